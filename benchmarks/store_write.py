@@ -1,0 +1,104 @@
+"""Rollout store write speed and size: a massive-batch CartPole rollout written K times per codec.
+
+    .venv/bin/python benchmarks/store_write.py [--num-envs 4096] [--horizon 32] [--repeats 10]
+
+Prints, per codec, the wall time of one ``write_rollout`` (median and mean, ms), the bytes on
+disk per stored transition (N*T transitions per rollout), the compression ratio against the raw
+tensor bytes, and what ``RolloutStore.submit`` costs the caller (the on-device clone + enqueue).
+The "none, no checksum" row shows what the per-chunk CRC32C costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from tensordict import TensorDict
+
+import rlpipe.store as store_mod
+from rlpipe.config import StoreCfg
+from rlpipe.rollout import allocate_rollout, validate
+from rlpipe.store import RolloutStore, write_rollout
+
+
+def cartpole_rollout(n: int, t: int, seed: int = 0) -> TensorDict:
+    """A plausible CartPole rollout: obs [n, t+1, 4] floats, int64 actions, ~20-step episodes."""
+    g = torch.Generator().manual_seed(seed)
+    r = allocate_rollout(n, t, (4,), (), torch.int64, "cpu")
+    valid = (slice(None), slice(0, t))
+    r["obs"].copy_(torch.randn(n, t + 1, 4, generator=g) * 0.1)
+    r["value"].copy_(torch.rand(n, t + 1, generator=g) * 20)
+    r["action"][valid] = torch.randint(0, 2, (n, t), generator=g)
+    r["sample_log_prob"][valid] = -torch.rand(n, t, generator=g) * 0.1 - 0.64
+    r["reward"][valid] = 1.0
+    r["terminated"][valid] = torch.rand(n, t, generator=g) < 0.05
+    r["done"][valid] = r["terminated"][valid]
+    validate(r)
+    return r
+
+
+def disk_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def bench_codec(root: Path, rollout: TensorDict, codec: str, repeats: int) -> dict[str, float]:
+    times, sizes = [], []
+    for k in range(repeats + 1):  # k == 0 warms up zarr's loop, codecs and the page cache
+        path = root / codec / f"iter-{k:06d}.zarr"
+        start = time.perf_counter()
+        write_rollout(path, rollout, {"iteration": k}, codec=codec)
+        elapsed = time.perf_counter() - start
+        if k:
+            times.append(elapsed * 1e3)
+            sizes.append(disk_bytes(path))
+    return {"median_ms": statistics.median(times), "mean_ms": statistics.fmean(times),
+            "bytes": statistics.fmean(sizes)}
+
+
+def bench_submit(root: Path, rollout: TensorDict, repeats: int) -> float:
+    """Median ms the caller spends in ``submit`` (clone + enqueue) with a writer behind it."""
+    times = []
+    with RolloutStore(root / "submit", StoreCfg(queue_size=repeats + 1)) as store:
+        for k in range(1, repeats + 1):
+            start = time.perf_counter()
+            store.submit(rollout, {"iteration": k})
+            times.append((time.perf_counter() - start) * 1e3)
+        store.flush()
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--num-envs", type=int, default=4096)
+    parser.add_argument("--horizon", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=10)
+    args = parser.parse_args()
+    n, t = args.num_envs, args.horizon
+    rollout = cartpole_rollout(n, t)
+    raw = sum(v.numel() * v.element_size() for v in rollout.values(True, True))
+    print(f"rollout N={n} T={t}: {len(list(rollout.keys(True, True)))} keys, "
+          f"{raw / 2**20:.2f} MiB raw, {n * t} transitions; {args.repeats} writes per codec")
+    print(f"{'codec':<22}{'median ms':>10}{'mean ms':>10}{'B/transition':>14}{'vs raw':>8}"
+          f"{'MB/s':>8}")
+    checksum = store_mod._CHECKSUM
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = [(codec, codec) for codec in ("none", "blosc-lz4")]
+        for label, codec in [*rows, ("none, no checksum", "none")]:
+            if label == "none, no checksum":
+                store_mod._CHECKSUM = ()
+            result = bench_codec(Path(tmp) / label.replace(", ", "-").replace(" ", "_"),
+                                 rollout, codec, args.repeats)
+            mbps = raw / 2**20 / (result["median_ms"] / 1e3)
+            print(f"{label:<22}{result['median_ms']:>10.1f}{result['mean_ms']:>10.1f}"
+                  f"{result['bytes'] / (n * t):>14.1f}{result['bytes'] / raw:>8.2f}{mbps:>8.0f}")
+        store_mod._CHECKSUM = checksum
+        print(f"submit() on the caller's thread (clone + enqueue, CPU): "
+              f"{bench_submit(Path(tmp), rollout, args.repeats):.2f} ms median")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,366 @@
+"""Typed experiment config: one class per ``params.yaml`` section, loaded with clear errors.
+
+``load(path, overrides)`` reads ``params.yaml`` (or the seed's ``train_config.json``), applies
+``--set a.b.c=VALUE`` overrides (VALUE parsed as YAML, like ``dvc exp run -S``) and validates
+every section. Any user mistake becomes a :class:`ConfigError` whose one-line message names the
+file, the key path and what is accepted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal, Self
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+__all__ = [
+    "AlgorithmBlock",
+    "AlgorithmCfg",
+    "CheckpointCfg",
+    "ConfigError",
+    "EnvCfg",
+    "NetworkBlock",
+    "PolicyCfg",
+    "ReplayCfg",
+    "RunConfig",
+    "StoreCfg",
+    "TrackingCfg",
+    "TrainerCfg",
+    "apply_overrides",
+    "format_validation_error",
+    "load",
+    "params_hash",
+]
+
+
+class ConfigError(ValueError):
+    """A user-facing config problem; its message is one line naming the key path."""
+
+
+class StrictModel(BaseModel):
+    """Base of every config class: unknown keys are errors, fields carry docstrings."""
+
+    model_config = ConfigDict(
+        extra="forbid", use_attribute_docstrings=True, validate_assignment=True, frozen=False
+    )
+
+    def replace(self, **changes: Any) -> Self:
+        """Return a validated copy with ``changes`` applied (the seed's ``replace``)."""
+        return type(self).model_validate({**self.model_dump(), **changes})
+
+    copy_with = replace
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict, as written to ``params.yaml`` and logged as run params."""
+        return self.model_dump(mode="json")
+
+    def validate(self, prefix: str = "") -> list[str]:  # type: ignore[override]  # seed API name
+        """Return missing-field paths (the seed's ``validate``); pydantic already enforces types."""
+        return [f"{prefix}{name}" for name, value in self if value is None and self._required(name)]
+
+    @classmethod
+    def _required(cls, name: str) -> bool:
+        return cls.model_fields[name].is_required()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], path: str = "") -> Self:
+        """Validate ``data``; raise :class:`ConfigError` naming ``path.key`` on failure."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(format_validation_error(exc, path)) from None
+
+
+class AlgorithmCfg(StrictModel):
+    """Fields every algorithm shares (the seed's ``AlgorithmCfg``)."""
+
+    device: str = "auto"
+    """Device for the update; ``auto`` follows ``trainer.device``."""
+    learning_rate: float = Field(3.0e-4, gt=0)
+    """Optimizer learning rate."""
+    batch_size: int = Field(64, ge=1)
+    """Minibatch size in transitions."""
+    gamma: float = Field(0.99, ge=0, le=1)
+    """Discount factor."""
+    gae_lambda: float = Field(0.95, ge=0, le=1)
+    """GAE lambda (bias/variance trade-off of the advantage)."""
+    max_grad_norm: float = Field(0.5, gt=0)
+    """Global gradient-norm clip."""
+    n_epochs: int = Field(10, ge=1)
+    """Passes over the rollout per update."""
+
+
+class TrainerCfg(StrictModel):
+    """Run-level settings: seed, device, sizes and how often to evaluate and save."""
+
+    exp_name: str = "cartpole_ppo"
+    """Experiment name: outputs go to ``<data_dir>/<exp_name>/``."""
+    seed: int = 42
+    """Seed for python, numpy, torch and every env reset."""
+    device: str = "auto"
+    """``auto`` (CUDA when present), ``cpu``, ``cuda`` or ``cuda:N``."""
+    num_envs: int = Field(256, ge=1)
+    """Parallel training envs N (per rank when distributed)."""
+    buffer_size: int = Field(32, ge=1)
+    """Steps per env per rollout, T."""
+    iterations: int = Field(60, ge=1)
+    """Collect → advantage → update iterations."""
+    enable_eval: bool = True
+    """Run deterministic evaluation on separate envs."""
+    eval_freq: int = Field(50_000, ge=1)
+    """Evaluate whenever the env-step counter crosses a multiple of this (and at the end)."""
+    num_eval_envs: int = Field(16, ge=1)
+    """Envs used by evaluation."""
+    num_eval_episodes: int = Field(1, ge=1)
+    """Finished episodes per eval env."""
+    save_freq: int = Field(100_000, ge=1)
+    """Checkpoint whenever the env-step counter crosses a multiple of this; a final one is always written."""
+    data_dir: str = "data"
+    """Root of every output (rollouts, checkpoints, metrics)."""
+    distributed: bool = False
+    """Use torch.distributed (launch with torchrun)."""
+    # Seed-format keys accepted so EmbodiChain configs load unchanged; rlpipe does not use them.
+    gym_config: str | None = None
+    """Seed JSON only: path of the env JSON, read into the ``env`` block."""
+    headless: bool = True
+    """Seed compatibility; unused (torch envs render nothing)."""
+    enable_rt: bool = False
+    """Seed compatibility; unused."""
+    gpu_id: int = 0
+    """Seed compatibility; use ``device: cuda:N`` instead."""
+    use_wandb: bool = False
+    """Seed compatibility; rlpipe tracks with MLflow (``tracking``)."""
+    wandb_project_name: str | None = None
+    """Seed compatibility; unused."""
+    events: dict[str, Any] = Field(default_factory=dict)
+    """Seed compatibility; simulator events are not supported and must be empty."""
+
+    @field_validator("device")
+    @classmethod
+    def _device_string(cls, value: str) -> str:
+        head, _, index = value.partition(":")
+        if head not in {"auto", "cpu", "cuda"} or (index and not index.isdigit()):
+            raise ValueError(f"got {value!r}; accepted: auto, cpu, cuda, cuda:N")
+        return value
+
+    @field_validator("events")
+    @classmethod
+    def _no_events(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if any(value.values()):
+            raise ValueError("simulator events are not supported by rlpipe; remove them")
+        return value
+
+
+class EnvCfg(StrictModel):
+    """Which env to build and the keyword arguments its constructor takes."""
+
+    id: str = "CartPole"
+    """A registered torch env (``CartPole``, ``Pendulum``) or any gymnasium id (``CartPole-v1``)."""
+    cfg: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments of the env's constructor (unknown ones are errors)."""
+
+
+class NetworkBlock(StrictModel):
+    """``{"type": "mlp", "network_cfg": {...}}`` as in the seed's JSON."""
+
+    type: str = "mlp"
+    """Network type; ``mlp`` is built in."""
+    network_cfg: dict[str, Any] = Field(
+        default_factory=lambda: {"hidden_sizes": [64, 64], "activation": "tanh"}
+    )
+    """Arguments of the network builder (``hidden_sizes``, ``activation``)."""
+
+
+class PolicyCfg(StrictModel):
+    """Policy name from the registry and its networks."""
+
+    name: str = "actor_critic"
+    """``actor_critic`` (PPO) or ``actor_only`` (GRPO), or any registered policy."""
+    actor: NetworkBlock = Field(default_factory=NetworkBlock)
+    """Actor network."""
+    critic: NetworkBlock | None = Field(default_factory=NetworkBlock)
+    """Critic network (ignored by actor-only policies)."""
+    action_dim: int | None = None
+    """Optional check against the env's action dimension."""
+    log_std_init: float = 0.0
+    """Initial state-independent log-std of Gaussian policies."""
+
+
+class AlgorithmBlock(StrictModel):
+    """``{name, cfg}``: the algorithm and its hyperparameters (validated by its config class)."""
+
+    name: str = "ppo"
+    """Registered algorithm name (``ppo``, ``grpo``)."""
+    cfg: dict[str, Any] = Field(default_factory=dict)
+    """Hyperparameters, validated against the algorithm's config class (``PPOCfg``, ``GRPOCfg``)."""
+
+
+class StoreCfg(StrictModel):
+    """Where and how rollouts are stored."""
+
+    enabled: bool = True
+    """Write every rollout to ``<data_dir>/<exp_name>/rollouts/iter-NNNNNN.zarr``."""
+    keep_last: int | None = Field(None, ge=1)
+    """Keep only the newest K rollouts (``null``: keep all)."""
+    codec: Literal["none", "blosc-lz4"] = "none"
+    """Compression codec; ``blosc-lz4`` pays off for pixel observations."""
+    queue_size: int = Field(2, ge=1)
+    """Rollouts waiting for the background writer before collection blocks (back-pressure)."""
+    chunk_envs: int = Field(1024, ge=1)
+    """Envs per Zarr chunk (each chunk holds the whole T+1 time axis)."""
+
+
+class CheckpointCfg(StrictModel):
+    """Checkpoint retention."""
+
+    keep_last: int | None = Field(None, ge=1)
+    """Keep only the newest K checkpoints besides the best (``null``: keep all)."""
+
+
+class TrackingCfg(StrictModel):
+    """Experiment tracking."""
+
+    backend: Literal["mlflow", "none"] = "mlflow"
+    """``mlflow`` or ``none``."""
+    uri: str | None = None
+    """MLflow tracking URI; ``MLFLOW_TRACKING_URI`` wins, default ``sqlite:///<project>/data/mlflow.db``."""
+
+
+class ReplayCfg(StrictModel):
+    """Overrides applied when stored rollouts are re-optimized offline (``rlpipe replay``)."""
+
+    algorithm: dict[str, Any] = Field(default_factory=dict)
+    """Partial ``algorithm`` block, e.g. ``{cfg: {clip_coef: 0.1}}``."""
+
+
+class RunConfig(StrictModel):
+    """The whole experiment: one attribute per ``params.yaml`` section."""
+
+    trainer: TrainerCfg = Field(default_factory=TrainerCfg)
+    env: EnvCfg = Field(default_factory=EnvCfg)
+    policy: PolicyCfg = Field(default_factory=PolicyCfg)
+    algorithm: AlgorithmBlock = Field(default_factory=AlgorithmBlock)
+    store: StoreCfg = Field(default_factory=StoreCfg)
+    checkpoint: CheckpointCfg = Field(default_factory=CheckpointCfg)
+    tracking: TrackingCfg = Field(default_factory=TrackingCfg)
+    replay: ReplayCfg = Field(default_factory=ReplayCfg)
+
+    @property
+    def run_dir(self) -> Path:
+        """``<data_dir>/<exp_name>``: every output of this experiment lives below it."""
+        return Path(self.trainer.data_dir) / self.trainer.exp_name
+
+
+REQUIRED_SECTIONS = ("trainer", "env", "policy", "algorithm")
+
+
+def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
+    """Turn pydantic's report into one line: ``key.path: what is wrong (got X)``."""
+    err = exc.errors()[0]
+    path = ".".join(str(p) for p in (prefix.split(".") if prefix else []) + list(err["loc"]))
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        parent = err["loc"][:-1]
+        model = exc.title
+        return f"{path}: unknown key{_accepted_keys(model, parent)}"
+    got = err.get("input")
+    quiet = err["type"] == "missing" or isinstance(got, dict) or "got " in msg
+    shown = "" if quiet else f" (got {got!r})"
+    extra = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{path}: {msg}{shown}{extra}"
+
+
+def _accepted_keys(model_name: str, parent: tuple[Any, ...]) -> str:
+    model: type[BaseModel] | None = _MODELS.get(model_name)
+    for part in parent:
+        if model is None:
+            break
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field else None
+        model = next(
+            (a for a in (annotation, *getattr(annotation, "__args__", ())) if _is_model(a)), None
+        )
+    return f"; accepted: {', '.join(model.model_fields)}" if model else ""
+
+
+def _is_model(obj: Any) -> bool:
+    return isinstance(obj, type) and issubclass(obj, BaseModel)
+
+
+_MODELS: dict[str, type[BaseModel]] = {
+    cls.__name__: cls
+    for cls in (RunConfig, TrainerCfg, EnvCfg, PolicyCfg, NetworkBlock, AlgorithmBlock, StoreCfg,
+                CheckpointCfg, TrackingCfg, ReplayCfg, AlgorithmCfg)
+}
+
+
+def read_params(path: str | Path) -> dict[str, Any]:
+    """Read a YAML or JSON params file into a dict; the seed's ``gym_config`` is inlined."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: params file not found")
+    try:
+        data = yaml.safe_load(path.read_text()) if path.suffix != ".json" else json.loads(
+            path.read_text()
+        )
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid YAML/JSON ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections, got {type(data).__name__}")
+    return _inline_gym_config(data, path)
+
+
+def _inline_gym_config(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    gym_config = (data.get("trainer") or {}).get("gym_config")
+    if gym_config is None or "env" in data:
+        return data
+    env_path = (path.parent / gym_config) if not Path(gym_config).is_absolute() else Path(gym_config)
+    if not env_path.is_file():
+        env_path = Path(gym_config)
+    if not env_path.is_file():
+        raise ConfigError(f"{path}: trainer.gym_config: env JSON {gym_config!r} not found")
+    env_json = json.loads(env_path.read_text())
+    return {**data, "env": {"id": env_json.get("id"), "cfg": env_json.get("cfg", {})}}
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """Apply ``a.b.c=VALUE`` overrides (VALUE parsed as YAML) to a nested dict copy."""
+    data = json.loads(json.dumps(data))
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. trainer.iterations=50")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {key}: value {raw!r} is not valid YAML") from None
+        node = data
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {key}: {part} is not a section")
+            node = child
+        node[parts[-1]] = value
+    return data
+
+
+def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """Load, override and validate a params file; raise :class:`ConfigError` on any problem."""
+    data = apply_overrides(read_params(path), overrides)
+    missing = [s for s in REQUIRED_SECTIONS if s not in data]
+    if missing:
+        raise ConfigError(f"{path}: missing section {missing[0]!r}; required: {', '.join(REQUIRED_SECTIONS)}")
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {format_validation_error(exc)}") from None
+
+
+def params_hash(cfg: RunConfig) -> str:
+    """Stable short hash of the resolved params (ties rollouts and runs to their config)."""
+    text = json.dumps(cfg.to_dict(), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,85 @@
+"""The batched env contract every rlpipe env fulfils (torch-native or gymnasium-backed).
+
+A ``BatchedEnv`` steps ``num_envs`` copies of one task at once and speaks torch tensors on its
+``device``. Shapes below use N = ``num_envs``.
+
+* ``reset(seed, group_size)`` → ``obs``: ``[N, *obs_shape]`` float32. With ``group_size=k > 1``
+  the envs ``[0..k-1]``, ``[k..2k-1]`` … start from the same initial state (GRPO group resets).
+* ``step(action)`` with ``action``: ``[N]`` int64 (Discrete) or ``[N, *act_shape]`` float32 (Box)
+  → :class:`StepResult`. Envs that finish an episode are reset inside ``step``: ``obs`` is then
+  the first observation of the next episode, and ``final_obs`` holds the true last observation.
+* ``state_dict()`` / ``load_state_dict()`` capture everything needed to continue bit for bit
+  (physics state, step counters, RNG), so a resumed run equals an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import torch
+
+__all__ = ["BatchedEnv", "StepResult"]
+
+
+class StepResult(NamedTuple):
+    """What ``BatchedEnv.step`` returns; every field is batched over N envs."""
+
+    obs: torch.Tensor
+    """``[N, *obs_shape]`` float32: next observation (first of a new episode where ``done``)."""
+    reward: torch.Tensor
+    """``[N]`` float32."""
+    terminated: torch.Tensor
+    """``[N]`` bool: the episode reached a terminal state (no bootstrap)."""
+    truncated: torch.Tensor
+    """``[N]`` bool: the episode was cut by a time limit (bootstrap from ``final_obs``)."""
+    final_obs: torch.Tensor
+    """``[N, *obs_shape]`` float32: the true last observation where done, else equal to ``obs``."""
+
+
+class BatchedEnv(ABC):
+    """N parallel envs behind one torch interface; see the module docstring for the contract."""
+
+    num_envs: int
+    device: torch.device
+    observation_space: gym.spaces.Box
+    """Space of ONE env's observation."""
+    action_space: gym.spaces.Discrete | gym.spaces.Box
+    """Space of ONE env's action."""
+    max_episode_steps: int | None = None
+    """Time limit after which an episode is truncated (``None``: none)."""
+
+    @property
+    def obs_shape(self) -> tuple[int, ...]:
+        """Shape of one observation."""
+        return tuple(self.observation_space.shape)
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        """Shape of one action: ``()`` for Discrete."""
+        return tuple(self.action_space.shape or ())
+
+    @property
+    def action_dtype(self) -> torch.dtype:
+        """int64 for Discrete, float32 for Box."""
+        return torch.int64 if isinstance(self.action_space, gym.spaces.Discrete) else torch.float32
+
+    @abstractmethod
+    def reset(self, seed: int | None = None, group_size: int = 1) -> torch.Tensor:
+        """Reset every env; return ``[N, *obs_shape]``. ``seed=None`` continues the env's RNG."""
+
+    @abstractmethod
+    def step(self, action: torch.Tensor) -> StepResult:
+        """Advance every env one step, auto-resetting finished ones."""
+
+    @abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly from here (tensors, RNG states)."""
+
+    @abstractmethod
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a ``state_dict``."""
+
+    def close(self) -> None:  # noqa: B027  # optional hook, most envs hold no resources
+        """Release resources (subprocesses, simulators)."""

@@ -1,0 +1,103 @@
+"""CartPole in torch: gymnasium's CartPole-v1 (euler), batched on the device.
+
+Constants, dynamics, reward (+1 every step including the terminal one), termination (|x| > 2.4,
+|theta| > 12°), the 500-step time limit, the start distribution U(-0.05, 0.05)^4 and the spaces
+match ``gymnasium/envs/classic_control/cartpole.py``; with ``physics_dtype="float64"`` the
+trajectories agree with gymnasium's to float64 rounding.
+Barto, Sutton & Anderson 1983, doi:10.1109/TSMC.1983.6313077
+"""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlpipe.envs.registry import register_env
+from rlpipe.envs.torch_env import TorchEnv
+
+__all__ = ["CartPole"]
+
+GRAVITY = 9.8
+MASSCART = 1.0
+MASSPOLE = 0.1
+TOTAL_MASS = MASSPOLE + MASSCART
+LENGTH = 0.5  # half the pole's length
+POLEMASS_LENGTH = MASSPOLE * LENGTH
+FORCE_MAG = 10.0
+TAU = 0.02  # seconds between state updates
+THETA_THRESHOLD = 12 * 2 * math.pi / 360
+X_THRESHOLD = 2.4
+INIT_BOUND = 0.05
+OBS_HIGH = np.array([X_THRESHOLD * 2, np.inf, THETA_THRESHOLD * 2, np.inf], dtype=np.float32)
+
+
+@register_env("CartPole")
+class CartPole(TorchEnv):
+    """Balance a pole on a cart by pushing it left (action 0) or right (action 1).
+
+    State and observation ``[N, 4]``: cart position, cart velocity, pole angle, pole angular
+    velocity. Action ``[N]`` int64 in {0, 1}. Reward ``[N]`` is 1.0 every step.
+    """
+
+    state_dim = 4
+    action_space = gym.spaces.Discrete(2)
+    observation_space = gym.spaces.Box(-OBS_HIGH, OBS_HIGH, dtype=np.float32)
+
+    def __init__(
+        self,
+        num_envs: int,
+        device: torch.device | str,
+        max_episode_steps: int | None = 500,
+        physics_dtype: str = "float32",
+    ) -> None:
+        super().__init__(num_envs, device, max_episode_steps, physics_dtype)
+
+    def _initial_state(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        """``[n, 4]`` uniform in ``[-0.05, 0.05)``."""
+        bound = self._constant([INIT_BOUND] * self.state_dim)
+        return self._uniform(n, -bound, bound)
+
+    def _dynamics(
+        self, state: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Euler step of ``[N, 4]`` under ``action`` ``[N]``; written in gymnasium's op order."""
+        x, x_dot, theta, theta_dot = state.unbind(-1)
+        force = torch.where(action == 1, FORCE_MAG, -FORCE_MAG).to(self.dtype)
+        costheta, sintheta = torch.cos(theta), torch.sin(theta)
+        temp = (force + POLEMASS_LENGTH * theta_dot.square() * sintheta) / TOTAL_MASS
+        thetaacc = (GRAVITY * sintheta - costheta * temp) / (
+            LENGTH * (4.0 / 3.0 - MASSPOLE * costheta.square() / TOTAL_MASS)
+        )
+        xacc = temp - POLEMASS_LENGTH * thetaacc * costheta / TOTAL_MASS
+        next_state = torch.stack(
+            (
+                x + TAU * x_dot,
+                x_dot + TAU * xacc,
+                theta + TAU * theta_dot,
+                theta_dot + TAU * thetaacc,
+            ),
+            dim=-1,
+        )
+        return next_state, self._reward(state), self._terminated(next_state)
+
+    def _observe(self, state: torch.Tensor) -> torch.Tensor:
+        """Return the state as a float32 copy ``[N, 4]``."""
+        return state.to(torch.float32, copy=True)
+
+    def _reward(self, state: torch.Tensor) -> torch.Tensor:
+        """``[N]`` float32 ones (the terminal step is rewarded too)."""
+        return torch.ones(state.shape[0], dtype=torch.float32, device=state.device)
+
+    @staticmethod
+    def _terminated(state: torch.Tensor) -> torch.Tensor:
+        """``[N]`` bool: cart outside ±2.4 or pole beyond ±12°."""
+        x, theta = state[:, 0], state[:, 2]
+        return (
+            (x < -X_THRESHOLD)
+            | (x > X_THRESHOLD)
+            | (theta < -THETA_THRESHOLD)
+            | (theta > THETA_THRESHOLD)
+        )

@@ -1,0 +1,179 @@
+"""Any gymnasium id behind the :class:`~rlpipe.envs.base.BatchedEnv` contract.
+
+``GymnasiumEnv`` runs ``gymnasium.make_vec(id, num_envs, vectorization_mode="sync"|"async")``
+in SAME_STEP autoreset mode: a finished sub-env is reset inside the same ``step`` and its true
+last observation arrives in ``infos["final_obs"]`` (mask ``infos["_final_obs"]``) — exactly the
+``obs``/``final_obs`` split of :class:`~rlpipe.envs.base.StepResult`. Results come back as torch
+tensors on ``device``; each step costs one host round trip (gymnasium steps on the CPU).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+
+from rlpipe.config import ConfigError
+from rlpipe.envs.base import BatchedEnv, StepResult
+from rlpipe.envs.torch_env import num_groups
+
+__all__ = ["GymnasiumEnv"]
+
+VECTORIZATION_MODES = ("sync", "async")
+
+
+class GymnasiumEnv(BatchedEnv):
+    """``num_envs`` copies of a gymnasium env, vectorized by gymnasium, speaking torch.
+
+    Spaces: Box observations are flattened, ``obs`` is ``[N, prod(obs_shape)]`` float32; actions
+    are ``[N]`` int64 (Discrete) or ``[N, *act_shape]`` float32 (Box).
+
+    Checkpointing is partial, because gymnasium envs cannot be snapshotted in general:
+    :meth:`state_dict` holds the numpy RNG state (``np_random``) of every sub-env and of the
+    adapter's own seed generator. :meth:`load_state_dict` restores those RNGs and then resets
+    every sub-env from them (no reseed), so the episodes that were running at save time are NOT
+    restored — simulator state, time-limit counters and wrapper state are lost — and the new
+    first observations are in :attr:`last_obs`. A resumed run is reproducible, but it differs
+    from an uninterrupted one.
+    """
+
+    last_obs: torch.Tensor
+    """``[N, *obs_shape]`` float32: the observation returned by the latest reset/step/load."""
+
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int,
+        device: torch.device | str,
+        vectorization_mode: str = "sync",
+        **make_kwargs: Any,
+    ) -> None:
+        if vectorization_mode not in VECTORIZATION_MODES:
+            raise ValueError(
+                f"vectorization_mode: got {vectorization_mode!r}; "
+                f"accepted: {', '.join(VECTORIZATION_MODES)}"
+            )
+        self.env_id = env_id
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        self.vec_env = gymnasium.make_vec(
+            env_id,
+            num_envs=num_envs,
+            vectorization_mode=vectorization_mode,
+            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+            **make_kwargs,
+        )
+        self.observation_space = _flat_box(self.vec_env.single_observation_space, env_id)
+        self.action_space = _check_action_space(self.vec_env.single_action_space, env_id)
+        self.max_episode_steps = make_kwargs.get(
+            "max_episode_steps", gymnasium.spec(env_id).max_episode_steps
+        )
+        self._seed_rng = np.random.default_rng(0)
+        self.last_obs = self._to_obs(self.vec_env.reset()[0])
+
+    def reset(self, seed: int | None = None, group_size: int = 1) -> torch.Tensor:
+        """Reset every sub-env; return ``obs`` ``[N, *obs_shape]`` float32.
+
+        Env i is reset with seed ``seed + i // group_size``, so the envs of a group start
+        identically. ``seed=None`` continues each sub-env's RNG when ``group_size == 1``; with
+        groups, a base seed is drawn from the adapter's seed generator instead. Note that the
+        envs of a group then share their RNG streams for later auto-resets too.
+        """
+        groups = num_groups(self.num_envs, group_size)
+        if seed is not None:
+            self._seed_rng = np.random.default_rng(seed)
+        elif groups < self.num_envs:
+            seed = int(self._seed_rng.integers(2**31 - 1))
+        seeds = None if seed is None else [seed + i // group_size for i in range(self.num_envs)]
+        obs, _ = self.vec_env.reset(seed=seeds)
+        self.last_obs = self._to_obs(obs)
+        return self.last_obs
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        """Step every sub-env with ``action`` (``[N]`` int64 or ``[N, *act_shape]`` float32)."""
+        obs, reward, terminated, truncated, infos = self.vec_env.step(self._to_numpy(action))
+        final = _final_obs(obs, infos)
+        self.last_obs = self._to_obs(obs)
+        return StepResult(
+            obs=self.last_obs,
+            reward=torch.as_tensor(reward, dtype=torch.float32).to(self.device),
+            terminated=torch.as_tensor(terminated, dtype=torch.bool).to(self.device),
+            truncated=torch.as_tensor(truncated, dtype=torch.bool).to(self.device),
+            final_obs=self._to_obs(final),
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """RNG states only: ``np_random`` of each sub-env and the adapter's seed generator."""
+        rngs = self.vec_env.get_attr("np_random")
+        return {
+            "np_random": [rng.bit_generator.state for rng in rngs],
+            "seed_rng": self._seed_rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the RNGs and reset every sub-env from them; see the class docstring."""
+        if len(state["np_random"]) != self.num_envs:
+            raise ValueError(
+                f"state_dict holds {len(state['np_random'])} sub-env RNGs; "
+                f"this env has {self.num_envs}"
+            )
+        self.vec_env.set_attr("np_random", [_generator(s) for s in state["np_random"]])
+        self._seed_rng = _generator(state["seed_rng"])
+        self.last_obs = self._to_obs(self.vec_env.reset()[0])
+
+    def close(self) -> None:
+        """Close the vector env (and its worker processes in async mode)."""
+        self.vec_env.close()
+
+    def _to_obs(self, obs: np.ndarray) -> torch.Tensor:
+        """Batched numpy obs → ``[N, prod(obs_shape)]`` float32 on the device."""
+        flat = np.asarray(obs, dtype=np.float32).reshape(self.num_envs, -1)
+        return torch.from_numpy(flat).to(self.device)
+
+    def _to_numpy(self, action: torch.Tensor) -> np.ndarray:
+        """``[N]`` / ``[N, *act_shape]`` tensor → the numpy batch gymnasium expects."""
+        array = action.detach().cpu().numpy()
+        if isinstance(self.action_space, gymnasium.spaces.Discrete):
+            return array.reshape(self.num_envs).astype(np.int64)
+        shape = (self.num_envs, *self.action_space.shape)
+        return array.reshape(shape).astype(self.action_space.dtype)
+
+
+def _final_obs(obs: np.ndarray, infos: dict[str, Any]) -> np.ndarray:
+    """``[N, ...]``: ``obs`` with each finished env's row replaced by its true last observation."""
+    final = np.array(obs, copy=True)
+    if "final_obs" in infos:
+        for i in np.flatnonzero(infos["_final_obs"]):
+            final[i] = infos["final_obs"][i]
+    return final
+
+
+def _flat_box(space: gymnasium.Space, env_id: str) -> gymnasium.spaces.Box:
+    """Flattened float32 Box of one observation; ConfigError for non-Box spaces."""
+    if not isinstance(space, gymnasium.spaces.Box):
+        raise ConfigError(
+            f"env.id: {env_id!r} has a {type(space).__name__} observation space; accepted: Box"
+        )
+    low = np.asarray(space.low, dtype=np.float32).reshape(-1)
+    high = np.asarray(space.high, dtype=np.float32).reshape(-1)
+    return gymnasium.spaces.Box(low, high, dtype=np.float32)
+
+
+def _check_action_space(space: gymnasium.Space, env_id: str) -> Any:
+    """Return ``space`` if it is Discrete or Box; ConfigError otherwise."""
+    if not isinstance(space, gymnasium.spaces.Discrete | gymnasium.spaces.Box):
+        raise ConfigError(
+            f"env.id: {env_id!r} has a {type(space).__name__} action space; "
+            "accepted: Discrete, Box"
+        )
+    return space
+
+
+def _generator(state: dict[str, Any]) -> np.random.Generator:
+    """Rebuild a numpy Generator from its ``bit_generator.state`` dict."""
+    bit_generator = getattr(np.random, state["bit_generator"])()
+    bit_generator.state = state
+    return np.random.Generator(bit_generator)

@@ -1,0 +1,128 @@
+"""Env registry: ``@register_env("Name")`` adds a torch env, ``build_env`` builds ``env.id``.
+
+``build_env(id, num_envs, device, cfg)`` looks ``id`` up among the registered torch envs first,
+then in gymnasium's registry (wrapped by :class:`~rlpipe.envs.gym_adapter.GymnasiumEnv`). Every
+user mistake becomes a one-line :class:`~rlpipe.config.ConfigError` naming the key path
+(``env.id`` or ``env.cfg.<key>``) and what is accepted.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import gymnasium
+import torch
+
+from rlpipe.config import ConfigError
+from rlpipe.envs.base import BatchedEnv
+from rlpipe.envs.gym_adapter import GymnasiumEnv
+
+__all__ = ["build_env", "register_env", "registered_env_ids"]
+
+EnvT = TypeVar("EnvT", bound=type[BatchedEnv])
+
+_REGISTRY: dict[str, type[BatchedEnv]] = {}
+_SET_BY_TRAINER = {"num_envs": "trainer.num_envs", "device": "trainer.device", "env_id": "env.id"}
+"""Constructor arguments that ``build_env`` fills itself, with the key that sets them."""
+
+
+def register_env(name: str, *, override: bool = False) -> Callable[[EnvT], EnvT]:
+    """Class decorator: make ``name`` an ``env.id`` building this env class.
+
+    A second registration of ``name`` raises ValueError unless ``override=True``.
+    """
+
+    def decorate(cls: EnvT) -> EnvT:
+        if name in _REGISTRY and not override:
+            raise ValueError(
+                f"env {name!r} is already registered ({_REGISTRY[name].__qualname__}); "
+                "pass override=True to replace it"
+            )
+        _REGISTRY[name] = cls
+        return cls
+
+    return decorate
+
+
+def registered_env_ids() -> list[str]:
+    """Names of the registered torch envs, sorted."""
+    return sorted(_REGISTRY)
+
+
+def build_env(
+    env_id: str,
+    num_envs: int,
+    device: torch.device | str,
+    cfg: dict[str, Any] | None = None,
+) -> BatchedEnv:
+    """Build ``num_envs`` envs of ``env_id`` on ``device`` with constructor arguments ``cfg``.
+
+    A registered torch env gets ``cls(num_envs=..., device=..., **cfg)``; any other id known to
+    gymnasium gets ``GymnasiumEnv(env_id, num_envs, device, **cfg)`` (``cfg`` then holds
+    ``vectorization_mode`` and ``gymnasium.make`` kwargs). Raises ConfigError on an unknown id,
+    an unknown argument or an invalid value.
+    """
+    cfg = dict(cfg or {})
+    if env_id in _REGISTRY:
+        cls = _REGISTRY[env_id]
+        _check_arguments(env_id, cls, cfg)
+        return _construct(lambda: cls(num_envs=num_envs, device=device, **cfg), cfg)
+    if env_id in gymnasium.envs.registry:
+        _check_arguments(env_id, GymnasiumEnv, cfg)
+        make = lambda: GymnasiumEnv(env_id, num_envs, device, **cfg)
+        return _construct(make, cfg, make_kwargs_of=env_id)
+    accepted = ", ".join(registered_env_ids())
+    raise ConfigError(
+        f"env.id: unknown env {env_id!r}; accepted: {accepted}, "
+        "or a gymnasium id such as CartPole-v1"
+    )
+
+
+def _check_arguments(env_id: str, cls: type[BatchedEnv], cfg: dict[str, Any]) -> None:
+    """Refuse keys of ``cfg`` that the constructor of ``cls`` does not take (or takes elsewhere)."""
+    params = inspect.signature(cls.__init__).parameters
+    accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    named = [
+        name
+        for name, p in params.items()
+        if name != "self" and name not in _SET_BY_TRAINER
+        and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    ]
+    for key in cfg:
+        if key in _SET_BY_TRAINER:
+            raise ConfigError(f"env.cfg.{key}: set by {_SET_BY_TRAINER[key]}, not env.cfg")
+        if key not in named and not accepts_any:
+            raise ConfigError(
+                f"env.cfg.{key}: unknown argument of {env_id}; accepted: {', '.join(named)}"
+            )
+
+
+def _construct(
+    make: Callable[[], BatchedEnv], cfg: dict[str, Any], make_kwargs_of: str | None = None
+) -> BatchedEnv:
+    """Call ``make``; a ValueError ``"<key>: …"`` about a ``cfg`` key becomes a ConfigError.
+
+    With ``make_kwargs_of`` (a gymnasium id), a TypeError — a ``gymnasium.make`` kwarg that env
+    does not take — becomes an ``env.cfg: …`` ConfigError too. Anything else propagates.
+    """
+    try:
+        return make()
+    except ConfigError:
+        raise
+    except ValueError as exc:
+        message = _first_line(exc)
+        if message.partition(":")[0] in cfg:
+            raise ConfigError(f"env.cfg.{message}") from None
+        raise
+    except TypeError as exc:
+        if make_kwargs_of is None:
+            raise
+        raise ConfigError(
+            f"env.cfg: {_first_line(exc)} (kwargs of gymnasium.make({make_kwargs_of!r}))"
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

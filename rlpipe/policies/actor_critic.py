@@ -1,0 +1,67 @@
+"""``ActorCritic`` (PPO) and ``ActorOnly`` (GRPO): an actor MLP and action head, with or without a critic."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.distributions import Distribution
+
+from rlpipe.policies.base import Policy
+from rlpipe.policies.heads import ActionHead
+from rlpipe.policies.registry import register_policy
+
+__all__ = ["ActorCritic", "ActorOnly"]
+
+
+@register_policy("actor_critic")
+class ActorCritic(Policy):
+    """Separate actor and critic networks over flat observations ``[B, obs_dim]``.
+
+    ``actor``: ``[B, obs_dim]`` → ``[B, head.out_dim]`` (logits or Gaussian mean);
+    ``critic``: ``[B, obs_dim]`` → ``[B, 1]``.
+    """
+
+    def __init__(
+        self, actor: nn.Module, critic: nn.Module, head: ActionHead, device: torch.device | str
+    ) -> None:
+        super().__init__()
+        self.actor, self.critic, self.head = actor, critic, head
+        self.device = torch.device(device)
+        self.to(self.device)
+
+    def distribution(self, obs: torch.Tensor) -> Distribution:
+        """π(·|obs)."""
+        return self.head.distribution(self.actor(obs))
+
+    def deterministic_action(self, dist: Distribution) -> torch.Tensor:
+        """Argmax or mean."""
+        return self.head.mode(dist)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """V(obs) ``[B]``."""
+        return self.critic(obs).squeeze(-1)
+
+
+@register_policy("actor_only")
+class ActorOnly(Policy):
+    """Actor without a critic, for GRPO: ``value`` is identically zero (no network, no memory)."""
+
+    has_critic = False
+
+    def __init__(self, actor: nn.Module, head: ActionHead, device: torch.device | str) -> None:
+        super().__init__()
+        self.actor, self.head = actor, head
+        self.device = torch.device(device)
+        self.to(self.device)
+
+    def distribution(self, obs: torch.Tensor) -> Distribution:
+        """π(·|obs)."""
+        return self.head.distribution(self.actor(obs))
+
+    def deterministic_action(self, dist: Distribution) -> torch.Tensor:
+        """Argmax or mean."""
+        return self.head.mode(dist)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """Zeros ``[B]``: GRPO needs no critic."""
+        return torch.zeros(obs.shape[0], device=obs.device)

@@ -1,0 +1,85 @@
+"""The ``Policy`` interface (the seed's): TensorDict methods over a tensor-level fast path.
+
+Shapes use B for any batch (``[N]`` while collecting, ``[minibatch]`` while updating).
+
+* ``get_action(td)`` / ``forward(td)``: read ``obs`` ``[B, *obs]``, write ``action``
+  ``[B, *act]``, ``sample_log_prob`` ``[B]`` and ``value`` ``[B]``.
+* ``get_value(td)``: write ``value`` ``[B]``.
+* ``evaluate_actions(td)``: read ``obs`` and ``action``; return a new TensorDict with
+  ``sample_log_prob``, ``entropy`` and ``value`` (all ``[B]``).
+
+The collector and the algorithms call the tensor methods (``sample``, ``value``, ``evaluate``)
+directly: building a TensorDict per env step costs more than the step of a small MLP.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+from tensordict import TensorDict
+from torch import nn
+
+__all__ = ["Policy"]
+
+
+class Policy(nn.Module, ABC):
+    """Base of every policy: implement the three tensor methods, get the seed's API for free."""
+
+    device: torch.device
+    has_critic: bool = True
+    """False for actor-only policies, whose ``value`` is identically zero."""
+
+    @abstractmethod
+    def distribution(self, obs: torch.Tensor) -> torch.distributions.Distribution:
+        """Action distribution π(·|obs) for ``obs`` ``[B, *obs]`` (log_prob summed over action dims)."""
+
+    @abstractmethod
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """State value V(obs): ``[B, *obs]`` → ``[B]``."""
+
+    @abstractmethod
+    def deterministic_action(self, dist: torch.distributions.Distribution) -> torch.Tensor:
+        """The mode of ``dist`` (argmax / mean) used for evaluation."""
+
+    def sample(
+        self, obs: torch.Tensor, deterministic: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(action [B, *act], log_prob [B])``; the collector's hot path (no value)."""
+        dist = self.distribution(obs)
+        action = self.deterministic_action(dist) if deterministic else dist.sample()
+        return action, dist.log_prob(action)
+
+    def evaluate(
+        self, obs: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(log_prob [B], entropy [B], value [B])`` of given actions; the update's hot path."""
+        dist = self.distribution(obs)
+        return dist.log_prob(action), dist.entropy(), self.value(obs)
+
+    def get_action(self, tensordict: TensorDict, deterministic: bool = False) -> TensorDict:
+        """Sample ``action``, ``sample_log_prob`` and ``value`` into ``tensordict``."""
+        return self.forward(tensordict, deterministic)
+
+    def forward(self, tensordict: TensorDict, deterministic: bool = False) -> TensorDict:
+        """Write ``action``, ``sample_log_prob`` and ``value`` into ``tensordict``."""
+        obs = tensordict["obs"]
+        action, log_prob = self.sample(obs, deterministic)
+        tensordict.update(
+            {"action": action, "sample_log_prob": log_prob, "value": self.value(obs)}
+        )
+        return tensordict
+
+    def get_value(self, tensordict: TensorDict) -> TensorDict:
+        """Write the value estimate ``value`` ``[B]`` into ``tensordict``."""
+        tensordict.set("value", self.value(tensordict["obs"]))
+        return tensordict
+
+    def evaluate_actions(self, tensordict: TensorDict) -> TensorDict:
+        """New TensorDict with ``sample_log_prob``, ``entropy`` and ``value`` of the stored actions."""
+        log_prob, entropy, value = self.evaluate(tensordict["obs"], tensordict["action"])
+        return TensorDict(
+            {"sample_log_prob": log_prob, "entropy": entropy, "value": value},
+            batch_size=tensordict.batch_size,
+            device=tensordict.device,
+        )

@@ -1,0 +1,63 @@
+"""``build_mlp_from_cfg``: networks from the seed's ``{"type": "mlp", "network_cfg": {...}}`` blocks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from torch import nn
+
+from rlpipe.config import ConfigError
+
+__all__ = ["ACTIVATIONS", "build_mlp", "build_mlp_from_cfg"]
+
+ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
+    "tanh": nn.Tanh,
+    "relu": nn.ReLU,
+    "elu": nn.ELU,
+    "gelu": nn.GELU,
+    "silu": nn.SiLU,
+    "leaky_relu": nn.LeakyReLU,
+}
+NETWORK_TYPES = ("mlp",)
+MLP_KEYS = ("hidden_sizes", "activation")
+
+
+def build_mlp(in_dim: int, out_dim: int, hidden_sizes: list[int], activation: str) -> nn.Sequential:
+    """``Linear → act → … → Linear``: ``[B, in_dim]`` → ``[B, out_dim]``."""
+    if activation not in ACTIVATIONS:
+        raise ConfigError(f"activation: unknown {activation!r}; accepted: {', '.join(ACTIVATIONS)}")
+    sizes = [in_dim, *hidden_sizes]
+    layers: list[nn.Module] = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        layers += [nn.Linear(a, b), ACTIVATIONS[activation]()]
+    layers.append(nn.Linear(sizes[-1], out_dim))
+    return nn.Sequential(*layers)
+
+
+def build_mlp_from_cfg(
+    cfg: dict[str, Any], in_dim: int, out_dim: int, path: str = "policy.actor"
+) -> nn.Sequential:
+    """Build the network a seed-style block describes; unknown types or keys are errors.
+
+    ``cfg`` is ``{"type": "mlp", "network_cfg": {"hidden_sizes": [64, 64], "activation": "tanh"}}``
+    (``path`` names the block in error messages).
+    """
+    net_type = cfg.get("type", "mlp")
+    if net_type not in NETWORK_TYPES:
+        raise ConfigError(f"{path}.type: unknown network type {net_type!r}; accepted: mlp")
+    network_cfg = dict(cfg.get("network_cfg") or {})
+    for key in network_cfg:
+        if key not in MLP_KEYS:
+            raise ConfigError(f"{path}.network_cfg.{key}: unknown key; accepted: {', '.join(MLP_KEYS)}")
+    hidden = network_cfg.get("hidden_sizes", [64, 64])
+    if not isinstance(hidden, list) or not all(isinstance(h, int) and h > 0 for h in hidden):
+        raise ConfigError(
+            f"{path}.network_cfg.hidden_sizes: expected a list of positive ints (got {hidden!r})"
+        )
+    activation = network_cfg.get("activation", "tanh")
+    if activation not in ACTIVATIONS:
+        raise ConfigError(
+            f"{path}.network_cfg.activation: unknown {activation!r}; accepted: {', '.join(ACTIVATIONS)}"
+        )
+    return build_mlp(in_dim, out_dim, hidden, activation)

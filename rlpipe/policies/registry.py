@@ -1,0 +1,74 @@
+"""Policy registry: ``register_policy`` (a decorator) and ``build_policy`` from a config block."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from rlpipe.config import ConfigError, PolicyCfg
+
+__all__ = ["build_policy", "get_registered_policy_names", "register_policy"]
+
+_POLICIES: dict[str, type[nn.Module]] = {}
+T = TypeVar("T", bound=type[nn.Module])
+
+
+def register_policy(name: str) -> Callable[[T], T]:
+    """Class decorator adding a policy under ``name`` (``policy.name`` in params)."""
+
+    def add(cls: T) -> T:
+        if name in _POLICIES and _POLICIES[name] is not cls:
+            raise ValueError(f"policy {name!r} is already registered by {_POLICIES[name].__name__}")
+        _POLICIES[name] = cls
+        return cls
+
+    return add
+
+
+def get_registered_policy_names() -> list[str]:
+    """Names accepted by ``policy.name``."""
+    return sorted(_POLICIES)
+
+
+def build_policy(
+    policy_block: PolicyCfg | dict[str, Any],
+    obs_space: gym.spaces.Box,
+    action_space: gym.Space,
+    device: torch.device | str,
+    actor: nn.Module | None = None,
+    critic: nn.Module | None = None,
+) -> nn.Module:
+    """Build ``policy_block.name`` for these spaces; networks come from the block unless given.
+
+    Observations are flattened: ``obs_dim = prod(obs_space.shape)``.
+    """
+    from rlpipe.policies.heads import build_action_head
+    from rlpipe.policies.mlp import build_mlp_from_cfg
+
+    cfg = policy_block if isinstance(policy_block, PolicyCfg) else PolicyCfg.from_dict(
+        policy_block, "policy"
+    )
+    if cfg.name not in _POLICIES:
+        raise ConfigError(
+            f"policy.name: unknown policy {cfg.name!r}; accepted: {', '.join(get_registered_policy_names())}"
+        )
+    head = build_action_head(action_space, cfg.log_std_init)
+    if cfg.action_dim is not None and cfg.action_dim != head.out_dim:
+        raise ConfigError(
+            f"policy.action_dim: {cfg.action_dim} does not match the env's action dim {head.out_dim}"
+        )
+    obs_dim = math.prod(obs_space.shape)
+    actor = actor or build_mlp_from_cfg(cfg.actor.to_dict(), obs_dim, head.out_dim, "policy.actor")
+    cls = _POLICIES[cfg.name]
+    if getattr(cls, "has_critic", True):
+        if critic is None:
+            if cfg.critic is None:
+                raise ConfigError(f"policy.critic: required by {cfg.name!r}")
+            critic = build_mlp_from_cfg(cfg.critic.to_dict(), obs_dim, 1, "policy.critic")
+        return cls(actor=actor, critic=critic, head=head, device=device)
+    return cls(actor=actor, head=head, device=device)

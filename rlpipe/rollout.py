@@ -1,0 +1,150 @@
+"""The ``[N, T+1]`` rollout schema: keys, allocation, the ``[N, T]`` transition view, validation.
+
+One TensorDict per iteration, ``batch_size=[N, T+1]``, dims named ``("env", "time")``.
+
+==================  ====================  =====================================================
+key                 shape                 meaning
+==================  ====================  =====================================================
+``obs``             ``[N, T+1, *obs]``    ``obs[:, t]`` is seen before action t; slot T is the
+                                          bootstrap observation
+``action``          ``[N, T+1, *act]``    slot T is padding
+``sample_log_prob`` ``[N, T+1]``          log π_old(a|s) summed over action dims; slot T padding
+``value``           ``[N, T+1]``          V(obs[:, t]); ``value[:, T]`` is the bootstrap value
+``reward``          ``[N, T+1]``          slot T padding
+``terminated``      ``[N, T+1]`` bool     slot T padding
+``truncated``       ``[N, T+1]`` bool     slot T padding
+``done``            ``[N, T+1]`` bool     ``terminated | truncated``; slot T padding
+``final_value``     ``[N, T+1]``          V(true final obs) where ``truncated``, else 0
+==================  ====================  =====================================================
+
+Padding slots hold zeros (``False`` for flags). Envs auto-reset inside ``step``: after a done,
+``obs[:, t+1]`` is the first observation of the next episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from tensordict import TensorDict
+
+__all__ = [
+    "FLAG_KEYS",
+    "SCHEMA_VERSION",
+    "TRANSITION_KEYS",
+    "RolloutError",
+    "allocate_rollout",
+    "rollout_dims",
+    "transition_view",
+    "validate",
+]
+
+SCHEMA_VERSION = 1
+"""Bumped whenever a key, dtype or meaning above changes; stored with every rollout."""
+
+FLAG_KEYS = ("terminated", "truncated", "done")
+TRANSITION_KEYS = ("action", "sample_log_prob", "reward", "final_value", *FLAG_KEYS)
+"""Keys whose slot T is padding (everything except ``obs`` and ``value``)."""
+DIM_NAMES = ("env", "time")
+
+
+class RolloutError(ValueError):
+    """A rollout that breaks the schema; the message names the key and the first bad index."""
+
+
+def allocate_rollout(
+    num_envs: int,
+    horizon: int,
+    obs_shape: Sequence[int],
+    action_shape: Sequence[int],
+    action_dtype: torch.dtype,
+    device: torch.device | str,
+    extras: dict[str, tuple[Sequence[int], torch.dtype]] | None = None,
+) -> TensorDict:
+    """Zero-filled rollout of ``batch_size=[num_envs, horizon + 1]`` on ``device``.
+
+    ``extras`` maps additional policy keys to ``(feature_shape, dtype)`` (e.g. ``action_mean``).
+    """
+    n, t1 = num_envs, horizon + 1
+    float_kw = {"dtype": torch.float32, "device": device}
+    fields = {
+        "obs": torch.zeros(n, t1, *obs_shape, **float_kw),
+        "action": torch.zeros(n, t1, *action_shape, dtype=action_dtype, device=device),
+        "sample_log_prob": torch.zeros(n, t1, **float_kw),
+        "value": torch.zeros(n, t1, **float_kw),
+        "reward": torch.zeros(n, t1, **float_kw),
+        "final_value": torch.zeros(n, t1, **float_kw),
+        **{k: torch.zeros(n, t1, dtype=torch.bool, device=device) for k in FLAG_KEYS},
+    }
+    for key, (shape, dtype) in (extras or {}).items():
+        fields[key] = torch.zeros(n, t1, *shape, dtype=dtype, device=device)
+    return TensorDict(fields, batch_size=[n, t1], device=device, names=list(DIM_NAMES))
+
+
+def rollout_dims(rollout: TensorDict) -> tuple[int, int]:
+    """``(N, T)``: number of envs and number of transitions (the batch is ``[N, T+1]``)."""
+    n, t1 = rollout.batch_size
+    return n, t1 - 1
+
+
+def transition_view(rollout: TensorDict) -> TensorDict:
+    """The ``[N, T]`` view of valid transitions, plus ``next_value = value[:, 1:]``.
+
+    A view, not a copy: the padding slot T is sliced away and ``obs``/``value`` keep slot t.
+    """
+    view = rollout[:, :-1]
+    view.set("next_value", rollout["value"][:, 1:])
+    return view
+
+
+_REQUIRED_DTYPES = {
+    "obs": (torch.float32,),
+    "sample_log_prob": (torch.float32,),
+    "value": (torch.float32,),
+    "reward": (torch.float32,),
+    "final_value": (torch.float32,),
+    "terminated": (torch.bool,),
+    "truncated": (torch.bool,),
+    "done": (torch.bool,),
+    "action": (torch.float32, torch.int64),
+}
+
+
+def validate(rollout: TensorDict, iteration: int | None = None) -> None:
+    """Check keys, shapes, dtypes, padding and finiteness; raise :class:`RolloutError`.
+
+    The message names the key, the first bad ``[env, time]`` index and the iteration.
+    """
+    where = f" (iteration {iteration})" if iteration is not None else ""
+    if rollout.batch_dims != 2 or rollout.batch_size[1] < 2:
+        raise RolloutError(f"rollout{where}: batch_size must be [N, T+1] with T >= 1, got "
+                           f"{list(rollout.batch_size)}")
+    for key, dtypes in _REQUIRED_DTYPES.items():
+        if key not in rollout.keys():
+            raise RolloutError(f"rollout{where}: missing key {key!r}")
+        value = rollout.get(key)
+        if value.dtype not in dtypes:
+            allowed = " or ".join(str(d).removeprefix("torch.") for d in dtypes)
+            raise RolloutError(f"rollout{where}: key {key!r} has dtype "
+                               f"{str(value.dtype).removeprefix('torch.')}, expected {allowed}")
+    _check_done_consistency(rollout, where)
+    for key in TRANSITION_KEYS:
+        pad = rollout.get(key)[:, -1]
+        if pad.any():
+            env = int(pad.reshape(pad.shape[0], -1).any(-1).nonzero()[0, 0])
+            raise RolloutError(f"rollout{where}: key {key!r} padding slot is not zero at "
+                               f"[{env}, {rollout.batch_size[1] - 1}]")
+    for key, value in rollout.items(include_nested=True, leaves_only=True):
+        if value.is_floating_point():
+            bad = ~torch.isfinite(value.reshape(*rollout.batch_size, -1)).all(-1)
+            if bad.any():
+                env, t = (int(i) for i in bad.nonzero()[0])
+                raise RolloutError(f"rollout{where}: key {key!r} is not finite at [{env}, {t}]")
+
+
+def _check_done_consistency(rollout: TensorDict, where: str) -> None:
+    expected = rollout["terminated"] | rollout["truncated"]
+    mismatch = expected != rollout["done"]
+    if mismatch.any():
+        env, t = (int(i) for i in mismatch.nonzero()[0])
+        raise RolloutError(f"rollout{where}: key 'done' != terminated | truncated at [{env}, {t}]")

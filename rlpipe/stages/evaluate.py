@@ -1,0 +1,69 @@
+"""The eval stage: deterministic actions on separate eval envs until each finished its episodes."""
+
+from __future__ import annotations
+
+import torch
+
+from rlpipe.envs import BatchedEnv
+from rlpipe.policies import Policy
+from rlpipe.stages.base import Stage
+
+__all__ = ["Evaluator"]
+
+SYNC_EVERY = 32
+"""Env steps between host checks of "every env is done" (keeps the loop free of per-step syncs)."""
+
+
+class Evaluator(Stage):
+    """Runs ``num_episodes`` episodes on each of the eval env's M envs with the policy's mode action.
+
+    Each call resets the eval envs with ``seed + call index``, so an evaluation never disturbs the
+    training RNG and the same checkpoint always scores the same.
+    """
+
+    def __init__(self, env: BatchedEnv, policy: Policy, num_episodes: int, seed: int,
+                 max_steps: int | None = None) -> None:
+        self.env, self.policy, self.num_episodes, self.seed = env, policy, num_episodes, seed
+        limit = env.max_episode_steps or 1000
+        self.max_steps = max_steps or limit * num_episodes + 1
+        self.calls = 0
+
+    @torch.inference_mode()
+    def __call__(self) -> dict[str, float]:
+        """Return ``eval/return_mean``, ``eval/return_std``, ``eval/length_mean``, ``eval/episodes``."""
+        m, dev, k = self.env.num_envs, self.env.device, self.num_episodes
+        obs = self.env.reset(seed=self.seed + self.calls)
+        self.calls += 1
+        returns = torch.zeros(m, k, device=dev)
+        lengths = torch.zeros(m, k, device=dev)
+        count = torch.zeros(m, dtype=torch.int64, device=dev)
+        running_ret, running_len = torch.zeros(m, device=dev), torch.zeros(m, device=dev)
+        slots = torch.arange(k, device=dev).unsqueeze(0)
+        was_training = self.policy.training
+        self.policy.eval()
+        for step in range(self.max_steps):
+            action, _ = self.policy.sample(obs, deterministic=True)
+            result = self.env.step(action)
+            running_ret += result.reward
+            running_len += 1
+            finished = result.terminated | result.truncated
+            record = (slots == count.unsqueeze(1)) & finished.unsqueeze(1)
+            returns = torch.where(record, running_ret.unsqueeze(1), returns)
+            lengths = torch.where(record, running_len.unsqueeze(1), lengths)
+            count += (finished & (count < k)).long()
+            running_ret.masked_fill_(finished, 0.0)
+            running_len.masked_fill_(finished, 0.0)
+            obs = result.obs
+            if step % SYNC_EVERY == SYNC_EVERY - 1 and bool((count >= k).all()):
+                break
+        self.policy.train(was_training)
+        valid = slots < count.unsqueeze(1)
+        ep_returns, ep_lengths = returns[valid], lengths[valid]
+        if ep_returns.numel() == 0:
+            return {"eval/episodes": 0.0}
+        return {
+            "eval/return_mean": float(ep_returns.mean()),
+            "eval/return_std": float(ep_returns.std(unbiased=False)),
+            "eval/length_mean": float(ep_lengths.mean()),
+            "eval/episodes": float(ep_returns.numel()),
+        }

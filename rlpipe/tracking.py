@@ -1,0 +1,135 @@
+"""Where metrics go: the console table, ``metrics.json``/``curve.csv`` for DVC, and MLflow.
+
+This is the only module that imports mlflow. Stages never log: they return metrics and the
+pipeline hands them to a :class:`Tracker` once per iteration.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from rlpipe.config import RunConfig
+
+__all__ = ["ConsoleTable", "MetricsFiles", "Tracker", "flatten_params", "open_tracker"]
+
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("iter", "iteration", "{:>5.0f}"),
+    ("env_steps", "env_steps", "{:>10.0f}"),
+    ("sps", "time/sps", "{:>8.0f}"),
+    ("coll_s", "time/collect_s", "{:>6.2f}"),
+    ("upd_s", "time/update_s", "{:>6.2f}"),
+    ("pi_loss", "update/policy_loss", "{:>8.4f}"),
+    ("v_loss", "update/value_loss", "{:>8.3f}"),
+    ("entropy", "update/entropy", "{:>7.3f}"),
+    ("kl", "update/approx_kl", "{:>7.4f}"),
+    ("clip", "update/clip_fraction", "{:>5.3f}"),
+    ("ev", "update/explained_variance", "{:>5.2f}"),
+    ("return", "train/episode_return_mean", "{:>8.1f}"),
+    ("length", "train/episode_length_mean", "{:>7.1f}"),
+    ("eval", "eval/return_mean", "{:>8.1f}"),
+    ("eta_s", "time/eta_s", "{:>6.0f}"),
+)
+
+
+def flatten_params(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}``; lists become their JSON text."""
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(flatten_params(value, f"{path}."))
+        else:
+            flat[path] = json.dumps(value) if isinstance(value, list | dict) else value
+    return flat
+
+
+class ConsoleTable:
+    """One compact row per iteration; the header repeats every 25 rows."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(highlight=False, soft_wrap=True)
+        self.rows = 0
+
+    def row(self, metrics: dict[str, float]) -> None:
+        """Print ``metrics`` as one row (missing values as ``-``)."""
+        if self.rows % 25 == 0:
+            self.console.print(" ".join(self._pad(name, fmt) for name, _, fmt in COLUMNS), style="bold")
+        cells = []
+        for _, key, fmt in COLUMNS:
+            value = metrics.get(key)
+            ok = value is not None and math.isfinite(value)
+            cells.append(fmt.format(value) if ok else self._pad("-", fmt))
+        self.console.print(" ".join(cells))
+        self.rows += 1
+
+    @staticmethod
+    def _pad(text: str, fmt: str) -> str:
+        width = int(fmt.split(">")[1].split(".")[0])
+        return text.rjust(width)
+
+
+class MetricsFiles:
+    """``metrics.json`` (final summary) and ``curve.csv`` (one row per iteration) under the run dir."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.curve_path = run_dir / "curve.csv"
+        self.metrics_path = run_dir / "metrics.json"
+        self._fields: list[str] | None = None
+
+    def append_curve(self, metrics: dict[str, float]) -> None:
+        """Append one iteration; the columns are fixed by the first row (DVC plots need stable ones)."""
+        if self._fields is None:
+            self._fields = ["iteration", "env_steps", *sorted(
+                k for k in metrics if k not in ("iteration", "env_steps")
+                and k.split("/")[0] in ("train", "update", "eval", "time")
+            )]
+            if "eval/return_mean" not in self._fields:
+                self._fields.append("eval/return_mean")
+            with self.curve_path.open("w", newline="") as fh:
+                csv.writer(fh).writerow(self._fields)
+        with self.curve_path.open("a", newline="") as fh:
+            csv.writer(fh).writerow([_csv_value(metrics.get(k)) for k in self._fields])
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        """Write ``metrics.json`` atomically."""
+        tmp = self.metrics_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, self.metrics_path)
+
+
+def _csv_value(value: float | None) -> str:
+    return "" if value is None else f"{value:.6g}"
+
+
+class Tracker:
+    """Console + files + (optionally) MLflow, behind one ``log`` call per iteration."""
+
+    def __init__(self, cfg: RunConfig, run_dir: Path, console: Console | None = None) -> None:
+        self.cfg = cfg
+        self.table = ConsoleTable(console)
+        self.files = MetricsFiles(run_dir)
+        self.mlflow_run_id: str | None = None
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        """Record one iteration's metrics at ``step`` env steps."""
+        self.table.row(metrics)
+        self.files.append_curve(metrics)
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        """Write the final summary."""
+        self.files.write_summary({**summary, "mlflow_run_id": self.mlflow_run_id})
+
+
+def open_tracker(cfg: RunConfig, run_dir: Path) -> Tracker:
+    """The tracker ``cfg.tracking`` asks for."""
+    console = Console(highlight=False, soft_wrap=True, file=sys.stdout)
+    return Tracker(cfg, run_dir, console)
