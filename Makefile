@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.rlpipe-installed
 .PHONY: run test install lint bench clean
 
 run: $(STAMP)
-	$(BIN)/rlpipe run params.yaml
+	$(BIN)/rlpipe run params.yaml --overwrite
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -30,6 +30,7 @@ from rlpipe.store import StoreError
 __all__ = [
     "best_checkpoint",
     "checkpoint_path",
+    "clean_temporaries",
     "latest_checkpoint",
     "load_checkpoint",
     "restore_rng_state",
@@ -119,6 +120,35 @@ def _apply_retention(directory: Path, keep_last: int, protect: Path) -> None:
     for path in _checkpoints(directory).values():
         if path.name not in keep:
             path.unlink(missing_ok=True)
+
+
+_CHECKPOINT_TEMP = re.compile(r"^\.(?:ckpt-\d{6,}\.pt|latest|best)\.tmp-(\d+)-[0-9a-f]+$")
+
+
+def clean_temporaries(directory: Path) -> list[Path]:
+    """Remove temporaries of ``_atomic_write`` left by dead processes (killed mid-save); return them.
+
+    A temporary of this process counts as dead: call it before this process saves anything.
+    """
+    removed = []
+    for path in directory.glob(".*.tmp-*") if directory.is_dir() else ():
+        match = _CHECKPOINT_TEMP.match(path.name)
+        if match and not _alive(int(match[1])):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def latest_checkpoint(directory: Path) -> Path | None:

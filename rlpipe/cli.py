@@ -49,17 +49,217 @@ def cli() -> None:
 @params_argument
 @set_option
 @click.option("--resume", is_flag=True, help="Continue from the last complete checkpoint.")
+@click.option("--overwrite", is_flag=True,
+              help="Delete an earlier run's rollouts and checkpoints under the same exp_name first.")
 @user_errors
-def run(params: Path, overrides: tuple[str, ...], resume: bool) -> None:
+def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool) -> None:
     """Train: collect → advantage → update [→ eval] [→ checkpoint] for trainer.iterations."""
     from rlpipe.pipeline import run as run_pipeline
 
     cfg = config_mod.load(params, overrides)
-    summary = run_pipeline(cfg, resume=resume)
+    summary = run_pipeline(cfg, resume=resume, overwrite=overwrite)
     click.echo(
         f"done: {summary['iterations']} iterations, {summary['env_steps']} env steps in "
         f"{summary['wall_s']:.1f}s → {cfg.run_dir / 'metrics.json'}"
     )
+
+
+@cli.command()
+@click.option("--experiment", "experiments", multiple=True, metavar="NAME",
+              help="MLflow experiment (trainer.exp_name); repeatable. Default: every experiment.")
+@click.option("--metric", "metrics", multiple=True, metavar="KEY",
+              help="Metric to show (default: eval/return_mean, train/episode_return_mean); repeatable.")
+@click.option("--runs", "run_ids", multiple=True, metavar="ID",
+              help="Only these run ids (repeatable, or comma-separated).")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the learning curves (one line per run) to this PNG.")
+@click.option("--uri", default=None,
+              help="Tracking URI (default: $MLFLOW_TRACKING_URI, else <project>/data/mlflow.db).")
+@user_errors
+def compare(experiments: tuple[str, ...], metrics: tuple[str, ...], run_ids: tuple[str, ...],
+            plot: Path | None, uri: str | None) -> None:
+    """Compare MLflow runs: the params that differ, final and best metrics, env steps, wall time."""
+    from rlpipe import compare as compare_mod
+
+    ids = tuple(i for item in run_ids for i in item.replace(",", " ").split())
+    comparison = compare_mod.compare(uri, experiments, ids, metrics)
+    compare_mod.render_table(comparison)
+    if plot is not None:
+        click.echo(f"curves → {compare_mod.plot_curves(comparison, plot)}")
+
+
+# --------------------------------------------------------- one stage on stored data, offline replay
+
+checkpoint_option = click.option(
+    "--checkpoint", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help="Checkpoint file (ckpt-NNNNNN.pt) to start from.",
+)
+rollout_argument = click.argument("rollout", type=click.Path(path_type=Path))
+
+
+def _out_option(default: str) -> Callable[[F], F]:
+    return click.option("--out", type=click.Path(path_type=Path), default=None,
+                        help=f"Where to write (default: {default}).")
+
+
+def _parse_span(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, int] | None:
+    """``A:B`` (both included) or ``K`` → ``(A, B)``; anything else names the option."""
+    if value is None:
+        return None
+    first, sep, last = value.partition(":")
+    try:
+        span = (int(first), int(last) if sep else int(first))
+    except ValueError:
+        span = (0, 0)
+    if not 1 <= span[0] <= span[1]:
+        raise click.BadParameter(f"{value!r}: expected A:B with 1 <= A <= B (both included) or one "
+                                 "iteration K, e.g. 3:7")
+    return span
+
+
+@cli.command()
+@params_argument
+@set_option
+@checkpoint_option
+@_out_option("<run_dir>/collected")
+@user_errors
+def collect(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, out: Path | None) -> None:
+    """Collect one rollout with a checkpoint (default: the run's latest) → iter-NNNNNN.zarr."""
+    from rlpipe import offline
+
+    cfg = config_mod.load(params, overrides)
+    click.echo(f"rollout → {offline.collect_rollout(cfg, checkpoint, out or cfg.run_dir / 'collected')}")
+
+
+@cli.command()
+@params_argument
+@rollout_argument
+@set_option
+@_out_option("iter-NNNNNN.advantage.zarr beside the rollout")
+@user_errors
+def advantage(params: Path, rollout: Path, overrides: tuple[str, ...], out: Path | None) -> None:
+    """Compute a stored rollout's advantages/returns into a separate store (the rollout is not changed)."""
+    from rlpipe import offline
+
+    cfg = config_mod.load(params, overrides)
+    click.echo(f"advantages → {offline.compute_advantages(cfg, rollout, out)}")
+
+
+@cli.command()
+@params_argument
+@rollout_argument
+@set_option
+@checkpoint_option
+@_out_option("<run_dir>/updated")
+@user_errors
+def update(params: Path, rollout: Path, overrides: tuple[str, ...], checkpoint: Path | None,
+           out: Path | None) -> None:
+    """Advantage + update on one stored rollout → a new checkpoint and the losses.
+
+    Without --checkpoint it starts from the checkpoint the rollout was collected with.
+    """
+    from rlpipe import offline
+
+    cfg = config_mod.load(params, overrides)
+    path, metrics = offline.update_from_rollout(cfg, rollout, checkpoint, out or cfg.run_dir / "updated")
+    for key in sorted(k for k in metrics if k.startswith("update/")):
+        click.echo(f"{key:<28} {metrics[key]:.6g}")
+    click.echo(f"checkpoint → {path}")
+
+
+@cli.command("eval")
+@params_argument
+@set_option
+@checkpoint_option
+@_out_option("<run_dir>/eval/metrics.json")
+@user_errors
+def evaluate(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, out: Path | None) -> None:
+    """Evaluate a checkpoint (default: the run's latest) with the eval params."""
+    from rlpipe import offline
+
+    cfg = config_mod.load(params, overrides)
+    metrics = offline.evaluate_checkpoint(cfg, checkpoint, out)
+    for key in sorted(metrics):
+        click.echo(f"{key:<20} {metrics[key]:.6g}")
+    click.echo(f"metrics → {out or cfg.run_dir / 'eval' / 'metrics.json'}")
+
+
+@cli.command()
+@rollout_argument
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@user_errors
+def inspect(rollout: Path, as_json: bool) -> None:
+    """Show a stored rollout: keys, shapes, dtypes, chunks, stats, attributes and episodes."""
+    import json
+
+    from rlpipe import offline
+
+    info = offline.inspect_rollout(rollout)
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+    else:
+        _render_rollout(info)
+
+
+def _render_rollout(info: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{info['path']}  [N={info['num_envs']}, T+1={info['horizon'] + 1}]")
+    for column in ("key", "shape", "dtype", "chunks", "codec", "bytes"):
+        table.add_column(column, justify="right" if column == "bytes" else "left", no_wrap=True)
+    table.add_column("stats", ratio=1)
+    for key, meta in info["keys"].items():
+        table.add_row(key, str(meta["shape"]), meta["dtype"], str(meta["chunks"]), meta["codec"],
+                      f"{meta['bytes_on_disk']:,}", _format_stats(meta["stats"]))
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+    console.print(table)
+    console.print(f"schema version {info['schema_version']}, {info['transitions']:,} transitions, "
+                  f"{info['bytes_on_disk']:,} bytes on disk")
+    for title, values in (("attrs", info["attrs"]), ("episodes", info["episodes"])):
+        console.print(f"{title}: " + ", ".join(f"{k}={_short(v)}" for k, v in values.items()))
+
+
+def _format_stats(stats: dict[str, Any]) -> str:
+    if "true" in stats:
+        return f"true {stats['true']:,} / false {stats['false']:,}"
+    if "mean" in stats:
+        bad = f", {stats['nonfinite']} non-finite" if stats["nonfinite"] else ""
+        return (f"{stats['min']:.4g} … {stats['max']:.4g}, mean {stats['mean']:.4g} ± "
+                f"{stats['std']:.4g}{bad}")
+    if "counts" in stats:
+        return "counts " + ", ".join(f"{k}: {v:,}" for k, v in stats["counts"].items())
+    return ", ".join(f"{k} {_short(v)}" for k, v in stats.items())
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+@cli.command()
+@params_argument
+@set_option
+@click.option("--rollouts", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder of iter-NNNNNN.zarr stores (default: <run_dir>/rollouts).")
+@click.option("--iterations", "span", callback=_parse_span, default=None, metavar="A:B",
+              help="Replay rollouts A to B, both included, or one K (default: every stored one).")
+@click.option("--chain", is_flag=True,
+              help="Update each rollout from the previous replayed weights, not from its own checkpoint.")
+@click.option("--from", "start", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Checkpoint the chain starts from (implies --chain; default: the one before A).")
+@_out_option("<run_dir>/reupdate")
+@user_errors
+def replay(params: Path, overrides: tuple[str, ...], rollouts: Path | None, span: tuple[int, int] | None,
+           chain: bool, start: Path | None, out: Path | None) -> None:
+    """Re-run advantage + update over stored rollouts with the params plus replay.algorithm overrides."""
+    from rlpipe import offline
+
+    cfg = config_mod.load(params, overrides)
+    out = out or cfg.run_dir / "reupdate"
+    summary = offline.replay(cfg, rollouts or cfg.run_dir / "rollouts", out, span,
+                             chain=chain or start is not None, start=start)
+    click.echo(f"replayed {summary['iterations']} rollouts ({summary['transitions']:,} transitions, "
+               f"{summary['transitions_per_s']:,.0f}/s) → {out / 'checkpoints'}, {out / 'metrics.json'}")
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ __all__ = [
     "CheckpointCfg",
     "ConfigError",
     "EnvCfg",
+    "EvalCfg",
     "NetworkBlock",
     "PolicyCfg",
     "ReplayCfg",
@@ -214,10 +215,13 @@ class StoreCfg(StrictModel):
 
 
 class CheckpointCfg(StrictModel):
-    """Checkpoint retention."""
+    """Checkpoint frequency beyond ``trainer.save_freq``, and retention."""
 
     keep_last: int | None = Field(None, ge=1)
     """Keep only the newest K checkpoints besides the best (``null``: keep all)."""
+    every_iteration: bool = False
+    """Also checkpoint after every iteration, so ``rlpipe replay`` starts every stored rollout from
+    the exact weights it was collected with (otherwise it rebuilds them from the previous checkpoint)."""
 
 
 class TrackingCfg(StrictModel):
@@ -227,6 +231,19 @@ class TrackingCfg(StrictModel):
     """``mlflow`` or ``none``."""
     uri: str | None = None
     """MLflow tracking URI; ``MLFLOW_TRACKING_URI`` wins, default ``sqlite:///<project>/data/mlflow.db``."""
+
+
+class EvalCfg(StrictModel):
+    """Offline evaluation of a saved checkpoint (``rlpipe eval``, the DVC ``evaluate`` stage)."""
+
+    num_envs: int = Field(16, ge=1)
+    """Parallel eval envs."""
+    num_episodes: int = Field(4, ge=1)
+    """Finished episodes per eval env."""
+    deterministic: bool = True
+    """Act with the policy's mode (``true``) or sample from it (``false``)."""
+    seed: int | None = None
+    """Seed of the eval envs; ``null``: derived from ``trainer.seed`` (a stream disjoint from training)."""
 
 
 class ReplayCfg(StrictModel):
@@ -247,6 +264,7 @@ class RunConfig(StrictModel):
     checkpoint: CheckpointCfg = Field(default_factory=CheckpointCfg)
     tracking: TrackingCfg = Field(default_factory=TrackingCfg)
     replay: ReplayCfg = Field(default_factory=ReplayCfg)
+    eval: EvalCfg = Field(default_factory=EvalCfg)
 
     @property
     def run_dir(self) -> Path:
@@ -293,7 +311,7 @@ def _is_model(obj: Any) -> bool:
 _MODELS: dict[str, type[BaseModel]] = {
     cls.__name__: cls
     for cls in (RunConfig, TrainerCfg, EnvCfg, PolicyCfg, NetworkBlock, AlgorithmBlock, StoreCfg,
-                CheckpointCfg, TrackingCfg, ReplayCfg, AlgorithmCfg)
+                CheckpointCfg, TrackingCfg, ReplayCfg, EvalCfg, AlgorithmCfg)
 }
 
 

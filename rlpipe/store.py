@@ -10,9 +10,9 @@ Layout of ``<root>/iter-000012.zarr``::
     extras/action_mean/   a nested TensorDict key ("extras", "action_mean") is a nested Zarr group
 
 Nested keys are joined with "/" (so they become Zarr subgroups); key parts may not contain "/".
-Besides the chosen compression (none or blosc-lz4), every chunk ends in a CRC32C checksum (zarr's
-standard ``crc32c`` codec): a truncated or corrupted chunk is an error, never silent garbage
-(blosc decodes a truncated chunk without complaint).
+Codec ``none`` stores raw little-endian bytes (a truncated chunk fails its size check on read);
+``blosc-lz4`` chunks also end in a CRC32C checksum (zarr's standard ``crc32c`` codec), because
+blosc decodes a truncated chunk into garbage without complaint.
 A store is written under a hidden sibling (``.iter-000012.zarr.tmp-<pid>-<token>``) and renamed
 into place only when every array is complete: a reader never sees a half-written store and a final
 name is written once. Writes are not fsynced; after a power loss :func:`read_rollout` reports a
@@ -42,7 +42,7 @@ import zarr.api.asynchronous as zarr_async
 from tensordict import TensorDict
 from zarr import AsyncArray, AsyncGroup
 from zarr.codecs import BloscCodec, Crc32cCodec
-from zarr.core.sync import sync
+from zarr.core.sync import sync  # runs a coroutine on zarr's own I/O loop, from any thread
 from zarr.storage import LocalStore
 
 from rlpipe.config import StoreCfg
@@ -53,7 +53,7 @@ __all__ = [
     "REQUIRED_KEYS",
     "RolloutStore",
     "StoreError",
-    "describe_rollout",
+    "read_arrays",
     "read_rollout",
     "write_rollout",
 ]
@@ -67,9 +67,6 @@ _TEMP_NAME = re.compile(r"^\.iter-\d{6,}\.zarr\.(?:tmp|del)-(\d+)-[0-9a-f]+$")
 
 class StoreError(ValueError):
     """A rollout store or checkpoint problem; the one-line message names the path."""
-
-
-# ---------------------------------------------------------------------------------------- writing
 
 
 def write_rollout(
@@ -152,8 +149,8 @@ _CHECKSUM: _Codecs = (Crc32cCodec(),)
 
 
 def _compressors(codec: str) -> _Codecs:
-    if codec == "none":
-        return _CHECKSUM
+    if codec == "none":  # a raw chunk of the wrong size fails to decode: no checksum needed
+        return ()
     if codec == "blosc-lz4":  # typesize/shuffle left tunable: zarr picks them from each dtype
         return (BloscCodec(cname="lz4", clevel=5, typesize=None, shuffle=None), *_CHECKSUM)
     raise StoreError(f"store codec {codec!r} is not known; accepted: {', '.join(CODECS)}")
@@ -182,16 +179,9 @@ async def _write_array(
     n, t1, *feature = data.shape
     await group.create_array(
         name, data=data, chunks=(min(chunk_envs, n), t1, *feature), compressors=compressors,
-        filters=None, dimension_names=_dim_names(data.ndim),
+        filters=None, dimension_names=(*DIM_NAMES, *(f"feat{i}" for i in range(len(feature)))),
         config={"write_empty_chunks": True},  # every chunk has a file: a missing one is damage
     )
-
-
-def _dim_names(ndim: int) -> tuple[str, ...]:
-    return (*DIM_NAMES, *(f"feat{i}" for i in range(ndim - 2)))
-
-
-# ---------------------------------------------------------------------------------------- reading
 
 
 def read_rollout(
@@ -204,7 +194,7 @@ def read_rollout(
     """
     path = Path(path)
     attrs, arrays = sync(_read_store(path))
-    n, t1 = next(iter(arrays.values()))[1].shape[:2]
+    n, t1 = arrays["obs"][1].shape[:2]
     rollout = TensorDict({}, batch_size=[n, t1], names=list(DIM_NAMES))
     for name, (_, data) in arrays.items():
         rollout.set(tuple(name.split("/")), torch.from_numpy(data))
@@ -288,75 +278,12 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-# -------------------------------------------------------------------------------------- inspecting
+def read_arrays(path: Path) -> tuple[dict[str, Any], _Arrays]:
+    """Attributes and ``{name: (zarr array, values)}`` of a store, for :mod:`rlpipe.inspect`.
 
-
-def describe_rollout(path: Path) -> dict[str, Any]:
-    """Summarize one store for ``rlpipe inspect``: schema, attributes, per-key layout and stats.
-
-    Keys whose slot T is padding (``TRANSITION_KEYS``) are summarized over the ``[N, T]`` valid
-    transitions only. Float keys: min/max/mean/std of the finite values and a non-finite count;
-    bool keys: true/false counts; integer keys: min/max and value counts when there are ≤ 16.
+    The same checks and errors as :func:`read_rollout`; the arrays carry their chunk/codec metadata.
     """
-    path = Path(path)
-    attrs, arrays = sync(_read_store(path))
-    n, t1 = arrays["obs"][1].shape[:2]
-    keys = {name: _describe_array(path, name, arr, data) for name, (arr, data) in arrays.items()}
-    done, reward = arrays["done"][1][:, :-1], arrays["reward"][1][:, :-1].astype(np.float64)
-    episodes = {
-        "finished": int(done.sum()),
-        "terminated": int(arrays["terminated"][1][:, :-1].sum()),
-        "truncated": int(arrays["truncated"][1][:, :-1].sum()),
-        "mean_reward_per_step": float(reward.mean()),
-    }
-    return {
-        "path": str(path), "schema_version": attrs["schema_version"], "attrs": attrs,
-        "num_envs": int(n), "horizon": int(t1 - 1), "transitions": int(n * (t1 - 1)),
-        "bytes_on_disk": _disk_bytes(path), "keys": keys, "episodes": episodes,
-    }
-
-
-def _describe_array(path: Path, name: str, arr: AsyncArray, data: np.ndarray) -> dict[str, Any]:
-    values = data[:, :-1] if name in TRANSITION_KEYS else data
-    codecs = [_codec_name(c.to_dict()) for c in arr.compressors]
-    return {
-        "shape": list(data.shape), "dtype": str(data.dtype), "chunks": list(arr.chunks),
-        "codec": "+".join(c for c in codecs if c != "crc32c") or "none",
-        "checksum": "crc32c" if "crc32c" in codecs else None,
-        "bytes_on_disk": _disk_bytes(path / name), "stats": _stats(values),
-    }
-
-
-def _codec_name(spec: dict[str, Any]) -> str:
-    cname = spec.get("configuration", {}).get("cname")
-    return f"{spec['name']}-{cname}" if cname else spec["name"]
-
-
-def _stats(values: np.ndarray) -> dict[str, Any]:
-    if values.dtype == np.bool_:
-        true = int(values.sum())
-        return {"true": true, "false": int(values.size) - true}
-    if np.issubdtype(values.dtype, np.floating):
-        finite = values[np.isfinite(values)].astype(np.float64)
-        summary = {"nonfinite": int(values.size - finite.size)}
-        if finite.size:
-            summary |= {"min": float(finite.min()), "max": float(finite.max()),
-                        "mean": float(finite.mean()), "std": float(finite.std())}
-        return summary
-    if not values.size:
-        return {}
-    summary = {"min": int(values.min()), "max": int(values.max())}
-    unique, counts = np.unique(values, return_counts=True)
-    if unique.size <= 16:
-        summary["counts"] = {int(u): int(c) for u, c in zip(unique, counts)}
-    return summary
-
-
-def _disk_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-
-
-# ---------------------------------------------------------------------------- store of one run
+    return sync(_read_store(Path(path)))
 
 
 @dataclass
@@ -424,15 +351,27 @@ class RolloutStore:
         with self._io_lock:
             return self._retain()
 
+    def discard_after(self, iteration: int) -> list[int]:
+        """Delete the stores newer than ``iteration``; return their iterations.
+
+        For ``--resume`` from the checkpoint of ``iteration``: later stores belong to the abandoned
+        run and would block their write-once names.
+        """
+        self.flush()
+        with self._io_lock:
+            return self._delete([it for it in self.iterations() if it > iteration])
+
     def _retain(self) -> list[int]:
         keep = self.cfg.keep_last
-        doomed = self.iterations()[:-keep] if keep else []
-        for iteration in doomed:  # rename first: a reader sees the whole store or none of it
+        return self._delete(self.iterations()[:-keep] if keep else [])
+
+    def _delete(self, iterations: list[int]) -> list[int]:
+        for iteration in iterations:  # rename first: a reader sees the whole store or none of it
             path = self.path_for(iteration)
             trash = path.with_name(f".{path.name}.del-{os.getpid()}-{secrets.token_hex(4)}")
             os.rename(path, trash)
             shutil.rmtree(trash)
-        return doomed
+        return iterations
 
     def submit(self, rollout: TensorDict, attrs: dict[str, Any]) -> None:
         """Queue ``rollout`` (``[N, T+1]``, any device) to be written as ``attrs["iteration"]``.
@@ -549,10 +488,8 @@ def _pinned_copy(tensor: torch.Tensor) -> torch.Tensor:
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    except OverflowError:
-        return False
+    except PermissionError:  # exists, owned by another user
+        pass
     return True

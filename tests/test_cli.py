@@ -54,3 +54,17 @@ def test_run_writes_metrics_and_checkpoint(tmp_path):
         assert key in metrics, key
     assert (run_dir / "checkpoints" / "latest").exists()
     assert "env_steps" in result.stdout
+
+
+def test_fresh_run_into_earlier_run_is_refused_unless_overwrite(tmp_path):
+    args = ["run", "params.yaml", "--set", f"trainer.data_dir={tmp_path}", *FAST]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    ckpt = tmp_path / "cartpole_ppo" / "checkpoints" / "latest"
+    before = ckpt.read_text()
+    refused = CliRunner().invoke(cli, args)
+    assert refused.exit_code == 2
+    assert "holds an earlier run; use --resume" in refused.output
+    assert ckpt.read_text() == before
+    again = CliRunner().invoke(cli, [*args, "--overwrite"])
+    assert again.exit_code == 0, again.output
+    assert len(list((tmp_path / "cartpole_ppo" / "rollouts").glob("iter-*.zarr"))) == 2

@@ -1,7 +1,10 @@
-"""Algorithms: pure advantage maths (GAE), PPO, and the ``build_algo``/``register_algo`` registry."""
+"""Algorithms: advantage maths (GAE), PPO, GRPO, schedules, running statistics, and the algorithm registry."""
 
 from rlpipe.algorithms.base import BaseAlgorithm, flatten_transitions, minibatch_indices
 from rlpipe.algorithms.gae import compute_gae, generalized_advantage_estimate
+from rlpipe.algorithms.grpo import GRPO, GRPOCfg
+from rlpipe.algorithms.normalization import RewardNormalizer, RunningMeanStd
+from rlpipe.algorithms.optim import build_optimizer
 from rlpipe.algorithms.ppo import PPO, PPOCfg
 from rlpipe.algorithms.registry import (
     algo_class,
@@ -10,13 +13,20 @@ from rlpipe.algorithms.registry import (
     register_algo,
     resolve_algo_cfg,
 )
+from rlpipe.algorithms.schedules import Schedule, schedule_value
 
 __all__ = [
+    "GRPO",
     "PPO",
     "BaseAlgorithm",
+    "GRPOCfg",
     "PPOCfg",
+    "RewardNormalizer",
+    "RunningMeanStd",
+    "Schedule",
     "algo_class",
     "build_algo",
+    "build_optimizer",
     "compute_gae",
     "flatten_transitions",
     "generalized_advantage_estimate",
@@ -24,4 +34,5 @@ __all__ = [
     "minibatch_indices",
     "register_algo",
     "resolve_algo_cfg",
+    "schedule_value",
 ]

@@ -35,15 +35,26 @@ class BaseAlgorithm(ABC):
         """Drives the minibatch shuffle only, so collection's sampling never shifts it."""
 
     @classmethod
-    def check_run(cls, cfg: AlgorithmCfg, num_envs: int, policy_name: str, horizon: int) -> None:
-        """Reject impossible combinations with the rest of the run before anything is built.
+    def check_run(
+        cls, cfg: AlgorithmCfg, num_envs: int, policy_name: str, horizon: int,
+        max_episode_steps: int | None = None,
+    ) -> None:
+        """Reject impossible combinations with the rest of the run before any env step.
 
-        Raise ``ConfigError`` naming the key path; the default accepts everything.
+        ``max_episode_steps`` is the env's time limit (``None``: none or unknown). Raise
+        ``ConfigError`` naming the key path; the default accepts everything.
         """
 
     def reseed(self, seed: int) -> None:
         """Reset the shuffle generator (the update stage does this once per iteration)."""
         self.generator.manual_seed(seed)
+
+    def set_progress(self, env_steps: int, total_env_steps: int) -> None:
+        """Where the run stands before the next update (schedules read it; the default ignores it).
+
+        ``env_steps``: env steps collected before this update's rollout; ``total_env_steps``: the
+        run's length, ``iterations × N × T``.
+        """
 
     @abstractmethod
     def compute_advantages(self, rollout: TensorDict) -> dict[str, float]:

@@ -287,7 +287,10 @@ class GRPO(BaseAlgorithm):
         self, obs: torch.Tensor, action: torch.Tensor, mask: torch.Tensor,
         log_prob: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Masked mean of exp(Δ) − Δ − 1, Δ = log π_ref − log π, over ``[B]`` steps (0 without a reference)."""
+        """KL(π‖π_ref) as the masked mean of exp(Δ) − Δ − 1, Δ = log π_ref − log π, over ``[B]`` steps.
+
+        Zero when there is no reference policy (``kl_coef == 0``).
+        """
         if self.ref_policy is None:
             return torch.zeros((), device=obs.device)
         if log_prob is None:

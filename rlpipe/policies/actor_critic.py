@@ -31,7 +31,7 @@ class ActorCritic(Policy):
 
     def distribution(self, obs: torch.Tensor) -> Distribution:
         """π(·|obs)."""
-        return self.head.distribution(self.actor(obs))
+        return self.head.distribution(self.actor(self.normalize_obs(obs)))
 
     def deterministic_action(self, dist: Distribution) -> torch.Tensor:
         """Argmax or mean."""
@@ -39,7 +39,7 @@ class ActorCritic(Policy):
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """V(obs) ``[B]``."""
-        return self.critic(obs).squeeze(-1)
+        return self.critic(self.normalize_obs(obs)).squeeze(-1)
 
 
 @register_policy("actor_only")
@@ -56,7 +56,7 @@ class ActorOnly(Policy):
 
     def distribution(self, obs: torch.Tensor) -> Distribution:
         """π(·|obs)."""
-        return self.head.distribution(self.actor(obs))
+        return self.head.distribution(self.actor(self.normalize_obs(obs)))
 
     def deterministic_action(self, dist: Distribution) -> torch.Tensor:
         """Argmax or mean."""

@@ -20,6 +20,8 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 
+from rlpipe.policies.normalizer import ObsNormalizer
+
 __all__ = ["Policy"]
 
 
@@ -29,6 +31,20 @@ class Policy(nn.Module, ABC):
     device: torch.device
     has_critic: bool = True
     """False for actor-only policies, whose ``value`` is identically zero."""
+    is_recurrent: bool = False
+    """True for policies with a hidden state (``RecurrentActorCritic``): collector and PPO then use
+    ``sample_step``/``evaluate_sequence`` instead of ``sample``/``evaluate``."""
+    obs_normalizer: ObsNormalizer | None = None
+    """Running observation normalization (``policy.obs_normalization``); ``None``: off."""
+
+    def normalize_obs(self, obs: torch.Tensor) -> torch.Tensor:
+        """``obs`` ``[B, *obs]`` through the frozen normalizer statistics (identity when off)."""
+        return obs if self.obs_normalizer is None else self.obs_normalizer(obs)
+
+    def update_normalization(self, obs: torch.Tensor) -> None:
+        """Merge ``obs`` ``[..., *obs]`` into the normalizer statistics; a no-op when off."""
+        if self.obs_normalizer is not None:
+            self.obs_normalizer.update(obs)
 
     @abstractmethod
     def distribution(self, obs: torch.Tensor) -> torch.distributions.Distribution:

@@ -131,7 +131,10 @@ class Collector(Stage):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore ``state_dict`` so the next rollout equals the uninterrupted one."""
+        """Restore ``state_dict`` so the next rollout equals the uninterrupted one.
+
+        Exact for torch envs; the gymnasium adapter restarts its episodes on load (``GymnasiumEnv``).
+        """
         dev = self.env.device
         self.obs = None if state["obs"] is None else state["obs"].to(dev)
         self.episode_return.copy_(state["episode_return"])
@@ -142,3 +145,10 @@ class Collector(Stage):
         self.recent_lengths.clear()
         self.recent_lengths.extend(state["recent_lengths"])
         self.env.load_state_dict(state["env"])
+        fresh = getattr(self.env, "last_obs", None)
+        if fresh is not None:
+            # The gymnasium adapter cannot restore running episodes: it resets them on load, so
+            # the run continues from its new first observations and with fresh episode sums.
+            self.obs = fresh.clone()
+            self.episode_return.zero_()
+            self.episode_length.zero_()

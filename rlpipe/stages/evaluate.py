@@ -17,13 +17,16 @@ SYNC_EVERY = 32
 class Evaluator(Stage):
     """Runs ``num_episodes`` episodes on each of the eval env's M envs with the policy's mode action.
 
+    ``deterministic=False`` samples actions instead (from the global torch RNG).
+
     Each call resets the eval envs with ``seed + call index``, so an evaluation never disturbs the
     training RNG and the same checkpoint always scores the same.
     """
 
     def __init__(self, env: BatchedEnv, policy: Policy, num_episodes: int, seed: int,
-                 max_steps: int | None = None) -> None:
+                 max_steps: int | None = None, deterministic: bool = True) -> None:
         self.env, self.policy, self.num_episodes, self.seed = env, policy, num_episodes, seed
+        self.deterministic = deterministic
         limit = env.max_episode_steps or 1000
         self.max_steps = max_steps or limit * num_episodes + 1
         self.calls = 0
@@ -42,7 +45,7 @@ class Evaluator(Stage):
         was_training = self.policy.training
         self.policy.eval()
         for step in range(self.max_steps):
-            action, _ = self.policy.sample(obs, deterministic=True)
+            action, _ = self.policy.sample(obs, deterministic=self.deterministic)
             result = self.env.step(action)
             running_ret += result.reward
             running_len += 1

@@ -1,8 +1,4 @@
-"""Where metrics go: the console table, ``metrics.json``/``curve.csv`` for DVC, and MLflow.
-
-This is the only module that imports mlflow. Stages never log: they return metrics and the
-pipeline hands them to a :class:`Tracker` once per iteration.
-"""
+"""The console table and the DVC files: ``metrics.json`` (summary), ``curve.csv`` (one row per iteration)."""
 
 from __future__ import annotations
 
@@ -10,15 +6,12 @@ import csv
 import json
 import math
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from rlpipe.config import RunConfig
-
-__all__ = ["ConsoleTable", "MetricsFiles", "Tracker", "flatten_params", "open_tracker"]
+__all__ = ["COLUMNS", "ConsoleTable", "MetricsFiles", "flatten_params"]
 
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("iter", "iteration", "{:>5.0f}"),
@@ -37,6 +30,9 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("eval", "eval/return_mean", "{:>8.1f}"),
     ("eta_s", "time/eta_s", "{:>6.0f}"),
 )
+
+CURVE_ALWAYS = ("train/episode_return_mean", "train/episode_length_mean", "eval/return_mean")
+"""``curve.csv`` columns even when the first iteration lacks them (no finished episode, no eval yet)."""
 
 
 def flatten_params(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -92,8 +88,7 @@ class MetricsFiles:
                 k for k in metrics if k not in ("iteration", "env_steps")
                 and k.split("/")[0] in ("train", "update", "eval", "time")
             )]
-            if "eval/return_mean" not in self._fields:
-                self._fields.append("eval/return_mean")
+            self._fields += [k for k in CURVE_ALWAYS if k not in self._fields]
             with self.curve_path.open("w", newline="") as fh:
                 csv.writer(fh).writerow(self._fields)
         with self.curve_path.open("a", newline="") as fh:
@@ -108,28 +103,3 @@ class MetricsFiles:
 
 def _csv_value(value: float | None) -> str:
     return "" if value is None else f"{value:.6g}"
-
-
-class Tracker:
-    """Console + files + (optionally) MLflow, behind one ``log`` call per iteration."""
-
-    def __init__(self, cfg: RunConfig, run_dir: Path, console: Console | None = None) -> None:
-        self.cfg = cfg
-        self.table = ConsoleTable(console)
-        self.files = MetricsFiles(run_dir)
-        self.mlflow_run_id: str | None = None
-
-    def log(self, metrics: dict[str, float], step: int) -> None:
-        """Record one iteration's metrics at ``step`` env steps."""
-        self.table.row(metrics)
-        self.files.append_curve(metrics)
-
-    def finish(self, summary: dict[str, Any]) -> None:
-        """Write the final summary."""
-        self.files.write_summary({**summary, "mlflow_run_id": self.mlflow_run_id})
-
-
-def open_tracker(cfg: RunConfig, run_dir: Path) -> Tracker:
-    """The tracker ``cfg.tracking`` asks for."""
-    console = Console(highlight=False, soft_wrap=True, file=sys.stdout)
-    return Tracker(cfg, run_dir, console)

@@ -1,0 +1,110 @@
+"""Shared helpers of the benchmark scripts: config loading, interleaved timing, tables, JSON.
+
+Not a benchmark itself; the scripts beside it import it (``python benchmarks/<name>.py`` puts
+this folder first on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlpipe.config import RunConfig, load
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_PARAMS = PROJECT_ROOT / "params.yaml"
+NEVER = 10**15
+"""An env-step count no benchmark reaches: used to push eval/checkpoint frequencies out of the way."""
+
+
+def load_cfg(params: Path, overrides: Sequence[str]) -> RunConfig:
+    """``rlpipe.config.load`` with ``--set``-style overrides (the public API the CLI uses)."""
+    return load(params, list(overrides))
+
+
+def set_threads(threads: int | None) -> None:
+    """``torch.set_num_threads(threads)`` when given; the default is left alone otherwise."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """``(seconds, fn())`` measured with ``perf_counter``."""
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def median(values: Sequence[float]) -> float:
+    """Median of a non-empty sequence (``nan`` when empty)."""
+    return statistics.median(values) if values else float("nan")
+
+
+def paired_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
+    """``a[i] / b[i]`` for interleaved pairs: robust to load drifting between pairs."""
+    return [x / y for x, y in zip(a, b, strict=True)]
+
+
+def load_average() -> float:
+    """1-minute load average (``nan`` where the OS has none); above the core count, timings inflate."""
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else float("nan")
+
+
+LOAD_AT_START = load_average()
+
+
+def environment() -> dict[str, Any]:
+    """What the numbers were taken on: CPU count, load, torch threads and versions."""
+    return {
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "loadavg_1min_at_start": LOAD_AT_START,
+        "loadavg_1min_at_end": load_average(),
+        "platform": platform.platform(),
+    }
+
+
+def print_machine() -> None:
+    """One line saying how loaded the machine was, to read the absolute times against."""
+    env = environment()
+    busy = env["loadavg_1min_at_end"] > (env["cpu_count"] or 1)
+    print(f"machine: {env['cpu_count']} CPUs, torch threads {env['torch_threads']}, load average "
+          f"{env['loadavg_1min_at_start']} at start, {env['loadavg_1min_at_end']} at end"
+          f"{' (loaded: absolute times are inflated, compare ratios)' if busy else ''}")
+
+
+def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str, str]]) -> None:
+    """Print ``rows`` as a fixed-width table; ``columns`` are ``(key, header, format spec)``."""
+    cells = [[_cell(row.get(key), spec) for key, _, spec in columns] for row in rows]
+    widths = [max(len(header), *(len(c[i]) for c in cells)) for i, (_, header, _) in enumerate(columns)]
+    print("  ".join(h.rjust(w) for (_, h, _), w in zip(columns, widths)))
+    for line in cells:
+        print("  ".join(c.rjust(w) for c, w in zip(line, widths)))
+
+
+def _cell(value: Any, spec: str) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and value != value:
+        return "nan"
+    return format(value, spec) if spec else str(value)
+
+
+def write_json(path: Path | None, results: dict[str, Any]) -> None:
+    """Write ``results`` (plus the environment) as indented JSON when ``path`` is given."""
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**results, "environment": environment()}, indent=2) + "\n")
+    print(f"results written to {path}")

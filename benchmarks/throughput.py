@@ -1,0 +1,377 @@
+"""Massive-batch throughput: one rlpipe PPO iteration against a plain-torch PPO loop doing the same work.
+
+    .venv/bin/python benchmarks/throughput.py [--warmup 3] [--iterations 10] [--threads N]
+        [--num-envs 4096] [--horizon 32] [--hidden 256 256] [--epochs 4] [--batch-size 16384]
+        [--device cpu] [--checkpoints] [--json PATH]
+    .venv/bin/python benchmarks/throughput.py --store [--block 2] ...   # store on vs off
+    .venv/bin/python benchmarks/throughput.py --profile [--profile-rows 15]  # where the time goes
+
+Workload: torch CartPole (``rlpipe.envs.CartPole``), N=4096 envs × T=32 steps, separate actor and
+critic MLPs 256×256 ReLU, PPO with 4 epochs × 8 minibatches of 16384, Adam, grad clip 0.5.
+
+rlpipe is built from ``params.yaml`` through ``rlpipe.config.load`` with the overrides
+``trainer.num_envs``, ``trainer.buffer_size``, ``policy.{actor,critic}.network_cfg``,
+``algorithm.cfg.n_epochs``/``batch_size``, ``store.enabled=false``, ``tracking.backend=none``,
+``trainer.enable_eval=false`` (plus ``trainer.iterations`` and ``trainer.save_freq`` pushed out of
+reach so no iteration is the "last" one and no checkpoint is written; ``--checkpoints`` keeps the
+params' ``save_freq``, which with this workload checkpoints every iteration), and one iteration is
+``rlpipe.pipeline.run_iteration``.
+
+The plain loop (``PlainPPO`` below) is what one writes by hand in the CleanRL style: time-major
+buffers, the same env class, its own Categorical actor and critic, collection under
+``inference_mode``, values of the T+1 observations in one batched forward, the exact time-limit
+bootstrap computed only for the transitions that were truncated, GAE, advantage normalization,
+then epochs × shuffled minibatches with the clipped surrogate, value MSE, entropy, Adam and grad
+clipping. Hyperparameters come from the same resolved config as rlpipe's.
+
+The two alternate iteration by iteration (A, B, A, B …) after ``--warmup`` iterations each; the
+table gives the median of ``--iterations`` timed iterations per side, rlpipe's collect/update
+split (``time/collect_s`` includes the store submit; ``time/update_s`` is advantage + update), and
+the ratio rlpipe/plain as the median of the per-pair ratios. Target: ≤ 1.05× (rl8 and rsl_rl
+measure about 1.10–1.15× a plain loop on this workload).
+
+``--store`` instead compares rlpipe with ``store.enabled=true`` (writing to a temporary
+``trainer.data_dir``, or ``--data-dir``) against ``store.enabled=false``, alternating blocks of
+``--block`` iterations; a store-on block's time includes waiting for its last write to reach
+disk, so background writes never leak into the store-off block that follows. Target: ≤ 1.03×.
+
+``--profile`` runs one warm-up and one profiled iteration of each side under ``torch.profiler``
+and prints the top ops by self CPU time, then rlpipe's functions by cumulative time (cProfile).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from _bench import (
+    DEFAULT_PARAMS,
+    NEVER,
+    load_cfg,
+    median,
+    paired_ratios,
+    print_machine,
+    print_table,
+    set_threads,
+    timed,
+    write_json,
+)
+from torch import nn
+from torch.distributions import Categorical
+
+from rlpipe.algorithms.ppo import PPOCfg
+from rlpipe.config import RunConfig
+from rlpipe.envs import CartPole
+from rlpipe.pipeline import Experiment, build, run_iteration
+
+RATIO_TARGET = 1.05
+STORE_RATIO_TARGET = 1.03
+
+
+# ---------------------------------------------------------------------------------------- config
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add = parser.add_argument
+    add("--params", type=Path, default=DEFAULT_PARAMS, help="params file (default: params.yaml)")
+    add("--num-envs", type=int, default=4096, help="N (default 4096)")
+    add("--horizon", type=int, default=32, help="T, steps per env per iteration (default 32)")
+    add("--hidden", type=int, nargs="+", default=[256, 256], help="hidden sizes of actor and critic")
+    add("--epochs", type=int, default=4, help="PPO epochs (default 4)")
+    add("--batch-size", type=int, default=16384, help="minibatch size (default 16384)")
+    add("--device", default="cpu", help="trainer.device for both sides (default cpu)")
+    add("--warmup", type=int, default=3, help="untimed iterations per side (store mode: blocks)")
+    add("--iterations", type=int, default=10, help="timed iterations per side (store mode: blocks)")
+    add("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    add("--checkpoints", action="store_true", help="keep the params' save_freq (checkpoints)")
+    add("--store", action="store_true", help="compare store.enabled=true against false instead")
+    add("--block", type=int, default=2, help="iterations per block in --store mode (default 2)")
+    add("--data-dir", type=Path, default=None, help="where --store writes (default: a temp dir)")
+    add("--profile", action="store_true", help="profile one iteration of each side instead")
+    add("--profile-rows", type=int, default=15, help="rows per profile table (default 15)")
+    add("--json", type=Path, default=None, help="also write the results as JSON here")
+    return parser.parse_args()
+
+
+def rlpipe_overrides(args: argparse.Namespace, data_dir: str, store: bool) -> list[str]:
+    """The workload as ``--set`` overrides of the default params."""
+    net = f"{{hidden_sizes: {list(args.hidden)}, activation: relu}}"
+    overrides = [
+        f"trainer.num_envs={args.num_envs}", f"trainer.buffer_size={args.horizon}",
+        f"policy.actor.network_cfg={net}", f"policy.critic.network_cfg={net}",
+        f"algorithm.cfg.n_epochs={args.epochs}", f"algorithm.cfg.batch_size={args.batch_size}",
+        f"store.enabled={str(store).lower()}", "tracking.backend=none", "trainer.enable_eval=false",
+        f"trainer.device={args.device}", f"trainer.data_dir={data_dir}", f"trainer.iterations={NEVER}",
+    ]
+    return overrides if args.checkpoints else [*overrides, f"trainer.save_freq={NEVER}"]
+
+
+def build_rlpipe(args: argparse.Namespace, data_dir: str, store: bool) -> Experiment:
+    """``rlpipe.pipeline.build`` of the workload, its run directory created as ``rlpipe run`` does."""
+    exp = build(load_cfg(args.params, rlpipe_overrides(args, data_dir, store)))
+    exp.cfg.run_dir.mkdir(parents=True, exist_ok=True)
+    return exp
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+# ------------------------------------------------------------------------------------ plain loop
+
+
+def mlp(in_dim: int, hidden: list[int], out_dim: int) -> nn.Sequential:
+    sizes = [in_dim, *hidden]
+    layers: list[nn.Module] = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(sizes[-1], out_dim))
+
+
+class PlainPPO:
+    """A CleanRL-style PPO iteration on ``rlpipe.envs.CartPole``: time-major ``[T, N]`` buffers."""
+
+    def __init__(self, cfg: RunConfig, hidden: list[int], device: torch.device) -> None:
+        n, t = cfg.trainer.num_envs, cfg.trainer.buffer_size
+        self.hp = PPOCfg.model_validate(cfg.algorithm.cfg)
+        self.n, self.t, self.device = n, t, device
+        torch.manual_seed(cfg.trainer.seed)
+        self.env = CartPole(n, device)
+        self.obs = self.env.reset(seed=cfg.trainer.seed)
+        self.actor = mlp(4, hidden, 2).to(device)
+        self.critic = mlp(4, hidden, 1).to(device)
+        self.params = [*self.actor.parameters(), *self.critic.parameters()]
+        self.optimizer = torch.optim.Adam(self.params, lr=self.hp.learning_rate)
+        zeros = lambda *shape, dtype=torch.float32: torch.zeros(*shape, dtype=dtype, device=device)
+        self.obs_buf, self.final_obs = zeros(t + 1, n, 4), zeros(t, n, 4)
+        self.act_buf = zeros(t, n, dtype=torch.int64)
+        self.logp_buf, self.rew_buf, self.val_buf = zeros(t, n), zeros(t, n), zeros(t + 1, n)
+        self.final_value = zeros(t, n)
+        self.term_buf, self.trunc_buf = zeros(t, n, dtype=torch.bool), zeros(t, n, dtype=torch.bool)
+
+    def iteration(self) -> tuple[float, float]:
+        """One collect + update; returns ``(collect_s, update_s)``."""
+        collect_s, _ = timed(self.collect)
+        update_s, _ = timed(self.update)
+        return collect_s, update_s
+
+    @torch.inference_mode()
+    def collect(self) -> None:
+        obs = self.obs
+        for t in range(self.t):
+            self.obs_buf[t] = obs
+            dist = Categorical(logits=self.actor(obs))
+            action = dist.sample()
+            self.act_buf[t], self.logp_buf[t] = action, dist.log_prob(action)
+            step = self.env.step(action)
+            self.rew_buf[t], self.term_buf[t] = step.reward, step.terminated
+            self.trunc_buf[t] = step.truncated
+            self.final_obs[t] = step.final_obs
+            obs = step.obs
+        self.obs_buf[self.t] = obs
+        self.obs = obs
+        self.val_buf.copy_(self.critic(self.obs_buf.flatten(0, 1)).view(self.t + 1, self.n))
+        bootstrap = self.trunc_buf & ~self.term_buf  # exact time-limit bootstrap, only where needed
+        self.final_value.zero_()
+        self.final_value[bootstrap] = self.critic(self.final_obs[bootstrap]).squeeze(-1)
+        synchronize(self.device)
+
+    def advantages(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """GAE ``[T, N]``: δ_t = r_t + γ(V_final,t + (1−d_t)V_{t+1}) − V_t; A_t = δ_t + γλ(1−d_t)A_{t+1}."""
+        not_done = (~(self.term_buf | self.trunc_buf)).float()
+        value = self.val_buf
+        delta = self.rew_buf + self.hp.gamma * (self.final_value + not_done * value[1:]) - value[:-1]
+        advantage = torch.empty_like(delta)
+        running = torch.zeros_like(delta[0])
+        for t in range(self.t - 1, -1, -1):
+            running = delta[t] + self.hp.gamma * self.hp.gae_lambda * not_done[t] * running
+            advantage[t] = running
+        return advantage, advantage + value[:-1]
+
+    def update(self) -> None:
+        advantage, returns = self.advantages()
+        obs, act, logp = self.obs_buf[:-1].reshape(-1, 4), self.act_buf.reshape(-1), self.logp_buf.reshape(-1)
+        adv, ret = advantage.reshape(-1), returns.reshape(-1)
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        total = obs.shape[0]
+        for _ in range(self.hp.n_epochs):
+            perm = torch.randperm(total, device=self.device)
+            for start in range(0, total, self.hp.batch_size):
+                idx = perm[start : start + self.hp.batch_size]
+                self.minibatch_step(obs[idx], act[idx], logp[idx], adv[idx], ret[idx])
+        synchronize(self.device)
+
+    def minibatch_step(self, obs: torch.Tensor, act: torch.Tensor, old_logp: torch.Tensor,
+                       adv: torch.Tensor, ret: torch.Tensor) -> None:
+        dist = Categorical(logits=self.actor(obs))
+        ratio = (dist.log_prob(act) - old_logp).exp()
+        clip = self.hp.clip_coef
+        policy_loss = -torch.min(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv).mean()
+        value_loss = (self.critic(obs).squeeze(-1) - ret).pow(2).mean()
+        loss = policy_loss + self.hp.vf_coef * value_loss - self.hp.ent_coef * dist.entropy().mean()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(self.params, self.hp.max_grad_norm)
+        self.optimizer.step()
+
+
+# ---------------------------------------------------------------------------------------- timing
+
+
+def rlpipe_iteration(exp: Experiment) -> tuple[float, float, float]:
+    """``(wall_s, collect_s, update_s)`` of one ``run_iteration``."""
+    start = time.perf_counter()
+    metrics = run_iteration(exp)
+    synchronize(exp.device)
+    return time.perf_counter() - start, metrics["time/collect_s"], metrics["time/update_s"]
+
+
+def plain_iteration(plain: PlainPPO) -> tuple[float, float, float]:
+    start = time.perf_counter()
+    collect_s, update_s = plain.iteration()
+    return time.perf_counter() - start, collect_s, update_s
+
+
+def interleave(sides: dict[str, Callable[[], tuple[float, ...]]], warmup: int,
+               timed_rounds: int) -> dict[str, list[tuple[float, ...]]]:
+    """Run the sides in turn, round after round; keep the samples of the timed rounds."""
+    samples: dict[str, list[tuple[float, ...]]] = {name: [] for name in sides}
+    for round_index in range(warmup + timed_rounds):
+        last = {name: fn() for name, fn in sides.items()}
+        if round_index >= warmup:
+            for name, sample in last.items():
+                samples[name].append(sample)
+        print(f"  round {round_index + 1}/{warmup + timed_rounds}"
+              f"{' (warm-up)' if round_index < warmup else ''}: "
+              + ", ".join(f"{name} {sample[0]:.3f} s" for name, sample in last.items()), flush=True)
+    return samples
+
+
+def side_row(name: str, samples: list[tuple[float, ...]], steps: int) -> dict[str, Any]:
+    walls = [s[0] for s in samples]
+    row = {"side": name, "median_s": median(walls), "min_s": min(walls), "max_s": max(walls),
+           "sps": steps / median(walls), "n": len(walls)}
+    if len(samples[0]) == 3:
+        row |= {"collect_s": median([s[1] for s in samples]), "update_s": median([s[2] for s in samples])}
+    return row
+
+
+SIDE_COLUMNS = [
+    ("side", "side", ""), ("median_s", "median s/it", ".3f"), ("min_s", "min", ".3f"),
+    ("max_s", "max", ".3f"), ("collect_s", "collect s", ".3f"), ("update_s", "update s", ".3f"),
+    ("sps", "env steps/s", ",.0f"), ("n", "n", ""),
+]
+
+
+def report(samples: dict[str, list[tuple[float, ...]]], steps: int, target: float) -> dict[str, Any]:
+    """Print the per-side table and the ratio first/second; return both for the JSON."""
+    (a_name, a), (b_name, b) = samples.items()
+    rows = [side_row(name, s, steps) for name, s in samples.items()]
+    print_table(rows, SIDE_COLUMNS)
+    ratios = paired_ratios([s[0] for s in a], [s[0] for s in b])
+    ratio = median(ratios)
+    verdict = "meets" if ratio <= target else "misses"
+    print(f"ratio {a_name}/{b_name}: {ratio:.3f}x median of {len(ratios)} pairs "
+          f"(ratio of medians {rows[0]['median_s'] / rows[1]['median_s']:.3f}x; "
+          f"pairs min {min(ratios):.3f} max {max(ratios):.3f}) — {verdict} the <= {target:.2f}x target")
+    return {"rows": rows, "pair_ratios": ratios, "ratio_median": ratio, "target": target}
+
+
+# ----------------------------------------------------------------------------------------- modes
+
+
+def compare_plain(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="rlpipe-throughput-") as data_dir:
+        exp = build_rlpipe(args, data_dir, store=False)
+        plain = PlainPPO(exp.cfg, list(args.hidden), exp.device)
+        print(f"rlpipe vs plain torch: N={args.num_envs} T={args.horizon} hidden={args.hidden} "
+              f"epochs={args.epochs} batch={args.batch_size} device={exp.device} "
+              f"threads={torch.get_num_threads()}")
+        sides = {"rlpipe": lambda: rlpipe_iteration(exp), "plain": lambda: plain_iteration(plain)}
+        samples = interleave(sides, args.warmup, args.iterations)
+    return report(samples, args.num_envs * args.horizon, RATIO_TARGET)
+
+
+def store_block(exp: Experiment, block: int) -> tuple[float, float, float]:
+    """Mean ``(wall_s, collect_s, update_s)`` per iteration of ``block`` iterations, writes flushed."""
+    start = time.perf_counter()
+    parts = [rlpipe_iteration(exp) for _ in range(block)]
+    if exp.store is not None:
+        exp.store.flush()
+    wall = time.perf_counter() - start
+    return wall / block, *(sum(p[i] for p in parts) / block for i in (1, 2))
+
+
+def compare_store(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="rlpipe-store-", dir=args.data_dir) as data_dir:
+        store_on = build_rlpipe(args, str(Path(data_dir) / "on"), store=True)
+        store_off = build_rlpipe(args, str(Path(data_dir) / "off"), store=False)
+        print(f"rlpipe store on vs off: N={args.num_envs} T={args.horizon}, blocks of {args.block} "
+              f"iterations, writing under {data_dir}, threads={torch.get_num_threads()}")
+        try:
+            samples = interleave({"store on": lambda: store_block(store_on, args.block),
+                                  "store off": lambda: store_block(store_off, args.block)},
+                                 args.warmup, args.iterations)
+        finally:
+            assert store_on.store is not None
+            store_on.store.close()
+    return report(samples, args.num_envs * args.horizon, STORE_RATIO_TARGET)
+
+
+def profile(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="rlpipe-profile-") as data_dir:
+        exp = build_rlpipe(args, data_dir, store=False)
+        plain = PlainPPO(exp.cfg, list(args.hidden), exp.device)
+        results = {}
+        sides = {"rlpipe": lambda: rlpipe_iteration(exp), "plain": lambda: plain_iteration(plain)}
+        for name, fn in sides.items():
+            fn()  # warm-up
+            results[name] = torch_profile(name, fn, args.profile_rows)
+        results["rlpipe_functions"] = python_profile(lambda: rlpipe_iteration(exp), args.profile_rows)
+    return results
+
+
+def torch_profile(name: str, fn: Callable[[], Any], rows: int) -> str:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        wall, _ = timed(fn)
+    table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+    print(f"\n== {name}: one iteration, {wall:.3f} s wall under the profiler; top ops by self CPU ==")
+    print(table)
+    return table
+
+
+def python_profile(fn: Callable[[], Any], rows: int) -> str:
+    profiler = cProfile.Profile()
+    profiler.runcall(fn)
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats("rlpipe", rows)
+    print("\n== rlpipe: one iteration under cProfile, rlpipe functions by cumulative time ==")
+    print(out.getvalue())
+    return out.getvalue()
+
+
+def main() -> None:
+    args = parse_args()
+    set_threads(args.threads)
+    if args.profile:
+        write_json(args.json, {"benchmark": "throughput-profile", **profile(args)})
+        return
+    mode = "store" if args.store else "plain"
+    result = compare_store(args) if args.store else compare_plain(args)
+    print_machine()
+    settings = {k: str(v) for k, v in vars(args).items()}
+    write_json(args.json, {"benchmark": f"throughput-{mode}", "args": settings, **result})
+
+
+if __name__ == "__main__":
+    main()

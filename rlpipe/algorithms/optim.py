@@ -1,0 +1,39 @@
+"""Optimizer factory: ``optimizer: adam | adamw | sgd | rmsprop`` plus validated keyword arguments."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+__all__ = ["OPTIMIZERS", "build_optimizer", "optimizer_kwarg_names", "unknown_optimizer_kwargs"]
+
+OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
+    "adam": torch.optim.Adam,
+    "adamw": torch.optim.AdamW,
+    "sgd": torch.optim.SGD,
+    "rmsprop": torch.optim.RMSprop,
+}
+RESERVED = ("params", "lr")
+"""Set by the algorithm (``lr`` is ``learning_rate``), never through ``optimizer_kwargs``."""
+
+
+def optimizer_kwarg_names(name: str) -> tuple[str, ...]:
+    """Keyword arguments optimizer ``name`` accepts besides ``params`` and ``lr``."""
+    signature = inspect.signature(OPTIMIZERS[name].__init__)
+    return tuple(p for p in signature.parameters if p not in ("self", *RESERVED))
+
+
+def unknown_optimizer_kwargs(name: str, kwargs: Iterable[str]) -> list[str]:
+    """Keys of ``kwargs`` that optimizer ``name`` does not take (``lr`` included)."""
+    accepted = optimizer_kwarg_names(name)
+    return [key for key in kwargs if key not in accepted]
+
+
+def build_optimizer(
+    name: str, params: Iterable[torch.nn.Parameter], lr: float, kwargs: dict[str, Any] | None = None
+) -> torch.optim.Optimizer:
+    """``OPTIMIZERS[name](params, lr=lr, **kwargs)``; keys are expected to be validated already."""
+    return OPTIMIZERS[name](params, lr=lr, **(kwargs or {}))

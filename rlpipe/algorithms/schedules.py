@@ -1,0 +1,128 @@
+"""Schedules of a hyperparameter over the run, indexed by env steps (learning rate, entropy coefficient).
+
+Two families, one function each:
+
+* piecewise schedules from ``[env_steps, value]`` points (rl8's ``lr_schedule``): ``step`` jumps to a
+  point's value when its env-step count is reached and holds it; ``interp`` interpolates linearly
+  between points. Both hold the first value before the first point and the last value after the
+  last point.
+* decays over the whole run from an initial value to a final one: ``linear`` and ``cosine``
+  (Loshchilov & Hutter 2016, arXiv:1608.03983), which need the run length in env steps.
+
+:func:`schedule_value` picks one by kind; :class:`Schedule` bundles a kind with its parameters.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "SCHEDULE_KINDS",
+    "Schedule",
+    "ScheduleKind",
+    "cosine_decay",
+    "interp_schedule",
+    "linear_decay",
+    "points_error",
+    "schedule_value",
+    "step_schedule",
+]
+
+ScheduleKind = Literal["step", "interp", "linear", "cosine"]
+SCHEDULE_KINDS: tuple[str, ...] = ("step", "interp", "linear", "cosine")
+Points = Sequence[tuple[int, float]] | Sequence[Sequence[float]]
+
+
+def points_error(points: Points) -> str | None:
+    """Why ``points`` is not a valid schedule (``None`` when it is): non-empty, env steps >= 0, increasing."""
+    steps = [p[0] for p in points]
+    if not steps or steps[0] < 0 or any(b <= a for a, b in zip(steps, steps[1:])):
+        return f"expected [[env_steps, value], ...] with env_steps >= 0 and strictly increasing (got {steps})"
+    return None
+
+
+def step_schedule(points: Points, env_steps: int) -> float:
+    """Value of the last point whose env-step count is ``<= env_steps`` (the first before it).
+
+    ``points`` are ``[env_steps, value]`` pairs sorted by strictly increasing env steps.
+    """
+    steps = [p[0] for p in points]
+    index = max(bisect.bisect_right(steps, env_steps) - 1, 0)
+    return float(points[index][1])
+
+
+def interp_schedule(points: Points, env_steps: int) -> float:
+    """Linear interpolation between the two points around ``env_steps``; held outside the points."""
+    steps = [p[0] for p in points]
+    if env_steps <= steps[0]:
+        return float(points[0][1])
+    if env_steps >= steps[-1]:
+        return float(points[-1][1])
+    right = bisect.bisect_right(steps, env_steps)
+    (x0, y0), (x1, y1) = points[right - 1], points[right]
+    return float(y0 + (y1 - y0) * (env_steps - x0) / (x1 - x0))
+
+
+def _fraction(env_steps: int, total_env_steps: int) -> float:
+    """Share of the run done, clamped to ``[0, 1]``."""
+    return min(max(env_steps / max(total_env_steps, 1), 0.0), 1.0)
+
+
+def linear_decay(initial: float, final: float, env_steps: int, total_env_steps: int) -> float:
+    """``initial`` at step 0, ``final`` at ``total_env_steps`` and after, a straight line between."""
+    return initial + (final - initial) * _fraction(env_steps, total_env_steps)
+
+
+def cosine_decay(initial: float, final: float, env_steps: int, total_env_steps: int) -> float:
+    """Half a cosine from ``initial`` (step 0) down to ``final`` (``total_env_steps`` and after)."""
+    return final + (initial - final) * 0.5 * (1.0 + math.cos(math.pi * _fraction(env_steps, total_env_steps)))
+
+
+def schedule_value(
+    kind: str,
+    initial: float,
+    env_steps: int,
+    points: Points | None = None,
+    final: float = 0.0,
+    total_env_steps: int | None = None,
+) -> float:
+    """The scheduled value at ``env_steps``.
+
+    ``step``/``interp`` follow ``points`` (``None``: constant ``initial``); ``linear``/``cosine`` decay
+    from ``initial`` to ``final`` over ``total_env_steps`` (required for them).
+    """
+    if kind in ("step", "interp"):
+        if not points:
+            return initial
+        return step_schedule(points, env_steps) if kind == "step" else interp_schedule(points, env_steps)
+    if kind not in ("linear", "cosine"):
+        raise ValueError(f"unknown schedule kind {kind!r}; accepted: {', '.join(SCHEDULE_KINDS)}")
+    if total_env_steps is None:
+        raise RuntimeError(
+            f"a {kind} schedule needs the run length: call algo.set_progress(env_steps, total_env_steps)"
+        )
+    decay = linear_decay if kind == "linear" else cosine_decay
+    return decay(initial, final, env_steps, total_env_steps)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One scheduled hyperparameter: ``schedule(env_steps, total_env_steps)`` gives its value."""
+
+    kind: str
+    initial: float
+    points: tuple[tuple[int, float], ...] | None = None
+    final: float = 0.0
+
+    @property
+    def is_constant(self) -> bool:
+        """True when the value never changes (``step``/``interp`` without points)."""
+        return self.kind in ("step", "interp") and not self.points
+
+    def __call__(self, env_steps: int, total_env_steps: int | None = None) -> float:
+        """The value at ``env_steps`` of a run of ``total_env_steps`` (``None``: unknown)."""
+        return schedule_value(self.kind, self.initial, env_steps, self.points, self.final, total_env_steps)
