@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rlpipe-installed
 
-.PHONY: run test install lint bench clean
+.PHONY: run test install lint repro clean
 
 run: $(STAMP)
 	$(BIN)/rlpipe run params.yaml --overwrite
@@ -30,3 +30,6 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) data
+
+repro: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro

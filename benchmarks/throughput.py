@@ -28,7 +28,11 @@ The two alternate iteration by iteration (A, B, A, B …) after ``--warmup`` ite
 table gives the median of ``--iterations`` timed iterations per side, rlpipe's collect/update
 split (``time/collect_s`` includes the store submit; ``time/update_s`` is advantage + update), and
 the ratio rlpipe/plain as the median of the per-pair ratios. Target: ≤ 1.05× (rl8 and rsl_rl
-measure about 1.10–1.15× a plain loop on this workload).
+measure about 1.10–1.15× a plain loop on this workload). The table also counts the process's
+minor page faults per iteration: memory glibc handed back to the OS and had to fault in again
+(``MALLOC_TRIM_THRESHOLD_``/``MALLOC_MMAP_THRESHOLD_`` or jemalloc remove most of them, on both
+sides). On a shared machine ``--threads 1`` gives much steadier numbers than torch's default of
+one thread per core, whose parallel regions stall whenever a core is taken by another process.
 
 ``--store`` instead compares rlpipe with ``store.enabled=true`` (writing to a temporary
 ``trainer.data_dir``, or ``--data-dir``) against ``store.enabled=false``, alternating blocks of
@@ -45,11 +49,12 @@ import argparse
 import cProfile
 import io
 import pstats
+import resource
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from _bench import (
@@ -228,24 +233,39 @@ class PlainPPO:
 # ---------------------------------------------------------------------------------------- timing
 
 
-def rlpipe_iteration(exp: Experiment) -> tuple[float, float, float]:
-    """``(wall_s, collect_s, update_s)`` of one ``run_iteration``."""
-    start = time.perf_counter()
+class Sample(NamedTuple):
+    """One iteration (or the per-iteration mean of a block) of one side."""
+
+    wall_s: float
+    collect_s: float
+    update_s: float
+    page_faults: float
+    """Minor page faults of the process: first touches of memory the allocator got from the OS."""
+
+
+def minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def rlpipe_iteration(exp: Experiment) -> Sample:
+    """One ``run_iteration``; its own collect/update split (``time/collect_s``, ``time/update_s``)."""
+    faults, start = minor_faults(), time.perf_counter()
     metrics = run_iteration(exp)
     synchronize(exp.device)
-    return time.perf_counter() - start, metrics["time/collect_s"], metrics["time/update_s"]
+    return Sample(time.perf_counter() - start, metrics["time/collect_s"], metrics["time/update_s"],
+                  minor_faults() - faults)
 
 
-def plain_iteration(plain: PlainPPO) -> tuple[float, float, float]:
-    start = time.perf_counter()
+def plain_iteration(plain: PlainPPO) -> Sample:
+    faults, start = minor_faults(), time.perf_counter()
     collect_s, update_s = plain.iteration()
-    return time.perf_counter() - start, collect_s, update_s
+    return Sample(time.perf_counter() - start, collect_s, update_s, minor_faults() - faults)
 
 
-def interleave(sides: dict[str, Callable[[], tuple[float, ...]]], warmup: int,
-               timed_rounds: int) -> dict[str, list[tuple[float, ...]]]:
+def interleave(sides: dict[str, Callable[[], Sample]], warmup: int,
+               timed_rounds: int) -> dict[str, list[Sample]]:
     """Run the sides in turn, round after round; keep the samples of the timed rounds."""
-    samples: dict[str, list[tuple[float, ...]]] = {name: [] for name in sides}
+    samples: dict[str, list[Sample]] = {name: [] for name in sides}
     for round_index in range(warmup + timed_rounds):
         last = {name: fn() for name, fn in sides.items()}
         if round_index >= warmup:
@@ -253,32 +273,32 @@ def interleave(sides: dict[str, Callable[[], tuple[float, ...]]], warmup: int,
                 samples[name].append(sample)
         print(f"  round {round_index + 1}/{warmup + timed_rounds}"
               f"{' (warm-up)' if round_index < warmup else ''}: "
-              + ", ".join(f"{name} {sample[0]:.3f} s" for name, sample in last.items()), flush=True)
+              + ", ".join(f"{name} {sample.wall_s:.3f} s" for name, sample in last.items()), flush=True)
     return samples
 
 
-def side_row(name: str, samples: list[tuple[float, ...]], steps: int) -> dict[str, Any]:
-    walls = [s[0] for s in samples]
-    row = {"side": name, "median_s": median(walls), "min_s": min(walls), "max_s": max(walls),
-           "sps": steps / median(walls), "n": len(walls)}
-    if len(samples[0]) == 3:
-        row |= {"collect_s": median([s[1] for s in samples]), "update_s": median([s[2] for s in samples])}
-    return row
+def side_row(name: str, samples: list[Sample], steps: int) -> dict[str, Any]:
+    walls = [s.wall_s for s in samples]
+    return {"side": name, "median_s": median(walls), "min_s": min(walls), "max_s": max(walls),
+            "collect_s": median([s.collect_s for s in samples]),
+            "update_s": median([s.update_s for s in samples]),
+            "page_faults": median([s.page_faults for s in samples]),
+            "sps": steps / median(walls), "n": len(walls), "samples": [s._asdict() for s in samples]}
 
 
 SIDE_COLUMNS = [
     ("side", "side", ""), ("median_s", "median s/it", ".3f"), ("min_s", "min", ".3f"),
     ("max_s", "max", ".3f"), ("collect_s", "collect s", ".3f"), ("update_s", "update s", ".3f"),
-    ("sps", "env steps/s", ",.0f"), ("n", "n", ""),
+    ("page_faults", "page faults/it", ",.0f"), ("sps", "env steps/s", ",.0f"), ("n", "n", ""),
 ]
 
 
-def report(samples: dict[str, list[tuple[float, ...]]], steps: int, target: float) -> dict[str, Any]:
+def report(samples: dict[str, list[Sample]], steps: int, target: float) -> dict[str, Any]:
     """Print the per-side table and the ratio first/second; return both for the JSON."""
     (a_name, a), (b_name, b) = samples.items()
     rows = [side_row(name, s, steps) for name, s in samples.items()]
     print_table(rows, SIDE_COLUMNS)
-    ratios = paired_ratios([s[0] for s in a], [s[0] for s in b])
+    ratios = paired_ratios([s.wall_s for s in a], [s.wall_s for s in b])
     ratio = median(ratios)
     verdict = "meets" if ratio <= target else "misses"
     print(f"ratio {a_name}/{b_name}: {ratio:.3f}x median of {len(ratios)} pairs "
@@ -302,14 +322,15 @@ def compare_plain(args: argparse.Namespace) -> dict[str, Any]:
     return report(samples, args.num_envs * args.horizon, RATIO_TARGET)
 
 
-def store_block(exp: Experiment, block: int) -> tuple[float, float, float]:
-    """Mean ``(wall_s, collect_s, update_s)`` per iteration of ``block`` iterations, writes flushed."""
-    start = time.perf_counter()
+def store_block(exp: Experiment, block: int) -> Sample:
+    """Per-iteration mean over ``block`` iterations, the wait for their writes included."""
+    faults, start = minor_faults(), time.perf_counter()
     parts = [rlpipe_iteration(exp) for _ in range(block)]
     if exp.store is not None:
         exp.store.flush()
-    wall = time.perf_counter() - start
-    return wall / block, *(sum(p[i] for p in parts) / block for i in (1, 2))
+    wall, faults = time.perf_counter() - start, minor_faults() - faults
+    return Sample(wall / block, sum(p.collect_s for p in parts) / block,
+                  sum(p.update_s for p in parts) / block, faults / block)
 
 
 def compare_store(args: argparse.Namespace) -> dict[str, Any]:

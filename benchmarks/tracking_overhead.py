@@ -6,8 +6,9 @@ Part 1 runs ``params.yaml`` in-process (256 envs × 32 steps; only ``data_dir`` 
 changed) with ``backend: none`` and ``backend: mlflow`` interleaved (none, mlflow, none, mlflow …,
 one SQLite store created beforehand so schema creation is not counted). It times every
 ``Tracker.log`` call (console row + curve.csv row + the MLflow enqueue) and every iteration, and
-reports per backend: median ``Tracker.log`` ms, median iteration ms, their ratio, and the
-iteration-time difference mlflow − none (which also catches the background writer's GIL share).
+reports per backend: median ``Tracker.log`` ms, median iteration ms, their ratio, the background
+writer's wall and CPU ms per ``log_batch`` (its CPU time bounds what it can take from the loop), and
+the iteration-time difference mlflow − none (end to end; only meaningful on a quiet machine).
 It also times ``open_tracker`` and ``Tracker.finish`` (artifacts) once per run, and one
 synchronous ``log_batch`` of an iteration's metrics — what the loop would pay without the writer thread.
 
@@ -50,6 +51,8 @@ class Timings:
         self.iteration: list[float] = []
         self.open: list[float] = []
         self.finish: list[float] = []
+        self.write_wall: list[float] = []
+        self.write_cpu: list[float] = []
 
     @contextlib.contextmanager
     def installed(self):
@@ -72,13 +75,24 @@ class Timings:
             self.open.append(time.perf_counter() - start)
             return result
 
+        from mlflow.tracking import MlflowClient
+
+        log_batch = MlflowClient.log_batch
+
+        def timed_log_batch(client, *args, **kwargs):  # runs on the writer thread
+            wall, cpu = time.perf_counter(), time.thread_time()
+            log_batch(client, *args, **kwargs)
+            if kwargs.get("metrics"):
+                self.write_wall.append(time.perf_counter() - wall)
+                self.write_cpu.append(time.thread_time() - cpu)
+
         tracker_mod.Tracker.log, tracker_mod.Tracker.finish = timed_log, timed_finish
-        pipeline.open_tracker = timed_open
+        pipeline.open_tracker, MlflowClient.log_batch = timed_open, timed_log_batch
         try:
             yield self
         finally:
             tracker_mod.Tracker.log, tracker_mod.Tracker.finish = log, finish
-            pipeline.open_tracker = open_tracker
+            pipeline.open_tracker, MlflowClient.log_batch = open_tracker, log_batch
 
 
 def med_ms(values: list[float]) -> float:
@@ -128,7 +142,11 @@ def tracking_part(repeats: int, iterations: int | None, tmp: Path) -> dict[str, 
         out[backend] = {"log_ms": med_ms(logs), "iteration_ms": med_ms(iters),
                         "log_share_pct": 100 * statistics.median(logs) / statistics.median(iters),
                         "open_ms": med_ms([t for r in timings for t in r.open]),
-                        "finish_ms": med_ms([t for r in timings for t in r.finish])}
+                        "finish_ms": med_ms([t for r in timings for t in r.finish]),
+                        "writer_wall_ms": med_ms([t for r in timings for t in r.write_wall]),
+                        "writer_cpu_ms": med_ms([t for r in timings for t in r.write_cpu])}
+        out[backend]["writer_cpu_share_pct"] = 100 * out[backend]["writer_cpu_ms"] / out[backend][
+            "iteration_ms"]
     pairs = [statistics.median(m.iteration[1:]) / statistics.median(n.iteration[1:])
              for n, m in zip(runs["none"], runs["mlflow"], strict=True)]
     out["iteration_delta_pct"] = 100 * (statistics.median(pairs) - 1)  # median of per-pair ratios
@@ -195,6 +213,10 @@ def report(track: dict[str, Any], dvc: dict[str, Any] | None) -> None:
         r = track[backend]
         print(f"{backend:8s} {r['log_ms']:15.2f} {r['iteration_ms']:13.1f} {r['log_share_pct']:9.2f}% "
               f"{r['open_ms']:16.0f} {r['finish_ms']:10.0f}")
+    m = track["mlflow"]
+    print(f"mlflow writer thread per iteration: {m['writer_wall_ms']:.1f} ms wall, "
+          f"{m['writer_cpu_ms']:.1f} ms CPU "
+          f"({m['writer_cpu_share_pct']:.2f}% of an iteration if it all contended with the loop)")
     print(f"iteration time mlflow vs none (median of paired ratios): {track['iteration_delta_pct']:+.2f}% "
           f"(synchronous log_batch would cost {track['sync_log_batch_ms']:.1f} ms per iteration)")
     if dvc:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = [
     "AlgorithmBlock",
@@ -25,8 +25,10 @@ __all__ = [
     "EvalCfg",
     "NetworkBlock",
     "PolicyCfg",
+    "RecurrentCfg",
     "ReplayCfg",
     "RunConfig",
+    "StopConditionCfg",
     "StoreCfg",
     "TrackingCfg",
     "TrainerCfg",
@@ -94,6 +96,30 @@ class AlgorithmCfg(StrictModel):
     """Passes over the rollout per update."""
 
 
+class StopConditionCfg(StrictModel):
+    """One entry of ``trainer.stop_when``: a bound (``min``/``max``) or a patience rule on one metric."""
+
+    metric: str
+    """Metric name as logged, e.g. ``eval/return_mean``; iterations without it are skipped."""
+    min: float | None = None
+    """Stop once the metric is at least this (e.g. ``{metric: eval/return_mean, min: 475}``)."""
+    max: float | None = None
+    """Stop once the metric is at most this."""
+    patience: int | None = Field(None, ge=1)
+    """Stop after this many consecutive reports of the metric without improvement."""
+    min_delta: float = Field(0.0, ge=0)
+    """Improvement needed to reset the patience counter."""
+    mode: Literal["max", "min"] = "max"
+    """Whether larger (``max``) or smaller (``min``) values are improvements (patience rules)."""
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> StopConditionCfg:
+        bound = self.min is not None or self.max is not None
+        if bound == (self.patience is not None):
+            raise ValueError("give a bound (min and/or max) or patience, not both or neither")
+        return self
+
+
 class TrainerCfg(StrictModel):
     """Run-level settings: seed, device, sizes and how often to evaluate and save."""
 
@@ -119,10 +145,21 @@ class TrainerCfg(StrictModel):
     """Finished episodes per eval env."""
     save_freq: int = Field(100_000, ge=1)
     """Checkpoint whenever the env-step counter crosses a multiple of this; a final one is always written."""
+    num_threads: int | None = Field(None, ge=1)
+    """CPU threads torch may use (``null``: torch's default, one per core); 1 suits small networks
+    on a shared machine."""
     data_dir: str = "data"
     """Root of every output (rollouts, checkpoints, metrics)."""
     distributed: bool = False
     """Use torch.distributed (launch with torchrun)."""
+    horizons_per_env_reset: int = -1
+    """Reset every training env before every k-th rollout (rl8): 1 before each, negative never
+    (the last observation carries over; GRPO's ``reset_every_rollout`` still resets every time)."""
+    deterministic_collect: bool = False
+    """Collect with the policy's mode action instead of sampling (evaluation-style data)."""
+    stop_when: list[StopConditionCfg] = Field(default_factory=list)
+    """Stop early when any condition holds after an iteration (final checkpoint and eval as at the
+    end; ``stopped_by`` in metrics.json)."""
     # Seed-format keys accepted so EmbodiChain configs load unchanged; rlpipe does not use them.
     gym_config: str | None = None
     """Seed JSON only: path of the env JSON, read into the ``env`` block."""
@@ -175,6 +212,17 @@ class NetworkBlock(StrictModel):
     """Arguments of the network builder (``hidden_sizes``, ``activation``)."""
 
 
+class RecurrentCfg(StrictModel):
+    """Core of ``recurrent_actor_critic``: an LSTM or GRU between the observation and the MLPs."""
+
+    type: Literal["lstm", "gru"] = "lstm"
+    """Recurrent cell."""
+    hidden_size: int = Field(64, ge=1)
+    """Features per layer (the actor and critic MLPs read the last layer's output)."""
+    num_layers: int = Field(1, ge=1)
+    """Stacked recurrent layers."""
+
+
 class PolicyCfg(StrictModel):
     """Policy name from the registry and its networks."""
 
@@ -188,6 +236,11 @@ class PolicyCfg(StrictModel):
     """Optional check against the env's action dimension."""
     log_std_init: float = 0.0
     """Initial state-independent log-std of Gaussian policies."""
+    recurrent: RecurrentCfg = Field(default_factory=RecurrentCfg)
+    """Recurrent core of recurrent policies (``recurrent_actor_critic``); ignored by the others."""
+    obs_normalization: bool = False
+    """Normalize observations with running mean/std (clipped to ±10), updated after each update
+    from that rollout's observations and saved in checkpoints; frozen during collection and eval."""
 
 
 class AlgorithmBlock(StrictModel):
@@ -311,7 +364,8 @@ def _is_model(obj: Any) -> bool:
 _MODELS: dict[str, type[BaseModel]] = {
     cls.__name__: cls
     for cls in (RunConfig, TrainerCfg, EnvCfg, PolicyCfg, NetworkBlock, AlgorithmBlock, StoreCfg,
-                CheckpointCfg, TrackingCfg, ReplayCfg, EvalCfg, AlgorithmCfg)
+                CheckpointCfg, TrackingCfg, ReplayCfg, EvalCfg, AlgorithmCfg, StopConditionCfg,
+                RecurrentCfg)
 }
 
 

@@ -23,7 +23,7 @@ from tensordict import TensorDict
 from rlpipe.algorithms import BaseAlgorithm, algo_class, build_algo, resolve_algo_cfg
 from rlpipe.checkpoints import clean_temporaries, restore_rng_state, rng_state
 from rlpipe.config import ConfigError, RunConfig, params_hash
-from rlpipe.distributed import resolve_device
+from rlpipe.distributed import resolve_device, tune_malloc
 from rlpipe.envs import BatchedEnv, build_env
 from rlpipe.policies import Policy, build_policy
 from rlpipe.stages.advantage import AdvantageStage
@@ -31,6 +31,7 @@ from rlpipe.stages.base import check_key_flow
 from rlpipe.stages.checkpoint import Checkpointer
 from rlpipe.stages.collect import Collector
 from rlpipe.stages.evaluate import Evaluator
+from rlpipe.stages.stopping import Stopper
 from rlpipe.stages.update import UpdateStage
 from rlpipe.store import RolloutStore, StoreError
 from rlpipe.tracking import Tracker, open_tracker
@@ -97,6 +98,7 @@ class Experiment:
     env_steps: int = 0
     wall_s: float = 0.0
     last_eval: dict[str, float] = field(default_factory=dict)
+    stopper: Stopper = field(default_factory=Stopper)
 
     @property
     def steps_per_iteration(self) -> int:
@@ -116,6 +118,7 @@ class Experiment:
             "collector": self.collect.state_dict(),
             "evaluator_calls": self.evaluate.calls if self.evaluate else 0,
             "last_eval": dict(self.last_eval),
+            "stopper": self.stopper.state_dict(),
             "rng": rng_state(),
         }
 
@@ -133,6 +136,7 @@ class Experiment:
         self.iteration, self.env_steps = int(state["iteration"]), int(state["env_steps"])
         self.wall_s = float(state["wall_s"])
         self.last_eval = dict(state["last_eval"])
+        self.stopper.load_state_dict(state.get("stopper", {}))
         restore_rng_state(state["rng"])
 
 
@@ -141,6 +145,9 @@ def build(cfg: RunConfig) -> Experiment:
     trainer = cfg.trainer
     device = resolve_device(trainer.device)
     algo_cfg = resolve_algo_cfg(cfg.algorithm.name, cfg.algorithm.cfg, device)
+    tune_malloc()
+    if trainer.num_threads:
+        torch.set_num_threads(trainer.num_threads)
     seed_everything(trainer.seed)
     env = build_env(cfg.env.id, trainer.num_envs, device, cfg.env.cfg)
     algo_class(cfg.algorithm.name).check_run(algo_cfg, trainer.num_envs, cfg.policy.name,
@@ -149,14 +156,18 @@ def build(cfg: RunConfig) -> Experiment:
     algo = build_algo(cfg.algorithm.name, algo_cfg, policy, device)
     collect = Collector(env, policy, trainer.buffer_size, trainer.seed,
                         reset_every_rollout=bool(getattr(algo_cfg, "reset_every_rollout", False)),
-                        group_size=int(getattr(algo_cfg, "reset_group_size", 1)))
+                        group_size=int(getattr(algo_cfg, "reset_group_size", 1)),
+                        horizons_per_env_reset=trainer.horizons_per_env_reset,
+                        deterministic=trainer.deterministic_collect,
+                        seq_len=getattr(algo_cfg, "seq_len", None),
+                        seqs_per_state_reset=int(getattr(algo_cfg, "seqs_per_state_reset", -1)))
     advantage, update = AdvantageStage(algo), UpdateStage(algo, trainer.seed)
     check_key_flow([collect, advantage, update])
     evaluate = _build_evaluator(cfg, device, policy) if trainer.enable_eval else None
     store = RolloutStore(cfg.run_dir / "rollouts", cfg.store) if cfg.store.enabled else None
     checkpoint = Checkpointer(cfg.run_dir / "checkpoints", cfg.checkpoint.keep_last)
     return Experiment(cfg, device, env, policy, algo, collect, advantage, update, evaluate,
-                      checkpoint, store)
+                      checkpoint, store, stopper=Stopper(trainer.stop_when))
 
 
 def _build_evaluator(cfg: RunConfig, device: torch.device, policy: Policy) -> Evaluator:
@@ -221,7 +232,8 @@ def _maybe_evaluate(exp: Experiment, before: int) -> dict[str, float]:
 
 
 def _maybe_checkpoint(exp: Experiment, before: int) -> None:
-    last = exp.iteration == exp.cfg.trainer.iterations or exp.cfg.checkpoint.every_iteration
+    last = (exp.iteration == exp.cfg.trainer.iterations or exp.cfg.checkpoint.every_iteration
+            or exp.stopper.stopped_by is not None)
     if last or crossed(before, exp.env_steps, exp.cfg.trainer.save_freq):
         if exp.store is not None:
             exp.store.flush()  # never checkpoint past a rollout that is not on disk yet
@@ -356,8 +368,9 @@ def run(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> dict[s
     _continue_curve(tracker, header)
     metrics: dict[str, float] = {}
     try:
-        while exp.iteration < cfg.trainer.iterations:
+        while exp.iteration < cfg.trainer.iterations and exp.stopper.stopped_by is None:
             metrics = run_iteration(exp, checkpoint=False)
+            metrics |= _check_stop(exp, metrics)
             tracker.log(metrics, step=exp.env_steps)
             _maybe_checkpoint(exp, exp.env_steps - exp.steps_per_iteration)
     finally:
@@ -382,6 +395,16 @@ def _claim_run_dir(exp: Experiment, resume: bool, overwrite: bool) -> None:
         (exp.cfg.run_dir / name).unlink(missing_ok=True)
 
 
+def _check_stop(exp: Experiment, metrics: dict[str, float]) -> dict[str, float]:
+    """Feed ``trainer.stop_when``; on a stop, evaluate now unless this iteration already did."""
+    if exp.stopper.update(metrics) is None or exp.evaluate is None:
+        return {}
+    if any(key.startswith("eval/") for key in metrics):
+        return {}
+    exp.last_eval = exp.evaluate()
+    return exp.last_eval
+
+
 def _resume(exp: Experiment) -> list[str] | None:
     latest = resume_from_latest(exp)
     if latest is None:
@@ -401,4 +424,5 @@ def _summary(exp: Experiment, metrics: dict[str, float]) -> dict[str, Any]:
         **keep,
         **exp.last_eval,
         "checkpoint": str(exp.checkpoint.last_saved) if exp.checkpoint.last_saved else None,
+        "stopped_by": exp.stopper.stopped_by,
     }

@@ -17,6 +17,17 @@ key                 shape                 meaning
 ``final_value``     ``[N, T+1]``          V(true final obs) where ``truncated``, else 0
 ==================  ====================  =====================================================
 
+Policy extras (allocated through ``allocate_rollout(..., extras=...)``, present only for the
+policies that need them):
+
+====================  ====================  ===================================================
+key                   shape                 meaning
+====================  ====================  ===================================================
+``recurrent_state``   ``[N, T+1, S]``       recurrent policies: the core state before step t at
+                                            every sequence start (``t % seq_len == 0``), zero
+                                            after a done; other slots (and slot T) are zero
+====================  ====================  ===================================================
+
 Padding slots hold zeros (``False`` for flags). Envs auto-reset inside ``step``: after a done,
 ``obs[:, t+1]`` is the first observation of the next episode.
 """

@@ -2,7 +2,7 @@
 
 deps:    stages/train.py and the rlpipe code the loop runs (see dvc.yaml)
 params:  trainer, env, policy, algorithm, store, checkpoint, tracking
-outs:    data/<exp_name>/rollouts (cache: false), data/<exp_name>/checkpoints (persist: true)
+outs:    data/<exp_name>/rollouts (cache: false), data/<exp_name>/checkpoints (persist: true, re-run: fresh)
 metrics: data/<exp_name>/metrics.json (records the MLflow run id)
 plots:   data/<exp_name>/curve.csv (one row per iteration)
 """
@@ -11,4 +11,4 @@ from rlpipe import config
 from rlpipe.pipeline import run
 
 if __name__ == "__main__":
-    run(config.load("params.yaml"))
+    run(config.load("params.yaml"), overwrite=True)  # a re-run stage starts fresh

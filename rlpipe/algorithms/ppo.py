@@ -17,7 +17,8 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from tensordict import TensorDict
 
-from rlpipe.algorithms.base import BaseAlgorithm, flatten_transitions, minibatch_indices
+from rlpipe.algorithms import sequences
+from rlpipe.algorithms.base import BaseAlgorithm, minibatch_indices
 from rlpipe.algorithms.gae import generalized_advantage_estimate, truncation_bootstrap
 from rlpipe.algorithms.normalization import RewardNormalizer
 from rlpipe.algorithms.optim import OPTIMIZERS, build_optimizer, optimizer_kwarg_names
@@ -51,7 +52,7 @@ def _fail(loc: tuple[str, ...], message: str) -> None:
     raise ValidationError.from_exception_data("PPOCfg", [InitErrorDetails(type=error, loc=loc, input={})])
 
 
-class PPOCfg(AlgorithmCfg):
+class PPOCfg(sequences.SequenceCfg):
     """Configuration for PPO: the seed's fields and defaults, then rl8's and rsl_rl's options (all off)."""
 
     n_epochs: int = Field(10, ge=1)
@@ -193,13 +194,13 @@ class PPO(BaseAlgorithm):
         self.reward_normalizer = RewardNormalizer(cfg.gamma, self.device) if cfg.normalize_rewards else None
 
     @classmethod
-    def check_run(
-        cls, cfg: AlgorithmCfg, num_envs: int, policy_name: str, horizon: int,
-        max_episode_steps: int | None = None,
-    ) -> None:
-        """Reject a precision the resolved device cannot run, before any env step."""
-        if isinstance(cfg, PPOCfg) and cfg.device != "auto":
-            check_amp_device(cfg.amp, cfg.device)
+    def check_run(cls, cfg: AlgorithmCfg, num_envs: int, policy_name: str, horizon: int,
+                  max_episode_steps: int | None = None) -> None:
+        """Reject a precision the device cannot run, or a ``seq_len`` not dividing T, before any env step."""
+        if isinstance(cfg, PPOCfg):
+            cfg.check_sequences(horizon)
+            if cfg.device != "auto":
+                check_amp_device(cfg.amp, cfg.device)
 
     @property
     def learning_rate(self) -> float:
@@ -239,11 +240,11 @@ class PPO(BaseAlgorithm):
         if "advantage" not in rollout.keys():
             self.compute_advantages(rollout)
         self._apply_schedules()
-        batch = flatten_transitions(rollout, UPDATE_KEYS)
+        batch = sequences.update_batch(self.policy, rollout, UPDATE_KEYS, self.cfg.seq_len)
         if self.cfg.normalize_advantage == "batch":
             batch["advantage"] = normalize(batch["advantage"])
         totals, counts = self._run_epochs(batch)
-        self.env_steps += batch["obs"].shape[0]
+        self.env_steps += batch["advantage"].numel()
         return self._report(batch, totals, counts)
 
     def _apply_schedules(self) -> None:
@@ -254,7 +255,7 @@ class PPO(BaseAlgorithm):
     def _run_epochs(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, int]]:
         """``(summed stats [len(STAT_NAMES)], counters)`` of ``n_epochs`` passes over ``batch``."""
         num_samples = batch["obs"].shape[0]
-        size = self.cfg.minibatch_size(num_samples)
+        size = sequences.minibatch_rows(self.cfg, batch)
         accumulate = self.cfg.accumulate_grads
         scale = 1.0 / math.ceil(num_samples / size) if accumulate else 1.0
         totals = torch.zeros(len(STAT_NAMES), device=self.device)
@@ -329,7 +330,8 @@ class PPO(BaseAlgorithm):
     def loss(self, mb: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """``(total loss, detached stats [len(STAT_NAMES)])`` of one minibatch."""
         cfg = self.cfg
-        log_prob, entropy, value = self.evaluate(mb["obs"], mb["action"])
+        with self._autocast():  # a sequence minibatch re-runs the recurrent core; ``mb`` comes back flat
+            log_prob, entropy, value, mb = sequences.evaluate_minibatch(self.policy, mb)
         advantage = normalize(mb["advantage"]) if cfg.normalize_advantage == "minibatch" else mb["advantage"]
         policy_loss, log_ratio = clipped_surrogate(
             log_prob, mb["sample_log_prob"], advantage, cfg.clip_coef, cfg.dual_clip_coef
@@ -367,12 +369,15 @@ class PPO(BaseAlgorithm):
         return stats
 
     def state_dict(self) -> dict[str, Any]:
-        """Optimizer, grad scaler, schedule position and values, reward statistics."""
+        """Optimizer, grad scaler, schedule position and values, reward statistics.
+
+        The run length is not state: the pipeline passes it with ``set_progress`` before every
+        update, so a resumed run may extend ``trainer.iterations``.
+        """
         return {
             "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict(),
             "env_steps": self.env_steps,
-            "total_env_steps": self.total_env_steps,
             "learning_rate": self.learning_rate,
             "ent_coef": float(self.ent_coef),
             "reward_normalizer": self.reward_normalizer.state_dict() if self.reward_normalizer else None,
@@ -384,8 +389,6 @@ class PPO(BaseAlgorithm):
         if state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
         self.env_steps = int(state.get("env_steps", 0))
-        total = state.get("total_env_steps")
-        self.total_env_steps = None if total is None else int(total)
         if "learning_rate" in state:
             self.set_learning_rate(float(state["learning_rate"]))
         self.ent_coef = float(state.get("ent_coef", self.cfg.ent_coef))

@@ -1,9 +1,10 @@
 """Batched envs: the BatchedEnv contract, torch-native envs, the gymnasium adapter, the registry."""
 
-from rlpipe.envs import cartpole, pendulum  # noqa: F401  # imported to register their envs
+from rlpipe.envs import cartpole, memory, pendulum  # noqa: F401  # imported to register their envs
 from rlpipe.envs.base import BatchedEnv, StepResult
 from rlpipe.envs.cartpole import CartPole
 from rlpipe.envs.gym_adapter import GymnasiumEnv
+from rlpipe.envs.memory import RepeatFirst
 from rlpipe.envs.pendulum import Pendulum
 from rlpipe.envs.registry import build_env, register_env, registered_env_ids
 from rlpipe.envs.torch_env import TorchEnv
@@ -13,6 +14,7 @@ __all__ = [
     "CartPole",
     "GymnasiumEnv",
     "Pendulum",
+    "RepeatFirst",
     "StepResult",
     "TorchEnv",
     "build_env",

@@ -1,9 +1,11 @@
-"""Policies: the ``Policy`` interface, actor-critic and actor-only MLP policies, and their registry."""
+"""Policies: the ``Policy`` interface, feedforward and recurrent actor-critics, obs normalizer, registry."""
 
 from rlpipe.policies.actor_critic import ActorCritic, ActorOnly
 from rlpipe.policies.base import Policy
 from rlpipe.policies.heads import ActionHead, CategoricalHead, GaussianHead, build_action_head
 from rlpipe.policies.mlp import build_mlp, build_mlp_from_cfg
+from rlpipe.policies.normalizer import ObsNormalizer
+from rlpipe.policies.recurrent import RecurrentActorCritic, RecurrentCore
 from rlpipe.policies.registry import build_policy, get_registered_policy_names, register_policy
 
 __all__ = [
@@ -12,7 +14,10 @@ __all__ = [
     "ActorOnly",
     "CategoricalHead",
     "GaussianHead",
+    "ObsNormalizer",
     "Policy",
+    "RecurrentActorCritic",
+    "RecurrentCore",
     "build_action_head",
     "build_mlp",
     "build_mlp_from_cfg",

@@ -34,8 +34,12 @@ class Policy(nn.Module, ABC):
     is_recurrent: bool = False
     """True for policies with a hidden state (``RecurrentActorCritic``): collector and PPO then use
     ``sample_step``/``evaluate_sequence`` instead of ``sample``/``evaluate``."""
-    obs_normalizer: ObsNormalizer | None = None
+    obs_normalizer: ObsNormalizer | None
     """Running observation normalization (``policy.obs_normalization``); ``None``: off."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.obs_normalizer = None  # a submodule once assigned (nn.Module moves it to _modules)
 
     def normalize_obs(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs`` ``[B, *obs]`` through the frozen normalizer statistics (identity when off)."""

@@ -63,6 +63,9 @@ def build_policy(
             f"policy.action_dim: {cfg.action_dim} does not match the env's action dim {head.out_dim}"
         )
     obs_dim = math.prod(obs_space.shape)
+    from_cfg = getattr(_POLICIES[cfg.name], "from_cfg", None)
+    if from_cfg is not None:  # policies with their own layout (recurrent) build their networks
+        return _with_normalizer(from_cfg(cfg, obs_dim, head, device), cfg, obs_space)
     actor = actor or build_mlp_from_cfg(cfg.actor.to_dict(), obs_dim, head.out_dim, "policy.actor")
     cls = _POLICIES[cfg.name]
     if getattr(cls, "has_critic", True):
@@ -70,5 +73,16 @@ def build_policy(
             if cfg.critic is None:
                 raise ConfigError(f"policy.critic: required by {cfg.name!r}")
             critic = build_mlp_from_cfg(cfg.critic.to_dict(), obs_dim, 1, "policy.critic")
-        return cls(actor=actor, critic=critic, head=head, device=device)
-    return cls(actor=actor, head=head, device=device)
+        policy = cls(actor=actor, critic=critic, head=head, device=device)
+    else:
+        policy = cls(actor=actor, head=head, device=device)
+    return _with_normalizer(policy, cfg, obs_space)
+
+
+def _with_normalizer(policy: nn.Module, cfg: PolicyCfg, obs_space: gym.spaces.Box) -> nn.Module:
+    """Attach an ``ObsNormalizer`` (a submodule, so its buffers join the state_dict) when enabled."""
+    from rlpipe.policies.normalizer import ObsNormalizer
+
+    if cfg.obs_normalization:
+        policy.obs_normalizer = ObsNormalizer(obs_space.shape).to(next(policy.parameters()).device)
+    return policy

@@ -14,6 +14,35 @@ SYNC_EVERY = 32
 """Env steps between host checks of "every env is done" (keeps the loop free of per-step syncs)."""
 
 
+class _FeedforwardActor:
+    """``obs [M, *obs]`` → action; nothing to carry between steps."""
+
+    def __init__(self, policy: Policy, deterministic: bool) -> None:
+        self.policy, self.deterministic = policy, deterministic
+
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.policy.sample(obs, deterministic=self.deterministic)[0]
+
+    def episode_ended(self, finished: torch.Tensor) -> None:
+        """Nothing to reset."""
+
+
+class _RecurrentActor(_FeedforwardActor):
+    """Carries the core state ``[M, S]`` across steps and zeroes it where an episode ended."""
+
+    def __init__(self, policy: Policy, deterministic: bool, num_envs: int) -> None:
+        super().__init__(policy, deterministic)
+        self.state = policy.initial_state(num_envs)
+
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        action, _, _, self.state = self.policy.sample_step(obs, self.state, self.deterministic)
+        return action
+
+    def episode_ended(self, finished: torch.Tensor) -> None:
+        """Zero the state of envs whose episode just ended."""
+        self.state = self.state * (~finished).unsqueeze(-1).to(self.state.dtype)
+
+
 class Evaluator(Stage):
     """Runs ``num_episodes`` episodes on each of the eval env's M envs with the policy's mode action.
 
@@ -31,6 +60,11 @@ class Evaluator(Stage):
         self.max_steps = max_steps or limit * num_episodes + 1
         self.calls = 0
 
+    def _actor(self, num_envs: int) -> _FeedforwardActor:
+        if getattr(self.policy, "is_recurrent", False):
+            return _RecurrentActor(self.policy, self.deterministic, num_envs)
+        return _FeedforwardActor(self.policy, self.deterministic)
+
     @torch.inference_mode()
     def __call__(self) -> dict[str, float]:
         """Return ``eval/return_mean``, ``eval/return_std``, ``eval/length_mean``, ``eval/episodes``."""
@@ -44,8 +78,9 @@ class Evaluator(Stage):
         slots = torch.arange(k, device=dev).unsqueeze(0)
         was_training = self.policy.training
         self.policy.eval()
+        act = self._actor(m)
         for step in range(self.max_steps):
-            action, _ = self.policy.sample(obs, deterministic=self.deterministic)
+            action = act(obs)
             result = self.env.step(action)
             running_ret += result.reward
             running_len += 1
@@ -56,6 +91,7 @@ class Evaluator(Stage):
             count += (finished & (count < k)).long()
             running_ret.masked_fill_(finished, 0.0)
             running_len.masked_fill_(finished, 0.0)
+            act.episode_ended(finished)
             obs = result.obs
             if step % SYNC_EVERY == SYNC_EVERY - 1 and bool((count >= k).all()):
                 break

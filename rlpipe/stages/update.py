@@ -26,8 +26,14 @@ class UpdateStage(Stage):
         """Update; return ``update/<name>`` diagnostics.
 
         The minibatch shuffle is seeded from ``(seed, iteration)`` alone, so an offline replay of
-        this rollout from the same weights reproduces the update exactly.
+        this rollout from the same weights reproduces the update exactly. Observation statistics
+        (``policy.obs_normalization``) merge this rollout's ``obs[:, :T]`` after the update, so the
+        update saw the statistics the rollout was collected with.
         """
         self.algo.reseed(update_seed(self.seed, iteration))
         self.algo.policy.train()
-        return {f"update/{k}": v for k, v in self.algo.update(rollout).items()}
+        metrics = {f"update/{k}": v for k, v in self.algo.update(rollout).items()}
+        update_normalization = getattr(self.algo.policy, "update_normalization", None)
+        if update_normalization is not None:
+            update_normalization(rollout["obs"][:, :-1])
+        return metrics

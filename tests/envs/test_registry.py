@@ -48,7 +48,7 @@ def test_gymnasium_id_builds_the_adapter() -> None:
 
 def test_unknown_id_is_one_line_listing_what_is_accepted() -> None:
     assert config_error("CartPol") == (
-        "env.id: unknown env 'CartPol'; accepted: CartPole, Pendulum, "
+        "env.id: unknown env 'CartPol'; accepted: CartPole, Pendulum, RepeatFirst, "
         "or a gymnasium id such as CartPole-v1"
     )
 

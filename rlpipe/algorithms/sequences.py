@@ -1,0 +1,120 @@
+"""Truncated BPTT for recurrent policies: ``seq_len`` chunks of the rollout as minibatch rows.
+
+The ``[N, T]`` transitions are cut into ``N·T/L`` sequences of ``L = seq_len`` steps (env-major,
+each inside one env's time axis). A minibatch is a set of whole sequences; the policy re-runs its
+core over each from the state the collector stored at the sequence start
+(``rollout["recurrent_state"][:, k·L]``) and resets it to zero after every ``done`` inside the
+chunk, so gradients flow back to the first step of the sequence and never across an episode
+boundary. rl8's ``seq_len`` / ``seqs_per_state_reset`` semantics (``RecurrentAlgorithmConfig``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from pydantic import Field
+from tensordict import TensorDict
+
+from rlpipe.algorithms.base import flatten_transitions
+from rlpipe.config import AlgorithmCfg, ConfigError
+from rlpipe.rollout import rollout_dims
+
+__all__ = [
+    "RECURRENT_STATE",
+    "SequenceCfg",
+    "evaluate_minibatch",
+    "evaluate_sequences",
+    "minibatch_rows",
+    "sequence_batch",
+    "update_batch",
+]
+
+RECURRENT_STATE = "recurrent_state"
+"""Rollout key of the core state ``[N, T+1, S]`` (written at sequence starts, zero elsewhere)."""
+START_STATE, DONE = "start_state", "done"
+
+
+class SequenceCfg(AlgorithmCfg):
+    """Fields of algorithms that train recurrent policies; feedforward policies ignore them."""
+
+    seq_len: int | None = Field(None, ge=1)
+    """Truncated-BPTT length L; must divide ``trainer.buffer_size``. null: the whole rollout."""
+    seqs_per_state_reset: int = 8
+    """Collection zeroes the recurrent state every ``seq_len × seqs_per_state_reset`` steps of a
+    rollout (starting with step 0); negative or 0: only after a done (the state then carries over)."""
+
+    def check_sequences(self, horizon: int) -> None:
+        """``ConfigError`` unless ``seq_len`` divides the rollout length ``horizon``."""
+        if self.seq_len is not None and horizon % self.seq_len:
+            raise ConfigError(f"trainer.buffer_size ({horizon}) must be a multiple of "
+                              f"algorithm.cfg.seq_len ({self.seq_len})")
+
+
+def sequence_batch(
+    rollout: TensorDict, keys: tuple[str, ...], seq_len: int | None
+) -> dict[str, torch.Tensor]:
+    """``keys`` and ``done`` as ``[N·T/L, L, ...]`` sequences, plus ``start_state`` ``[N·T/L, S]``.
+
+    Sequence ``i = n·(T/L) + k`` holds env n's steps ``[k·L, (k+1)·L)``.
+    """
+    n, t = rollout_dims(rollout)
+    length = seq_len or t
+    per_env = t // length
+    batch = {}
+    for key in (*keys, DONE):
+        value = rollout.get(key)[:, :-1]
+        batch[key] = value.reshape(n * per_env, length, *value.shape[2:])
+    state = rollout.get(RECURRENT_STATE)[:, 0:t:length]
+    batch[START_STATE] = state.reshape(n * per_env, *state.shape[2:])
+    return batch
+
+
+def update_batch(
+    policy: Any, rollout: TensorDict, keys: tuple[str, ...], seq_len: int | None
+) -> dict[str, torch.Tensor]:
+    """Flat ``[N·T]`` transitions for a feedforward policy, ``[N·T/L, L]`` sequences for a recurrent one."""
+    if getattr(policy, "is_recurrent", False):
+        return sequence_batch(rollout, keys, seq_len)
+    return flatten_transitions(rollout, keys)
+
+
+def minibatch_rows(cfg: Any, batch: dict[str, torch.Tensor]) -> int:
+    """Rows per minibatch: ``cfg.minibatch_size`` transitions, or whole sequences for a sequence batch.
+
+    Sequences: ``ceil(rows / num_mini_batches)`` when set, else ``batch_size // L`` (at least one).
+    """
+    rows = batch["obs"].shape[0]
+    if START_STATE not in batch:
+        return cfg.minibatch_size(rows)
+    if cfg.num_mini_batches is not None:
+        return math.ceil(rows / cfg.num_mini_batches)
+    return max(1, cfg.batch_size // batch["advantage"].shape[1])
+
+
+def evaluate_minibatch(
+    policy: Any, mb: dict[str, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """``(log_prob, entropy, value)`` ``[B]`` in float32 and the flat minibatch the loss reads.
+
+    Transition minibatches go through ``policy.evaluate``; sequence minibatches (they carry
+    ``start_state``) through :func:`evaluate_sequences`.
+    """
+    if START_STATE in mb:
+        return evaluate_sequences(policy, mb)
+    log_prob, entropy, value = policy.evaluate(mb["obs"], mb["action"])
+    return log_prob.float(), entropy.float(), value.float(), mb
+
+
+def evaluate_sequences(
+    policy: Any, mb: dict[str, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """``(log_prob, entropy, value)`` flattened to ``[B·L]`` (float32), and ``mb`` flattened alike.
+
+    ``mb`` holds ``[B, L, ...]`` sequences and ``start_state`` ``[B, S]``; the flat minibatch drops
+    ``start_state`` and ``done`` so the feedforward loss reads it unchanged.
+    """
+    log_prob, entropy, value = policy.evaluate_sequence(mb["obs"], mb["action"], mb[START_STATE], mb[DONE])
+    flat = {key: v.flatten(0, 1) for key, v in mb.items() if key not in (START_STATE, DONE)}
+    return log_prob.flatten().float(), entropy.flatten().float(), value.flatten().float(), flat

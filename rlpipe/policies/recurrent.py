@@ -1,0 +1,149 @@
+"""``RecurrentActorCritic``: an LSTM/GRU core shared by an actor and a critic MLP.
+
+The core's state travels as one flat tensor ``[B, S]`` (LSTM: ``h`` and ``c`` of every layer,
+``S = 2·layers·hidden``; GRU: ``h``, ``S = layers·hidden``), so the collector can store it in the
+rollout (``recurrent_state``) and the update can re-run the core from it.
+
+* ``sample_step(obs, state)``: one step of collection → action, log_prob, value, next state.
+* ``step_value(obs, state)``: V of ``obs`` seen with ``state`` (bootstrap and final observations).
+* ``evaluate_sequence(obs_seq, action_seq, start_state, done_seq)``: re-run ``[B, L]`` sequences
+  from their start states, zeroing the state after every done (truncated BPTT).
+
+The feedforward ``distribution``/``value`` treat each observation as the first of an episode (a
+zero state); the collector and PPO dispatch on ``is_recurrent`` and use the methods above.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.distributions import Distribution
+
+from rlpipe.config import ConfigError, PolicyCfg
+from rlpipe.policies.base import Policy
+from rlpipe.policies.heads import ActionHead
+from rlpipe.policies.mlp import build_mlp_from_cfg
+from rlpipe.policies.registry import register_policy
+
+__all__ = ["RecurrentActorCritic", "RecurrentCore"]
+
+CELLS: dict[str, type[nn.Module]] = {"lstm": nn.LSTM, "gru": nn.GRU}
+
+
+class RecurrentCore(nn.Module):
+    """One step of a stacked LSTM/GRU over flat states: ``([B, in], [B, S])`` → ``([B, H], [B, S])``."""
+
+    def __init__(self, kind: str, in_dim: int, hidden_size: int, num_layers: int) -> None:
+        super().__init__()
+        self.kind, self.hidden_size, self.num_layers = kind, hidden_size, num_layers
+        self.rnn = CELLS[kind](in_dim, hidden_size, num_layers)
+
+    @property
+    def state_size(self) -> int:
+        """S: floats of one env's state."""
+        return (2 if self.kind == "lstm" else 1) * self.num_layers * self.hidden_size
+
+    def _unpack(self, state: torch.Tensor) -> Any:
+        """``[B, S]`` → torch's ``[layers, B, H]`` hidden (a pair ``(h, c)`` for LSTM)."""
+        b = state.shape[0]
+        parts = state.reshape(b, -1, self.num_layers, self.hidden_size).permute(1, 2, 0, 3).contiguous()
+        return (parts[0], parts[1]) if self.kind == "lstm" else parts[0]
+
+    def _pack(self, hidden: Any) -> torch.Tensor:
+        parts = torch.stack(hidden if isinstance(hidden, tuple) else (hidden,))  # [k, layers, B, H]
+        return parts.permute(2, 0, 1, 3).reshape(parts.shape[2], -1)
+
+    def forward(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Output of the last layer ``[B, H]`` and the next state ``[B, S]``."""
+        out, hidden = self.rnn(x.unsqueeze(0), self._unpack(state))
+        return out.squeeze(0), self._pack(hidden)
+
+
+@register_policy("recurrent_actor_critic")
+class RecurrentActorCritic(Policy):
+    """Recurrent core (``policy.recurrent``) → actor MLP → action head, and → critic MLP → V."""
+
+    is_recurrent = True
+
+    def __init__(self, core: RecurrentCore, actor: nn.Module, critic: nn.Module, head: ActionHead,
+                 device: torch.device | str) -> None:
+        super().__init__()
+        self.core, self.actor, self.critic, self.head = core, actor, critic, head
+        self.device = torch.device(device)
+        self.to(self.device)
+
+    @classmethod
+    def from_cfg(
+        cls, cfg: PolicyCfg, obs_dim: int, head: ActionHead, device: torch.device | str
+    ) -> RecurrentActorCritic:
+        """Core from ``cfg.recurrent``; actor and critic MLPs read its ``hidden_size`` features."""
+        rec = cfg.recurrent
+        if cfg.critic is None:
+            raise ConfigError(f"policy.critic: required by {cfg.name!r}")
+        core = RecurrentCore(rec.type, obs_dim, rec.hidden_size, rec.num_layers)
+        actor = build_mlp_from_cfg(cfg.actor.to_dict(), rec.hidden_size, head.out_dim, "policy.actor")
+        critic = build_mlp_from_cfg(cfg.critic.to_dict(), rec.hidden_size, 1, "policy.critic")
+        return cls(core, actor, critic, head, device)
+
+    @property
+    def state_size(self) -> int:
+        """S: floats of one env's recurrent state."""
+        return self.core.state_size
+
+    def initial_state(self, batch: int) -> torch.Tensor:
+        """Zeros ``[batch, S]`` (the state at an episode start)."""
+        return torch.zeros(batch, self.state_size, device=self.device)
+
+    def _features(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.core(self.normalize_obs(obs).flatten(1), state)
+
+    def sample_step(
+        self, obs: torch.Tensor, state: torch.Tensor, deterministic: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(action [B, *act], log_prob [B], value [B], next_state [B, S])`` for ``obs`` ``[B, *obs]``."""
+        features, next_state = self._features(obs, state)
+        dist = self.head.distribution(self.actor(features))
+        action = self.head.mode(dist) if deterministic else dist.sample()
+        return action, dist.log_prob(action), self.critic(features).squeeze(-1), next_state
+
+    def step_value(self, obs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """V of ``obs`` ``[B, *obs]`` seen with ``state`` ``[B, S]``: ``[B]``."""
+        return self.critic(self._features(obs, state)[0]).squeeze(-1)
+
+    def unroll(
+        self, obs_seq: torch.Tensor, start_state: torch.Tensor, done_seq: torch.Tensor
+    ) -> torch.Tensor:
+        """Core outputs ``[B, L, H]`` of ``obs_seq`` ``[B, L, *obs]``; the state is zeroed after each done."""
+        state, outputs = start_state, []
+        for i in range(obs_seq.shape[1]):
+            out, state = self._features(obs_seq[:, i], state)
+            outputs.append(out)
+            state = state * (~done_seq[:, i]).unsqueeze(-1).to(state.dtype)
+        return torch.stack(outputs, 1)
+
+    def evaluate_sequence(
+        self, obs_seq: torch.Tensor, action_seq: torch.Tensor, start_state: torch.Tensor,
+        done_seq: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(log_prob, entropy, value)``, each ``[B, L]``, of the stored actions ``[B, L, *act]``."""
+        b, length = done_seq.shape
+        features = self.unroll(obs_seq, start_state, done_seq).flatten(0, 1)
+        dist = self.head.distribution(self.actor(features))
+        log_prob = dist.log_prob(action_seq.flatten(0, 1)).view(b, length)
+        value = self.critic(features).view(b, length)
+        return log_prob, dist.entropy().view(b, length), value
+
+    def distribution(self, obs: torch.Tensor) -> Distribution:
+        """π(·|obs) from a zero state (each observation as the first of an episode)."""
+        features, _ = self._features(obs, self.initial_state(obs.shape[0]).to(obs.dtype))
+        return self.head.distribution(self.actor(features))
+
+    def deterministic_action(self, dist: Distribution) -> torch.Tensor:
+        """Argmax or mean."""
+        return self.head.mode(dist)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """V(obs) ``[B]`` from a zero state."""
+        return self.step_value(obs, self.initial_state(obs.shape[0]).to(obs.dtype))
