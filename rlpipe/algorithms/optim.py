@@ -35,5 +35,9 @@ def unknown_optimizer_kwargs(name: str, kwargs: Iterable[str]) -> list[str]:
 def build_optimizer(
     name: str, params: Iterable[torch.nn.Parameter], lr: float, kwargs: dict[str, Any] | None = None
 ) -> torch.optim.Optimizer:
-    """``OPTIMIZERS[name](params, lr=lr, **kwargs)``; keys are expected to be validated already."""
-    return OPTIMIZERS[name](params, lr=lr, **(kwargs or {}))
+    """``OPTIMIZERS[name](params, lr=lr, **kwargs)``; keys are expected to be validated already.
+
+    ``foreach`` defaults to on: torch enables it only on CUDA, yet on CPU the per-parameter loop
+    costs a small network's update a few percent too.
+    """
+    return OPTIMIZERS[name](params, lr=lr, **{"foreach": True, **(kwargs or {})})
