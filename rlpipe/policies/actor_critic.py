@@ -10,24 +10,19 @@ from rlpipe.policies.base import Policy
 from rlpipe.policies.heads import ActionHead
 from rlpipe.policies.registry import register_policy
 
-__all__ = ["ActorCritic", "ActorOnly"]
+__all__ = ["ActorCritic", "ActorOnly", "MLPActorPolicy"]
 
 
-@register_policy("actor_critic")
-class ActorCritic(Policy):
-    """Separate actor and critic networks over flat observations ``[B, obs_dim]``.
+class MLPActorPolicy(Policy):
+    """An actor network and an action head over flat observations ``[B, obs_dim]``.
 
-    ``actor``: ``[B, obs_dim]`` → ``[B, head.out_dim]`` (logits or Gaussian mean);
-    ``critic``: ``[B, obs_dim]`` → ``[B, 1]``.
+    ``actor``: ``[B, obs_dim]`` → ``[B, head.out_dim]`` (logits or Gaussian mean).
     """
 
-    def __init__(
-        self, actor: nn.Module, critic: nn.Module, head: ActionHead, device: torch.device | str
-    ) -> None:
+    def __init__(self, actor: nn.Module, head: ActionHead, device: torch.device | str) -> None:
         super().__init__()
-        self.actor, self.critic, self.head = actor, critic, head
+        self.actor, self.head = actor, head
         self.device = torch.device(device)
-        self.to(self.device)
 
     def distribution(self, obs: torch.Tensor) -> Distribution:
         """π(·|obs)."""
@@ -36,6 +31,18 @@ class ActorCritic(Policy):
     def deterministic_action(self, dist: Distribution) -> torch.Tensor:
         """Argmax or mean."""
         return self.head.mode(dist)
+
+
+@register_policy("actor_critic")
+class ActorCritic(MLPActorPolicy):
+    """Separate actor and critic networks; ``critic``: ``[B, obs_dim]`` → ``[B, 1]``."""
+
+    def __init__(
+        self, actor: nn.Module, critic: nn.Module, head: ActionHead, device: torch.device | str
+    ) -> None:
+        super().__init__(actor, head, device)
+        self.critic = critic
+        self.to(self.device)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """V(obs) ``[B]``."""
@@ -43,24 +50,14 @@ class ActorCritic(Policy):
 
 
 @register_policy("actor_only")
-class ActorOnly(Policy):
+class ActorOnly(MLPActorPolicy):
     """Actor without a critic, for GRPO: ``value`` is identically zero (no network, no memory)."""
 
     has_critic = False
 
     def __init__(self, actor: nn.Module, head: ActionHead, device: torch.device | str) -> None:
-        super().__init__()
-        self.actor, self.head = actor, head
-        self.device = torch.device(device)
+        super().__init__(actor, head, device)
         self.to(self.device)
-
-    def distribution(self, obs: torch.Tensor) -> Distribution:
-        """π(·|obs)."""
-        return self.head.distribution(self.actor(self.normalize_obs(obs)))
-
-    def deterministic_action(self, dist: Distribution) -> torch.Tensor:
-        """Argmax or mean."""
-        return self.head.mode(dist)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """Zeros ``[B]``: GRPO needs no critic."""
