@@ -180,7 +180,7 @@ class Collector(Stage):
         # sync per rollout) instead of on all N×T of them.
         rows = (ro["truncated"][:, :-1] & ~ro["terminated"][:, :-1]).flatten().nonzero().squeeze(-1)
         if rows.numel():
-            final_value = ro["final_value"][:, :-1].reshape(-1)
+            final_value = torch.zeros(n * (t1 - 1), device=ro.device)
             final_value[rows] = self.policy.value(self._final_obs.flatten(0, 1)[rows])
             ro["final_value"][:, :-1] = final_value.view(n, t1 - 1)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 
 from rlpipe.envs import build_env
@@ -30,8 +31,9 @@ def test_rollout_layout_values_and_carry_over():
     torch.testing.assert_close(second["obs"][:, 0], last_obs)  # the last observation carries over
 
 
-def test_final_value_is_the_value_of_the_true_final_obs_at_truncations_only():
-    env, policy, collector = make(max_episode_steps=3)
+@pytest.mark.parametrize("num_envs", [1, 4])  # one env: the [:, :-1] slice is contiguous
+def test_final_value_is_the_value_of_the_true_final_obs_at_truncations_only(num_envs):
+    env, policy, collector = make(n=num_envs, max_episode_steps=3)
     collector._reset()
     shadow = copy.deepcopy(env)  # replays the same actions to see the true final observations
     rollout, _ = collector()
