@@ -51,12 +51,14 @@ def cli() -> None:
 @click.option("--resume", is_flag=True, help="Continue from the last complete checkpoint.")
 @click.option("--overwrite", is_flag=True,
               help="Delete an earlier run's rollouts and checkpoints under the same exp_name first.")
+@click.option("--distributed", is_flag=True,
+              help="Join torch.distributed (trainer.distributed=true); launch with torchrun.")
 @user_errors
-def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool) -> None:
+def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool, distributed: bool) -> None:
     """Train: collect → advantage → update [→ eval] [→ checkpoint] for trainer.iterations."""
     from rlpipe.pipeline import run as run_pipeline
 
-    cfg = config_mod.load(params, overrides)
+    cfg = config_mod.load(params, (*overrides, *(["trainer.distributed=true"] if distributed else [])))
     summary = run_pipeline(cfg, resume=resume, overwrite=overwrite)
     click.echo(
         f"done: {summary['iterations']} iterations, {summary['env_steps']} env steps in "

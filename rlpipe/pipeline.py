@@ -23,7 +23,7 @@ from tensordict import TensorDict
 from rlpipe.algorithms import BaseAlgorithm, algo_class, build_algo, resolve_algo_cfg
 from rlpipe.checkpoints import clean_temporaries, restore_rng_state, rng_state
 from rlpipe.config import ConfigError, RunConfig, params_hash
-from rlpipe.distributed import resolve_device, tune_malloc
+from rlpipe.distributed import DistContext, broadcast_parameters, init_distributed, tune_malloc
 from rlpipe.envs import BatchedEnv, build_env
 from rlpipe.policies import Policy, build_policy
 from rlpipe.stages.advantage import AdvantageStage
@@ -99,11 +99,12 @@ class Experiment:
     wall_s: float = 0.0
     last_eval: dict[str, float] = field(default_factory=dict)
     stopper: Stopper = field(default_factory=Stopper)
+    dist: DistContext = field(default_factory=DistContext)
 
     @property
     def steps_per_iteration(self) -> int:
-        """N × T env steps per rollout."""
-        return self.env.num_envs * self.cfg.trainer.buffer_size
+        """N × T × world size env steps per rollout (every rank's)."""
+        return self.env.num_envs * self.cfg.trainer.buffer_size * self.dist.world_size
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a bit-exact resume needs (weights_only-safe)."""
@@ -143,18 +144,20 @@ class Experiment:
 def build(cfg: RunConfig) -> Experiment:
     """Validate and build every part; raises ``ConfigError`` before any env step or file write."""
     trainer = cfg.trainer
-    device = resolve_device(trainer.device)
+    ctx = init_distributed(trainer.device, trainer.distributed)
+    device = ctx.device
     algo_cfg = resolve_algo_cfg(cfg.algorithm.name, cfg.algorithm.cfg, device)
     tune_malloc()
     if trainer.num_threads:
         torch.set_num_threads(trainer.num_threads)
-    seed_everything(trainer.seed)
+    seed_everything(trainer.seed + ctx.rank)
     env = build_env(cfg.env.id, trainer.num_envs, device, cfg.env.cfg)
     algo_class(cfg.algorithm.name).check_run(algo_cfg, trainer.num_envs, cfg.policy.name,
                                              trainer.buffer_size, env.max_episode_steps)
     policy = build_policy(cfg.policy, env.observation_space, env.action_space, device)
+    broadcast_parameters(policy)
     algo = build_algo(cfg.algorithm.name, algo_cfg, policy, device)
-    collect = Collector(env, policy, trainer.buffer_size, trainer.seed,
+    collect = Collector(env, policy, trainer.buffer_size, trainer.seed + ctx.rank,
                         reset_every_rollout=bool(getattr(algo_cfg, "reset_every_rollout", False)),
                         group_size=int(getattr(algo_cfg, "reset_group_size", 1)),
                         horizons_per_env_reset=trainer.horizons_per_env_reset,
@@ -163,11 +166,11 @@ def build(cfg: RunConfig) -> Experiment:
                         seqs_per_state_reset=int(getattr(algo_cfg, "seqs_per_state_reset", -1)))
     advantage, update = AdvantageStage(algo), UpdateStage(algo, trainer.seed)
     check_key_flow([collect, advantage, update])
-    evaluate = _build_evaluator(cfg, device, policy) if trainer.enable_eval else None
+    evaluate = _build_evaluator(cfg, device, policy) if trainer.enable_eval and ctx.is_main else None
     store = RolloutStore(cfg.run_dir / "rollouts", cfg.store) if cfg.store.enabled else None
     checkpoint = Checkpointer(cfg.run_dir / "checkpoints", cfg.checkpoint.keep_last)
     return Experiment(cfg, device, env, policy, algo, collect, advantage, update, evaluate,
-                      checkpoint, store, stopper=Stopper(trainer.stop_when))
+                      checkpoint, store, stopper=Stopper(trainer.stop_when), dist=ctx)
 
 
 def _build_evaluator(cfg: RunConfig, device: torch.device, policy: Policy) -> Evaluator:

@@ -36,6 +36,7 @@ from rlpipe.algorithms.ppo_loss import (
 from rlpipe.algorithms.registry import register_algo
 from rlpipe.algorithms.schedules import Schedule, ScheduleKind, points_error
 from rlpipe.config import AlgorithmCfg, ConfigError
+from rlpipe.distributed import all_reduce_mean, average_gradients, global_normalize, sharded_minibatch_indices
 
 __all__ = ["PPO", "PPOCfg", "check_amp_device"]
 
@@ -242,7 +243,7 @@ class PPO(BaseAlgorithm):
         self._apply_schedules()
         batch = sequences.update_batch(self.policy, rollout, UPDATE_KEYS, self.cfg.seq_len)
         if self.cfg.normalize_advantage == "batch":
-            batch["advantage"] = normalize(batch["advantage"])
+            batch["advantage"] = global_normalize(batch["advantage"])  # statistics of every rank
         totals, counts = self._run_epochs(batch)
         self.env_steps += batch["advantage"].numel()
         return self._report(batch, totals, counts)
@@ -255,7 +256,8 @@ class PPO(BaseAlgorithm):
     def _run_epochs(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, int]]:
         """``(summed stats [len(STAT_NAMES)], counters)`` of ``n_epochs`` passes over ``batch``."""
         num_samples = batch["obs"].shape[0]
-        size = sequences.minibatch_rows(self.cfg, batch)
+        shard = {k: v[: num_samples // self.shards] for k, v in batch.items()}  # one rank's rows
+        size = sequences.minibatch_rows(self.cfg, shard)
         accumulate = self.cfg.accumulate_grads
         scale = 1.0 / math.ceil(num_samples / size) if accumulate else 1.0
         totals = torch.zeros(len(STAT_NAMES), device=self.device)
@@ -280,7 +282,10 @@ class PPO(BaseAlgorithm):
         return totals, counts
 
     def _minibatches(self, num_samples: int, size: int) -> Iterator[torch.Tensor | slice]:
-        if self.cfg.shuffle_minibatches:
+        if self.shards > 1:  # one process over K ranks' rollouts: rank r's slice of every minibatch
+            yield from sharded_minibatch_indices(num_samples // self.shards, self.shards, size, self.device,
+                                                 self.generator, self.cfg.shuffle_minibatches)
+        elif self.cfg.shuffle_minibatches:
             yield from minibatch_indices(num_samples, size, self.device, self.generator)
         else:
             yield from (slice(start, start + size) for start in range(0, num_samples, size))
@@ -291,7 +296,7 @@ class PPO(BaseAlgorithm):
         The one place KL decisions read their value: a distributed run all-reduces here so every
         rank stops early and adapts its learning rate identically.
         """
-        return t
+        return all_reduce_mean(t)
 
     def _kl_control(self, kl: torch.Tensor) -> bool:
         """Adapt the learning rate from this minibatch's KL; true when the update must stop early.
@@ -311,6 +316,7 @@ class PPO(BaseAlgorithm):
 
     def _optimizer_step(self) -> None:
         self.scaler.unscale_(self.optimizer)
+        average_gradients(self.policy.parameters())  # every rank clips and steps the same gradient
         torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.max_grad_norm)
         self.scaler.step(self.optimizer)
         self.scaler.update()
