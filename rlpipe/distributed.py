@@ -15,10 +15,10 @@ import torch.distributed as dist
 from rlpipe.config import ConfigError
 
 __all__ = [
-    "DistContext", "all_reduce_mean", "all_reduce_sum", "average_gradients", "broadcast_parameters",
-    "get_rank", "global_minibatch_count", "global_normalize", "init_distributed",
-    "launched_by_torchrun", "rank_device", "resolve_device", "sharded_minibatch_indices", "tune_malloc",
-    "world_size",
+    "DistContext", "all_reduce_mean", "all_reduce_sum", "average_gradients", "barrier",
+    "broadcast_parameters", "gather_objects", "get_rank", "global_minibatch_count", "global_normalize",
+    "init_distributed", "launched_by_torchrun", "rank_device", "rank_zero_decides", "resolve_device",
+    "sharded_minibatch_indices", "shutdown", "tune_malloc", "world_size",
 ]
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
@@ -235,3 +235,33 @@ def sharded_minibatch_indices(
     offsets = torch.arange(num_shards, device=device).unsqueeze(1) * shard_size
     for start in range(0, shard_size, batch_size):
         yield (offsets + perm[start:start + batch_size]).reshape(-1)
+
+
+def rank_zero_decides(flag: bool) -> bool:
+    """Rank 0's ``flag`` on every rank (a stop decision read from rank-local metrics)."""
+    if world_size() == 1:
+        return flag
+    out = torch.tensor([float(flag)])
+    dist.broadcast(out, src=0)
+    return bool(out.item())
+
+
+def gather_objects(obj: object) -> list[object]:
+    """Every rank's ``obj`` (picklable), in rank order; ``[obj]`` in a single process."""
+    if world_size() == 1:
+        return [obj]
+    out: list[object] = [None] * world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def barrier() -> None:
+    """Wait for every rank; a no-op in a single process."""
+    if world_size() > 1:
+        dist.barrier()
+
+
+def shutdown() -> None:
+    """Leave the process group (at the end of a distributed run); a no-op without one."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()

@@ -23,9 +23,17 @@ from tensordict import TensorDict
 from rlpipe.algorithms import BaseAlgorithm, algo_class, build_algo, resolve_algo_cfg
 from rlpipe.checkpoints import clean_temporaries, restore_rng_state, rng_state
 from rlpipe.config import ConfigError, RunConfig, params_hash
-from rlpipe.distributed import DistContext, broadcast_parameters, init_distributed, tune_malloc
+from rlpipe.distributed import DistContext, barrier, broadcast_parameters, init_distributed, tune_malloc
 from rlpipe.envs import BatchedEnv, build_env
 from rlpipe.policies import Policy, build_policy
+from rlpipe.roles import (
+    agree_stop,
+    open_run_store,
+    open_run_tracker,
+    rank_states,
+    save_on_rank_zero,
+    select_rank_state,
+)
 from rlpipe.stages.advantage import AdvantageStage
 from rlpipe.stages.base import check_key_flow
 from rlpipe.stages.checkpoint import Checkpointer
@@ -34,7 +42,7 @@ from rlpipe.stages.evaluate import Evaluator
 from rlpipe.stages.stopping import Stopper
 from rlpipe.stages.update import UpdateStage
 from rlpipe.store import RolloutStore, StoreError
-from rlpipe.tracking import Tracker, open_tracker
+from rlpipe.tracking import Tracker
 
 __all__ = [
     "Experiment", "apply_checkpoint", "build", "checkpoint_matches", "learn_from", "restore",
@@ -53,7 +61,8 @@ def seed_everything(seed: int) -> None:
 
 
 RESUME_IGNORES = (
-    ("trainer", "iterations"), ("trainer", "save_freq"), ("trainer", "data_dir"), ("tracking",),
+    ("trainer", "iterations"), ("trainer", "save_freq"), ("trainer", "data_dir"), ("trainer", "distributed"),
+    ("tracking",),
     ("store",), ("checkpoint",), ("replay",), ("eval",),
 )
 """Params that do not change what training computes: a run may be resumed or replayed across them."""
@@ -121,6 +130,7 @@ class Experiment:
             "last_eval": dict(self.last_eval),
             "stopper": self.stopper.state_dict(),
             "rng": rng_state(),
+            **(rank_states(self.collect) if self.dist.active else {}),
         }
 
     def load_weights(self, state: dict[str, Any]) -> None:
@@ -129,7 +139,8 @@ class Experiment:
         self.algo.load_state_dict(state["algo"])
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore ``state_dict`` (the inverse of the above)."""
+        """Restore ``state_dict`` (the inverse of the above; each rank takes its own env and RNG state)."""
+        state = select_rank_state(state, self.dist)
         self.load_weights(state)
         self.collect.load_state_dict(state["collector"])
         if self.evaluate:
@@ -167,7 +178,7 @@ def build(cfg: RunConfig) -> Experiment:
     advantage, update = AdvantageStage(algo), UpdateStage(algo, trainer.seed)
     check_key_flow([collect, advantage, update])
     evaluate = _build_evaluator(cfg, device, policy) if trainer.enable_eval and ctx.is_main else None
-    store = RolloutStore(cfg.run_dir / "rollouts", cfg.store) if cfg.store.enabled else None
+    store = open_run_store(cfg, ctx)
     checkpoint = Checkpointer(cfg.run_dir / "checkpoints", cfg.checkpoint.keep_last)
     return Experiment(cfg, device, env, policy, algo, collect, advantage, update, evaluate,
                       checkpoint, store, stopper=Stopper(trainer.stop_when), dist=ctx)
@@ -204,7 +215,7 @@ def learn_from(exp: Experiment, rollout: TensorDict, iteration: int) -> dict[str
 
     Schedules are positioned at the env steps collected before this rollout.
     """
-    per_iteration = exp.steps_per_iteration
+    per_iteration = rollout.shape[0] * (rollout.shape[1] - 1) * exp.dist.world_size  # every rank's
     exp.algo.set_progress((iteration - 1) * per_iteration, exp.cfg.trainer.iterations * per_iteration)
     return exp.advantage(rollout) | exp.update(rollout, iteration)
 
@@ -238,9 +249,7 @@ def _maybe_checkpoint(exp: Experiment, before: int) -> None:
     last = (exp.iteration == exp.cfg.trainer.iterations or exp.cfg.checkpoint.every_iteration
             or exp.stopper.stopped_by is not None)
     if last or crossed(before, exp.env_steps, exp.cfg.trainer.save_freq):
-        if exp.store is not None:
-            exp.store.flush()  # never checkpoint past a rollout that is not on disk yet
-        exp.checkpoint.save(exp.iteration, exp.state_dict())
+        save_on_rank_zero(exp.checkpoint, exp.iteration, exp.state_dict(), exp.store, exp.dist)
 
 
 def _timing(exp: Experiment, t0: float, t1: float, t2: float) -> dict[str, float]:
@@ -362,18 +371,21 @@ def run(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> dict[s
     """
     exp = build(cfg)
     _claim_run_dir(exp, resume, overwrite)
+    barrier()
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
     if exp.store is not None:
         exp.store.clean_temporaries()
-    clean_temporaries(exp.checkpoint.directory)
+    if exp.dist.is_main:
+        clean_temporaries(exp.checkpoint.directory)
     header = _resume(exp) if resume else None
-    tracker = open_tracker(cfg, cfg.run_dir)
+    tracker = open_run_tracker(cfg, exp.dist)
     _continue_curve(tracker, header)
     metrics: dict[str, float] = {}
     try:
         while exp.iteration < cfg.trainer.iterations and exp.stopper.stopped_by is None:
             metrics = run_iteration(exp, checkpoint=False)
             metrics |= _check_stop(exp, metrics)
+            agree_stop(exp.stopper, exp.dist)
             tracker.log(metrics, step=exp.env_steps)
             _maybe_checkpoint(exp, exp.env_steps - exp.steps_per_iteration)
     finally:
@@ -387,7 +399,7 @@ def run(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> dict[s
 def _claim_run_dir(exp: Experiment, resume: bool, overwrite: bool) -> None:
     earlier = [d for d in (exp.checkpoint.directory, exp.cfg.run_dir / "rollouts")
                if d.is_dir() and any(d.iterdir())]
-    if resume or not earlier:
+    if resume or not earlier or not exp.dist.is_main:  # rank 0 claims; the others wait for it
         return
     if not overwrite:
         raise ConfigError(f"{exp.cfg.run_dir}: holds an earlier run; use --resume to continue it, "
@@ -410,6 +422,8 @@ def _check_stop(exp: Experiment, metrics: dict[str, float]) -> dict[str, float]:
 
 def _resume(exp: Experiment) -> list[str] | None:
     latest = resume_from_latest(exp)
+    if not exp.dist.is_main:
+        return None
     if latest is None:
         print(f"resume: no checkpoint under {exp.checkpoint.directory}; starting from iteration 0",
               file=sys.stderr)
