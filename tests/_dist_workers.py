@@ -12,7 +12,8 @@ from _offline_fixtures import tiny_cfg
 from tensordict import TensorDict
 
 import rlpipe.algorithms.ppo as ppo_module
-from rlpipe.pipeline import build, learn_from
+from rlpipe.distributed import shutdown
+from rlpipe.pipeline import build, learn_from, run
 
 
 def torchrun_env(rank: int, world: int, port: int) -> None:
@@ -78,3 +79,13 @@ def collectives(rank: int, world: int, port: int, work: Path) -> None:
         }, work / f"coll-{rank}.pt")
     finally:
         dist.destroy_process_group()
+
+
+def train(rank: int, world: int, port: int, data_dir: Path, overrides: list[str], resume: bool) -> None:
+    """Rank ``rank`` of a ``world``-rank ``rlpipe run`` of the tiny params."""
+    torchrun_env(rank, world, port)
+    torch.set_num_threads(1)
+    try:
+        run(tiny_cfg(data_dir, "trainer.distributed=true", *overrides), resume=resume)
+    finally:
+        shutdown()
