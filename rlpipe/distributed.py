@@ -15,7 +15,7 @@ import torch.distributed as dist
 from rlpipe.config import ConfigError
 
 __all__ = [
-    "DistContext", "all_reduce_mean", "all_reduce_sum", "average_gradients", "barrier",
+    "DistContext", "all_reduce_mean", "all_reduce_sum", "average_gradients", "barrier", "batch_moments",
     "broadcast_parameters", "gather_objects", "get_rank", "global_minibatch_count", "global_normalize",
     "init_distributed", "launched_by_torchrun", "rank_device", "rank_zero_decides", "resolve_device",
     "sharded_minibatch_indices", "shutdown", "tune_malloc", "world_size",
@@ -265,3 +265,21 @@ def shutdown() -> None:
     """Leave the process group (at the end of a distributed run); a no-op without one."""
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def batch_moments(flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``(mean, population var, count)`` over dim 0 of ``flat`` ``[B, *shape]``, across every rank.
+
+    A single process uses ``torch.var_mean`` (bit for bit the one-process numerics); K ranks
+    all-reduce (count, sum, sum of squares) in float64, so running statistics (observation and
+    reward normalization) stay the same on every rank.
+    """
+    if world_size() == 1:
+        var, mean = torch.var_mean(flat, dim=0, unbiased=False)
+        return mean, var, int(flat.shape[0])
+    data = flat.double()
+    count = torch.full((1, *data.shape[1:]), float(data.shape[0]), dtype=torch.float64, device=data.device)
+    total = all_reduce_sum(torch.cat([count, data.sum(0, keepdim=True), data.square().sum(0, keepdim=True)]))
+    n, mean = total[0], total[1] / total[0]
+    var = (total[2] / n - mean.square()).clamp_min(0)
+    return mean.to(flat.dtype), var.to(flat.dtype), int(n.reshape(-1)[0])

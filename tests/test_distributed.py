@@ -74,16 +74,24 @@ def test_sharded_minibatches_are_every_rank_slice_side_by_side() -> None:
 
 
 def _two_rank_update(work: Path, sync: bool) -> list[dict[str, torch.Tensor]]:
-    mp.spawn(one_update, args=(2, free_port(), work, [f"trainer.num_envs={N}", *EQUIV], sync),
+    extra = [line for line in (work / "extra.txt").read_text().splitlines() if line]
+    mp.spawn(one_update, args=(2, free_port(), work, [f"trainer.num_envs={N}", *EQUIV, *extra], sync),
              nprocs=2, join=True)
     return [torch.load(work / f"rank-{r}.pt", weights_only=True) for r in range(2)]
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, torch.Tensor]]:
+NORMALIZED = ["policy.obs_normalization=true", "algorithm.cfg.normalize_rewards=true"]
+"""Running statistics (observations, discounted returns) that must be global too."""
+
+
+@pytest.fixture(scope="module", params=[[], NORMALIZED], ids=["plain", "normalized"])
+def reference(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict[str, torch.Tensor]]:
     """A 2N-env rollout, the initial weights, and one single-process update over both halves."""
     work = tmp_path_factory.mktemp("equiv")
-    exp = build(tiny_cfg(work / "data", f"trainer.num_envs={2 * N}", *EQUIV))
+    (work / "extra.txt").write_text("\n".join(request.param))
+    exp = build(tiny_cfg(work / "data", f"trainer.num_envs={2 * N}", *EQUIV, *request.param))
     rollout, _ = exp.collect()
     save_rollout(rollout, work / "rollout.pt")
     torch.save(exp.policy.state_dict(), work / "init.pt")
