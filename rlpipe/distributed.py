@@ -110,11 +110,22 @@ def _env_ints(environ: Mapping[str, str]) -> tuple[int, int, int]:
 
 
 def rank_device(spec: str, local_rank: int) -> torch.device:
-    """The device of local rank ``local_rank``: ``cuda:LOCAL_RANK`` under ``auto``/``cuda``, else ``spec``."""
+    """The device of local rank ``local_rank``: ``cuda:LOCAL_RANK`` under ``auto``/``cuda``, else CPU.
+
+    ``cuda:N`` pins every rank to one GPU, which NCCL cannot share: a one-line ``ConfigError``, as
+    is a ``LOCAL_RANK`` beyond this node's GPUs.
+    """
     device = resolve_device(spec)
-    if device.type == "cuda" and (spec in ("auto", "cuda")):
-        device = resolve_device(f"cuda:{local_rank}")
-    return device
+    if device.type != "cuda":
+        return device
+    if spec not in ("auto", "cuda"):
+        raise ConfigError(f"trainer.device: {spec!r} pins every rank to one GPU; a distributed run "
+                          "uses cuda:LOCAL_RANK; accepted: auto, cuda, cpu")
+    try:
+        return resolve_device(f"cuda:{local_rank}")
+    except ConfigError:
+        raise ConfigError(f"trainer.device: LOCAL_RANK={local_rank} but this node has "
+                          f"{torch.cuda.device_count()} CUDA devices") from None
 
 
 def init_distributed(spec: str, requested: bool, environ: Mapping[str, str] | None = None) -> DistContext:

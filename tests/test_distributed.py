@@ -19,6 +19,7 @@ from rlpipe.distributed import (
     global_normalize,
     init_distributed,
     launched_by_torchrun,
+    rank_device,
     sharded_minibatch_indices,
 )
 from rlpipe.pipeline import build, learn_from
@@ -57,6 +58,17 @@ def test_rank_outside_world_and_missing_device() -> None:
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match=r"trainer\.device: 'cuda:0' requested but CUDA"):
             init_distributed("cuda:0", True, environ=dict(env, RANK="0"))
+
+
+def test_one_gpu_per_local_rank(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert rank_device("auto", 1) == torch.device("cuda:1")
+    assert rank_device("cpu", 1) == torch.device("cpu")
+    with pytest.raises(ConfigError, match=r"^trainer\.device: LOCAL_RANK=2 but this node has 2 CUDA"):
+        rank_device("cuda", 2)
+    with pytest.raises(ConfigError, match=r"'cuda:0' pins every rank to one GPU"):
+        rank_device("cuda:0", 0)
 
 
 def test_global_normalize_is_normalize_in_one_process() -> None:
