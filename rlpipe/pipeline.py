@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import random
-import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -20,20 +19,13 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+from rlpipe import roles
 from rlpipe.algorithms import BaseAlgorithm, algo_class, build_algo, resolve_algo_cfg
-from rlpipe.checkpoints import clean_temporaries, restore_rng_state, rng_state
+from rlpipe.checkpoints import restore_rng_state, rng_state
 from rlpipe.config import ConfigError, RunConfig, params_hash
-from rlpipe.distributed import DistContext, barrier, broadcast_parameters, init_distributed, tune_malloc
+from rlpipe.distributed import DistContext, broadcast_parameters, init_distributed, tune_malloc
 from rlpipe.envs import BatchedEnv, build_env
 from rlpipe.policies import Policy, build_policy
-from rlpipe.roles import (
-    agree_stop,
-    open_run_store,
-    open_run_tracker,
-    rank_states,
-    save_on_rank_zero,
-    select_rank_state,
-)
 from rlpipe.stages.advantage import AdvantageStage
 from rlpipe.stages.base import check_key_flow
 from rlpipe.stages.checkpoint import Checkpointer
@@ -130,7 +122,7 @@ class Experiment:
             "last_eval": dict(self.last_eval),
             "stopper": self.stopper.state_dict(),
             "rng": rng_state(),
-            **(rank_states(self.collect) if self.dist.active else {}),
+            **(roles.rank_states(self.collect) if self.dist.active else {}),
         }
 
     def load_weights(self, state: dict[str, Any]) -> None:
@@ -140,7 +132,7 @@ class Experiment:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict`` (the inverse of the above; each rank takes its own env and RNG state)."""
-        state = select_rank_state(state, self.dist)
+        state = roles.select_rank_state(state, self.dist)
         self.load_weights(state)
         self.collect.load_state_dict(state["collector"])
         if self.evaluate:
@@ -178,7 +170,7 @@ def build(cfg: RunConfig) -> Experiment:
     advantage, update = AdvantageStage(algo), UpdateStage(algo, trainer.seed)
     check_key_flow([collect, advantage, update])
     evaluate = _build_evaluator(cfg, device, policy) if trainer.enable_eval and ctx.is_main else None
-    store = open_run_store(cfg, ctx)
+    store = roles.open_run_store(cfg, ctx)
     checkpoint = Checkpointer(cfg.run_dir / "checkpoints", cfg.checkpoint.keep_last)
     return Experiment(cfg, device, env, policy, algo, collect, advantage, update, evaluate,
                       checkpoint, store, stopper=Stopper(trainer.stop_when), dist=ctx)
@@ -249,7 +241,7 @@ def _maybe_checkpoint(exp: Experiment, before: int) -> None:
     last = (exp.iteration == exp.cfg.trainer.iterations or exp.cfg.checkpoint.every_iteration
             or exp.stopper.stopped_by is not None)
     if last or crossed(before, exp.env_steps, exp.cfg.trainer.save_freq):
-        save_on_rank_zero(exp.checkpoint, exp.iteration, exp.state_dict(), exp.store, exp.dist)
+        roles.save_on_rank_zero(exp.checkpoint, exp.iteration, exp.state_dict(), exp.store, exp.dist)
 
 
 def _timing(exp: Experiment, t0: float, t1: float, t2: float) -> dict[str, float]:
@@ -370,22 +362,18 @@ def run(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> dict[s
     run's rollouts or checkpoints is refused unless ``overwrite`` (which deletes them first).
     """
     exp = build(cfg)
-    _claim_run_dir(exp, resume, overwrite)
-    barrier()
-    cfg.run_dir.mkdir(parents=True, exist_ok=True)
+    roles.claim_run_dir(cfg, exp.dist, exp.checkpoint.directory, resume, overwrite)
     if exp.store is not None:
         exp.store.clean_temporaries()
-    if exp.dist.is_main:
-        clean_temporaries(exp.checkpoint.directory)
     header = _resume(exp) if resume else None
-    tracker = open_run_tracker(cfg, exp.dist)
+    tracker = roles.open_run_tracker(cfg, exp.dist)
     _continue_curve(tracker, header)
     metrics: dict[str, float] = {}
     try:
         while exp.iteration < cfg.trainer.iterations and exp.stopper.stopped_by is None:
             metrics = run_iteration(exp, checkpoint=False)
             metrics |= _check_stop(exp, metrics)
-            agree_stop(exp.stopper, exp.dist)
+            roles.agree_stop(exp.stopper, exp.dist)
             tracker.log(metrics, step=exp.env_steps)
             _maybe_checkpoint(exp, exp.env_steps - exp.steps_per_iteration)
     finally:
@@ -394,20 +382,6 @@ def run(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> dict[s
     summary = _summary(exp, metrics)
     tracker.finish(summary)
     return summary
-
-
-def _claim_run_dir(exp: Experiment, resume: bool, overwrite: bool) -> None:
-    earlier = [d for d in (exp.checkpoint.directory, exp.cfg.run_dir / "rollouts")
-               if d.is_dir() and any(d.iterdir())]
-    if resume or not earlier or not exp.dist.is_main:  # rank 0 claims; the others wait for it
-        return
-    if not overwrite:
-        raise ConfigError(f"{exp.cfg.run_dir}: holds an earlier run; use --resume to continue it, "
-                          "--overwrite to replace it, or another trainer.exp_name")
-    for directory in earlier:
-        shutil.rmtree(directory)
-    for name in ("metrics.json", "curve.csv"):
-        (exp.cfg.run_dir / name).unlink(missing_ok=True)
 
 
 def _check_stop(exp: Experiment, metrics: dict[str, float]) -> dict[str, float]:

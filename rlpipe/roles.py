@@ -5,10 +5,11 @@ Every rank collects into its own rollout shard. A single process is rank 0 of a 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
-from rlpipe.checkpoints import rng_state
+from rlpipe.checkpoints import clean_temporaries, rng_state
 from rlpipe.config import ConfigError, RunConfig
 from rlpipe.distributed import DistContext, barrier, gather_objects, rank_zero_decides
 from rlpipe.shards import ShardedStore
@@ -20,8 +21,8 @@ from rlpipe.tracking import Tracker, open_tracker
 from rlpipe.tracking.console import MetricsFiles
 
 __all__ = [
-    "QuietTracker", "agree_stop", "open_run_store", "open_run_tracker", "rank_states", "save_on_rank_zero",
-    "select_rank_state",
+    "QuietTracker", "agree_stop", "claim_run_dir", "open_run_store", "open_run_tracker", "rank_states",
+    "save_on_rank_zero", "select_rank_state",
 ]
 
 RANK_STOPPED = "rank 0 stopped the run"
@@ -93,3 +94,23 @@ def agree_stop(stopper: Stopper, ctx: DistContext) -> None:
     stop = rank_zero_decides(stopper.stopped_by is not None)
     if not ctx.is_main:
         stopper.stopped_by = RANK_STOPPED if stop else None
+
+
+def claim_run_dir(cfg: RunConfig, ctx: DistContext, checkpoints: Path, resume: bool, overwrite: bool) -> None:
+    """Refuse (or, with ``overwrite``, clear) a run dir holding an earlier run; then create it.
+
+    Rank 0 alone checks and deletes (and removes dead checkpoint temporaries); the others wait for it.
+    """
+    if ctx.is_main:
+        earlier = [d for d in (checkpoints, cfg.run_dir / "rollouts") if d.is_dir() and any(d.iterdir())]
+        if earlier and not resume:
+            if not overwrite:
+                raise ConfigError(f"{cfg.run_dir}: holds an earlier run; use --resume to continue it, "
+                                  "--overwrite to replace it, or another trainer.exp_name")
+            for directory in earlier:
+                shutil.rmtree(directory)
+            for name in ("metrics.json", "curve.csv"):
+                (cfg.run_dir / name).unlink(missing_ok=True)
+        cfg.run_dir.mkdir(parents=True, exist_ok=True)
+        clean_temporaries(checkpoints)
+    barrier()
