@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from rlpipe import config as config_mod
+from rlpipe.distributed import get_rank, shutdown
 
 __all__ = ["main"]
 
@@ -51,17 +52,21 @@ def cli() -> None:
 @click.option("--resume", is_flag=True, help="Continue from the last complete checkpoint.")
 @click.option("--overwrite", is_flag=True,
               help="Delete an earlier run's rollouts and checkpoints under the same exp_name first.")
+@click.option("--distributed", is_flag=True,
+              help="Join torch.distributed (trainer.distributed=true); launch with torchrun.")
 @user_errors
-def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool) -> None:
+def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool, distributed: bool) -> None:
     """Train: collect → advantage → update [→ eval] [→ checkpoint] for trainer.iterations."""
     from rlpipe.pipeline import run as run_pipeline
 
-    cfg = config_mod.load(params, overrides)
+    cfg = config_mod.load(params, (*overrides, *(["trainer.distributed=true"] if distributed else [])))
     summary = run_pipeline(cfg, resume=resume, overwrite=overwrite)
-    click.echo(
-        f"done: {summary['iterations']} iterations, {summary['env_steps']} env steps in "
-        f"{summary['wall_s']:.1f}s → {cfg.run_dir / 'metrics.json'}"
-    )
+    if get_rank() == 0:  # the other ranks of a distributed run stay silent
+        click.echo(
+            f"done: {summary['iterations']} iterations, {summary['env_steps']} env steps in "
+            f"{summary['wall_s']:.1f}s → {cfg.run_dir / 'metrics.json'}"
+        )
+    shutdown()
 
 
 @cli.command()
@@ -193,12 +198,15 @@ def inspect(rollout: Path, as_json: bool) -> None:
     import json
 
     from rlpipe import offline
+    from rlpipe.shards import is_sharded, shard_paths
 
-    info = offline.inspect_rollout(rollout)
+    sharded = is_sharded(rollout)  # a distributed run's iteration: one store per rank
+    infos = [offline.inspect_rollout(path) for path in (shard_paths(rollout) if sharded else [rollout])]
     if as_json:
-        click.echo(json.dumps(info, indent=2))
+        click.echo(json.dumps({"path": str(rollout), "shards": infos} if sharded else infos[0], indent=2))
     else:
-        _render_rollout(info)
+        for info in infos:
+            _render_rollout(info)
 
 
 def _render_rollout(info: dict[str, Any]) -> None:

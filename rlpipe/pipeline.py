@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import random
-import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -20,10 +19,11 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+from rlpipe import roles
 from rlpipe.algorithms import BaseAlgorithm, algo_class, build_algo, resolve_algo_cfg
-from rlpipe.checkpoints import clean_temporaries, restore_rng_state, rng_state
+from rlpipe.checkpoints import restore_rng_state, rng_state
 from rlpipe.config import ConfigError, RunConfig, params_hash
-from rlpipe.distributed import resolve_device, tune_malloc
+from rlpipe.distributed import DistContext, broadcast_parameters, init_distributed, tune_malloc
 from rlpipe.envs import BatchedEnv, build_env
 from rlpipe.policies import Policy, build_policy
 from rlpipe.stages.advantage import AdvantageStage
@@ -34,7 +34,7 @@ from rlpipe.stages.evaluate import Evaluator
 from rlpipe.stages.stopping import Stopper
 from rlpipe.stages.update import UpdateStage
 from rlpipe.store import RolloutStore, StoreError
-from rlpipe.tracking import Tracker, open_tracker
+from rlpipe.tracking import Tracker
 
 __all__ = [
     "Experiment", "apply_checkpoint", "build", "checkpoint_matches", "learn_from", "restore",
@@ -53,7 +53,8 @@ def seed_everything(seed: int) -> None:
 
 
 RESUME_IGNORES = (
-    ("trainer", "iterations"), ("trainer", "save_freq"), ("trainer", "data_dir"), ("tracking",),
+    ("trainer", "iterations"), ("trainer", "save_freq"), ("trainer", "data_dir"), ("trainer", "distributed"),
+    ("tracking",),
     ("store",), ("checkpoint",), ("replay",), ("eval",),
 )
 """Params that do not change what training computes: a run may be resumed or replayed across them."""
@@ -99,11 +100,12 @@ class Experiment:
     wall_s: float = 0.0
     last_eval: dict[str, float] = field(default_factory=dict)
     stopper: Stopper = field(default_factory=Stopper)
+    dist: DistContext = field(default_factory=DistContext)
 
     @property
     def steps_per_iteration(self) -> int:
-        """N × T env steps per rollout."""
-        return self.env.num_envs * self.cfg.trainer.buffer_size
+        """N × T × world size env steps per rollout (every rank's)."""
+        return self.env.num_envs * self.cfg.trainer.buffer_size * self.dist.world_size
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a bit-exact resume needs (weights_only-safe)."""
@@ -120,6 +122,7 @@ class Experiment:
             "last_eval": dict(self.last_eval),
             "stopper": self.stopper.state_dict(),
             "rng": rng_state(),
+            **(roles.rank_states(self.collect) if self.dist.active else {}),
         }
 
     def load_weights(self, state: dict[str, Any]) -> None:
@@ -128,7 +131,8 @@ class Experiment:
         self.algo.load_state_dict(state["algo"])
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore ``state_dict`` (the inverse of the above)."""
+        """Restore ``state_dict`` (the inverse of the above; each rank takes its own env and RNG state)."""
+        state = roles.select_rank_state(state, self.dist)
         self.load_weights(state)
         self.collect.load_state_dict(state["collector"])
         if self.evaluate:
@@ -143,18 +147,20 @@ class Experiment:
 def build(cfg: RunConfig) -> Experiment:
     """Validate and build every part; raises ``ConfigError`` before any env step or file write."""
     trainer = cfg.trainer
-    device = resolve_device(trainer.device)
+    ctx = init_distributed(trainer.device, trainer.distributed)
+    device = ctx.device
     algo_cfg = resolve_algo_cfg(cfg.algorithm.name, cfg.algorithm.cfg, device)
     tune_malloc()
     if trainer.num_threads:
         torch.set_num_threads(trainer.num_threads)
-    seed_everything(trainer.seed)
+    seed_everything(trainer.seed + ctx.rank)
     env = build_env(cfg.env.id, trainer.num_envs, device, cfg.env.cfg)
     algo_class(cfg.algorithm.name).check_run(algo_cfg, trainer.num_envs, cfg.policy.name,
                                              trainer.buffer_size, env.max_episode_steps)
     policy = build_policy(cfg.policy, env.observation_space, env.action_space, device)
+    broadcast_parameters(policy)
     algo = build_algo(cfg.algorithm.name, algo_cfg, policy, device)
-    collect = Collector(env, policy, trainer.buffer_size, trainer.seed,
+    collect = Collector(env, policy, trainer.buffer_size, trainer.seed + ctx.rank,
                         reset_every_rollout=bool(getattr(algo_cfg, "reset_every_rollout", False)),
                         group_size=int(getattr(algo_cfg, "reset_group_size", 1)),
                         horizons_per_env_reset=trainer.horizons_per_env_reset,
@@ -163,11 +169,11 @@ def build(cfg: RunConfig) -> Experiment:
                         seqs_per_state_reset=int(getattr(algo_cfg, "seqs_per_state_reset", -1)))
     advantage, update = AdvantageStage(algo), UpdateStage(algo, trainer.seed)
     check_key_flow([collect, advantage, update])
-    evaluate = _build_evaluator(cfg, device, policy) if trainer.enable_eval else None
-    store = RolloutStore(cfg.run_dir / "rollouts", cfg.store) if cfg.store.enabled else None
+    evaluate = _build_evaluator(cfg, device, policy) if trainer.enable_eval and ctx.is_main else None
+    store = roles.open_run_store(cfg, ctx)
     checkpoint = Checkpointer(cfg.run_dir / "checkpoints", cfg.checkpoint.keep_last)
     return Experiment(cfg, device, env, policy, algo, collect, advantage, update, evaluate,
-                      checkpoint, store, stopper=Stopper(trainer.stop_when))
+                      checkpoint, store, stopper=Stopper(trainer.stop_when), dist=ctx)
 
 
 def _build_evaluator(cfg: RunConfig, device: torch.device, policy: Policy) -> Evaluator:
@@ -201,7 +207,7 @@ def learn_from(exp: Experiment, rollout: TensorDict, iteration: int) -> dict[str
 
     Schedules are positioned at the env steps collected before this rollout.
     """
-    per_iteration = exp.steps_per_iteration
+    per_iteration = rollout.shape[0] * (rollout.shape[1] - 1) * exp.dist.world_size  # every rank's
     exp.algo.set_progress((iteration - 1) * per_iteration, exp.cfg.trainer.iterations * per_iteration)
     return exp.advantage(rollout) | exp.update(rollout, iteration)
 
@@ -235,9 +241,7 @@ def _maybe_checkpoint(exp: Experiment, before: int) -> None:
     last = (exp.iteration == exp.cfg.trainer.iterations or exp.cfg.checkpoint.every_iteration
             or exp.stopper.stopped_by is not None)
     if last or crossed(before, exp.env_steps, exp.cfg.trainer.save_freq):
-        if exp.store is not None:
-            exp.store.flush()  # never checkpoint past a rollout that is not on disk yet
-        exp.checkpoint.save(exp.iteration, exp.state_dict())
+        roles.save_on_rank_zero(exp.checkpoint, exp.iteration, exp.state_dict(), exp.store, exp.dist)
 
 
 def _timing(exp: Experiment, t0: float, t1: float, t2: float) -> dict[str, float]:
@@ -358,19 +362,18 @@ def run(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> dict[s
     run's rollouts or checkpoints is refused unless ``overwrite`` (which deletes them first).
     """
     exp = build(cfg)
-    _claim_run_dir(exp, resume, overwrite)
-    cfg.run_dir.mkdir(parents=True, exist_ok=True)
+    roles.claim_run_dir(cfg, exp.dist, exp.checkpoint.directory, resume, overwrite)
     if exp.store is not None:
         exp.store.clean_temporaries()
-    clean_temporaries(exp.checkpoint.directory)
     header = _resume(exp) if resume else None
-    tracker = open_tracker(cfg, cfg.run_dir)
+    tracker = roles.open_run_tracker(cfg, exp.dist)
     _continue_curve(tracker, header)
     metrics: dict[str, float] = {}
     try:
         while exp.iteration < cfg.trainer.iterations and exp.stopper.stopped_by is None:
             metrics = run_iteration(exp, checkpoint=False)
             metrics |= _check_stop(exp, metrics)
+            roles.agree_stop(exp.stopper, exp.dist)
             tracker.log(metrics, step=exp.env_steps)
             _maybe_checkpoint(exp, exp.env_steps - exp.steps_per_iteration)
     finally:
@@ -379,20 +382,6 @@ def run(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> dict[s
     summary = _summary(exp, metrics)
     tracker.finish(summary)
     return summary
-
-
-def _claim_run_dir(exp: Experiment, resume: bool, overwrite: bool) -> None:
-    earlier = [d for d in (exp.checkpoint.directory, exp.cfg.run_dir / "rollouts")
-               if d.is_dir() and any(d.iterdir())]
-    if resume or not earlier:
-        return
-    if not overwrite:
-        raise ConfigError(f"{exp.cfg.run_dir}: holds an earlier run; use --resume to continue it, "
-                          "--overwrite to replace it, or another trainer.exp_name")
-    for directory in earlier:
-        shutil.rmtree(directory)
-    for name in ("metrics.json", "curve.csv"):
-        (exp.cfg.run_dir / name).unlink(missing_ok=True)
 
 
 def _check_stop(exp: Experiment, metrics: dict[str, float]) -> dict[str, float]:
@@ -407,6 +396,8 @@ def _check_stop(exp: Experiment, metrics: dict[str, float]) -> dict[str, float]:
 
 def _resume(exp: Experiment) -> list[str] | None:
     latest = resume_from_latest(exp)
+    if not exp.dist.is_main:
+        return None
     if latest is None:
         print(f"resume: no checkpoint under {exp.checkpoint.directory}; starting from iteration 0",
               file=sys.stderr)

@@ -33,7 +33,8 @@ from rlpipe.checkpoints import load_checkpoint, save_checkpoint
 from rlpipe.config import AlgorithmBlock, ConfigError, RunConfig, params_hash
 from rlpipe.pipeline import Experiment, apply_checkpoint, build, learn_from, training_hash
 from rlpipe.rollout import RolloutError, rollout_dims, validate
-from rlpipe.store import StoreError, read_rollout
+from rlpipe.shards import read_any
+from rlpipe.store import StoreError
 from rlpipe.tracking import Tracker, open_tracker, source_run_id
 
 __all__ = [
@@ -83,7 +84,7 @@ def replay_config(cfg: RunConfig) -> RunConfig:
 
 def load_rollout(path: Path, device: torch.device | str = "cpu") -> tuple[TensorDict, dict[str, Any]]:
     """Read and validate a stored ``[N, T+1]`` rollout; any problem is a ``StoreError`` naming ``path``."""
-    rollout, attrs = read_rollout(Path(path), device)
+    rollout, attrs = read_any(Path(path), device)  # a K-rank iteration: its shards, side by side
     try:
         validate(rollout, attrs.get("iteration"))
     except RolloutError as exc:
@@ -119,6 +120,7 @@ def update_once(exp: Experiment, rollout: TensorDict, attrs: dict[str, Any],
     n, t = rollout_dims(rollout)
     exp.iteration = iteration
     exp.env_steps = int(attrs.get("env_steps", iteration * n * t)) - n * t
+    exp.algo.shards = int(attrs.get("world_size", 1))  # minibatches as the K ranks drew them
     metrics = learn_from(exp, rollout, iteration)
     return metrics | {"time/update_s": time.perf_counter() - start}
 

@@ -33,6 +33,9 @@ class BaseAlgorithm(ABC):
         self.device = torch.device(cfg.device)
         self.generator = torch.Generator(device=self.device)
         """Drives the minibatch shuffle only, so collection's sampling never shifts it."""
+        self.shards = 1
+        """Ranks whose rollouts one update's batch concatenates (``rlpipe replay`` of a K-rank run in
+        one process): minibatch i is then every rank's own minibatch i, side by side."""
 
     @classmethod
     def check_run(

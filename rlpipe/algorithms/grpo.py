@@ -12,6 +12,7 @@ losses); ``GRPO`` is the keyed shell that reads and writes rollout keys around t
 from __future__ import annotations
 
 import copy
+import itertools
 import warnings
 from typing import Any, Literal, cast
 
@@ -22,6 +23,7 @@ from tensordict import TensorDict
 from rlpipe.algorithms.base import BaseAlgorithm, flatten_transitions, minibatch_indices
 from rlpipe.algorithms.registry import register_algo
 from rlpipe.config import AlgorithmCfg, ConfigError
+from rlpipe.distributed import average_gradients, global_minibatch_count
 
 __all__ = [
     "GRPO",
@@ -248,9 +250,13 @@ class GRPO(BaseAlgorithm):
         batch = {key: value[valid] for key, value in flat.items()}
         totals = torch.zeros(len(STAT_NAMES), device=self.device)
         weight = torch.zeros((), device=self.device)
+        steps = global_minibatch_count(len(batch["obs"]), self.cfg.batch_size, self.device)
         for _ in range(self.cfg.n_epochs):
-            for idx in minibatch_indices(len(batch["obs"]), self.cfg.batch_size, self.device,
-                                         self.generator):
+            indices = minibatch_indices(len(batch["obs"]), self.cfg.batch_size, self.device, self.generator)
+            for idx in itertools.islice(itertools.chain(indices, itertools.repeat(None)), steps):
+                if idx is None:  # this rank has fewer valid steps: join the others' all-reduce only
+                    self._sync_only_step()
+                    continue
                 mb = {key: value[idx] for key, value in batch.items()}
                 stats = self._minibatch_step(mb)
                 mb_weight = mb["seq_mask"].sum()
@@ -303,9 +309,18 @@ class GRPO(BaseAlgorithm):
         total, stats = self.loss(mb)
         self.optimizer.zero_grad(set_to_none=True)
         total.backward()
+        self._clip_and_step()
+        return stats
+
+    def _sync_only_step(self) -> None:
+        """A rank out of minibatches contributes zero gradients to the others' minibatch step."""
+        self.optimizer.zero_grad(set_to_none=True)
+        self._clip_and_step()
+
+    def _clip_and_step(self) -> None:
+        average_gradients(self.policy.parameters())  # every rank clips and steps the same gradient
         torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.max_grad_norm)
         self.optimizer.step()
-        return stats
 
     # ------------------------------------------------------------------ checkpoints
 

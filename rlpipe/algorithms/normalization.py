@@ -10,6 +10,8 @@ from typing import Any
 
 import torch
 
+from rlpipe.distributed import batch_moments
+
 __all__ = ["RewardNormalizer", "RunningMeanStd", "discounted_returns"]
 
 
@@ -32,8 +34,8 @@ class RunningMeanStd:
     def update(self, x: torch.Tensor) -> None:
         """Merge the samples of ``x`` ``[..., *shape]`` into the running moments."""
         flat = x.detach().reshape(-1, *self.shape)
-        batch_var, batch_mean = torch.var_mean(flat, dim=0, unbiased=False)
-        self.update_from_moments(batch_mean, batch_var, flat.shape[0])
+        batch_mean, batch_var, count = batch_moments(flat)  # every rank's samples
+        self.update_from_moments(batch_mean, batch_var, count)
 
     @torch.no_grad()
     def update_from_moments(

@@ -1,4 +1,4 @@
-"""Optimizer factory: ``optimizer: adam | adamw | sgd | rmsprop`` plus validated keyword arguments."""
+"""Optimizer factory (``optimizer: adam | adamw | sgd | rmsprop`` plus validated kwargs) and AMP checks."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ from typing import Any
 
 import torch
 
-__all__ = ["OPTIMIZERS", "build_optimizer", "optimizer_kwarg_names", "unknown_optimizer_kwargs"]
+from rlpipe.config import ConfigError
+
+__all__ = [
+    "AMP_DTYPES", "OPTIMIZERS", "build_optimizer", "check_amp_device", "optimizer_kwarg_names",
+    "unknown_optimizer_kwargs",
+]
 
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "adam": torch.optim.Adam,
@@ -41,3 +46,16 @@ def build_optimizer(
     costs a small network's update a few percent too.
     """
     return OPTIMIZERS[name](params, lr=lr, **{"foreach": True, **(kwargs or {})})
+
+
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+"""Autocast dtypes of ``algorithm.cfg.amp``."""
+
+
+def check_amp_device(amp: str, device: torch.device | str) -> None:
+    """``ConfigError`` for a precision the device cannot run (fp16 off CUDA, bf16 on old GPUs)."""
+    device = torch.device(device)
+    if amp == "fp16" and device.type != "cuda":
+        raise ConfigError(f"algorithm.cfg.amp: fp16 needs a CUDA device (got {device}); use bf16 or none")
+    if amp == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ConfigError(f"algorithm.cfg.amp: this GPU ({device}) has no bf16; use fp16 or none")

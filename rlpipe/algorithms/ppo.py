@@ -17,11 +17,10 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from tensordict import TensorDict
 
-from rlpipe.algorithms import sequences
+from rlpipe.algorithms import optim, sequences
 from rlpipe.algorithms.base import BaseAlgorithm, minibatch_indices
 from rlpipe.algorithms.gae import generalized_advantage_estimate, truncation_bootstrap
 from rlpipe.algorithms.normalization import RewardNormalizer
-from rlpipe.algorithms.optim import OPTIMIZERS, build_optimizer, optimizer_kwarg_names
 from rlpipe.algorithms.ppo_loss import (
     adaptive_lr,
     approx_kl,
@@ -36,13 +35,13 @@ from rlpipe.algorithms.ppo_loss import (
 from rlpipe.algorithms.registry import register_algo
 from rlpipe.algorithms.schedules import Schedule, ScheduleKind, points_error
 from rlpipe.config import AlgorithmCfg, ConfigError
+from rlpipe.distributed import all_reduce_mean, average_gradients, global_normalize, sharded_minibatch_indices
 
-__all__ = ["PPO", "PPOCfg", "check_amp_device"]
+__all__ = ["PPO", "PPOCfg"]
 
 UPDATE_KEYS = ("obs", "action", "sample_log_prob", "advantage", "return", "value")
 STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 KL_INDEX = STAT_NAMES.index("approx_kl")
-AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 Points = list[tuple[int, float]]
 
 
@@ -138,13 +137,13 @@ class PPOCfg(sequences.SequenceCfg):
         for name in ("lr_schedule", "ent_coef_schedule"):
             if getattr(self, name) is not None and getattr(self, f"{name}_kind") in ("linear", "cosine"):
                 _fail((name,), f"points need {name}_kind step or interp (linear/cosine take no points)")
-        accepted = optimizer_kwarg_names(self.optimizer)
+        accepted = optim.optimizer_kwarg_names(self.optimizer)
         for key in self.optimizer_kwargs:
             if key == "lr":
                 _fail(("optimizer_kwargs", key), "set learning_rate instead")
             if key not in accepted:
-                _fail(("optimizer_kwargs", key), f"not an argument of {OPTIMIZERS[self.optimizer].__name__}; "
-                      f"accepted: {', '.join(accepted)}")
+                opt = optim.OPTIMIZERS[self.optimizer].__name__
+                _fail(("optimizer_kwargs", key), f"not an argument of {opt}; accepted: {', '.join(accepted)}")
         return self
 
     def minibatch_size(self, num_samples: int) -> int:
@@ -152,15 +151,6 @@ class PPOCfg(sequences.SequenceCfg):
         if self.num_mini_batches is None:
             return self.batch_size
         return math.ceil(num_samples / self.num_mini_batches)
-
-
-def check_amp_device(amp: str, device: torch.device | str) -> None:
-    """``ConfigError`` for a precision the device cannot run (fp16 off CUDA, bf16 on old GPUs)."""
-    device = torch.device(device)
-    if amp == "fp16" and device.type != "cuda":
-        raise ConfigError(f"algorithm.cfg.amp: fp16 needs a CUDA device (got {device}); use bf16 or none")
-    if amp == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise ConfigError(f"algorithm.cfg.amp: this GPU ({device}) has no bf16; use fp16 or none")
 
 
 @register_algo("ppo")
@@ -175,9 +165,9 @@ class PPO(BaseAlgorithm):
 
     def __init__(self, cfg: PPOCfg, policy: Any) -> None:
         super().__init__(cfg, policy)
-        check_amp_device(cfg.amp, self.device)
+        optim.check_amp_device(cfg.amp, self.device)
         try:
-            self.optimizer = build_optimizer(cfg.optimizer, policy.parameters(), cfg.learning_rate,
+            self.optimizer = optim.build_optimizer(cfg.optimizer, policy.parameters(), cfg.learning_rate,
                                              cfg.optimizer_kwargs)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"algorithm.cfg.optimizer_kwargs: {exc}") from None
@@ -200,7 +190,7 @@ class PPO(BaseAlgorithm):
         if isinstance(cfg, PPOCfg):
             cfg.check_sequences(horizon)
             if cfg.device != "auto":
-                check_amp_device(cfg.amp, cfg.device)
+                optim.check_amp_device(cfg.amp, cfg.device)
 
     @property
     def learning_rate(self) -> float:
@@ -242,7 +232,7 @@ class PPO(BaseAlgorithm):
         self._apply_schedules()
         batch = sequences.update_batch(self.policy, rollout, UPDATE_KEYS, self.cfg.seq_len)
         if self.cfg.normalize_advantage == "batch":
-            batch["advantage"] = normalize(batch["advantage"])
+            batch["advantage"] = global_normalize(batch["advantage"])  # statistics of every rank
         totals, counts = self._run_epochs(batch)
         self.env_steps += batch["advantage"].numel()
         return self._report(batch, totals, counts)
@@ -255,7 +245,8 @@ class PPO(BaseAlgorithm):
     def _run_epochs(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, int]]:
         """``(summed stats [len(STAT_NAMES)], counters)`` of ``n_epochs`` passes over ``batch``."""
         num_samples = batch["obs"].shape[0]
-        size = sequences.minibatch_rows(self.cfg, batch)
+        shard = {k: v[: num_samples // self.shards] for k, v in batch.items()}  # one rank's rows
+        size = sequences.minibatch_rows(self.cfg, shard)
         accumulate = self.cfg.accumulate_grads
         scale = 1.0 / math.ceil(num_samples / size) if accumulate else 1.0
         totals = torch.zeros(len(STAT_NAMES), device=self.device)
@@ -280,7 +271,10 @@ class PPO(BaseAlgorithm):
         return totals, counts
 
     def _minibatches(self, num_samples: int, size: int) -> Iterator[torch.Tensor | slice]:
-        if self.cfg.shuffle_minibatches:
+        if self.shards > 1:  # one process over K ranks' rollouts: rank r's slice of every minibatch
+            yield from sharded_minibatch_indices(num_samples // self.shards, self.shards, size, self.device,
+                                                 self.generator, self.cfg.shuffle_minibatches)
+        elif self.cfg.shuffle_minibatches:
             yield from minibatch_indices(num_samples, size, self.device, self.generator)
         else:
             yield from (slice(start, start + size) for start in range(0, num_samples, size))
@@ -291,7 +285,7 @@ class PPO(BaseAlgorithm):
         The one place KL decisions read their value: a distributed run all-reduces here so every
         rank stops early and adapts its learning rate identically.
         """
-        return t
+        return all_reduce_mean(t)
 
     def _kl_control(self, kl: torch.Tensor) -> bool:
         """Adapt the learning rate from this minibatch's KL; true when the update must stop early.
@@ -311,6 +305,7 @@ class PPO(BaseAlgorithm):
 
     def _optimizer_step(self) -> None:
         self.scaler.unscale_(self.optimizer)
+        average_gradients(self.policy.parameters())  # every rank clips and steps the same gradient
         torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.max_grad_norm)
         self.scaler.step(self.optimizer)
         self.scaler.update()
@@ -319,7 +314,7 @@ class PPO(BaseAlgorithm):
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.cfg.amp == "none":
             return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=AMP_DTYPES[self.cfg.amp])
+        return torch.autocast(self.device.type, dtype=optim.AMP_DTYPES[self.cfg.amp])
 
     def evaluate(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """``policy.evaluate`` (autocast under ``amp``), outputs ``(log_prob, entropy, value)`` in float32."""

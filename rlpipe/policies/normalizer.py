@@ -13,6 +13,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from rlpipe.distributed import batch_moments
+
 __all__ = ["ObsNormalizer"]
 
 CLIP = 10.0
@@ -50,8 +52,8 @@ class ObsNormalizer(nn.Module):
         flat = obs.detach().reshape(-1, *self.mean.shape).to(torch.float64)
         if flat.shape[0] == 0:
             return
-        batch_var, batch_mean = torch.var_mean(flat, dim=0, unbiased=False)
-        n = torch.tensor(float(flat.shape[0]), dtype=torch.float64, device=flat.device)
+        batch_mean, batch_var, count = batch_moments(flat)  # every rank's observations
+        n = torch.tensor(float(count), dtype=torch.float64, device=flat.device)
         total = self.count + n
         delta = batch_mean - self.mean
         m2 = self.var * self.count + batch_var * n + delta.square() * self.count * n / total

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlpipe import __version__
 from rlpipe.config import RunConfig, TrackingCfg, params_hash
+from rlpipe.distributed import world_size
 from rlpipe.tracking.console import flatten_params
 
 if TYPE_CHECKING:
@@ -237,6 +238,7 @@ def run_tags(cfg: RunConfig, run_dir: Path, kind: str, source_run: str | None) -
         "rlpipe.version": __version__,
         "rlpipe.run_dir": str(run_dir.resolve()),
         "rlpipe.rollout_store": str((cfg.run_dir / "rollouts").resolve()) if cfg.store.enabled else "none",
+        "rlpipe.world_size": str(world_size()),
     }
     if os.environ.get("DVC_EXP_NAME"):
         tags["rlpipe.dvc_exp_name"] = os.environ["DVC_EXP_NAME"]

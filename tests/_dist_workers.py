@@ -1,0 +1,91 @@
+"""Process bodies of test_distributed.py (spawned, so they live in an importable module)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from _offline_fixtures import tiny_cfg
+from tensordict import TensorDict
+
+import rlpipe.algorithms.ppo as ppo_module
+from rlpipe.distributed import shutdown
+from rlpipe.pipeline import build, learn_from, run
+
+
+def torchrun_env(rank: int, world: int, port: int) -> None:
+    """The variables torchrun sets, for one process on one node."""
+    os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank),
+                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+
+
+def save_rollout(rollout: TensorDict, path: Path) -> None:
+    """Plain tensors, so ``torch.load(weights_only=True)`` reads them back."""
+    torch.save({"batch_size": list(rollout.batch_size), "data": rollout.to_dict()}, path)
+
+
+def load_rollout(path: Path) -> TensorDict:
+    saved = torch.load(path, weights_only=True)
+    return TensorDict(saved["data"], batch_size=saved["batch_size"])
+
+
+def one_update(rank: int, world: int, port: int, work: Path, overrides: list[str], sync: bool) -> None:
+    """Rank ``rank``: load the shared initial weights, update once on its env slice, save the policy.
+
+    ``sync=False`` disables the gradient all-reduce (the negative control).
+    """
+    torchrun_env(rank, world, port)
+    torch.set_num_threads(1)
+    if not sync:
+        ppo_module.average_gradients = _no_sync
+    try:
+        exp = build(tiny_cfg(work / "data", "trainer.distributed=true", *overrides))
+        exp.policy.load_state_dict(torch.load(work / "init.pt", weights_only=True))
+        rollout = load_rollout(work / "rollout.pt")
+        n = exp.env.num_envs
+        learn_from(exp, rollout[rank * n:(rank + 1) * n].clone(), 1)
+        torch.save(exp.policy.state_dict(), work / f"rank-{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def _no_sync(params: Any) -> None:
+    del params
+
+
+def collectives(rank: int, world: int, port: int, work: Path) -> None:
+    """Rank ``rank``: feed rank-dependent values to every collective rlpipe uses; save what came back."""
+    torchrun_env(rank, world, port)
+    torch.set_num_threads(1)
+    try:
+        exp = build(tiny_cfg(work / "data", "trainer.distributed=true", "algorithm.cfg.target_kl=0.1",
+                              "trainer.enable_eval=true"))
+        initial = [p.detach().clone() for p in exp.policy.parameters()]
+        for p in exp.policy.parameters():
+            p.grad = torch.full_like(p, float(rank + 1))
+        ppo_module.average_gradients(exp.policy.parameters())
+        x = torch.arange(5.0) + 10 * rank
+        torch.save({
+            "initial": initial,
+            "grads": [p.grad.clone() for p in exp.policy.parameters()],
+            "kl_mean": float(exp.algo._global_mean(torch.tensor(float(rank)))),
+            "early_stop": exp.algo._kl_control(torch.tensor(float(rank))),
+            "normalized": ppo_module.global_normalize(x),
+            "steps_per_iteration": exp.steps_per_iteration,
+            "has_evaluator": exp.evaluate is not None,
+        }, work / f"coll-{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def train(rank: int, world: int, port: int, data_dir: Path, overrides: list[str], resume: bool) -> None:
+    """Rank ``rank`` of a ``world``-rank ``rlpipe run`` of the tiny params."""
+    torchrun_env(rank, world, port)
+    torch.set_num_threads(1)
+    try:
+        run(tiny_cfg(data_dir, "trainer.distributed=true", *overrides), resume=resume)
+    finally:
+        shutdown()
