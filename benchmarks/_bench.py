@@ -6,6 +6,7 @@ this folder first on ``sys.path``).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -108,3 +109,15 @@ def write_json(path: Path | None, results: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**results, "environment": environment()}, indent=2) + "\n")
     print(f"results written to {path}")
+
+
+def add_workload_args(parser: argparse.ArgumentParser, device_help: str) -> None:
+    """The massive-batch workload's options, shared by throughput.py and replay.py."""
+    add = parser.add_argument
+    add("--params", type=Path, default=DEFAULT_PARAMS, help="params file (default: params.yaml)")
+    add("--num-envs", type=int, default=4096, help="N (default 4096)")
+    add("--horizon", type=int, default=32, help="T, steps per env per iteration (default 32)")
+    add("--hidden", type=int, nargs="+", default=[256, 256], help="hidden sizes of actor and critic")
+    add("--epochs", type=int, default=4, help="PPO epochs (default 4)")
+    add("--batch-size", type=int, default=16384, help="minibatch size (default 16384)")
+    add("--device", default="cpu", help=device_help)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _bench import DEFAULT_PARAMS, NEVER, load_cfg, median, print_table, set_threads, write_json
+from _bench import NEVER, add_workload_args, load_cfg, median, print_table, set_threads, write_json
 
 from rlpipe.checkpoints import load_checkpoint
 from rlpipe.config import RunConfig
@@ -44,13 +44,7 @@ RATIO_TARGET = 0.9
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument
-    add("--params", type=Path, default=DEFAULT_PARAMS, help="params file (default: params.yaml)")
-    add("--num-envs", type=int, default=4096, help="N (default 4096)")
-    add("--horizon", type=int, default=32, help="T, steps per env per iteration (default 32)")
-    add("--hidden", type=int, nargs="+", default=[256, 256], help="hidden sizes of actor and critic")
-    add("--epochs", type=int, default=4, help="PPO epochs (default 4)")
-    add("--batch-size", type=int, default=16384, help="minibatch size (default 16384)")
-    add("--device", default="cpu", help="trainer.device (default cpu)")
+    add_workload_args(parser, "trainer.device (default cpu)")
     add("--warmup", type=int, default=1, help="untimed online iterations (default 1)")
     add("--blocks", type=int, default=3, help="online/offline block pairs (default 3)")
     add("--block", type=int, default=2, help="iterations per block (default 2)")

@@ -58,8 +58,8 @@ from typing import Any, NamedTuple
 
 import torch
 from _bench import (
-    DEFAULT_PARAMS,
     NEVER,
+    add_workload_args,
     load_cfg,
     median,
     paired_ratios,
@@ -87,13 +87,7 @@ STORE_RATIO_TARGET = 1.03
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument
-    add("--params", type=Path, default=DEFAULT_PARAMS, help="params file (default: params.yaml)")
-    add("--num-envs", type=int, default=4096, help="N (default 4096)")
-    add("--horizon", type=int, default=32, help="T, steps per env per iteration (default 32)")
-    add("--hidden", type=int, nargs="+", default=[256, 256], help="hidden sizes of actor and critic")
-    add("--epochs", type=int, default=4, help="PPO epochs (default 4)")
-    add("--batch-size", type=int, default=16384, help="minibatch size (default 16384)")
-    add("--device", default="cpu", help="trainer.device for both sides (default cpu)")
+    add_workload_args(parser, "trainer.device for both sides (default cpu)")
     add("--warmup", type=int, default=3, help="untimed iterations per side (store mode: blocks)")
     add("--iterations", type=int, default=10, help="timed iterations per side (store mode: blocks)")
     add("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
