@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlpipe.store import StoreError
+from rlpipe.store import StoreError, pid_alive
 
 __all__ = [
     "best_checkpoint",
@@ -133,21 +133,10 @@ def clean_temporaries(directory: Path) -> list[Path]:
     removed = []
     for path in directory.glob(".*.tmp-*") if directory.is_dir() else ():
         match = _CHECKPOINT_TEMP.match(path.name)
-        if match and not _alive(int(match[1])):
+        if match and (int(match[1]) == os.getpid() or not pid_alive(int(match[1]))):
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):
-        return False
-    except PermissionError:
-        return True
     return True
 
 

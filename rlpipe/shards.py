@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import shutil
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from tensordict import TensorDict
 
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import DIM_NAMES
-from rlpipe.store import RolloutStore, StoreError, read_rollout
+from rlpipe.store import RolloutStore, StoreError, pid_alive, read_rollout
 
 __all__ = ["ShardedStore", "is_sharded", "read_any", "shard_paths"]
 
@@ -91,29 +90,16 @@ class ShardedStore(RolloutStore):
         for folder in (p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")):
             for path in folder.iterdir():
                 match = _SHARD_TEMP.match(path.name)
-                if match and int(match[1]) != os.getpid() and not _alive(int(match[1])):
+                if match and int(match[1]) != os.getpid() and not pid_alive(int(match[1])):
                     shutil.rmtree(path, ignore_errors=True)
                     removed.append(path)
         return removed
 
     def _delete(self, iterations: list[int]) -> list[int]:
-        for iteration in iterations:  # rename first: a reader sees the whole shard or none of it
-            path = self.path_for(iteration)
-            trash = path.with_name(f".{path.name}.del-{os.getpid()}-{secrets.token_hex(4)}")
-            os.rename(path, trash)
-            shutil.rmtree(trash)
+        super()._delete(iterations)
+        for iteration in iterations:
             try:
-                path.parent.rmdir()  # the last rank out removes the iteration folder
+                self.path_for(iteration).parent.rmdir()  # the last rank out removes the iteration folder
             except OSError:
                 pass
         return iterations
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

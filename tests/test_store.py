@@ -13,6 +13,7 @@ import zarr
 from tensordict import TensorDict
 
 import rlpipe.store as store_mod
+import rlpipe.zarr_io as zarr_io
 from rlpipe.config import StoreCfg
 from rlpipe.inspect import describe_rollout
 from rlpipe.rollout import SCHEMA_VERSION, allocate_rollout, validate
@@ -119,7 +120,7 @@ def test_unknown_codec_and_bad_attrs_are_store_errors(tmp_path: Path) -> None:
 def test_failure_mid_write_leaves_no_store_and_no_temporary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = store_mod._write_array
+    real = zarr_io._write_array
     calls = []
 
     async def fail_after_first(*args: object, **kwargs: object) -> None:
@@ -128,7 +129,7 @@ def test_failure_mid_write_leaves_no_store_and_no_temporary(
             raise OSError(5, "Input/output error")
         await real(*args, **kwargs)
 
-    monkeypatch.setattr(store_mod, "_write_array", fail_after_first)
+    monkeypatch.setattr(zarr_io, "_write_array", fail_after_first)
     path = tmp_path / "iter-000001.zarr"
     with pytest.raises(OSError, match="Input/output error"):
         write_rollout(path, make_rollout(), {"iteration": 1})
