@@ -71,7 +71,7 @@ def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool,
     from rlpipe.run import run as run_pipeline
 
     cfg = config_mod.load(params, (*overrides, *(["trainer.distributed=true"] if distributed else [])))
-    summary = run_pipeline(cfg, resume_run=resume, overwrite=overwrite)
+    summary = run_pipeline(cfg, resume=resume, overwrite=overwrite)
     if get_rank() == 0:  # the other ranks of a distributed run stay silent
         click.echo(
             f"done: {summary['iterations']} iterations, {summary['env_steps']} env steps in "

@@ -88,7 +88,7 @@ class Learner:
 
     def learn(self, rollout: TensorDict, iteration: int, env_steps_before: int,
               total_env_steps: int) -> dict[str, float]:
-        """Advantage + update of ``rollout`` as update ``iteration``; returns ``advantage/…``, ``update/…``."""
+        """Advantage + update of ``rollout`` as update ``iteration``: ``advantage/…``, ``update/…``."""
         metrics = self.compute_advantages(rollout)
         return metrics | self.update(rollout, iteration, env_steps_before, total_env_steps)
 

@@ -9,7 +9,7 @@ from rlpipe.artifacts.params import write_params
 from rlpipe.config import RunConfig, params_hash, training_hash
 from rlpipe.run import roles
 from rlpipe.run.experiment import Experiment, build
-from rlpipe.run.resume import resume
+from rlpipe.run.resume import resume as continue_run
 
 __all__ = ["crossed", "run", "run_iteration"]
 
@@ -19,20 +19,20 @@ def crossed(before: int, after: int, every: int) -> bool:
     return after // every > before // every
 
 
-def run(cfg: RunConfig, resume_run: bool = False, overwrite: bool = False) -> dict[str, Any]:
+def run(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
     """Train to ``trainer.iterations``: params, rollouts, checkpoints, ``metrics.json``; return a summary.
 
-    ``resume_run`` continues from the last complete checkpoint (bit for bit on CPU); without one it
+    ``resume`` continues from the last complete checkpoint (bit for bit on CPU); without one it
     starts from iteration 0 and says so on stderr. A fresh run into a run dir that holds an earlier
     run's rollouts or checkpoints is refused unless ``overwrite`` (which deletes that run first).
     """
     exp = build(cfg)
-    roles.claim_run_dir(exp.layout, exp.dist, resume_run, overwrite)
-    if exp.dist.is_main:
-        write_params(exp.layout, cfg.to_dict())
+    roles.claim_run_dir(exp.layout, exp.dist, resume, overwrite)
     if exp.store is not None:
         exp.store.clean_temporaries()
-    header = resume(exp) if resume_run else None
+    header = continue_run(exp) if resume else None  # refuses other training params before any write
+    if exp.dist.is_main:
+        write_params(exp.layout, cfg.to_dict())
     tracker = roles.open_run_tracker(cfg, exp.layout, exp.dist, header)
     metrics: dict[str, float] = {}
     try:

@@ -66,12 +66,13 @@ def test_collect_defaults_to_the_latest_checkpoint(online):
     assert (online.run_dir / "collected" / "iter-000005.zarr" / "zarr.json").is_file()
 
 
-def test_advantage_writes_beside_and_never_touches_the_rollout(online):
+def test_advantage_writes_outside_rollouts_and_never_touches_the_rollout(online):
     rollout = rollout_path(online, 3)
     before = digest(rollout)
     out = ok("advantage", PARAMS, rollout, *set_args(online.trainer.data_dir))
-    beside = rollout.with_name("iter-000003.advantage.zarr")
+    beside = online.run_dir / "advantages" / "iter-000003.zarr"
     assert str(beside) in out and digest(rollout) == before
+    assert sorted(p.name for p in rollout.parent.iterdir()) == [f"iter-{k:06d}.zarr" for k in range(1, 5)]
     group = zarr.open_group(beside, mode="r")
     assert sorted(group.array_keys()) == ["advantage", "return"]
     assert group.attrs["rollout"] == "iter-000003.zarr" and group.attrs["iteration"] == 3
