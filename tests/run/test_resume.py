@@ -93,7 +93,7 @@ def test_resume_without_a_checkpoint_starts_from_scratch(tmp_path, capsys):
 def test_resume_refuses_other_params(tmp_path):
     run(tiny_cfg(tmp_path, "trainer.iterations=1"))
     with pytest.raises(ConfigError, match=r"ckpt-000001.pt: checkpoint was written with other training "
-                                          r"params \(algorithm.cfg.clip_coef: 0.2 in the checkpoint, 0.1 now"):
+                                          r"params \(algorithm.cfg.clip_coef: 0.2 in the checkpoint, 0.1"):
         run(tiny_cfg(tmp_path, "trainer.iterations=2", "algorithm.cfg.clip_coef=0.1"), resume=True)
 
 
