@@ -220,12 +220,13 @@ def inspect(rollout: Path, as_json: bool) -> None:
     from rlpipe.artifacts.layout import RunLayout
     from rlpipe.artifacts.shards import is_sharded, shard_paths
     from rlpipe.offline import commands as offline
+    from rlpipe.offline.render import render_rollout, render_run
 
     if RunLayout(rollout).params.is_file():
         from rlpipe.offline.run_summary import describe_run
 
         summary = describe_run(rollout)
-        click.echo(json.dumps(summary, indent=2) if as_json else _render_run(summary))
+        click.echo(json.dumps(summary, indent=2) if as_json else render_run(summary))
         return
 
     sharded = is_sharded(rollout)  # a distributed run's iteration: one store per rank
@@ -234,61 +235,7 @@ def inspect(rollout: Path, as_json: bool) -> None:
         click.echo(json.dumps({"path": str(rollout), "shards": infos} if sharded else infos[0], indent=2))
     else:
         for info in infos:
-            _render_rollout(info)
-
-
-def _render_rollout(info: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{info['path']}  [N={info['num_envs']}, T+1={info['horizon'] + 1}]")
-    for column in ("key", "shape", "dtype", "chunks", "codec", "bytes"):
-        table.add_column(column, justify="right" if column == "bytes" else "left", no_wrap=True)
-    table.add_column("stats", ratio=1)
-    for key, meta in info["keys"].items():
-        table.add_row(key, str(meta["shape"]), meta["dtype"], str(meta["chunks"]), meta["codec"],
-                      f"{meta['bytes_on_disk']:,}", _format_stats(meta["stats"]))
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
-    console.print(table)
-    console.print(f"schema version {info['schema_version']}, {info['transitions']:,} transitions, "
-                  f"{info['bytes_on_disk']:,} bytes on disk")
-    for title, values in (("attrs", info["attrs"]), ("episodes", info["episodes"])):
-        console.print(f"{title}: " + ", ".join(f"{k}={_short(v)}" for k, v in values.items()))
-
-
-def _render_run(s: dict[str, Any]) -> str:
-    ro, ck = s["rollouts"], s["checkpoints"]
-    stored = f"rollouts: {ro['count']} stored"
-    if ro["count"]:
-        shards = f", {ro['world_size']} shards each" if ro["sharded"] else ""
-        stored += f" (iterations {ro['first']}…{ro['last']}, {ro['bytes_on_disk']:,} bytes{shards})"
-    lines = [
-        f"run {s['run_dir']}  ({s['exp_name']}: {s['algorithm']} on {s['env_id']})",
-        f"iterations {s['iterations']}, env steps {s['env_steps']:,}",
-        f"params hash {s['params_hash']}, training hash {s['training_hash']}",
-        stored,
-        f"checkpoints: {ck['count']} (latest {ck['latest']})",
-    ]
-    shown = {k: v for k, v in s["metrics"].items() if k.startswith(("eval/", "train/episode_return"))}
-    if shown:
-        lines.append("metrics: " + ", ".join(f"{k}={_short(v)}" for k, v in sorted(shown.items())))
-    return "\n".join(lines)
-
-
-def _format_stats(stats: dict[str, Any]) -> str:
-    if "true" in stats:
-        return f"true {stats['true']:,} / false {stats['false']:,}"
-    if "mean" in stats:
-        bad = f", {stats['nonfinite']} non-finite" if stats["nonfinite"] else ""
-        return (f"{stats['min']:.4g} … {stats['max']:.4g}, mean {stats['mean']:.4g} ± "
-                f"{stats['std']:.4g}{bad}")
-    if "counts" in stats:
-        return "counts " + ", ".join(f"{k}: {v:,}" for k, v in stats["counts"].items())
-    return ", ".join(f"{k} {_short(v)}" for k, v in stats.items())
-
-
-def _short(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+            render_rollout(info)
 
 
 @cli.command()

@@ -156,8 +156,3 @@ class RunLayout:
     def of_rollouts(cls, rollouts: Path) -> RunLayout:
         """The run directory holding the ``rollouts/`` folder ``rollouts``."""
         return cls(Path(rollouts).parent)
-
-    @classmethod
-    def of_checkpoint(cls, checkpoint: Path) -> RunLayout:
-        """The run directory holding checkpoint file ``checkpoint``."""
-        return cls(Path(checkpoint).parent.parent)

@@ -88,11 +88,6 @@ class RolloutStore:
         with self._io_lock:
             return clean_temporaries(self.root, ROLLOUT_NAME)
 
-    def apply_retention(self) -> list[int]:
-        """Delete all but the newest ``cfg.keep_last`` stores; return the deleted iterations."""
-        with self._io_lock:
-            return self._retain()
-
     def discard_after(self, iteration: int) -> list[int]:
         """Delete the stores newer than ``iteration``; return their iterations.
 

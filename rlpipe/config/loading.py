@@ -1,6 +1,6 @@
-"""Reading a params file: YAML or the seed's JSON, ``--set`` overrides, one-line errors.
+"""Reading a params file: YAML or the JSON train-config format, ``--set`` overrides, one-line errors.
 
-``load(path, overrides)`` reads ``params.yaml`` (or the seed's ``train_config.json``), applies
+``load(path, overrides)`` reads ``params.yaml`` (or a JSON ``train_config.json``), applies
 ``--set a.b.c=VALUE`` overrides (VALUE parsed as YAML, like ``dvc exp run -S``) and validates
 every section. Any user mistake becomes a :class:`ConfigError` whose one-line message names the
 file, the key path and what is accepted.
@@ -27,7 +27,7 @@ REQUIRED_SECTIONS = ("trainer", "env", "policy", "algorithm")
 
 
 def read_params(path: str | Path) -> dict[str, Any]:
-    """Read a YAML or JSON params file into a dict; the seed's ``gym_config`` is inlined."""
+    """Read a YAML or JSON params file into a dict; a JSON ``trainer.gym_config`` env file is inlined."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: params file not found")

@@ -36,17 +36,15 @@ class StrictModel(BaseModel):
     )
 
     def replace(self, **changes: Any) -> Self:
-        """Return a validated copy with ``changes`` applied (the seed's ``replace``)."""
+        """Return a validated copy with ``changes`` applied."""
         return type(self).model_validate({**self.model_dump(), **changes})
-
-    copy_with = replace
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict, as written to ``params.yaml`` and logged as run params."""
         return self.model_dump(mode="json")
 
     def validate(self, prefix: str = "") -> list[str]:  # type: ignore[override]  # seed API name
-        """Return missing-field paths (the seed's ``validate``); pydantic already enforces types."""
+        """Return missing-field paths; pydantic already enforces types."""
         return [f"{prefix}{name}" for name, value in self if value is None and self._required(name)]
 
     @classmethod
@@ -63,7 +61,7 @@ class StrictModel(BaseModel):
 
 
 class AlgorithmCfg(StrictModel):
-    """Fields every algorithm shares (the seed's ``AlgorithmCfg``)."""
+    """Fields every algorithm shares."""
 
     device: str = "auto"
     """Device for the update; ``auto`` follows ``trainer.device``."""
@@ -138,14 +136,14 @@ class TrainerCfg(StrictModel):
     distributed: bool = False
     """Use torch.distributed (launch with torchrun)."""
     horizons_per_env_reset: int = -1
-    """Reset every training env before every k-th rollout (rl8): 1 before each, negative never
+    """Reset every training env before every k-th rollout: 1 before each, negative never
     (the last observation carries over; GRPO's ``reset_every_rollout`` still resets every time)."""
     deterministic_collect: bool = False
     """Collect with the policy's mode action instead of sampling (evaluation-style data)."""
     stop_when: list[StopConditionCfg] = Field(default_factory=list)
     """Stop early when any condition holds after an iteration (final checkpoint and eval as at the
     end; ``stopped_by`` in metrics.json)."""
-    # Seed-format keys accepted so EmbodiChain configs load unchanged; rlpipe does not use them.
+    # Keys of the JSON train-config format, accepted so such configs load unchanged; unused here.
     gym_config: str | None = None
     """Seed JSON only: path of the env JSON, read into the ``env`` block."""
     headless: bool = True
@@ -187,7 +185,7 @@ class EnvCfg(StrictModel):
 
 
 class NetworkBlock(StrictModel):
-    """``{"type": "mlp", "network_cfg": {...}}`` as in the seed's JSON."""
+    """``{"type": "mlp", "network_cfg": {...}}``: the network of an actor or critic."""
 
     type: str = "mlp"
     """Network type; ``mlp`` is built in."""

@@ -272,10 +272,6 @@ def test_retention_keeps_the_newest(tmp_path: Path) -> None:
         store.flush()
         assert store.iterations() == [4, 5]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["iter-000004.zarr", "iter-000005.zarr"]
-    for it in (6, 7):
-        write_rollout(tmp_path / f"iter-{it:06d}.zarr", make_rollout(), {"iteration": it})
-    assert RolloutStore(tmp_path, StoreCfg(keep_last=1)).apply_retention() == [4, 5, 6]
-    assert RolloutStore(tmp_path, StoreCfg()).apply_retention() == []
 
 
 def test_discard_after_frees_names_for_a_resumed_run(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ class Collector(Stage):
         return self.rollout, self._episode_stats()
 
     def _reset_due(self) -> bool:
-        """First call, ``reset_every_rollout``, or every ``horizons_per_env_reset``-th call (rl8)."""
+        """First call, ``reset_every_rollout``, or every ``horizons_per_env_reset``-th call."""
         every = self.horizons_per_env_reset
         periodic = every > 0 and self.num_collects % every == 0
         return self.obs is None or self.reset_every_rollout or periodic
