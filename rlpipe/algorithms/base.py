@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
+from rlpipe.algorithms.finite import GradientCheck
 from rlpipe.config import AlgorithmCfg
 
 __all__ = ["BaseAlgorithm", "flatten_transitions", "minibatch_indices"]
@@ -37,6 +38,8 @@ class BaseAlgorithm(ABC):
         self.device = torch.device(cfg.device)
         self.generator = torch.Generator(device=self.device)
         """Drives the minibatch shuffle only, so collection's sampling never shifts it."""
+        self.gradient_check = GradientCheck()
+        """Flags a non-finite gradient norm on device; the driver reads it once per update."""
         self.shards = 1
         """Ranks whose rollouts one update's batch concatenates (``rlpipe replay`` of a K-rank run in
         one process): minibatch i is then every rank's own minibatch i, side by side."""

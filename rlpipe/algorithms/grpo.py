@@ -321,7 +321,7 @@ class GRPO(BaseAlgorithm):
 
     def _clip_and_step(self) -> None:
         average_gradients(self.policy.parameters())  # every rank clips and steps the same gradient
-        torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.max_grad_norm)
+        self.gradient_check.clip(self.policy.parameters(), self.cfg.max_grad_norm)
         self.optimizer.step()
 
     # ------------------------------------------------------------------ checkpoints

@@ -306,7 +306,7 @@ class PPO(BaseAlgorithm):
     def _optimizer_step(self) -> None:
         self.scaler.unscale_(self.optimizer)
         average_gradients(self.policy.parameters())  # every rank clips and steps the same gradient
-        torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.max_grad_norm)
+        self.gradient_check.clip(self.policy.parameters(), self.cfg.max_grad_norm, self.scaler.is_enabled())
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)

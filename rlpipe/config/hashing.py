@@ -18,7 +18,8 @@ def params_hash(cfg: RunConfig) -> str:
 
 NOT_TRAINING = (
     ("trainer", "exp_name"), ("trainer", "data_dir"), ("trainer", "iterations"), ("trainer", "save_freq"),
-    ("trainer", "distributed"), ("trainer", "num_threads"),
+    ("trainer", "distributed"), ("trainer", "num_threads"), ("trainer", "on_nonfinite"),
+    ("trainer", "max_skipped_in_a_row"),
     ("tracking",), ("store",), ("checkpoint",), ("replay",), ("eval",),
 )
 """Params that do not change what training computes: where a run lives, how long it goes, what it

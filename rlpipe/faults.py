@@ -1,0 +1,71 @@
+"""Fault injection for ``tests/faults``: kill the process or poison a tensor at a named point.
+
+Read once from the environment at import; with neither variable set every hook is one global
+lookup and a ``None`` check (no cost worth measuring).
+
+``RLPIPE_FAULT_KILL_AT=<point>:<n>``
+    SIGKILL this process the n-th time (1-based) it reaches ``<point>`` (see :data:`KILL_POINTS`).
+``RLPIPE_FAULT_NAN_AT=<target>:<n>[:<value>]``
+    Write ``value`` (``nan`` default, or ``inf``) into ``<target>`` (``obs``, ``reward``, ``grad``)
+    the n-th time it passes :func:`poison` (collect: once per iteration; grad: once per optimizer
+    step). Rollout targets are hit at env 1 (env 0 if there is one env), step 2.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+__all__ = ["KILL_POINTS", "POISON_TARGETS", "point", "poison"]
+
+KILL_POINTS = (
+    "collect.start", "collect.end", "advantage.end", "store.write", "store.arrays_written",
+    "store.published", "store.retention", "update.start", "update.step", "update.end",
+    "eval.start", "checkpoint.start", "write.checkpoint", "renamed.checkpoint", "write.checksum",
+    "write.latest", "renamed.latest", "write.best", "checkpoint.retention", "checkpoint.end",
+    "curve.append", "iteration.end", "resume.discard", "write.params", "write.metrics",
+)
+"""Every point a kill can be injected at (collect, store write, update, checkpoint, pointers)."""
+POISON_TARGETS = ("obs", "reward", "grad")
+
+
+def _parse(name: str) -> tuple[str, int, str] | None:
+    raw = os.environ.get(name)
+    if not raw:
+        return None
+    where, _, rest = raw.partition(":")
+    count, _, value = rest.partition(":")
+    return where, int(count or 1), value or "nan"
+
+
+_KILL = _parse("RLPIPE_FAULT_KILL_AT")
+_NAN = _parse("RLPIPE_FAULT_NAN_AT")
+_seen: dict[str, int] = {}
+
+
+def point(name: str) -> None:
+    """SIGKILL here when ``RLPIPE_FAULT_KILL_AT`` names ``name`` and this is its n-th visit."""
+    if _KILL is None or _KILL[0] != name:
+        return
+    _seen[name] = _seen.get(name, 0) + 1
+    if _seen[name] == _KILL[1]:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def poison(target: str, tensor: Any) -> None:
+    """Overwrite one element of ``tensor`` in place when ``RLPIPE_FAULT_NAN_AT`` asks for ``target`` now.
+
+    ``tensor``: a ``[N, T+1, ...]`` rollout entry (obs/reward) or a gradient (any shape).
+    """
+    if _NAN is None or _NAN[0] != target:
+        return
+    key = f"nan:{target}"
+    _seen[key] = _seen.get(key, 0) + 1
+    if _seen[key] != _NAN[1] or tensor is None:
+        return
+    value = float(_NAN[2])
+    if target == "grad":
+        tensor.view(-1)[0] = value
+    else:
+        tensor[min(1, tensor.shape[0] - 1), min(2, tensor.shape[1] - 2)] = value
