@@ -1,4 +1,4 @@
-"""The gradient half of the non-finite guard: clip, and remember on device whether a norm was NaN/Inf."""
+"""Non-finite checks of gradients and weights: fused on-device flags, and the slow path naming the tensor."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 
 from rlpipe import faults
 
-__all__ = ["GradientCheck"]
+__all__ = ["GradientCheck", "first_nonfinite_tensor", "named_weights", "weights_finite"]
 
 
 class GradientCheck:
@@ -42,3 +42,25 @@ class GradientCheck:
         """0-dim bool (device): some step since the last ``take`` had a non-finite norm; then reset."""
         bad, self._bad = self._bad, None
         return bad if bad is not None else torch.zeros((), dtype=torch.bool)
+
+
+def first_nonfinite_tensor(named: Iterable[tuple[str, torch.Tensor]]) -> str | None:
+    """Name of the first floating-point tensor holding a NaN/Inf (one sync per tensor: the slow path)."""
+    for name, tensor in named:
+        if torch.is_tensor(tensor) and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            return name
+    return None
+
+
+def weights_finite(module: torch.nn.Module) -> torch.Tensor:
+    """0-dim bool on the module's device: every parameter and floating buffer is finite (no sync)."""
+    tensors = [t for t in (*module.parameters(), *module.buffers()) if t.is_floating_point()]
+    if not tensors:
+        return torch.ones((), dtype=torch.bool)
+    return torch.stack([torch.isfinite(t).all() for t in tensors]).all()
+
+
+def named_weights(module: torch.nn.Module) -> Iterable[tuple[str, torch.Tensor]]:
+    """``(name, tensor)`` of every parameter and buffer of ``module``."""
+    yield from module.named_parameters()
+    yield from module.named_buffers()

@@ -4,9 +4,11 @@ A run directory (``<trainer.data_dir>/<trainer.exp_name>``)::
 
     params.yaml                  the resolved params of the run (offline commands need nothing else)
     rollouts/iter-000001.zarr    one Zarr v3 group per iteration (``…/rank-R`` shards when distributed)
-    checkpoints/ckpt-000001.pt   + ``latest`` and ``best`` pointers
+    rollouts/rejected/           rollouts refused by the non-finite guard, kept for post-mortem
+    checkpoints/ckpt-000001.pt   + ``ckpt-000001.pt.sha256`` checksums, ``latest`` and ``best`` pointers
     eval/, reupdate/, updated/, collected/, advantages/   derived outputs (never inside rollouts/)
     metrics.json, curve.csv      small files for ``dvc metrics`` / ``dvc plots``
+    .lock                        held by the one process writing here (pid, host)
 
 No other module spells one of these names or patterns: they ask this one.
 """
@@ -20,12 +22,16 @@ from pathlib import Path
 __all__ = [
     "BEST",
     "CHECKPOINT_NAME",
+    "CHECKSUM_SUFFIX",
     "LATEST",
+    "LOCK",
     "ROLLOUT_NAME",
     "SHARD_NAME",
     "RunLayout",
     "checkpoint_name",
+    "checksum_path",
     "iteration_from_name",
+    "lock_path",
     "numbered",
     "rollout_name",
     "shard_name",
@@ -36,6 +42,8 @@ CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{6,})\.pt$")
 SHARD_NAME = re.compile(r"^rank-(\d+)$")
 LATEST = "latest"
 BEST = "best"
+LOCK = ".lock"
+CHECKSUM_SUFFIX = ".sha256"
 
 
 def rollout_name(iteration: int) -> str:
@@ -46,6 +54,17 @@ def rollout_name(iteration: int) -> str:
 def checkpoint_name(iteration: int) -> str:
     """``ckpt-{iteration:06d}.pt``."""
     return f"ckpt-{iteration:06d}.pt"
+
+
+def lock_path(directory: Path) -> Path:
+    """``<directory>/.lock``: the writer lock of a run directory or of a command's output folder."""
+    return Path(directory) / LOCK
+
+
+def checksum_path(path: Path) -> Path:
+    """``<name>.sha256`` beside a checkpoint: its SHA-256, written before the checkpoint is renamed in."""
+    path = Path(path)
+    return path.with_name(f"{path.name}{CHECKSUM_SUFFIX}")
 
 
 def shard_name(rank: int) -> str:
@@ -131,6 +150,20 @@ class RunLayout:
     def advantages(self) -> Path:
         """``advantages/``: the default output of ``rlpipe advantage`` (kept out of ``rollouts/``)."""
         return self.root / "advantages"
+
+    @property
+    def rejected(self) -> Path:
+        """``rollouts/rejected/``: rollouts the non-finite guard refused (``iter-NNNNNN.zarr``)."""
+        return self.rollouts / "rejected"
+
+    @property
+    def lock(self) -> Path:
+        """``.lock``: created exclusively by the one process writing this run directory."""
+        return lock_path(self.root)
+
+    def rejected_rollout(self, iteration: int) -> Path:
+        """``rollouts/rejected/iter-NNNNNN.zarr``."""
+        return self.rejected / rollout_name(iteration)
 
     def rollout(self, iteration: int) -> Path:
         """``rollouts/iter-NNNNNN.zarr``."""

@@ -17,7 +17,7 @@ _NUMBER = (int, float)
 
 
 def coercion_problem(annotation: Any, value: Any) -> str | None:
-    """Why ``value`` would only fit ``annotation`` by coercion (``"a number, not true/false"``), else ``None``."""
+    """Why ``value`` would fit ``annotation`` only by coercion (one sentence), else ``None``."""
     origin = get_origin(annotation)
     if origin is Annotated:
         return coercion_problem(get_args(annotation)[0], value)
@@ -45,10 +45,11 @@ def _sequence_problem(origin: Any, args: tuple[Any, ...], value: list[Any] | tup
 
 def _scalar_problem(annotation: Any, value: Any) -> str | None:
     if annotation in _NUMBER:
+        kind = "a valid integer" if annotation is int else "a valid number"
         if isinstance(value, bool):
-            return f"got {value!r}; a number, not true/false"
+            return f"Input should be {kind}, not true/false"
         if isinstance(value, str):
-            return f"got {value!r}; a number, not a string (write it without quotes)"
+            return f"Input should be {kind}, not a string (write it without quotes)"
     if annotation is bool and not isinstance(value, bool) and isinstance(value, str | int | float):
-        return f"got {value!r}; true or false"
+        return "Input should be true or false"
     return None
