@@ -39,6 +39,7 @@ from zarr import AsyncArray, AsyncGroup
 from zarr.codecs import BloscCodec, Crc32cCodec
 from zarr.storage import LocalStore
 
+from rlpipe import faults
 from rlpipe.artifacts.atomic import publish_dir, temporary_sibling
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.rollout import DIM_NAMES, SCHEMA_VERSION, TRANSITION_KEYS
@@ -89,6 +90,7 @@ def write_rollout(
     tmp = temporary_sibling(path)
     try:
         sync(_write_group(tmp, arrays, group_attrs, compressors, chunk_envs))
+        faults.point("store.arrays_written")
         try:
             publish_dir(tmp, path)
         except OSError:
