@@ -14,9 +14,14 @@ import threading
 from types import FrameType, TracebackType
 from typing import Any
 
-__all__ = ["GracefulStop", "Interrupted", "exit_code"]
+__all__ = ["GracefulStop", "Interrupted", "exit_code", "signal_name"]
 
 _HANDLED = (signal.SIGINT, signal.SIGTERM)
+
+
+def signal_name(signum: int) -> str:
+    """``SIGINT``, ``SIGTERM``."""
+    return signal.Signals(signum).name
 
 
 def exit_code(signum: int) -> int:

@@ -41,6 +41,8 @@ PROBE_TIMEOUT_S = 3.0
 HTTP_ENV_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
                      "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
 """MLflow's defaults retry for minutes; a run should fail or degrade in seconds (the user's env wins)."""
+WRITE_RETRIES = 2
+"""Retries of a failed metrics write (0.2 s, 0.4 s apart) before the one warning."""
 QUEUE_SIZE = 64
 """Iterations the background writer may fall behind before ``log`` blocks (back-pressure)."""
 
@@ -110,8 +112,8 @@ def _client(uri: str) -> MlflowClient:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     from mlflow.tracking import MlflowClient
 
-    for name in ("mlflow", "alembic"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    for name in ("mlflow", "alembic", "sqlalchemy"):
+        logging.getLogger(name).setLevel(logging.ERROR if name == "sqlalchemy" else logging.WARNING)
     # MLflow's own deprecation chatter (e.g. SQLAlchemy's on its store) is not the user's to fix.
     warnings.filterwarnings("ignore", module=r"mlflow(\.|$)")
     if (db := _sqlite_path(uri)) is not None:
@@ -170,6 +172,20 @@ class MlflowRun:
             client.log_batch(run.info.run_id, params=items[i:i + 100])
         return cls(client, run.info.run_id)
 
+    @classmethod
+    def reopen(cls, uri: str, run_id: str) -> MlflowRun | None:
+        """Set an existing run back to RUNNING (a resumed run continues it); ``None`` if it is gone."""
+        check_server(uri)
+        client = _client(uri)
+        try:
+            info = client.get_run(run_id).info
+        except Exception:  # deleted, or another store: the resume starts a new run
+            return None
+        if info.lifecycle_stage == "deleted":
+            return None
+        client.update_run(run_id, status="RUNNING")
+        return cls(client, run_id)
+
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         """Queue one batch of finite numeric metrics at ``step`` (written by the background thread)."""
         from mlflow.entities import Metric
@@ -182,15 +198,20 @@ class MlflowRun:
 
     def _drain(self) -> None:
         while (batch := self._queue.get()) is not None:
-            try:
-                self.client.log_batch(self.run_id, metrics=batch)
-            except Exception as exc:  # tracking trouble must not stop training
-                self._warn("metrics write", exc)
+            for attempt in range(WRITE_RETRIES + 1):
+                try:
+                    self.client.log_batch(self.run_id, metrics=batch)
+                    break
+                except Exception as exc:  # tracking trouble must not stop training
+                    if attempt == WRITE_RETRIES:
+                        self._warn("metrics write", exc)
+                    else:
+                        time.sleep(0.2 * 2**attempt)
 
     def _warn(self, what: str, exc: Exception) -> None:
         if self.error is None:
-            print(f"Warning: MLflow {what} failed, the run will be marked FAILED: {exc}".splitlines()[0],
-                  file=sys.stderr)
+            print(f"Warning: MLflow {what} failed ({type(exc).__name__}: {exc}".splitlines()[0][:300]
+                  + "); training goes on, the metrics stay in metrics.json and curve.csv", file=sys.stderr)
         self.error = exc
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
@@ -248,15 +269,36 @@ def run_tags(cfg: RunConfig, run_dir: Path, kind: str, source_run: str | None) -
 
 
 def start_run(cfg: RunConfig, run_dir: Path, kind: str = "train", run_name: str | None = None,
-              source_run: str | None = None) -> MlflowRun | None:
-    """Open the MLflow run ``cfg.tracking`` asks for (``None`` for ``backend: none``)."""
+              source_run: str | None = None, run_id: str | None = None) -> MlflowRun | None:
+    """Open the MLflow run ``cfg.tracking`` asks for (``None`` for ``backend: none``).
+
+    ``run_id``: reopen that run (a resume) when the store still has it, else start a new one. A
+    store that fails (unwritable, locked, full disk) is warned about once and training goes on
+    without MLflow; a URI the user must fix stays a :class:`TrackingError`.
+    """
     if cfg.tracking.backend != "mlflow":
         return None
+    try:
+        return _open_run(cfg, run_dir, kind, run_name, source_run, run_id)
+    except TrackingError:
+        raise
+    except Exception as exc:
+        uri = resolve_uri(cfg.tracking)
+        print(f"Warning: MLflow store {uri} failed ({type(exc).__name__}: {exc}".splitlines()[0][:300]
+              + "); training goes on without MLflow, the metrics stay in metrics.json and curve.csv",
+              file=sys.stderr)
+        return None
+
+
+def _open_run(cfg: RunConfig, run_dir: Path, kind: str, run_name: str | None, source_run: str | None,
+              run_id: str | None) -> MlflowRun | None:
     # Our own default name: MLflow draws its "adjective-animal-N" from the global `random`, which the
     # pipeline has just seeded, so every run of a seed would get the same name.
     name = run_name or os.environ.get("DVC_EXP_NAME") or f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
     state = random.getstate()  # MLflow must not shift the seeded python RNG stream of the run
     try:
+        if run_id is not None and (run := MlflowRun.reopen(resolve_uri(cfg.tracking), run_id)) is not None:
+            return run
         return MlflowRun.start(resolve_uri(cfg.tracking), cfg.trainer.exp_name,
                                flatten_params(cfg.to_dict()), run_tags(cfg, run_dir, kind, source_run),
                                run_name=name)

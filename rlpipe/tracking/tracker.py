@@ -45,8 +45,11 @@ class Tracker:
         if self.mlflow is not None:
             self.mlflow.log_metrics(metrics, step)
 
-    def finish(self, summary: dict[str, Any]) -> None:
-        """Write ``metrics.json`` (with the MLflow run id); log params YAML and checkpoint; end the run."""
+    def finish(self, summary: dict[str, Any], status: str = "FINISHED") -> None:
+        """Write ``metrics.json`` (with the MLflow run id); log params YAML and checkpoint; end the run.
+
+        ``status``: the MLflow run's end status (``KILLED`` for a run stopped by a signal).
+        """
         if self.silent:
             return
         self.files.write_summary({**summary, "mlflow_run_id": self.mlflow_run_id})
@@ -55,7 +58,12 @@ class Tracker:
         try:
             log_run_files(self.mlflow, self.cfg, self.files.metrics_path, summary.get("checkpoint"))
         finally:
-            self.mlflow.end("FINISHED")
+            self.mlflow.end(status)
+
+    def end(self, status: str) -> None:
+        """End the MLflow run with ``status`` (``FAILED``, ``KILLED``) without a summary; idempotent."""
+        if self.mlflow is not None:
+            self.mlflow.end(status)
 
     def __enter__(self) -> Tracker:
         return self
@@ -81,13 +89,14 @@ def log_run_files(run: MlflowRun, cfg: RunConfig, metrics_path: Path | None,
 
 def open_tracker(cfg: RunConfig, run_dir: Path, *, run_name: str | None = None,
                  parent_run_id: str | None = None, kind: str = "train",
-                 curve_fields: list[str] | None = None) -> Tracker:
+                 curve_fields: list[str] | None = None, run_id: str | None = None) -> Tracker:
     """The tracker ``cfg.tracking`` asks for; ``parent_run_id`` tags replay runs with their source.
 
-    ``curve_fields``: the columns of a kept ``curve.csv`` that a resumed run appends to.
+    ``curve_fields``: the columns of a kept ``curve.csv`` that a resumed run appends to; ``run_id``:
+    an existing MLflow run to reopen (a resumed run continues its own).
     """
     console = Console(highlight=False, soft_wrap=True, file=sys.stdout)
-    return Tracker(cfg, run_dir, console, start_run(cfg, run_dir, kind, run_name, parent_run_id),
+    return Tracker(cfg, run_dir, console, start_run(cfg, run_dir, kind, run_name, parent_run_id, run_id),
                    curve_fields)
 
 
