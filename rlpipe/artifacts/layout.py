@@ -187,5 +187,8 @@ class RunLayout:
 
     @classmethod
     def of_rollouts(cls, rollouts: Path) -> RunLayout:
-        """The run directory holding the ``rollouts/`` folder ``rollouts``."""
-        return cls(Path(rollouts).parent)
+        """The run directory holding the ``rollouts/`` folder ``rollouts`` (or its ``rejected/`` folder)."""
+        rollouts = Path(rollouts)
+        if rollouts.name == "rejected" and rollouts.parent.name == "rollouts":
+            rollouts = rollouts.parent
+        return cls(rollouts.parent)

@@ -11,6 +11,7 @@ from tensordict import TensorDict
 from rlpipe.artifacts.checkpoints import checkpoint_fits, load_checkpoint, save_checkpoint
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.shards import read_any
+from rlpipe.artifacts.store import refuse_rejected
 from rlpipe.config import RunConfig, params_hash, training_hash, training_params
 from rlpipe.distributed import resolve_device, tune_malloc
 from rlpipe.envs import space_from_dict
@@ -65,9 +66,15 @@ def save_learner(learner: Learner, cfg: RunConfig, directory: Path, iteration: i
     return save_checkpoint(directory, iteration, state, cfg.checkpoint.keep_last)
 
 
-def load_rollout(path: Path, device: torch.device | str = "cpu") -> tuple[TensorDict, dict[str, Any]]:
-    """Read and validate a stored ``[N, T+1]`` rollout; any problem is a ``StoreError`` naming ``path``."""
+def load_rollout(path: Path, device: torch.device | str = "cpu",
+                 allow_rejected: bool = False) -> tuple[TensorDict, dict[str, Any]]:
+    """Read and validate a stored ``[N, T+1]`` rollout; any problem is a ``StoreError`` naming ``path``.
+
+    A rollout the non-finite guard rejected is refused (``RejectedRolloutError``, exit code 3)
+    unless ``allow_rejected``; it must still pass validation (finite values) to be used.
+    """
     rollout, attrs = read_any(Path(path), device)  # a K-rank iteration: its shards, side by side
+    refuse_rejected(Path(path), attrs, allow_rejected)
     try:
         validate(rollout, attrs.get("iteration"))
     except RolloutError as exc:
