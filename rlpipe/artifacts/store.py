@@ -191,7 +191,7 @@ class RolloutStore:
         except StoreError as exc:
             self._error = exc
         except OSError as exc:  # disk full, read-only, permission: a runtime failure, not bad input
-            self._error = StoreError(f"writing {job.path} failed: {exc.strerror or exc}")
+            self._error = StoreError(f"writing {job.path} failed: {exc}")
             self._error.__cause__ = exc
         except Exception as exc:
             self._error = StoreError(f"writing {job.path} failed: {exc}")
