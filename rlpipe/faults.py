@@ -5,6 +5,9 @@ lookup and a ``None`` check (no cost worth measuring).
 
 ``RLPIPE_FAULT_KILL_AT=<point>:<n>``
     SIGKILL this process the n-th time (1-based) it reaches ``<point>`` (see :data:`KILL_POINTS`).
+``RLPIPE_FAULT_SIGNAL_AT=<point>:<n>:<SIGNAL>[:<count>]``
+    Send ``SIGNAL`` (``SIGTERM``, ``SIGINT``) to this process ``count`` times (default once) the
+    n-th time it reaches ``<point>``: a signal at a known place, without timing races.
 ``RLPIPE_FAULT_NAN_AT=<target>:<n>[:<value>]``
     Write ``value`` (``nan`` default, or ``inf``) into ``<target>`` (``obs``, ``reward``, ``grad``)
     the n-th time it passes :func:`poison` (collect: once per iteration; grad: once per optimizer
@@ -41,16 +44,23 @@ def _parse(name: str) -> tuple[str, int, str] | None:
 
 _KILL = _parse("RLPIPE_FAULT_KILL_AT")
 _NAN = _parse("RLPIPE_FAULT_NAN_AT")
+_SIGNAL = _parse("RLPIPE_FAULT_SIGNAL_AT")
 _seen: dict[str, int] = {}
 
 
 def point(name: str) -> None:
-    """SIGKILL here when ``RLPIPE_FAULT_KILL_AT`` names ``name`` and this is its n-th visit."""
-    if _KILL is None or _KILL[0] != name:
-        return
-    _seen[name] = _seen.get(name, 0) + 1
-    if _seen[name] == _KILL[1]:
+    """SIGKILL (or signal) here when ``RLPIPE_FAULT_KILL_AT`` (``…_SIGNAL_AT``) names ``name`` now."""
+    if _KILL is not None and _KILL[0] == name and _visit(f"kill:{name}") == _KILL[1]:
         os.kill(os.getpid(), signal.SIGKILL)
+    if _SIGNAL is not None and _SIGNAL[0] == name and _visit(f"signal:{name}") == _SIGNAL[1]:
+        sig, _, count = _SIGNAL[2].partition(":")
+        for _ in range(int(count or 1)):
+            os.kill(os.getpid(), signal.Signals[sig])
+
+
+def _visit(key: str) -> int:
+    _seen[key] = _seen.get(key, 0) + 1
+    return _seen[key]
 
 
 def poison(target: str, tensor: Any) -> None:
@@ -60,9 +70,7 @@ def poison(target: str, tensor: Any) -> None:
     """
     if _NAN is None or _NAN[0] != target:
         return
-    key = f"nan:{target}"
-    _seen[key] = _seen.get(key, 0) + 1
-    if _seen[key] != _NAN[1] or tensor is None:
+    if _visit(f"nan:{target}") != _NAN[1] or tensor is None:
         return
     value = float(_NAN[2])
     if target == "grad":

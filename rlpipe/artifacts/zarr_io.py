@@ -282,8 +282,9 @@ def check_bounds(path: Path, name: str, arr: AsyncArray) -> None:
     """``StoreError`` unless ``arr``'s shape fits its chunk files on disk (checked before any allocation).
 
     A crafted ``zarr.json`` with a huge shape would otherwise make a reader allocate it: the chunk
-    count may not exceed the files there, and the raw size may not exceed what those files can
-    hold (raw: their size; blosc-lz4: 256 times it; another codec: the free memory).
+    count may not exceed the files there by more than 1024 (a few missing chunks get their own error), and the raw size may not exceed what those files can
+    hold (raw: 4 times their size, so a truncated chunk still gets its own error; blosc-lz4: 256
+    times it; another codec: the free memory), each plus 1 MiB.
     """
     folder = path / name
     files = [os.path.join(root, f) for root, _, fs in os.walk(folder) for f in fs if f != "zarr.json"]
@@ -291,13 +292,14 @@ def check_bounds(path: Path, name: str, arr: AsyncArray) -> None:
     raw = math.prod(arr.shape) * arr.dtype.itemsize
     on_disk = sum(os.path.getsize(f) for f in files)
     codecs = {type(c).__name__ for c in arr.metadata.codecs}
+    slack = 2**20  # leave truncated chunks to the chunk-level error, which names the file
     if codecs <= {"BytesCodec", "Crc32cCodec", "TransposeCodec"}:
-        limit = on_disk
+        limit = 4 * on_disk + slack
     elif codecs <= {"BytesCodec", "Crc32cCodec", "TransposeCodec", "BloscCodec"}:
-        limit = on_disk * LZ4_MAX_RATIO + 1024 * chunks
+        limit = on_disk * LZ4_MAX_RATIO + slack
     else:
         limit = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    if chunks > len(files) or raw > limit:
+    if chunks > len(files) + 1024 or raw > limit:
         raise StoreError(f"{folder}: zarr.json declares shape {list(arr.shape)} ({raw:,} bytes in {chunks:,} "
                          f"chunks) but the store holds {len(files):,} chunk files of {on_disk:,} bytes "
                          "(damaged or crafted metadata); nothing was read")
