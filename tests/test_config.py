@@ -87,7 +87,8 @@ def test_params_hash_changes_with_params():
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("trainer.num_envs=true", r"trainer.num_envs: Input should be a valid integer, not true/false \(got True\)"),
+        ("trainer.num_envs=true",
+         r"trainer.num_envs: Input should be a valid integer, not true/false \(got True\)"),
         ('store.enabled="yes"', r"store.enabled: Input should be true or false \(got 'yes'\)"),
         ("store.enabled=1", r"store.enabled: Input should be true or false \(got 1\)"),
         ('trainer.seed="7"', r"trainer.seed: Input should be a valid integer, not a string"),
@@ -111,7 +112,7 @@ def test_strict_types_still_take_ints_for_floats_lists_for_tuples_and_exponents(
 
     algo = resolve_algo_cfg("ppo", {"learning_rate": 1, "lr_schedule": [[0, 1e-3], [100, 1e-4]]}, "cpu")
     assert algo.learning_rate == 1.0 and algo.lr_schedule[1] == (100, 1e-4)
-    with pytest.raises(ConfigError, match=r"algorithm.cfg.lr_schedule: Input should be a valid number, not a string"):
+    with pytest.raises(ConfigError, match=r"lr_schedule: Input should be a valid number, not a string"):
         resolve_algo_cfg("ppo", {"lr_schedule": [[0, 1e-3], [100, "2"]]}, "cpu")
 
 
