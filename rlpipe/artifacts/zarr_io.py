@@ -283,8 +283,9 @@ def check_bounds(path: Path, name: str, arr: AsyncArray) -> None:
 
     A crafted ``zarr.json`` with a huge shape would otherwise make a reader allocate it: the chunk
     count may not exceed the files there by more than 1024 (a few missing chunks get their own
-    error), and the raw size may not exceed what those files can hold (raw: 4 times their size, so a truncated chunk still gets its own error; blosc-lz4: 256
-    times it; another codec: the free memory), each plus 1 MiB.
+    error), and the raw size may not exceed what those files can hold (raw: 4 times their size, so
+    a truncated chunk still gets its own error; blosc-lz4: 256 times it; another codec: the free
+    memory), each plus 1 MiB.
     """
     folder = path / name
     files = [os.path.join(root, f) for root, _, fs in os.walk(folder) for f in fs if f != "zarr.json"]
