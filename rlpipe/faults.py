@@ -8,9 +8,9 @@ lookup and a ``None`` check (no cost worth measuring).
 ``RLPIPE_FAULT_SIGNAL_AT=<point>:<n>:<SIGNAL>[:<count>]``
     Send ``SIGNAL`` (``SIGTERM``, ``SIGINT``) to this process ``count`` times (default once) the
     n-th time it reaches ``<point>``: a signal at a known place, without timing races.
-``RLPIPE_FAULT_NAN_AT=<target>:<n>[:<value>]``
+``RLPIPE_FAULT_NAN_AT=<target>:<n>[+][:<value>]``
     Write ``value`` (``nan`` default, or ``inf``) into ``<target>`` (``obs``, ``reward``, ``grad``)
-    the n-th time it passes :func:`poison` (collect: once per iteration; grad: once per optimizer
+    the n-th time (``n+``: and every later time) it passes :func:`poison` (collect: once per iteration; grad: once per optimizer
     step). Rollout targets are hit at env 1 (env 0 if there is one env), step 2.
 """
 
@@ -39,7 +39,12 @@ def _parse(name: str) -> tuple[str, int, str] | None:
         return None
     where, _, rest = raw.partition(":")
     count, _, value = rest.partition(":")
-    return where, int(count or 1), value or "nan"
+    if count.endswith("+"):  # "<n>+": the n-th visit and every later one
+        _FROM_ON.add(name)
+    return where, int(count.rstrip("+") or 1), value or "nan"
+
+
+_FROM_ON: set[str] = set()
 
 
 _KILL = _parse("RLPIPE_FAULT_KILL_AT")
@@ -70,7 +75,9 @@ def poison(target: str, tensor: Any) -> None:
     """
     if _NAN is None or _NAN[0] != target:
         return
-    if _visit(f"nan:{target}") != _NAN[1] or tensor is None:
+    visit = _visit(f"nan:{target}")
+    hit = visit == _NAN[1] or ("RLPIPE_FAULT_NAN_AT" in _FROM_ON and visit > _NAN[1])
+    if not hit or tensor is None:
         return
     value = float(_NAN[2])
     if target == "grad":

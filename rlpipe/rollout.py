@@ -43,6 +43,7 @@ __all__ = [
     "FLAG_KEYS",
     "SCHEMA_VERSION",
     "NonFiniteError",
+    "NonFiniteRolloutError",
     "RefusedDataError",
     "TRANSITION_KEYS",
     "RolloutError",
@@ -77,6 +78,13 @@ class NonFiniteError(RefusedDataError):
     def __init__(self, message: str, key: str, iteration: int | None = None) -> None:
         super().__init__(message)
         self.key, self.iteration = key, iteration
+
+
+class NonFiniteRolloutError(RolloutError, NonFiniteError):
+    """:func:`validate` found a NaN/Inf (refused data, exit code 3)."""
+
+    def __init__(self, message: str, key: str, iteration: int | None = None) -> None:
+        NonFiniteError.__init__(self, message, key, iteration)
 
 
 def all_finite(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -197,7 +205,8 @@ def validate(rollout: TensorDict, iteration: int | None = None) -> None:
             bad = ~torch.isfinite(value.reshape(*rollout.batch_size, -1)).all(-1)
             if bad.any():
                 env, t = (int(i) for i in bad.nonzero()[0])
-                raise RolloutError(f"rollout{where}: key {key!r} is not finite at [{env}, {t}]")
+                raise NonFiniteRolloutError(f"rollout{where}: key {key!r} is not finite at [{env}, {t}]",
+                                            str(key), iteration)
 
 
 def _check_done_consistency(rollout: TensorDict, where: str) -> None:

@@ -9,14 +9,14 @@ import torch
 from tensordict import TensorDict
 
 from rlpipe.artifacts.checkpoints import checkpoint_fits, load_checkpoint, save_checkpoint
-from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.errors import RefusedStoreError, StoreError
 from rlpipe.artifacts.shards import read_any
 from rlpipe.artifacts.store import refuse_rejected
 from rlpipe.config import RunConfig, params_hash, training_hash, training_params
 from rlpipe.distributed import resolve_device, tune_malloc
 from rlpipe.envs import space_from_dict
 from rlpipe.learner import Learner
-from rlpipe.rollout import RolloutError, validate
+from rlpipe.rollout import RefusedDataError, RolloutError, validate
 from rlpipe.seeding import seed_everything
 
 __all__ = ["build_learner", "load_learner_state", "load_rollout", "save_learner", "spaces_of"]
@@ -78,5 +78,6 @@ def load_rollout(path: Path, device: torch.device | str = "cpu",
     try:
         validate(rollout, attrs.get("iteration"))
     except RolloutError as exc:
-        raise StoreError(f"{path}: {exc}") from None
+        kind = RefusedStoreError if isinstance(exc, RefusedDataError) else StoreError
+        raise kind(f"{path}: {exc}") from None
     return rollout, attrs
