@@ -127,7 +127,7 @@ class NonFiniteGuard:
         path = exp.layout.rejected_rollout(exp.iteration)
         if exp.dist.active:
             path = path / shard_name(exp.dist.rank)
-        write_rejected(path, rollout, attrs(), reason)
+        write_rejected(path, rollout.exclude(*exp.advantage.writes), attrs(), reason)  # as stored
         raise NonFiniteError(f"{reason}; rollout kept at {path}; {self._latest(exp)}", key, exp.iteration)
 
     @staticmethod

@@ -30,22 +30,25 @@ def test_nan_reward_stops_before_the_update_and_resume_is_bit_exact(tmp_path, re
         "stays ckpt-000002.pt (fix the cause, then resume with --resume)")
     assert (root / "checkpoints" / "latest").read_text().strip() == "ckpt-000002.pt"
     assert not (root / "checkpoints" / "ckpt-000003.pt").exists()
-    assert sorted(p.name for p in (root / "rollouts").glob("iter-*")) == ["iter-000001.zarr", "iter-000002.zarr"]
+    stored = sorted(p.name for p in (root / "rollouts").glob("iter-*"))
+    assert stored == ["iter-000001.zarr", "iter-000002.zarr"]
     rollout, attrs = read_rollout(rejected)
     assert attrs["rejected"].startswith("non-finite 'reward' at iteration 3") and attrs["iteration"] == 3
     assert torch.isnan(rollout["reward"][1, 2]) and torch.isfinite(rollout["reward"][0]).all()
 
     refused = rlpipe("update", str(root), str(rejected))  # update refuses it unless asked
     assert refused.returncode == 3
-    assert re.fullmatch(rf"Error: {re.escape(str(rejected))}: rollout was rejected by the non-finite guard "
-                        r"\(non-finite 'reward' .*\); pass --allow-rejected to use it anyway", error_line(refused))
+    assert re.fullmatch(rf"Error: {re.escape(str(rejected))}: rollout was rejected by the non-finite "
+                        r"guard \(non-finite 'reward' .*\); pass --allow-rejected to use it anyway",
+                        error_line(refused))
     allowed = rlpipe("update", str(root), str(rejected), "--allow-rejected")  # still must be finite
     assert allowed.returncode == 3 and "key 'reward' is not finite at [1, 2]" in error_line(allowed)
 
     before = snapshot(root)
     resumed = rlpipe(*run_command(tmp_path), "--resume")
     assert resumed.returncode == 0, resumed.stderr
-    assert all(snapshot(root).get(k) == v for k, v in before.items() if "ckpt-000001" in k or "iter-000001" in k)
+    after = snapshot(root)  # what the checkpoint covers is untouched by the resume
+    assert all(after.get(k) == v for k, v in before.items() if "ckpt-000001" in k or "iter-000001" in k)
     assert_same_as_reference(root, reference)
 
 
@@ -70,7 +73,8 @@ def test_nonfinite_obs_reward_and_gradients_are_refused(tmp_path, fault, key, it
 
 
 def test_skip_mode_drops_the_iteration_and_goes_on(tmp_path):
-    result = rlpipe(*run_command(tmp_path, "trainer.on_nonfinite=skip"), env={"RLPIPE_FAULT_NAN_AT": "reward:2"})
+    result = rlpipe(*run_command(tmp_path, "trainer.on_nonfinite=skip"),
+                    env={"RLPIPE_FAULT_NAN_AT": "reward:2"})
     root = run_dir(tmp_path)
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if line.startswith("Warning: non-finite")]
