@@ -11,7 +11,8 @@ lookup and a ``None`` check (no cost worth measuring).
 ``RLPIPE_FAULT_NAN_AT=<target>:<n>[+][:<value>]``
     Write ``value`` (``nan`` default, or ``inf``) into ``<target>`` (``obs``, ``reward``, ``grad``)
     the n-th time (``n+``: and every later time) it passes :func:`poison` (collect: once per
-    iteration; grad: once per optimizer step). Rollout targets are hit at env 1 (env 0 if there is one env), step 2.
+    iteration; grad: once per optimizer step). Rollout targets are hit at env 1 (env 0 if there
+    is one env), step 2.
 """
 
 from __future__ import annotations

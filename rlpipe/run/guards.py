@@ -76,10 +76,11 @@ class NonFiniteGuard:
             return
         if exp.store is not None:  # the rollout itself was fine: take its store back out of rollouts/
             exp.store.discard_after(exp.iteration - 1)
-        if losses:
+        if bool(grads_bad):  # the first thing to go: a loss of finite data turns non-finite through it
+            key = "gradients"
+            where = "an optimizer step's gradient norm" + (f"; then {losses[0]}" if losses else "")
+        elif losses:
             key, where = losses[0], "loss"
-        elif bool(grads_bad):
-            key, where = "gradients", "an optimizer step's gradient norm"
         else:
             key = first_nonfinite_tensor(named_weights(exp.policy)) or "weights"
             where = "weights after the update"
