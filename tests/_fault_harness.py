@@ -87,10 +87,39 @@ def state(path: Path) -> dict[str, Any]:
 
 
 def assert_same_as_reference(done: Path, reference: Path, iterations: int = ITERATIONS) -> None:
-    """Final checkpoint and every rollout of run dir ``done`` equal those of ``reference``, bit for bit."""
+    """Final checkpoint and every rollout of run dir ``done`` equal those of ``reference``, bit for bit.
+
+    Rollouts: all of ``1..iterations``, or the newest ones when ``done`` keeps fewer (``store.keep_last``).
+    """
     final = f"checkpoints/ckpt-{iterations:06d}.pt"
     assert same_leaves(state(reference / final), state(done / final))
-    for k in range(1, iterations + 1):
+    stored = sorted(int(p.name[5:11]) for p in (done / "rollouts").glob("iter-*.zarr"))
+    assert stored and stored == list(range(stored[0], iterations + 1)), stored
+    for k in stored:
         a, _ = read_rollout(reference / "rollouts" / f"iter-{k:06d}.zarr")
         b, _ = read_rollout(done / "rollouts" / f"iter-{k:06d}.zarr")
         assert all(torch.equal(a[key], b[key]) for key in a.keys()), k
+
+
+def resumed_from(stderr: str) -> int:
+    """The iteration a ``--resume`` continued from (0: started over)."""
+    for line in stderr.splitlines():
+        if line.startswith("resume: continuing from"):
+            return int(line.rsplit("(iteration ", 1)[1].rstrip(")"))
+    return 0
+
+
+def covered(before: dict[str, str], after: dict[str, str], iteration: int) -> None:
+    """Files of iterations ≤ ``iteration`` (checkpoints, rollouts) and ``params.yaml`` survived unchanged."""
+    def number(name: str) -> int | None:
+        for part in Path(name).parts:
+            if part.startswith(("ckpt-", "iter-")):
+                return int(part[5:11])
+        return None
+
+    def covers(name: str) -> bool:
+        n = number(name)
+        return name == "params.yaml" or (n is not None and n <= iteration and "rejected" not in name)
+
+    keep = {k: v for k, v in before.items() if covers(k)}
+    kept(keep, after)

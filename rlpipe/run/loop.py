@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from rlpipe import faults
+from rlpipe.artifacts.atomic import atomic_write_json
 from rlpipe.artifacts.params import write_params
 from rlpipe.config import RunConfig, params_hash, training_hash
 from rlpipe.rollout import NonFiniteError
@@ -96,7 +97,10 @@ def _nothing_to_do(exp: Experiment) -> dict[str, Any]:
                else f"trainer.iterations is {exp.cfg.trainer.iterations}")
         print(f"resume: {exp.layout.root} is complete at iteration {exp.iteration} ({why}); nothing to "
               "do, no file changed (raise trainer.iterations to train on)", file=sys.stderr)
-    return _summary(exp, {})
+    summary = _summary(exp, {})
+    if exp.dist.is_main and not exp.layout.metrics.is_file():  # killed after its last checkpoint
+        atomic_write_json(exp.layout.metrics, {**summary, "mlflow_run_id": exp.mlflow_run_id})
+    return summary
 
 
 def run_iteration(exp: Experiment, checkpoint: bool = True) -> dict[str, float]:
