@@ -5,10 +5,12 @@ from __future__ import annotations
 import functools
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from rlpipe import faults
 from rlpipe.artifacts.atomic import atomic_write_json
+from rlpipe.artifacts.layout import CHECKPOINT_NAME, iteration_from_name
 from rlpipe.artifacts.params import write_params
 from rlpipe.config import RunConfig, params_hash, training_hash
 from rlpipe.rollout import NonFiniteError
@@ -71,8 +73,13 @@ def _train(exp: Experiment, tracker: Tracker, stop: GracefulStop) -> dict[str, A
             tracker.log(metrics, step=exp.env_steps)
             _maybe_checkpoint(exp, exp.env_steps - exp.steps_per_iteration)
             faults.point("iteration.end")
+    except Interrupted as exc:  # a second signal: stopped at once, the last checkpoint stands
+        tracker.end("KILLED")
+        last = exp.checkpoint.last_saved
+        at = _iteration_of(last)
+        raise Interrupted(exc.signum, at, str(last) if last else None, at_once=True) from None
     except BaseException as exc:
-        tracker.end("KILLED" if isinstance(exc, Interrupted | KeyboardInterrupt) else "FAILED")
+        tracker.end("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
         raise
     finally:
         if exp.store is not None:
@@ -81,9 +88,13 @@ def _train(exp: Experiment, tracker: Tracker, stop: GracefulStop) -> dict[str, A
     if stop.signum is not None and not _finished(exp):
         tracker.finish({**summary, "interrupted_by": signal_name(stop.signum)}, status="KILLED")
         last = exp.checkpoint.last_saved
-        raise Interrupted(stop.signum, exp.iteration, str(last) if last else None)
+        raise Interrupted(stop.signum, _iteration_of(last), str(last) if last else None)
     tracker.finish(summary)
     return summary
+
+
+def _iteration_of(checkpoint: Path | None) -> int | None:
+    return iteration_from_name(checkpoint, CHECKPOINT_NAME) if checkpoint else None
 
 
 def _finished(exp: Experiment) -> bool:
