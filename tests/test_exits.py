@@ -20,7 +20,8 @@ from rlpipe.run.signals import Interrupted
     (errno.EFBIG, "the file-size limit (ulimit -f) was reached: raise it"),
 ])
 def test_os_errors_name_the_file_and_what_to_do(error, advice):
-    code, line = describe(OSError(error, "strerror", "/data/run/ckpt-000003.pt"), "rlpipe run p.yaml --resume")
+    error = OSError(error, "strerror", "/data/run/ckpt-000003.pt")
+    code, line = describe(error, "rlpipe run p.yaml --resume")
     assert code == 1
     assert line.startswith(f"/data/run/ckpt-000003.pt: strerror — {advice}")
     assert line.endswith("; resume with: rlpipe run p.yaml --resume")
@@ -31,7 +32,7 @@ def test_a_store_write_failure_keeps_its_os_error_class():
         try:
             raise OSError(errno.ENOSPC, "No space left on device")
         except OSError as inner:
-            raise StoreError("writing /d/iter-000002.zarr failed: [Errno 28] No space left on device") from inner
+            raise StoreError("writing /d/iter-000002.zarr failed: [Errno 28] No space left") from inner
     except StoreError as exc:
         code, line = describe(exc)
     assert code == 1 and line.startswith("/d/iter-000002.zarr: No space left on device — the disk is full")
@@ -43,7 +44,8 @@ def test_classes_of_failure():
     assert describe(StoreError("x: no rollout store here")) == (2, "x: no rollout store here")
     assert describe(FileNotFoundError(2, "No such file", "p.yaml"))[0] == 2
     assert describe(MemoryError())[0] == 1
-    assert describe(RuntimeError("CUDA out of memory. Tried to allocate 2 GiB"))[1].startswith("out of memory")
+    oom = RuntimeError("CUDA out of memory. Tried to allocate 2 GiB")
+    assert describe(oom)[1].startswith("out of memory")
     assert describe(Interrupted(15, 3, "ckpt-000003.pt"), "rlpipe run p --resume") == (
         143, "stopped by SIGTERM at the iteration boundary; checkpoint ckpt-000003.pt (iteration 3); "
              "resume with: rlpipe run p --resume")

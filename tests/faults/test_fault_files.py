@@ -28,7 +28,8 @@ def test_flipped_checkpoint_byte_is_refused_then_the_advice_resumes_exactly(tmp_
     assert refused.returncode == 3
     line = error_line(refused)
     assert line.startswith(f"Error: {checkpoint}: checksum mismatch (sha256 ")
-    assert line.endswith("the file is damaged; delete it (and its .sha256) to fall back to the previous checkpoint")
+    assert line.endswith("the file is damaged; delete it (and its .sha256) to fall back to the previous "
+                         "checkpoint")
     assert snapshot(root) == before
     checkpoint.unlink()  # what the message says to do
     checkpoint.with_name("ckpt-000004.pt.sha256").unlink()
@@ -62,7 +63,7 @@ def test_zeroed_rollout_chunk_is_refused_naming_store_and_key(tmp_path, referenc
     assert replay.returncode == 3 and error_line(replay) == expected
     inspect = rlpipe("inspect", str(store))
     assert inspect.returncode == 3 and error_line(inspect) == expected
-    good = rlpipe("replay", str(root), "--iterations", "3", "--out", str(tmp_path / "ok"))  # the others replay
+    good = rlpipe("replay", str(root), "--iterations", "3", "--out", str(tmp_path / "ok"))  # others replay
     assert good.returncode == 0, good.stderr
 
 

@@ -1,4 +1,4 @@
-"""Two writers on one run directory: the second is refused naming the first; a dead one's lock is taken over."""
+"""Two writers on one run directory: the second is refused naming the first; a dead one's lock is taken."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def test_second_writer_is_refused_naming_pid_and_host(tmp_path, reference):
         result = rlpipe(*run_command(tmp_path, "trainer.iterations=6"), "--resume")
         assert result.returncode == 1
         assert error_line(result) == (
-            f"Error: {root.absolute()}: in use by rlpipe run (pid {holder.pid} on {socket.gethostname()}, since "
-            "2026-01-01T00:00:00); wait for it to end or stop it, then retry")
+            f"Error: {root.absolute()}: in use by rlpipe run (pid {holder.pid} on {socket.gethostname()}, "
+            "since 2026-01-01T00:00:00); wait for it to end or stop it, then retry")
         assert snapshot(root) == before and (root / ".lock").is_file()
         out = tmp_path / "replayed"
         out.mkdir()

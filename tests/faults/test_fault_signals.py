@@ -21,7 +21,8 @@ def resume_argv(line: str) -> list[str]:
 
 @pytest.mark.parametrize(("sig", "code"), [("SIGTERM", 143), ("SIGINT", 130)])
 def test_signal_stops_at_the_boundary_with_a_checkpoint_and_resumes_exactly(tmp_path, reference, sig, code):
-    stopped = rlpipe(*run_command(tmp_path, RARE_SAVES), env={"RLPIPE_FAULT_SIGNAL_AT": f"collect.start:2:{sig}"})
+    stopped = rlpipe(*run_command(tmp_path, RARE_SAVES),
+                     env={"RLPIPE_FAULT_SIGNAL_AT": f"collect.start:2:{sig}"})
     root = run_dir(tmp_path)
     assert stopped.returncode == code, stopped.stderr
     line = error_line(stopped)
@@ -39,7 +40,8 @@ def test_signal_stops_at_the_boundary_with_a_checkpoint_and_resumes_exactly(tmp_
 
 
 def test_signal_before_the_first_checkpoint_keeps_the_first_iteration(tmp_path):
-    stopped = rlpipe(*run_command(tmp_path, RARE_SAVES), env={"RLPIPE_FAULT_SIGNAL_AT": "collect.start:1:SIGINT"})
+    stopped = rlpipe(*run_command(tmp_path, RARE_SAVES),
+                     env={"RLPIPE_FAULT_SIGNAL_AT": "collect.start:1:SIGINT"})
     assert stopped.returncode == 130, stopped.stderr
     assert (run_dir(tmp_path) / "checkpoints" / "ckpt-000001.pt").is_file()  # Ctrl-C loses nothing
 
