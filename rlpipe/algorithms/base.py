@@ -42,6 +42,11 @@ class BaseAlgorithm(ABC):
     cfg: UpdateCfg
     advantage_keys: tuple[str, ...] = ("advantage", "return")
     """Keys ``compute_advantages`` writes (``[N, T+1]``, padding slot zero)."""
+    advantage_reads: tuple[str, ...] = ("reward", "done")
+    """Rollout keys ``compute_advantages`` reads."""
+    update_reads: tuple[str, ...] = ("obs", "action", "sample_log_prob")
+    """Rollout keys ``update_batch`` reads besides ``advantage_keys`` (policy extras such as a
+    recurrent state come on top)."""
     stats_weighted_by_rows: bool = False
     """Average the minibatch stats weighted by minibatch rows (true) or one weight per minibatch."""
     device: torch.device
