@@ -69,7 +69,8 @@ def test_from_config_builds_policy_and_algorithm(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("extra", "message"), [
     (("algorithm.name=grpo", "algorithm.cfg={}"), r"^policy\.name: GRPO needs an actor-only policy"),
-    ((*GRPO_SET, "trainer.num_envs=6"), r"^trainer\.num_envs: 6 is not divisible by algorithm\.cfg\.group_size=4"),
+    ((*GRPO_SET, "trainer.num_envs=6"),
+     r"^trainer\.num_envs: 6 is not divisible by algorithm\.cfg\.group_size=4"),
     (("algorithm.cfg.seq_len=5", "policy.name=recurrent_actor_critic"),
      r"^trainer\.buffer_size \(16\) must be a multiple of algorithm\.cfg\.seq_len \(5\)"),
     (("algorithm.cfg.amp=fp16",), r"^algorithm\.cfg\.amp: fp16 needs a CUDA device"),

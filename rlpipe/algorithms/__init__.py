@@ -1,5 +1,4 @@
-"""Algorithms: advantage maths (GAE), PPO, GRPO on one shared update loop, schedules, running
-statistics, and the algorithm registry."""
+"""Algorithms: GAE, PPO and GRPO on one shared update loop, schedules, running statistics, the registry."""
 
 from rlpipe.algorithms.base import BaseAlgorithm, flatten_transitions, minibatch_indices
 from rlpipe.algorithms.gae import compute_gae, generalized_advantage_estimate

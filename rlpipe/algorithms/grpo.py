@@ -180,9 +180,11 @@ class GRPO(BaseAlgorithm):
         return {}
 
     def update_batch(self, rollout: TensorDict) -> TensorDict:
-        """The valid transitions only (``seq_mask > 0``), env-major: masked steps carry no gradient,
-        so dropping them first saves their forward/backward passes and keeps every minibatch
-        ``batch_size`` valid steps."""
+        """The valid transitions only (``seq_mask > 0``), env-major.
+
+        Masked steps carry no gradient, so dropping them first saves their forward/backward passes
+        and keeps every minibatch ``batch_size`` valid steps.
+        """
         if self.shards > 1:
             raise ValueError("GRPO cannot re-run a K-rank update in one process: its ranks train on "
                              "different numbers of valid steps")

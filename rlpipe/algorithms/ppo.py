@@ -106,8 +106,10 @@ class PPO(BaseAlgorithm):
         return {}
 
     def update_batch(self, rollout: TensorDict) -> TensorDict:
-        """Every transition ``[N·T]`` (sequences ``[N·T/L]`` for a recurrent policy); advantages
-        normalized over the whole batch of every rank under ``normalize_advantage: batch``."""
+        """Every transition ``[N·T]`` (sequences ``[N·T/L]`` for a recurrent policy).
+
+        Under ``normalize_advantage: batch`` the advantages are normalized over every rank's batch.
+        """
         batch = sequences.update_batch(self.policy, rollout, UPDATE_KEYS, self.cfg.seq_len)
         if self.cfg.normalize_advantage == "batch":
             batch["advantage"] = global_normalize(batch["advantage"])  # statistics of every rank

@@ -75,8 +75,10 @@ def sequence_batch(
 def update_batch(
     policy: Any, rollout: TensorDict, keys: tuple[str, ...], seq_len: int | None
 ) -> TensorDict:
-    """A TensorDict of flat ``[N·T]`` transitions for a feedforward policy, ``[N·T/L]`` sequences
-    (each key ``[N·T/L, L, ...]``, plus ``start_state``) for a recurrent one."""
+    """The update rows: flat ``[N·T]`` transitions, or ``[N·T/L]`` sequences for a recurrent policy.
+
+    A sequence batch holds each key as ``[N·T/L, L, ...]`` plus ``start_state`` ``[N·T/L, S]``.
+    """
     if getattr(policy, "is_recurrent", False):
         batch = sequence_batch(rollout, keys, seq_len)
     else:

@@ -83,12 +83,14 @@ class UpdateCfg(AlgorithmCfg):
     def _coherent(self) -> Self:
         name = type(self).__name__
         if self.target_kl is not None and self.accumulate_grads:
-            fail(name, ("target_kl",), "cannot be combined with accumulate_grads (needs a step per minibatch)")
+            fail(name, ("target_kl",),
+                 "cannot be combined with accumulate_grads (needs a step per minibatch)")
         if self.schedule == "adaptive":
             if self.desired_kl is None:
                 fail(name, ("desired_kl",), "required when schedule is adaptive")
             if self.lr_schedule is not None or self.lr_schedule_kind in ("linear", "cosine"):
-                fail(name, ("schedule",), "adaptive sets the lr from the KL; remove lr_schedule/lr_schedule_kind")
+                fail(name, ("schedule",),
+                     "adaptive sets the lr from the KL; remove lr_schedule/lr_schedule_kind")
         if self.min_lr > self.max_lr:
             fail(name, ("min_lr",), f"must be <= max_lr ({self.max_lr})")
         for key in ("lr_schedule", "ent_coef_schedule"):
@@ -100,7 +102,8 @@ class UpdateCfg(AlgorithmCfg):
                 fail(name, ("optimizer_kwargs", key), "set learning_rate instead")
             if key not in accepted:
                 opt = optim.OPTIMIZERS[self.optimizer].__name__
-                fail(name, ("optimizer_kwargs", key), f"not an argument of {opt}; accepted: {', '.join(accepted)}")
+                fail(name, ("optimizer_kwargs", key),
+                     f"not an argument of {opt}; accepted: {', '.join(accepted)}")
         return self
 
     @property

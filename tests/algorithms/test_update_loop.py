@@ -94,7 +94,13 @@ def test_grpo_stats_are_weighted_by_valid_steps():
     algo.compute_advantages(ro)
     seen = []
     loss = algo.loss
-    algo.loss = lambda mb: (lambda out: (seen.append((mb.batch_size[0], out[1]["entropy"])), out)[1])(loss(mb))
+
+    def spy(mb):
+        total, stats = loss(mb)
+        seen.append((mb.batch_size[0], stats["entropy"]))
+        return total, stats
+
+    algo.loss = spy
     stats = algo.update(ro)
     assert [rows for rows, _ in seen] == [20, 20, 8]
     expected = sum(rows * e for rows, e in seen) / 48
