@@ -96,6 +96,15 @@ class BaseAlgorithm(ABC):
         """Once-per-update 0-dim tensors reported after the minibatch stats (default: none)."""
         return {}
 
+    @property
+    def batch_shards(self) -> int:
+        """Equal parts the update batch is minibatched as, one per rank (``shards``).
+
+        1 for an algorithm whose ranks train on different numbers of rows: a K-rank batch is then
+        minibatched as one, close to (not equal to) the distributed update.
+        """
+        return self.shards
+
     def minibatch_rows(self, batch: TensorDict) -> int:
         """Rows per minibatch of ``batch`` (one rank's rows): ``cfg.minibatch_size`` by default."""
         return self.cfg.minibatch_size(batch.batch_size[0])

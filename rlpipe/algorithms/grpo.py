@@ -185,9 +185,6 @@ class GRPO(BaseAlgorithm):
         Masked steps carry no gradient, so dropping them first saves their forward/backward passes
         and keeps every minibatch ``batch_size`` valid steps.
         """
-        if self.shards > 1:
-            raise ValueError("GRPO cannot re-run a K-rank update in one process: its ranks train on "
-                             "different numbers of valid steps")
         flat = flatten_transitions(rollout, UPDATE_KEYS)
         valid = flat["seq_mask"] > 0
         rows = {key: value[valid] for key, value in flat.items()}
@@ -235,6 +232,11 @@ class GRPO(BaseAlgorithm):
         with torch.no_grad(), self.autocast():
             ref_log_prob = self.ref_policy.distribution(obs).log_prob(action).float()
         return masked_mean(k3_kl(ref_log_prob - log_prob), mask)
+
+    @property
+    def batch_shards(self) -> int:
+        """1: ranks keep different numbers of valid steps, so a K-rank batch is minibatched as one."""
+        return 1
 
     def diagnostics(self, rollout: TensorDict, batch: TensorDict) -> dict[str, torch.Tensor]:
         """``valid_fraction``: the share of the rollout's ``N·T`` steps the update trained on."""

@@ -66,14 +66,15 @@ class Tally:
 def run_epochs(algo: BaseAlgorithm, batch: TensorDict) -> Tally:
     """``n_epochs`` passes over ``batch`` (``[B]`` rows, K shards side by side when ``algo.shards``)."""
     cfg, tally = algo.cfg, Tally()
-    rows = batch.batch_size[0] // algo.shards  # one rank's rows
+    shards = algo.batch_shards
+    rows = batch.batch_size[0] // shards  # one rank's rows
     size = algo.minibatch_rows(batch[:rows])
     per_epoch = global_minibatch_count(rows, size, algo.device)  # the most any rank has
     scale = 1.0 / math.ceil(rows / size) if cfg.accumulate_grads else 1.0
     weighted = algo.stats_weighted_by_rows
     algo.optimizer.zero_grad(set_to_none=True)
     for epoch in range(1, cfg.n_epochs + 1):
-        slices = itertools.chain(minibatch_slices(algo, rows, size), itertools.repeat(None))
+        slices = itertools.chain(minibatch_slices(algo, rows, size, shards), itertools.repeat(None))
         for idx in itertools.islice(slices, per_epoch):
             if idx is None:  # this rank ran out of rows: join the others' collectives only
                 if algo._kl_control(None):
@@ -99,10 +100,15 @@ def run_epochs(algo: BaseAlgorithm, batch: TensorDict) -> Tally:
     return tally
 
 
-def minibatch_slices(algo: BaseAlgorithm, rows: int, size: int) -> Iterator[torch.Tensor | slice]:
-    """Row selections of one epoch: shuffled index tensors, contiguous slices, or K shards side by side."""
-    if algo.shards > 1:  # one process over K ranks' rollouts: rank r's slice of every minibatch
-        yield from sharded_minibatch_indices(rows, algo.shards, size, algo.device, algo.generator,
+def minibatch_slices(
+    algo: BaseAlgorithm, rows: int, size: int, shards: int = 1
+) -> Iterator[torch.Tensor | slice]:
+    """Row selections of one epoch: shuffled index tensors, contiguous slices, or K shards side by side.
+
+    ``rows`` is one shard's row count; with ``shards`` K > 1 the batch holds K such shards.
+    """
+    if shards > 1:  # one process over K ranks' rollouts: rank r's slice of every minibatch
+        yield from sharded_minibatch_indices(rows, shards, size, algo.device, algo.generator,
                                              algo.cfg.shuffle_minibatches)
     elif algo.cfg.shuffle_minibatches:
         yield from minibatch_indices(rows, size, algo.device, algo.generator)
