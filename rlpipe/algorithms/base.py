@@ -35,7 +35,7 @@ class BaseAlgorithm(ABC):
     """Optimizer, grad scaler, LR/entropy schedules, KL rules and the shared update loop.
 
     ``update(rollout)`` accepts a raw rollout and computes advantages itself when the
-    ``advantage`` key is missing (the seed's API).
+    ``advantage`` key is missing, so ``build_algo(...).update(rollout)`` works on its own.
     """
 
     cfg_class: type[UpdateCfg] = UpdateCfg

@@ -1,6 +1,6 @@
-"""GRPO over ``[N, T+1]`` rollouts: the seed's ``GRPO`` and ``GRPOCfg`` (no critic).
+"""GRPO over ``[N, T+1]`` rollouts: ``GRPO`` and ``GRPOCfg`` (no critic).
 
-Group Relative Policy Optimization (Shao et al. 2024, arXiv:2402.03300), in the seed's step-wise
+Group Relative Policy Optimization (Shao et al. 2024, arXiv:2402.03300), in a step-wise
 form for dense-reward control: per-step discounted returns, normalized at every time step within
 a group of ``group_size`` consecutive envs over the members still alive at that step, then a
 clipped surrogate with optional k3 KL to a frozen reference policy.
@@ -52,7 +52,7 @@ def _group_size_error(value: int) -> str | None:
 
 
 class GRPOCfg(UpdateCfg):
-    """Configuration for GRPO (the seed's fields and defaults, plus ``group_reset``).
+    """Configuration for GRPO: group size, reference KL, episode masking and group resets.
 
     The optimizer, minibatch, schedule, KL and precision fields come from ``UpdateCfg``;
     ``gae_lambda`` is inherited for config compatibility and unused: GRPO has no critic.
@@ -147,7 +147,7 @@ class GRPO(BaseAlgorithm):
                 stacklevel=2,
             )
 
-    # ------------------------------------------------------------------ the seed's methods
+    # ------------------------------------------------------------------ keyed wrappers of the maths
 
     def _compute_step_returns_and_mask(
         self, rewards: torch.Tensor, dones: torch.Tensor

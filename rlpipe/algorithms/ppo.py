@@ -1,4 +1,4 @@
-"""PPO over ``[N, T+1]`` rollouts: the seed's ``PPO`` and ``PPOCfg``, plus rl8's and rsl_rl's options.
+"""PPO over ``[N, T+1]`` rollouts: ``PPO`` and ``PPOCfg``, with rl8's and rsl_rl's options.
 
 The loss maths lives in ``ppo_loss`` (one pure function per option), reward scaling in
 ``normalization``; the optimizer, schedules, KL rules and the epochs × minibatches loop are the
@@ -37,7 +37,7 @@ UPDATE_KEYS = ("obs", "action", "sample_log_prob", "advantage", "return", "value
 
 
 class PPOCfg(sequences.SequenceCfg):
-    """Configuration for PPO: the seed's fields and defaults, rl8's and rsl_rl's options (all off).
+    """Configuration for PPO: the classic defaults, then rl8's and rsl_rl's options (all off).
 
     The optimizer, minibatch, schedule, KL and precision fields come from ``UpdateCfg``.
     """
