@@ -4,9 +4,9 @@ The online loop and the offline commands both drive a ``Learner``:
 
 * ``act(obs, state)`` / ``value(obs, state)`` for collection and evaluation (plain tensors, no
   TensorDict per env step);
-* ``learn(rollout, iteration, env_steps_before, total_env_steps)``: schedules, advantages, the
-  seeded minibatch shuffle, the update, then the observation statistics — one rollout's update,
-  the same online and in replay;
+* ``learn(rollout, iteration, env_steps_before, total_env_steps)``: advantages, then ``update``
+  (schedules, the seeded minibatch shuffle, the update, the observation statistics) — one
+  rollout's update, the same online and in replay;
 * ``state_dict()`` / ``load_state_dict()`` with the checkpoints' ``policy`` and ``algo`` entries.
 
 What it holds: the policy (with its observation normalizer), the algorithm (optimizer, grad
@@ -23,15 +23,12 @@ import torch
 from tensordict import TensorDict
 
 from rlpipe.algorithms import BaseAlgorithm, algo_class, build_algo, resolve_algo_cfg
+from rlpipe.algorithms.sequences import RECURRENT_STATE
 from rlpipe.config import RunConfig
 from rlpipe.distributed import broadcast_parameters
 from rlpipe.policies import Policy, build_policy
 
 __all__ = ["Learner", "update_seed"]
-
-RECURRENT_STATE_KEY = "recurrent_state"
-"""Rollout key a recurrent policy's update reads (the core state at sequence starts)."""
-
 
 def update_seed(seed: int, iteration: int) -> int:
     """Seed of iteration ``iteration``'s minibatch shuffle: a function of ``(seed, iteration)`` only."""
@@ -44,8 +41,12 @@ class Learner:
     def __init__(self, policy: Policy, algorithm: BaseAlgorithm, seed: int) -> None:
         if algorithm.policy is not policy:
             raise ValueError("Learner: the algorithm was built for another policy object")
-        self.policy, self.algo, self.seed = policy, algorithm, int(seed)
-        self.device = algorithm.device
+        self.policy, self.algorithm, self.seed = policy, algorithm, int(seed)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the update runs."""
+        return self.algorithm.device
 
     @classmethod
     def from_config(
@@ -113,40 +114,52 @@ class Learner:
     @property
     def advantage_keys(self) -> tuple[str, ...]:
         """Keys ``compute_advantages`` writes into the rollout (``[N, T+1]``)."""
-        return tuple(self.algo.advantage_keys)
+        return tuple(self.algorithm.advantage_keys)
 
     @property
     def advantage_reads(self) -> tuple[str, ...]:
         """Rollout keys ``compute_advantages`` reads."""
-        return tuple(self.algo.advantage_reads)
+        return tuple(self.algorithm.advantage_reads)
 
     @property
     def update_reads(self) -> tuple[str, ...]:
-        """Rollout keys the update reads besides the advantage keys."""
-        extra = (RECURRENT_STATE_KEY,) if self.is_recurrent else ()
-        return (*self.algo.update_reads, *extra)
+        """Rollout keys ``update`` reads, advantage keys included.
+
+        A recurrent policy's sequences also need ``done`` and its state.
+        """
+        recurrent = ("done", RECURRENT_STATE) if self.is_recurrent else ()
+        return (*self.algorithm.update_reads, *recurrent)
 
     def compute_advantages(self, rollout: TensorDict) -> dict[str, float]:
         """Write ``advantage_keys`` into ``rollout``; return diagnostics named ``advantage/<name>``."""
-        return {f"advantage/{k}": v for k, v in self.algo.compute_advantages(rollout).items()}
+        return {f"advantage/{k}": v for k, v in self.algorithm.compute_advantages(rollout).items()}
 
     def learn(
         self, rollout: TensorDict, iteration: int, env_steps_before: int, total_env_steps: int
     ) -> dict[str, float]:
         """Advantage + update on ``rollout`` ``[N, T+1]`` as update ``iteration`` (counted from 1).
 
+        Returns ``advantage/…`` and ``update/…`` metrics; see ``update``.
+        """
+        metrics = self.compute_advantages(rollout)
+        return metrics | self.update(rollout, iteration, env_steps_before, total_env_steps)
+
+    def update(
+        self, rollout: TensorDict, iteration: int, env_steps_before: int, total_env_steps: int
+    ) -> dict[str, float]:
+        """Optimize on ``rollout`` (advantage keys already in it) as update ``iteration``.
+
         Schedules are positioned at ``env_steps_before`` (every rank's env steps collected before
         this rollout) of ``total_env_steps``. The minibatch shuffle is seeded from ``(seed,
         iteration)`` alone, so re-learning a stored rollout from the same state reproduces the
         update exactly. Observation statistics merge this rollout's ``obs[:, :T]`` after the
         update, so the update saw the statistics the rollout was collected with. Returns
-        ``advantage/…`` and ``update/…`` metrics.
+        ``update/…`` metrics.
         """
-        self.algo.set_progress(env_steps_before, total_env_steps)
-        metrics = self.compute_advantages(rollout)
-        self.algo.reseed(update_seed(self.seed, iteration))
+        self.algorithm.set_progress(env_steps_before, total_env_steps)
+        self.algorithm.reseed(update_seed(self.seed, iteration))
         self.policy.train()
-        metrics |= {f"update/{k}": v for k, v in self.algo.update(rollout).items()}
+        metrics = {f"update/{k}": v for k, v in self.algorithm.update(rollout).items()}
         self.policy.update_normalization(rollout["obs"][:, :-1])
         return metrics
 
@@ -155,39 +168,39 @@ class Learner:
     @property
     def shards(self) -> int:
         """Ranks whose rollouts one ``learn`` call's rollout concatenates (replay of a K-rank run)."""
-        return self.algo.shards
+        return self.algorithm.shards
 
     @shards.setter
     def shards(self, value: int) -> None:
         if int(value) < 1:
             raise ValueError(f"shards must be >= 1 (got {value})")
-        self.algo.shards = int(value)
+        self.algorithm.shards = int(value)
 
     @property
     def optimizer(self) -> torch.optim.Optimizer:
         """The torch optimizer over the policy's parameters."""
-        return self.algo.optimizer
+        return self.algorithm.optimizer
 
     @property
     def learning_rate(self) -> float:
         """The optimizer's current learning rate."""
-        return self.algo.learning_rate
+        return self.algorithm.learning_rate
 
     @property
     def ent_coef(self) -> float:
         """The entropy coefficient of the latest update."""
-        return float(self.algo.ent_coef)
+        return float(self.algorithm.ent_coef)
 
     # ------------------------------------------------------------------ checkpoints
 
     def state_dict(self) -> dict[str, Any]:
         """``{"policy": weights + observation statistics, "algo": optimizer, scaler, schedules, ...}``."""
-        return {"policy": self.policy.state_dict(), "algo": self.algo.state_dict()}
+        return {"policy": self.policy.state_dict(), "algo": self.algorithm.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict`` (a checkpoint's ``policy`` and ``algo`` entries; others are ignored)."""
         self.load_policy_state(state["policy"])
-        self.algo.load_state_dict(state["algo"])
+        self.algorithm.load_state_dict(state["algo"])
 
     def load_policy_state(self, policy_state: dict[str, Any]) -> None:
         """Restore the policy only (evaluation, or starting a new optimizer from trained weights)."""

@@ -58,12 +58,12 @@ def weights(learner: Learner) -> list[torch.Tensor]:
 
 def test_from_config_builds_policy_and_algorithm(tmp_path: Path) -> None:
     ppo = make_learner(tmp_path)
-    assert isinstance(ppo.algo, PPO) and ppo.algo.policy is ppo.policy
+    assert isinstance(ppo.algorithm, PPO) and ppo.algorithm.policy is ppo.policy
     assert ppo.seed == tiny_cfg(tmp_path).trainer.seed and ppo.device == torch.device("cpu")
     assert ppo.advantage_keys == ("advantage", "return") and ppo.shards == 1
     assert ppo.learning_rate == tiny_cfg(tmp_path).algorithm.cfg["learning_rate"]
     grpo = make_learner(tmp_path, *GRPO_SET)
-    assert isinstance(grpo.algo, GRPO) and not grpo.policy.has_critic
+    assert isinstance(grpo.algorithm, GRPO) and not grpo.policy.has_critic
     assert grpo.advantage_keys == ("advantage", "seq_mask", "seq_return")
 
 
@@ -139,23 +139,24 @@ def test_learn_changes_parameters_and_returns_named_metrics(tmp_path: Path) -> N
     assert set(metrics) == {f"update/{name}" for name in expected}
     assert all(math.isfinite(v) for v in metrics.values())
     assert metrics["update/minibatch_steps"] == 2 * 2  # 128 transitions / 64 per minibatch × 2 epochs
-    assert learner.algo.env_steps == N * T  # the schedules' position moved past this rollout
+    assert learner.algorithm.env_steps == N * T  # the schedules' position moved past this rollout
 
 
-def test_learn_is_the_online_loops_advantage_and_update_bit_for_bit(tmp_path: Path) -> None:
-    from rlpipe.pipeline import build, learn_from
+def test_learn_is_the_online_drivers_advantage_and_update_bit_for_bit(tmp_path: Path) -> None:
+    from rlpipe.run import build
 
     extra = ("policy.obs_normalization=true", "algorithm.cfg.normalize_rewards=true",
              "algorithm.cfg.lr_schedule_kind=linear")
     torch.manual_seed(0)
-    exp = build(tiny_cfg(tmp_path, *extra))
+    exp = build(tiny_cfg(tmp_path, *extra), store=False, evaluate=False)
     ro, _ = exp.collect()
     torch.manual_seed(1)
     learner = Learner.from_config(tiny_cfg(tmp_path, *extra), exp.env.observation_space, exp.env.action_space,
                                   torch.device("cpu"))
-    learner.load_state_dict({"policy": exp.policy.state_dict(), "algo": exp.algo.state_dict()})
+    learner.load_state_dict(exp.learner.state_dict())
     for iteration in (1, 2):
-        expected = learn_from(exp, ro.clone(), iteration)
+        online = ro.clone()
+        expected = exp.advantage(online) | exp.update(online, iteration, (iteration - 1) * N * T, 4 * N * T)
         got = learner.learn(ro.clone(), iteration, (iteration - 1) * N * T, 4 * N * T)
         assert got == expected
     for a, b in zip(exp.policy.state_dict().values(), learner.policy.state_dict().values()):
@@ -204,7 +205,7 @@ def test_load_policy_state_leaves_the_optimizer_alone(tmp_path: Path) -> None:
 def test_shards_reach_the_algorithm_and_are_validated(tmp_path: Path) -> None:
     learner = make_learner(tmp_path)
     learner.shards = 2
-    assert learner.algo.shards == 2
+    assert learner.algorithm.shards == 2
     with pytest.raises(ValueError, match="shards must be >= 1"):
         learner.shards = 0
 

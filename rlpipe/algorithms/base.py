@@ -44,9 +44,9 @@ class BaseAlgorithm(ABC):
     """Keys ``compute_advantages`` writes (``[N, T+1]``, padding slot zero)."""
     advantage_reads: tuple[str, ...] = ("reward", "done")
     """Rollout keys ``compute_advantages`` reads."""
-    update_reads: tuple[str, ...] = ("obs", "action", "sample_log_prob")
-    """Rollout keys ``update_batch`` reads besides ``advantage_keys`` (policy extras such as a
-    recurrent state come on top)."""
+    update_reads: tuple[str, ...] = ("obs", "action", "sample_log_prob", "advantage")
+    """Rollout keys ``update`` reads, advantage keys included (a recurrent policy also reads ``done``
+    and its state)."""
     stats_weighted_by_rows: bool = False
     """Average the minibatch stats weighted by minibatch rows (true) or one weight per minibatch."""
     device: torch.device

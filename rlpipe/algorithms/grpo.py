@@ -104,6 +104,8 @@ class GRPO(BaseAlgorithm):
     cfg_class = GRPOCfg
     cfg: GRPOCfg
     advantage_keys = ("advantage", "seq_mask", "seq_return")
+    advantage_reads = ("reward", "done")
+    update_reads = UPDATE_KEYS
     stats_weighted_by_rows = True
 
     def __init__(self, cfg: GRPOCfg, policy: Any) -> None:

@@ -72,7 +72,7 @@ class PPO(BaseAlgorithm):
     cfg_class = PPOCfg
     cfg: PPOCfg
     advantage_reads = ("reward", "done", "value", "truncated", "terminated", "final_value")
-    update_reads = ("obs", "action", "sample_log_prob", "value")
+    update_reads = UPDATE_KEYS
 
     def __init__(self, cfg: PPOCfg, policy: Any) -> None:
         super().__init__(cfg, policy)
