@@ -82,8 +82,8 @@ from rlpipe.algorithms.finite import GradientCheck
 from rlpipe.algorithms.ppo import PPOCfg
 from rlpipe.config import RunConfig
 from rlpipe.envs import CartPole
+from rlpipe.run import Experiment, build, run_iteration
 from rlpipe.run.guards import NonFiniteGuard
-from rlpipe.run.loop import Experiment, build, run_iteration
 
 RATIO_TARGET = 1.05
 STORE_RATIO_TARGET = 1.03

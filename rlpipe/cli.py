@@ -91,11 +91,16 @@ def cli(ctx: click.Context, debug: bool) -> None:
 def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool, distributed: bool) -> None:
     """Train: collect → advantage → update [→ eval] [→ checkpoint] for trainer.iterations."""
     from rlpipe.distributed import get_rank, shutdown
-    from rlpipe.run import run as run_pipeline
+    from rlpipe.run import EventError
+    from rlpipe.trainer import Trainer
 
     click.get_current_context().meta[RESUME_KEY] = resume_command(params, overrides, distributed)
     cfg = config_mod.load(params, (*overrides, *(["trainer.distributed=true"] if distributed else [])))
-    summary = run_pipeline(cfg, resume=resume, overwrite=overwrite)
+    try:
+        summary = Trainer(cfg, resume=resume, overwrite=overwrite).train()
+    except EventError as exc:
+        click.echo(f"Error: {exc}".splitlines()[0], err=True)
+        sys.exit(1)
     if get_rank() == 0:  # the other ranks of a distributed run stay silent
         click.echo(
             f"done: {summary['iterations']} iterations, {summary['env_steps']} env steps in "

@@ -26,6 +26,8 @@ __all__ = [
     "ConfigError",
     "EnvCfg",
     "EvalCfg",
+    "EventCfg",
+    "EventsCfg",
     "NetworkBlock",
     "PolicyCfg",
     "RecurrentCfg",
@@ -126,6 +128,28 @@ class StopConditionCfg(StrictModel):
         return self
 
 
+class EventCfg(StrictModel):
+    """One user function called during training or evaluation (the JSON train-config ``events`` form)."""
+
+    func: str
+    """``package.module:function``, or the name of a built-in event function (see ``rlpipe events``)."""
+    mode: Literal["interval", "startup"] = "interval"
+    """``interval``: every ``interval_step`` iterations (train) or eval steps (eval); ``startup``: once."""
+    interval_step: int = Field(1, ge=1)
+    """How many iterations (train) or eval env steps (eval) between two calls."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments passed to the function after the event context."""
+
+
+class EventsCfg(StrictModel):
+    """Event functions of the training loop (``train``: after each update) and of evaluation (``eval``)."""
+
+    train: dict[str, EventCfg] = Field(default_factory=dict)
+    """Called with the iteration's context after its update (``interval``) or at run start (``startup``)."""
+    eval: dict[str, EventCfg] = Field(default_factory=dict)
+    """Called at evaluation env steps (``interval``) or before each evaluation (``startup``)."""
+
+
 class TrainerCfg(StrictModel):
     """Run-level settings: seed, device, sizes and how often to evaluate and save."""
 
@@ -180,8 +204,8 @@ class TrainerCfg(StrictModel):
     """Seed compatibility; rlpipe tracks with MLflow (``tracking``)."""
     wandb_project_name: str | None = None
     """Seed compatibility; unused."""
-    events: dict[str, Any] = Field(default_factory=dict)
-    """Seed compatibility; simulator events are not supported and must be empty."""
+    events: EventsCfg = Field(default_factory=lambda: EventsCfg())
+    """User functions run at stage boundaries: ``{train: {name: event}, eval: {name: event}}``."""
     on_nonfinite: Literal["stop", "skip"] = "stop"
     """A NaN/Inf in a rollout, advantage, loss, gradient or the weights: ``stop`` the run (exit 3),
     or ``skip`` the iteration (its rollout goes to ``rollouts/rejected/``, the weights stay)."""
@@ -201,13 +225,6 @@ class TrainerCfg(StrictModel):
     def _plain_name(cls, value: str) -> str:
         if not _PLAIN_NAME.fullmatch(value) or value in {".", ".."}:
             raise ValueError(f"got {value!r}; a plain folder name (letters, digits, ._-+=@), not a path")
-        return value
-
-    @field_validator("events")
-    @classmethod
-    def _no_events(cls, value: dict[str, Any]) -> dict[str, Any]:
-        if any(value.values()):
-            raise ValueError("simulator events are not supported by rlpipe; remove them")
         return value
 
 
