@@ -97,6 +97,22 @@ def checksum_ratio(root: Path, rollout: TensorDict, codec: str, repeats: int) ->
     return statistics.median(ratios), ratios
 
 
+def crc_compute_cost(rollout: TensorDict, repeats: int) -> str:
+    """The CRC32C computation itself over every byte of the rollout (what the codec adds per write)."""
+    import google_crc32c  # zarr's crc32c codec uses it
+
+    data = [v.numpy().tobytes() for v in rollout.values(True, True)]
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for chunk in data:
+            google_crc32c.value(chunk)
+        times.append((time.perf_counter() - start) * 1e3)
+    size = sum(len(d) for d in data)
+    return (f"CRC32C computation: {statistics.median(times):.2f} ms for {size / 2**20:.2f} MiB "
+            f"({size / 2**30 / (statistics.median(times) / 1e3):.1f} GiB/s) — the direct cost per write")
+
+
 def checkpoint_hash_cost(hidden: int, repeats: int) -> str:
     """SHA-256 of a checkpoint's bytes against its ``torch.save`` (actor + critic 2×hidden MLPs + Adam)."""
     net = torch.nn.Sequential(torch.nn.Linear(4, hidden), torch.nn.Linear(hidden, hidden),
@@ -164,6 +180,7 @@ def main() -> None:
                   f"interleaved pairs, min {min(ratios):.3f} max {max(ratios):.3f}; target <= 1.03x)")
         print(f"submit() on the caller's thread (clone + enqueue, CPU): "
               f"{bench_submit(Path(tmp), rollout, args.repeats):.2f} ms median")
+    print(crc_compute_cost(rollout, args.repeats))
     print(checkpoint_hash_cost(args.checkpoint_hidden, args.repeats))
 
 
