@@ -54,7 +54,7 @@ def test_nan_reward_stops_before_the_update_and_resume_is_bit_exact(tmp_path, re
 
 @pytest.mark.parametrize(("fault", "key", "iteration"), [
     ("obs:2", "obs", 2),
-    ("reward:1:inf", "reward", 1),
+    pytest.param("reward:1:inf", "reward", 1, marks=pytest.mark.slow),
     ("grad:3", "gradients", 2),  # one optimizer step per minibatch: step 3 is in update 2
 ])
 def test_nonfinite_obs_reward_and_gradients_are_refused(tmp_path, fault, key, iteration):
@@ -87,6 +87,7 @@ def test_skip_mode_drops_the_iteration_and_goes_on(tmp_path):
     assert all(torch.isfinite(t).all() for t in final["policy"].values())
 
 
+@pytest.mark.slow
 def test_skip_mode_stops_after_max_in_a_row(tmp_path):
     result = rlpipe(*run_command(tmp_path, "trainer.on_nonfinite=skip", "trainer.max_skipped_in_a_row=2"),
                     env={"RLPIPE_FAULT_NAN_AT": "reward:2+"})  # every rollout from the second on

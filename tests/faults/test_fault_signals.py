@@ -19,7 +19,9 @@ def resume_argv(line: str) -> list[str]:
     return command[1:]
 
 
-@pytest.mark.parametrize(("sig", "code"), [("SIGTERM", 143), ("SIGINT", 130)])
+@pytest.mark.parametrize(("sig", "code"), [
+    ("SIGTERM", 143), pytest.param("SIGINT", 130, marks=pytest.mark.slow),
+])
 def test_signal_stops_at_the_boundary_with_a_checkpoint_and_resumes_exactly(tmp_path, reference, sig, code):
     stopped = rlpipe(*run_command(tmp_path, RARE_SAVES),
                      env={"RLPIPE_FAULT_SIGNAL_AT": f"collect.start:2:{sig}"})
@@ -46,6 +48,7 @@ def test_signal_before_the_first_checkpoint_keeps_the_first_iteration(tmp_path):
     assert (run_dir(tmp_path) / "checkpoints" / "ckpt-000001.pt").is_file()  # Ctrl-C loses nothing
 
 
+@pytest.mark.slow
 def test_second_signal_stops_at_once_and_the_last_checkpoint_stands(tmp_path, reference):
     stopped = rlpipe(*run_command(tmp_path), env={"RLPIPE_FAULT_SIGNAL_AT": "update.start:3:SIGTERM:2"})
     root = run_dir(tmp_path)
