@@ -109,8 +109,12 @@ def resumed_from(stderr: str) -> int:
     return 0
 
 
-def covered(before: dict[str, str], after: dict[str, str], iteration: int) -> None:
-    """Files of iterations ≤ ``iteration`` (checkpoints, rollouts) and ``params.yaml`` survived unchanged."""
+def covered(before: dict[str, str], after: dict[str, str], iteration: int,
+            retained: tuple[str, ...] = ()) -> None:
+    """Files of iterations ≤ ``iteration`` (checkpoints, rollouts) and ``params.yaml`` survived unchanged.
+
+    ``retained``: folders whose old entries retention may delete (``rollouts/`` with ``store.keep_last``).
+    """
     def number(name: str) -> int | None:
         for part in Path(name).parts:
             if part.startswith(("ckpt-", "iter-")):
@@ -119,6 +123,8 @@ def covered(before: dict[str, str], after: dict[str, str], iteration: int) -> No
 
     def covers(name: str) -> bool:
         n = number(name)
+        if name.startswith(retained):
+            return False
         return name == "params.yaml" or (n is not None and n <= iteration and "rejected" not in name)
 
     keep = {k: v for k, v in before.items() if covers(k)}

@@ -46,7 +46,8 @@ def kill_and_resume(tmp_path, reference, point: str) -> None:
     resumed = rlpipe(*run_command(tmp_path, *extra), "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert "Traceback" not in resumed.stderr
-    covered(before, snapshot(root), resumed_from(resumed.stderr))
+    retained = {"store.retention": ("rollouts/",), "checkpoint.retention": ("checkpoints/",)}
+    covered(before, snapshot(root), resumed_from(resumed.stderr), retained.get(point, ()))
     assert not [p for p in root.rglob(".*") if p.name != ".lock"], "temporaries left behind"
     assert not (root / ".lock").exists()
     assert_same_as_reference(root, reference)
