@@ -50,6 +50,8 @@ __all__ = [
     "TRANSITION_KEYS",
     "RolloutError",
     "allocate_rollout",
+    "obs_from_state",
+    "obs_state",
     "rollout_dims",
     "transition_view",
     "validate",
@@ -80,6 +82,24 @@ def zeros_obs(
         fields = {k: torch.zeros(*batch, *s, dtype=torch.float32, device=device) for k, s in spec.items()}
         return TensorDict(fields, batch_size=list(batch), device=device)
     return torch.zeros(*batch, *spec, dtype=torch.float32, device=device)
+
+
+def obs_state(obs: torch.Tensor | TensorDict | None) -> torch.Tensor | dict[str, torch.Tensor] | None:
+    """A checkpointable copy of ``obs``: a tensor, or a plain ``{key: tensor}`` dict (``weights_only``
+    loading refuses TensorDicts)."""
+    if isinstance(obs, TensorDict):
+        return {k: v.clone() for k, v in obs.items()}
+    return None if obs is None else obs.clone()
+
+
+def obs_from_state(
+    state: torch.Tensor | dict[str, torch.Tensor] | None, device: torch.device | str
+) -> torch.Tensor | TensorDict | None:
+    """Inverse of :func:`obs_state` on ``device``."""
+    if isinstance(state, dict):
+        batch = [next(iter(state.values())).shape[0]]
+        return TensorDict({k: v.to(device) for k, v in state.items()}, batch_size=batch, device=device)
+    return None if state is None else state.to(device)
 
 
 def allocate_rollout(

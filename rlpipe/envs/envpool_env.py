@@ -37,6 +37,7 @@ import torch
 from rlpipe.envs.base import BatchedEnv, Obs, StepResult
 from rlpipe.envs.spaces import flat_action_space, flat_obs_space, obs_to_torch, success_of
 from rlpipe.envs.torch_env import num_groups
+from rlpipe.rollout import obs_from_state, obs_state
 
 __all__ = ["MODES", "RESUME_MODES", "EnvpoolEnv", "envpool_ids"]
 
@@ -145,7 +146,7 @@ class EnvpoolEnv(BatchedEnv):
             steps = [e for e in self._log if not isinstance(e, int)]
             state["resets"] = torch.tensor([i for i, e in enumerate(self._log) if isinstance(e, int)])
             state["actions"] = torch.from_numpy(np.stack(steps)) if steps else torch.zeros(0)
-            state["obs"] = None if self._obs is None else self._obs.clone()
+            state["obs"] = obs_state(self._obs)
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -229,7 +230,7 @@ class EnvpoolEnv(BatchedEnv):
                 self._record(actions[step])
                 self._receive()
                 step += 1
-        saved = state.get("obs")
+        saved = obs_from_state(state.get("obs"), self.device)
         if saved is not None and not _equal(saved, self._obs):
             raise RuntimeError(f"envpool {self.env_id}: replaying the action log did not reproduce "
                                "the saved observation; resume with env.cfg.resume=restart")
