@@ -154,7 +154,7 @@ def build(cfg: RunConfig) -> Experiment:
     if trainer.num_threads:
         torch.set_num_threads(trainer.num_threads)
     seed_everything(trainer.seed + ctx.rank)
-    env = build_env(cfg.env.id, trainer.num_envs, device, cfg.env.cfg)
+    env = build_env(cfg.env.id, trainer.num_envs, device, cfg.env.cfg, cfg.env.backend)
     algo_class(cfg.algorithm.name).check_run(algo_cfg, trainer.num_envs, cfg.policy.name,
                                              trainer.buffer_size, env.max_episode_steps)
     policy = build_policy(cfg.policy, env.observation_space, env.action_space, device)
@@ -177,7 +177,7 @@ def build(cfg: RunConfig) -> Experiment:
 
 
 def _build_evaluator(cfg: RunConfig, device: torch.device, policy: Policy) -> Evaluator:
-    eval_env = build_env(cfg.env.id, cfg.trainer.num_eval_envs, device, cfg.env.cfg)
+    eval_env = build_env(cfg.env.id, cfg.trainer.num_eval_envs, device, cfg.env.cfg, cfg.env.backend)
     return Evaluator(eval_env, policy, cfg.trainer.num_eval_episodes,
                      seed=cfg.trainer.seed + EVAL_SEED_OFFSET)
 
@@ -226,7 +226,17 @@ def _store_rollout(exp: Experiment, rollout: Any) -> None:
         "params_hash": params_hash(exp.cfg),
         "training_hash": training_hash(exp.cfg),
         "checkpoint": latest.name if latest else None,
+        "env_backend": type(exp.env).__name__,
+        "bootstrap": getattr(exp.env, "bootstrap", "exact"),  # rsl_rl envs: approximate time-outs
+        "actor_obs_keys": _keys(exp.policy, "actor_obs_keys"),
+        "critic_obs_keys": _keys(exp.policy, "critic_obs_keys"),
     })
+
+
+def _keys(policy: Any, name: str) -> list[str] | None:
+    """The dict-observation keys a network reads (``None`` for flat observations)."""
+    keys = getattr(policy, name, None)
+    return None if keys is None else list(keys)
 
 
 def _maybe_evaluate(exp: Experiment, before: int) -> dict[str, float]:

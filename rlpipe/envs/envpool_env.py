@@ -28,6 +28,7 @@ first half steps in C++ threads.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -87,7 +88,9 @@ class EnvpoolEnv(BatchedEnv):
         self.env_id, self.num_envs, self.device = env_id, num_envs, torch.device(device)
         self.mode, self.num_threads, self.resume_mode = mode, num_threads, resume
         self.success_key, self.make_kwargs = success_key, make_kwargs
-        spec = envpool.make_spec(env_id, **make_kwargs)  # TypeError on an unknown kwarg
+        with warnings.catch_warnings():  # envpool's own float64 bounds on float32 Boxes
+            warnings.simplefilter("ignore", UserWarning)
+            spec = envpool.make_spec(env_id, **make_kwargs)  # TypeError on an unknown kwarg
         self.observation_space = flat_obs_space(spec.observation_space, env_id)
         self.action_space = flat_action_space(spec.action_space, env_id)
         self.max_episode_steps = getattr(spec.config, "max_episode_steps", None)
