@@ -85,9 +85,10 @@ def build_plugin_env(
     if isinstance(target, type) and issubclass(target, BatchedEnv):
         return _call(env_id, target, num_envs, device, cfg)
     if isinstance(target, type) and issubclass(target, gymnasium.Env):
-        if env_id not in gymnasium.envs.registry:
-            gymnasium.register(id=env_id, entry_point=target)
-        return build_gymnasium(env_id)
+        gym_id = "rlpipe." + env_id.replace(":", ".")  # gymnasium reads "a:b" as module:id
+        if gymnasium.envs.registry.get(gym_id) is None or gymnasium.spec(gym_id).entry_point is not target:
+            gymnasium.register(id=gym_id, entry_point=target)
+        return build_gymnasium(gym_id)
     if not callable(target):
         raise ConfigError(f"env.id: {env_id} is a {type(target).__name__}; accepted: a BatchedEnv "
                           "class, a gymnasium.Env class or a factory")
