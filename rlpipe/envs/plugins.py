@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import sys
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
@@ -57,6 +59,8 @@ def plugin_target(env_id: str) -> tuple[str, Any]:
     module_name, _, attr = env_id.partition(":")
     if not module_name or not attr:
         raise ConfigError(f"env.id: {env_id!r} is not of the form package.module:ClassOrFactory")
+    if os.getcwd() not in sys.path:  # a module in the project directory, as with `python -m`
+        sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # any error inside the user's module
