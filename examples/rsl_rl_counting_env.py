@@ -41,11 +41,13 @@ class PointVecEnv:
         return self.get_observations(), {}
 
     def get_observations(self) -> TensorDict:
+        """Groups ``policy`` ``[N, 1]`` (position error) and ``critic`` ``[N, 2]`` (+ target)."""
         error = (self.target - self.position).unsqueeze(-1)
         return TensorDict({"policy": error, "critic": torch.cat([error, self.target.unsqueeze(-1)], -1)},
                           batch_size=[self.num_envs], device=self.device)
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        """Move, reward ``-|error|``, time out and restart finished envs (rsl_rl's contract)."""
         self.position += 0.1 * actions[:, 0].clamp(-1, 1)
         error = (self.target - self.position).abs()
         self.episode_length_buf += 1

@@ -85,8 +85,10 @@ def zeros_obs(
 
 
 def obs_state(obs: torch.Tensor | TensorDict | None) -> torch.Tensor | dict[str, torch.Tensor] | None:
-    """A checkpointable copy of ``obs``: a tensor, or a plain ``{key: tensor}`` dict (``weights_only``
-    loading refuses TensorDicts)."""
+    """A checkpointable copy of ``obs``: a tensor, or a plain ``{key: tensor}`` dict.
+
+    ``weights_only`` checkpoint loading refuses TensorDicts.
+    """
     if isinstance(obs, TensorDict):
         return {k: v.clone() for k, v in obs.items()}
     return None if obs is None else obs.clone()

@@ -103,8 +103,10 @@ def _unknown(env_id: str, backend: str) -> str:
 
 
 def _envpool_knows(env_id: str, required: bool) -> bool:
-    """True when envpool is installed and makes ``env_id``; ``required`` turns a missing envpool
-    into a ConfigError."""
+    """True when envpool is installed and makes ``env_id``.
+
+    ``required`` turns a missing envpool into a ConfigError.
+    """
     try:
         from rlpipe.envs.envpool_env import envpool_ids
         return env_id in envpool_ids()

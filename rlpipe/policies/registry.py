@@ -48,10 +48,9 @@ def build_policy(
     network reads the concatenation of its ``obs_keys`` (default: every key); the recurrent core
     is shared, so its actor and critic must read the same keys.
     """
-    from rlpipe.policies.obs_keys import resolve_obs_keys
-
     from rlpipe.policies.heads import build_action_head
     from rlpipe.policies.mlp import build_mlp_from_cfg
+    from rlpipe.policies.obs_keys import resolve_obs_keys
 
     cfg = policy_block if isinstance(policy_block, PolicyCfg) else PolicyCfg.from_dict(
         policy_block, "policy"

@@ -67,8 +67,10 @@ class Evaluator(Stage):
 
     @torch.inference_mode()
     def __call__(self) -> dict[str, float]:
-        """``eval/return_mean``, ``eval/return_std``, ``eval/length_mean``, ``eval/episodes`` and, for envs
-        reporting ``info["success"]``, ``eval/success_rate`` (success at any step of an episode)."""
+        """``eval/return_mean``, ``eval/return_std``, ``eval/length_mean``, ``eval/episodes``.
+
+        Envs reporting ``info["success"]`` add ``eval/success_rate`` (success at any episode step).
+        """
         m, dev, k = self.env.num_envs, self.env.device, self.num_episodes
         obs = self.env.reset(seed=self.seed + self.calls)
         self.calls += 1

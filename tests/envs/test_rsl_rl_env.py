@@ -100,7 +100,8 @@ def test_collector_trains_on_it_with_asymmetric_keys() -> None:
     from rlpipe.stages.collect import Collector
 
     env = RslRlEnv(CountingVecEnv())
-    cfg = PolicyCfg.from_dict({"actor": {"obs_keys": ["policy"]}, "critic": {"obs_keys": ["policy", "critic"]}})
+    cfg = PolicyCfg.from_dict({"actor": {"obs_keys": ["policy"]},
+                               "critic": {"obs_keys": ["policy", "critic"]}})
     policy = build_policy(cfg, env.observation_space, env.action_space, "cpu")
     assert policy.actor[0].in_features == 2 and policy.critic[0].in_features == 5
     rollout, stats = Collector(env, policy, horizon=6, seed=0)()

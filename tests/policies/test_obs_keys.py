@@ -63,7 +63,8 @@ def test_keys_on_flat_observations_and_recurrent_mismatch_are_refused() -> None:
     cfg = PolicyCfg.from_dict({"actor": {"obs_keys": ["state"]}})
     with pytest.raises(ConfigError, match="^policy.actor.obs_keys: the env's observations are not a dict"):
         build_policy(cfg, gym.spaces.Box(-1, 1, (3,)), ACTIONS, "cpu")
-    with pytest.raises(ConfigError, match="^policy.critic.obs_keys: 'recurrent_actor_critic' shares one core"):
+    shared = "^policy.critic.obs_keys: 'recurrent_actor_critic' shares one core"
+    with pytest.raises(ConfigError, match=shared):
         policy(["state"], ["state", "privileged_state"], name="recurrent_actor_critic")
     recurrent = policy(["state"], ["state"], name="recurrent_actor_critic")
     assert recurrent.sample(obs())[0].shape == (4, 2)

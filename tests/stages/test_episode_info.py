@@ -1,4 +1,4 @@
-"""``StepResult.info["success"]`` → ``train/success_rate`` (collector) and ``eval/success_rate`` (evaluator)."""
+"""``StepResult.info["success"]`` → ``train/success_rate`` (collector), ``eval/success_rate`` (evaluator)."""
 
 from __future__ import annotations
 
