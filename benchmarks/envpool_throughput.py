@@ -23,7 +23,7 @@ from _bench import load_average, median, paired_ratios, print_machine, print_tab
 
 from rlpipe.envs.envpool_env import EnvpoolEnv
 from rlpipe.policies import build_policy
-from rlpipe.stages.collect import Collector
+from rlpipe.run.stages import Collector
 
 IDS = ("HalfCheetah-v5", "CheetahRun-v1", "PandaPickCube-v1", "Go1JoystickFlatTerrain-v1")
 

@@ -71,7 +71,7 @@ def sb3_side(steps: int, seed: int, eval_episodes: int) -> dict[str, Any]:
 def rlpipe_side(steps: int, seed: int, eval_episodes: int, num_envs: int, mode: str) -> dict[str, Any]:
     """rlpipe PPO with the same hyperparameters on envpool HalfCheetah-v5."""
     from rlpipe import config
-    from rlpipe.pipeline import build, run_iteration
+    from rlpipe.run import build, run_iteration
 
     horizon = ZOO["n_steps"] // num_envs
     iterations = -(-steps // (num_envs * horizon))

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from rlpipe.envs.base import BatchedEnv, Obs, StepResult
-from rlpipe.envs.spaces import flat_action_space, flat_obs_space, obs_to_torch, success_of
+from rlpipe.envs.conversion import flat_action_space, flat_obs_space, obs_to_torch, success_of
 from rlpipe.envs.torch_env import num_groups
 from rlpipe.rollout import obs_from_state, obs_state
 

@@ -3,19 +3,16 @@ run, store, resume bit for bit, replay bit for bit (CPU, few envs and iterations
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from _offline_fixtures import assert_same_learner, leaves, same_leaves, tiny_cfg
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/_offline_fixtures.py
-from _offline_fixtures import assert_same_learner, leaves, same_leaves, tiny_cfg  # noqa: E402
-
-from rlpipe.checkpoints import load_checkpoint  # noqa: E402
-from rlpipe.offline import replay  # noqa: E402
-from rlpipe.pipeline import run  # noqa: E402
-from rlpipe.store import read_rollout  # noqa: E402
+from rlpipe.artifacts.checkpoints import load_checkpoint
+from rlpipe.artifacts.store import read_rollout
+from rlpipe.offline.replay import replay
+from rlpipe.run import run
 
 pytest.importorskip("envpool")
 

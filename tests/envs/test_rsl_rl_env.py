@@ -97,7 +97,7 @@ def test_group_resets_are_refused_and_resume_continues_from_the_sim() -> None:
 def test_collector_trains_on_it_with_asymmetric_keys() -> None:
     from rlpipe.config import PolicyCfg
     from rlpipe.policies import build_policy
-    from rlpipe.stages.collect import Collector
+    from rlpipe.run.stages import Collector
 
     env = RslRlEnv(CountingVecEnv())
     cfg = PolicyCfg.from_dict({"actor": {"obs_keys": ["policy"]},
