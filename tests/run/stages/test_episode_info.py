@@ -9,8 +9,8 @@ import numpy as np
 import torch
 
 from rlpipe.envs import BatchedEnv, StepResult, build_env
-from rlpipe.policies import build_policy
 from rlpipe.evaluation import Evaluator
+from rlpipe.policies import build_policy
 from rlpipe.run.stages import Collector
 
 LENGTH = 3
