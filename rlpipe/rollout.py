@@ -55,6 +55,7 @@ __all__ = [
     "rollout_dims",
     "transition_view",
     "validate",
+    "write_obs",
     "zeros_obs",
 ]
 
@@ -82,6 +83,18 @@ def zeros_obs(
         fields = {k: torch.zeros(*batch, *s, dtype=torch.float32, device=device) for k, s in spec.items()}
         return TensorDict(fields, batch_size=list(batch), device=device)
     return torch.zeros(*batch, *spec, dtype=torch.float32, device=device)
+
+
+def write_obs(buffer: torch.Tensor | TensorDict, t: int, obs: torch.Tensor | TensorDict) -> None:
+    """``buffer[:, t] = obs`` for ``[N, T, ...]`` buffers; dict observations key by key.
+
+    A plain tensor copy per key costs a fraction of TensorDict's generic indexed assignment.
+    """
+    if isinstance(buffer, TensorDict):
+        for key, value in buffer.items():
+            value[:, t] = obs[key]
+    else:
+        buffer[:, t] = obs
 
 
 def obs_state(obs: torch.Tensor | TensorDict | None) -> torch.Tensor | dict[str, torch.Tensor] | None:

@@ -210,12 +210,13 @@ class EnvpoolEnv(BatchedEnv):
         flags = [success_of(o[5], self.success_key, self.device) for o in outs]
         info = {"success": torch.cat([f["success"] for f in flags])} if flags[0] else {}
         self._obs = obs_to_torch(nxt, self.num_envs, self.device)
+        any_done = any(o[0] is not o[1] for o in outs)  # else final and next are the same arrays
         return StepResult(
             obs=self._obs,
             reward=torch.from_numpy(reward.astype(np.float32)).to(self.device),
             terminated=torch.from_numpy(term).to(self.device),
             truncated=torch.from_numpy(trunc).to(self.device),
-            final_obs=obs_to_torch(final, self.num_envs, self.device),
+            final_obs=obs_to_torch(final, self.num_envs, self.device) if any_done else self._obs,
             info=info,
         )
 

@@ -106,5 +106,5 @@ def test_collector_trains_on_it_with_asymmetric_keys() -> None:
     assert policy.actor[0].in_features == 2 and policy.critic[0].in_features == 5
     rollout, stats = Collector(env, policy, horizon=6, seed=0)()
     assert set(rollout["obs"].keys()) == {"policy", "critic"} and rollout["obs", "critic"].shape == (3, 7, 3)
-    assert rollout["truncated"][:, LENGTH - 1].all()
+    assert rollout["truncated"][1:, LENGTH - 1].all()  # env 0 may terminate early (action > 1)
     assert stats["env/reward_terms/alive"] == 2.0

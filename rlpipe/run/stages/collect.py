@@ -11,7 +11,7 @@ from tensordict import TensorDict
 from rlpipe.algorithms.sequences import RECURRENT_STATE
 from rlpipe.envs import BatchedEnv
 from rlpipe.policies import Policy
-from rlpipe.rollout import allocate_rollout, obs_from_state, obs_state, zeros_obs
+from rlpipe.rollout import allocate_rollout, obs_from_state, obs_state, write_obs, zeros_obs
 from rlpipe.run.stages.base import Stage
 from rlpipe.run.stages.episode_info import SuccessTracker, act_and_step
 
@@ -104,7 +104,7 @@ class Collector(Stage):
         rew_buf, term_buf, trunc_buf, done_buf = (ro["reward"], ro["terminated"], ro["truncated"],
                                                   ro["done"])
         for t in range(self.horizon):
-            obs_buf[:, t] = obs
+            write_obs(obs_buf, t, obs)
             action, log_prob, step = act_and_step(self.env, self.policy, obs, self.deterministic)
             act_buf[:, t] = action
             logp_buf[:, t] = log_prob
@@ -113,7 +113,7 @@ class Collector(Stage):
             trunc_buf[:, t] = step.truncated
             done = step.terminated | step.truncated
             done_buf[:, t] = done
-            self._final_obs[:, t] = step.final_obs
+            write_obs(self._final_obs, t, step.final_obs)
             self._track_episodes(t, step.reward, done)
             self.success.track(t, step.info, done)
             obs = step.obs
