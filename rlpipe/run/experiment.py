@@ -72,6 +72,19 @@ class Experiment:
         return {"observation": space_to_dict(self.env.observation_space),
                 "action": space_to_dict(self.env.action_space)}
 
+    def env_attrs(self) -> dict[str, Any]:
+        """Rollout attributes: the env's backend, time-out bootstrap and observation keys.
+
+        ``bootstrap`` is ``approximate`` for rsl_rl-style envs; ``actor_obs_keys`` /
+        ``critic_obs_keys`` are the dict-observation keys each network reads (``None``: flat obs).
+        """
+        keys = {name: getattr(self.policy, name, None) for name in ("actor_obs_keys", "critic_obs_keys")}
+        return {
+            "env_backend": type(self.env).__name__,
+            "bootstrap": getattr(self.env, "bootstrap", "exact"),
+            **{name: None if value is None else list(value) for name, value in keys.items()},
+        }
+
     def state_dict(self) -> dict[str, Any]:
         """Everything a bit-exact resume needs (weights_only-safe)."""
         return {

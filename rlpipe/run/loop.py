@@ -209,18 +209,8 @@ def _store_rollout(exp: Experiment, rollout: TensorDict) -> None:
         "training_hash": training_hash(exp.cfg),
         "checkpoint": latest.name if latest else None,
         "spaces": exp.spaces(),
-        **_env_attrs(exp),
+        **exp.env_attrs(),
     })
-
-
-def _env_attrs(exp: Experiment) -> dict[str, Any]:
-    """The env's backend, whether time-outs bootstrap exactly, and the obs keys each network reads."""
-    keys = {name: getattr(exp.policy, name, None) for name in ("actor_obs_keys", "critic_obs_keys")}
-    return {
-        "env_backend": type(exp.env).__name__,
-        "bootstrap": getattr(exp.env, "bootstrap", "exact"),  # rsl_rl envs: approximate time-outs
-        **{name: None if value is None else list(value) for name, value in keys.items()},
-    }
 
 
 def _timing(exp: Experiment, t0: float, t1: float, t2: float) -> dict[str, float]:

@@ -108,3 +108,24 @@ def test_collector_trains_on_it_with_asymmetric_keys() -> None:
     assert set(rollout["obs"].keys()) == {"policy", "critic"} and rollout["obs", "critic"].shape == (3, 7, 3)
     assert rollout["truncated"][1:, LENGTH - 1].all()  # env 0 may terminate early (action > 1)
     assert stats["env/reward_terms/alive"] == 2.0
+
+
+def test_run_records_the_approximate_bootstrap_and_log_metrics(tmp_path, monkeypatch) -> None:
+    """The README's example (examples/rsl_rl_counting_env.py) through ``rlpipe run``."""
+    from _offline_fixtures import ROOT, tiny_cfg
+
+    from rlpipe.artifacts.store import read_rollout
+    from rlpipe.run import run
+
+    monkeypatch.chdir(ROOT)  # plugin modules import from the working directory
+    cfg = tiny_cfg(tmp_path, "env.id=examples.rsl_rl_counting_env:make", "trainer.iterations=2",
+                   "policy.actor.obs_keys=[policy]", "policy.critic.obs_keys=[policy,critic]",
+                   "env.cfg.max_episode_length=10")
+    run(cfg)
+    rollout, attrs = read_rollout(cfg.run_dir / "rollouts" / "iter-000002.zarr")
+    assert attrs["bootstrap"] == "approximate" and attrs["env_backend"] == "RslRlEnv"
+    assert attrs["critic_obs_keys"] == ["policy", "critic"]
+    assert set(rollout["obs"].keys()) == {"policy", "critic"}
+    assert rollout["truncated"][:, :-1].sum() == 16  # steps 16..31: time-outs at 20 and 30, 8 envs
+    header = (cfg.run_dir / "curve.csv").read_text().splitlines()[0].split(",")
+    assert "env/error" in header
