@@ -120,7 +120,8 @@ def main() -> None:
     parser.add_argument("--side", choices=("both", "rlpipe", "sb3"), default="both")
     parser.add_argument("--rlpipe-envs", type=int, default=8)
     parser.add_argument("--mode", choices=("sync", "async"), default="sync")
-    parser.add_argument("--sb3-python", default="/work/benchenv/bin/python")
+    parser.add_argument("--sb3-python", default=str(ROOT / "benchmarks" / ".venv-sb3" / "bin" / "python"),
+                        help="Python of a venv with stable-baselines3 and mujoco (never the project's).")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     rows = []
