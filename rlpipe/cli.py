@@ -271,6 +271,29 @@ def replay(params: Path, overrides: tuple[str, ...], rollouts: Path | None, span
                f"{summary['transitions_per_s']:,.0f}/s) → {out / 'checkpoints'}, {out / 'metrics.json'}")
 
 
+@cli.command()
+@click.option("--backend", "groups", multiple=True,
+              type=click.Choice(("torch", "plugins", "envpool", "gymnasium")),
+              help="Only these groups (repeatable; default: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print {group: [ids]} as JSON.")
+@user_errors
+def envs(groups: tuple[str, ...], as_json: bool) -> None:
+    """List every env.id available, grouped by backend (in the order backend: auto tries them)."""
+    import json
+
+    from rlpipe.envs.listing import GROUPS, env_ids_by_backend
+
+    listing = env_ids_by_backend(groups or GROUPS)
+    if as_json:
+        click.echo(json.dumps(listing, indent=2))
+        return
+    for group, ids in listing.items():
+        click.echo(f"{group} ({len(ids)}):")
+        for env_id in ids:
+            click.echo(f"  {env_id}")
+    click.echo("Any package.module:ClassOrFactory works too (env.id); see README 'Environments'.")
+
+
 def main() -> None:
     """Console-script entry point."""
     cli()
