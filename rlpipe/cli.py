@@ -1,4 +1,9 @@
-"""The ``rlpipe`` command line: each command parses, loads config and calls the pipeline or a stage."""
+"""The ``rlpipe`` command line: each command parses, loads config and calls the pipeline or a stage.
+
+Start-up is kept instant: this module imports only click at the top; config (pydantic), torch,
+tensordict, zarr and mlflow are imported inside the command bodies, so ``rlpipe --help``,
+``rlpipe <command> --help`` and a params error never load them (tests/test_startup.py).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +14,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-
-from rlpipe import config as config_mod
-from rlpipe.distributed import get_rank, shutdown
 
 __all__ = ["main"]
 
@@ -32,6 +34,13 @@ def user_errors(func: F) -> F:
             sys.exit(2)
 
     return wrapper  # type: ignore[return-value]  # functools.wraps keeps the signature
+
+
+def load_params(params: Path, overrides: tuple[str, ...] | list[str]) -> Any:
+    """``rlpipe.config.load``, imported on first use (a params error never loads torch)."""
+    from rlpipe.config import load
+
+    return load(params, overrides)
 
 
 params_argument = click.argument("params", type=click.Path(path_type=Path))
@@ -57,9 +66,10 @@ def cli() -> None:
 @user_errors
 def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool, distributed: bool) -> None:
     """Train: collect → advantage → update [→ eval] [→ checkpoint] for trainer.iterations."""
+    from rlpipe.distributed import get_rank, shutdown
     from rlpipe.pipeline import run as run_pipeline
 
-    cfg = config_mod.load(params, (*overrides, *(["trainer.distributed=true"] if distributed else [])))
+    cfg = load_params(params, (*overrides, *(["trainer.distributed=true"] if distributed else [])))
     summary = run_pipeline(cfg, resume=resume, overwrite=overwrite)
     if get_rank() == 0:  # the other ranks of a distributed run stay silent
         click.echo(
@@ -132,7 +142,7 @@ def collect(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, o
     """Collect one rollout with a checkpoint (default: the run's latest) → iter-NNNNNN.zarr."""
     from rlpipe import offline
 
-    cfg = config_mod.load(params, overrides)
+    cfg = load_params(params, overrides)
     click.echo(f"rollout → {offline.collect_rollout(cfg, checkpoint, out or cfg.run_dir / 'collected')}")
 
 
@@ -146,7 +156,7 @@ def advantage(params: Path, rollout: Path, overrides: tuple[str, ...], out: Path
     """Compute a stored rollout's advantages/returns into a separate store (the rollout is not changed)."""
     from rlpipe import offline
 
-    cfg = config_mod.load(params, overrides)
+    cfg = load_params(params, overrides)
     click.echo(f"advantages → {offline.compute_advantages(cfg, rollout, out)}")
 
 
@@ -165,7 +175,7 @@ def update(params: Path, rollout: Path, overrides: tuple[str, ...], checkpoint: 
     """
     from rlpipe import offline
 
-    cfg = config_mod.load(params, overrides)
+    cfg = load_params(params, overrides)
     path, metrics = offline.update_from_rollout(cfg, rollout, checkpoint, out or cfg.run_dir / "updated")
     for key in sorted(k for k in metrics if k.startswith("update/")):
         click.echo(f"{key:<28} {metrics[key]:.6g}")
@@ -182,7 +192,7 @@ def evaluate(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, 
     """Evaluate a checkpoint (default: the run's latest) with the eval params."""
     from rlpipe import offline
 
-    cfg = config_mod.load(params, overrides)
+    cfg = load_params(params, overrides)
     metrics = offline.evaluate_checkpoint(cfg, checkpoint, out)
     for key in sorted(metrics):
         click.echo(f"{key:<20} {metrics[key]:.6g}")
@@ -262,7 +272,7 @@ def replay(params: Path, overrides: tuple[str, ...], rollouts: Path | None, span
     """Re-run advantage + update over stored rollouts with the params plus replay.algorithm overrides."""
     from rlpipe import offline
 
-    cfg = config_mod.load(params, overrides)
+    cfg = load_params(params, overrides)
     out = out or cfg.run_dir / "reupdate"
     summary = offline.replay(cfg, rollouts or cfg.run_dir / "rollouts", out, span,
                              chain=chain or start is not None, start=start)
