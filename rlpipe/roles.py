@@ -33,7 +33,7 @@ class QuietTracker(Tracker):
     """The tracker of ranks other than 0: no console rows, no files, no MLflow run."""
 
     def __init__(self, cfg: RunConfig, run_dir: Path) -> None:
-        self.cfg, self.table, self.mlflow, self.mlflow_run_id = cfg, None, None, None
+        self.cfg, self.table, self.mlflow = cfg, None, None
         self.files = MetricsFiles(run_dir)
 
     def log(self, metrics: dict[str, float], step: int) -> None:
