@@ -66,10 +66,10 @@ def cli() -> None:
 @user_errors
 def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool, distributed: bool) -> None:
     """Train: collect → advantage → update [→ eval] [→ checkpoint] for trainer.iterations."""
+    cfg = load_params(params, (*overrides, *(["trainer.distributed=true"] if distributed else [])))
     from rlpipe.distributed import get_rank, shutdown
     from rlpipe.pipeline import run as run_pipeline
 
-    cfg = load_params(params, (*overrides, *(["trainer.distributed=true"] if distributed else [])))
     summary = run_pipeline(cfg, resume=resume, overwrite=overwrite)
     if get_rank() == 0:  # the other ranks of a distributed run stay silent
         click.echo(
@@ -140,9 +140,9 @@ def _parse_span(ctx: click.Context, param: click.Parameter, value: str | None) -
 @user_errors
 def collect(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, out: Path | None) -> None:
     """Collect one rollout with a checkpoint (default: the run's latest) → iter-NNNNNN.zarr."""
+    cfg = load_params(params, overrides)  # first: a params error loads nothing heavy
     from rlpipe import offline
 
-    cfg = load_params(params, overrides)
     click.echo(f"rollout → {offline.collect_rollout(cfg, checkpoint, out or cfg.run_dir / 'collected')}")
 
 
@@ -154,9 +154,9 @@ def collect(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, o
 @user_errors
 def advantage(params: Path, rollout: Path, overrides: tuple[str, ...], out: Path | None) -> None:
     """Compute a stored rollout's advantages/returns into a separate store (the rollout is not changed)."""
+    cfg = load_params(params, overrides)  # first: a params error loads nothing heavy
     from rlpipe import offline
 
-    cfg = load_params(params, overrides)
     click.echo(f"advantages → {offline.compute_advantages(cfg, rollout, out)}")
 
 
@@ -173,9 +173,9 @@ def update(params: Path, rollout: Path, overrides: tuple[str, ...], checkpoint: 
 
     Without --checkpoint it starts from the checkpoint the rollout was collected with.
     """
+    cfg = load_params(params, overrides)  # first: a params error loads nothing heavy
     from rlpipe import offline
 
-    cfg = load_params(params, overrides)
     path, metrics = offline.update_from_rollout(cfg, rollout, checkpoint, out or cfg.run_dir / "updated")
     for key in sorted(k for k in metrics if k.startswith("update/")):
         click.echo(f"{key:<28} {metrics[key]:.6g}")
@@ -190,9 +190,9 @@ def update(params: Path, rollout: Path, overrides: tuple[str, ...], checkpoint: 
 @user_errors
 def evaluate(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, out: Path | None) -> None:
     """Evaluate a checkpoint (default: the run's latest) with the eval params."""
+    cfg = load_params(params, overrides)  # first: a params error loads nothing heavy
     from rlpipe import offline
 
-    cfg = load_params(params, overrides)
     metrics = offline.evaluate_checkpoint(cfg, checkpoint, out)
     for key in sorted(metrics):
         click.echo(f"{key:<20} {metrics[key]:.6g}")
@@ -270,9 +270,9 @@ def _short(value: Any) -> str:
 def replay(params: Path, overrides: tuple[str, ...], rollouts: Path | None, span: tuple[int, int] | None,
            chain: bool, start: Path | None, out: Path | None) -> None:
     """Re-run advantage + update over stored rollouts with the params plus replay.algorithm overrides."""
+    cfg = load_params(params, overrides)  # first: a params error loads nothing heavy
     from rlpipe import offline
 
-    cfg = load_params(params, overrides)
     out = out or cfg.run_dir / "reupdate"
     summary = offline.replay(cfg, rollouts or cfg.run_dir / "rollouts", out, span,
                              chain=chain or start is not None, start=start)

@@ -427,9 +427,16 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RunCo
     if missing:
         raise ConfigError(f"{path}: missing section {missing[0]!r}; required: {', '.join(REQUIRED_SECTIONS)}")
     try:
-        return RunConfig.model_validate(data)
+        cfg = RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{path}: {format_validation_error(exc)}") from None
+    from rlpipe.config_algorithms import check_algorithm  # the algorithms' own classes, torch-free
+
+    try:
+        check_algorithm(cfg.algorithm)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return cfg
 
 
 def params_hash(cfg: RunConfig) -> str:

@@ -10,11 +10,9 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_core import InitErrorDetails, PydanticCustomError
 from tensordict import TensorDict
 
 from rlpipe.algorithms import optim, sequences
@@ -33,8 +31,9 @@ from rlpipe.algorithms.ppo_loss import (
     value_mse,
 )
 from rlpipe.algorithms.registry import register_algo
-from rlpipe.algorithms.schedules import Schedule, ScheduleKind, points_error
+from rlpipe.algorithms.schedules import Schedule
 from rlpipe.config import AlgorithmCfg, ConfigError
+from rlpipe.config_algorithms import PPOCfg
 from rlpipe.distributed import all_reduce_mean, average_gradients, global_normalize, sharded_minibatch_indices
 
 __all__ = ["PPO", "PPOCfg"]
@@ -43,114 +42,6 @@ UPDATE_KEYS = ("obs", "action", "sample_log_prob", "advantage", "return", "value
 STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 KL_INDEX = STAT_NAMES.index("approx_kl")
 Points = list[tuple[int, float]]
-
-
-def _fail(loc: tuple[str, ...], message: str) -> None:
-    """Raise a validation error located at ``loc`` (so the message names ``algorithm.cfg.<loc>``)."""
-    error = PydanticCustomError("value_error", message)
-    raise ValidationError.from_exception_data("PPOCfg", [InitErrorDetails(type=error, loc=loc, input={})])
-
-
-class PPOCfg(sequences.SequenceCfg):
-    """Configuration for PPO: the seed's fields and defaults, then rl8's and rsl_rl's options (all off)."""
-
-    n_epochs: int = Field(10, ge=1)
-    """Passes over the rollout per update (rl8 ``num_sgd_iters``, rsl_rl ``num_learning_epochs``)."""
-    clip_coef: float = Field(0.2, gt=0)
-    """Surrogate clip range ε."""
-    ent_coef: float = Field(0.01, ge=0)
-    """Entropy bonus weight (the start value when ``ent_coef_schedule_kind`` is linear/cosine)."""
-    vf_coef: float = Field(0.5, ge=0)
-    """Value loss weight."""
-    normalize_advantage: Literal["batch", "minibatch", "off"] = "batch"
-    """Advantage normalization: over the whole rollout once (``batch``), within every minibatch
-    (``minibatch``, rsl_rl's per-minibatch option) or ``off``; ``true``/``false`` mean batch/off."""
-    normalize_rewards: bool = False
-    """Divide rewards by the running std of the per-env discounted return before GAE
-    (arXiv:2005.12729); the stored rollout keeps its raw rewards."""
-    clip_value_loss: bool = False
-    """PPO2's clipped value loss: the value may move ``vf_clip_coef`` from its collection-time estimate."""
-    vf_clip_coef: float = Field(0.2, gt=0)
-    """Clip range of the value (in return units) when ``clip_value_loss``."""
-    dual_clip_coef: float | None = Field(None, gt=1)
-    """Dual clip c > 1 for negative advantages: max(min(surr1, surr2), c·A) (Ye et al. 2020); null: off."""
-    target_kl: float | None = Field(None, gt=0)
-    """Stop the update before the first minibatch whose approx KL exceeds 1.5 × target_kl; null: never."""
-    schedule: Literal["fixed", "adaptive"] = "fixed"
-    """``adaptive``: rsl_rl's KL rule sets the learning rate after every minibatch (needs ``desired_kl``)."""
-    desired_kl: float | None = Field(None, gt=0)
-    """KL the adaptive schedule aims for: lr /1.5 above 2× it, ×1.5 below half of it."""
-    min_lr: float = Field(1e-5, gt=0)
-    """Floor of the adaptive learning rate."""
-    max_lr: float = Field(1e-2, gt=0)
-    """Ceiling of the adaptive learning rate."""
-    num_mini_batches: int | None = Field(None, ge=1)
-    """Minibatches per epoch; when set it wins over ``batch_size`` (= ceil(N·T / num_mini_batches))."""
-    shuffle_minibatches: bool = True
-    """Draw minibatches from a fresh permutation each epoch; false: contiguous env-major slices."""
-    optimizer: Literal["adam", "adamw", "sgd", "rmsprop"] = "adam"
-    """torch optimizer class."""
-    optimizer_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Extra keyword arguments of the optimizer (e.g. ``{betas: [0.9, 0.999], eps: 1.0e-5}``); not ``lr``."""
-    lr_schedule: Points | None = None
-    """``[[env_steps, lr], ...]`` with increasing env steps, for kinds step/interp; null: constant."""
-    lr_schedule_kind: ScheduleKind = "step"
-    """``step`` (jump and hold), ``interp`` (linear between points), or ``linear``/``cosine`` decay
-    from ``learning_rate`` to ``lr_final`` over the run."""
-    lr_final: float = Field(0.0, ge=0)
-    """Learning rate at the end of a linear/cosine decay."""
-    ent_coef_schedule: Points | None = None
-    """``[[env_steps, ent_coef], ...]`` like ``lr_schedule``; overrides ``ent_coef``."""
-    ent_coef_schedule_kind: ScheduleKind = "step"
-    """As ``lr_schedule_kind``, for the entropy coefficient (decaying to ``ent_coef_final``)."""
-    ent_coef_final: float = Field(0.0, ge=0)
-    """Entropy coefficient at the end of a linear/cosine decay."""
-    accumulate_grads: bool = False
-    """One optimizer step per epoch: backward of each minibatch's loss / num_minibatches."""
-    amp: Literal["none", "bf16", "fp16"] = "none"
-    """Mixed precision of the update's network forward: bf16 (CPU, CUDA) or fp16 (CUDA, grad scaler)."""
-
-    @field_validator("normalize_advantage", mode="before")
-    @classmethod
-    def _bool_means_batch(cls, value: Any) -> Any:
-        return ("batch" if value else "off") if isinstance(value, bool) else value
-
-    @field_validator("lr_schedule", "ent_coef_schedule")
-    @classmethod
-    def _increasing_points(cls, points: Points | None) -> Points | None:
-        error = None if points is None else points_error(points)
-        if error:
-            raise ValueError(error)
-        return points
-
-    @model_validator(mode="after")
-    def _coherent(self) -> PPOCfg:
-        if self.target_kl is not None and self.accumulate_grads:
-            _fail(("target_kl",), "cannot be combined with accumulate_grads (needs a step per minibatch)")
-        if self.schedule == "adaptive":
-            if self.desired_kl is None:
-                _fail(("desired_kl",), "required when schedule is adaptive")
-            if self.lr_schedule is not None or self.lr_schedule_kind in ("linear", "cosine"):
-                _fail(("schedule",), "adaptive sets the lr from the KL; remove lr_schedule/lr_schedule_kind")
-        if self.min_lr > self.max_lr:
-            _fail(("min_lr",), f"must be <= max_lr ({self.max_lr})")
-        for name in ("lr_schedule", "ent_coef_schedule"):
-            if getattr(self, name) is not None and getattr(self, f"{name}_kind") in ("linear", "cosine"):
-                _fail((name,), f"points need {name}_kind step or interp (linear/cosine take no points)")
-        accepted = optim.optimizer_kwarg_names(self.optimizer)
-        for key in self.optimizer_kwargs:
-            if key == "lr":
-                _fail(("optimizer_kwargs", key), "set learning_rate instead")
-            if key not in accepted:
-                opt = optim.OPTIMIZERS[self.optimizer].__name__
-                _fail(("optimizer_kwargs", key), f"not an argument of {opt}; accepted: {', '.join(accepted)}")
-        return self
-
-    def minibatch_size(self, num_samples: int) -> int:
-        """Transitions per minibatch: ceil(num_samples / num_mini_batches) when set, else ``batch_size``."""
-        if self.num_mini_batches is None:
-            return self.batch_size
-        return math.ceil(num_samples / self.num_mini_batches)
 
 
 @register_algo("ppo")
