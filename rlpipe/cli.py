@@ -8,12 +8,16 @@ tensordict, zarr and mlflow are imported inside the command bodies, so ``rlpipe 
 from __future__ import annotations
 
 import functools
+import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+
+import rlpipe
 
 __all__ = ["main"]
 
@@ -34,6 +38,16 @@ def user_errors(func: F) -> F:
             sys.exit(2)
 
     return wrapper  # type: ignore[return-value]  # functools.wraps keeps the signature
+
+
+def seconds_since_start() -> float:
+    """Wall seconds since this process started (Linux ``/proc``; elsewhere since rlpipe was imported)."""
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        started = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19]) / ticks
+        return float(Path("/proc/uptime").read_text().split()[0]) - started
+    except (OSError, ValueError, IndexError):
+        return time.perf_counter() - rlpipe.IMPORTED_AT
 
 
 def load_params(params: Path, overrides: tuple[str, ...] | list[str]) -> Any:
@@ -72,9 +86,11 @@ def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool,
 
     summary = run_pipeline(cfg, resume=resume, overwrite=overwrite)
     if get_rank() == 0:  # the other ranks of a distributed run stay silent
+        stopped = f", stopped: {summary['stopped_by']}" if summary.get("stopped_by") else ""
         click.echo(
             f"done: {summary['iterations']} iterations, {summary['env_steps']} env steps in "
-            f"{summary['wall_s']:.1f}s → {cfg.run_dir / 'metrics.json'}"
+            f"{summary['wall_s']:.1f}s of training, {seconds_since_start():.1f}s since the command"
+            f"{stopped} → {cfg.run_dir / 'metrics.json'}"
         )
     shutdown()
 
