@@ -44,12 +44,13 @@ class Tracker:
     def log(self, metrics: dict[str, float], step: int) -> None:
         """Record one iteration's metrics at ``step`` env steps.
 
-        MLflow first: a row on screen or in ``curve.csv`` means the iteration is queued for MLflow too.
+        MLflow, then ``curve.csv``, then the screen: a row on screen means the iteration is in
+        ``curve.csv`` and queued for MLflow (what a run stopped by SIGTERM keeps).
         """
         if self.mlflow is not None:
             self.mlflow.log_metrics(metrics, step)
-        self.table.row(metrics)
         self.files.append_curve(metrics)
+        self.table.row(metrics)
 
     def finish(self, summary: dict[str, Any]) -> None:
         """Write ``metrics.json`` (with the MLflow run id); log params YAML and checkpoint; end the run."""
