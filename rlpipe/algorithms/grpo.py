@@ -22,7 +22,7 @@ from tensordict import TensorDict
 from rlpipe.algorithms.base import BaseAlgorithm, flatten_transitions, minibatch_indices
 from rlpipe.algorithms.registry import register_algo
 from rlpipe.config import AlgorithmCfg, ConfigError
-from rlpipe.config_algorithms import GRPOCfg, group_size_error
+from rlpipe.config.algorithms import GRPOCfg, group_size_error
 from rlpipe.distributed import average_gradients, global_minibatch_count
 
 __all__ = [
@@ -116,6 +116,8 @@ class GRPO(BaseAlgorithm):
     cfg_class = GRPOCfg
     cfg: GRPOCfg
     advantage_keys = ("advantage", "seq_mask", "seq_return")
+    advantage_reads = ("reward", "done")
+    update_reads = UPDATE_KEYS
 
     def __init__(self, cfg: GRPOCfg, policy: Any) -> None:
         if getattr(policy, "has_critic", False):

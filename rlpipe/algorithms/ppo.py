@@ -33,7 +33,7 @@ from rlpipe.algorithms.ppo_loss import (
 from rlpipe.algorithms.registry import register_algo
 from rlpipe.algorithms.schedules import Schedule
 from rlpipe.config import AlgorithmCfg, ConfigError
-from rlpipe.config_algorithms import PPOCfg
+from rlpipe.config.algorithms import PPOCfg
 from rlpipe.distributed import all_reduce_mean, average_gradients, global_normalize, sharded_minibatch_indices
 
 __all__ = ["PPO", "PPOCfg"]

@@ -17,7 +17,7 @@ import torch
 from tensordict import TensorDict
 
 from rlpipe.algorithms.base import flatten_transitions
-from rlpipe.config_algorithms import SequenceCfg
+from rlpipe.config.algorithms import SequenceCfg
 from rlpipe.rollout import rollout_dims
 
 __all__ = [
