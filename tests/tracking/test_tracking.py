@@ -278,7 +278,7 @@ def test_training_process_never_imports_mlflow(tmp_path, store):
     script = textwrap.dedent(f"""
         import sys
         from rlpipe import config
-        from rlpipe.pipeline import run
+        from rlpipe.run import run
         cfg = config.load({str(ROOT / 'params.yaml')!r}, {TINY!r} + [
             "trainer.data_dir={tmp_path / 'data'}", "tracking.uri={store}", "trainer.exp_name=apart"])
         summary = run(cfg)
