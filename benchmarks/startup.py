@@ -1,6 +1,7 @@
 """Start-up figures of issue 17: ``--help``, time to the first row (MLflow on/off), time to solve the default.
 
-    .venv/bin/python benchmarks/startup.py [--repeats 3] [--tree NAME=PATH ...] [--skip-solve] [--json PATH]
+    .venv/bin/python benchmarks/startup.py [--repeats 3] [--tree NAME=PATH ...] [--skip-solve]
+        [--solve-trees NAME ...] [--fresh-store] [--json PATH]
 
 Every figure is the wall time of a fresh ``rlpipe`` process (the console script of this venv) from
 spawn, as a user sees it, with ``PYTHONPATH`` pointing at a source tree (default: this one; give
@@ -44,6 +45,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--tree", action="append", default=[], metavar="NAME=PATH",
                         help="source tree to time (repeatable; default: this checkout as 'this')")
     parser.add_argument("--skip-solve", action="store_true", help="skip the (long) solve runs")
+    parser.add_argument("--solve-trees", nargs="+", default=None, metavar="NAME",
+                        help="run the solve case only for these trees (default: all)")
     parser.add_argument("--fresh-store", action="store_true",
                         help="a new MLflow store per first-row run (counts schema creation)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
@@ -105,7 +108,7 @@ def one_repetition(trees: dict[str, Path], scratch: Path, rep: int, args: argpar
                                   f"tracking.uri=sqlite:///{store}",
                                   f"trainer.data_dir={scratch / name / f'first-{backend}-{rep}'}"])
             out.setdefault(f"first row, tracking {backend}", []).append(run["first_row_s"])
-        if not args.skip_solve:
+        if not args.skip_solve and (args.solve_trees is None or name in args.solve_trees):
             run = time_run(tree, [f"tracking.uri=sqlite:///{scratch / name / 'mlflow.db'}",
                                   f"trainer.data_dir={scratch / name / f'solve-{rep}'}"])
             out.setdefault("solve: first eval >= 475", []).append(run["solved_row_s"])
