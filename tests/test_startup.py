@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from rlpipe.cli import cli
+
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "tensordict", "zarr", "mlflow", "dvc", "numpy", "gymnasium")
 """Modules a CLI answer that trains nothing must not import (numpy/gymnasium: torch's company)."""
-COMMANDS = ("run", "compare", "collect", "advantage", "update", "eval", "inspect", "replay")
+COMMANDS = sorted(cli.commands)
 
 
 def run_cli(args: list[str], tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
@@ -73,6 +75,14 @@ def test_params_error_is_one_line_exit_2_and_imports_nothing_heavy(tmp_path, ove
     assert len(lines) == 1 and message in lines[0], result.stderr
     assert heavy(modules) == []
     assert not (tmp_path / "data").exists()
+
+
+def test_envs_lists_without_torch(tmp_path):
+    if "envs" not in cli.commands:
+        pytest.skip("no `rlpipe envs` command in this tree")
+    result, modules = run_cli(["envs"], tmp_path)
+    assert result.returncode == 0 and "CartPole" in result.stdout, result.stderr
+    assert heavy(modules) == []
 
 
 def test_grpo_params_are_checked_at_load_too(tmp_path):
