@@ -32,7 +32,7 @@ from typing import Any
 
 from _bench import DEFAULT_PARAMS, load_cfg, median, print_machine, print_table, set_threads, write_json
 
-from rlpipe.run.loop import Experiment, build, run_iteration
+from rlpipe.run import Experiment, build, run_iteration
 
 RETURN_KEY = "train/episode_return_mean"
 TARGET_S = 20.0

@@ -25,7 +25,7 @@ from typing import Any
 
 from _bench import PROJECT_ROOT, load_cfg, median, print_table, set_threads, write_json
 
-from rlpipe.run.loop import Experiment, build, run_iteration
+from rlpipe.run import Experiment, build, run_iteration
 
 RETURN_KEY = "train/episode_return_mean"
 DEFAULT_PARAMS = PROJECT_ROOT / "configs" / "ppo_pendulum.yaml"

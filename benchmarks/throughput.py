@@ -75,7 +75,7 @@ from torch.distributions import Categorical
 from rlpipe.algorithms.ppo import PPOCfg
 from rlpipe.config import RunConfig
 from rlpipe.envs import CartPole
-from rlpipe.run.loop import Experiment, build, run_iteration
+from rlpipe.run import Experiment, build, run_iteration
 
 RATIO_TARGET = 1.05
 STORE_RATIO_TARGET = 1.03

@@ -96,9 +96,14 @@ def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool,
 
     cfg = load(params, (*overrides, *(["trainer.distributed=true"] if distributed else [])))
     from rlpipe.distributed import get_rank, shutdown  # after the params are valid: torch
-    from rlpipe.run import run as run_pipeline
+    from rlpipe.run import EventError
+    from rlpipe.trainer import Trainer
 
-    summary = run_pipeline(cfg, resume=resume, overwrite=overwrite)
+    try:
+        summary = Trainer(cfg, resume=resume, overwrite=overwrite).train()
+    except EventError as exc:
+        click.echo(f"Error: {exc}".splitlines()[0], err=True)
+        sys.exit(1)
     if get_rank() == 0:  # the other ranks of a distributed run stay silent
         stopped = f", stopped: {summary['stopped_by']}" if summary.get("stopped_by") else ""
         click.echo(

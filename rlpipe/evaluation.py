@@ -6,7 +6,8 @@ through their interfaces (``reset``/``step``; ``sample``/``sample_step``), so it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -68,6 +69,8 @@ class Evaluator:
         limit = env.max_episode_steps or 1000
         self.max_steps = max_steps or limit * num_episodes + 1
         self.calls = 0
+        self.on_step: Callable[[Any, int], None] | None = None
+        """Called with ``(env, step)`` after every eval env step (the ``eval_step`` event); ``None``: off."""
 
     def _actor(self, num_envs: int) -> _FeedforwardActor:
         if getattr(self.policy, "is_recurrent", False):
@@ -102,6 +105,8 @@ class Evaluator:
             running_len.masked_fill_(finished, 0.0)
             act.episode_ended(finished)
             obs = result.obs
+            if self.on_step is not None:
+                self.on_step(self.env, step)
             if step % SYNC_EVERY == SYNC_EVERY - 1 and bool((count >= k).all()):
                 break
         self.policy.train(was_training)

@@ -1,4 +1,4 @@
-"""The algorithms' config classes (``PPOCfg``, ``GRPOCfg``), importable without torch.
+"""The algorithms' config classes (``UpdateCfg``, ``PPOCfg``, ``GRPOCfg``), importable without torch.
 
 ``rlpipe.config.load`` validates ``algorithm.cfg`` against them (:func:`check_algorithm`), so a bad
 hyperparameter is a one-line error before torch is imported; ``rlpipe.algorithms`` re-exports them
@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -23,16 +23,18 @@ __all__ = [
     "OPTIMIZER_CLASSES",
     "GRPOCfg",
     "PPOCfg",
+    "Points",
     "ScheduleKind",
     "SequenceCfg",
+    "UpdateCfg",
     "check_algorithm",
+    "fail",
     "group_size_error",
     "optimizer_kwarg_names",
     "points_error",
 ]
 
 ScheduleKind = Literal["step", "interp", "linear", "cosine"]
-Points = list[tuple[int, float]]
 OPTIMIZER_CLASSES = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD", "rmsprop": "RMSprop"}
 """``algorithm.cfg.optimizer`` → the ``torch.optim`` class name."""
 RESERVED_OPTIMIZER_KWARGS = ("params", "lr")
@@ -55,51 +57,22 @@ def points_error(points: Sequence[Sequence[float]]) -> str | None:
     return None
 
 
-class SequenceCfg(AlgorithmCfg):
-    """Fields of algorithms that train recurrent policies; feedforward policies ignore them."""
-
-    seq_len: int | None = Field(None, ge=1)
-    """Truncated-BPTT length L; must divide ``trainer.buffer_size``. null: the whole rollout."""
-    seqs_per_state_reset: int = 8
-    """Collection zeroes the recurrent state every ``seq_len × seqs_per_state_reset`` steps of a
-    rollout (starting with step 0); negative or 0: only after a done (the state then carries over)."""
-
-    def check_sequences(self, horizon: int) -> None:
-        """``ConfigError`` unless ``seq_len`` divides the rollout length ``horizon``."""
-        if self.seq_len is not None and horizon % self.seq_len:
-            raise ConfigError(f"trainer.buffer_size ({horizon}) must be a multiple of "
-                              f"algorithm.cfg.seq_len ({self.seq_len})")
+Points = list[tuple[int, float]]
 
 
-def _fail(loc: tuple[str, ...], message: str) -> None:
+def fail(model: str, loc: tuple[str, ...], message: str) -> None:
     """Raise a validation error located at ``loc`` (so the message names ``algorithm.cfg.<loc>``)."""
     error = PydanticCustomError("value_error", message)
-    raise ValidationError.from_exception_data("PPOCfg", [InitErrorDetails(type=error, loc=loc, input={})])
+    raise ValidationError.from_exception_data(model, [InitErrorDetails(type=error, loc=loc, input={})])
 
 
-class PPOCfg(SequenceCfg):
-    """Configuration for PPO: the seed's fields and defaults, then rl8's and rsl_rl's options (all off)."""
+class UpdateCfg(AlgorithmCfg):
+    """Fields of the epochs × minibatches loop every algorithm shares (all options off by default)."""
 
-    n_epochs: int = Field(10, ge=1)
-    """Passes over the rollout per update (rl8 ``num_sgd_iters``, rsl_rl ``num_learning_epochs``)."""
     clip_coef: float = Field(0.2, gt=0)
-    """Surrogate clip range ε."""
+    """Surrogate clip range ε (also the threshold of the ``clip_fraction`` diagnostic)."""
     ent_coef: float = Field(0.01, ge=0)
     """Entropy bonus weight (the start value when ``ent_coef_schedule_kind`` is linear/cosine)."""
-    vf_coef: float = Field(0.5, ge=0)
-    """Value loss weight."""
-    normalize_advantage: Literal["batch", "minibatch", "off"] = "batch"
-    """Advantage normalization: over the whole rollout once (``batch``), within every minibatch
-    (``minibatch``, rsl_rl's per-minibatch option) or ``off``; ``true``/``false`` mean batch/off."""
-    normalize_rewards: bool = False
-    """Divide rewards by the running std of the per-env discounted return before GAE
-    (arXiv:2005.12729); the stored rollout keeps its raw rewards."""
-    clip_value_loss: bool = False
-    """PPO2's clipped value loss: the value may move ``vf_clip_coef`` from its collection-time estimate."""
-    vf_clip_coef: float = Field(0.2, gt=0)
-    """Clip range of the value (in return units) when ``clip_value_loss``."""
-    dual_clip_coef: float | None = Field(None, gt=1)
-    """Dual clip c > 1 for negative advantages: max(min(surr1, surr2), c·A) (Ye et al. 2020); null: off."""
     target_kl: float | None = Field(None, gt=0)
     """Stop the update before the first minibatch whose approx KL exceeds 1.5 × target_kl; null: never."""
     schedule: Literal["fixed", "adaptive"] = "fixed"
@@ -111,9 +84,9 @@ class PPOCfg(SequenceCfg):
     max_lr: float = Field(1e-2, gt=0)
     """Ceiling of the adaptive learning rate."""
     num_mini_batches: int | None = Field(None, ge=1)
-    """Minibatches per epoch; when set it wins over ``batch_size`` (= ceil(N·T / num_mini_batches))."""
+    """Minibatches per epoch; when set it wins over ``batch_size`` (= ceil(rows / num_mini_batches))."""
     shuffle_minibatches: bool = True
-    """Draw minibatches from a fresh permutation each epoch; false: contiguous env-major slices."""
+    """Draw minibatches from a fresh permutation each epoch; false: contiguous slices in batch order."""
     optimizer: Literal["adam", "adamw", "sgd", "rmsprop"] = "adam"
     """torch optimizer class."""
     optimizer_kwargs: dict[str, Any] = Field(default_factory=dict)
@@ -136,11 +109,6 @@ class PPOCfg(SequenceCfg):
     amp: Literal["none", "bf16", "fp16"] = "none"
     """Mixed precision of the update's network forward: bf16 (CPU, CUDA) or fp16 (CUDA, grad scaler)."""
 
-    @field_validator("normalize_advantage", mode="before")
-    @classmethod
-    def _bool_means_batch(cls, value: Any) -> Any:
-        return ("batch" if value else "off") if isinstance(value, bool) else value
-
     @field_validator("lr_schedule", "ent_coef_schedule")
     @classmethod
     def _increasing_points(cls, points: Points | None) -> Points | None:
@@ -150,35 +118,88 @@ class PPOCfg(SequenceCfg):
         return points
 
     @model_validator(mode="after")
-    def _coherent(self) -> PPOCfg:
+    def _coherent(self) -> Self:
+        name = type(self).__name__
         if self.target_kl is not None and self.accumulate_grads:
-            _fail(("target_kl",), "cannot be combined with accumulate_grads (needs a step per minibatch)")
+            fail(name, ("target_kl",),
+                 "cannot be combined with accumulate_grads (needs a step per minibatch)")
         if self.schedule == "adaptive":
             if self.desired_kl is None:
-                _fail(("desired_kl",), "required when schedule is adaptive")
+                fail(name, ("desired_kl",), "required when schedule is adaptive")
             if self.lr_schedule is not None or self.lr_schedule_kind in ("linear", "cosine"):
-                _fail(("schedule",), "adaptive sets the lr from the KL; remove lr_schedule/lr_schedule_kind")
+                fail(name, ("schedule",),
+                     "adaptive sets the lr from the KL; remove lr_schedule/lr_schedule_kind")
         if self.min_lr > self.max_lr:
-            _fail(("min_lr",), f"must be <= max_lr ({self.max_lr})")
-        for name in ("lr_schedule", "ent_coef_schedule"):
-            if getattr(self, name) is not None and getattr(self, f"{name}_kind") in ("linear", "cosine"):
-                _fail((name,), f"points need {name}_kind step or interp (linear/cosine take no points)")
+            fail(name, ("min_lr",), f"must be <= max_lr ({self.max_lr})")
+        for key in ("lr_schedule", "ent_coef_schedule"):
+            if getattr(self, key) is not None and getattr(self, f"{key}_kind") in ("linear", "cosine"):
+                fail(name, (key,), f"points need {key}_kind step or interp (linear/cosine take no points)")
         for key in self.optimizer_kwargs:
             if key == "lr":
-                _fail(("optimizer_kwargs", key), "set learning_rate instead")
+                fail(name, ("optimizer_kwargs", key), "set learning_rate instead")
         if self.optimizer_kwargs:  # only then is torch needed (its optimizers' signatures)
             accepted = optimizer_kwarg_names(self.optimizer)
             for key in self.optimizer_kwargs:
                 if key not in accepted:
-                    names = f"{OPTIMIZER_CLASSES[self.optimizer]}; accepted: {', '.join(accepted)}"
-                    _fail(("optimizer_kwargs", key), f"not an argument of {names}")
+                    fail(name, ("optimizer_kwargs", key), f"not an argument of "
+                         f"{OPTIMIZER_CLASSES[self.optimizer]}; accepted: {', '.join(accepted)}")
         return self
 
+    @property
+    def reads_kl(self) -> bool:
+        """True when a KL rule (target-KL stop or adaptive lr) reads each minibatch's KL on the host."""
+        return self.target_kl is not None or self.schedule == "adaptive"
+
     def minibatch_size(self, num_samples: int) -> int:
-        """Transitions per minibatch: ceil(num_samples / num_mini_batches) when set, else ``batch_size``."""
+        """Rows per minibatch: ceil(num_samples / num_mini_batches) when set, else ``batch_size``."""
         if self.num_mini_batches is None:
             return self.batch_size
         return math.ceil(num_samples / self.num_mini_batches)
+
+
+class SequenceCfg(UpdateCfg):
+    """Fields of algorithms that train recurrent policies; feedforward policies ignore them."""
+
+    seq_len: int | None = Field(None, ge=1)
+    """Truncated-BPTT length L; must divide ``trainer.buffer_size``. null: the whole rollout."""
+    seqs_per_state_reset: int = 8
+    """Collection zeroes the recurrent state every ``seq_len × seqs_per_state_reset`` steps of a
+    rollout (starting with step 0); negative or 0: only after a done (the state then carries over)."""
+
+    def check_sequences(self, horizon: int) -> None:
+        """``ConfigError`` unless ``seq_len`` divides the rollout length ``horizon``."""
+        if self.seq_len is not None and horizon % self.seq_len:
+            raise ConfigError(f"trainer.buffer_size ({horizon}) must be a multiple of "
+                              f"algorithm.cfg.seq_len ({self.seq_len})")
+
+
+class PPOCfg(SequenceCfg):
+    """Configuration for PPO: the classic defaults, then rl8's and rsl_rl's options (all off).
+
+    The optimizer, minibatch, schedule, KL and precision fields come from ``UpdateCfg``.
+    """
+
+    n_epochs: int = Field(10, ge=1)
+    """Passes over the rollout per update (rl8 ``num_sgd_iters``, rsl_rl ``num_learning_epochs``)."""
+    vf_coef: float = Field(0.5, ge=0)
+    """Value loss weight."""
+    normalize_advantage: Literal["batch", "minibatch", "off"] = "batch"
+    """Advantage normalization: over the whole rollout once (``batch``), within every minibatch
+    (``minibatch``, rsl_rl's per-minibatch option) or ``off``; ``true``/``false`` mean batch/off."""
+    normalize_rewards: bool = False
+    """Divide rewards by the running std of the per-env discounted return before GAE
+    (arXiv:2005.12729); the stored rollout keeps its raw rewards."""
+    clip_value_loss: bool = False
+    """PPO2's clipped value loss: the value may move ``vf_clip_coef`` from its collection-time estimate."""
+    vf_clip_coef: float = Field(0.2, gt=0)
+    """Clip range of the value (in return units) when ``clip_value_loss``."""
+    dual_clip_coef: float | None = Field(None, gt=1)
+    """Dual clip c > 1 for negative advantages: max(min(surr1, surr2), c·A) (Ye et al. 2020); null: off."""
+
+    @field_validator("normalize_advantage", mode="before")
+    @classmethod
+    def _bool_means_batch(cls, value: Any) -> Any:
+        return ("batch" if value else "off") if isinstance(value, bool) else value
 
 
 def group_size_error(value: int) -> str | None:
@@ -186,18 +207,17 @@ def group_size_error(value: int) -> str | None:
     return None if value >= 2 else f"must be >= 2 for within-group normalization (got {value})"
 
 
-class GRPOCfg(AlgorithmCfg):
-    """Configuration for GRPO (the seed's fields and defaults, plus ``group_reset``).
+class GRPOCfg(UpdateCfg):
+    """Configuration for GRPO: group size, reference KL, episode masking and group resets.
 
+    The optimizer, minibatch, schedule, KL and precision fields come from ``UpdateCfg``;
     ``gae_lambda`` is inherited for config compatibility and unused: GRPO has no critic.
     """
 
     n_epochs: int = Field(10, ge=1)
     """Passes over the rollout per update."""
-    clip_coef: float = Field(0.2, gt=0)
-    """Surrogate clip range ε."""
     ent_coef: float = Field(0.0, ge=0)
-    """Entropy bonus weight."""
+    """Entropy bonus weight (the start value when ``ent_coef_schedule_kind`` is linear/cosine)."""
     kl_coef: float = Field(0.02, ge=0)
     """Weight of the k3 KL to a frozen copy of the initial policy; 0 builds no reference policy
     (from-scratch training), 0.02 suits fine-tuning."""

@@ -18,11 +18,13 @@ def params_hash(cfg: RunConfig) -> str:
 
 NOT_TRAINING = (
     ("trainer", "exp_name"), ("trainer", "data_dir"), ("trainer", "iterations"), ("trainer", "save_freq"),
-    ("trainer", "distributed"), ("trainer", "num_threads"),
+    ("trainer", "distributed"), ("trainer", "num_threads"), ("trainer", "enable_eval"),
+    ("trainer", "eval_freq"), ("trainer", "num_eval_envs"), ("trainer", "num_eval_episodes"),
     ("tracking",), ("store",), ("checkpoint",), ("replay",), ("eval",),
 )
 """Params that do not change what training computes: where a run lives, how long it goes, what it
-keeps and logs. A run may be resumed or replayed across them."""
+keeps, logs and evaluates (online evaluation is deterministic, on its own envs and seeds). A run may
+be resumed or replayed across them."""
 
 
 def training_params(cfg: RunConfig) -> dict[str, Any]:

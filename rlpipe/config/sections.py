@@ -16,6 +16,8 @@ __all__ = [
     "ConfigError",
     "EnvCfg",
     "EvalCfg",
+    "EventCfg",
+    "EventsCfg",
     "NetworkBlock",
     "PolicyCfg",
     "RecurrentCfg",
@@ -103,6 +105,28 @@ class StopConditionCfg(StrictModel):
         return self
 
 
+class EventCfg(StrictModel):
+    """One user function called during training or evaluation (the JSON train-config ``events`` form)."""
+
+    func: str
+    """``package.module:function``, or the name of a built-in event function (see ``rlpipe events``)."""
+    mode: Literal["interval", "startup"] = "interval"
+    """``interval``: every ``interval_step`` iterations (train) or eval steps (eval); ``startup``: once."""
+    interval_step: int = Field(1, ge=1)
+    """How many iterations (train) or eval env steps (eval) between two calls."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments passed to the function after the event context."""
+
+
+class EventsCfg(StrictModel):
+    """Event functions of the training loop (``train``: after each update) and of evaluation (``eval``)."""
+
+    train: dict[str, EventCfg] = Field(default_factory=dict)
+    """Called with the iteration's context after its update (``interval``) or at run start (``startup``)."""
+    eval: dict[str, EventCfg] = Field(default_factory=dict)
+    """Called at evaluation env steps (``interval``) or before each evaluation (``startup``)."""
+
+
 class TrainerCfg(StrictModel):
     """Run-level settings: seed, device, sizes and how often to evaluate and save."""
 
@@ -156,8 +180,8 @@ class TrainerCfg(StrictModel):
     """Seed compatibility; rlpipe tracks with MLflow (``tracking``)."""
     wandb_project_name: str | None = None
     """Seed compatibility; unused."""
-    events: dict[str, Any] = Field(default_factory=dict)
-    """Seed compatibility; simulator events are not supported and must be empty."""
+    events: EventsCfg = Field(default_factory=lambda: EventsCfg())
+    """User functions run at stage boundaries: ``{train: {name: event}, eval: {name: event}}``."""
 
     @field_validator("device")
     @classmethod
@@ -167,12 +191,6 @@ class TrainerCfg(StrictModel):
             raise ValueError(f"got {value!r}; accepted: auto, cpu, cuda, cuda:N")
         return value
 
-    @field_validator("events")
-    @classmethod
-    def _no_events(cls, value: dict[str, Any]) -> dict[str, Any]:
-        if any(value.values()):
-            raise ValueError("simulator events are not supported by rlpipe; remove them")
-        return value
 
 
 class EnvCfg(StrictModel):

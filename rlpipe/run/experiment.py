@@ -105,10 +105,13 @@ class Experiment:
         restore_rng_state(state["rng"])
 
 
-def build(cfg: RunConfig, store: bool = True, evaluate: bool = True) -> Experiment:
+def build(cfg: RunConfig, store: bool = True, evaluate: bool = True, env: BatchedEnv | None = None,
+          eval_env: BatchedEnv | None = None) -> Experiment:
     """Validate and build every part; raises ``ConfigError`` before any env step or file write.
 
     ``store``/``evaluate`` false build no rollout store / eval envs (``rlpipe collect`` needs neither).
+    ``env``/``eval_env``: live envs to use instead of building ``cfg.env`` (a script's own simulator);
+    with ``env`` but no ``eval_env`` the run does not evaluate.
     """
     trainer = cfg.trainer
     ctx = init_distributed(trainer.device, trainer.distributed)
@@ -116,7 +119,8 @@ def build(cfg: RunConfig, store: bool = True, evaluate: bool = True) -> Experime
     if trainer.num_threads:
         torch.set_num_threads(trainer.num_threads)
     seed_everything(trainer.seed + ctx.rank)
-    env = build_env(cfg.env.id, trainer.num_envs, ctx.device, cfg.env.cfg)
+    live = env is not None
+    env = env if live else build_env(cfg.env.id, trainer.num_envs, ctx.device, cfg.env.cfg)
     learner = Learner.from_config(cfg, env.observation_space, env.action_space, ctx.device,
                                   env.max_episode_steps)
     broadcast_parameters(learner.policy)
@@ -131,14 +135,16 @@ def build(cfg: RunConfig, store: bool = True, evaluate: bool = True) -> Experime
     advantage, update = AdvantageStage(learner), UpdateStage(learner)
     check_key_flow([collect, advantage, update])
     layout = RunLayout(cfg.run_dir)
-    evaluator = _evaluator(cfg, learner) if evaluate and trainer.enable_eval and ctx.is_main else None
+    evaluate = evaluate and trainer.enable_eval and ctx.is_main and (eval_env is not None or not live)
+    evaluator = _evaluator(cfg, learner, eval_env) if evaluate else None
     rollouts = roles.open_run_store(cfg, layout, ctx) if store else None
     checkpoint = Checkpointer(layout.checkpoints, cfg.checkpoint.keep_last)
     return Experiment(cfg, layout, env, learner, collect, advantage, update, evaluator, checkpoint,
                       rollouts, stopper=Stopper(trainer.stop_when), dist=ctx)
 
 
-def _evaluator(cfg: RunConfig, learner: Learner) -> Evaluator:
-    eval_env = build_env(cfg.env.id, cfg.trainer.num_eval_envs, learner.device, cfg.env.cfg)
+def _evaluator(cfg: RunConfig, learner: Learner, eval_env: BatchedEnv | None) -> Evaluator:
+    if eval_env is None:
+        eval_env = build_env(cfg.env.id, cfg.trainer.num_eval_envs, learner.device, cfg.env.cfg)
     return Evaluator(eval_env, learner.policy, cfg.trainer.num_eval_episodes,
                      seed=cfg.trainer.seed + EVAL_SEED_OFFSET)

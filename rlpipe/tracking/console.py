@@ -95,7 +95,7 @@ class MetricsFiles:
         if self._fields is None:
             self._fields = ["iteration", "env_steps", *sorted(
                 k for k in metrics if k not in ("iteration", "env_steps")
-                and k.split("/")[0] in ("train", "update", "eval", "time")
+                and "/" in k and k.split("/")[0] != "advantage"
             )]
             self._fields += [k for k in CURVE_ALWAYS if k not in self._fields]
             with self.curve_path.open("w", newline="") as fh:

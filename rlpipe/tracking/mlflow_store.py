@@ -224,7 +224,7 @@ def run_tags(cfg: RunConfig, run_dir: Path, kind: str, source_run: str | None) -
 
     The git tags (:func:`git_tags`, two ``git`` calls) are added by the tracking process.
     """
-    from rlpipe import __version__
+    from rlpipe.version import __version__
     from rlpipe.config import params_hash
 
     tags = {
