@@ -65,6 +65,13 @@ def time_command(cmd: list[str], tree: Path) -> float:
     return time.perf_counter() - start
 
 
+def record(out: dict[str, list[Any]], case: str, value: Any, name: str) -> None:
+    """Keep one measurement and print it at once (a long run under load shows progress)."""
+    out.setdefault(case, []).append(value)
+    shown = "-" if value is None else f"{value:.2f}"
+    print(f"  {name:<8} {case:<28} {shown}", flush=True)
+
+
 def time_run(tree: Path, overrides: list[str]) -> dict[str, Any]:
     """Run ``rlpipe run params.yaml`` in ``tree``; time its rows as they are printed, and its exit."""
     cmd = [str(BIN / "rlpipe"), "run", "params.yaml", *[a for kv in overrides for a in ("--set", kv)]]
@@ -98,22 +105,22 @@ def one_repetition(trees: dict[str, Path], scratch: Path, rep: int, args: argpar
     python = str(BIN / "python")
     for name, tree in trees.items():
         out = results.setdefault(name, {})
-        out.setdefault("import click, pydantic", []).append(
-            time_command([python, "-c", "import click, pydantic"], tree))
-        out.setdefault("import torch", []).append(time_command([python, "-c", "import torch"], tree))
-        out.setdefault("rlpipe --help", []).append(time_command([str(BIN / "rlpipe"), "--help"], tree))
+        ref = time_command([python, "-c", "import click, pydantic"], tree)
+        record(out, "import click, pydantic", ref, name)
+        record(out, "import torch", time_command([python, "-c", "import torch"], tree), name)
+        record(out, "rlpipe --help", time_command([str(BIN / "rlpipe"), "--help"], tree), name)
         for backend in ("none", "mlflow"):
             store = scratch / name / (f"mlflow-{rep}.db" if args.fresh_store else "mlflow.db")
             run = time_run(tree, ["trainer.iterations=1", f"tracking.backend={backend}",
                                   f"tracking.uri=sqlite:///{store}",
                                   f"trainer.data_dir={scratch / name / f'first-{backend}-{rep}'}"])
-            out.setdefault(f"first row, tracking {backend}", []).append(run["first_row_s"])
+            record(out, f"first row, tracking {backend}", run["first_row_s"], name)
         if not args.skip_solve and (args.solve_trees is None or name in args.solve_trees):
             run = time_run(tree, [f"tracking.uri=sqlite:///{scratch / name / 'mlflow.db'}",
                                   f"trainer.data_dir={scratch / name / f'solve-{rep}'}"])
-            out.setdefault("solve: first eval >= 475", []).append(run["solved_row_s"])
-            out.setdefault("solve: exit", []).append(run["exit_s"])
-            out.setdefault("solve: final eval", []).append(run["last_eval"])
+            record(out, "solve: first eval >= 475", run["solved_row_s"], name)
+            record(out, "solve: exit", run["exit_s"], name)
+            record(out, "solve: final eval", run["last_eval"], name)
         print(f"repetition {rep + 1}, {name}: done", flush=True)
 
 
