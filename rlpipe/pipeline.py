@@ -33,6 +33,7 @@ from rlpipe.stages.collect import Collector
 from rlpipe.stages.evaluate import Evaluator
 from rlpipe.stages.stopping import Stopper
 from rlpipe.stages.update import UpdateStage
+from rlpipe.stages.video import build_eval_env, video_path
 from rlpipe.store import RolloutStore, StoreError
 from rlpipe.tracking import Tracker
 
@@ -177,9 +178,9 @@ def build(cfg: RunConfig) -> Experiment:
 
 
 def _build_evaluator(cfg: RunConfig, device: torch.device, policy: Policy) -> Evaluator:
-    eval_env = build_env(cfg.env.id, cfg.trainer.num_eval_envs, device, cfg.env.cfg)
+    eval_env, video = build_eval_env(cfg.env.id, cfg.trainer.num_eval_envs, device, cfg.env.cfg, cfg.eval)
     return Evaluator(eval_env, policy, cfg.trainer.num_eval_episodes,
-                     seed=cfg.trainer.seed + EVAL_SEED_OFFSET)
+                     seed=cfg.trainer.seed + EVAL_SEED_OFFSET, video=video)
 
 
 def run_iteration(exp: Experiment, checkpoint: bool = True) -> dict[str, float]:
@@ -232,7 +233,7 @@ def _store_rollout(exp: Experiment, rollout: Any) -> None:
 def _maybe_evaluate(exp: Experiment, before: int) -> dict[str, float]:
     last = exp.iteration == exp.cfg.trainer.iterations
     if exp.evaluate and (last or crossed(before, exp.env_steps, exp.cfg.trainer.eval_freq)):
-        exp.last_eval = exp.evaluate()
+        exp.last_eval = exp.evaluate(video_path(exp.cfg.run_dir, exp.iteration))
         return exp.last_eval
     return {}
 
@@ -375,6 +376,7 @@ def run(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> dict[s
             metrics |= _check_stop(exp, metrics)
             roles.agree_stop(exp.stopper, exp.dist)
             tracker.log(metrics, step=exp.env_steps)
+            _log_video(exp, tracker)
             _maybe_checkpoint(exp, exp.env_steps - exp.steps_per_iteration)
     finally:
         if exp.store is not None:
@@ -384,13 +386,20 @@ def run(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> dict[s
     return summary
 
 
+def _log_video(exp: Experiment, tracker: Tracker) -> None:
+    """Hand the video of this iteration's evaluation (if one was filmed) to the tracker."""
+    if exp.evaluate is not None and exp.evaluate.last_video is not None:
+        tracker.log_artifact(exp.evaluate.last_video, "eval")
+        exp.evaluate.last_video = None
+
+
 def _check_stop(exp: Experiment, metrics: dict[str, float]) -> dict[str, float]:
     """Feed ``trainer.stop_when``; on a stop, evaluate now unless this iteration already did."""
     if exp.stopper.update(metrics) is None or exp.evaluate is None:
         return {}
     if any(key.startswith("eval/") for key in metrics):
         return {}
-    exp.last_eval = exp.evaluate()
+    exp.last_eval = exp.evaluate(video_path(exp.cfg.run_dir, exp.iteration))
     return exp.last_eval
 
 

@@ -10,6 +10,8 @@ A ``BatchedEnv`` steps ``num_envs`` copies of one task at once and speaks torch 
   the first observation of the next episode, and ``final_obs`` holds the true last observation.
 * ``state_dict()`` / ``load_state_dict()`` capture everything needed to continue bit for bit
   (physics state, step counters, RNG), so a resumed run equals an uninterrupted one.
+* ``render(env_ids)`` → ``[k, H, W, 3]`` uint8 frames of those envs (eval videos only); envs that
+  cannot draw raise :class:`~rlpipe.envs.rendering.RenderUnavailable` (see that module).
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from abc import ABC, abstractmethod
 from typing import Any, NamedTuple
 
 import gymnasium as gym
+import numpy as np
 import torch
+
+from rlpipe.envs.rendering import RenderUnavailable
 
 __all__ = ["BatchedEnv", "StepResult"]
 
@@ -49,6 +54,8 @@ class BatchedEnv(ABC):
     """Space of ONE env's action."""
     max_episode_steps: int | None = None
     """Time limit after which an episode is truncated (``None``: none)."""
+    render_fps: int = 30
+    """Frames per second of real time, for videos of ``render`` frames (one frame per step)."""
 
     @property
     def obs_shape(self) -> tuple[int, ...]:
@@ -80,6 +87,13 @@ class BatchedEnv(ABC):
     @abstractmethod
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a ``state_dict``."""
+
+    def render(self, env_ids: list[int]) -> torch.Tensor | np.ndarray:
+        """Frames ``[len(env_ids), H, W, 3]`` uint8 of envs ``env_ids`` in their current state.
+
+        The default raises :class:`RenderUnavailable`: this env does not draw itself.
+        """
+        raise RenderUnavailable(f"{type(self).__name__} cannot render (it has no render method)")
 
     def close(self) -> None:  # noqa: B027  # optional hook, most envs hold no resources
         """Release resources (subprocesses, simulators)."""

@@ -18,6 +18,7 @@ import torch
 from rlpipe.config import ConfigError
 from rlpipe.envs.base import BatchedEnv
 from rlpipe.envs.gym_adapter import GymnasiumEnv
+from rlpipe.envs.rendering import gl_errors, gl_unavailable
 
 __all__ = ["build_env", "register_env", "registered_env_ids"]
 
@@ -56,13 +57,16 @@ def build_env(
     num_envs: int,
     device: torch.device | str,
     cfg: dict[str, Any] | None = None,
+    render: bool = False,
 ) -> BatchedEnv:
     """Build ``num_envs`` envs of ``env_id`` on ``device`` with constructor arguments ``cfg``.
 
     A registered torch env gets ``cls(num_envs=..., device=..., **cfg)``; any other id known to
     gymnasium gets ``GymnasiumEnv(env_id, num_envs, device, **cfg)`` (``cfg`` then holds
     ``vectorization_mode`` and ``gymnasium.make`` kwargs). Raises ConfigError on an unknown id,
-    an unknown argument or an invalid value.
+    an unknown argument or an invalid value. ``render=True`` (eval videos) makes a gymnasium env
+    with ``render_mode="rgb_array"`` (unless ``cfg`` sets one), vectorized in-process (``sync``);
+    torch envs always draw.
     """
     cfg = dict(cfg or {})
     if env_id in _REGISTRY:
@@ -71,8 +75,15 @@ def build_env(
         return _construct(lambda: cls(num_envs=num_envs, device=device, **cfg), cfg)
     if env_id in gymnasium.envs.registry:
         _check_arguments(env_id, GymnasiumEnv, cfg)
+        if render:  # sync: each sub-env draws in this process, only when asked to
+            cfg |= {"render_mode": cfg.get("render_mode", "rgb_array"), "vectorization_mode": "sync"}
         make = lambda: GymnasiumEnv(env_id, num_envs, device, **cfg)
-        return _construct(make, cfg, make_kwargs_of=env_id)
+        if not render:
+            return _construct(make, cfg, make_kwargs_of=env_id)
+        try:  # a renderer that needs OpenGL may fail while the env is made
+            return _construct(make, cfg, make_kwargs_of=env_id)
+        except gl_errors() as exc:
+            raise gl_unavailable(f"making {env_id} with render_mode='rgb_array'", exc) from None
     accepted = ", ".join(registered_env_ids())
     raise ConfigError(
         f"env.id: unknown env {env_id!r}; accepted: {accepted}, "

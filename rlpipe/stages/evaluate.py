@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from rlpipe.envs import BatchedEnv
+from rlpipe.envs.rendering import RenderUnavailable
 from rlpipe.policies import Policy
 from rlpipe.stages.base import Stage
+from rlpipe.stages.video import VideoRecorder, video_off
 
 __all__ = ["Evaluator"]
 
@@ -50,12 +54,19 @@ class Evaluator(Stage):
 
     Each call resets the eval envs with ``seed + call index``, so an evaluation never disturbs the
     training RNG and the same checkpoint always scores the same.
+
+    With a ``video`` recorder, a call given ``video_path`` also films the first eval envs into that
+    MP4 (:attr:`last_video`); filming reads the env state only, so the metrics are the same.
     """
 
     def __init__(self, env: BatchedEnv, policy: Policy, num_episodes: int, seed: int,
-                 max_steps: int | None = None, deterministic: bool = True) -> None:
+                 max_steps: int | None = None, deterministic: bool = True,
+                 video: VideoRecorder | None = None) -> None:
         self.env, self.policy, self.num_episodes, self.seed = env, policy, num_episodes, seed
         self.deterministic = deterministic
+        self.video = video
+        self.last_video: Path | None = None
+        """The MP4 of the latest call that recorded one (the caller clears it once logged)."""
         limit = env.max_episode_steps or 1000
         self.max_steps = max_steps or limit * num_episodes + 1
         self.calls = 0
@@ -65,19 +76,14 @@ class Evaluator(Stage):
             return _RecurrentActor(self.policy, self.deterministic, num_envs)
         return _FeedforwardActor(self.policy, self.deterministic)
 
-    @torch.inference_mode()
-    def __call__(self) -> dict[str, float]:
-        """Return ``eval/return_mean``, ``eval/return_std``, ``eval/length_mean``, ``eval/episodes``."""
+    def _episodes(self, obs: torch.Tensor, filming: bool) -> tuple[torch.Tensor, ...]:
+        """Step until every env finished ``k`` episodes: returns ``[M, k]``, lengths ``[M, k]``, count ``[M]``."""
         m, dev, k = self.env.num_envs, self.env.device, self.num_episodes
-        obs = self.env.reset(seed=self.seed + self.calls)
-        self.calls += 1
         returns = torch.zeros(m, k, device=dev)
         lengths = torch.zeros(m, k, device=dev)
         count = torch.zeros(m, dtype=torch.int64, device=dev)
         running_ret, running_len = torch.zeros(m, device=dev), torch.zeros(m, device=dev)
         slots = torch.arange(k, device=dev).unsqueeze(0)
-        was_training = self.policy.training
-        self.policy.eval()
         act = self._actor(m)
         for step in range(self.max_steps):
             action = act(obs)
@@ -93,16 +99,61 @@ class Evaluator(Stage):
             running_len.masked_fill_(finished, 0.0)
             act.episode_ended(finished)
             obs = result.obs
+            if filming and self.video is not None and self.video.recording:
+                self._film("capture", self.env, count, k)
             if step % SYNC_EVERY == SYNC_EVERY - 1 and bool((count >= k).all()):
                 break
-        self.policy.train(was_training)
+        return returns, lengths, count
+
+    def _film(self, action: str, *args: object) -> None:
+        """Call the recorder's ``action``; a render failure turns video off with one warning line."""
+        if self.video is None:
+            return
+        try:
+            getattr(self.video, action)(*args)
+        except RenderUnavailable as exc:
+            self.video.abort()
+            self.video = None
+            video_off(exc)
+
+    def _video_metrics(self) -> dict[str, float]:
+        if self.video is None:
+            return {}
+        self.video.finish()
+        self.last_video = self.video.written
+        return {"eval/video_frames": float(self.video.written_frames)} if self.last_video else {}
+
+    @torch.inference_mode()
+    def __call__(self, video_path: Path | None = None) -> dict[str, float]:
+        """Return ``eval/return_mean``, ``eval/return_std``, ``eval/length_mean``, ``eval/episodes``.
+
+        With ``video_path`` (and a recorder) also ``eval/video_frames``, the video's length.
+        """
+        obs = self.env.reset(seed=self.seed + self.calls)
+        self.calls += 1
+        filming = video_path is not None and self.video is not None
+        if filming:
+            self._film("start", self.env, video_path)
+        was_training = self.policy.training
+        self.policy.eval()
+        try:
+            returns, lengths, count = self._episodes(obs, filming)
+        except BaseException:
+            if self.video is not None:
+                self.video.abort()  # no half-written video
+            raise
+        finally:
+            self.policy.train(was_training)
+        video = self._video_metrics() if filming else {}
+        slots = torch.arange(self.num_episodes, device=self.env.device).unsqueeze(0)
         valid = slots < count.unsqueeze(1)
         ep_returns, ep_lengths = returns[valid], lengths[valid]
         if ep_returns.numel() == 0:
-            return {"eval/episodes": 0.0}
+            return {"eval/episodes": 0.0, **video}
         return {
             "eval/return_mean": float(ep_returns.mean()),
             "eval/return_std": float(ep_returns.std(unbiased=False)),
             "eval/length_mean": float(ep_lengths.mean()),
             "eval/episodes": float(ep_returns.numel()),
+            **video,
         }
