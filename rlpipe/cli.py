@@ -35,6 +35,19 @@ def user_errors(func: F) -> F:
 
 
 params_argument = click.argument("params", type=click.Path(path_type=Path))
+
+
+def run_params(ctx: click.Context | None, param: click.Parameter | None, value: Path) -> Path:
+    """``RUN`` → its params file: a params file as given, or a run dir's ``params.yaml``."""
+    if value.is_dir():
+        inside = value / "params.yaml"
+        if not inside.is_file():
+            raise click.BadParameter(f"{value}: a run dir needs params.yaml inside (or pass the params file)")
+        return inside
+    return value
+
+
+run_argument = click.argument("run", type=click.Path(path_type=Path), callback=run_params)
 set_option = click.option(
     "--set", "overrides", multiple=True, metavar="KEY=VALUE",
     help="Override a param, VALUE parsed as YAML (like `dvc exp run -S`); repeatable.",
@@ -173,20 +186,71 @@ def update(params: Path, rollout: Path, overrides: tuple[str, ...], checkpoint: 
 
 
 @cli.command("eval")
-@params_argument
+@run_argument
 @set_option
 @checkpoint_option
-@_out_option("<run_dir>/eval/metrics.json")
+@click.option("--video", is_flag=True, help="Film the first eval.video_envs envs to <run_dir>/eval/*.mp4 "
+              "(eval.video=true).")
+@click.option("--policy", "policy_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Evaluate an exported policy.onnx / policy.pt (from `rlpipe export`) instead of a checkpoint.")
+@_out_option("<run_dir>/eval/metrics.json; with --policy <run_dir>/eval/policy-metrics.json")
 @user_errors
-def evaluate(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, out: Path | None) -> None:
-    """Evaluate a checkpoint (default: the run's latest) with the eval params."""
-    from rlpipe import offline
+def evaluate(run: Path, overrides: tuple[str, ...], checkpoint: Path | None, video: bool,
+             policy_file: Path | None, out: Path | None) -> None:
+    """Evaluate a checkpoint (default: the run's latest) or an exported policy with the eval params.
 
-    cfg = config_mod.load(params, overrides)
-    metrics = offline.evaluate_checkpoint(cfg, checkpoint, out)
+    RUN is the run's params file or its run dir (holding params.yaml).
+    """
+    from rlpipe import offline, shipping
+
+    cfg = config_mod.load(run, (*overrides, *(["eval.video=true"] if video else [])))
+    if policy_file is not None and checkpoint is not None:
+        raise click.UsageError("--policy and --checkpoint: give one of them")
+    if policy_file is not None:
+        metrics = shipping.evaluate_policy_file(cfg, policy_file, out)
+        out = out or cfg.run_dir / "eval" / "policy-metrics.json"
+    else:
+        metrics = offline.evaluate_checkpoint(cfg, checkpoint, out)
+        out = out or cfg.run_dir / "eval" / "metrics.json"
     for key in sorted(metrics):
         click.echo(f"{key:<20} {metrics[key]:.6g}")
-    click.echo(f"metrics → {out or cfg.run_dir / 'eval' / 'metrics.json'}")
+    click.echo(f"metrics → {out}")
+
+
+def _checkpoint_ref(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | int | None:
+    """``--checkpoint``: an iteration number N (``ckpt-N``) or a checkpoint file."""
+    if value is None:
+        return None
+    return int(value) if value.isdigit() else Path(value)
+
+
+@cli.command()
+@run_argument
+@set_option
+@click.option("--checkpoint", callback=_checkpoint_ref, default=None, metavar="N|FILE",
+              help="Iteration N (checkpoints/ckpt-N.pt) or a checkpoint file (default: the run's latest).")
+@click.option("--format", "fmt", type=click.Choice(["onnx", "torchscript"]), default="onnx",
+              show_default=True, help="onnx (onnxruntime) or torchscript (libtorch, torch::jit::load).")
+@_out_option("<run_dir>/export")
+@user_errors
+def export(run: Path, overrides: tuple[str, ...], checkpoint: Path | int | None, fmt: str,
+           out: Path | None) -> None:
+    """Export the deterministic actor (normalizer and action handling baked in), verified.
+
+    Writes policy.onnx (or policy.pt) and a metadata JSON beside it, after running the file on
+    stored observations: exit code 3, and no file, if an action differs by more than 1e-5.
+    """
+    from rlpipe import shipping
+
+    cfg = config_mod.load(run, overrides)
+    try:
+        result = shipping.export_run(cfg, checkpoint, fmt, out)
+    except shipping.ExportMismatch as exc:
+        click.echo(f"Error: {exc}".splitlines()[0], err=True)
+        sys.exit(3)
+    click.echo(f"verified on {result.observations} observations ({result.source}): "
+               f"max |Δaction| = {result.max_abs_diff:.3g}")
+    click.echo(f"policy → {result.path}, metadata → {result.metadata_path}")
 
 
 @cli.command()

@@ -30,7 +30,6 @@ import zarr
 from rlpipe.checkpoints import latest_checkpoint, load_checkpoint
 from rlpipe.config import RunConfig, params_hash
 from rlpipe.distributed import resolve_device
-from rlpipe.envs import build_env
 from rlpipe.inspect import describe_rollout
 from rlpipe.pipeline import (
     EVAL_SEED_OFFSET,
@@ -51,6 +50,7 @@ from rlpipe.replay import (
 )
 from rlpipe.rollout import DIM_NAMES
 from rlpipe.stages import Evaluator
+from rlpipe.stages.video import build_eval_env, video_path
 from rlpipe.store import StoreError, write_rollout
 from rlpipe.tracking import log_single_run, source_run_id
 
@@ -197,7 +197,8 @@ def evaluate_checkpoint(cfg: RunConfig, checkpoint: Path | None = None,
     ``checkpoint=None``: the latest of ``cfg.run_dir``. Builds ``eval.num_envs`` envs and the policy
     from ``cfg``, loads the weights and runs ``eval.num_episodes`` episodes per env (the policy's
     mode unless ``eval.deterministic`` is false). Returns ``eval/…`` metrics plus the checkpoint's
-    ``iteration`` and ``env_steps``; also logged as an MLflow run of kind ``eval``.
+    ``iteration`` and ``env_steps``; also logged as an MLflow run of kind ``eval``. With ``eval.video``
+    the first ``eval.video_envs`` envs are filmed to ``<run_dir>/eval/video-iter-NNNNNN.mp4``.
     """
     path = Path(checkpoint) if checkpoint else _latest(cfg.run_dir / "checkpoints")
     state = load_checkpoint(path)
@@ -205,21 +206,22 @@ def evaluate_checkpoint(cfg: RunConfig, checkpoint: Path | None = None,
         raise StoreError(f"{path}: not an rlpipe checkpoint (no 'policy' entry)")
     device = resolve_device(cfg.trainer.device)
     seed_everything(cfg.trainer.seed)
-    env = build_env(cfg.env.id, cfg.eval.num_envs, device, cfg.env.cfg)
+    env, video = build_eval_env(cfg.env.id, cfg.eval.num_envs, device, cfg.env.cfg, cfg.eval)
     try:
         policy = build_policy(cfg.policy, env.observation_space, env.action_space, device)
         with checkpoint_matches(path):
             policy.load_state_dict(state["policy"])
         seed = cfg.eval.seed if cfg.eval.seed is not None else cfg.trainer.seed + EVAL_SEED_OFFSET
         evaluator = Evaluator(env, policy, cfg.eval.num_episodes, seed,
-                              deterministic=cfg.eval.deterministic)
-        metrics = evaluator()
+                              deterministic=cfg.eval.deterministic, video=video)
+        metrics = evaluator(video_path(cfg.run_dir, int(state["iteration"])) if video else None)
     finally:
         env.close()
     env_steps = int(state.get("env_steps", 0))
     metrics |= {"iteration": float(state["iteration"]), "env_steps": float(env_steps)}
     run_id = log_single_run(cfg, metrics, run_dir=cfg.run_dir, kind="eval", step=env_steps,
-                            parent_run_id=source_run_id(cfg.run_dir), checkpoint=path)
+                            parent_run_id=source_run_id(cfg.run_dir), checkpoint=path,
+                            artifacts={"eval": evaluator.last_video} if evaluator.last_video else None)
     target = Path(out) if out else cfg.run_dir / "eval" / "metrics.json"
     _write_json(target, {**metrics, "checkpoint": str(path), "mlflow_run_id": run_id})
     return metrics
