@@ -91,7 +91,7 @@ class CartPole(TorchEnv):
         """Return the state as a float32 copy ``[N, 4]``."""
         return state.to(torch.float32, copy=True)
 
-    def render(self, env_ids: list[int]) -> torch.Tensor:
+    def render(self, env_ids: list[int]) -> np.ndarray:
         """``[k, 240, 320, 3]`` uint8: track, cart and pole of envs ``env_ids`` (gymnasium's picture)."""
         x, _, theta, _ = self.state[torch.as_tensor(env_ids, device=self.device)].float().unbind(-1)
         scale = RENDER_WIDTH / (2 * X_THRESHOLD)  # the visible track is ±2.4

@@ -82,7 +82,7 @@ class Pendulum(TorchEnv):
         terminated = torch.zeros(state.shape[0], dtype=torch.bool, device=state.device)
         return torch.stack((newth, newthdot), dim=-1), (-costs).to(torch.float32), terminated
 
-    def render(self, env_ids: list[int]) -> torch.Tensor:
+    def render(self, env_ids: list[int]) -> np.ndarray:
         """``[k, 240, 240, 3]`` uint8: the rod of envs ``env_ids`` (upright at th = 0), gymnasium's colours."""
         th = self.state[torch.as_tensor(env_ids, device=self.device), 0].float()
         scale = RENDER_SIZE / (2 * 2.2)  # gymnasium shows ±2.2 world units
