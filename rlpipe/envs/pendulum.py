@@ -83,7 +83,7 @@ class Pendulum(TorchEnv):
         return torch.stack((newth, newthdot), dim=-1), (-costs).to(torch.float32), terminated
 
     def render(self, env_ids: list[int]) -> np.ndarray:
-        """``[k, 240, 240, 3]`` uint8: the rod of envs ``env_ids`` (upright at th = 0), gymnasium's colours."""
+        """``[k, 240, 240, 3]`` uint8: the rod of envs ``env_ids`` (upright at th = 0), as gymnasium draws."""
         th = self.state[torch.as_tensor(env_ids, device=self.device), 0].float()
         scale = RENDER_SIZE / (2 * 2.2)  # gymnasium shows ±2.2 world units
         pivot = torch.full((len(env_ids), 2), RENDER_SIZE / 2, device=self.device)

@@ -64,7 +64,7 @@ class Painter:
         self.labels[:, rows, cols].masked_fill_(mask, self.palette.index(color))
 
     def capsule(self, p0: torch.Tensor, p1: torch.Tensor, radius: float, color: Color) -> None:
-        """A segment from ``p0`` to ``p1`` (each ``[k, 2]`` pixel x, y) with round ends, ``radius`` px thick."""
+        """A segment ``p0``–``p1`` (each ``[k, 2]`` pixel x, y) with round ends, ``radius`` px thick."""
         p0, p1 = p0.float(), p1.float()
         rows, cols = self._window(torch.minimum(p0, p1) - radius, torch.maximum(p0, p1) + radius)
         xs, ys = self.xs[:, :, cols], self.ys[:, rows]

@@ -18,9 +18,9 @@ import torch
 from rlpipe.config import ConfigError
 from rlpipe.envs.base import BatchedEnv
 from rlpipe.envs.gym_adapter import GymnasiumEnv
-from rlpipe.envs.rendering import gl_errors, gl_unavailable
+from rlpipe.envs.rendering import RenderUnavailable, gl_errors, gl_unavailable
 
-__all__ = ["build_env", "register_env", "registered_env_ids"]
+__all__ = ["build_env", "build_eval_env", "register_env", "registered_env_ids"]
 
 EnvT = TypeVar("EnvT", bound=type[BatchedEnv])
 
@@ -89,6 +89,17 @@ def build_env(
         f"env.id: unknown env {env_id!r}; accepted: {accepted}, "
         "or a gymnasium id such as CartPole-v1"
     )
+
+
+def build_eval_env(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any] | None,
+                   video: bool) -> tuple[BatchedEnv, RenderUnavailable | None]:
+    """The eval env: with ``video``, one built to draw; when that fails, a plain one and the reason."""
+    if video:
+        try:
+            return build_env(env_id, num_envs, device, cfg, render=True), None
+        except RenderUnavailable as exc:
+            return build_env(env_id, num_envs, device, cfg), exc
+    return build_env(env_id, num_envs, device, cfg), None
 
 
 def _check_arguments(env_id: str, cls: type[BatchedEnv], cfg: dict[str, Any]) -> None:

@@ -62,7 +62,8 @@ class DeployedActor(nn.Module):
 
     def __init__(self, policy: Policy, observation_space: gym.spaces.Box, action_space: gym.Space) -> None:
         super().__init__()
-        missing = [name for name in ("actor", "head") if not isinstance(getattr(policy, name, None), nn.Module)]
+        missing = [name for name in ("actor", "head")
+                   if not isinstance(getattr(policy, name, None), nn.Module)]
         if missing:
             raise ExportError(f"{type(policy).__name__} has no {missing[0]!r} module; export supports "
                               "the actor_critic, actor_only and recurrent_actor_critic policies")
@@ -114,7 +115,7 @@ def _is_discrete(head: nn.Module) -> bool:
 
 
 def _bounds(space: gym.Space) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """``(low, high)`` ``[A]`` float32 of a Box with some finite bound (±inf elsewhere), else ``(None, None)``."""
+    """``(low, high)`` ``[A]`` float32 of a Box with finite bounds (±inf elsewhere), or ``(None, None)``."""
     if not isinstance(space, gym.spaces.Box):
         return None, None
     low = torch.as_tensor(space.low, dtype=torch.float32).reshape(-1)
@@ -165,7 +166,8 @@ def _action_meta(space: gym.Space, actor: DeployedActor) -> dict[str, Any]:
         return {"space": "Discrete", "n": int(space.n), "dtype": "int64", "shape": [],
                 "deterministic": "argmax of the logits"}
     return {"space": "Box", "shape": list(space.shape), "dtype": "float32",
-            "low": [float(x) for x in space.low.reshape(-1)], "high": [float(x) for x in space.high.reshape(-1)],
+            "low": [float(x) for x in space.low.reshape(-1)],
+            "high": [float(x) for x in space.high.reshape(-1)],
             "clipped": actor.clip_action, "deterministic": "Gaussian mean, clipped to [low, high]"}
 
 
@@ -207,7 +209,7 @@ def export_onnx(actor: DeployedActor, path: Path, metadata: dict[str, Any]) -> P
 
 
 def export_torchscript(actor: DeployedActor, path: Path, metadata: dict[str, Any]) -> Path:
-    """Write ``actor`` as a traced TorchScript archive (``torch::jit::load`` in C++) with ``rlpipe.json`` inside."""
+    """Write ``actor`` as traced TorchScript (``torch::jit::load`` in C++) with ``rlpipe.json`` inside."""
     with _quiet(), torch.no_grad():
         traced = torch.jit.trace(actor, _example(actor), check_trace=False)
         torch.jit.save(traced, str(path), _extra_files={METADATA_FILE: json.dumps(metadata)})

@@ -73,7 +73,8 @@ def _load_torchscript(path: Path) -> tuple[Any, dict[str, Any]]:
     try:
         module = torch.jit.load(str(path), map_location="cpu", _extra_files=files)
     except RuntimeError as exc:
-        raise ExportError(f"{path}: not a readable TorchScript archive ({str(exc).splitlines()[0]})") from None
+        detail = str(exc).splitlines()[0]
+        raise ExportError(f"{path}: not a readable TorchScript archive ({detail})") from None
     metadata = json.loads(files[METADATA_FILE] or "{}")
     _check_metadata(path, metadata)
 
