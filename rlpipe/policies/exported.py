@@ -9,6 +9,7 @@ scores the shipped file exactly like a checkpoint.
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,9 @@ def _load_onnx(path: Path) -> tuple[Any, dict[str, Any]]:
 def _load_torchscript(path: Path) -> tuple[Any, dict[str, Any]]:
     files = {METADATA_FILE: ""}
     try:
-        module = torch.jit.load(str(path), map_location="cpu", _extra_files=files)
+        with warnings.catch_warnings():  # torch.jit.load is deprecated in Python, not in libtorch
+            warnings.simplefilter("ignore", DeprecationWarning)
+            module = torch.jit.load(str(path), map_location="cpu", _extra_files=files)
     except RuntimeError as exc:
         detail = str(exc).splitlines()[0]
         raise ExportError(f"{path}: not a readable TorchScript archive ({detail})") from None
