@@ -74,7 +74,8 @@ def test_recorder_tiles_filmed_envs_and_freezes_those_that_are_done(tmp_path):
     assert recorder.written == tmp_path / "v.mp4" and recorder.written_frames == 3
     _, frames = read_video(recorder.written)
     assert len(frames) == 3 and frames[0].shape == (16, 32, 3)
-    left, right = (np.array([f[8, 4, 0] for f in frames], float), np.array([f[8, 20, 0] for f in frames], float))
+    left = np.array([f[8, 4, 0] for f in frames], float)
+    right = np.array([f[8, 20, 0] for f in frames], float)
     assert np.allclose(left, [50, 60, 70], atol=4) and np.allclose(right, [90, 100, 100], atol=4)
 
 

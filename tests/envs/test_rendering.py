@@ -39,7 +39,8 @@ def test_cartpole_frames_follow_the_cart_and_the_pole_and_leave_the_env_untouche
     assert pole[2][1] > pole[0][1] + 5 and pole[2][0] > pole[0][0]  # tilted right, so its middle drops
     assert np.array_equal(env.render([1]), frames[1:2])  # a frame depends on the state only
     after = env.state_dict()
-    assert torch.equal(before["state"], after["state"]) and torch.equal(before["generator"], after["generator"])
+    assert torch.equal(before["state"], after["state"])
+    assert torch.equal(before["generator"], after["generator"])
 
 
 def test_pendulum_rod_points_up_at_zero_and_down_at_pi():

@@ -12,8 +12,8 @@ from _offline_fixtures import tiny_cfg
 
 from rlpipe.run import run
 
-VIDEO = ("trainer.iterations=2", "trainer.enable_eval=true", "trainer.eval_freq=128", "trainer.num_eval_envs=3", "eval.video=true",
-         "eval.video_envs=2", "trainer.num_eval_episodes=1")
+VIDEO = ("trainer.iterations=2", "trainer.enable_eval=true", "trainer.eval_freq=128",
+         "trainer.num_eval_envs=3", "trainer.num_eval_episodes=1", "eval.video=true", "eval.video_envs=2")
 
 
 @pytest.fixture(autouse=True)
