@@ -6,8 +6,9 @@ target, renamed into place on close, so a reader (MLflow, a browser) never sees 
 
 :class:`VideoRecorder` is what the evaluator drives: it asks the eval env for frames
 (``env.render(env_ids)``, see :mod:`rlpipe.envs.rendering`) after every step. An env that cannot
-draw raises ``NotImplementedError`` (``RenderUnavailable``): the recorder then drops the video,
-says so in one warning line and stays off; the evaluation itself goes on unchanged.
+draw raises ``RenderUnavailable`` (a ``NotImplementedError``; any other render error is treated
+alike): the recorder then drops the video, says so in one warning line and stays off; the
+evaluation itself goes on unchanged.
 """
 
 from __future__ import annotations
@@ -182,10 +183,10 @@ class VideoRecorder:
             return
         try:
             frames = _frames(env.render(active), len(active))
-        except NotImplementedError as exc:  # RenderUnavailable: this env cannot draw here
+        except Exception as exc:  # a video must never end a run: any render failure turns it off
             self.abort()
             self.enabled = False
-            video_off(exc)
+            video_off(exc if isinstance(exc, NotImplementedError) else f"{type(exc).__name__}: {exc}")
             return
         tiles = self._last if self._last is not None else np.zeros(
             (len(self._ids), *frames.shape[1:]), dtype=np.uint8)

@@ -95,3 +95,14 @@ def test_recorder_for_follows_eval_video_and_reports_a_build_problem(capsys):
     assert recorder_for(EvalCfg(video=True, video_envs=3)).num_envs == 3
     assert recorder_for(EvalCfg(video=True), RenderUnavailable("no GL here")) is None
     assert capsys.readouterr().err == "Warning: eval video off: no GL here\n"
+
+
+def test_any_render_error_turns_video_off_instead_of_ending_the_evaluation(tmp_path, capsys):
+    class Broken(Colours):
+        def render(self, env_ids):
+            raise RuntimeError("GL context lost")
+
+    recorder = VideoRecorder(1)
+    recorder.start(Broken(), tmp_path / "v.mp4")
+    assert not recorder.enabled and list(tmp_path.iterdir()) == []
+    assert capsys.readouterr().err == "Warning: eval video off: RuntimeError: GL context lost\n"
