@@ -6,7 +6,7 @@
 Two runs of the same experiment are built side by side (the torch ``--env``, N envs × T steps, an
 evaluation after every iteration on 4 eval envs × 1 episode), one with ``eval.video=true``
 (``eval.video_envs=2``), and stepped alternately, iteration by iteration, so a drifting machine
-load hits both. Per iteration: the train time is ``time/collect_s + time/update_s`` (collection,
+load hits both (the order swaps every pair). Per iteration: the train time is ``time/collect_s + time/update_s`` (collection,
 store hand-off, advantage and update — what video must not slow), the eval time is the rest of
 ``time/iteration_s``. Reported: medians of both per run and the median of the per-pair ratios
 (video / no video). Target: train ratio ≈ 1.0 (within noise).
@@ -25,11 +25,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _bench import DEFAULT_PARAMS, NEVER, load_cfg, median, paired_ratios, print_machine, print_table
-from _bench import set_threads, write_json
+from _bench import (
+    DEFAULT_PARAMS,
+    NEVER,
+    load_cfg,
+    median,
+    paired_ratios,
+    print_machine,
+    print_table,
+    set_threads,
+    write_json,
+)
 
 from rlpipe.artifacts.video import Mp4Writer
-from rlpipe.envs import RenderUnavailable, build_env, build_eval_env
+from rlpipe.envs import RenderUnavailable, build_eval_env
 from rlpipe.run import build, run_iteration
 
 
@@ -52,13 +61,14 @@ def interleaved(args: argparse.Namespace) -> dict[str, Any]:
                 for video in (False, True)}
         times: dict[bool, dict[str, list[float]]] = {v: {"train": [], "eval": []} for v in runs}
         for i in range(args.warmup + args.pairs):
-            for video, exp in runs.items():
+            for video in (False, True) if i % 2 else (True, False):  # ABBA: no order bias
+                exp = runs[video]
                 m = run_iteration(exp, checkpoint=False)
                 if i >= args.warmup:
                     train = m["time/collect_s"] + m["time/update_s"]
                     times[video]["train"].append(train)
                     times[video]["eval"].append(m["time/iteration_s"] - train)
-            assert "eval/video_frames" in m, "the video run filmed nothing"
+                assert ("eval/video_frames" in m) == video, "filmed iff eval.video"
         videos = sorted(p.name for p in (Path(tmp) / "True").rglob("*.mp4"))
     return {"times": times, "videos": len(videos)}
 
