@@ -8,8 +8,8 @@ evaluation after every iteration on 4 eval envs × 1 episode), one with ``eval.v
 (``eval.video_envs=2``), and stepped alternately, iteration by iteration, so a drifting machine
 load hits both (the order swaps every pair). Per iteration: the train time is
 ``time/collect_s + time/update_s`` (collection, store hand-off, advantage and update — what video
-must not slow), the eval time is the rest of ``time/iteration_s``. Reported: medians of both per run and the median of the per-pair ratios
-(video / no video). Target: train ratio ≈ 1.0 (within noise).
+must not slow), the eval time is the rest of ``time/iteration_s``. Reported: medians of both per
+run and the median of the per-pair ratios (video / no video). Target: train ratio ≈ 1.0 (noise).
 
 Then the cost of one frame: the torch rasterizer of CartPole and Pendulum (2 envs), H.264
 encoding of a 640×240 tiled frame, and — with a working ``MUJOCO_GL`` — a MuJoCo frame
