@@ -12,9 +12,6 @@ checkpoint (same eval envs, seeds and metrics).
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlpipe.artifacts.atomic import atomic_write_json, temporary_sibling
+from rlpipe.artifacts.atomic import atomic_write_json, staged_files
 from rlpipe.artifacts.checkpoints import checkpoint_fits, load_checkpoint
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.layout import EXPORT_FILES, RunLayout
@@ -187,9 +184,7 @@ def _write_verified(policy: Policy, actor: DeployedActor, metadata: dict[str, An
                     done: torch.Tensor, source: str, target: Path) -> ExportResult:
     """Write into a temporary folder beside ``target``, verify, then move both files into place."""
     sidecar = RunLayout.export_metadata(target)
-    tmp = temporary_sibling(target)
-    tmp.mkdir(parents=True)
-    try:
+    with staged_files(target.parent, target.name) as tmp:
         written = tmp / target.name
         write = export_onnx if metadata["format"] == "onnx" else export_torchscript
         write(actor, written, metadata)
@@ -201,12 +196,8 @@ def _write_verified(policy: Policy, actor: DeployedActor, metadata: dict[str, An
                                  "nothing written")
         verified = {"observations": count, "source": source, "max_abs_diff": diff, "tolerance": TOLERANCE,
                     "runtime": "onnxruntime" if metadata["format"] == "onnx" else "torch.jit"}
-        (tmp / sidecar.name).write_text(
-            json.dumps({"file": target.name, **metadata, "verified": verified}, indent=2) + "\n")
-        os.replace(written, target)
-        os.replace(tmp / sidecar.name, sidecar)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        atomic_write_json(tmp / sidecar.name, {"file": target.name, **metadata, "verified": verified},
+                          fsync=False)
     return ExportResult(target, sidecar, count, source, diff)
 
 
