@@ -210,7 +210,7 @@ def evaluate(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, 
     """Evaluate a checkpoint (default: the run's latest), or an exported policy, with the eval params."""
     from rlpipe.artifacts.layout import RunLayout
     from rlpipe.offline import commands as offline
-    from rlpipe.offline.export import evaluate_policy_file
+    from rlpipe.offline.shipping import evaluate_policy_file
 
     if policy_file is not None and checkpoint is not None:
         raise click.UsageError("--policy and --checkpoint: give one of them")
@@ -241,7 +241,7 @@ def export(params: Path, overrides: tuple[str, ...], checkpoint: str | None, fmt
     Writes policy.onnx (or policy.pt) and a metadata JSON beside it after running the file on stored
     observations; if any action differs from the checkpoint's by more than 1e-5: exit 3, no file.
     """
-    from rlpipe.offline.export import ExportMismatch, export_run
+    from rlpipe.offline.shipping import ExportMismatch, export_run
 
     cfg = load_config(params, overrides)
     ref = int(checkpoint) if checkpoint is not None and checkpoint.isdigit() else checkpoint
