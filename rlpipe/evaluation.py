@@ -86,14 +86,43 @@ class Evaluator:
             return _RecurrentActor(self.policy, self.deterministic, num_envs)
         return _FeedforwardActor(self.policy, self.deterministic)
 
-    def _episodes(self, obs: torch.Tensor, filming: bool) -> tuple[torch.Tensor, ...]:
-        """Step until each env finished ``k`` episodes → returns, lengths ``[M, k]``; count ``[M]``."""
+    @torch.inference_mode()
+    def __call__(self, video_path: Path | None = None) -> dict[str, float]:
+        """``eval/return_mean``, ``eval/return_std``, ``eval/length_mean``, ``eval/episodes``.
+
+        Envs reporting ``info["success"]`` add ``eval/success_rate`` (success at any episode step).
+        With ``video_path`` (and a recorder) also ``eval/video_frames``, the video's length.
+        """
+        filming = video_path is not None and self.video is not None and self.video.enabled
+        try:
+            metrics = self._episodes(video_path if filming else None)
+        except BaseException:
+            if self.video is not None:
+                self.video.abort()  # no half-written video
+            raise
+        if not filming:
+            return metrics
+        assert self.video is not None
+        self.last_video = self.video.finish()
+        return metrics | ({"eval/video_frames": float(self.video.written_frames)} if self.last_video else {})
+
+    def _episodes(self, video_path: Path | None) -> dict[str, float]:
+        """Step until every env finished ``k`` episodes (filming to ``video_path`` if given); the metrics."""
         m, dev, k = self.env.num_envs, self.env.device, self.num_episodes
+        obs = self.env.reset(seed=self.seed + self.calls)
+        self.calls += 1
+        if video_path is not None and self.video is not None:
+            self.video.start(self.env, video_path)
         returns = torch.zeros(m, k, device=dev)
         lengths = torch.zeros(m, k, device=dev)
         count = torch.zeros(m, dtype=torch.int64, device=dev)
         running_ret, running_len = torch.zeros(m, device=dev), torch.zeros(m, device=dev)
+        success = torch.zeros(m, k, dtype=torch.bool, device=dev)
+        running_success = torch.zeros(m, dtype=torch.bool, device=dev)
+        reports_success = False
         slots = torch.arange(k, device=dev).unsqueeze(0)
+        was_training = self.policy.training
+        self.policy.eval()
         act = self._actor(m)
         for step in range(self.max_steps):
             action = act(obs)
@@ -104,6 +133,11 @@ class Evaluator:
             record = (slots == count.unsqueeze(1)) & finished.unsqueeze(1)
             returns = torch.where(record, running_ret.unsqueeze(1), returns)
             lengths = torch.where(record, running_len.unsqueeze(1), lengths)
+            if "success" in result.info:  # success at any step of the episode
+                reports_success = True
+                running_success |= result.info["success"].bool()
+                success = torch.where(record, running_success.unsqueeze(1), success)
+                running_success &= ~finished
             count += (finished & (count < k)).long()
             running_ret.masked_fill_(finished, 0.0)
             running_len.masked_fill_(finished, 0.0)
@@ -111,48 +145,19 @@ class Evaluator:
             obs = result.obs
             if self.on_step is not None:
                 self.on_step(self.env, step)
-            if filming and self.video is not None and self.video.recording:
+            if video_path is not None and self.video is not None and self.video.recording:
                 self.video.capture(self.env, count, k)
             if step % SYNC_EVERY == SYNC_EVERY - 1 and bool((count >= k).all()):
                 break
-        return returns, lengths, count
-
-    def _video_metrics(self) -> dict[str, float]:
-        assert self.video is not None
-        self.last_video = self.video.finish()
-        return {"eval/video_frames": float(self.video.written_frames)} if self.last_video else {}
-
-    @torch.inference_mode()
-    def __call__(self, video_path: Path | None = None) -> dict[str, float]:
-        """Return ``eval/return_mean``, ``eval/return_std``, ``eval/length_mean``, ``eval/episodes``.
-
-        With ``video_path`` (and a recorder) also ``eval/video_frames``, the video's length.
-        """
-        obs = self.env.reset(seed=self.seed + self.calls)
-        self.calls += 1
-        filming = video_path is not None and self.video is not None and self.video.enabled
-        if filming:
-            self.video.start(self.env, video_path)
-        was_training = self.policy.training
-        self.policy.eval()
-        try:
-            returns, lengths, count = self._episodes(obs, filming)
-        except BaseException:
-            if self.video is not None:
-                self.video.abort()  # no half-written video
-            raise
-        finally:
-            self.policy.train(was_training)
-        video = self._video_metrics() if filming else {}
-        slots = torch.arange(self.num_episodes, device=self.env.device).unsqueeze(0)
+        self.policy.train(was_training)
         valid = slots < count.unsqueeze(1)
         ep_returns, ep_lengths = returns[valid], lengths[valid]
         if ep_returns.numel() == 0:
-            return {"eval/episodes": 0.0, **video}
-        return {
+            return {"eval/episodes": 0.0}
+        rate = {"eval/success_rate": float(success[valid].float().mean())} if reports_success else {}
+        return rate | {
             "eval/return_mean": float(ep_returns.mean()),
             "eval/return_std": float(ep_returns.std(unbiased=False)),
             "eval/length_mean": float(ep_lengths.mean()),
             "eval/episodes": float(ep_returns.numel()),
-            **video,
         }

@@ -130,7 +130,8 @@ def evaluate_checkpoint(cfg: RunConfig, checkpoint: Path | None = None,
         raise StoreError(f"{path}: not an rlpipe checkpoint (no 'policy' entry)")
     device = resolve_device(cfg.trainer.device)
     seed_everything(cfg.trainer.seed)
-    env, problem = build_eval_env(cfg.env.id, cfg.eval.num_envs, device, cfg.env.cfg, cfg.eval.video)
+    env, problem = build_eval_env(cfg.env.id, cfg.eval.num_envs, device, cfg.env.cfg, cfg.eval.video,
+                                  cfg.env.backend)
     try:
         policy = build_policy(cfg.policy, env.observation_space, env.action_space, device)
         with checkpoint_fits(path):

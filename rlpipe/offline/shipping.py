@@ -162,7 +162,7 @@ def export_run(cfg: RunConfig, checkpoint: Path | int | None, fmt: str, out: Pat
         raise ValueError(f"--format: got {fmt!r}; accepted: {', '.join(EXPORT_FILES)}")
     path = resolve_checkpoint(cfg, checkpoint)
     seed_everything(cfg.trainer.seed)
-    env = build_env(cfg.env.id, min(cfg.eval.num_envs, VERIFY_ENVS), "cpu", cfg.env.cfg)
+    env = build_env(cfg.env.id, min(cfg.eval.num_envs, VERIFY_ENVS), "cpu", cfg.env.cfg, cfg.env.backend)
     try:
         policy, state = _trained_policy(cfg, path, env)
         actor = DeployedActor(policy, env.observation_space, env.action_space)
@@ -215,7 +215,8 @@ def evaluate_policy_file(cfg: RunConfig, policy_file: Path, out: Path | None = N
     model = ExportedModel(policy_file)
     device = resolve_device(cfg.trainer.device)
     seed_everything(cfg.trainer.seed)
-    env, problem = build_eval_env(cfg.env.id, cfg.eval.num_envs, device, cfg.env.cfg, cfg.eval.video)
+    env, problem = build_eval_env(cfg.env.id, cfg.eval.num_envs, device, cfg.env.cfg, cfg.eval.video,
+                                  cfg.env.backend)
     iteration, env_steps = int(model.metadata.get("iteration", 0)), int(model.metadata.get("env_steps", 0))
     try:
         _check_spaces(model, env)

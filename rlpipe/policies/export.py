@@ -67,6 +67,9 @@ class DeployedActor(nn.Module):
         if missing:
             raise ExportError(f"{type(policy).__name__} has no {missing[0]!r} module; export supports "
                               "the actor_critic, actor_only and recurrent_actor_critic policies")
+        if policy.actor_obs_keys is not None or isinstance(observation_space, gym.spaces.Dict):
+            raise ExportError("dict observations (policy.actor.obs_keys): export supports flat (Box) "
+                              "observations only so far")
         self.recurrent = bool(getattr(policy, "is_recurrent", False))
         self.core = copy.deepcopy(policy.core) if self.recurrent else None
         self.actor = copy.deepcopy(policy.actor)

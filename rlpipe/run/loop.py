@@ -216,6 +216,7 @@ def _store_rollout(exp: Experiment, rollout: TensorDict) -> None:
         "training_hash": training_hash(exp.cfg),
         "checkpoint": latest.name if latest else None,
         "spaces": exp.spaces(),
+        **exp.env_attrs(),
     })
 
 
