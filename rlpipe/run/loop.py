@@ -192,6 +192,10 @@ class OnlineRun:
         if self.tracker is not None:
             faults.point("curve.append")
             self.tracker.log(metrics, step=exp.env_steps)
+            if exp.evaluate is not None and exp.evaluate.last_video is not None:
+                self.tracker.log_artifact(exp.evaluate.last_video, "eval")  # this iteration's eval video
+        if exp.evaluate is not None:
+            exp.evaluate.last_video = None
         if checkpoint:
             self._maybe_checkpoint(before)
         exp.guard.passed()
@@ -298,6 +302,7 @@ def _rollout_attrs(exp: Experiment) -> dict[str, Any]:
         "training_hash": training_hash(exp.cfg),
         "checkpoint": latest.name if latest else None,
         "spaces": exp.spaces(),
+        **exp.env_attrs(),
     }
 
 
@@ -312,7 +317,7 @@ def _evaluate(exp: Experiment) -> dict[str, float]:
     assert exp.evaluate is not None
     faults.point("eval.start")
     exp.guard.check_weights(exp, "evaluation")
-    exp.last_eval = exp.evaluate()
+    exp.last_eval = exp.evaluate(exp.layout.eval_video(exp.iteration))
     return exp.last_eval
 
 

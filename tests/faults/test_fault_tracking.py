@@ -59,9 +59,7 @@ def test_a_broken_mlflow_store_never_stops_training(tmp_path):
                     env={"MLFLOW_TRACKING_URI": f"sqlite:///{db}"})
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "MLflow" in line]
-    assert len(warnings) == 1 and warnings[0].startswith(f"Warning: MLflow store sqlite:///{db} failed (")
-    assert warnings[0].endswith("training goes on without MLflow, the metrics stay in metrics.json and "
-                                "curve.csv")
+    assert len(warnings) == 1 and warnings[0].startswith("Warning: MLflow run not opened, training goes on")
     assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) < 5
     root = run_dir(tmp_path)
     assert json.loads((root / "metrics.json").read_text())["iterations"] == 4
