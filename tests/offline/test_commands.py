@@ -49,7 +49,7 @@ def curve(path: Path) -> list[dict[str, str]]:
 
 
 def test_stored_rollouts_hold_the_collected_keys_and_their_origin(online):
-    assert sorted(p.name for p in (online.run_dir / "checkpoints").glob("ckpt-*")) == [
+    assert sorted(p.name for p in (online.run_dir / "checkpoints").glob("ckpt-*.pt")) == [
         "ckpt-000002.pt", "ckpt-000004.pt"]
     rollout, attrs = read_rollout(online.run_dir / "rollouts" / "iter-000003.zarr")
     assert set(rollout.keys()) == set(Collector.writes)  # not last iteration's stale advantages
@@ -63,7 +63,7 @@ def test_replay_with_unchanged_params_reproduces_the_online_checkpoints(online, 
     assert summary["rebuilt_updates"] == 0 and not summary["params_changed"]
     for k in (2, 4):
         assert_same_learner(online_ckpt(online, k), ckpt(tmp_path / "checkpoints", k))
-    assert {p.name for p in (tmp_path / "checkpoints").glob("ckpt-*")} == {
+    assert {p.name for p in (tmp_path / "checkpoints").glob("ckpt-*.pt")} == {
         f"ckpt-{k:06d}.pt" for k in (1, 2, 3, 4)}
     assert json.loads((tmp_path / "metrics.json").read_text())["last_iteration"] == 4
     losses = ("iteration", "env_steps", "update/policy_loss", "update/value_loss", "update/approx_kl")
