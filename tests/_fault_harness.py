@@ -82,8 +82,11 @@ def kept(before: dict[str, str], after: dict[str, str], may_change: tuple[str, .
 
 
 def state(path: Path) -> dict[str, Any]:
-    """Every leaf of a checkpoint except wall time and the params hash (covers data_dir)."""
-    return {k: v for k, v in leaves(load_checkpoint(path)) if k not in ("/wall_s", "/params_hash")}
+    """Every leaf of a checkpoint but wall time, the params hash (covers data_dir) and evaluation's own
+    counters (the reference does not evaluate; evaluation never touches what training computes)."""
+    skip = ("/wall_s", "/params_hash", "/evaluator_calls")
+    return {k: v for k, v in leaves(load_checkpoint(path))
+            if k not in skip and not k.startswith("/last_eval")}
 
 
 def assert_same_as_reference(done: Path, reference: Path, iterations: int = ITERATIONS) -> None:
