@@ -12,7 +12,8 @@ code  meaning
       iteration is on disk and the message gives the resume command
 ====  ===========================================================================================
 
-Modules are imported only once something failed, so ``rlpipe --help`` stays light.
+Exceptions are told apart by class name, so a failing command imports nothing heavy (no torch for a
+params error).
 """
 
 from __future__ import annotations
@@ -37,15 +38,13 @@ _OS_ADVICE = {
 
 def describe(exc: BaseException, resume_command: str | None = None) -> tuple[int, str]:
     """``(exit code, one line)`` for ``exc``; ``resume_command`` is offered where a resume helps."""
-    from rlpipe.rollout import RefusedDataError
-    from rlpipe.run.signals import Interrupted, exit_code
-
+    kinds = {cls.__name__ for cls in type(exc).__mro__}  # by name: a params error imports no torch
     resume = f"; resume with: {resume_command}" if resume_command else ""
-    if isinstance(exc, Interrupted):
-        return exit_code(exc.signum), f"{exc}{resume}"
+    if "Interrupted" in kinds:  # rlpipe.run.signals.Interrupted
+        return 128 + int(getattr(exc, "signum", 2)), f"{exc}{resume}"
     if isinstance(exc, KeyboardInterrupt):
         return 130, "interrupted (SIGINT)"
-    if isinstance(exc, RefusedDataError):
+    if "RefusedDataError" in kinds:  # rlpipe.rollout.RefusedDataError and its kin
         return REFUSED_DATA, _first_line(exc)
     if (os_error := _os_error(exc)) is not None:
         return RUNTIME, _os_message(os_error, exc, resume)
