@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import os
-import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
+from rlpipe.allocator import tune_malloc  # re-exported: callers imported it from here
 from rlpipe.config import ConfigError
 
 __all__ = [
@@ -20,31 +18,6 @@ __all__ = [
     "init_distributed", "launched_by_torchrun", "rank_device", "rank_zero_decides", "resolve_device",
     "sharded_minibatch_indices", "shutdown", "tune_malloc", "world_size",
 ]
-
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-MMAP_THRESHOLD = 32 * 2**20
-"""glibc's largest dynamic mmap threshold: smaller blocks are reused from the heap, not re-mapped."""
-TRIM_THRESHOLD = 2**30
-"""Freed heap memory below this stays mapped for the next minibatch instead of going back to the OS."""
-
-
-@functools.cache
-def tune_malloc() -> bool:
-    """Stop glibc from returning and re-faulting the update's large temporaries every minibatch.
-
-    With the defaults, each minibatch of a large update maps fresh pages and page-faults on them
-    (≈1.3 M faults per iteration on the massive-batch workload, ~20% of its time on CPU). Keeping
-    freed memory mapped removes that. A no-op (``False``) outside Linux/glibc.
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False
-    return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
-        libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
-    )
 
 
 def resolve_device(spec: str) -> torch.device:

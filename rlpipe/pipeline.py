@@ -21,9 +21,10 @@ from tensordict import TensorDict
 
 from rlpipe import roles
 from rlpipe.algorithms import BaseAlgorithm, algo_class, build_algo, resolve_algo_cfg
+from rlpipe.allocator import tune_malloc
 from rlpipe.checkpoints import restore_rng_state, rng_state
 from rlpipe.config import ConfigError, RunConfig, params_hash
-from rlpipe.distributed import DistContext, broadcast_parameters, init_distributed, tune_malloc
+from rlpipe.distributed import DistContext, broadcast_parameters, init_distributed
 from rlpipe.envs import BatchedEnv, build_env
 from rlpipe.policies import Policy, build_policy
 from rlpipe.stages.advantage import AdvantageStage
