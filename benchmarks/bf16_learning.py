@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bf16_learning.py [--tasks cartpole pendulum halfcheetah] [--seeds 0 1 2]
         [--halfcheetah-steps 200000] [--threads 1] [--json PATH] [--png PATH]
-    .venv/bin/python benchmarks/bf16_learning.py --plot-only --json PATH --png PATH   # redraw
+    .venv/bin/python benchmarks/bf16_learning.py --plot-only --json PATH [--also PATH ...] --png PATH
 
 Tasks (each its shipped config, loaded through ``rlpipe.config.load``):
 
@@ -54,6 +54,7 @@ def parse_args() -> argparse.Namespace:
     add("--json", type=Path, default=PROJECT_ROOT / "data" / "bench" / "bf16_learning.json", help="results")
     add("--png", type=Path, default=PROJECT_ROOT / "data" / "bench" / "bf16_learning.png", help="curves")
     add("--resume", action="store_true", help="keep the runs already in --json, run the rest")
+    add("--also", type=Path, nargs="+", default=[], help="other result JSONs to merge into summary and PNG")
     add("--plot-only", action="store_true", help="only redraw --png from --json")
     return parser.parse_args()
 
@@ -180,6 +181,8 @@ def main() -> None:
                     print(f"{task} seed {seed} {LABELS[amp]}: final return {runs[-1]['final_return']:.1f} "
                           f"({runs[-1]['wall_s']:.0f} s)", flush=True)
                     save(args.json, runs, args)
+    for path in args.also:
+        runs += json.loads(path.read_text())["runs"]
     print_summary(summarize(runs))
     plot(runs, args.png)
 

@@ -36,6 +36,7 @@ from rlpipe.stages.stopping import Stopper
 from rlpipe.stages.update import UpdateStage
 from rlpipe.store import RolloutStore, StoreError
 from rlpipe.tracking import Tracker
+from rlpipe.tracking.banner import run_banner
 
 __all__ = [
     "Experiment", "apply_checkpoint", "build", "checkpoint_matches", "learn_from", "restore",
@@ -369,6 +370,8 @@ def run(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> dict[s
     header = _resume(exp) if resume else None
     tracker = roles.open_run_tracker(cfg, exp.dist)
     _continue_curve(tracker, header)
+    if exp.dist.is_main:
+        print(run_banner(cfg, exp.device, exp.algo.cfg, tune_malloc()), flush=True)
     metrics: dict[str, float] = {}
     try:
         while exp.iteration < cfg.trainer.iterations and exp.stopper.stopped_by is None:
