@@ -1,8 +1,8 @@
 """Scaling sweep: env steps/s, page faults, peak RSS and the update's GFLOP/s from 256 to 16,384 envs.
 
     .venv/bin/python benchmarks/scaling.py [--sizes 256 1024 4096 16384] [--sides rlpipe plain rlpipe-bf16]
-        [--malloc tuned|threshold|system] [--warmup 1] [--iterations 3] [--rounds 1] [--device cpu]
-        [--json PATH] [--png PATH]
+        [--malloc tuned threshold system] [--warmup 1] [--iterations 3] [--large-iterations 1]
+        [--rounds 1] [--device cpu] [--also OLD.json ...] [--json PATH] [--png PATH]
 
 Workload (as ``benchmarks/throughput.py``): torch CartPole, N envs × T=32 steps, separate actor and
 critic MLPs 256×256 ReLU, PPO 4 epochs × 8 minibatches of N·T/8, Adam, store off, one torch
@@ -11,21 +11,26 @@ loop, fp32) and ``rlpipe-bf16`` (``algorithm.cfg.amp=bf16``).
 
 Every (N, side) runs in its own process, so its peak RSS (``ru_maxrss``) and page faults are its
 own; sides alternate within a round (``--rounds`` repeats the whole alternation). A process does
-``--warmup`` untimed and ``--iterations`` timed iterations; the tables give medians. Reported:
+``--warmup`` untimed and ``--iterations`` timed iterations (``--large-iterations`` when N·T > 131,072);
+the tables give medians. ``--also`` merges the rows of earlier runs' JSON. Reported:
 
-* env steps/s = N·T / seconds per iteration, collect and update seconds (rlpipe: ``time/collect_s``,
-  ``time/update_s`` = advantage + update), minor page faults per iteration, peak RSS and its parts
-  (RSS after build, the rollout buffer, the update's flat batch and minibatch working set);
+* env steps per CPU second = N·T / the process's CPU seconds per iteration (user + system, so page
+  faults count), the headline figure because the shared machine's wall clock measures its load;
+  with one thread on a quiet machine it equals env steps/s, which is reported too. Collect and update
+  CPU seconds (rlpipe: its collect stage, advantage + update stages), minor page faults per
+  iteration, peak RSS and its parts (RSS after build, the rollout buffer, the update's flat batch
+  and minibatch working set);
 * the update's achieved GFLOP/s: matmul FLOPs from the layer shapes, forward + backward ≈ 3 ×
-  forward = 3 · 2 · Σ in·out per sample and network, × epochs × N·T, over ``update_s``; against the
-  single-thread GEMM rate measured in the same run (``[N·T/8 capped at 8192, 256] @ [256, 256]``,
-  the layer's own shape, and a square 1024³), fp32 and bf16.
+  forward = 3 · 2 · Σ in·out per sample and network, × epochs × N·T, over the update's CPU seconds;
+  against the single-thread GEMM rate measured in the same process after every timed iteration,
+  also in CPU time (``[N·T/8 capped at 16384, 256] @ [256, 256]``, the layer's own shape, and a
+  square 1024³), fp32 and bf16.
 
 ``--malloc`` picks the allocator settings of every child: ``tuned`` (rlpipe's default,
 ``rlpipe.allocator.tune_malloc``: glibc mmap off), ``threshold`` (the previous setting: mmap
-threshold 32 MiB, trim threshold 1 GiB) or ``system`` (glibc's defaults). Goals: env steps/s at the
-largest N ≥ 0.9 × those at 1,024; fp32 update ≥ 75 % of the GEMM rate. Writes a PNG of env steps/s
-against N. The load average is recorded with every process: on a shared machine compare ratios.
+threshold 32 MiB, trim threshold 1 GiB) or ``system`` (glibc's defaults); rows of a setting other
+than ``tuned`` are labelled ``side [setting]``. Goals: env steps per CPU-s at the largest N ≥ 0.9 ×
+those at 1,024; fp32 update ≥ 75 % of the GEMM rate. Writes a PNG of env steps per CPU-s against N. The load average is recorded with every process: on a shared machine compare ratios.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--minibatches", type=int, default=8, help="minibatches per epoch (default 8)")
     add("--warmup", type=int, default=1, help="untimed iterations per process")
     add("--iterations", type=int, default=3, help="timed iterations per process")
+    add("--large-iterations", type=int, default=1, help="timed iterations per process when N·T > 131,072")
     add("--rounds", type=int, default=1, help="alternations of the sides per N")
     add("--device", default="cpu", help="trainer.device (default cpu)")
     add("--threads", type=int, default=1, help="torch threads (default 1)")
@@ -68,6 +74,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--png", type=Path, default=PROJECT_ROOT / "data" / "bench" / "scaling.png", help="steps/s vs N")
     add("--bf16-max-n", type=int, default=None,
         help="largest N of rlpipe-bf16 (default: every N where bf16 is native, else 1024)")
+    add("--also", type=Path, nargs="+", default=[], help="earlier scaling JSONs: their rows join the table")
     add("--child", nargs=2, metavar=("SIDE", "N"), help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -191,7 +198,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
 
     torch.set_num_threads(args.threads)
     wargs = workload_args(args, n)
-    load_start, spent = load_average(), []
+    load_start, spent, collected = load_average(), [], []
     amp = "bf16" if side == "rlpipe-bf16" else "none"
     with tempfile.TemporaryDirectory(prefix="rlpipe-scaling-") as data_dir:
         overrides = rlpipe_overrides(wargs, data_dir, store=False)
@@ -199,19 +206,26 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         if side == "plain":
             plain = PlainPPO(cfg, list(args.hidden), torch.device(args.device))
             plain.update = cpu_timed(plain.update, spent)  # type: ignore[method-assign]
+            plain.collect = cpu_timed(plain.collect, collected)  # type: ignore[method-assign]
             step, rollout_bytes = (lambda: plain_iteration(plain)), plain_buffer_bytes(plain)
         else:
             exp = build(cfg)
             exp.cfg.run_dir.mkdir(parents=True, exist_ok=True)
             exp.advantage, exp.update = cpu_timed(exp.advantage, spent), cpu_timed(exp.update, spent)
+            exp.collect = cpu_timed(exp.collect, collected)
             step, rollout_bytes = (lambda: rlpipe_iteration(exp)), exp.collect.rollout.bytes()
         rss_built = rss_bytes()
         for _ in range(args.warmup):
             step()
         samples, gemm = [], []
-        for _ in range(args.iterations):
+        iterations = args.iterations if n * args.horizon <= 131072 else args.large_iterations
+        for _ in range(iterations):
             spent.clear()
-            samples.append({**step()._asdict(), "update_cpu_s": sum(spent)})
+            collected.clear()
+            cpu = time.process_time()
+            sample = step()._asdict()
+            samples.append({**sample, "cpu_s": time.process_time() - cpu, "update_cpu_s": sum(spent),
+                            "collect_cpu_s": sum(collected)})
             gemm.append(gemm_rates(min(wargs.batch_size, 16384), args.hidden[-1], args.device,
                                    amp == "bf16"))
     batch = n * args.horizon
@@ -251,7 +265,8 @@ def run_child(args: argparse.Namespace, side: str, malloc: str, n: int) -> dict[
     cmd = [sys.executable, __file__, "--child", side, str(n), "--malloc", malloc,
            "--horizon", str(args.horizon), "--hidden", *map(str, args.hidden), "--epochs", str(args.epochs),
            "--minibatches", str(args.minibatches), "--warmup", str(args.warmup),
-           "--iterations", str(args.iterations), "--device", args.device, "--threads", str(args.threads)]
+           "--iterations", str(args.iterations),
+           "--large-iterations", str(args.large_iterations), "--device", args.device, "--threads", str(args.threads)]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{side} at N={n} failed:\n{done.stderr[-3000:]}")
@@ -264,12 +279,15 @@ def row(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, An
     side, n = results[0]["side"], results[0]["n"]
     samples = [s for r in results for s in r["samples"]]
     wall = median([s["wall_s"] for s in samples])
+    cpu = median([s["cpu_s"] for s in samples])
     update_cpu = median([s["update_cpu_s"] for s in samples])
     gflops = update_flops(n, args) / update_cpu / 1e9
     precision = "bf16" if side.startswith("rlpipe-bf16") else "fp32"
     gemm = {k: median([r["gemm"][k] for r in results]) for k in results[0]["gemm"]}
     return {"side": side, "n": n, "minibatch": n * args.horizon // args.minibatches, "wall_s": wall,
-            "sps": n * args.horizon / wall, "collect_s": median([s["collect_s"] for s in samples]),
+            "sps": n * args.horizon / wall, "cpu_s": cpu, "sps_cpu": n * args.horizon / cpu,
+            "collect_s": median([s["collect_s"] for s in samples]),
+            "collect_cpu_s": median([s["collect_cpu_s"] for s in samples]),
             "update_s": median([s["update_s"] for s in samples]), "update_cpu_s": update_cpu,
             "page_faults": median([s["page_faults"] for s in samples]),
             "peak_rss_mb": max(r["peak_rss"] for r in results) / 2**20,
@@ -285,7 +303,8 @@ def row(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, An
 
 COLUMNS = [
     ("side", "side", ""), ("n", "N", ","), ("minibatch", "minibatch", ","), ("wall_s", "s/it", ".2f"),
-    ("sps", "env steps/s", ",.0f"), ("collect_s", "collect s", ".2f"), ("update_s", "update s", ".2f"),
+    ("sps", "steps/s wall", ",.0f"), ("cpu_s", "CPU s/it", ".2f"), ("sps_cpu", "steps/CPU-s", ",.0f"),
+    ("collect_cpu_s", "collect CPU s", ".2f"), ("update_cpu_s", "update CPU s", ".2f"),
     ("page_faults", "faults/it", ",.0f"), ("peak_rss_mb", "peak RSS MB", ",.0f"),
     ("rss_built_mb", "RSS built", ",.0f"), ("rollout_mb", "rollout MB", ".1f"),
     ("flat_batch_mb", "flat batch", ".1f"), ("activations_mb", "activations", ".0f"),
@@ -305,11 +324,11 @@ def plot(rows: list[dict[str, Any]], png: Path, title: str) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for side in dict.fromkeys(r["side"] for r in rows):
         mine = sorted((r for r in rows if r["side"] == side), key=lambda r: r["n"])
-        ax.plot([r["n"] for r in mine], [r["sps"] for r in mine], marker="o", label=side)
+        ax.plot([r["n"] for r in mine], [r["sps_cpu"] for r in mine], marker="o", label=side)
     ax.set_xscale("log", base=2)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("envs N (T=32, minibatch N·T/8)")
-    ax.set_ylabel("env steps/s")
+    ax.set_ylabel("env steps per CPU second (1 thread)")
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend()
@@ -326,10 +345,10 @@ def verdicts(rows: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
     for side in dict.fromkeys(r["side"] for r in rows):
         by_n = {r["n"]: r for r in rows if r["side"] == side}
         top = by_n[max(by_n)]
-        ratio = top["sps"] / by_n[base_n]["sps"] if base_n in by_n else float("nan")
+        ratio = top["sps_cpu"] / by_n[base_n]["sps_cpu"] if base_n in by_n else float("nan")
         out[side] = {"flatness": ratio, "base_n": base_n, "max_n": top["n"],
                      "share_layer_at_max": top["share_layer"], "share_square_at_max": top["share_square"]}
-        print(f"{side}: env steps/s at N={top['n']:,} / N={base_n:,} = {ratio:.2f}x "
+        print(f"{side}: env steps per CPU-s at N={top['n']:,} / N={base_n:,} = {ratio:.2f}x "
               f"({'meets' if ratio >= 0.9 else 'misses'} >= 0.9x); update at N={top['n']:,}: "
               f"{top['update_gflops']:.1f} GFLOP/s = {top['share_layer']:.0%} of the layer-shaped GEMM, "
               f"{top['share_square']:.0%} of the square one (goal >= 75%)")
@@ -349,7 +368,7 @@ def main() -> None:
                 for malloc in args.malloc:
                     if side == "rlpipe-bf16" and n > bf16_max_n:
                         continue  # emulated bf16: an update at large N takes many minutes
-                    label = side if len(args.malloc) == 1 else f"{side} [{malloc}]"
+                    label = side if malloc == "tuned" else f"{side} [{malloc}]"
                     r = {**run_child(args, side, malloc, n), "side": label, "malloc": malloc}
                     results.setdefault((label, n), []).append(r)
                     print(f"  N={n:,} {label}: {median([s['wall_s'] for s in r['samples']]):.2f} s/it, "
@@ -357,6 +376,8 @@ def main() -> None:
                           f"faults {median([s['page_faults'] for s in r['samples']]):,.0f}, "
                           f"load {r['load'][1]}", flush=True)
     rows = [row(rs, args) for rs in results.values()]
+    for path in args.also:
+        rows += json.loads(path.read_text())["rows"]
     print_table(rows, COLUMNS)
     summary = verdicts(rows, args.sizes)
     env = environment()
