@@ -30,7 +30,8 @@ the tables give medians. ``--also`` merges the rows of earlier runs' JSON. Repor
 ``rlpipe.allocator.tune_malloc``: glibc mmap off), ``threshold`` (the previous setting: mmap
 threshold 32 MiB, trim threshold 1 GiB) or ``system`` (glibc's defaults); rows of a setting other
 than ``tuned`` are labelled ``side [setting]``. Goals: env steps per CPU-s at the largest N ≥ 0.9 ×
-those at 1,024; fp32 update ≥ 75 % of the GEMM rate. Writes a PNG of env steps per CPU-s against N. The load average is recorded with every process: on a shared machine compare ratios.
+those at 1,024; fp32 update ≥ 75 % of the GEMM rate. Writes a PNG of env steps per CPU-s against N.
+The load average is recorded with every process: on a shared machine compare ratios.
 """
 
 from __future__ import annotations
@@ -266,7 +267,8 @@ def run_child(args: argparse.Namespace, side: str, malloc: str, n: int) -> dict[
            "--horizon", str(args.horizon), "--hidden", *map(str, args.hidden), "--epochs", str(args.epochs),
            "--minibatches", str(args.minibatches), "--warmup", str(args.warmup),
            "--iterations", str(args.iterations),
-           "--large-iterations", str(args.large_iterations), "--device", args.device, "--threads", str(args.threads)]
+           "--large-iterations", str(args.large_iterations), "--device", args.device,
+           "--threads", str(args.threads)]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{side} at N={n} failed:\n{done.stderr[-3000:]}")
