@@ -212,9 +212,10 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         else:
             exp = build(cfg)
             exp.cfg.run_dir.mkdir(parents=True, exist_ok=True)
+            rollout_bytes = exp.collect.rollout.bytes()
             exp.advantage, exp.update = cpu_timed(exp.advantage, spent), cpu_timed(exp.update, spent)
             exp.collect = cpu_timed(exp.collect, collected)
-            step, rollout_bytes = (lambda: rlpipe_iteration(exp)), exp.collect.rollout.bytes()
+            step = lambda: rlpipe_iteration(exp)  # noqa: E731
         rss_built = rss_bytes()
         for _ in range(args.warmup):
             step()
