@@ -75,6 +75,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--png", type=Path, default=PROJECT_ROOT / "data" / "bench" / "scaling.png", help="steps/s vs N")
     add("--bf16-max-n", type=int, default=None,
         help="largest N of rlpipe-bf16 (default: every N where bf16 is native, else 1024)")
+    add("--from-partial", type=Path, nargs="+", default=[],
+        help="only build the table/PNG from these .partial.jsonl files of interrupted runs")
     add("--also", type=Path, nargs="+", default=[], help="earlier scaling JSONs: their rows join the table")
     add("--child", nargs=2, metavar=("SIDE", "N"), help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -262,7 +264,7 @@ def activation_bytes(minibatch: int, hidden: list[int], amp: str) -> int:
 # --------------------------------------------------------------------------------------- parent
 
 
-def run_child(args: argparse.Namespace, side: str, malloc: str, n: int) -> dict[str, Any]:
+def run_child(args: argparse.Namespace, side: str, malloc: str, n: int) -> dict[str, Any] | None:
     """``scaling.py --child SIDE N`` with the same options; its JSON line."""
     cmd = [sys.executable, __file__, "--child", side, str(n), "--malloc", malloc,
            "--horizon", str(args.horizon), "--hidden", *map(str, args.hidden), "--epochs", str(args.epochs),
@@ -272,7 +274,8 @@ def run_child(args: argparse.Namespace, side: str, malloc: str, n: int) -> dict[
            "--threads", str(args.threads)]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise SystemExit(f"{side} at N={n} failed:\n{done.stderr[-3000:]}")
+        print(f"{side} at N={n} failed (left out):\n{done.stderr[-3000:]}", file=sys.stderr)
+        return None
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -358,13 +361,36 @@ def verdicts(rows: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
     return out
 
 
+def report_partial(args: argparse.Namespace) -> None:
+    """Table, verdicts and PNG from the per-process lines of (possibly interrupted) runs."""
+    results: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for path in args.from_partial:
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            results.setdefault((r["side"], r["n"]), []).append(r)
+    rows = sorted((row(rs, args) for rs in results.values()), key=lambda r: (r["side"], r["n"]))
+    print_table(rows, COLUMNS)
+    summary = verdicts(rows, sorted({r["n"] for r in rows}))
+    plot(rows, args.png, "CartPole PPO 256x256, 1 thread (env steps per CPU second)")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"benchmark": "scaling", "rows": rows, "summary": summary,
+                                     "environment": environment()}, indent=1) + "\n")
+    print(f"results written to {args.json}")
+
+
 def main() -> None:
     args = parse_args()
     if args.child:
         print(json.dumps(child(args)))
         return
+    if args.from_partial:
+        report_partial(args)
+        return
     bf16_max_n = args.bf16_max_n or (max(args.sizes) if bf16_native(args.device) else 1024)
     results: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    partial = args.json.with_suffix(".partial.jsonl")  # every finished process, as it finishes
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    partial.write_text("")
     for n in args.sizes:
         for _ in range(args.rounds):
             for side in args.sides:
@@ -372,8 +398,13 @@ def main() -> None:
                     if side == "rlpipe-bf16" and n > bf16_max_n:
                         continue  # emulated bf16: an update at large N takes many minutes
                     label = side if malloc == "tuned" else f"{side} [{malloc}]"
-                    r = {**run_child(args, side, malloc, n), "side": label, "malloc": malloc}
+                    result = run_child(args, side, malloc, n)
+                    if result is None:
+                        continue
+                    r = {**result, "side": label, "malloc": malloc}
                     results.setdefault((label, n), []).append(r)
+                    with partial.open("a") as fh:
+                        fh.write(json.dumps(r) + "\n")
                     print(f"  N={n:,} {label}: {median([s['wall_s'] for s in r['samples']]):.2f} s/it, "
                           f"update {median([s['update_cpu_s'] for s in r['samples']]):.2f} CPU s, "
                           f"faults {median([s['page_faults'] for s in r['samples']]):,.0f}, "
