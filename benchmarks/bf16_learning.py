@@ -71,7 +71,7 @@ def overrides(task: str, seed: int, amp: str, data_dir: str, halfcheetah_steps: 
 
 def run_one(task: str, seed: int, amp: str, halfcheetah_steps: int) -> dict[str, Any]:
     """Train one (task, seed, amp) to the end; the curve and the wall time."""
-    from rlpipe.pipeline import build, run_iteration  # after set_threads
+    from rlpipe.run import build, run_iteration  # after set_threads
 
     params = TASKS[task][0]
     with tempfile.TemporaryDirectory(prefix="rlpipe-bf16-") as data_dir:

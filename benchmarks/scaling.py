@@ -179,15 +179,27 @@ def workload_args(args: argparse.Namespace, n: int) -> argparse.Namespace:
                               device=args.device, checkpoints=False)
 
 
-def cpu_timed(fn: Any, spent: list[float]) -> Any:
-    """``fn`` that also appends its thread CPU seconds to ``spent``."""
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+class CpuTimed:
+    """A stage (any callable) that also appends its thread CPU seconds to ``spent``; its other
+    attributes (``writes``, ``reads`` …) read through."""
+
+    def __init__(self, fn: Any, spent: list[float]) -> None:
+        self._fn, self._spent = fn, spent
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         start = time.thread_time()
         try:
-            return fn(*args, **kwargs)
+            return self._fn(*args, **kwargs)
         finally:
-            spent.append(time.thread_time() - start)
-    return wrapper
+            self._spent.append(time.thread_time() - start)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fn, name)
+
+
+def cpu_timed(fn: Any, spent: list[float]) -> Any:
+    """``fn`` that also appends its thread CPU seconds to ``spent``."""
+    return CpuTimed(fn, spent)
 
 
 def child(args: argparse.Namespace) -> dict[str, Any]:
@@ -197,7 +209,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from throughput import PlainPPO, plain_iteration, rlpipe_iteration, rlpipe_overrides
 
-    from rlpipe.pipeline import build
+    from rlpipe.run import build
 
     torch.set_num_threads(args.threads)
     wargs = workload_args(args, n)

@@ -9,14 +9,13 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from rlpipe.allocator import tune_malloc  # re-exported: callers imported it from here
 from rlpipe.config import ConfigError
 
 __all__ = [
     "DistContext", "all_reduce_mean", "all_reduce_sum", "average_gradients", "barrier", "batch_moments",
     "broadcast_parameters", "gather_objects", "get_rank", "global_minibatch_count", "global_normalize",
     "init_distributed", "launched_by_torchrun", "rank_device", "rank_zero_decides", "resolve_device",
-    "sharded_minibatch_indices", "shutdown", "tune_malloc", "world_size",
+    "sharded_minibatch_indices", "shutdown", "world_size",
 ]
 
 

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlpipe import __version__
 from rlpipe.config import RunConfig, TrackingCfg, params_hash
 from rlpipe.distributed import world_size
 from rlpipe.tracking.console import flatten_params
+from rlpipe.version import __version__
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
