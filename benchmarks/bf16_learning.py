@@ -53,29 +53,32 @@ def parse_args() -> argparse.Namespace:
     add("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     add("--json", type=Path, default=PROJECT_ROOT / "data" / "bench" / "bf16_learning.json", help="results")
     add("--png", type=Path, default=PROJECT_ROOT / "data" / "bench" / "bf16_learning.png", help="curves")
+    add("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="extra config override for every run (repeatable), e.g. trainer.iterations=25")
     add("--resume", action="store_true", help="keep the runs already in --json, run the rest")
     add("--also", type=Path, nargs="+", default=[], help="other result JSONs to merge into summary and PNG")
     add("--plot-only", action="store_true", help="only redraw --png from --json")
     return parser.parse_args()
 
 
-def overrides(task: str, seed: int, amp: str, data_dir: str, halfcheetah_steps: int) -> list[str]:
+def overrides(task: str, seed: int, amp: str, data_dir: str, halfcheetah_steps: int,
+              extra: list[str]) -> list[str]:
     """The task's config with this seed and precision; nothing written but the run directory."""
     sets = [f"trainer.seed={seed}", f"algorithm.cfg.amp={amp}", "tracking.backend=none",
             "store.enabled=false", "trainer.enable_eval=false", f"trainer.save_freq={NEVER}",
             f"trainer.data_dir={data_dir}", "trainer.num_threads=null"]
     if task == "halfcheetah":
         sets.append(f"trainer.iterations={-(-halfcheetah_steps // 2048)}")
-    return sets
+    return [*sets, *extra]
 
 
-def run_one(task: str, seed: int, amp: str, halfcheetah_steps: int) -> dict[str, Any]:
+def run_one(task: str, seed: int, amp: str, halfcheetah_steps: int, extra: list[str]) -> dict[str, Any]:
     """Train one (task, seed, amp) to the end; the curve and the wall time."""
     from rlpipe.run import build, run_iteration  # after set_threads
 
     params = TASKS[task][0]
     with tempfile.TemporaryDirectory(prefix="rlpipe-bf16-") as data_dir:
-        cfg = load_cfg(params, overrides(task, seed, amp, data_dir, halfcheetah_steps))
+        cfg = load_cfg(params, overrides(task, seed, amp, data_dir, halfcheetah_steps, extra))
         exp = build(cfg)
         cfg.run_dir.mkdir(parents=True, exist_ok=True)
         steps, returns, start = [], [], time.perf_counter()
@@ -177,7 +180,7 @@ def main() -> None:
                 for amp in AMPS:  # fp32 and bf16 back to back: load drift hits both alike
                     if (task, seed, amp) in done:
                         continue
-                    runs.append(run_one(task, seed, amp, args.halfcheetah_steps))
+                    runs.append(run_one(task, seed, amp, args.halfcheetah_steps, args.overrides))
                     print(f"{task} seed {seed} {LABELS[amp]}: final return {runs[-1]['final_return']:.1f} "
                           f"({runs[-1]['wall_s']:.0f} s)", flush=True)
                     save(args.json, runs, args)
