@@ -16,7 +16,8 @@ the same seed (``trainer.seed=SEED``), store off, no tracking, no eval, no check
 ``run_iteration`` as ``rlpipe run`` does. The curve is ``train/episode_return_mean`` (the mean of
 the last finished training episodes) against env steps. The summary compares the final return (mean
 of the last 10 % of iterations) of bf16 against fp32: the per-seed difference, and whether the
-bf16 mean lies within the fp32 seeds' spread (min..max widened by one fp32 standard deviation).
+bf16 mean lies within the fp32 seeds' spread (min..max widened by one fp32 standard deviation, or
+by 2 % of the fp32 mean where the seeds agree, as on a solved CartPole).
 The PNG shows the three tasks side by side, fp32 and bf16 in two colours, one thin line per seed
 and the mean across seeds thick. Results are written to the JSON after every run, so an
 interrupted sweep keeps what finished (``--resume`` skips the runs the JSON already holds).
@@ -107,7 +108,8 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         fp32, bf16 = [final["none"][s] for s in seeds], [final["bf16"][s] for s in seeds]
         spread = statistics.stdev(fp32) if len(fp32) > 1 else 0.0
-        low, high = min(fp32) - spread, max(fp32) + spread
+        margin = max(spread, 0.02 * abs(statistics.fmean(fp32)))  # a saturated task has no spread
+        low, high = min(fp32) - margin, max(fp32) + margin
         bf16_mean = statistics.fmean(bf16)
         wall = {amp: statistics.fmean([r["wall_s"] for r in runs if r["task"] == task and r["amp"] == amp])
                 for amp in AMPS}
