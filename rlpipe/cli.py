@@ -35,6 +35,25 @@ def user_errors(func: F) -> F:
 
 
 params_argument = click.argument("params", type=click.Path(path_type=Path))
+
+
+class RunPath(click.Path):
+    """A path, or ``<dvc-exp>/<path in its run dir>`` (``clip01/rollouts/iter-000002.zarr``)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from rlpipe.runs import resolve_path
+
+        return super().convert(resolve_path(value) if isinstance(value, str) else value, param, ctx)
+
+
+def load_params(params: Path, overrides: tuple[str, ...]) -> config_mod.RunConfig:
+    """A params file, or a run dir / DVC experiment name: that run's params snapshot, its run dir."""
+    if params.is_file():
+        return config_mod.load(params, overrides)
+    from rlpipe.runs import run_params
+
+    snapshot, data_dir = run_params(params)
+    return config_mod.load(snapshot, (f"trainer.data_dir={data_dir}", *overrides))
 set_option = click.option(
     "--set", "overrides", multiple=True, metavar="KEY=VALUE",
     help="Override a param, VALUE parsed as YAML (like `dvc exp run -S`); repeatable.",
@@ -96,10 +115,10 @@ def compare(experiments: tuple[str, ...], metrics: tuple[str, ...], run_ids: tup
 # --------------------------------------------------------- one stage on stored data, offline replay
 
 checkpoint_option = click.option(
-    "--checkpoint", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    "--checkpoint", type=RunPath(dir_okay=False, path_type=Path), default=None,
     help="Checkpoint file (ckpt-NNNNNN.pt) to start from.",
 )
-rollout_argument = click.argument("rollout", type=click.Path(path_type=Path))
+rollout_argument = click.argument("rollout", type=RunPath(path_type=Path))
 
 
 def _out_option(default: str) -> Callable[[F], F]:
@@ -132,7 +151,7 @@ def collect(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, o
     """Collect one rollout with a checkpoint (default: the run's latest) → iter-NNNNNN.zarr."""
     from rlpipe import offline
 
-    cfg = config_mod.load(params, overrides)
+    cfg = load_params(params, overrides)
     click.echo(f"rollout → {offline.collect_rollout(cfg, checkpoint, out or cfg.run_dir / 'collected')}")
 
 
@@ -146,7 +165,7 @@ def advantage(params: Path, rollout: Path, overrides: tuple[str, ...], out: Path
     """Compute a stored rollout's advantages/returns into a separate store (the rollout is not changed)."""
     from rlpipe import offline
 
-    cfg = config_mod.load(params, overrides)
+    cfg = load_params(params, overrides)
     click.echo(f"advantages → {offline.compute_advantages(cfg, rollout, out)}")
 
 
@@ -165,7 +184,7 @@ def update(params: Path, rollout: Path, overrides: tuple[str, ...], checkpoint: 
     """
     from rlpipe import offline
 
-    cfg = config_mod.load(params, overrides)
+    cfg = load_params(params, overrides)
     path, metrics = offline.update_from_rollout(cfg, rollout, checkpoint, out or cfg.run_dir / "updated")
     for key in sorted(k for k in metrics if k.startswith("update/")):
         click.echo(f"{key:<28} {metrics[key]:.6g}")
@@ -182,7 +201,7 @@ def evaluate(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, 
     """Evaluate a checkpoint (default: the run's latest) with the eval params."""
     from rlpipe import offline
 
-    cfg = config_mod.load(params, overrides)
+    cfg = load_params(params, overrides)
     metrics = offline.evaluate_checkpoint(cfg, checkpoint, out)
     for key in sorted(metrics):
         click.echo(f"{key:<20} {metrics[key]:.6g}")
@@ -247,13 +266,13 @@ def _short(value: Any) -> str:
 @cli.command()
 @params_argument
 @set_option
-@click.option("--rollouts", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--rollouts", type=RunPath(file_okay=False, path_type=Path), default=None,
               help="Folder of iter-NNNNNN.zarr stores (default: <run_dir>/rollouts).")
 @click.option("--iterations", "span", callback=_parse_span, default=None, metavar="A:B",
               help="Replay rollouts A to B, both included, or one K (default: every stored one).")
 @click.option("--chain", is_flag=True,
               help="Update each rollout from the previous replayed weights, not from its own checkpoint.")
-@click.option("--from", "start", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--from", "start", type=RunPath(dir_okay=False, path_type=Path), default=None,
               help="Checkpoint the chain starts from (implies --chain; default: the one before A).")
 @_out_option("<run_dir>/reupdate")
 @user_errors
@@ -262,12 +281,30 @@ def replay(params: Path, overrides: tuple[str, ...], rollouts: Path | None, span
     """Re-run advantage + update over stored rollouts with the params plus replay.algorithm overrides."""
     from rlpipe import offline
 
-    cfg = config_mod.load(params, overrides)
+    cfg = load_params(params, overrides)
     out = out or cfg.run_dir / "reupdate"
     summary = offline.replay(cfg, rollouts or cfg.run_dir / "rollouts", out, span,
                              chain=chain or start is not None, start=start)
     click.echo(f"replayed {summary['iterations']} rollouts ({summary['transitions']:,} transitions, "
                f"{summary['transitions_per_s']:,.0f}/s) → {out / 'checkpoints'}, {out / 'metrics.json'}")
+
+
+@cli.command()
+@click.option("--dry-run", is_flag=True, help="Only list what would be freed.")
+@user_errors
+def gc(dry_run: bool) -> None:
+    """Free the run dirs (data/exps/<name>) of DVC experiments that no longer exist.
+
+    Kept: every run dir named by a DVC experiment, a branch or tag (`dvc exp branch`), the
+    workspace's data/<exp>/run.json, or held by a running experiment. Run after `dvc exp remove`.
+    """
+    from rlpipe.dvc_exps import gc as collect_garbage
+
+    freed = collect_garbage(dry_run=dry_run)
+    for folder, size in freed:
+        click.echo(f"{'would free' if dry_run else 'freed'} {folder} ({size / 2**20:.1f} MB)")
+    total = sum(size for _, size in freed) / 2**20
+    click.echo(f"{len(freed)} experiment run dirs, {total:.1f} MB{' (dry run)' if dry_run else ''}")
 
 
 def main() -> None:

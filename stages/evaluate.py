@@ -1,11 +1,13 @@
 """DVC stage ``evaluate``: the final checkpoint on fresh eval envs, with the ``eval`` params.
 
-deps:    stages/evaluate.py, the rlpipe code it runs, data/<exp_name>/{checkpoints,metrics.json}
+deps:    stages/evaluate.py, the rlpipe code it runs, data/<exp_name>/{run.json,metrics.json}
 params:  eval, env, policy, trainer.seed, trainer.device, tracking
-metrics: data/<exp_name>/eval/metrics.json
+run dir: the one data/<exp_name>/run.json names (the last train, or the experiment `dvc exp apply` restored)
+metrics: data/<exp_name>/eval/metrics.json (copied from the run dir)
 """
 
-from rlpipe import config, offline
+from rlpipe import offline
+from rlpipe.dvc_exps import run_stage
 
 if __name__ == "__main__":
-    offline.evaluate_checkpoint(config.load("params.yaml"))
+    run_stage("evaluate", offline.evaluate_checkpoint)

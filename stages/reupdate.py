@@ -1,14 +1,13 @@
 """DVC stage ``reupdate``: offline re-update of the stored rollouts with the ``replay`` overrides.
 
-deps:    stages/reupdate.py, the rlpipe code it runs, data/<exp_name>/{rollouts,checkpoints,metrics.json}
+deps:    stages/reupdate.py, the rlpipe code it runs, data/<exp_name>/{run.json,metrics.json}
 params:  replay, algorithm, policy, env, trainer, checkpoint, tracking
-outs:    data/<exp_name>/reupdate/checkpoints
-metrics: data/<exp_name>/reupdate/metrics.json
-plots:   data/<exp_name>/reupdate/curve.csv
+run dir: the one data/<exp_name>/run.json names; writes <run_dir>/reupdate/checkpoints there
+metrics: data/<exp_name>/reupdate/metrics.json, plots: data/<exp_name>/reupdate/curve.csv (copied)
 """
 
-from rlpipe import config, offline
+from rlpipe import offline
+from rlpipe.dvc_exps import run_stage
 
 if __name__ == "__main__":
-    cfg = config.load("params.yaml")
-    offline.replay(cfg, rollouts=cfg.run_dir / "rollouts", out=cfg.run_dir / "reupdate")
+    run_stage("reupdate", lambda cfg: offline.replay(cfg, cfg.run_dir / "rollouts", cfg.run_dir / "reupdate"))

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from rlpipe import __version__
 from rlpipe.config import RunConfig, TrackingCfg, params_hash
 from rlpipe.distributed import world_size
+from rlpipe.runs import project_root  # re-exported: where the default data/mlflow.db lives
 from rlpipe.tracking.console import flatten_params
 
 if TYPE_CHECKING:
@@ -50,22 +51,6 @@ class TrackingError(ValueError):
 
 
 # --- where the MLflow store is --------------------------------------------------------------------
-
-
-def project_root(start: Path | None = None) -> Path:
-    """The absolute project folder, where the default ``data/mlflow.db`` lives.
-
-    ``$DVC_ROOT`` when DVC runs us (in a queued experiment's temporary copy it names the real repo),
-    else the nearest folder up from ``start`` (cwd) holding ``dvc.yaml`` or ``pyproject.toml``, else
-    ``start`` itself.
-    """
-    if os.environ.get("DVC_ROOT"):
-        return Path(os.environ["DVC_ROOT"]).resolve()
-    here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / "dvc.yaml").is_file() or (folder / "pyproject.toml").is_file():
-            return folder
-    return here
 
 
 def resolve_uri(cfg: TrackingCfg | None = None, root: Path | None = None) -> str:
