@@ -178,6 +178,7 @@ def assert_replays_bit_exact(repo: Path, monkeypatch, name: str) -> None:
     """``rlpipe replay <name>`` from the experiment's stored rollouts equals its online checkpoints."""
     out = repo / "replayed" / name
     invoke(repo, monkeypatch, "replay", name, "--out", str(out))
+    assert json.loads((out / "metrics.json").read_text())["params_changed"] is False  # its own params
     online = sorted((run_dir_of(repo, name) / "checkpoints").glob("ckpt-*.pt"))
     assert online, name
     for checkpoint in online:
