@@ -11,9 +11,11 @@ Two parts (``--part``):
           alternate round by round; the figure is ``dvc repro`` time minus the stage command's own
           time (DVC's saving work), and its excess over the run-dir mechanism, per iteration. Disk:
           bytes under the repo (workspace + cache, a hardlinked file counted once).
-``exps``  The real thing: queue ``--experiments`` experiments of ``params.yaml`` (tiny sizes unless
-          ``--set``), run them with ``dvc queue start --jobs 2``, and report each experiment's disk
-          (``data/exps/<name>``), the DVC cache and what is left in ``.dvc/tmp/exps``.
+``exps``  The real thing: in a git copy of the working tree, queue ``--experiments`` experiments
+          of ``params.yaml`` (the test suite's tiny sizes unless ``--set``), run them with
+          ``dvc exp run --run-all --jobs 2`` (``dvc queue start --jobs 2`` that waits), and report
+          each experiment's disk (``data/exps/<name>``), the DVC cache and what is left in
+          ``.dvc/tmp/exps``.
 
 Run: ``.venv/bin/python benchmarks/dvc_experiments.py --part cost --source /tmp/massive/cartpole_ppo``
 and ``.venv/bin/python benchmarks/dvc_experiments.py --part exps``.
@@ -51,8 +53,8 @@ Path("cmd_s").write_text(str(time.perf_counter() - t0))
 """
 
 
-def sh(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_")}
+def sh(cwd: Path, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_")} | (extra_env or {})
     env |= {"PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}", "DVC_NO_ANALYTICS": "1",
             "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
             "GIT_COMMITTER_EMAIL": "b@b"}
@@ -144,31 +146,60 @@ def part_cost(args: argparse.Namespace) -> dict[str, Any]:
     return {"iterations": iterations, "data_bytes": data, "rows": rows, "samples": samples}
 
 
-def part_exps(args: argparse.Namespace) -> dict[str, Any]:
-    sys.path.insert(0, str(PROJECT_ROOT / "tests"))
-    from dvc_repo import copy_repo, dvc, queued_names  # the test suite's helpers
+TINY = {"trainer.num_envs": 8, "trainer.buffer_size": 8, "trainer.iterations": 2, "trainer.num_eval_envs": 2,
+        "trainer.num_threads": 1, "algorithm.cfg.batch_size": 32, "algorithm.cfg.n_epochs": 1,
+        "eval.num_envs": 2, "eval.num_episodes": 1}
+"""The test suite's tiny sizes (tests/test_dvc.py), the default of ``--part exps``."""
 
+
+def copy_project(target: Path, params: dict[str, Any]) -> Path:
+    """The working tree (tracked and untracked-but-not-ignored files) as a fresh one-commit repo."""
+    import yaml
+
+    listed = sh(PROJECT_ROOT, "git", "ls-files", "-z", "--cached", "--others", "--exclude-standard").stdout
+    for rel in filter(None, listed.split("\0")):
+        if (PROJECT_ROOT / rel).is_file():
+            (target / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(PROJECT_ROOT / rel, target / rel)
+    (target / "dvc.lock").unlink(missing_ok=True)
+    data = yaml.safe_load((target / "params.yaml").read_text())
+    for key, value in params.items():
+        *parents, leaf = key.split(".")
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(value) if isinstance(value, str) else value
+    (target / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    for args in (("git", "init", "-q"), ("git", "add", "-A"), ("git", "commit", "-qm", "baseline")):
+        sh(target, *args)
+    return target
+
+
+def part_exps(args: argparse.Namespace) -> dict[str, Any]:
     scratch = Path(tempfile.mkdtemp(prefix="rlpipe-dvc-exps-", dir=args.scratch))
+    params = dict(kv.split("=", 1) for kv in args.set) if args.set else dict(TINY)
     try:
-        repo = copy_repo(PROJECT_ROOT, scratch / "repo", tiny=not args.set)
-        for i in range(args.experiments):
-            dvc(repo, "exp", "run", "--queue", "train", "-S", f"algorithm.cfg.clip_coef={0.1 + 0.05 * i}",
-                *[f"-S={kv}" for kv in args.set])
+        repo = copy_project(scratch / "repo", params)
+        env = {"PYTHONPATH": str(PROJECT_ROOT)}
+        names = [f"e{i + 1}" for i in range(args.experiments)]
+        for i, name in enumerate(names):
+            sh(repo, str(BIN / "dvc"), "exp", "run", "--queue", "-n", name,
+               "-S", f"algorithm.cfg.clip_coef={0.1 + 0.05 * i:.2f}", extra_env=env)
         start = time.perf_counter()
-        dvc(repo, "queue", "start", "--jobs", "2")
-        names = queued_names(repo, args.experiments)
+        sh(repo, str(BIN / "dvc"), "exp", "run", "--run-all", "--jobs", "2", extra_env=env)
         wall = time.perf_counter() - start
         rows = {name: disk_bytes(repo / "data" / "exps" / name) for name in names}
         cache, tmp = repo / ".dvc" / "cache", repo / ".dvc" / "tmp" / "exps"
-        result = {"wall_s": wall, "per_experiment_bytes": rows,
+        result = {"wall_s": wall, "params": params, "per_experiment_bytes": rows,
                   "dvc_cache_bytes": disk_bytes(cache) if cache.exists() else 0,
                   "dvc_tmp_exps_bytes": disk_bytes(tmp) if tmp.exists() else 0}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     for name, size in rows.items():
-        print(f"{name:<24}{size / 2**20:>9.2f} MB")
+        print(f"{name:<8}{size / 2**20:>9.2f} MB in data/exps/{name}")
     print(f"DVC cache {result['dvc_cache_bytes'] / 2**20:.2f} MB, .dvc/tmp/exps "
-          f"{result['dvc_tmp_exps_bytes'] / 2**20:.2f} MB, {args.experiments} experiments in {wall:.0f} s")
+          f"{result['dvc_tmp_exps_bytes'] / 2**20:.2f} MB; {args.experiments} experiments on 2 jobs "
+          f"in {wall:.0f} s")
     return result
 
 
