@@ -35,6 +35,10 @@ def user_errors(func: F) -> F:
 
 
 params_argument = click.argument("params", type=click.Path(path_type=Path))
+set_option = click.option(
+    "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+    help="Override a param, VALUE parsed as YAML (like `dvc exp run -S`); repeatable.",
+)
 
 
 class RunPath(click.Path):
@@ -48,16 +52,12 @@ class RunPath(click.Path):
 
 def load_params(params: Path, overrides: tuple[str, ...]) -> config_mod.RunConfig:
     """A params file, or a run dir / DVC experiment name: that run's params snapshot, its run dir."""
-    if params.is_file():
-        return config_mod.load(params, overrides)
+    if params.is_file() or params.suffix in (".yaml", ".yml", ".json"):
+        return config_mod.load(params, overrides)  # a missing file: "params file not found"
     from rlpipe.runs import run_params
 
     snapshot, data_dir = run_params(params)
     return config_mod.load(snapshot, (f"trainer.data_dir={data_dir}", *overrides))
-set_option = click.option(
-    "--set", "overrides", multiple=True, metavar="KEY=VALUE",
-    help="Override a param, VALUE parsed as YAML (like `dvc exp run -S`); repeatable.",
-)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
