@@ -8,6 +8,7 @@ then artifacts. Reading: :func:`search_runs` and :func:`metric_history` for ``rl
 from __future__ import annotations
 
 import atexit
+import fcntl
 import json
 import logging
 import math
@@ -99,9 +100,17 @@ def _client(uri: str) -> MlflowClient:
         logging.getLogger(name).setLevel(logging.WARNING)
     # MLflow's own deprecation chatter (e.g. SQLAlchemy's on its store) is not the user's to fix.
     warnings.filterwarnings("ignore", module=r"mlflow(\.|$)")
-    if (db := _sqlite_path(uri)) is not None:
-        db.parent.mkdir(parents=True, exist_ok=True)
-    return MlflowClient(tracking_uri=uri)
+    if (db := _sqlite_path(uri)) is None:
+        return MlflowClient(tracking_uri=uri)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    # Two processes opening a new database at once (`dvc queue start --jobs 2`) would both run
+    # MLflow's schema migrations and one would fail; the first store access runs them, so hold a
+    # lock beside the database for it. Later writes need nothing: SQLite waits (busy_timeout 20 s).
+    with open(db.with_name(f"{db.name}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        client = MlflowClient(tracking_uri=uri)
+        client.search_experiments(max_results=1)
+    return client
 
 
 def _experiment_id(client: MlflowClient, name: str, uri: str) -> str:
