@@ -240,8 +240,8 @@ def test_processes_creating_one_sqlite_store_at_once_all_succeed(tmp_path):
     from rlpipe.tracking import search_runs
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    with multiprocessing.get_context("spawn").Pool(3) as pool:
-        run_ids = pool.starmap(_open_and_log, [(uri, f"r{i}") for i in range(3)])
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        run_ids = pool.starmap(_open_and_log, [(uri, f"r{i}") for i in range(2)])
     runs = search_runs(uri, ("concurrent",))
     assert sorted(r.run_id for r in runs) == sorted(run_ids)
     assert all(r.status == "FINISHED" and r.metrics == {"m": 1.0} for r in runs)
