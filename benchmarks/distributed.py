@@ -35,7 +35,7 @@ from _bench import DEFAULT_PARAMS, NEVER, load_cfg, print_machine, write_json
 
 import rlpipe.algorithms.ppo as ppo_module
 from rlpipe.distributed import average_gradients, shutdown
-from rlpipe.pipeline import build, run_iteration
+from rlpipe.run import build, run_iteration
 
 
 def parse_args() -> argparse.Namespace:

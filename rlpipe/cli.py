@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 import click
 
 from rlpipe import config as config_mod
-from rlpipe.distributed import get_rank, shutdown
 
 __all__ = ["main"]
 
@@ -35,14 +34,11 @@ def user_errors(func: F) -> F:
 
 
 params_argument = click.argument("params", type=click.Path(path_type=Path))
-set_option = click.option(
-    "--set", "overrides", multiple=True, metavar="KEY=VALUE",
-    help="Override a param, VALUE parsed as YAML (like `dvc exp run -S`); repeatable.",
-)
+run_argument = click.argument("params", metavar="RUN_DIR|EXP|PARAMS", type=click.Path(path_type=Path))
 
 
 class RunPath(click.Path):
-    """A path, or ``<dvc-exp>/<path in its run dir>`` (``clip01/rollouts/iter-000002.zarr``)."""
+    """A path, or a DVC experiment's name and a path in its run dir (``clip01/rollouts/iter-000002.zarr``)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         from rlpipe.runs import resolve_path
@@ -50,14 +46,23 @@ class RunPath(click.Path):
         return super().convert(resolve_path(value) if isinstance(value, str) else value, param, ctx)
 
 
-def load_params(params: Path, overrides: tuple[str, ...]) -> config_mod.RunConfig:
-    """A params file, or a run dir / DVC experiment name: that run's params snapshot, its run dir."""
-    if params.is_file() or params.suffix in (".yaml", ".yml", ".json"):
-        return config_mod.load(params, overrides)  # a missing file: "params file not found"
-    from rlpipe.runs import run_params
+def load_config(target: Path, overrides: tuple[str, ...] | list[str]) -> config_mod.RunConfig:
+    """Params of a run directory (its ``params.yaml``, placed where the folder is now) or a params file.
 
-    snapshot, data_dir = run_params(params)
-    return config_mod.load(snapshot, (f"trainer.data_dir={data_dir}", *overrides))
+    A DVC experiment's name, or a workspace ``data/<exp>`` whose ``run.json`` names an experiment's
+    run dir, stands for that run directory (:func:`rlpipe.runs.resolve_target`).
+    """
+    from rlpipe.artifacts.params import params_file
+    from rlpipe.runs import resolve_target
+
+    path, layout = params_file(resolve_target(target))
+    where = [] if layout is None else [f"trainer.data_dir={layout.root.parent}",
+                                        f"trainer.exp_name={layout.root.name}"]
+    return config_mod.load(path, (*where, *overrides))
+set_option = click.option(
+    "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+    help="Override a param, VALUE parsed as YAML (like `dvc exp run -S`); repeatable.",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -76,10 +81,16 @@ def cli() -> None:
 @user_errors
 def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool, distributed: bool) -> None:
     """Train: collect → advantage → update [→ eval] [→ checkpoint] for trainer.iterations."""
-    from rlpipe.pipeline import run as run_pipeline
+    from rlpipe.distributed import get_rank, shutdown
+    from rlpipe.run import EventError
+    from rlpipe.trainer import Trainer
 
     cfg = config_mod.load(params, (*overrides, *(["trainer.distributed=true"] if distributed else [])))
-    summary = run_pipeline(cfg, resume=resume, overwrite=overwrite)
+    try:
+        summary = Trainer(cfg, resume=resume, overwrite=overwrite).train()
+    except EventError as exc:
+        click.echo(f"Error: {exc}".splitlines()[0], err=True)
+        sys.exit(1)
     if get_rank() == 0:  # the other ranks of a distributed run stay silent
         click.echo(
             f"done: {summary['iterations']} iterations, {summary['env_steps']} env steps in "
@@ -103,7 +114,7 @@ def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool,
 def compare(experiments: tuple[str, ...], metrics: tuple[str, ...], run_ids: tuple[str, ...],
             plot: Path | None, uri: str | None) -> None:
     """Compare MLflow runs: the params that differ, final and best metrics, env steps, wall time."""
-    from rlpipe import compare as compare_mod
+    from rlpipe.tracking import compare as compare_mod
 
     ids = tuple(i for item in run_ids for i in item.replace(",", " ").split())
     comparison = compare_mod.compare(uri, experiments, ids, metrics)
@@ -142,82 +153,100 @@ def _parse_span(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 
 @cli.command()
-@params_argument
+@run_argument
 @set_option
 @checkpoint_option
 @_out_option("<run_dir>/collected")
 @user_errors
 def collect(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, out: Path | None) -> None:
     """Collect one rollout with a checkpoint (default: the run's latest) → iter-NNNNNN.zarr."""
-    from rlpipe import offline
+    from rlpipe.artifacts.layout import RunLayout
+    from rlpipe.run import collect_rollout
 
-    cfg = load_params(params, overrides)
-    click.echo(f"rollout → {offline.collect_rollout(cfg, checkpoint, out or cfg.run_dir / 'collected')}")
+    cfg = load_config(params, overrides)
+    click.echo(f"rollout → {collect_rollout(cfg, checkpoint, out or RunLayout(cfg.run_dir).collected)}")
 
 
 @cli.command()
-@params_argument
+@run_argument
 @rollout_argument
 @set_option
-@_out_option("iter-NNNNNN.advantage.zarr beside the rollout")
+@_out_option("<run_dir>/advantages/iter-NNNNNN.zarr")
 @user_errors
 def advantage(params: Path, rollout: Path, overrides: tuple[str, ...], out: Path | None) -> None:
     """Compute a stored rollout's advantages/returns into a separate store (the rollout is not changed)."""
-    from rlpipe import offline
+    from rlpipe.offline import commands as offline
 
-    cfg = load_params(params, overrides)
+    cfg = load_config(params, overrides)
     click.echo(f"advantages → {offline.compute_advantages(cfg, rollout, out)}")
 
 
 @cli.command()
-@params_argument
-@rollout_argument
+@run_argument
+@click.argument("rollout", required=False, type=RunPath(path_type=Path))
 @set_option
 @checkpoint_option
 @_out_option("<run_dir>/updated")
 @user_errors
-def update(params: Path, rollout: Path, overrides: tuple[str, ...], checkpoint: Path | None,
+def update(params: Path, rollout: Path | None, overrides: tuple[str, ...], checkpoint: Path | None,
            out: Path | None) -> None:
-    """Advantage + update on one stored rollout → a new checkpoint and the losses.
+    """Advantage + update on one stored rollout (default: the run's newest) → a checkpoint and the losses.
 
     Without --checkpoint it starts from the checkpoint the rollout was collected with.
     """
-    from rlpipe import offline
+    from rlpipe.artifacts.layout import RunLayout
+    from rlpipe.offline import commands as offline
 
-    cfg = load_params(params, overrides)
-    path, metrics = offline.update_from_rollout(cfg, rollout, checkpoint, out or cfg.run_dir / "updated")
+    cfg = load_config(params, overrides)
+    layout = RunLayout(cfg.run_dir)
+    if rollout is None:
+        stored = layout.rollout_paths()
+        if not stored:
+            raise click.UsageError(f"{layout.rollouts}: no stored rollout to update; pass ROLLOUT")
+        rollout = stored[max(stored)]
+    path, metrics = offline.update_from_rollout(cfg, rollout, checkpoint, out or layout.updated)
     for key in sorted(k for k in metrics if k.startswith("update/")):
         click.echo(f"{key:<28} {metrics[key]:.6g}")
     click.echo(f"checkpoint → {path}")
 
 
 @cli.command("eval")
-@params_argument
+@run_argument
 @set_option
 @checkpoint_option
 @_out_option("<run_dir>/eval/metrics.json")
 @user_errors
 def evaluate(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, out: Path | None) -> None:
     """Evaluate a checkpoint (default: the run's latest) with the eval params."""
-    from rlpipe import offline
+    from rlpipe.artifacts.layout import RunLayout
+    from rlpipe.offline import commands as offline
 
-    cfg = load_params(params, overrides)
+    cfg = load_config(params, overrides)
     metrics = offline.evaluate_checkpoint(cfg, checkpoint, out)
     for key in sorted(metrics):
         click.echo(f"{key:<20} {metrics[key]:.6g}")
-    click.echo(f"metrics → {out or cfg.run_dir / 'eval' / 'metrics.json'}")
+    click.echo(f"metrics → {out or RunLayout(cfg.run_dir).eval_metrics}")
 
 
 @cli.command()
-@rollout_argument
+@click.argument("rollout", metavar="RUN_DIR|EXP|ROLLOUT", type=RunPath(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @user_errors
 def inspect(rollout: Path, as_json: bool) -> None:
-    """Show a stored rollout: keys, shapes, dtypes, chunks, stats, attributes and episodes."""
+    """Show a run (iterations, stores, checkpoints, params hash, last metrics) or one stored rollout."""
     import json
 
-    from rlpipe import offline
-    from rlpipe.shards import is_sharded, shard_paths
+    from rlpipe.artifacts.layout import RunLayout
+    from rlpipe.artifacts.shards import is_sharded, shard_paths
+    from rlpipe.offline import commands as offline
+    from rlpipe.offline.render import render_rollout, render_run
+
+    if RunLayout(rollout).params.is_file():
+        from rlpipe.offline.run_summary import describe_run
+
+        summary = describe_run(rollout)
+        click.echo(json.dumps(summary, indent=2) if as_json else render_run(summary))
+        return
 
     sharded = is_sharded(rollout)  # a distributed run's iteration: one store per rank
     infos = [offline.inspect_rollout(path) for path in (shard_paths(rollout) if sharded else [rollout])]
@@ -225,46 +254,11 @@ def inspect(rollout: Path, as_json: bool) -> None:
         click.echo(json.dumps({"path": str(rollout), "shards": infos} if sharded else infos[0], indent=2))
     else:
         for info in infos:
-            _render_rollout(info)
-
-
-def _render_rollout(info: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{info['path']}  [N={info['num_envs']}, T+1={info['horizon'] + 1}]")
-    for column in ("key", "shape", "dtype", "chunks", "codec", "bytes"):
-        table.add_column(column, justify="right" if column == "bytes" else "left", no_wrap=True)
-    table.add_column("stats", ratio=1)
-    for key, meta in info["keys"].items():
-        table.add_row(key, str(meta["shape"]), meta["dtype"], str(meta["chunks"]), meta["codec"],
-                      f"{meta['bytes_on_disk']:,}", _format_stats(meta["stats"]))
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
-    console.print(table)
-    console.print(f"schema version {info['schema_version']}, {info['transitions']:,} transitions, "
-                  f"{info['bytes_on_disk']:,} bytes on disk")
-    for title, values in (("attrs", info["attrs"]), ("episodes", info["episodes"])):
-        console.print(f"{title}: " + ", ".join(f"{k}={_short(v)}" for k, v in values.items()))
-
-
-def _format_stats(stats: dict[str, Any]) -> str:
-    if "true" in stats:
-        return f"true {stats['true']:,} / false {stats['false']:,}"
-    if "mean" in stats:
-        bad = f", {stats['nonfinite']} non-finite" if stats["nonfinite"] else ""
-        return (f"{stats['min']:.4g} … {stats['max']:.4g}, mean {stats['mean']:.4g} ± "
-                f"{stats['std']:.4g}{bad}")
-    if "counts" in stats:
-        return "counts " + ", ".join(f"{k}: {v:,}" for k, v in stats["counts"].items())
-    return ", ".join(f"{k} {_short(v)}" for k, v in stats.items())
-
-
-def _short(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+            render_rollout(info)
 
 
 @cli.command()
-@params_argument
+@run_argument
 @set_option
 @click.option("--rollouts", type=RunPath(file_okay=False, path_type=Path), default=None,
               help="Folder of iter-NNNNNN.zarr stores (default: <run_dir>/rollouts).")
@@ -279,12 +273,14 @@ def _short(value: Any) -> str:
 def replay(params: Path, overrides: tuple[str, ...], rollouts: Path | None, span: tuple[int, int] | None,
            chain: bool, start: Path | None, out: Path | None) -> None:
     """Re-run advantage + update over stored rollouts with the params plus replay.algorithm overrides."""
-    from rlpipe import offline
+    from rlpipe.artifacts.layout import RunLayout
+    from rlpipe.offline.replay import replay as replay_rollouts
 
-    cfg = load_params(params, overrides)
-    out = out or cfg.run_dir / "reupdate"
-    summary = offline.replay(cfg, rollouts or cfg.run_dir / "rollouts", out, span,
-                             chain=chain or start is not None, start=start)
+    cfg = load_config(params, overrides)
+    layout = RunLayout(cfg.run_dir)
+    out = out or layout.reupdate
+    summary = replay_rollouts(cfg, rollouts or layout.rollouts, out, span,
+                              chain=chain or start is not None, start=start)
     click.echo(f"replayed {summary['iterations']} rollouts ({summary['transitions']:,} transitions, "
                f"{summary['transitions_per_s']:,.0f}/s) → {out / 'checkpoints'}, {out / 'metrics.json'}")
 

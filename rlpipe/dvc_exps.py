@@ -25,12 +25,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rlpipe import config
+from rlpipe.artifacts.atomic import atomic_write_json, delete_tree
+from rlpipe.artifacts.layout import RunLayout
 from rlpipe.config import RunConfig
 from rlpipe.runs import (
-    PARAMS_SNAPSHOT,
     RUN_POINTER,
     data_root,
     experiment_data_dir,
@@ -43,9 +42,12 @@ __all__ = ["ACTIVE_LOCK", "gc", "kept_run_dirs", "publish", "run_stage", "runnin
 
 ACTIVE_LOCK = ".active.lock"
 """File in ``data/exps/<name>/`` that a running stage holds an ``flock`` on (``gc`` skips it)."""
-PUBLISHED = ("metrics.json", "curve.csv", "eval/metrics.json", "reupdate/metrics.json",
-             "reupdate/curve.csv")
-"""Files of a run dir that DVC tracks (metrics/plots, ``cache: false``), copied to the workspace."""
+
+
+def published(layout: RunLayout) -> list[Path]:
+    """Files of a run dir that DVC tracks (metrics/plots, ``cache: false``), copied to the workspace."""
+    reupdate = RunLayout(layout.reupdate)
+    return [layout.metrics, layout.curve, layout.eval_metrics, reupdate.metrics, reupdate.curve]
 
 
 def workspace_dir(cfg: RunConfig) -> Path:
@@ -77,29 +79,19 @@ def stage_config(params: str | Path = "params.yaml", stage: str = "train") -> tu
     return cfg, workspace
 
 
-def snapshot_params(cfg: RunConfig) -> Path:
-    """Write the resolved params to ``<run_dir>/params.yaml`` (what ``rlpipe replay <exp>`` loads)."""
-    path = cfg.run_dir / PARAMS_SNAPSHOT
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-    os.replace(tmp, path)
-    return path
-
-
 def publish(cfg: RunConfig, workspace: Path) -> None:
     """Copy the run dir's DVC-tracked small files into ``workspace`` and point ``run.json`` at it."""
     workspace.mkdir(parents=True, exist_ok=True)
     if cfg.run_dir.resolve() != workspace.resolve():
-        for rel in PUBLISHED:
-            source = cfg.run_dir / rel
+        for source in published(RunLayout(cfg.run_dir)):
             if source.is_file():
-                (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source, workspace / rel)
+                target = workspace / source.relative_to(cfg.run_dir)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target)
     root, run_dir = project_root(), cfg.run_dir.resolve()
     pointer = {"dvc_exp_name": os.environ.get("DVC_EXP_NAME"),
                "run_dir": str(run_dir.relative_to(root) if run_dir.is_relative_to(root) else run_dir)}
-    (workspace / RUN_POINTER).write_text(json.dumps(pointer, indent=2) + "\n")
+    atomic_write_json(workspace / RUN_POINTER, pointer)
 
 
 @contextlib.contextmanager
@@ -133,14 +125,9 @@ def _is_active(folder: Path) -> bool:
 
 
 def run_stage(stage: str, work: Callable[[RunConfig], Any], params: str | Path = "params.yaml") -> None:
-    """One DVC stage: resolve its run dir, hold the experiment's lock, ``work(cfg)``, publish.
-
-    ``train`` also snapshots the resolved params into the run dir first.
-    """
+    """One DVC stage: resolve its run dir, hold the experiment's lock, ``work(cfg)``, publish."""
     cfg, workspace = stage_config(params, stage)
     with running(cfg):
-        if stage == "train":
-            snapshot_params(cfg)
         work(cfg)
         publish(cfg, workspace)
 
@@ -196,7 +183,7 @@ def gc(root: Path | None = None, dry_run: bool = False) -> list[tuple[Path, int]
             continue
         freed.append((exp, _size(exp)))
         if not dry_run:
-            shutil.rmtree(exp)
+            delete_tree(exp)
     return freed
 
 

@@ -22,19 +22,17 @@ from typing import Any
 
 import yaml
 
+from rlpipe.artifacts.layout import RunLayout
+
 __all__ = [
-    "EXPS_DIR", "PARAMS_SNAPSHOT", "RUN_POINTER", "RunDirError", "data_root", "experiment_data_dir",
-    "exps_dir", "known_experiments", "project_root", "read_pointer", "resolve_path", "resolve_run_dir",
-    "run_params",
+    "EXPS_DIR", "RUN_POINTER", "RunDirError", "data_root", "experiment_data_dir", "exps_dir",
+    "known_experiments", "project_root", "read_pointer", "resolve_path", "resolve_run_dir", "resolve_target",
 ]
 
 EXPS_DIR = "exps"
 """Folder below ``trainer.data_dir`` holding one folder per DVC experiment."""
 RUN_POINTER = "run.json"
 """Small file beside ``metrics.json`` in the workspace naming the run dir the results came from."""
-PARAMS_SNAPSHOT = "params.yaml"
-"""The resolved params of a run, in its run dir (what ``rlpipe replay <exp>`` loads)."""
-RUN_MARKERS = ("rollouts", "checkpoints", PARAMS_SNAPSHOT, "metrics.json")
 
 
 class RunDirError(ValueError):
@@ -93,17 +91,15 @@ def read_pointer(folder: Path) -> dict[str, Any] | None:
 
 
 def _is_run_dir(path: Path) -> bool:
-    return path.is_dir() and any((path / marker).exists() for marker in RUN_MARKERS)
-
-
-def _holds_data(path: Path) -> bool:
-    return any((path / d).is_dir() and any((path / d).iterdir()) for d in ("rollouts", "checkpoints"))
+    layout = RunLayout(path)
+    return path.is_dir() and any(p.exists() for p in (layout.params, layout.rollouts, layout.checkpoints,
+                                                      layout.metrics))
 
 
 def _follow_pointer(path: Path, root: Path) -> Path:
     """A workspace results folder without data of its own → the run dir its ``run.json`` names."""
     pointer = read_pointer(path)
-    if pointer is None or _holds_data(path) or not pointer.get("run_dir"):
+    if pointer is None or RunLayout(path).holds_run() or not pointer.get("run_dir"):
         return path
     target = Path(pointer["run_dir"])
     target = target if target.is_absolute() else root / target
@@ -119,7 +115,7 @@ def _single_run(folder: Path, name: str) -> Path:
     if len(runs) == 1:
         return runs[0]
     if not runs:
-        raise RunDirError(f"{name}: {folder} holds no run (no rollouts, checkpoints or params.yaml)")
+        raise RunDirError(f"{name}: {folder} holds no run (no params.yaml, rollouts or checkpoints)")
     choices = ", ".join(f"{name}/{run.name}" for run in runs)
     raise RunDirError(f"{name}: experiment holds several runs; name one of: {choices}")
 
@@ -161,33 +157,34 @@ def resolve_run_dir(name_or_path: str | Path, root: Path | None = None) -> Path:
                       f"{exps_dir(root)} (experiments with data: {listed})")
 
 
-def run_params(name_or_path: str | Path, root: Path | None = None) -> tuple[Path, str]:
-    """``(params snapshot, trainer.data_dir)`` that rebuild the config of a stored run.
+def resolve_target(target: str | Path, root: Path | None = None) -> Path:
+    """What an offline command's ``RUN_DIR|EXP|PARAMS`` argument names.
 
-    The snapshot is ``<run_dir>/params.yaml``; ``data_dir`` is the run dir's parent, so the loaded
-    config's ``run_dir`` is that run dir wherever the project now lives.
+    A params file as it is (a missing one is reported by the loader), else the run dir of
+    :func:`resolve_run_dir` (a path, a workspace results folder, an experiment name).
     """
-    run_dir = resolve_run_dir(name_or_path, root)
-    snapshot = run_dir / PARAMS_SNAPSHOT
-    if not snapshot.is_file():
-        raise RunDirError(f"{run_dir}: no {PARAMS_SNAPSHOT} snapshot in this run dir; pass the params "
-                          "file it was trained with instead")
-    return snapshot, str(run_dir.resolve().parent)
+    path = Path(target)
+    if path.is_file() or path.suffix in (".yaml", ".yml", ".json"):
+        return path  # a missing params file is reported as such by the loader
+    return resolve_run_dir(path, root)
 
 
 def resolve_path(path: str | Path, root: Path | None = None) -> Path:
-    """A file or folder of a run, by path or below a DVC experiment's run dir.
+    """A run, or a file or folder of one, by path or below a DVC experiment's run dir.
 
-    An existing path is taken as is; else ``<exp-name>[/<exp_name>]/<rest>`` is ``<rest>`` below
-    that experiment's run dir (``clip01/rollouts/iter-000002.zarr``); else the path unchanged
-    (the command then reports it missing).
+    A workspace results folder (``run.json``, no data) is the run dir it names; another existing
+    path is taken as is; else ``<exp-name>[/<exp_name>][/<rest>]`` is ``<rest>`` below that
+    experiment's run dir (``clip01``, ``clip01/rollouts/iter-000002.zarr``), as is ``<rest>``
+    below a workspace results folder; else the path unchanged (the command then reports it missing).
     """
     candidate = Path(path)
+    if candidate.is_dir() and read_pointer(candidate) is not None:
+        return resolve_run_dir(candidate, root)
     if candidate.exists() or candidate.is_absolute():
         return candidate
     parts = candidate.parts
-    for cut in (2, 1):  # "name/exp_name/rest" first, then "name/rest"
-        if len(parts) > cut:
+    for cut in sorted({len(parts), 2, 1}, reverse=True):  # the longest prefix that names a run
+        if cut <= len(parts):
             try:
                 return resolve_run_dir("/".join(parts[:cut]), root).joinpath(*parts[cut:])
             except RunDirError:

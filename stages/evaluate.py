@@ -6,8 +6,8 @@ run dir: the one data/<exp_name>/run.json names (the last train, or the experime
 metrics: data/<exp_name>/eval/metrics.json (copied from the run dir)
 """
 
-from rlpipe import offline
 from rlpipe.dvc_exps import run_stage
+from rlpipe.offline import commands as offline
 
 if __name__ == "__main__":
     run_stage("evaluate", offline.evaluate_checkpoint)

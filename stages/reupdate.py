@@ -6,8 +6,9 @@ run dir: the one data/<exp_name>/run.json names; writes <run_dir>/reupdate/check
 metrics: data/<exp_name>/reupdate/metrics.json, plots: data/<exp_name>/reupdate/curve.csv (copied)
 """
 
-from rlpipe import offline
+from rlpipe.artifacts.layout import RunLayout
 from rlpipe.dvc_exps import run_stage
+from rlpipe.offline.replay import replay
 
 if __name__ == "__main__":
-    run_stage("reupdate", lambda cfg: offline.replay(cfg, cfg.run_dir / "rollouts", cfg.run_dir / "reupdate"))
+    run_stage("reupdate", lambda cfg: replay(cfg, (run := RunLayout(cfg.run_dir)).rollouts, run.reupdate))

@@ -9,7 +9,7 @@ outs:    data/<exp_name>/run.json (names the run dir), metrics.json (records the
 """
 
 from rlpipe.dvc_exps import run_stage
-from rlpipe.pipeline import run
+from rlpipe.run import run
 
 if __name__ == "__main__":
     run_stage("train", lambda cfg: run(cfg, overwrite=True))  # a re-run stage starts fresh

@@ -13,7 +13,7 @@ from tensordict import TensorDict
 
 import rlpipe.algorithms.ppo as ppo_module
 from rlpipe.distributed import shutdown
-from rlpipe.pipeline import build, learn_from, run
+from rlpipe.run import build, run
 
 
 def torchrun_env(rank: int, world: int, port: int) -> None:
@@ -46,7 +46,7 @@ def one_update(rank: int, world: int, port: int, work: Path, overrides: list[str
         exp.policy.load_state_dict(torch.load(work / "init.pt", weights_only=True))
         rollout = load_rollout(work / "rollout.pt")
         n = exp.env.num_envs
-        learn_from(exp, rollout[rank * n:(rank + 1) * n].clone(), 1)
+        exp.learner.learn(rollout[rank * n:(rank + 1) * n].clone(), 1, 0, exp.total_env_steps)
         torch.save(exp.policy.state_dict(), work / f"rank-{rank}.pt")
     finally:
         dist.destroy_process_group()

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from rlpipe.config import load
-from rlpipe.pipeline import run
+from rlpipe.run import run
 
 
 def test_default_cartpole_run_is_solved(tmp_path):

@@ -14,7 +14,7 @@ from rlpipe.runs import (
     project_root,
     resolve_path,
     resolve_run_dir,
-    run_params,
+    resolve_target,
 )
 
 
@@ -95,20 +95,21 @@ def test_paths_below_an_experiment(project):
         project / "data/exps/b/cartpole_ppo/checkpoints/ckpt-000001.pt")
     assert resolve_path("data/cartpole_ppo/rollouts/iter-000001.zarr") == (
         project / "data/exps/b/cartpole_ppo/rollouts/iter-000001.zarr")
+    assert resolve_path("a") == project / "data/exps/a/cartpole_ppo"
+    assert resolve_path("data/cartpole_ppo") == project / "data/exps/b/cartpole_ppo"
     assert resolve_path("missing/file.zarr") == Path("missing/file.zarr")  # reported by the command
     assert resolve_path("params.yaml") == Path("params.yaml")
 
 
-def test_run_params_rebuild_the_run_config(project):
-    from rlpipe import config
+def test_an_experiment_name_stands_for_its_run_dir_where_params_are_taken(project):
+    from rlpipe.cli import load_config
 
-    snapshot, data_dir = run_params("a")
-    cfg = config.load(snapshot, [f"trainer.data_dir={data_dir}"])
-    assert cfg.run_dir == (project / "data/exps/a/cartpole_ppo").resolve()
-    assert cfg.algorithm.cfg["clip_coef"] == 0.1
-    (project / "data/exps/b/cartpole_ppo/params.yaml").unlink()
-    with pytest.raises(RunDirError, match="no params.yaml snapshot"):
-        run_params("b")
+    assert resolve_target("params.yaml") == Path("params.yaml")  # a params file, even a missing one
+    assert resolve_target("a") == project / "data/exps/a/cartpole_ppo"
+    cfg = load_config(Path("a"), ())
+    assert cfg.run_dir.resolve() == (project / "data/exps/a/cartpole_ppo").resolve()
+    assert cfg.algorithm.cfg["clip_coef"] == 0.1  # the experiment's own params snapshot
+    assert load_config(Path("data/cartpole_ppo"), ()).algorithm.cfg["clip_coef"] == 0.3  # run.json → b
 
 
 @pytest.mark.parametrize("name", ["", "..", "a/b"])

@@ -25,6 +25,10 @@ class BaseAlgorithm(ABC):
     cfg_class: type[AlgorithmCfg] = AlgorithmCfg
     advantage_keys: tuple[str, ...] = ("advantage", "return")
     """Keys ``compute_advantages`` writes (``[N, T+1]``, padding slot zero)."""
+    advantage_reads: tuple[str, ...] = ("reward", "done", "value", "truncated", "final_value")
+    """Rollout keys ``compute_advantages`` reads."""
+    update_reads: tuple[str, ...] = ("obs", "action", "sample_log_prob", "value", "advantage", "return")
+    """Rollout keys ``update`` reads (a recurrent policy also reads ``done`` and its state)."""
     device: torch.device
 
     def __init__(self, cfg: AlgorithmCfg, policy: Any) -> None:

@@ -44,7 +44,7 @@ def truncation_bootstrap(rollout: TensorDict) -> torch.Tensor:
     """``[N, T]`` value to bootstrap with at time-limit truncations.
 
     With ``final_value`` (V of the true final observation, 0 unless truncated): that value, and
-    nothing where the step also terminated. Without it, the seed's (and rsl_rl's) approximation
+    nothing where the step also terminated. Without it, the common approximation
     r_t + γ·V(s_t): the value of the truncated step's own state.
     """
     truncated = rollout["truncated"][:, :-1]

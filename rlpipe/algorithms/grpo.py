@@ -162,6 +162,8 @@ class GRPO(BaseAlgorithm):
     cfg_class = GRPOCfg
     cfg: GRPOCfg
     advantage_keys = ("advantage", "seq_mask", "seq_return")
+    advantage_reads = ("reward", "done")
+    update_reads = UPDATE_KEYS
 
     def __init__(self, cfg: GRPOCfg, policy: Any) -> None:
         if getattr(policy, "has_critic", False):

@@ -1,4 +1,4 @@
-"""The ``Policy`` interface (the seed's): TensorDict methods over a tensor-level fast path.
+"""The ``Policy`` interface: TensorDict methods over a tensor-level fast path.
 
 Shapes use B for any batch (``[N]`` while collecting, ``[minibatch]`` while updating).
 
@@ -26,7 +26,7 @@ __all__ = ["Policy"]
 
 
 class Policy(nn.Module, ABC):
-    """Base of every policy: implement the three tensor methods, get the seed's API for free."""
+    """Base of every policy: implement the three tensor methods, get the TensorDict API for free."""
 
     device: torch.device
     has_critic: bool = True

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlpipe import __version__
 from rlpipe.config import RunConfig, TrackingCfg, params_hash
 from rlpipe.distributed import world_size
 from rlpipe.runs import project_root  # re-exported: where the default data/mlflow.db lives
 from rlpipe.tracking.console import flatten_params
+from rlpipe.version import __version__
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient

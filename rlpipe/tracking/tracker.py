@@ -21,15 +21,25 @@ class Tracker:
     """Console + files + (optionally) MLflow, behind one ``log`` call per iteration."""
 
     def __init__(self, cfg: RunConfig, run_dir: Path, console: Console | None = None,
-                 mlflow_run: MlflowRun | None = None) -> None:
+                 mlflow_run: MlflowRun | None = None, curve_fields: list[str] | None = None,
+                 silent: bool = False) -> None:
         self.cfg = cfg
+        self.silent = silent
+        """A silent tracker (ranks other than 0) prints no rows and writes no file and no MLflow run."""
         self.table = ConsoleTable(console)
-        self.files = MetricsFiles(run_dir)
+        self.files = MetricsFiles(run_dir, curve_fields)
         self.mlflow = mlflow_run
         self.mlflow_run_id: str | None = mlflow_run.run_id if mlflow_run else None
 
+    @classmethod
+    def silent_tracker(cls, cfg: RunConfig, run_dir: Path) -> Tracker:
+        """The tracker of a rank other than 0: rank 0 logs for the run."""
+        return cls(cfg, run_dir, silent=True)
+
     def log(self, metrics: dict[str, float], step: int) -> None:
         """Record one iteration's metrics at ``step`` env steps."""
+        if self.silent:
+            return
         self.table.row(metrics)
         self.files.append_curve(metrics)
         if self.mlflow is not None:
@@ -37,6 +47,8 @@ class Tracker:
 
     def finish(self, summary: dict[str, Any]) -> None:
         """Write ``metrics.json`` (with the MLflow run id); log params YAML and checkpoint; end the run."""
+        if self.silent:
+            return
         self.files.write_summary({**summary, "mlflow_run_id": self.mlflow_run_id})
         if self.mlflow is None:
             return
@@ -68,10 +80,15 @@ def log_run_files(run: MlflowRun, cfg: RunConfig, metrics_path: Path | None,
 
 
 def open_tracker(cfg: RunConfig, run_dir: Path, *, run_name: str | None = None,
-                 parent_run_id: str | None = None, kind: str = "train") -> Tracker:
-    """The tracker ``cfg.tracking`` asks for; ``parent_run_id`` tags replay runs with their source."""
+                 parent_run_id: str | None = None, kind: str = "train",
+                 curve_fields: list[str] | None = None) -> Tracker:
+    """The tracker ``cfg.tracking`` asks for; ``parent_run_id`` tags replay runs with their source.
+
+    ``curve_fields``: the columns of a kept ``curve.csv`` that a resumed run appends to.
+    """
     console = Console(highlight=False, soft_wrap=True, file=sys.stdout)
-    return Tracker(cfg, run_dir, console, start_run(cfg, run_dir, kind, run_name, parent_run_id))
+    return Tracker(cfg, run_dir, console, start_run(cfg, run_dir, kind, run_name, parent_run_id),
+                   curve_fields)
 
 
 def log_single_run(cfg: RunConfig, metrics: dict[str, float], *, run_dir: Path, kind: str = "eval",
