@@ -9,8 +9,9 @@ experiment's commit carry them. Without ``DVC_EXP_NAME`` (``dvc repro``) the run
 workspace's ``data/<exp_name>`` as before.
 
 The downstream stages (``evaluate``, ``reupdate``) read ``run.json`` to find the run dir, so after
-``dvc exp apply <exp>`` they work on that experiment's data. ``gc`` deletes the run dirs no git ref
-(branch, tag, DVC experiment) and no workspace ``run.json`` names, except runs still in progress.
+``dvc exp apply <exp>`` they work on that experiment's data. ``gc`` deletes the folders of
+experiments that no longer exist, unless a git ref (branch, tag) or the workspace's ``run.json``
+still names their run dir or their stage is still running.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,9 @@ from rlpipe.runs import (
     read_pointer,
 )
 
-__all__ = ["ACTIVE_LOCK", "gc", "kept_run_dirs", "publish", "run_stage", "running", "stage_config"]
+__all__ = [
+    "ACTIVE_LOCK", "StageDirs", "gc", "kept_run_dirs", "publish", "run_stage", "running", "stage_config",
+]
 
 ACTIVE_LOCK = ".active.lock"
 """File in ``data/exps/<name>/`` that a running stage holds an ``flock`` on (``gc`` skips it)."""
@@ -50,52 +54,76 @@ def published(layout: RunLayout) -> list[Path]:
     return [layout.metrics, layout.curve, layout.eval_metrics, reupdate.metrics, reupdate.curve]
 
 
-def workspace_dir(cfg: RunConfig) -> Path:
+@dataclass(frozen=True)
+class StageDirs:
+    """Where one DVC stage reads and writes."""
+
+    cfg: RunConfig
+    """The params; ``cfg.run_dir`` is the run whose rollouts and checkpoints the stage uses."""
+    out: Path
+    """Where the stage writes (``eval/``, ``reupdate/`` …): ``cfg.run_dir``, except in an
+    experiment that re-runs only downstream stages on an earlier run's data: then its own folder."""
+    workspace: Path
     """``data/<exp_name>`` of the (possibly temporary) DVC workspace, as dvc.yaml names it."""
-    return Path(cfg.trainer.data_dir) / cfg.trainer.exp_name
 
 
-def stage_config(params: str | Path = "params.yaml", stage: str = "train") -> tuple[RunConfig, Path]:
-    """``(cfg, workspace results folder)`` for a DVC stage; ``cfg.run_dir`` is where it works.
+def stage_config(params: str | Path = "params.yaml", stage: str = "train") -> StageDirs:
+    """Resolve the folders of a DVC stage.
 
     ``train`` in an experiment: ``trainer.data_dir`` becomes ``<project>/data/exps/<DVC_EXP_NAME>``.
     ``evaluate``/``reupdate``: the run dir the workspace's ``run.json`` names (the last ``train``
-    of this workspace, or the experiment applied with ``dvc exp apply``).
+    of this workspace, or the experiment applied with ``dvc exp apply``). An experiment whose
+    ``train`` was skipped (only ``replay``/``eval`` params changed) writes to its own folder, which
+    gets a ``run.json`` naming the run it read, so no experiment overwrites another's outputs.
     """
     cfg = config.load(params)
-    workspace = workspace_dir(cfg)
-    name = os.environ.get("DVC_EXP_NAME")
+    workspace = Path(cfg.trainer.data_dir) / cfg.trainer.exp_name
+    name, root = os.environ.get("DVC_EXP_NAME"), project_root()
+    own = experiment_data_dir(name, root, cfg.trainer.data_dir) / cfg.trainer.exp_name if name else None
     if stage == "train":
-        if name:
-            cfg.trainer.data_dir = str(experiment_data_dir(name, project_root(), cfg.trainer.data_dir))
-        return cfg, workspace
+        if own is not None:
+            cfg.trainer.data_dir = str(own.parent)
+        return StageDirs(cfg, cfg.run_dir, workspace)
     pointer = read_pointer(workspace) or {}
     run_dir = Path(pointer.get("run_dir") or workspace)
-    run_dir = run_dir if run_dir.is_absolute() else project_root() / run_dir
+    run_dir = run_dir if run_dir.is_absolute() else root / run_dir
     if run_dir.name != cfg.trainer.exp_name:
         raise config.ConfigError(f"{workspace / RUN_POINTER}: names {run_dir}, not a run of "
                                  f"trainer.exp_name={cfg.trainer.exp_name!r}; re-run the train stage")
     cfg.trainer.data_dir = str(run_dir.parent)
-    return cfg, workspace
+    if own is None or own.resolve() == run_dir.resolve():
+        return StageDirs(cfg, cfg.run_dir, workspace)
+    own.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(own / RUN_POINTER, _pointer(run_dir, root, pointer.get("dvc_exp_name")))
+    return StageDirs(cfg, own, workspace)
 
 
-def publish(cfg: RunConfig, workspace: Path) -> None:
-    """Copy the run dir's DVC-tracked small files into ``workspace`` and point ``run.json`` at it."""
+def _pointer(run_dir: Path, root: Path, name: str | None) -> dict[str, Any]:
+    run_dir = run_dir.resolve()
+    return {"dvc_exp_name": name,
+            "run_dir": str(run_dir.relative_to(root) if run_dir.is_relative_to(root) else run_dir)}
+
+
+def publish(dirs: StageDirs, pointer: bool = False) -> None:
+    """Copy the DVC-tracked small files of ``dirs.out`` into the workspace.
+
+    ``pointer`` (the ``train`` stage): also write the workspace's ``run.json`` naming the run dir.
+    """
+    workspace = dirs.workspace
     workspace.mkdir(parents=True, exist_ok=True)
-    if cfg.run_dir.resolve() != workspace.resolve():
-        for source in published(RunLayout(cfg.run_dir)):
+    if dirs.out.resolve() != workspace.resolve():
+        for source in published(RunLayout(dirs.out)):
             if source.is_file():
-                target = workspace / source.relative_to(cfg.run_dir)
+                target = workspace / source.relative_to(dirs.out)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(source, target)
-    root, run_dir = project_root(), cfg.run_dir.resolve()
-    pointer = {"dvc_exp_name": os.environ.get("DVC_EXP_NAME"),
-               "run_dir": str(run_dir.relative_to(root) if run_dir.is_relative_to(root) else run_dir)}
-    atomic_write_json(workspace / RUN_POINTER, pointer)
+    if pointer:
+        name = os.environ.get("DVC_EXP_NAME")
+        atomic_write_json(workspace / RUN_POINTER, _pointer(dirs.cfg.run_dir, project_root(), name))
 
 
 @contextlib.contextmanager
-def running(cfg: RunConfig) -> Iterator[None]:
+def running(dirs: StageDirs) -> Iterator[None]:
     """Hold an ``flock`` on ``data/exps/<name>/.active.lock`` while an experiment's stage runs.
 
     The kernel drops it when the process ends, however it ends, so ``gc`` can tell a running
@@ -104,11 +132,23 @@ def running(cfg: RunConfig) -> Iterator[None]:
     if not os.environ.get("DVC_EXP_NAME"):
         yield
         return
-    folder = Path(cfg.trainer.data_dir)
+    folder = dirs.out.parent
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ACTIVE_LOCK, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_SH)  # shared: the stages of one experiment run one by one anyway
         yield
+
+
+def run_stage(stage: str, work: Callable[[RunConfig, RunLayout], Any],
+              params: str | Path = "params.yaml") -> None:
+    """One DVC stage: resolve its folders, hold the experiment's lock, ``work(cfg, out)``, publish.
+
+    ``out`` is the layout of :attr:`StageDirs.out`, where the stage writes its outputs.
+    """
+    dirs = stage_config(params, stage)
+    with running(dirs):
+        work(dirs.cfg, RunLayout(dirs.out))
+        publish(dirs, pointer=stage == "train")
 
 
 def _is_active(folder: Path) -> bool:
@@ -122,14 +162,6 @@ def _is_active(folder: Path) -> bool:
             return True
         fcntl.flock(handle, fcntl.LOCK_UN)
     return False
-
-
-def run_stage(stage: str, work: Callable[[RunConfig], Any], params: str | Path = "params.yaml") -> None:
-    """One DVC stage: resolve its run dir, hold the experiment's lock, ``work(cfg)``, publish."""
-    cfg, workspace = stage_config(params, stage)
-    with running(cfg):
-        work(cfg)
-        publish(cfg, workspace)
 
 
 # ----------------------------------------------------------------------------------------------- gc
@@ -151,6 +183,12 @@ def _pointers_in_git(root: Path) -> Iterator[dict[str, Any]]:
             if rel.endswith(f"/{RUN_POINTER}"):
                 with contextlib.suppress(ValueError):
                     yield json.loads(_git(root, "show", f"{commit}:{rel}") or "null") or {}
+
+
+def experiment_names(root: Path) -> set[str]:
+    """Names of the DVC experiments that exist (``refs/exps/<baseline>/<name>`` git refs)."""
+    refs = _git(root, "for-each-ref", "--format=%(refname)", "refs/exps").split()
+    return {ref.split("/")[-1] for ref in refs if len(ref.split("/")) == 5}
 
 
 def kept_run_dirs(root: Path) -> set[Path]:
@@ -175,11 +213,11 @@ def gc(root: Path | None = None, dry_run: bool = False) -> list[tuple[Path, int]
     folder = exps_dir(root)
     if not folder.is_dir():
         return []
-    kept = kept_run_dirs(root)
+    kept, names = kept_run_dirs(root), experiment_names(root)
     freed = []
     for exp in sorted(p for p in folder.iterdir() if p.is_dir()):
         runs = {p.resolve() for p in exp.iterdir() if p.is_dir()}
-        if runs & kept or _is_active(exp):
+        if exp.name in names or runs & kept or _is_active(exp):
             continue
         freed.append((exp, _size(exp)))
         if not dry_run:

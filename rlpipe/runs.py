@@ -93,7 +93,7 @@ def read_pointer(folder: Path) -> dict[str, Any] | None:
 def _is_run_dir(path: Path) -> bool:
     layout = RunLayout(path)
     return path.is_dir() and any(p.exists() for p in (layout.params, layout.rollouts, layout.checkpoints,
-                                                      layout.metrics))
+                                                      layout.metrics, path / RUN_POINTER))
 
 
 def _follow_pointer(path: Path, root: Path) -> Path:
@@ -123,14 +123,17 @@ def _single_run(folder: Path, name: str) -> Path:
 def known_experiments(root: Path | None = None) -> list[str]:
     """Names of the experiments that have a run dir in this project, sorted."""
     folder = exps_dir(root)
-    return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
 def resolve_run_dir(name_or_path: str | Path, root: Path | None = None) -> Path:
     """The run dir meant by ``name_or_path``.
 
-    * an existing run dir → itself; a workspace results folder (``data/<exp>``) holding only
-      ``metrics.json``/``run.json`` → the experiment run dir its ``run.json`` names;
+    * an existing run dir → itself; a folder holding a ``run.json`` but no data (the workspace's
+      ``data/<exp>``, or an experiment that only re-ran ``evaluate``/``reupdate``) → the run dir
+      its ``run.json`` names;
     * ``data/exps/<name>`` → its single run;
     * a DVC experiment name (``clip01``) or ``name/<exp_name>`` → ``<data_dir>/exps/<name>/<exp_name>``.
 
@@ -142,15 +145,15 @@ def resolve_run_dir(name_or_path: str | Path, root: Path | None = None) -> Path:
         if _is_run_dir(path):
             return _follow_pointer(path, root)
         if path.resolve().parent == exps_dir(root).resolve():
-            return _single_run(path, path.name)
+            return _follow_pointer(_single_run(path, path.name), root)
     name = str(name_or_path)
     head, _, rest = name.partition("/")
     folder = exps_dir(root) / head
     if head and folder.is_dir() and not path.is_absolute():
         if rest and _is_run_dir(folder / rest):
-            return folder / rest
+            return _follow_pointer(folder / rest, root)
         if not rest:
-            return _single_run(folder, head)
+            return _follow_pointer(_single_run(folder, head), root)
     known = known_experiments(root)
     listed = ", ".join(known[:20]) + (" …" if len(known) > 20 else "") if known else "none yet"
     raise RunDirError(f"{name}: no run directory and no DVC experiment of that name under "

@@ -2,12 +2,13 @@
 
 deps:    stages/evaluate.py, the rlpipe code it runs, data/<exp_name>/{run.json,metrics.json}
 params:  eval, env, policy, trainer.seed, trainer.device, tracking
-run dir: the one data/<exp_name>/run.json names (the last train, or the experiment `dvc exp apply` restored)
-metrics: data/<exp_name>/eval/metrics.json (copied from the run dir)
+run dir: the one data/<exp_name>/run.json names (the last train, or the experiment `dvc exp apply` restored);
+         writes <run dir>/eval/, or data/exps/<DVC_EXP_NAME>/<exp_name>/eval/ if that run is another's
+metrics: data/<exp_name>/eval/metrics.json (copied from there)
 """
 
 from rlpipe.dvc_exps import run_stage
-from rlpipe.offline import commands as offline
+from rlpipe.offline.commands import evaluate_checkpoint
 
 if __name__ == "__main__":
-    run_stage("evaluate", offline.evaluate_checkpoint)
+    run_stage("evaluate", lambda cfg, out: evaluate_checkpoint(cfg, None, out.eval_metrics))

@@ -2,7 +2,8 @@
 
 deps:    stages/reupdate.py, the rlpipe code it runs, data/<exp_name>/{run.json,metrics.json}
 params:  replay, algorithm, policy, env, trainer, checkpoint, tracking
-run dir: the one data/<exp_name>/run.json names; writes <run_dir>/reupdate/checkpoints there
+run dir: the one data/<exp_name>/run.json names; writes <run dir>/reupdate/ (checkpoints too), or
+         data/exps/<DVC_EXP_NAME>/<exp_name>/reupdate/ if that run is another experiment's
 metrics: data/<exp_name>/reupdate/metrics.json, plots: data/<exp_name>/reupdate/curve.csv (copied)
 """
 
@@ -11,4 +12,4 @@ from rlpipe.dvc_exps import run_stage
 from rlpipe.offline.replay import replay
 
 if __name__ == "__main__":
-    run_stage("reupdate", lambda cfg: replay(cfg, (run := RunLayout(cfg.run_dir)).rollouts, run.reupdate))
+    run_stage("reupdate", lambda cfg, out: replay(cfg, RunLayout(cfg.run_dir).rollouts, out.reupdate))

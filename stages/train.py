@@ -12,4 +12,4 @@ from rlpipe.dvc_exps import run_stage
 from rlpipe.run import run
 
 if __name__ == "__main__":
-    run_stage("train", lambda cfg: run(cfg, overwrite=True))  # a re-run stage starts fresh
+    run_stage("train", lambda cfg, out: run(cfg, overwrite=True))  # a re-run stage starts fresh

@@ -212,13 +212,19 @@ def test_two_workspace_experiments_both_keep_their_data_and_replay_bit_exact(rep
         assert_replays_bit_exact(repo, monkeypatch, name)
     shown = invoke(repo, monkeypatch, "inspect", "clip01/rollouts/iter-000002.zarr", "--json")
     assert json.loads(shown)["attrs"]["iteration"] == 2
+    # A replay sweep: train is skipped, reupdate reads clip03's rollouts and writes to its own folder.
+    result = dvc(repo, "exp", "run", "reupdate", "-n", "rep01", "-S", "replay.algorithm.cfg.clip_coef=0.1")
+    assert ran(result) == {"reupdate"}
+    assert not (run_dir_of(repo, "clip03") / "reupdate").exists()
+    replayed = json.loads((run_dir_of(repo, "rep01") / "reupdate" / "metrics.json").read_text())
+    assert replayed["params_changed"] is True and replayed["iterations"] == 2
     # `dvc exp remove` + `rlpipe gc` free exactly the removed experiment's run dir.
     dvc(repo, "exp", "remove", "clip01")
     assert "would free" in invoke(repo, monkeypatch, "gc", "--dry-run")
     assert (repo / "data/exps/clip01").is_dir()
     freed = invoke(repo, monkeypatch, "gc")
     assert "data/exps/clip01" in freed and "clip03" not in freed
-    assert sorted(p.name for p in (repo / "data" / "exps").iterdir()) == ["clip03"]
+    assert sorted(p.name for p in (repo / "data" / "exps").iterdir()) == ["clip03", "rep01"]
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from rlpipe.config import ConfigError
-from rlpipe.dvc_exps import ACTIVE_LOCK, gc, publish, run_stage, stage_config
+from rlpipe.dvc_exps import ACTIVE_LOCK, gc, run_stage, stage_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ def workspace(tmp_path, monkeypatch):
     return main, temp
 
 
-def fake_train(cfg) -> None:
+def fake_train(cfg, out=None) -> None:
     for rel in ("rollouts/iter-000001.zarr/zarr.json", "checkpoints/ckpt-000001.pt"):
         (cfg.run_dir / rel).parent.mkdir(parents=True, exist_ok=True)
         (cfg.run_dir / rel).write_text("x")
@@ -49,16 +49,37 @@ def test_train_stage_of_an_experiment_writes_outside_the_temporary_workspace(wor
         "dvc_exp_name": "clip01", "run_dir": "data/exps/clip01/cartpole_ppo"}
 
 
+def fake_eval(cfg, out) -> None:
+    out.eval_dir.mkdir(parents=True, exist_ok=True)
+    out.eval_metrics.write_text(json.dumps({"eval/return_mean": 9.0, "read": str(cfg.run_dir)}))
+
+
 def test_downstream_stages_work_in_the_run_dir_run_json_names(workspace, monkeypatch):
     main, temp = workspace
     run_stage("train", fake_train)
+    run_dir = main / "data" / "exps" / "clip01" / "cartpole_ppo"
     monkeypatch.delenv("DVC_EXP_NAME")  # e.g. `dvc repro evaluate` after `dvc exp apply clip01`
-    cfg, published = stage_config("params.yaml", "evaluate")
-    assert cfg.run_dir == main / "data" / "exps" / "clip01" / "cartpole_ppo"
-    (cfg.run_dir / "eval").mkdir()
-    (cfg.run_dir / "eval" / "metrics.json").write_text('{"eval/return_mean": 9.0}')
-    publish(cfg, published)
+    dirs = stage_config("params.yaml", "evaluate")
+    assert dirs.cfg.run_dir == dirs.out == run_dir
+    run_stage("evaluate", fake_eval)
     assert json.loads((temp / "data/cartpole_ppo/eval/metrics.json").read_text())["eval/return_mean"] == 9.0
+    assert (run_dir / "eval" / "metrics.json").is_file()
+
+
+def test_an_experiment_that_only_reevaluates_writes_to_its_own_folder(workspace, monkeypatch):
+    main, temp = workspace
+    run_stage("train", fake_train)
+    before = (temp / "data/cartpole_ppo/run.json").read_text()
+    monkeypatch.setenv("DVC_EXP_NAME", "eval2")  # train skipped: its outputs are clip01's
+    run_stage("evaluate", fake_eval)
+    clip01, own = (main / "data" / "exps" / name / "cartpole_ppo" for name in ("clip01", "eval2"))
+    assert not (clip01 / "eval").exists()  # clip01's outputs are not overwritten
+    assert json.loads((own / "eval" / "metrics.json").read_text())["read"] == str(clip01)
+    assert json.loads((own / "run.json").read_text())["run_dir"] == "data/exps/clip01/cartpole_ppo"
+    assert (temp / "data/cartpole_ppo/run.json").read_text() == before  # train's output untouched
+    from rlpipe.runs import resolve_run_dir
+
+    assert resolve_run_dir("eval2", main) == clip01  # its name reaches the data it evaluated
 
 
 def test_run_json_of_another_exp_name_is_refused(workspace):
@@ -77,8 +98,8 @@ def test_plain_repro_keeps_the_workspace_run_dir(workspace, monkeypatch):
     _, temp = workspace
     monkeypatch.delenv("DVC_EXP_NAME")
     monkeypatch.setenv("DVC_ROOT", str(temp))
-    cfg, published = stage_config("params.yaml", "train")
-    assert cfg.run_dir == published == Path("data/cartpole_ppo")
+    dirs = stage_config("params.yaml", "train")
+    assert dirs.cfg.run_dir == dirs.out == dirs.workspace == Path("data/cartpole_ppo")
 
 
 # ----------------------------------------------------------------------------------------------- gc
@@ -101,7 +122,7 @@ def pointer(repo: Path, name: str | None) -> None:
 def test_gc_frees_only_what_no_experiment_branch_or_workspace_names(tmp_path, monkeypatch):
     monkeypatch.delenv("DVC_ROOT", raising=False)
     repo = tmp_path / "repo"
-    for name in ("exp_kept", "branch_kept", "ws_kept", "running", "removed", "failed"):
+    for name in ("exp_kept", "branch_kept", "ws_kept", "running", "removed", "failed", "eval_only"):
         (repo / "data" / "exps" / name / "cartpole_ppo" / "rollouts").mkdir(parents=True)
         (repo / "data" / "exps" / name / "cartpole_ppo" / "rollouts" / "x").write_bytes(b"1" * 1000)
     (repo / "dvc.yaml").write_text("stages: {}\n")
@@ -115,6 +136,7 @@ def test_gc_frees_only_what_no_experiment_branch_or_workspace_names(tmp_path, mo
         git(repo, "update-ref", ref, git(repo, "commit-tree", tree, "-m", name))
         git(repo, "rm", "-q", "--cached", "data/cartpole_ppo/run.json")
     git(repo, "update-ref", "-d", "refs/exps/ab/cdef/removed")  # what `dvc exp remove removed` does
+    git(repo, "update-ref", "refs/exps/ab/cdef/eval_only", "HEAD")  # an experiment, kept by its name
     pointer(repo, "ws_kept")
     with open(repo / "data" / "exps" / "running" / ACTIVE_LOCK, "a") as held:
         fcntl.flock(held, fcntl.LOCK_SH)
@@ -123,5 +145,5 @@ def test_gc_frees_only_what_no_experiment_branch_or_workspace_names(tmp_path, mo
         freed = gc(repo)
     assert [(p.name, size) for p, size in freed] == [("failed", 1000), ("removed", 1000)]
     left = sorted(p.name for p in (repo / "data" / "exps").iterdir())
-    assert left == ["branch_kept", "exp_kept", "running", "ws_kept"]
+    assert left == ["branch_kept", "eval_only", "exp_kept", "running", "ws_kept"]
     assert [p.name for p, _ in gc(repo)] == ["running"]  # its stage has ended without an experiment
