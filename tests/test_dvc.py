@@ -18,14 +18,18 @@ BIN = Path(sys.executable).parent
 STAGES = ("train", "evaluate", "reupdate")
 
 
-def sh(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def sh_env() -> dict[str, str]:
+    """The environment of DVC and git commands: the venv on PATH, this tree first on PYTHONPATH."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("MLFLOW_TRACKING_URI", "DVC_ROOT", "DVC_EXP_NAME", "DVC_STAGE")}
-    env |= {"PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}", "DVC_NO_ANALYTICS": "1",
-            "PYTHONPATH": f"{ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}".rstrip(os.pathsep),
-            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-            "GIT_COMMITTER_EMAIL": "t@t"}
-    result = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+    return env | {"PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}", "DVC_NO_ANALYTICS": "1",
+                  "PYTHONPATH": f"{ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}".rstrip(os.pathsep),
+                  "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                  "GIT_COMMITTER_EMAIL": "t@t"}
+
+
+def sh(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run(args, cwd=repo, env=sh_env(), capture_output=True, text=True, timeout=600)
     if check:
         assert result.returncode == 0, f"{' '.join(args)}\n{result.stdout}\n{result.stderr}"
     return result
@@ -240,7 +244,16 @@ def test_exp_run_set_param_in_a_temporary_copy_keeps_its_data(repo, monkeypatch)
     assert_replays_bit_exact(repo, monkeypatch, "lr3e4")
 
 
-def wait_for_queue(repo: Path, timeout_s: float = 900) -> str:
+def start_workers(repo: Path, jobs: int) -> None:
+    """``dvc queue start --jobs N``; its output goes to a file, since the detached workers it
+    starts would keep a captured pipe open until the whole queue has run."""
+    with open(repo.parent / "queue-start.log", "w") as log:
+        result = subprocess.run([str(BIN / "dvc"), "queue", "start", "--jobs", str(jobs)], cwd=repo,
+                                env=sh_env(), stdout=log, stderr=subprocess.STDOUT, timeout=600)
+    assert result.returncode == 0, (repo.parent / "queue-start.log").read_text()
+
+
+def wait_for_queue(repo: Path, timeout_s: float = 1500) -> str:
     """Poll ``dvc queue status`` until nothing is queued or running; return the last status."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -252,12 +265,12 @@ def wait_for_queue(repo: Path, timeout_s: float = 900) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)  # three experiments of three stages each; minutes on a loaded 2-core machine
+@pytest.mark.timeout(3000)  # three experiments of three stages each; many minutes on a loaded 2-core machine
 def test_three_queued_experiments_on_two_jobs_all_keep_their_data(repo, monkeypatch):
     clips = {"q1": 0.1, "q2": 0.15, "q3": 0.3}
     for name, clip in clips.items():
         dvc(repo, "exp", "run", "--queue", "-n", name, "-S", f"algorithm.cfg.clip_coef={clip}")
-    dvc(repo, "queue", "start", "--jobs", "2")
+    start_workers(repo, jobs=2)
     status = wait_for_queue(repo)
     assert status.count("Success") == 3, status
     train = {r.tags["rlpipe.dvc_exp_name"]: r for r in mlflow_runs(repo) if r.tags["rlpipe.kind"] == "train"}
