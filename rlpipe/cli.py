@@ -303,6 +303,29 @@ def gc(dry_run: bool) -> None:
     click.echo(f"{len(freed)} experiment run dirs, {total:.1f} MB{' (dry run)' if dry_run else ''}")
 
 
+@cli.command()
+@click.option("--backend", "groups", multiple=True,
+              type=click.Choice(("torch", "plugins", "envpool", "gymnasium")),
+              help="Only these groups (repeatable; default: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print {group: [ids]} as JSON.")
+@user_errors
+def envs(groups: tuple[str, ...], as_json: bool) -> None:
+    """List every env.id available, grouped by backend (in the order backend: auto tries them)."""
+    import json
+
+    from rlpipe.envs.listing import GROUPS, env_ids_by_backend
+
+    listing = env_ids_by_backend(groups or GROUPS)
+    if as_json:
+        click.echo(json.dumps(listing, indent=2))
+        return
+    for group, ids in listing.items():
+        click.echo(f"{group} ({len(ids)}):")
+        for env_id in ids:
+            click.echo(f"  {env_id}")
+    click.echo("Any package.module:ClassOrFactory works too (env.id); see README 'Environments'.")
+
+
 def main() -> None:
     """Console-script entry point."""
     cli()

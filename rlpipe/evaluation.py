@@ -79,7 +79,10 @@ class Evaluator:
 
     @torch.inference_mode()
     def __call__(self) -> dict[str, float]:
-        """Return ``eval/return_mean``, ``eval/return_std``, ``eval/length_mean``, ``eval/episodes``."""
+        """``eval/return_mean``, ``eval/return_std``, ``eval/length_mean``, ``eval/episodes``.
+
+        Envs reporting ``info["success"]`` add ``eval/success_rate`` (success at any episode step).
+        """
         m, dev, k = self.env.num_envs, self.env.device, self.num_episodes
         obs = self.env.reset(seed=self.seed + self.calls)
         self.calls += 1
@@ -87,6 +90,9 @@ class Evaluator:
         lengths = torch.zeros(m, k, device=dev)
         count = torch.zeros(m, dtype=torch.int64, device=dev)
         running_ret, running_len = torch.zeros(m, device=dev), torch.zeros(m, device=dev)
+        success = torch.zeros(m, k, dtype=torch.bool, device=dev)
+        running_success = torch.zeros(m, dtype=torch.bool, device=dev)
+        reports_success = False
         slots = torch.arange(k, device=dev).unsqueeze(0)
         was_training = self.policy.training
         self.policy.eval()
@@ -100,6 +106,11 @@ class Evaluator:
             record = (slots == count.unsqueeze(1)) & finished.unsqueeze(1)
             returns = torch.where(record, running_ret.unsqueeze(1), returns)
             lengths = torch.where(record, running_len.unsqueeze(1), lengths)
+            if "success" in result.info:  # success at any step of the episode
+                reports_success = True
+                running_success |= result.info["success"].bool()
+                success = torch.where(record, running_success.unsqueeze(1), success)
+                running_success &= ~finished
             count += (finished & (count < k)).long()
             running_ret.masked_fill_(finished, 0.0)
             running_len.masked_fill_(finished, 0.0)
@@ -114,7 +125,8 @@ class Evaluator:
         ep_returns, ep_lengths = returns[valid], lengths[valid]
         if ep_returns.numel() == 0:
             return {"eval/episodes": 0.0}
-        return {
+        rate = {"eval/success_rate": float(success[valid].float().mean())} if reports_success else {}
+        return rate | {
             "eval/return_mean": float(ep_returns.mean()),
             "eval/return_std": float(ep_returns.std(unbiased=False)),
             "eval/length_mean": float(ep_lengths.mean()),

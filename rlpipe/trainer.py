@@ -152,6 +152,11 @@ class Trainer:
         return RunLayout(self.cfg.run_dir).root
 
     @property
+    def mlflow_run_id(self) -> str | None:
+        """The MLflow run this run logs to (``None`` with ``tracking.backend: none``)."""
+        return self.online.mlflow_run_id
+
+    @property
     def learner(self) -> Learner:
         """The learner (policy, algorithm, optimizer)."""
         return self.online.exp.learner

@@ -118,11 +118,6 @@ class Schedule:
     points: tuple[tuple[int, float], ...] | None = None
     final: float = 0.0
 
-    @property
-    def is_constant(self) -> bool:
-        """True when the value never changes (``step``/``interp`` without points)."""
-        return self.kind in ("step", "interp") and not self.points
-
     def __call__(self, env_steps: int, total_env_steps: int | None = None) -> float:
         """The value at ``env_steps`` of a run of ``total_env_steps`` (``None``: unknown)."""
         return schedule_value(self.kind, self.initial, env_steps, self.points, self.final, total_env_steps)

@@ -128,7 +128,7 @@ def evaluate_checkpoint(cfg: RunConfig, checkpoint: Path | None = None,
         raise StoreError(f"{path}: not an rlpipe checkpoint (no 'policy' entry)")
     device = resolve_device(cfg.trainer.device)
     seed_everything(cfg.trainer.seed)
-    env = build_env(cfg.env.id, cfg.eval.num_envs, device, cfg.env.cfg)
+    env = build_env(cfg.env.id, cfg.eval.num_envs, device, cfg.env.cfg, cfg.env.backend)
     try:
         policy = build_policy(cfg.policy, env.observation_space, env.action_space, device)
         with checkpoint_fits(path):
