@@ -281,8 +281,12 @@ def test_three_queued_experiments_on_two_jobs_all_keep_their_data(repo, monkeypa
         for rel in ("eval/metrics.json", "reupdate/metrics.json", "reupdate/checkpoints/ckpt-000002.pt"):
             assert (run_dir / rel).is_file(), (name, rel)
         assert_replays_bit_exact(repo, monkeypatch, name)
-    # Two workers: some two experiments ran at the same time (own run dirs, one MLflow store).
-    spans = sorted((r.start_ms, r.end_ms) for r in train.values())
+    # Two workers: some two experiments ran at the same time (own run dirs, one MLflow store), an
+    # experiment spanning its train, eval and replay runs.
+    runs = mlflow_runs(repo)
+    by_exp = {name: [r for r in runs if r.tags.get("rlpipe.dvc_exp_name") == name] for name in clips}
+    spans = sorted((min(r.start_ms for r in rs), max(r.end_ms for r in rs)) for rs in by_exp.values())
+    assert all(r.status == "FINISHED" for r in runs)
     assert any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:], strict=False)), spans
     assert not list((repo / ".dvc" / "tmp" / "exps").glob("tmp*")), "temporary workspaces left behind"
 
