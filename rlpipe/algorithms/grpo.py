@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import copy
 import warnings
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import torch
-from pydantic import Field, field_validator
 from tensordict import TensorDict
 
 from rlpipe.algorithms.base import BaseAlgorithm, Minibatch, flatten_transitions
@@ -29,8 +28,8 @@ from rlpipe.algorithms.grpo_loss import (
     step_returns_and_mask,
 )
 from rlpipe.algorithms.registry import register_algo
-from rlpipe.algorithms.update_cfg import UpdateCfg
 from rlpipe.config import AlgorithmCfg, ConfigError
+from rlpipe.config.algorithms import GRPOCfg, group_size_error
 
 __all__ = [
     "GRPO",
@@ -45,51 +44,6 @@ __all__ = [
 ACTOR_ONLY_POLICIES = ("actor_only",)
 """``policy.name`` values GRPO accepts (it has no critic to train)."""
 UPDATE_KEYS = ("obs", "action", "sample_log_prob", "advantage", "seq_mask")
-
-
-def _group_size_error(value: int) -> str | None:
-    return None if value >= 2 else f"must be >= 2 for within-group normalization (got {value})"
-
-
-class GRPOCfg(UpdateCfg):
-    """Configuration for GRPO: group size, reference KL, episode masking and group resets.
-
-    The optimizer, minibatch, schedule, KL and precision fields come from ``UpdateCfg``;
-    ``gae_lambda`` is inherited for config compatibility and unused: GRPO has no critic.
-    """
-
-    n_epochs: int = Field(10, ge=1)
-    """Passes over the rollout per update."""
-    ent_coef: float = Field(0.0, ge=0)
-    """Entropy bonus weight (the start value when ``ent_coef_schedule_kind`` is linear/cosine)."""
-    kl_coef: float = Field(0.02, ge=0)
-    """Weight of the k3 KL to a frozen copy of the initial policy; 0 builds no reference policy
-    (from-scratch training), 0.02 suits fine-tuning."""
-    group_size: int = 4
-    """Consecutive envs ``[g*k, (g+1)*k)`` that form one group; must be >= 2 and divide ``num_envs``."""
-    eps: float = Field(1e-8, gt=0)
-    """Added to the group std: a constant-return group gets advantage 0, not NaN."""
-    reset_every_rollout: bool = True
-    """Reset every env at the start of each collect, so each rollout starts fresh episodes."""
-    truncate_at_first_done: bool = True
-    """Train only on each env's first episode of the rollout (steps up to and including its first
-    done); otherwise on every step."""
-    group_reset: Literal["shared", "independent"] = "shared"
-    """``shared``: the envs of a group are reset with one seed and start from the same state, so
-    group-relative advantages compare like with like; ``independent``: every env starts on its own."""
-
-    @field_validator("group_size")
-    @classmethod
-    def _group_size_at_least_two(cls, value: int) -> int:
-        error = _group_size_error(value)
-        if error:
-            raise ValueError(error)
-        return value
-
-    @property
-    def reset_group_size(self) -> int:
-        """Envs that share one initial state at each reset: ``group_size`` when shared, else 1."""
-        return self.group_size if self.group_reset == "shared" else 1
 
 
 @register_algo("grpo")
@@ -131,7 +85,7 @@ class GRPO(BaseAlgorithm):
     ) -> None:
         """One-line ``ConfigError`` for impossible runs; warn when the horizon misses episode ends."""
         cfg = cast(GRPOCfg, cfg)  # resolve_algo_cfg validated it against cfg_class
-        error = _group_size_error(cfg.group_size)
+        error = group_size_error(cfg.group_size)
         if error:
             raise ConfigError(f"algorithm.cfg.group_size: {error}")
         if num_envs % cfg.group_size:

@@ -8,10 +8,9 @@ or ``seq_len`` sequences for a recurrent policy) and the clipped-surrogate loss.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field, field_validator
 from tensordict import TensorDict
 
 from rlpipe.algorithms import sequences
@@ -29,40 +28,12 @@ from rlpipe.algorithms.ppo_loss import (
 )
 from rlpipe.algorithms.registry import register_algo
 from rlpipe.config import AlgorithmCfg
+from rlpipe.config.algorithms import PPOCfg
 from rlpipe.distributed import global_normalize
 
 __all__ = ["PPO", "PPOCfg"]
 
 UPDATE_KEYS = ("obs", "action", "sample_log_prob", "advantage", "return", "value")
-
-
-class PPOCfg(sequences.SequenceCfg):
-    """Configuration for PPO: the classic defaults, then rl8's and rsl_rl's options (all off).
-
-    The optimizer, minibatch, schedule, KL and precision fields come from ``UpdateCfg``.
-    """
-
-    n_epochs: int = Field(10, ge=1)
-    """Passes over the rollout per update (rl8 ``num_sgd_iters``, rsl_rl ``num_learning_epochs``)."""
-    vf_coef: float = Field(0.5, ge=0)
-    """Value loss weight."""
-    normalize_advantage: Literal["batch", "minibatch", "off"] = "batch"
-    """Advantage normalization: over the whole rollout once (``batch``), within every minibatch
-    (``minibatch``, rsl_rl's per-minibatch option) or ``off``; ``true``/``false`` mean batch/off."""
-    normalize_rewards: bool = False
-    """Divide rewards by the running std of the per-env discounted return before GAE
-    (arXiv:2005.12729); the stored rollout keeps its raw rewards."""
-    clip_value_loss: bool = False
-    """PPO2's clipped value loss: the value may move ``vf_clip_coef`` from its collection-time estimate."""
-    vf_clip_coef: float = Field(0.2, gt=0)
-    """Clip range of the value (in return units) when ``clip_value_loss``."""
-    dual_clip_coef: float | None = Field(None, gt=1)
-    """Dual clip c > 1 for negative advantages: max(min(surr1, surr2), c·A) (Ye et al. 2020); null: off."""
-
-    @field_validator("normalize_advantage", mode="before")
-    @classmethod
-    def _bool_means_batch(cls, value: Any) -> Any:
-        return ("batch" if value else "off") if isinstance(value, bool) else value
 
 
 @register_algo("ppo")

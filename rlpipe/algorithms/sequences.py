@@ -14,12 +14,10 @@ import math
 from typing import Any
 
 import torch
-from pydantic import Field
 from tensordict import TensorDict
 
 from rlpipe.algorithms.base import Minibatch, flatten_transitions
-from rlpipe.algorithms.update_cfg import UpdateCfg
-from rlpipe.config import ConfigError
+from rlpipe.config.algorithms import SequenceCfg
 from rlpipe.rollout import rollout_dims
 
 __all__ = [
@@ -35,22 +33,6 @@ __all__ = [
 RECURRENT_STATE = "recurrent_state"
 """Rollout key of the core state ``[N, T+1, S]`` (written at sequence starts, zero elsewhere)."""
 START_STATE, DONE = "start_state", "done"
-
-
-class SequenceCfg(UpdateCfg):
-    """Fields of algorithms that train recurrent policies; feedforward policies ignore them."""
-
-    seq_len: int | None = Field(None, ge=1)
-    """Truncated-BPTT length L; must divide ``trainer.buffer_size``. null: the whole rollout."""
-    seqs_per_state_reset: int = 8
-    """Collection zeroes the recurrent state every ``seq_len × seqs_per_state_reset`` steps of a
-    rollout (starting with step 0); negative or 0: only after a done (the state then carries over)."""
-
-    def check_sequences(self, horizon: int) -> None:
-        """``ConfigError`` unless ``seq_len`` divides the rollout length ``horizon``."""
-        if self.seq_len is not None and horizon % self.seq_len:
-            raise ConfigError(f"trainer.buffer_size ({horizon}) must be a multiple of "
-                              f"algorithm.cfg.seq_len ({self.seq_len})")
 
 
 def sequence_batch(
