@@ -1,11 +1,12 @@
 """Batched envs: the BatchedEnv contract, torch-native envs, the gymnasium adapter, the registry."""
 
-from rlpipe.envs import cartpole, memory, pendulum  # noqa: F401  # imported to register their envs
+from rlpipe.envs import cartpole, memory, pendulum, push_cube  # noqa: F401  # imported to register their envs
 from rlpipe.envs.base import BatchedEnv, StepResult
 from rlpipe.envs.cartpole import CartPole
 from rlpipe.envs.gym_adapter import GymnasiumEnv
 from rlpipe.envs.memory import RepeatFirst
 from rlpipe.envs.pendulum import Pendulum
+from rlpipe.envs.push_cube import PushCube
 from rlpipe.envs.registry import build_env, register_env, registered_env_ids
 from rlpipe.envs.torch_env import TorchEnv
 
@@ -14,6 +15,7 @@ __all__ = [
     "CartPole",
     "GymnasiumEnv",
     "Pendulum",
+    "PushCube",
     "RepeatFirst",
     "StepResult",
     "TorchEnv",

@@ -36,6 +36,9 @@ class StepResult(NamedTuple):
     """``[N]`` bool: the episode was cut by a time limit (bootstrap from ``final_obs``)."""
     final_obs: torch.Tensor
     """``[N, *obs_shape]`` float32: the true last observation where done, else equal to ``obs``."""
+    info: dict[str, torch.Tensor] = {}  # noqa: RUF012  # read-only by convention
+    """Per-step diagnostics, each ``[N]`` (e.g. ``success``, ``is_grasped`` bool) of the step's
+    last state (before an auto-reset); empty for envs without any."""
 
 
 class BatchedEnv(ABC):
