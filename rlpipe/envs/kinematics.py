@@ -71,20 +71,20 @@ class SiteKinematics:
         qpos = qpos.to(self.device, self.dtype)
         n = qpos.shape[0]
         pos = torch.zeros(n, 3, device=self.device, dtype=self.dtype)
-        rot = torch.eye(3, device=self.device, dtype=self.dtype).expand(n, 3, 3)
+        rot = torch.eye(3, device=self.device, dtype=self.dtype).repeat(n, 1, 1)
         axes, anchors = [], []
         for link in self.links:
-            pos = pos + rot @ link.pos
-            rot = rot @ link.rot
+            pos = pos + _matvec(rot, link.pos)
+            rot = _matmul(rot, link.rot)
             for adr, _, axis, anchor, ref in link.hinges:
-                world_anchor = pos + rot @ anchor
-                axes.append(rot @ axis)
+                world_anchor = pos + _matvec(rot, anchor)
+                axes.append(_matvec(rot, axis))
                 anchors.append(world_anchor)
-                rot = rot @ _axis_angle(axis, qpos[:, adr] - ref)
-                pos = world_anchor - rot @ anchor
-        site_pos = pos + rot @ self.site_pos
+                rot = _matmul(rot, _axis_angle(axis, qpos[:, adr] - ref))
+                pos = world_anchor - _matvec(rot, anchor)
+        site_pos = pos + _matvec(rot, self.site_pos)
         empty = pos.new_zeros(n, 0, 3)
-        return (site_pos, rot @ self.site_rot,
+        return (site_pos, _matmul(rot, self.site_rot),
                 torch.stack(axes, 1) if axes else empty, torch.stack(anchors, 1) if anchors else empty)
 
     def jacobian(self, qpos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -93,6 +93,17 @@ class SiteKinematics:
         site_pos, site_rot, axes, anchors = self.forward(qpos)
         linear = torch.linalg.cross(axes, site_pos.unsqueeze(1) - anchors, dim=-1)
         return site_pos, site_rot, torch.cat((linear, axes), dim=-1).transpose(1, 2)
+
+
+def _matvec(rot: torch.Tensor, vec: torch.Tensor) -> torch.Tensor:
+    """``rot [N, 3, 3]`` times ``vec [3]`` or ``[N, 3]`` → ``[N, 3]`` (elementwise: tiny matrices
+    are far faster this way than through batched GEMM)."""
+    return (rot * vec.unsqueeze(-2)).sum(-1)
+
+
+def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a [N, 3, 3]`` times ``b [3, 3]`` or ``[N, 3, 3]`` → ``[N, 3, 3]`` (elementwise)."""
+    return (a.unsqueeze(-1) * b.unsqueeze(-3)).sum(-2)
 
 
 def _axis_angle(axis: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from rlpipe.envs.kinematics import matrix_to_quat
+from rlpipe.envs.kinematics import SiteKinematics, matrix_to_quat
 from rlpipe.envs.push_cube_scene import CUBE_HALF_SIZE, GOAL_RADIUS
 
 __all__ = [
@@ -32,6 +32,8 @@ PUSH_OFFSET = CUBE_HALF_SIZE + 0.005
 """Where the tool should be to push: behind the cube (−x) by this much."""
 DLS_DAMPING = 0.05
 """Damping λ of the damped-least-squares IK of ``ee_delta``."""
+IK_ITERATIONS = 3
+"""Newton steps of the ``ee_delta`` IK (one linearization drifts by centimetres per 0.1 m)."""
 OBS_DIM = 9 + 9 + 7 + 7 + 3 + 3 + 3
 """qpos 9, qvel 9, tcp pose 7, cube pose 7, goal 3, tcp→cube 3, cube→goal 3."""
 
@@ -68,22 +70,29 @@ def joint_delta_targets(arm_qpos: torch.Tensor, action: torch.Tensor,
     return torch.minimum(torch.maximum(target, ctrl_range[:, 0]), ctrl_range[:, 1])
 
 
-def ee_delta_targets(arm_qpos: torch.Tensor, tcp_pos: torch.Tensor, tcp_rot: torch.Tensor,
-                     jac: torch.Tensor, action: torch.Tensor, target_rot: torch.Tensor,
+def ee_delta_targets(kin: SiteKinematics, qpos: torch.Tensor, arm: torch.Tensor,
+                     action: torch.Tensor, target_rot: torch.Tensor,
                      ctrl_range: torch.Tensor) -> torch.Tensor:
-    """``pd_ee_delta_pos``: move the tool by 0.1 m × ``action[:, :3]`` while holding its
-    orientation at ``target_rot [3, 3]``; arm targets ``[N, 7]`` by damped least squares on the
-    ``[N, 6, 7]`` Jacobian (``dq = Jᵀ (J Jᵀ + λ² I)⁻¹ e``)."""
-    del tcp_pos  # the position error is the commanded delta itself
-    rot_err = target_rot @ tcp_rot.transpose(1, 2)
-    skew = 0.5 * (rot_err - rot_err.transpose(1, 2))
-    omega = torch.stack((skew[:, 2, 1], skew[:, 0, 2], skew[:, 1, 0]), dim=-1)
-    err = torch.cat((EE_DELTA_SCALE * action[:, :3], omega), dim=-1).unsqueeze(-1)
-    eye = torch.eye(6, dtype=jac.dtype, device=jac.device)
-    jjt = jac @ jac.transpose(1, 2) + DLS_DAMPING**2 * eye
-    dq = (jac.transpose(1, 2) @ torch.linalg.solve(jjt, err)).squeeze(-1)
-    target = arm_qpos + dq
-    return torch.minimum(torch.maximum(target, ctrl_range[:, 0]), ctrl_range[:, 1])
+    """``pd_ee_delta_pos``: arm targets ``[N, 7]`` that move the tool by 0.1 m × ``action[:, :3]``
+    while holding its orientation at ``target_rot [3, 3]``.
+
+    Inverse kinematics by ``IK_ITERATIONS`` damped-least-squares Newton steps on the ``[N, 6, 7]``
+    Jacobian (``dq = Jᵀ (J Jᵀ + λ² I)⁻¹ e``) from the current joints ``qpos [N, nq]``, whose arm
+    joints sit at the qpos addresses ``arm [7]``.
+    """
+    q = qpos.clone()
+    target_pos = kin.forward(q)[0] + EE_DELTA_SCALE * action[:, :3]
+    eye = torch.eye(6, dtype=q.dtype, device=q.device)
+    for _ in range(IK_ITERATIONS):
+        tcp_pos, tcp_rot, jac = kin.jacobian(q)
+        rot_err = target_rot @ tcp_rot.transpose(1, 2)
+        skew = 0.5 * (rot_err - rot_err.transpose(1, 2))
+        omega = torch.stack((skew[:, 2, 1], skew[:, 0, 2], skew[:, 1, 0]), dim=-1)
+        err = torch.cat((target_pos - tcp_pos, omega), dim=-1).unsqueeze(-1)
+        jjt = jac @ jac.transpose(1, 2) + DLS_DAMPING**2 * eye
+        dq = (jac.transpose(1, 2) @ torch.linalg.solve(jjt, err)).squeeze(-1)
+        q[:, arm] = torch.minimum(torch.maximum(q[:, arm] + dq, ctrl_range[:, 0]), ctrl_range[:, 1])
+    return q[:, arm]
 
 
 def observe(robot_qpos: torch.Tensor, robot_qvel: torch.Tensor, tcp_pos: torch.Tensor,

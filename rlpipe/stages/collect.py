@@ -69,6 +69,8 @@ class Collector(Stage):
         self.num_resets = 0
         self.recent_returns: deque[float] = deque(maxlen=EPISODE_WINDOW)
         self.recent_lengths: deque[int] = deque(maxlen=EPISODE_WINDOW)
+        self._success_at = torch.zeros(n, horizon, dtype=torch.bool, device=dev)
+        self.recent_successes: deque[bool] | None = None  # set once the env reports info["success"]
 
     def __call__(self) -> tuple[TensorDict, dict[str, float]]:
         """Collect one rollout; return it (reused buffer, valid until the next call) and episode stats."""
@@ -115,6 +117,7 @@ class Collector(Stage):
             done_buf[:, t] = done
             self._final_obs[:, t] = step.final_obs
             self._track_episodes(t, step.reward, done)
+            self._track_success(t, step)
             obs = step.obs
         obs_buf[:, self.horizon] = obs
         self.obs = obs
@@ -148,6 +151,7 @@ class Collector(Stage):
                 ro[key][:, t] = item
             self._final_obs[:, t], self._final_state[:, t] = step.final_obs, next_state
             self._track_episodes(t, step.reward, done)
+            self._track_success(t, step)
             state = next_state * (~done).unsqueeze(-1).to(next_state.dtype)
             obs = step.obs
         ro["obs"][:, self.horizon] = obs
@@ -170,6 +174,14 @@ class Collector(Stage):
         self.episode_return.masked_fill_(done, 0.0)
         self.episode_length.masked_fill_(done, 0)
 
+    def _track_success(self, t: int, step: Any) -> None:
+        """Remember ``info["success"]`` ``[N]`` of step t (envs that report it)."""
+        success = getattr(step, "info", {}).get("success")
+        if success is not None:
+            self._success_at[:, t] = success
+            if self.recent_successes is None:
+                self.recent_successes = deque(maxlen=EPISODE_WINDOW)
+
     def _fill_values(self) -> None:
         ro, n, t1 = self.rollout, *self.rollout.batch_size
         if not self.policy.has_critic:
@@ -190,6 +202,10 @@ class Collector(Stage):
         self.recent_returns.extend(returns)
         self.recent_lengths.extend(self._episode_length_at[finished].tolist())
         stats = {"collect/episodes": float(len(returns))}
+        if self.recent_successes is not None:
+            self.recent_successes.extend(self._success_at[finished].tolist())
+            if self.recent_successes:
+                stats["train/success_rate"] = sum(self.recent_successes) / len(self.recent_successes)
         if self.recent_returns:
             stats["train/episode_return_mean"] = sum(self.recent_returns) / len(self.recent_returns)
             stats["train/episode_length_mean"] = sum(self.recent_lengths) / len(self.recent_lengths)

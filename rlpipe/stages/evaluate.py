@@ -73,6 +73,8 @@ class Evaluator(Stage):
         self.calls += 1
         returns = torch.zeros(m, k, device=dev)
         lengths = torch.zeros(m, k, device=dev)
+        successes = torch.zeros(m, k, device=dev)
+        reports_success = False
         count = torch.zeros(m, dtype=torch.int64, device=dev)
         running_ret, running_len = torch.zeros(m, device=dev), torch.zeros(m, device=dev)
         slots = torch.arange(k, device=dev).unsqueeze(0)
@@ -88,6 +90,10 @@ class Evaluator(Stage):
             record = (slots == count.unsqueeze(1)) & finished.unsqueeze(1)
             returns = torch.where(record, running_ret.unsqueeze(1), returns)
             lengths = torch.where(record, running_len.unsqueeze(1), lengths)
+            success = result.info.get("success") if hasattr(result, "info") else None
+            if success is not None:  # the env's success flag on the episode's last step
+                reports_success = True
+                successes = torch.where(record, success.unsqueeze(1).float(), successes)
             count += (finished & (count < k)).long()
             running_ret.masked_fill_(finished, 0.0)
             running_len.masked_fill_(finished, 0.0)
@@ -100,7 +106,9 @@ class Evaluator(Stage):
         ep_returns, ep_lengths = returns[valid], lengths[valid]
         if ep_returns.numel() == 0:
             return {"eval/episodes": 0.0}
+        extra = {"eval/success_rate": float(successes[valid].mean())} if reports_success else {}
         return {
+            **extra,
             "eval/return_mean": float(ep_returns.mean()),
             "eval/return_std": float(ep_returns.std(unbiased=False)),
             "eval/length_mean": float(ep_lengths.mean()),
