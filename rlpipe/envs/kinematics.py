@@ -66,8 +66,11 @@ class SiteKinematics:
                      self._tensor(_quat_to_matrix_np(model.body_quat[body])), tuple(hinges))
 
     def forward(self, qpos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``qpos [N, nq]`` → site position ``[N, 3]``, rotation ``[N, 3, 3]``, and per chain dof
-        the world axis ``[N, D, 3]`` and anchor ``[N, D, 3]`` (D = ``len(self.dofs)``)."""
+        """Site pose and hinge frames of ``qpos [N, nq]``.
+
+        Returns site position ``[N, 3]``, rotation ``[N, 3, 3]``, and per chain dof the world
+        axis ``[N, D, 3]`` and anchor ``[N, D, 3]`` (D = ``len(self.dofs)``).
+        """
         qpos = qpos.to(self.device, self.dtype)
         n = qpos.shape[0]
         pos = torch.zeros(n, 3, device=self.device, dtype=self.dtype)
@@ -88,16 +91,21 @@ class SiteKinematics:
                 torch.stack(axes, 1) if axes else empty, torch.stack(anchors, 1) if anchors else empty)
 
     def jacobian(self, qpos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``qpos [N, nq]`` → site position ``[N, 3]``, rotation ``[N, 3, 3]`` and the Jacobian
-        ``[N, 6, D]`` (rows: linear velocity, then angular velocity, as ``mj_jacSite``)."""
+        """Site pose and Jacobian of ``qpos [N, nq]``.
+
+        Returns site position ``[N, 3]``, rotation ``[N, 3, 3]`` and the Jacobian ``[N, 6, D]``
+        (rows: linear velocity, then angular velocity, as ``mj_jacSite``).
+        """
         site_pos, site_rot, axes, anchors = self.forward(qpos)
         linear = torch.linalg.cross(axes, site_pos.unsqueeze(1) - anchors, dim=-1)
         return site_pos, site_rot, torch.cat((linear, axes), dim=-1).transpose(1, 2)
 
 
 def _matvec(rot: torch.Tensor, vec: torch.Tensor) -> torch.Tensor:
-    """``rot [N, 3, 3]`` times ``vec [3]`` or ``[N, 3]`` → ``[N, 3]`` (elementwise: tiny matrices
-    are far faster this way than through batched GEMM)."""
+    """``rot [N, 3, 3]`` times ``vec [3]`` or ``[N, 3]`` → ``[N, 3]``.
+
+    Elementwise: tiny matrices are far faster this way than through batched GEMM.
+    """
     return (rot * vec.unsqueeze(-2)).sum(-1)
 
 

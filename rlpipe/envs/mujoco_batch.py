@@ -113,14 +113,17 @@ class MujocoBatch(PhysicsBatch):
 
     @property
     def qpos(self) -> torch.Tensor:
+        """``[N, nq]`` float64 view of the states."""
         return self._state_t[:, self._qpos]
 
     @property
     def qvel(self) -> torch.Tensor:
+        """``[N, nv]`` float64 view of the states."""
         return self._state_t[:, self._qvel]
 
     @property
     def sensordata(self) -> torch.Tensor:
+        """``[N, nsensordata]`` float64 of the last substep."""
         return self._sensor_t
 
     def step(self, ctrl: torch.Tensor) -> None:
@@ -133,6 +136,7 @@ class MujocoBatch(PhysicsBatch):
         self._sensor[:] = self._out_sensor[:, -1]
 
     def reset_where(self, mask: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        """Overwrite time, qpos and qvel of the masked rows (``torch.where``, no loop)."""
         rows = mask.to("cpu").unsqueeze(-1)
         state = self._state_t
         state[:, self._time] = torch.where(rows, 0.0, state[:, self._time])
@@ -141,10 +145,12 @@ class MujocoBatch(PhysicsBatch):
         self._sensor_t.masked_fill_(rows, 0.0)
 
     def get_state(self) -> dict[str, torch.Tensor]:
+        """Copies of the states ``[N, nstate]``, sensors and the last controls."""
         return {"physics": self._state_t.clone(), "sensordata": self._sensor_t.clone(),
                 "ctrl": torch.from_numpy(self._ctrl[:, 0].copy())}
 
     def set_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore :meth:`get_state` (ValueError for another model or N)."""
         physics = state["physics"]
         if tuple(physics.shape) != tuple(self._state.shape):
             raise ValueError(f"physics state of shape {tuple(physics.shape)}; this batch needs "
@@ -154,6 +160,7 @@ class MujocoBatch(PhysicsBatch):
         self._ctrl[:] = state["ctrl"].to(torch.float64).numpy()[:, None, :]
 
     def close(self) -> None:
+        """Stop the rollout threads."""
         if self._pool.rollout_ is not None:
             self._pool.close()
 

@@ -161,6 +161,7 @@ class PushCube(BatchedEnv):
         return self._renderer.render(qpos, self.goal.cpu()[rows].unsqueeze(1))
 
     def close(self) -> None:
+        """Stop the physics threads and free the GL context."""
         self.physics.close()
         if self._renderer is not None:
             self._renderer.close()
@@ -168,9 +169,12 @@ class PushCube(BatchedEnv):
     # ------------------------------------------------------------------ pieces
 
     def _any(self, done: torch.Tensor) -> bool:
-        """Whether observations must be recomputed after resets. The C engine has synced with
-        the host already (its state is a numpy array), so asking costs nothing there and saves
-        a forward-kinematics pass on most steps; elsewhere always recompute (no host sync)."""
+        """Whether observations must be recomputed after resets.
+
+        The C engine has synced with the host already (its state is a numpy array), so asking
+        costs nothing there and saves a forward-kinematics pass on most steps; elsewhere always
+        recompute (no host sync).
+        """
         return self.engine != "mujoco" or self.device.type != "cpu" or bool(done.any())
 
     def _sample_start(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,5 +1,7 @@
-"""PushCube's task logic as pure batched torch functions: start states, controllers, observation,
-ManiSkill's staged dense reward and success. No simulator calls here; shapes use N envs.
+"""PushCube's task logic as pure batched torch functions.
+
+Start states, controllers, observation, ManiSkill's staged dense reward and success. No simulator
+calls here; shapes use N envs.
 
 References: ManiSkill ``mani_skill/envs/tasks/tabletop/push_cube.py`` (PushCube-v1: reset
 distribution, ``compute_dense_reward``, ``evaluate``) and its ``pd_joint_delta_pos`` /
@@ -42,8 +44,11 @@ def sample_start(
     n: int, template: torch.Tensor, ids: dict[str, torch.Tensor], rest: torch.Tensor,
     joint_range: torch.Tensor, generator: torch.Generator,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``n`` start states: ``qpos [n, nq]`` (rest arm + N(0, 0.02²) noise, open fingers, cube
-    at a uniform xy on the table, upright) and the goal ``[n, 3]`` 0.2 m in front of the cube."""
+    """Draw ``n`` start states: ``qpos [n, nq]`` and the goal ``[n, 3]``.
+
+    The arm at rest + N(0, 0.02²) noise, open fingers, the cube upright at a uniform xy on the
+    table, the goal 0.2 m in front of the cube.
+    """
     dev, dtype = template.device, template.dtype
     noise = torch.randn(n, 7, generator=generator, device=dev, dtype=dtype) * REST_NOISE
     arm = torch.minimum(torch.maximum(rest[:7] + noise, joint_range[:, 0]), joint_range[:, 1])
@@ -73,8 +78,9 @@ def joint_delta_targets(arm_qpos: torch.Tensor, action: torch.Tensor,
 def ee_delta_targets(kin: SiteKinematics, qpos: torch.Tensor, arm: torch.Tensor,
                      action: torch.Tensor, target_rot: torch.Tensor,
                      ctrl_range: torch.Tensor) -> torch.Tensor:
-    """``pd_ee_delta_pos``: arm targets ``[N, 7]`` that move the tool by 0.1 m × ``action[:, :3]``
-    while holding its orientation at ``target_rot [3, 3]``.
+    """``pd_ee_delta_pos``: arm targets ``[N, 7]`` moving the tool by 0.1 m × ``action[:, :3]``.
+
+    The tool's orientation is held at ``target_rot [3, 3]``.
 
     Inverse kinematics by ``IK_ITERATIONS`` damped-least-squares Newton steps on the ``[N, 6, 7]``
     Jacobian (``dq = Jᵀ (J Jᵀ + λ² I)⁻¹ e``) from the current joints ``qpos [N, nq]``, whose arm
@@ -97,9 +103,11 @@ def ee_delta_targets(kin: SiteKinematics, qpos: torch.Tensor, arm: torch.Tensor,
 
 def observe(robot_qpos: torch.Tensor, robot_qvel: torch.Tensor, tcp_pos: torch.Tensor,
             tcp_rot: torch.Tensor, cube_pose: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:
-    """State observation ``[N, 41]`` float32: robot qpos ``[N, 9]`` and qvel ``[N, 9]``, tool
-    position + quaternion ``[N, 7]``, cube position + quaternion ``[N, 7]``, goal ``[N, 3]``,
-    tool→cube ``[N, 3]`` and cube→goal ``[N, 3]``."""
+    """State observation ``[N, 41]`` float32.
+
+    Robot qpos ``[N, 9]`` and qvel ``[N, 9]``, tool position + quaternion ``[N, 7]``, cube
+    position + quaternion ``[N, 7]``, goal ``[N, 3]``, tool→cube ``[N, 3]``, cube→goal ``[N, 3]``.
+    """
     cube_pos = cube_pose[:, :3]
     parts = (robot_qpos, robot_qvel, tcp_pos, matrix_to_quat(tcp_rot), cube_pose, goal,
              cube_pos - tcp_pos, goal - cube_pos)

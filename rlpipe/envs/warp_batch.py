@@ -57,14 +57,17 @@ class WarpBatch(PhysicsBatch):
 
     @property
     def qpos(self) -> torch.Tensor:
+        """``[N, nq]`` float32, shared with Warp."""
         return self._qpos
 
     @property
     def qvel(self) -> torch.Tensor:
+        """``[N, nv]`` float32, shared with Warp."""
         return self._qvel
 
     @property
     def sensordata(self) -> torch.Tensor:
+        """``[N, nsensordata]`` float32, shared with Warp."""
         return self._sensor
 
     def step(self, ctrl: torch.Tensor) -> None:
@@ -87,6 +90,7 @@ class WarpBatch(PhysicsBatch):
             self._mjw.step(self._model, self._data)
 
     def reset_where(self, mask: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        """Overwrite the masked worlds in place (zero warm-start), on the Warp device."""
         rows = mask.to(self.device).unsqueeze(-1)
         self._time.copy_(torch.where(rows.squeeze(-1), 0.0, self._time))
         self._qpos.copy_(torch.where(rows, qpos.to(self.device, self.dtype), self._qpos))
@@ -95,9 +99,11 @@ class WarpBatch(PhysicsBatch):
         self._sensor.masked_fill_(rows, 0.0)
 
     def get_state(self) -> dict[str, torch.Tensor]:
+        """CPU copies of time, qpos, qvel, ctrl, warm-start and sensors."""
         return {name: t.detach().cpu().clone() for name, t in self._fields().items()}
 
     def set_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore :meth:`get_state`."""
         for name, tensor in self._fields().items():
             if tuple(state[name].shape) != tuple(tensor.shape):
                 raise ValueError(f"warp state {name} of shape {tuple(state[name].shape)}; "
