@@ -188,7 +188,8 @@ class PushCube(BatchedEnv):
         tcp_pos, tcp_rot, _, _ = self.kin.forward(qpos)
         robot_q = torch.cat((qpos[:, self._qidx["arm"]], qpos[:, self._qidx["fingers"]]), -1)
         cube = qpos[:, self._qidx["cube"]]
-        obs = task.observe(robot_q, qvel[:, self._robot_dof], tcp_pos, tcp_rot, cube, self.goal)
+        obs = task.observe(robot_q, qvel[:, self._robot_dof], tcp_pos, tcp_rot, cube, self.goal,
+                           self._down)
         return obs, tcp_pos, cube[:, :3]
 
     def _ctrl(self, action: torch.Tensor) -> torch.Tensor:

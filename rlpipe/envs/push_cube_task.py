@@ -49,10 +49,13 @@ def sample_start(
     The arm at rest + N(0, 0.02²) noise, open fingers, the cube upright at a uniform xy on the
     table, the goal 0.2 m in front of the cube.
     """
-    dev, dtype = template.device, template.dtype
+    # drawn in float64 whatever the engine's dtype, so both engines start from the same states
+    dev, dtype = template.device, torch.float64
     noise = torch.randn(n, 7, generator=generator, device=dev, dtype=dtype) * REST_NOISE
-    arm = torch.minimum(torch.maximum(rest[:7] + noise, joint_range[:, 0]), joint_range[:, 1])
+    low, high = joint_range[:, 0].to(dtype), joint_range[:, 1].to(dtype)
+    arm = torch.minimum(torch.maximum(rest[:7].to(dtype) + noise, low), high).to(template.dtype)
     xy = (torch.rand(n, 2, generator=generator, device=dev, dtype=dtype) * 2 - 1) * CUBE_SPAWN
+    xy = xy.to(template.dtype)
     qpos = template.expand(n, -1).clone()
     qpos[:, ids["arm"]] = arm
     qpos[:, ids["fingers"]] = rest[7:]
@@ -102,14 +105,19 @@ def ee_delta_targets(kin: SiteKinematics, qpos: torch.Tensor, arm: torch.Tensor,
 
 
 def observe(robot_qpos: torch.Tensor, robot_qvel: torch.Tensor, tcp_pos: torch.Tensor,
-            tcp_rot: torch.Tensor, cube_pose: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:
+            tcp_rot: torch.Tensor, cube_pose: torch.Tensor, goal: torch.Tensor,
+            rest_rot: torch.Tensor) -> torch.Tensor:
     """State observation ``[N, 41]`` float32.
 
     Robot qpos ``[N, 9]`` and qvel ``[N, 9]``, tool position + quaternion ``[N, 7]``, cube
     position + quaternion ``[N, 7]``, goal ``[N, 3]``, tool→cube ``[N, 3]``, cube→goal ``[N, 3]``.
+    The tool's quaternion is its rotation relative to the rest orientation ``rest_rot [3, 3]``
+    (pointing down): the world quaternion of a down-pointing tool has w ≈ 0, where the sign
+    convention w ≥ 0 would flip the observation between ±q from one step to the next.
     """
     cube_pos = cube_pose[:, :3]
-    parts = (robot_qpos, robot_qvel, tcp_pos, matrix_to_quat(tcp_rot), cube_pose, goal,
+    relative = rest_rot.transpose(0, 1) @ tcp_rot
+    parts = (robot_qpos, robot_qvel, tcp_pos, matrix_to_quat(relative), cube_pose, goal,
              cube_pos - tcp_pos, goal - cube_pos)
     return torch.cat([p.to(torch.float32) for p in parts], dim=-1)
 
