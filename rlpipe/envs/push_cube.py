@@ -31,7 +31,7 @@ from rlpipe.envs.base import BatchedEnv, StepResult
 from rlpipe.envs.kinematics import SiteKinematics
 from rlpipe.envs.mujoco_batch import MujocoBatch, PhysicsBatch
 from rlpipe.envs.mujoco_render import StateRenderer
-from rlpipe.envs.push_cube_scene import REST_QPOS, build_model, scene_ids
+from rlpipe.envs.push_cube_scene import REST_QPOS, ROBOT_BASE, build_model, scene_ids
 from rlpipe.envs.registry import register_env
 from rlpipe.envs.torch_env import DEFAULT_SEED, num_groups
 
@@ -57,13 +57,17 @@ class PushCube(BatchedEnv):
         timestep: float = 0.01,
         num_threads: int | None = None,
         render_size: tuple[int, int] | list[int] = (240, 320),
+        robot_base_x: float = ROBOT_BASE[0],
     ) -> None:
         _check_args(num_envs, control, engine, max_episode_steps, sim_substeps, timestep,
                     num_threads, render_size)
         self.num_envs, self.device = num_envs, torch.device(device)
         self.control, self.engine = control, engine
         self.max_episode_steps, self.terminate_on_success = max_episode_steps, terminate_on_success
-        self.model = build_model(timestep, visual=False)
+        if not isinstance(robot_base_x, float | int) or not -0.8 <= robot_base_x <= -0.4:
+            raise ValueError(f"robot_base_x: got {robot_base_x!r}; accepted: metres in [-0.8, -0.4]")
+        self.robot_base_x = float(robot_base_x)
+        self.model = build_model(timestep, visual=False, robot_base_x=self.robot_base_x)
         self.ids = scene_ids(self.model)
         self.physics = self._make_physics(sim_substeps, num_threads)
         self.dtype = self.physics.dtype
@@ -154,7 +158,8 @@ class PushCube(BatchedEnv):
         """Frames of ``env_ids`` (default: all) as ``uint8 [k, H, W, 3]`` (``render_size``)."""
         if self._renderer is None:
             height, width = self._render_size
-            self._renderer = StateRenderer(build_model(self.model.opt.timestep, visual=True),
+            self._renderer = StateRenderer(build_model(self.model.opt.timestep, visual=True,
+                                                       robot_base_x=self.robot_base_x),
                                            width=width, height=height)
         rows = torch.arange(self.num_envs) if env_ids is None else torch.as_tensor(env_ids).cpu()
         qpos = self.physics.qpos.cpu()[rows]

@@ -68,8 +68,11 @@ class SceneIds:
     """sensordata addresses of the left/right finger ↔ cube contact flags."""
 
 
-def build_model(timestep: float, visual: bool) -> mujoco.MjModel:
-    """Compile the PushCube scene; ``visual=False`` gives the stripped physics model."""
+def build_model(timestep: float, visual: bool, robot_base_x: float = ROBOT_BASE[0]) -> mujoco.MjModel:
+    """Compile the PushCube scene; ``visual=False`` gives the stripped physics model.
+
+    ``robot_base_x`` moves the Panda's base along x (ManiSkill: -0.615 m).
+    """
     scene = mujoco.MjSpec()
     scene.modelname = "push_cube"
     opt = scene.option
@@ -79,7 +82,7 @@ def build_model(timestep: float, visual: bool) -> mujoco.MjModel:
     world = scene.worldbody
     world.add_geom(name="table", type=mujoco.mjtGeom.mjGEOM_BOX, size=TABLE_HALF, pos=TABLE_CENTRE,
                    rgba=[0.62, 0.5, 0.38, 1])
-    frame = world.add_frame(pos=ROBOT_BASE)
+    frame = world.add_frame(pos=[robot_base_x, *ROBOT_BASE[1:]])
     robot = panda_spec()
     for body in robot.bodies:  # the joint controllers balance gravity, as ManiSkill's do
         body.gravcomp = 1.0
