@@ -21,6 +21,11 @@ from rlpipe.envs.mujoco_batch import PhysicsBatch
 
 __all__ = ["WarpBatch", "import_warp"]
 
+NCONMAX = 32
+"""Contacts per world Warp allocates (the default, sized from the initial state, holds none)."""
+NJMAX = 160
+"""Constraint rows per world (pyramidal friction cones: 4 rows per contact, plus limits)."""
+
 
 def import_warp() -> tuple[Any, Any]:
     """Return ``(warp, mujoco_warp)``; ValueError ``engine: …`` when they are not installed."""
@@ -48,7 +53,8 @@ class WarpBatch(PhysicsBatch):
         self._wp_device = "cpu" if self.device.type == "cpu" else f"cuda:{self.device.index or 0}"
         with wp.ScopedDevice(self._wp_device):
             self._model = mjw.put_model(model)
-            self._data = mjw.put_data(model, mujoco.MjData(model), nworld=num_envs)
+            self._data = mjw.put_data(model, mujoco.MjData(model), nworld=num_envs,
+                                      nconmax=NCONMAX, njmax=NJMAX)
         d = self._data
         self._qpos, self._qvel = wp.to_torch(d.qpos), wp.to_torch(d.qvel)
         self._ctrl, self._time = wp.to_torch(d.ctrl), wp.to_torch(d.time)
