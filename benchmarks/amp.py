@@ -9,7 +9,7 @@ bf16) start from the same weights.
 * ``step`` (always): one minibatch of 16384 transitions — the policy's forward, the PPO loss, the
   backward and one Adam step — timed as ``algo.update`` on a 512 × 32 rollout with
   ``n_epochs: 1, num_mini_batches: 1`` (advantages are computed once, before timing).
-* ``iteration`` (``--iteration``): a whole ``rlpipe.pipeline.run_iteration`` of the throughput
+* ``iteration`` (``--iteration``): a whole ``rlpipe.run.loop.run_iteration`` of the throughput
   workload (torch CartPole, N = 4096 envs × T = 32, 4 epochs × 8 minibatches of 16384, store off,
   no eval): collection stays fp32, so this is the ratio a user sees per iteration.
 
@@ -32,9 +32,9 @@ import torch
 from _bench import DEFAULT_PARAMS, NEVER, load_cfg, median, paired_ratios, print_table, timed, write_json
 
 from rlpipe.algorithms import build_algo
-from rlpipe.pipeline import build, run_iteration
 from rlpipe.policies import build_policy
 from rlpipe.rollout import allocate_rollout
+from rlpipe.run import build, run_iteration
 
 NET = {"type": "mlp", "network_cfg": {"hidden_sizes": [256, 256], "activation": "relu"}}
 STEP_ENVS, STEP_T = 512, 32  # one minibatch of 16384

@@ -6,7 +6,7 @@
 For each seed, the default ``params.yaml`` is loaded through ``rlpipe.config.load`` with
 ``trainer.seed=SEED``, ``tracking.backend=none`` and a temporary ``trainer.data_dir`` (the rollout
 store stays enabled and evaluation stays on, as in the default), built with
-``rlpipe.pipeline.build`` and stepped with ``rlpipe.pipeline.run_iteration``. The solve point is
+``rlpipe.run.loop.build`` and stepped with ``rlpipe.run.loop.run_iteration``. The solve point is
 the first iteration after which ``train/episode_return_mean`` (mean return of the last 200
 finished training episodes) is ≥ the threshold. Reported per seed:
 
@@ -32,7 +32,7 @@ from typing import Any
 
 from _bench import DEFAULT_PARAMS, load_cfg, median, print_machine, print_table, set_threads, write_json
 
-from rlpipe.pipeline import Experiment, build, run_iteration
+from rlpipe.run import Experiment, build, run_iteration
 
 RETURN_KEY = "train/episode_return_mean"
 TARGET_S = 20.0

@@ -40,10 +40,11 @@ from torch.profiler import ProfilerActivity, profile
 from rlpipe import config
 from rlpipe.algorithms import build_algo
 from rlpipe.envs import build_env
-from rlpipe.pipeline import EVAL_SEED_OFFSET, build, run_iteration
+from rlpipe.evaluation import EVAL_SEED_OFFSET
 from rlpipe.policies import build_policy
 from rlpipe.rollout import allocate_rollout
-from rlpipe.stages import Evaluator
+from rlpipe.run import build, run_iteration
+from rlpipe.run.stages import Evaluator
 
 PARAMS = Path(__file__).parents[1] / "configs" / "grpo_cartpole.yaml"
 SOLVED = 475.0

@@ -6,7 +6,7 @@
 For each ``--amp`` value and seed, ``configs/ppo_pendulum.yaml`` is loaded through
 ``rlpipe.config.load`` with ``trainer.seed=SEED``, ``algorithm.cfg.amp=AMP``,
 ``tracking.backend=none``, the rollout store off and a temporary ``trainer.data_dir``, built with
-``rlpipe.pipeline.build`` and stepped with ``rlpipe.pipeline.run_iteration``; before each
+``rlpipe.run.loop.build`` and stepped with ``rlpipe.run.loop.run_iteration``; before each
 iteration ``algo.set_progress(env_steps, total_env_steps)`` positions the schedules, as the
 pipeline does. The solve point is the first iteration after which ``train/episode_return_mean``
 (mean of the last 200 finished training episodes, each 200 steps long) is ≥ the threshold. Reported
@@ -25,7 +25,7 @@ from typing import Any
 
 from _bench import PROJECT_ROOT, load_cfg, median, print_table, set_threads, write_json
 
-from rlpipe.pipeline import Experiment, build, run_iteration
+from rlpipe.run import Experiment, build, run_iteration
 
 RETURN_KEY = "train/episode_return_mean"
 DEFAULT_PARAMS = PROJECT_ROOT / "configs" / "ppo_pendulum.yaml"

@@ -10,7 +10,7 @@ Workload (as ``throughput.py``): torch CartPole, N=4096 envs × T=32 steps, acto
 every rollout from its own checkpoint), no eval, ``tracking.backend=none``.
 
 Online: ``--warmup`` untimed iterations, then ``--blocks`` blocks of ``--block`` iterations of
-``rlpipe.pipeline.run_iteration``; a block's online figure is the sum of its iterations'
+``rlpipe.run.loop.run_iteration``; a block's online figure is the sum of its iterations'
 ``time/update_s`` (advantage + update only: collection, store and checkpoint excluded).
 Offline: after each block, ``rlpipe.offline.replay`` re-updates that block's rollouts with the same
 params (non-chain: each from the online checkpoint before it); its figure is the replay loop's
@@ -33,10 +33,10 @@ from typing import Any
 import torch
 from _bench import NEVER, add_workload_args, load_cfg, median, print_table, set_threads, write_json
 
-from rlpipe.checkpoints import load_checkpoint
+from rlpipe.artifacts.checkpoints import load_checkpoint
 from rlpipe.config import RunConfig
-from rlpipe.offline import replay
-from rlpipe.pipeline import build, run_iteration
+from rlpipe.offline.replay import replay
+from rlpipe.run import build, run_iteration
 
 RATIO_TARGET = 0.9
 

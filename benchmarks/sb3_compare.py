@@ -12,7 +12,7 @@ same total env steps on every side (rounded up to whole rollouts of 1024 steps).
   ``trainer.buffer_size=128``, ``algorithm.cfg.batch_size=256``, ``algorithm.cfg.n_epochs=4``,
   ``tracking.backend=none``, ``trainer.enable_eval=false`` (SB3's ``learn`` does not evaluate
   either; ``--eval`` keeps it on) and a temporary ``trainer.data_dir``; two rows, ``store.enabled``
-  false and true. Timed: every ``rlpipe.pipeline.run_iteration`` plus closing the rollout store
+  false and true. Timed: every ``rlpipe.run.loop.run_iteration`` plus closing the rollout store
   (its last writes), build excluded.
 * SB3, in a subprocess of its own virtualenv (``--sb3-python``; see benchmarks/README.md):
   ``PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=8), n_steps=128, batch_size=256,
@@ -47,7 +47,7 @@ from _bench import (
     write_json,
 )
 
-from rlpipe.pipeline import build, run_iteration
+from rlpipe.run import build, run_iteration
 
 N_ENVS, N_STEPS, BATCH_SIZE, N_EPOCHS = 8, 128, 256, 4
 SPEEDUP_TARGET = 1.5

@@ -20,10 +20,10 @@ from pathlib import Path
 import torch
 from tensordict import TensorDict
 
-import rlpipe.store as store_mod
+import rlpipe.artifacts.store as store_mod
+from rlpipe.artifacts.store import RolloutStore, read_rollout, write_rollout
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import allocate_rollout, validate
-from rlpipe.store import RolloutStore, read_rollout, write_rollout
 
 
 def cartpole_rollout(n: int, t: int, seed: int = 0) -> TensorDict:

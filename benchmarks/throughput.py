@@ -15,7 +15,7 @@ rlpipe is built from ``params.yaml`` through ``rlpipe.config.load`` with the ove
 ``trainer.enable_eval=false`` (plus ``trainer.iterations`` and ``trainer.save_freq`` pushed out of
 reach so no iteration is the "last" one and no checkpoint is written; ``--checkpoints`` keeps the
 params' ``save_freq``, which with this workload checkpoints every iteration), and one iteration is
-``rlpipe.pipeline.run_iteration``.
+``rlpipe.run.loop.run_iteration``.
 
 The plain loop (``PlainPPO`` below) is what one writes by hand in the CleanRL style: time-major
 buffers, the same env class, its own Categorical actor and critic, collection under
@@ -75,7 +75,7 @@ from torch.distributions import Categorical
 from rlpipe.algorithms.ppo import PPOCfg
 from rlpipe.config import RunConfig
 from rlpipe.envs import CartPole
-from rlpipe.pipeline import Experiment, build, run_iteration
+from rlpipe.run import Experiment, build, run_iteration
 
 RATIO_TARGET = 1.05
 STORE_RATIO_TARGET = 1.03
@@ -115,7 +115,7 @@ def rlpipe_overrides(args: argparse.Namespace, data_dir: str, store: bool) -> li
 
 
 def build_rlpipe(args: argparse.Namespace, data_dir: str, store: bool) -> Experiment:
-    """``rlpipe.pipeline.build`` of the workload, its run directory created as ``rlpipe run`` does."""
+    """``rlpipe.run.loop.build`` of the workload, its run directory created as ``rlpipe run`` does."""
     exp = build(load_cfg(args.params, rlpipe_overrides(args, data_dir, store)))
     exp.cfg.run_dir.mkdir(parents=True, exist_ok=True)
     return exp

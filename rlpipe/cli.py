@@ -1,17 +1,27 @@
-"""The ``rlpipe`` command line: each command parses, loads config and calls the pipeline or a stage."""
+"""The ``rlpipe`` command line: each command parses, loads config and calls the pipeline or a stage.
+
+Start-up is kept instant: this module imports only click at the top; config (pydantic), torch,
+tensordict, zarr and mlflow are imported inside the command bodies, after the params were
+validated, so ``rlpipe --help``, ``rlpipe <command> --help`` and a params error never load them
+(tests/test_startup.py).
+"""
 
 from __future__ import annotations
 
 import functools
+import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from rlpipe import config as config_mod
-from rlpipe.distributed import get_rank, shutdown
+import rlpipe
+
+if TYPE_CHECKING:
+    from rlpipe.config import RunConfig
 
 __all__ = ["main"]
 
@@ -35,6 +45,31 @@ def user_errors(func: F) -> F:
 
 
 params_argument = click.argument("params", type=click.Path(path_type=Path))
+run_argument = click.argument("params", metavar="RUN_DIR|PARAMS", type=click.Path(path_type=Path))
+
+
+def load_config(target: Path, overrides: tuple[str, ...] | list[str]) -> RunConfig:
+    """Params of a run directory (its ``params.yaml``, placed where the folder is now) or a params file.
+
+    Config is imported here, not at the top: ``--help`` and a params error never load torch.
+    """
+    from rlpipe.artifacts.params import params_file
+    from rlpipe.config import load
+
+    path, layout = params_file(target)
+    where = [] if layout is None else [f"trainer.data_dir={layout.root.parent}",
+                                        f"trainer.exp_name={layout.root.name}"]
+    return load(path, (*where, *overrides))
+
+
+def seconds_since_start() -> float:
+    """Wall seconds since this process started (Linux ``/proc``; elsewhere since rlpipe was imported)."""
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        started = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19]) / ticks
+        return float(Path("/proc/uptime").read_text().split()[0]) - started
+    except (OSError, ValueError, IndexError):
+        return time.perf_counter() - rlpipe.IMPORTED_AT
 set_option = click.option(
     "--set", "overrides", multiple=True, metavar="KEY=VALUE",
     help="Override a param, VALUE parsed as YAML (like `dvc exp run -S`); repeatable.",
@@ -57,14 +92,24 @@ def cli() -> None:
 @user_errors
 def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool, distributed: bool) -> None:
     """Train: collect → advantage → update [→ eval] [→ checkpoint] for trainer.iterations."""
-    from rlpipe.pipeline import run as run_pipeline
+    from rlpipe.config import load
 
-    cfg = config_mod.load(params, (*overrides, *(["trainer.distributed=true"] if distributed else [])))
-    summary = run_pipeline(cfg, resume=resume, overwrite=overwrite)
+    cfg = load(params, (*overrides, *(["trainer.distributed=true"] if distributed else [])))
+    from rlpipe.distributed import get_rank, shutdown  # after the params are valid: torch
+    from rlpipe.run import EventError
+    from rlpipe.trainer import Trainer
+
+    try:
+        summary = Trainer(cfg, resume=resume, overwrite=overwrite).train()
+    except EventError as exc:
+        click.echo(f"Error: {exc}".splitlines()[0], err=True)
+        sys.exit(1)
     if get_rank() == 0:  # the other ranks of a distributed run stay silent
+        stopped = f", stopped: {summary['stopped_by']}" if summary.get("stopped_by") else ""
         click.echo(
             f"done: {summary['iterations']} iterations, {summary['env_steps']} env steps in "
-            f"{summary['wall_s']:.1f}s → {cfg.run_dir / 'metrics.json'}"
+            f"{summary['wall_s']:.1f}s of training, {seconds_since_start():.1f}s since the command"
+            f"{stopped} → {cfg.run_dir / 'metrics.json'}"
         )
     shutdown()
 
@@ -84,7 +129,7 @@ def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool,
 def compare(experiments: tuple[str, ...], metrics: tuple[str, ...], run_ids: tuple[str, ...],
             plot: Path | None, uri: str | None) -> None:
     """Compare MLflow runs: the params that differ, final and best metrics, env steps, wall time."""
-    from rlpipe import compare as compare_mod
+    from rlpipe.tracking import compare as compare_mod
 
     ids = tuple(i for item in run_ids for i in item.replace(",", " ").split())
     comparison = compare_mod.compare(uri, experiments, ids, metrics)
@@ -123,82 +168,100 @@ def _parse_span(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 
 @cli.command()
-@params_argument
+@run_argument
 @set_option
 @checkpoint_option
 @_out_option("<run_dir>/collected")
 @user_errors
 def collect(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, out: Path | None) -> None:
     """Collect one rollout with a checkpoint (default: the run's latest) → iter-NNNNNN.zarr."""
-    from rlpipe import offline
+    cfg = load_config(params, overrides)
+    from rlpipe.artifacts.layout import RunLayout
+    from rlpipe.run import collect_rollout
 
-    cfg = config_mod.load(params, overrides)
-    click.echo(f"rollout → {offline.collect_rollout(cfg, checkpoint, out or cfg.run_dir / 'collected')}")
+    click.echo(f"rollout → {collect_rollout(cfg, checkpoint, out or RunLayout(cfg.run_dir).collected)}")
 
 
 @cli.command()
-@params_argument
+@run_argument
 @rollout_argument
 @set_option
-@_out_option("iter-NNNNNN.advantage.zarr beside the rollout")
+@_out_option("<run_dir>/advantages/iter-NNNNNN.zarr")
 @user_errors
 def advantage(params: Path, rollout: Path, overrides: tuple[str, ...], out: Path | None) -> None:
     """Compute a stored rollout's advantages/returns into a separate store (the rollout is not changed)."""
-    from rlpipe import offline
+    cfg = load_config(params, overrides)
+    from rlpipe.offline import commands as offline
 
-    cfg = config_mod.load(params, overrides)
     click.echo(f"advantages → {offline.compute_advantages(cfg, rollout, out)}")
 
 
 @cli.command()
-@params_argument
-@rollout_argument
+@run_argument
+@click.argument("rollout", required=False, type=click.Path(path_type=Path))
 @set_option
 @checkpoint_option
 @_out_option("<run_dir>/updated")
 @user_errors
-def update(params: Path, rollout: Path, overrides: tuple[str, ...], checkpoint: Path | None,
+def update(params: Path, rollout: Path | None, overrides: tuple[str, ...], checkpoint: Path | None,
            out: Path | None) -> None:
-    """Advantage + update on one stored rollout → a new checkpoint and the losses.
+    """Advantage + update on one stored rollout (default: the run's newest) → a checkpoint and the losses.
 
     Without --checkpoint it starts from the checkpoint the rollout was collected with.
     """
-    from rlpipe import offline
+    cfg = load_config(params, overrides)
+    from rlpipe.artifacts.layout import RunLayout
+    from rlpipe.offline import commands as offline
 
-    cfg = config_mod.load(params, overrides)
-    path, metrics = offline.update_from_rollout(cfg, rollout, checkpoint, out or cfg.run_dir / "updated")
+    layout = RunLayout(cfg.run_dir)
+    if rollout is None:
+        stored = layout.rollout_paths()
+        if not stored:
+            raise click.UsageError(f"{layout.rollouts}: no stored rollout to update; pass ROLLOUT")
+        rollout = stored[max(stored)]
+    path, metrics = offline.update_from_rollout(cfg, rollout, checkpoint, out or layout.updated)
     for key in sorted(k for k in metrics if k.startswith("update/")):
         click.echo(f"{key:<28} {metrics[key]:.6g}")
     click.echo(f"checkpoint → {path}")
 
 
 @cli.command("eval")
-@params_argument
+@run_argument
 @set_option
 @checkpoint_option
 @_out_option("<run_dir>/eval/metrics.json")
 @user_errors
 def evaluate(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, out: Path | None) -> None:
     """Evaluate a checkpoint (default: the run's latest) with the eval params."""
-    from rlpipe import offline
+    cfg = load_config(params, overrides)
+    from rlpipe.artifacts.layout import RunLayout
+    from rlpipe.offline import commands as offline
 
-    cfg = config_mod.load(params, overrides)
     metrics = offline.evaluate_checkpoint(cfg, checkpoint, out)
     for key in sorted(metrics):
         click.echo(f"{key:<20} {metrics[key]:.6g}")
-    click.echo(f"metrics → {out or cfg.run_dir / 'eval' / 'metrics.json'}")
+    click.echo(f"metrics → {out or RunLayout(cfg.run_dir).eval_metrics}")
 
 
 @cli.command()
-@rollout_argument
+@click.argument("rollout", metavar="RUN_DIR|ROLLOUT", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @user_errors
 def inspect(rollout: Path, as_json: bool) -> None:
-    """Show a stored rollout: keys, shapes, dtypes, chunks, stats, attributes and episodes."""
+    """Show a run (iterations, stores, checkpoints, params hash, last metrics) or one stored rollout."""
     import json
 
-    from rlpipe import offline
-    from rlpipe.shards import is_sharded, shard_paths
+    from rlpipe.artifacts.layout import RunLayout
+    from rlpipe.artifacts.shards import is_sharded, shard_paths
+    from rlpipe.offline import commands as offline
+    from rlpipe.offline.render import render_rollout, render_run
+
+    if RunLayout(rollout).params.is_file():
+        from rlpipe.offline.run_summary import describe_run
+
+        summary = describe_run(rollout)
+        click.echo(json.dumps(summary, indent=2) if as_json else render_run(summary))
+        return
 
     sharded = is_sharded(rollout)  # a distributed run's iteration: one store per rank
     infos = [offline.inspect_rollout(path) for path in (shard_paths(rollout) if sharded else [rollout])]
@@ -206,46 +269,11 @@ def inspect(rollout: Path, as_json: bool) -> None:
         click.echo(json.dumps({"path": str(rollout), "shards": infos} if sharded else infos[0], indent=2))
     else:
         for info in infos:
-            _render_rollout(info)
-
-
-def _render_rollout(info: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{info['path']}  [N={info['num_envs']}, T+1={info['horizon'] + 1}]")
-    for column in ("key", "shape", "dtype", "chunks", "codec", "bytes"):
-        table.add_column(column, justify="right" if column == "bytes" else "left", no_wrap=True)
-    table.add_column("stats", ratio=1)
-    for key, meta in info["keys"].items():
-        table.add_row(key, str(meta["shape"]), meta["dtype"], str(meta["chunks"]), meta["codec"],
-                      f"{meta['bytes_on_disk']:,}", _format_stats(meta["stats"]))
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
-    console.print(table)
-    console.print(f"schema version {info['schema_version']}, {info['transitions']:,} transitions, "
-                  f"{info['bytes_on_disk']:,} bytes on disk")
-    for title, values in (("attrs", info["attrs"]), ("episodes", info["episodes"])):
-        console.print(f"{title}: " + ", ".join(f"{k}={_short(v)}" for k, v in values.items()))
-
-
-def _format_stats(stats: dict[str, Any]) -> str:
-    if "true" in stats:
-        return f"true {stats['true']:,} / false {stats['false']:,}"
-    if "mean" in stats:
-        bad = f", {stats['nonfinite']} non-finite" if stats["nonfinite"] else ""
-        return (f"{stats['min']:.4g} … {stats['max']:.4g}, mean {stats['mean']:.4g} ± "
-                f"{stats['std']:.4g}{bad}")
-    if "counts" in stats:
-        return "counts " + ", ".join(f"{k}: {v:,}" for k, v in stats["counts"].items())
-    return ", ".join(f"{k} {_short(v)}" for k, v in stats.items())
-
-
-def _short(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+            render_rollout(info)
 
 
 @cli.command()
-@params_argument
+@run_argument
 @set_option
 @click.option("--rollouts", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder of iter-NNNNNN.zarr stores (default: <run_dir>/rollouts).")
@@ -260,14 +288,39 @@ def _short(value: Any) -> str:
 def replay(params: Path, overrides: tuple[str, ...], rollouts: Path | None, span: tuple[int, int] | None,
            chain: bool, start: Path | None, out: Path | None) -> None:
     """Re-run advantage + update over stored rollouts with the params plus replay.algorithm overrides."""
-    from rlpipe import offline
+    cfg = load_config(params, overrides)
+    from rlpipe.artifacts.layout import RunLayout
+    from rlpipe.offline.replay import replay as replay_rollouts
 
-    cfg = config_mod.load(params, overrides)
-    out = out or cfg.run_dir / "reupdate"
-    summary = offline.replay(cfg, rollouts or cfg.run_dir / "rollouts", out, span,
-                             chain=chain or start is not None, start=start)
+    layout = RunLayout(cfg.run_dir)
+    out = out or layout.reupdate
+    summary = replay_rollouts(cfg, rollouts or layout.rollouts, out, span,
+                              chain=chain or start is not None, start=start)
     click.echo(f"replayed {summary['iterations']} rollouts ({summary['transitions']:,} transitions, "
                f"{summary['transitions_per_s']:,.0f}/s) → {out / 'checkpoints'}, {out / 'metrics.json'}")
+
+
+@cli.command()
+@click.option("--backend", "groups", multiple=True,
+              type=click.Choice(("torch", "plugins", "envpool", "gymnasium")),
+              help="Only these groups (repeatable; default: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print {group: [ids]} as JSON.")
+@user_errors
+def envs(groups: tuple[str, ...], as_json: bool) -> None:
+    """List every env.id available, grouped by backend (in the order backend: auto tries them)."""
+    import json
+
+    from rlpipe.envs.listing import GROUPS, env_ids_by_backend
+
+    listing = env_ids_by_backend(groups or GROUPS)
+    if as_json:
+        click.echo(json.dumps(listing, indent=2))
+        return
+    for group, ids in listing.items():
+        click.echo(f"{group} ({len(ids)}):")
+        for env_id in ids:
+            click.echo(f"  {env_id}")
+    click.echo("Any package.module:ClassOrFactory works too (env.id); see README 'Environments'.")
 
 
 def main() -> None:

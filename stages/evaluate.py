@@ -5,7 +5,8 @@ params:  eval, env, policy, trainer.seed, trainer.device, tracking
 metrics: data/<exp_name>/eval/metrics.json
 """
 
-from rlpipe import config, offline
+from rlpipe import config
+from rlpipe.offline import commands as offline
 
 if __name__ == "__main__":
     offline.evaluate_checkpoint(config.load("params.yaml"))

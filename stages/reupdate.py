@@ -7,8 +7,11 @@ metrics: data/<exp_name>/reupdate/metrics.json
 plots:   data/<exp_name>/reupdate/curve.csv
 """
 
-from rlpipe import config, offline
+from rlpipe import config
+from rlpipe.artifacts.layout import RunLayout
+from rlpipe.offline.replay import replay
 
 if __name__ == "__main__":
     cfg = config.load("params.yaml")
-    offline.replay(cfg, rollouts=cfg.run_dir / "rollouts", out=cfg.run_dir / "reupdate")
+    layout = RunLayout(cfg.run_dir)
+    replay(cfg, rollouts=layout.rollouts, out=layout.reupdate)

@@ -8,7 +8,7 @@ plots:   data/<exp_name>/curve.csv (one row per iteration)
 """
 
 from rlpipe import config
-from rlpipe.pipeline import run
+from rlpipe.run import run
 
 if __name__ == "__main__":
     run(config.load("params.yaml"), overwrite=True)  # a re-run stage starts fresh

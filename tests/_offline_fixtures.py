@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from rlpipe import config
-from rlpipe.checkpoints import load_checkpoint
+from rlpipe.artifacts.checkpoints import load_checkpoint
 from rlpipe.config import RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]

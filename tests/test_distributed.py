@@ -22,7 +22,7 @@ from rlpipe.distributed import (
     rank_device,
     sharded_minibatch_indices,
 )
-from rlpipe.pipeline import build, learn_from
+from rlpipe.run import build
 
 N = 4
 """Envs per rank; the single-process reference runs 2N."""
@@ -108,7 +108,7 @@ def reference(
     save_rollout(rollout, work / "rollout.pt")
     torch.save(exp.policy.state_dict(), work / "init.pt")
     exp.algo.shards = 2
-    learn_from(exp, rollout, 1)
+    exp.learner.learn(rollout, 1, 0, exp.total_env_steps)
     return work, {k: v.clone() for k, v in exp.policy.state_dict().items()}
 
 

@@ -97,8 +97,9 @@ def test_dvc_yaml_stages_are_thin_entry_files_with_their_own_params():
     assert outs["${trainer.data_dir}/${trainer.exp_name}/checkpoints"] == {"persist": True}
 
 
-@pytest.mark.parametrize(("stage", "entry"), [("train", "rlpipe.pipeline"), ("evaluate", "rlpipe.offline"),
-                                             ("reupdate", "rlpipe.offline")])
+@pytest.mark.parametrize(("stage", "entry"), [("train", "rlpipe.run.loop"),
+                                             ("evaluate", "rlpipe.offline.commands"),
+                                             ("reupdate", "rlpipe.offline.replay")])
 def test_code_deps_cover_the_import_closure(stage, entry):
     import grimp
 

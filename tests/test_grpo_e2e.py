@@ -7,9 +7,9 @@ import torch
 
 from rlpipe import config
 from rlpipe.envs import build_env
-from rlpipe.pipeline import build, run
 from rlpipe.policies import build_policy
-from rlpipe.stages import Collector
+from rlpipe.run import build, run
+from rlpipe.run.stages import Collector
 
 GRPO_PARAMS = Path(__file__).parents[1] / "configs" / "grpo_cartpole.yaml"
 QUIET = ["tracking.backend=none", "store.enabled=false"]

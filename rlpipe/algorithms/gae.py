@@ -1,6 +1,6 @@
 """Generalized Advantage Estimation (Schulman et al. 2015, arXiv:1506.02438) over ``[N, T+1]`` rollouts.
 
-The maths is one pure tensor function; ``compute_gae`` is the thin keyed layer the seed defines.
+The maths is one pure tensor function; ``compute_gae`` is a thin keyed layer over it.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def truncation_bootstrap(rollout: TensorDict) -> torch.Tensor:
     """``[N, T]`` value to bootstrap with at time-limit truncations.
 
     With ``final_value`` (V of the true final observation, 0 unless truncated): that value, and
-    nothing where the step also terminated. Without it, the seed's (and rsl_rl's) approximation
+    nothing where the step also terminated. Without it, the common approximation
     r_t + γ·V(s_t): the value of the truncated step's own state.
     """
     truncated = rollout["truncated"][:, :-1]

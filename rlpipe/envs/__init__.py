@@ -8,9 +8,12 @@ from rlpipe.envs.memory import RepeatFirst
 from rlpipe.envs.pendulum import Pendulum
 from rlpipe.envs.push_cube import PushCube
 from rlpipe.envs.registry import build_env, register_env, registered_env_ids
+from rlpipe.envs.spaces import space_from_dict, space_to_dict
 from rlpipe.envs.torch_env import TorchEnv
 
 __all__ = [
+    "space_from_dict",
+    "space_to_dict",
     "BatchedEnv",
     "CartPole",
     "GymnasiumEnv",

@@ -1,4 +1,4 @@
-"""The ``Policy`` interface (the seed's): TensorDict methods over a tensor-level fast path.
+"""The ``Policy`` interface: TensorDict methods over a tensor-level fast path.
 
 Shapes use B for any batch (``[N]`` while collecting, ``[minibatch]`` while updating).
 
@@ -21,12 +21,13 @@ from tensordict import TensorDict
 from torch import nn
 
 from rlpipe.policies.normalizer import ObsNormalizer
+from rlpipe.policies.obs_keys import select_obs
 
 __all__ = ["Policy"]
 
 
 class Policy(nn.Module, ABC):
-    """Base of every policy: implement the three tensor methods, get the seed's API for free."""
+    """Base of every policy: implement the three tensor methods, get the TensorDict API for free."""
 
     device: torch.device
     has_critic: bool = True
@@ -36,6 +37,10 @@ class Policy(nn.Module, ABC):
     ``sample_step``/``evaluate_sequence`` instead of ``sample``/``evaluate``."""
     obs_normalizer: ObsNormalizer | None
     """Running observation normalization (``policy.obs_normalization``); ``None``: off."""
+    actor_obs_keys: tuple[str, ...] | None = None
+    """Dict observations: keys the actor reads, concatenated in order (``None``: flat obs)."""
+    critic_obs_keys: tuple[str, ...] | None = None
+    """Dict observations: keys the critic reads (asymmetric actor-critic)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -44,6 +49,14 @@ class Policy(nn.Module, ABC):
     def normalize_obs(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs`` ``[B, *obs]`` through the frozen normalizer statistics (identity when off)."""
         return obs if self.obs_normalizer is None else self.obs_normalizer(obs)
+
+    def actor_obs(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
+        """Normalized actor input ``[B, actor_dim]`` (dict observations: ``actor_obs_keys``)."""
+        return select_obs(self.normalize_obs(obs), self.actor_obs_keys)
+
+    def critic_obs(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
+        """Normalized critic input ``[B, critic_dim]`` (dict observations: ``critic_obs_keys``)."""
+        return select_obs(self.normalize_obs(obs), self.critic_obs_keys)
 
     def update_normalization(self, obs: torch.Tensor) -> None:
         """Merge ``obs`` ``[..., *obs]`` into the normalizer statistics; a no-op when off."""

@@ -43,7 +43,7 @@ class CategoricalHead(ActionHead):
 class GaussianHead(ActionHead):
     """Box(shape=(A,)): the actor outputs the mean ``[B, A]``; log-std is a learned ``[A]`` parameter.
 
-    The log-std is state-independent, as in the seed's ``ActorCritic``; log_prob and entropy are
+    The log-std is state-independent (one learnable vector); log_prob and entropy are
     summed over action dims (``Independent``).
     """
 

@@ -1,4 +1,4 @@
-"""``build_mlp_from_cfg``: networks from the seed's ``{"type": "mlp", "network_cfg": {...}}`` blocks."""
+"""``build_mlp_from_cfg``: networks from ``{"type": "mlp", "network_cfg": {...}}`` blocks."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``ObsNormalizer``: running mean/std of observations kept as buffers, so checkpoints carry it.
 
-rsl_rl's empirical normalization: ``(obs − mean) / sqrt(var + eps)`` clipped to ``±clip``. The
+Empirical normalization: ``(obs − mean) / sqrt(var + eps)`` clipped to ``±clip``. The
 statistics change only in :meth:`ObsNormalizer.update` (the update stage calls it after each
 update with that rollout's observations); ``forward`` never changes them, so evaluation and
 collection see frozen statistics.
@@ -18,7 +18,7 @@ from rlpipe.distributed import batch_moments
 __all__ = ["ObsNormalizer"]
 
 CLIP = 10.0
-"""Normalized observations are clipped to ``±CLIP`` (rsl_rl, SB3 ``VecNormalize``)."""
+"""Normalized observations are clipped to ``±CLIP``: one outlier cannot saturate the network."""
 EPS = 1e-8
 
 

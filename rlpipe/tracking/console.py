@@ -5,11 +5,14 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
+
+from rlpipe.artifacts.atomic import atomic_write_json
+from rlpipe.artifacts.layout import RunLayout
 
 __all__ = ["COLUMNS", "ConsoleTable", "MetricsFiles", "flatten_params"]
 
@@ -51,7 +54,11 @@ class ConsoleTable:
     """One compact row per iteration; the header repeats every 25 rows."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(highlight=False, soft_wrap=True)
+        if console is None:
+            from rich.console import Console
+
+            console = Console(highlight=False, soft_wrap=True)
+        self.console = console
         self.rows = 0
 
     def row(self, metrics: dict[str, float]) -> None:
@@ -75,18 +82,20 @@ class ConsoleTable:
 class MetricsFiles:
     """``metrics.json`` (final summary) and ``curve.csv`` (one row per iteration) under the run dir."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
-        self.curve_path = run_dir / "curve.csv"
-        self.metrics_path = run_dir / "metrics.json"
-        self._fields: list[str] | None = None
+    def __init__(self, run_dir: Path, fields: list[str] | None = None) -> None:
+        layout = RunLayout(run_dir)
+        self.run_dir = layout.root
+        self.curve_path = layout.curve
+        self.metrics_path = layout.metrics
+        self._fields = fields
+        """Columns of ``curve.csv``; given when a resumed run appends to a kept curve."""
 
     def append_curve(self, metrics: dict[str, float]) -> None:
         """Append one iteration; the columns are fixed by the first row (DVC plots need stable ones)."""
         if self._fields is None:
             self._fields = ["iteration", "env_steps", *sorted(
                 k for k in metrics if k not in ("iteration", "env_steps")
-                and k.split("/")[0] in ("train", "update", "eval", "time")
+                and "/" in k and k.split("/")[0] != "advantage"
             )]
             self._fields += [k for k in CURVE_ALWAYS if k not in self._fields]
             with self.curve_path.open("w", newline="") as fh:
@@ -96,9 +105,7 @@ class MetricsFiles:
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         """Write ``metrics.json`` atomically."""
-        tmp = self.metrics_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, self.metrics_path)
+        atomic_write_json(self.metrics_path, summary)
 
 
 def _csv_value(value: float | None) -> str:

@@ -67,7 +67,7 @@ def test_ppo_loss_on_fixed_batch_matches_hand_computation():
     value = algo.policy.critic(mb["obs"]).squeeze(-1)
     expected = -surr.mean() + 0.7 * ((value - mb["return"]) ** 2).mean() - 0.05 * dist.entropy().mean()
     torch.testing.assert_close(total, expected)
-    torch.testing.assert_close(stats[2], dist.entropy().mean())
+    torch.testing.assert_close(stats["entropy"], dist.entropy().mean())
 
 
 def random_rollout(n=4, t=8):
@@ -249,7 +249,7 @@ def test_early_stop_threshold_is_one_and_a_half_target():
 def test_continuous_ppo_learns_pendulum(tmp_path):
     """configs/ppo_pendulum.yaml: training return ≥ −250 within 40 iterations (~330k env steps)."""
     from rlpipe.config import load
-    from rlpipe.pipeline import build, run_iteration
+    from rlpipe.run import build, run_iteration
 
     cfg = load("configs/ppo_pendulum.yaml", [f"trainer.data_dir={tmp_path}", "tracking.backend=none",
                                              "store.enabled=false", "trainer.enable_eval=false",

@@ -9,9 +9,10 @@ from rlpipe.algorithms import PPO, PPOCfg, build_algo
 from rlpipe.algorithms.sequences import minibatch_rows, sequence_batch
 from rlpipe.config import ConfigError
 from rlpipe.envs import build_env
+from rlpipe.learner import Learner
 from rlpipe.policies import build_policy
 from rlpipe.rollout import allocate_rollout
-from rlpipe.stages import AdvantageStage, Collector, UpdateStage
+from rlpipe.run.stages import Collector
 
 LENGTH, N, T, L = 6, 64, 24, 8
 """RepeatFirst episodes of 6 steps; 64 envs × 24 steps per rollout; BPTT over 8 steps (crossing episodes)."""
@@ -67,11 +68,10 @@ def make_run(name: str, seed: int = 0):
 
 def train(name: str, iterations: int, seed: int = 0):
     policy, algo, collector = make_run(name, seed)
-    advantage, update = AdvantageStage(algo), UpdateStage(algo, seed)
+    learner = Learner(policy, algo, seed)
     for iteration in range(1, iterations + 1):
         rollout, _ = collector()
-        advantage(rollout)
-        metrics = update(rollout, iteration)
+        metrics = learner.learn(rollout, iteration, 0, iterations)
     return policy, metrics
 
 
@@ -103,8 +103,8 @@ def test_a_recurrent_run_goes_through_the_pipeline_and_stores_its_states(tmp_pat
     from pathlib import Path
 
     from rlpipe import config
-    from rlpipe.pipeline import run
-    from rlpipe.store import read_rollout
+    from rlpipe.artifacts.store import read_rollout
+    from rlpipe.run import run
 
     params = Path(__file__).resolve().parents[2] / "params.yaml"
     cfg = config.load(params, [

@@ -1,0 +1,127 @@
+"""Atomic writes: a file or folder appears under its final name whole, or not at all.
+
+Every writer of a run directory goes through here. A file is written to a hidden temporary
+sibling (``.<name>.tmp-<pid>-<token>``), fsynced and renamed into place; a folder (a Zarr group) is
+built under such a temporary and renamed when complete. Deletions rename to ``.<name>.del-…``
+first, so a reader sees a whole entry or none. Temporaries of dead processes are cleaned at start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = [
+    "atomic_write",
+    "atomic_write_json",
+    "atomic_write_text",
+    "clean_temporaries",
+    "delete_tree",
+    "pid_alive",
+    "publish_dir",
+    "temporary_sibling",
+]
+
+_TEMP = re.compile(r"^\.(?P<name>.+)\.(?:tmp|del)-(?P<pid>\d+)-[0-9a-f]+$")
+
+
+def temporary_sibling(path: Path, kind: str = "tmp") -> Path:
+    """A fresh hidden sibling of ``path`` owned by this process (``kind``: ``tmp`` or ``del``)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def atomic_write(path: Path, write: Callable[[IO[bytes]], Any], fsync: bool = True) -> None:
+    """Run ``write(file)`` on a temporary sibling, fsync it, rename it to ``path``, fsync the folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_sibling(path)
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+            fh.flush()
+            if fsync:
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if fsync:
+        _fsync_dir(path.parent)
+
+
+def atomic_write_text(path: Path, text: str, fsync: bool = True) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    atomic_write(path, lambda fh: fh.write(text.encode()), fsync)
+
+
+def atomic_write_json(path: Path, data: Any, fsync: bool = True) -> None:
+    """Write ``data`` as indented, key-sorted JSON to ``path`` atomically."""
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n", fsync)
+
+
+def publish_dir(tmp: Path, path: Path, replace: bool = False) -> None:
+    """Rename the finished folder ``tmp`` to ``path``; an existing ``path`` is an error unless ``replace``.
+
+    With ``replace`` the old folder is renamed away first, so readers see one whole folder or the other.
+    """
+    if path.exists():
+        if not replace:
+            raise FileExistsError(f"{path}: already exists (entries are written once)")
+        trash = temporary_sibling(path, "del")
+        os.rename(path, trash)
+        os.rename(tmp, path)
+        shutil.rmtree(trash)
+        return
+    os.rename(tmp, path)
+
+
+def delete_tree(path: Path) -> None:
+    """Remove folder ``path`` so that no reader ever sees it half-deleted (rename, then delete)."""
+    trash = temporary_sibling(path, "del")
+    os.rename(path, trash)
+    shutil.rmtree(trash)
+
+
+def clean_temporaries(directory: Path, names: re.Pattern[str] | None = None) -> list[Path]:
+    """Remove temporaries of dead processes (and of this one) in ``directory``; return them.
+
+    ``names`` restricts the clean-up to temporaries whose final name matches it. A temporary of this
+    process counts as dead: call this before the process writes anything there.
+    """
+    directory = Path(directory)
+    removed: list[Path] = []
+    for path in directory.iterdir() if directory.is_dir() else ():
+        match = _TEMP.match(path.name)
+        if not match or (names is not None and not names.match(match["name"])):
+            continue
+        pid = int(match["pid"])
+        if pid == os.getpid() or not pid_alive(pid):
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (a temporary it owns may still be being written)."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:  # exists, owned by another user
+        pass
+    return True
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # make the rename itself durable
+    finally:
+        os.close(fd)

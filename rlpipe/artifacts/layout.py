@@ -1,0 +1,158 @@
+"""Every name in a run directory, in one place: files, folders, numbered patterns, listing.
+
+A run directory (``<trainer.data_dir>/<trainer.exp_name>``)::
+
+    params.yaml                  the resolved params of the run (offline commands need nothing else)
+    rollouts/iter-000001.zarr    one Zarr v3 group per iteration (``…/rank-R`` shards when distributed)
+    checkpoints/ckpt-000001.pt   + ``latest`` and ``best`` pointers
+    eval/, reupdate/, updated/, collected/, advantages/   derived outputs (never inside rollouts/)
+    metrics.json, curve.csv      small files for ``dvc metrics`` / ``dvc plots``
+
+No other module spells one of these names or patterns: they ask this one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "BEST",
+    "CHECKPOINT_NAME",
+    "LATEST",
+    "ROLLOUT_NAME",
+    "SHARD_NAME",
+    "RunLayout",
+    "checkpoint_name",
+    "iteration_from_name",
+    "numbered",
+    "rollout_name",
+    "shard_name",
+]
+
+ROLLOUT_NAME = re.compile(r"^iter-(\d{6,})\.zarr$")
+CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{6,})\.pt$")
+SHARD_NAME = re.compile(r"^rank-(\d+)$")
+LATEST = "latest"
+BEST = "best"
+
+
+def rollout_name(iteration: int) -> str:
+    """``iter-{iteration:06d}.zarr``."""
+    return f"iter-{iteration:06d}.zarr"
+
+
+def checkpoint_name(iteration: int) -> str:
+    """``ckpt-{iteration:06d}.pt``."""
+    return f"ckpt-{iteration:06d}.pt"
+
+
+def shard_name(rank: int) -> str:
+    """``rank-{rank}``: one rank's shard inside an iteration folder."""
+    return f"rank-{rank}"
+
+
+def iteration_from_name(path: Path | str, pattern: re.Pattern[str] = ROLLOUT_NAME) -> int | None:
+    """The iteration number in a rollout (or, with ``CHECKPOINT_NAME``, checkpoint) name; ``None`` if none."""
+    match = pattern.match(Path(path).name)
+    return int(match[1]) if match else None
+
+
+def numbered(directory: Path, pattern: re.Pattern[str]) -> dict[int, Path]:
+    """``{number: path}`` of the entries of ``directory`` whose names match ``pattern``, ascending."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return {}
+    found = ((pattern.match(p.name), p) for p in directory.iterdir())
+    return dict(sorted((int(m[1]), p) for m, p in found if m))
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """The paths of one run directory ``root`` (which need not exist yet)."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    @property
+    def params(self) -> Path:
+        """``params.yaml``: the resolved params, written before the first env step."""
+        return self.root / "params.yaml"
+
+    @property
+    def rollouts(self) -> Path:
+        """Folder of ``iter-NNNNNN.zarr`` rollout stores."""
+        return self.root / "rollouts"
+
+    @property
+    def checkpoints(self) -> Path:
+        """Folder of ``ckpt-NNNNNN.pt`` checkpoints and their pointers."""
+        return self.root / "checkpoints"
+
+    @property
+    def metrics(self) -> Path:
+        """``metrics.json``: the run's final summary."""
+        return self.root / "metrics.json"
+
+    @property
+    def curve(self) -> Path:
+        """``curve.csv``: one row per iteration."""
+        return self.root / "curve.csv"
+
+    @property
+    def eval_dir(self) -> Path:
+        """``eval/``: outputs of ``rlpipe eval``."""
+        return self.root / "eval"
+
+    @property
+    def eval_metrics(self) -> Path:
+        """``eval/metrics.json``."""
+        return self.eval_dir / "metrics.json"
+
+    @property
+    def reupdate(self) -> Path:
+        """``reupdate/``: the default output of ``rlpipe replay``."""
+        return self.root / "reupdate"
+
+    @property
+    def updated(self) -> Path:
+        """``updated/``: the default output of ``rlpipe update``."""
+        return self.root / "updated"
+
+    @property
+    def collected(self) -> Path:
+        """``collected/``: the default output of ``rlpipe collect``."""
+        return self.root / "collected"
+
+    @property
+    def advantages(self) -> Path:
+        """``advantages/``: the default output of ``rlpipe advantage`` (kept out of ``rollouts/``)."""
+        return self.root / "advantages"
+
+    def rollout(self, iteration: int) -> Path:
+        """``rollouts/iter-NNNNNN.zarr``."""
+        return self.rollouts / rollout_name(iteration)
+
+    def checkpoint(self, iteration: int) -> Path:
+        """``checkpoints/ckpt-NNNNNN.pt``."""
+        return self.checkpoints / checkpoint_name(iteration)
+
+    def rollout_paths(self) -> dict[int, Path]:
+        """``{iteration: path}`` of the stored rollouts, ascending."""
+        return numbered(self.rollouts, ROLLOUT_NAME)
+
+    def checkpoint_paths(self) -> dict[int, Path]:
+        """``{iteration: path}`` of the checkpoints, ascending."""
+        return numbered(self.checkpoints, CHECKPOINT_NAME)
+
+    def holds_run(self) -> bool:
+        """True when rollouts or checkpoints of a run are here (a fresh run would destroy them)."""
+        return any(d.is_dir() and any(d.iterdir()) for d in (self.rollouts, self.checkpoints))
+
+    @classmethod
+    def of_rollouts(cls, rollouts: Path) -> RunLayout:
+        """The run directory holding the ``rollouts/`` folder ``rollouts``."""
+        return cls(Path(rollouts).parent)

@@ -1,0 +1,101 @@
+"""Sharded rollout stores of a distributed run: ``iter-NNNNNN.zarr/rank-R``, one Zarr group per rank.
+
+Each rank writes its own shard atomically (``rank`` and ``world_size`` in its attributes); a reader
+concatenates the shards of an iteration along the env dim in rank order, so a K-rank iteration
+reads back as one ``[K·N, T+1]`` rollout (rank r's envs at rows ``r·N … (r+1)·N − 1``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from rlpipe.artifacts.atomic import clean_temporaries
+from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name, shard_name
+from rlpipe.artifacts.store import RolloutStore
+from rlpipe.artifacts.zarr_io import read_attrs, read_rollout
+from rlpipe.config import StoreCfg
+from rlpipe.rollout import DIM_NAMES
+
+__all__ = ["ShardedStore", "is_sharded", "read_any", "read_any_attrs", "shard_paths"]
+
+def is_sharded(path: Path) -> bool:
+    """True for an iteration folder holding ``rank-R`` shards instead of being a store itself."""
+    path = Path(path)
+    return path.is_dir() and not (path / "zarr.json").is_file() and any(
+        SHARD_NAME.match(p.name) for p in path.iterdir())
+
+
+def shard_paths(path: Path) -> list[Path]:
+    """The ``rank-R`` shards of an iteration folder, in rank order."""
+    return list(numbered(Path(path), SHARD_NAME).values())
+
+
+def read_any(path: Path, device: torch.device | str = "cpu") -> tuple[TensorDict, dict[str, Any]]:
+    """Read a store or a sharded iteration (shards concatenated along ``env``) and its attributes.
+
+    A sharded iteration's attributes are rank 0's, without ``rank``; ``world_size`` says how many
+    shards were joined. Raises ``StoreError`` when a shard is missing or disagrees on the world size.
+    """
+    path = Path(path)
+    if not is_sharded(path):
+        return read_rollout(path, device)
+    parts = [read_rollout(p, device) for p in shard_paths(path)]
+    world = parts[0][1].get("world_size")
+    ranks = [attrs.get("rank") for _, attrs in parts]
+    if ranks != list(range(len(parts))) or world != len(parts):
+        raise StoreError(f"{path}: incomplete sharded iteration (shards of ranks {ranks}, "
+                         f"world_size {world})")
+    rollout = torch.cat([r for r, _ in parts], dim=0)
+    rollout.refine_names(*DIM_NAMES)
+    attrs = {k: v for k, v in parts[0][1].items() if k != "rank"}
+    return rollout, attrs
+
+
+def read_any_attrs(path: Path) -> dict[str, Any]:
+    """The attributes of a store, or of rank 0's shard of a sharded iteration (no array is read)."""
+    path = Path(path)
+    return read_attrs(shard_paths(path)[0] if is_sharded(path) else path)
+
+
+class ShardedStore(RolloutStore):
+    """Rank ``rank``'s view of a run's rollouts: it writes, lists and retires only its own shards."""
+
+    def __init__(self, root: Path, cfg: StoreCfg, rank: int, world_size: int) -> None:
+        self.rank, self.world_size = rank, world_size
+        super().__init__(root, cfg)
+
+    def path_for(self, iteration: int) -> Path:
+        """``root/iter-{iteration:06d}.zarr/rank-{rank}``."""
+        return self.root / rollout_name(iteration) / shard_name(self.rank)
+
+    def iterations(self) -> list[int]:
+        """The iterations with a complete shard of this rank, ascending."""
+        found = numbered(self.root, ROLLOUT_NAME)
+        return [k for k in found if (self.path_for(k) / "zarr.json").is_file()]
+
+    def submit(self, rollout: TensorDict, attrs: dict[str, Any]) -> None:
+        """Queue this rank's shard, its attributes extended with ``rank`` and ``world_size``."""
+        super().submit(rollout, {**attrs, "rank": self.rank, "world_size": self.world_size})
+
+    def clean_temporaries(self) -> list[Path]:
+        """Also remove shard temporaries (inside iteration folders) of dead processes."""
+        removed = super().clean_temporaries()
+        if not self.root.is_dir():
+            return removed
+        for folder in numbered(self.root, ROLLOUT_NAME).values():
+            removed += clean_temporaries(folder, SHARD_NAME)
+        return removed
+
+    def _delete(self, iterations: list[int]) -> list[int]:
+        super()._delete(iterations)
+        for iteration in iterations:
+            try:
+                self.path_for(iteration).parent.rmdir()  # the last rank out removes the iteration folder
+            except OSError:
+                pass
+        return iterations

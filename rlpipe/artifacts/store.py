@@ -1,0 +1,218 @@
+"""The rollouts of one run: a background writer, listing, temporaries and retention.
+
+Each iteration is one immutable Zarr group in the format of :mod:`rlpipe.artifacts.zarr_io`
+(``<root>/iter-000012.zarr``), written off the training thread on a bounded queue.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from rlpipe.artifacts.atomic import clean_temporaries, delete_tree
+from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.layout import ROLLOUT_NAME, numbered, rollout_name
+from rlpipe.artifacts.zarr_io import (
+    CODECS,
+    REQUIRED_KEYS,
+    check_writable,
+    read_arrays,
+    read_rollout,
+    write_rollout,
+)
+from rlpipe.config import StoreCfg
+
+__all__ = [
+    "CODECS",
+    "REQUIRED_KEYS",
+    "RolloutStore",
+    "StoreError",
+    "read_arrays",
+    "read_rollout",
+    "write_rollout",
+]
+
+@dataclass
+class _Job:
+    path: Path
+    rollout: TensorDict
+    attrs: dict[str, Any]
+    ready: torch.cuda.Event | None
+
+
+class RolloutStore:
+    """The rollouts of one run under ``root``: background writes, listing, retention.
+
+    ``submit`` returns at once; a writer thread copies each rollout to the host and writes it. At
+    most ``cfg.queue_size`` rollouts wait (``submit`` blocks beyond that: back-pressure). Call
+    ``flush`` before checkpointing or finishing, so no run goes past a rollout not yet on disk.
+    The first write error stops further writes and is raised by ``flush``/``submit``/``close``;
+    stores already written are kept. With ``cfg.enabled`` false, ``submit`` writes nothing.
+    """
+
+    def __init__(self, root: Path, cfg: StoreCfg) -> None:
+        self.root = Path(root)
+        self.cfg = cfg
+        self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=cfg.queue_size)
+        self._io_lock = threading.Lock()  # one writer/cleaner of ``root`` at a time
+        self._thread: threading.Thread | None = None
+        self._error: StoreError | None = None
+        self._closed = False
+        self.clean_temporaries()
+
+    def path_for(self, iteration: int) -> Path:
+        """``root/iter-{iteration:06d}.zarr``."""
+        return self.root / rollout_name(iteration)
+
+    def iterations(self) -> list[int]:
+        """Return the iterations with a complete store, ascending (never temporaries)."""
+        return [k for k, path in numbered(self.root, ROLLOUT_NAME).items() if (path / "zarr.json").is_file()]
+
+    def latest(self) -> int | None:
+        """Return the newest complete iteration, or ``None`` when there is none."""
+        its = self.iterations()
+        return its[-1] if its else None
+
+    def clean_temporaries(self) -> list[Path]:
+        """Remove temporaries left by dead processes (and this one); return what was removed.
+
+        Temporaries of another live process (a concurrent writer) are kept.
+        """
+        with self._io_lock:
+            return clean_temporaries(self.root, ROLLOUT_NAME)
+
+    def discard_after(self, iteration: int) -> list[int]:
+        """Delete the stores newer than ``iteration``; return their iterations.
+
+        For ``--resume`` from the checkpoint of ``iteration``: later stores belong to the abandoned
+        run and would block their write-once names.
+        """
+        self.flush()
+        with self._io_lock:
+            return self._delete([it for it in self.iterations() if it > iteration])
+
+    def _retain(self) -> list[int]:
+        keep = self.cfg.keep_last
+        return self._delete(self.iterations()[:-keep] if keep else [])
+
+    def _delete(self, iterations: list[int]) -> list[int]:
+        for iteration in iterations:
+            delete_tree(self.path_for(iteration))
+        return iterations
+
+    def submit(self, rollout: TensorDict, attrs: dict[str, Any]) -> None:
+        """Queue ``rollout`` (``[N, T+1]``, any device) to be written as ``attrs["iteration"]``.
+
+        The rollout is cloned on its device first (cheap on a GPU), so the caller may refill its
+        buffer right away. Blocks while ``cfg.queue_size`` rollouts wait. Raises
+        :class:`StoreError` after an earlier write failed, when the store is closed, or when the
+        target already exists.
+        """
+        if not self.cfg.enabled:
+            return
+        self._raise_if_failed()
+        if self._closed:
+            raise StoreError(f"{self.root}: rollout store is closed")
+        iteration = attrs.get("iteration")
+        if not isinstance(iteration, int):
+            raise StoreError(f"{self.root}: submit needs an integer attrs['iteration'], got "
+                             f"{iteration!r}")
+        path = self.path_for(iteration)
+        check_writable(rollout, path)  # schema errors surface on the caller's thread
+        clone = rollout.clone()
+        self._ensure_thread()
+        self._queue.put(_Job(path, clone, dict(attrs), _ready_event(clone)))
+
+    def flush(self) -> None:
+        """Block until every submitted rollout is on disk; raise the first write error."""
+        self._queue.join()
+        self._raise_if_failed()
+
+    def close(self) -> None:
+        """Flush and stop the writer thread; raise the first write error, if any."""
+        self._closed = True
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+        self._raise_if_failed()
+
+    def __enter__(self) -> RolloutStore:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        try:
+            self.close()
+        except StoreError as store_exc:
+            if exc is None:
+                raise
+            exc.add_note(f"also: {store_exc}")  # keep the body's exception the one raised
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="rlpipe-store", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            job = self._queue.get()
+            try:
+                if job is None:
+                    return
+                if self._error is None:  # after a failure, drain without writing
+                    self._write(job)
+            finally:
+                self._queue.task_done()
+
+    def _write(self, job: _Job) -> None:
+        try:
+            host = _to_host(job.rollout, job.ready)
+            job.rollout = host  # drop the device clone now
+            with self._io_lock:
+                write_rollout(job.path, host, job.attrs, self.cfg.codec, self.cfg.chunk_envs)
+                self._retain()
+        except StoreError as exc:
+            self._error = exc
+        except Exception as exc:
+            self._error = StoreError(f"writing {job.path} failed: {exc}")
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise StoreError(str(self._error)) from self._error
+
+
+def _ready_event(rollout: TensorDict) -> torch.cuda.Event | None:
+    """Record a CUDA event after the on-device clone, so the writer's copy waits for it."""
+    device = rollout.device
+    if device is None or device.type != "cuda":
+        return None
+    event = torch.cuda.Event()
+    event.record(torch.cuda.current_stream(device))
+    return event
+
+
+def _to_host(rollout: TensorDict, ready: torch.cuda.Event | None) -> TensorDict:
+    """Copy to CPU; from CUDA into pinned memory with non-blocking copies, then one sync."""
+    device = rollout.device
+    if device is None or device.type != "cuda":
+        return rollout.to("cpu")
+    with torch.cuda.device(device):
+        stream = torch.cuda.current_stream(device)
+        if ready is not None:
+            stream.wait_event(ready)
+        host = rollout.apply(_pinned_copy, device="cpu")
+        stream.synchronize()
+    return host
+
+
+def _pinned_copy(tensor: torch.Tensor) -> torch.Tensor:
+    pinned = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+    return pinned.copy_(tensor, non_blocking=True)

@@ -1,0 +1,317 @@
+"""The on-disk format of one rollout: a Zarr v3 group, one array per key (write, read, verify).
+
+Layout of ``iter-000012.zarr``::
+
+    zarr.json             group attributes: schema_version, plus what the caller passes (iteration,
+                          env_steps, env_id, seed, params_hash, checkpoint)
+    obs/, action/, …      one array per rollout key, shape [N, T+1, *feature], chunked
+                          (min(chunk_envs, N), T+1, *feature): along envs only, never per step;
+                          dimension_names ("env", "time", "feat0", …)
+    extras/action_mean/   a nested TensorDict key ("extras", "action_mean") is a nested Zarr group
+
+Nested keys are joined with "/" (so they become Zarr subgroups); key parts may not contain "/".
+Codec ``none`` stores raw little-endian bytes (a truncated chunk fails its size check on read);
+``blosc-lz4`` chunks also end in a CRC32C checksum (zarr's standard ``crc32c`` codec), because
+blosc decodes a truncated chunk into garbage without complaint.
+A store is written under a hidden sibling (``.iter-000012.zarr.tmp-<pid>-<token>``) and renamed
+into place only when every array is complete: a reader never sees a half-written store and a final
+name is written once. Writes are not fsynced; after a power loss :func:`read_rollout` reports a
+missing or truncated chunk file by name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import shutil
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import zarr.api.asynchronous as zarr_async
+from tensordict import TensorDict
+from zarr import AsyncArray, AsyncGroup
+from zarr.codecs import BloscCodec, Crc32cCodec
+from zarr.storage import LocalStore
+
+from rlpipe.artifacts.atomic import publish_dir, temporary_sibling
+from rlpipe.artifacts.errors import StoreError
+from rlpipe.rollout import DIM_NAMES, SCHEMA_VERSION, TRANSITION_KEYS
+
+__all__ = [
+    "CODECS",
+    "REQUIRED_KEYS",
+    "StoreError",
+    "check_writable",
+    "read_arrays",
+    "read_attrs",
+    "write_group",
+    "read_rollout",
+    "write_rollout",
+]
+
+CODECS = ("none", "blosc-lz4")
+REQUIRED_KEYS = ("obs", "value", *TRANSITION_KEYS)
+"""Arrays every rollout store holds (the schema keys of :mod:`rlpipe.rollout`)."""
+
+
+_RUNNER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rlpipe-zarr")
+"""Runs each store's coroutines on a fresh event loop in its own thread, so reads and writes work
+from any thread, including one whose event loop is already running (a notebook)."""
+
+
+def sync(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``coro`` to completion on the runner thread and return its result (or raise its error)."""
+    return _RUNNER.submit(asyncio.run, coro).result()
+
+
+def write_rollout(
+    path: Path, rollout: TensorDict, attrs: dict[str, Any], codec: str = "none",
+    chunk_envs: int = 1024,
+) -> None:
+    """Write ``rollout`` (``[N, T+1]``, any device) as a new Zarr group at ``path``, atomically.
+
+    Arrays are written concurrently through zarr's async API. ``attrs`` must be JSON-serializable;
+    ``schema_version`` is added. ``codec``: ``"none"`` or ``"blosc-lz4"``. Raises
+    :class:`StoreError` if ``path`` exists; on any failure no store and no temporary remain.
+    """
+    path = Path(path)
+    arrays = {name: t.detach().cpu().numpy() for name, t in _leaves(rollout, path).items()}
+    group_attrs = _group_attrs(attrs, path)
+    compressors = _compressors(codec)
+    _check_new(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_sibling(path)
+    try:
+        sync(_write_group(tmp, arrays, group_attrs, compressors, chunk_envs))
+        try:
+            publish_dir(tmp, path)
+        except OSError:
+            _check_new(path)  # another writer may have won the race for this name
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def write_group(path: Path, arrays: dict[str, torch.Tensor], attrs: dict[str, Any], chunk_envs: int,
+                replace: bool = False) -> None:
+    """Write ``[N, T+1, ...]`` tensors as a plain Zarr v3 group (no rollout schema), atomically.
+
+    For derived data such as advantages; ``replace`` swaps an existing group for the new one.
+    """
+    path = Path(path)
+    data = {name: t.detach().cpu().numpy() for name, t in arrays.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_sibling(path)
+    try:
+        sync(_write_group(tmp, data, attrs, (), chunk_envs))
+        publish_dir(tmp, path, replace=replace)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def check_writable(rollout: TensorDict, path: Path) -> None:
+    """Raise ``StoreError`` now if ``path`` exists or ``rollout`` breaks the schema (before any I/O)."""
+    _check_new(path)
+    _leaves(rollout, path)
+
+
+def _check_new(path: Path) -> None:
+    if path.exists():
+        raise StoreError(f"{path}: already exists; rollout stores are written once")
+
+
+def _leaves(rollout: TensorDict, path: Path) -> dict[str, torch.Tensor]:
+    """Check batch dims, schema keys and dtypes; return ``{"/"-joined key: tensor}``."""
+    if rollout.batch_dims != 2:
+        batch = list(rollout.batch_size)
+        raise StoreError(f"{path}: rollout batch_size must be [N, T+1], got {batch}")
+    missing = [key for key in REQUIRED_KEYS if key not in rollout.keys()]
+    if missing:
+        raise StoreError(f"{path}: rollout lacks schema key {missing[0]!r}")
+    leaves = {}
+    for key, value in rollout.items(include_nested=True, leaves_only=True):
+        name = _array_name(key, path)
+        if not isinstance(value, torch.Tensor):
+            raise StoreError(f"{path}: key {name!r} is a {type(value).__name__}, not a tensor")
+        try:
+            torch.empty(0, dtype=value.dtype).numpy()
+        except TypeError:  # e.g. bfloat16 has no numpy dtype
+            raise StoreError(f"{path}: key {name!r} has dtype {value.dtype}, which Zarr cannot "
+                             "store") from None
+        leaves[name] = value
+    return leaves
+
+
+def _array_name(key: str | tuple[str, ...], path: Path) -> str:
+    parts = (key,) if isinstance(key, str) else key
+    for part in parts:
+        if "/" in part or part in {"", ".", ".."} or part.startswith("__"):
+            raise StoreError(f"{path}: key {key!r} is not a valid Zarr node name")
+    return "/".join(parts)
+
+
+def _group_attrs(attrs: dict[str, Any], path: Path) -> dict[str, Any]:
+    if "schema_version" in attrs:
+        raise StoreError(f"{path}: attrs may not set 'schema_version' (always {SCHEMA_VERSION})")
+    merged = {"schema_version": SCHEMA_VERSION, **attrs}
+    try:
+        json.dumps(merged)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"{path}: attrs are not JSON-serializable ({exc})") from None
+    return merged
+
+
+_Codecs = tuple[BloscCodec | Crc32cCodec, ...]
+_CHECKSUM: _Codecs = (Crc32cCodec(),)
+
+
+def _compressors(codec: str) -> _Codecs:
+    if codec == "none":  # a raw chunk of the wrong size fails to decode: no checksum needed
+        return ()
+    if codec == "blosc-lz4":  # typesize/shuffle left tunable: zarr picks them from each dtype
+        return (BloscCodec(cname="lz4", clevel=5, typesize=None, shuffle=None), *_CHECKSUM)
+    raise StoreError(f"store codec {codec!r} is not known; accepted: {', '.join(CODECS)}")
+
+
+async def _write_group(
+    tmp: Path, arrays: dict[str, np.ndarray], attrs: dict[str, Any],
+    compressors: _Codecs, chunk_envs: int,
+) -> None:
+    group = await zarr_async.open_group(
+        store=LocalStore(tmp), mode="w-", zarr_format=3, attributes=attrs
+    )
+    writes = (_write_array(group, name, a, compressors, chunk_envs) for name, a in arrays.items())
+    # return_exceptions: wait for every write (their I/O threads cannot be cancelled) before the
+    # caller removes the temporary, then raise the first failure.
+    results = await asyncio.gather(*writes, return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if errors:
+        raise errors[0]
+
+
+async def _write_array(
+    group: AsyncGroup, name: str, data: np.ndarray, compressors: _Codecs, chunk_envs: int,
+) -> None:
+    """Create and fill one array ``[N, T+1, *feature]``, chunked along envs only."""
+    n, t1, *feature = data.shape
+    await group.create_array(
+        name, data=data, chunks=(min(chunk_envs, n), t1, *feature), compressors=compressors,
+        filters=None, dimension_names=(*DIM_NAMES, *(f"feat{i}" for i in range(len(feature)))),
+        config={"write_empty_chunks": True},  # every chunk has a file: a missing one is damage
+    )
+
+
+def read_rollout(
+    path: Path, device: torch.device | str = "cpu"
+) -> tuple[TensorDict, dict[str, Any]]:
+    """Read a store back: the ``[N, T+1]`` rollout (dims ``("env", "time")``) and its attributes.
+
+    Values and dtypes are those written. Raises :class:`StoreError` naming the path when it is
+    missing, not an rlpipe store, of another schema version, or has a missing/truncated chunk.
+    """
+    path = Path(path)
+    attrs, arrays = sync(_read_store(path))
+    n, t1 = arrays["value"][1].shape[:2]
+    rollout = TensorDict({}, batch_size=[n, t1], names=list(DIM_NAMES))
+    for name, (_, data) in arrays.items():
+        rollout.set(tuple(name.split("/")), torch.from_numpy(data))
+    return rollout.to(device), attrs
+
+
+_Arrays = dict[str, tuple[AsyncArray, np.ndarray]]
+
+
+async def _read_store(path: Path) -> tuple[dict[str, Any], _Arrays]:
+    """Attributes and ``{name: (array, data)}`` of a checked store; arrays are read concurrently."""
+    attrs, arrays = await _open_store(path)
+    data = await asyncio.gather(*(_read_array(path, name, arr) for name, arr in arrays.items()))
+    return attrs, {name: (arr, values) for (name, arr), values in zip(arrays.items(), data)}
+
+
+async def _open_store(path: Path) -> tuple[dict[str, Any], dict[str, AsyncArray]]:
+    if not path.exists():
+        raise StoreError(f"{path}: no rollout store here")
+    if not (path / "zarr.json").is_file():
+        raise StoreError(f"{path}: not an rlpipe rollout store (no zarr.json: not a Zarr v3 group)")
+    try:
+        group = await zarr_async.open_group(store=LocalStore(path, read_only=True), mode="r",
+                                            zarr_format=3)
+        members = [(name, node) async for name, node in group.members(max_depth=None)]
+    except Exception as exc:
+        raise StoreError(f"{path}: not an rlpipe rollout store ({_first_line(exc)})") from None
+    attrs = dict(group.attrs)
+    version = attrs.get("schema_version")
+    if version is None:
+        raise StoreError(f"{path}: not an rlpipe rollout store (no schema_version attribute)")
+    if version != SCHEMA_VERSION:
+        raise StoreError(f"{path}: rollout schema version {version}, this rlpipe reads version "
+                         f"{SCHEMA_VERSION}")
+    arrays = {name: node for name, node in sorted(members) if isinstance(node, AsyncArray)}
+    missing = [key for key in REQUIRED_KEYS
+               if key not in arrays and not any(name.startswith(f"{key}/") for name in arrays)]
+    if missing:
+        raise StoreError(f"{path}: not an rlpipe rollout store (no {missing[0]!r} array)")
+    batch = arrays["value"].shape[:2]
+    for name, arr in arrays.items():
+        if arr.shape[:2] != batch:
+            raise StoreError(f"{path}/{name}: shape {list(arr.shape)} does not start with the "
+                             f"rollout's [N, T+1] = {list(batch)}")
+    return attrs, arrays
+
+
+async def _read_array(path: Path, name: str, arr: AsyncArray) -> np.ndarray:
+    coords = _chunk_coords(arr)
+    for coord in coords:
+        chunk_file = path / name / arr.metadata.encode_chunk_key(coord)
+        if not chunk_file.is_file():
+            raise StoreError(f"{chunk_file}: chunk file missing (incomplete or damaged store)")
+    try:
+        return np.asarray(await arr.getitem(...))
+    except Exception as exc:
+        bad = await _first_bad_chunk(arr, coords)
+        where = path / name / arr.metadata.encode_chunk_key(bad) if bad else path / name
+        raise StoreError(f"{where}: truncated or unreadable ({_first_line(exc)})") from None
+
+
+_Coord = tuple[int, ...]
+
+
+def _chunk_coords(arr: AsyncArray) -> list[_Coord]:
+    grid = [range(math.ceil(s / c)) for s, c in zip(arr.shape, arr.chunks)]
+    return list(itertools.product(*grid))
+
+
+async def _first_bad_chunk(arr: AsyncArray, coords: list[_Coord]) -> _Coord | None:
+    for coord in coords:
+        selection = tuple(slice(i * c, (i + 1) * c) for i, c in zip(coord, arr.chunks))
+        try:
+            await arr.getitem(selection)
+        except Exception:
+            return coord
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def read_attrs(path: Path) -> dict[str, Any]:
+    """The group attributes of a store (no array is read); the same checks as :func:`read_rollout`."""
+    return sync(_open_store(Path(path)))[0]
+
+
+def read_arrays(path: Path) -> tuple[dict[str, Any], _Arrays]:
+    """Attributes and ``{name: (zarr array, values)}`` of a store, for :mod:`rlpipe.offline.describe`.
+
+    The same checks and errors as :func:`read_rollout`; the arrays carry their chunk/codec metadata.
+    """
+    return sync(_read_store(Path(path)))

@@ -1,0 +1,56 @@
+"""Hashes of a config: all of it (``params_hash``) and what changes the maths (``training_hash``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from rlpipe.config.sections import RunConfig
+
+__all__ = ["NOT_TRAINING", "params_hash", "training_diff", "training_hash", "training_params"]
+
+def params_hash(cfg: RunConfig) -> str:
+    """Stable short hash of the resolved params (ties rollouts and runs to their config)."""
+    text = json.dumps(cfg.to_dict(), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+NOT_TRAINING = (
+    ("trainer", "exp_name"), ("trainer", "data_dir"), ("trainer", "iterations"), ("trainer", "save_freq"),
+    ("trainer", "distributed"), ("trainer", "num_threads"), ("trainer", "enable_eval"),
+    ("trainer", "eval_freq"), ("trainer", "num_eval_envs"), ("trainer", "num_eval_episodes"),
+    ("tracking",), ("store",), ("checkpoint",), ("replay",), ("eval",),
+)
+"""Params that do not change what training computes: where a run lives, how long it goes, what it
+keeps, logs and evaluates (online evaluation is deterministic, on its own envs and seeds). A run may
+be resumed or replayed across them."""
+
+
+def training_params(cfg: RunConfig) -> dict[str, Any]:
+    """``cfg`` as a dict without :data:`NOT_TRAINING`."""
+    data = cfg.to_dict()
+    for path in NOT_TRAINING:
+        node = data
+        for part in path[:-1]:
+            node = node[part]
+        node.pop(path[-1], None)
+    return data
+
+
+def training_hash(cfg: RunConfig) -> str:
+    """Short hash of :func:`training_params`: equal for runs whose updates compute the same thing."""
+    return hashlib.sha256(json.dumps(training_params(cfg), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def training_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """``[(key.path, value in a, value in b)]`` where two :func:`training_params` dicts differ."""
+    diffs: list[tuple[str, Any, Any]] = []
+    for key in sorted(set(a) | set(b)):
+        path = f"{prefix}{key}"
+        va, vb = a.get(key), b.get(key)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            diffs += training_diff(va, vb, f"{path}.")
+        elif va != vb:
+            diffs.append((path, va, vb))
+    return diffs

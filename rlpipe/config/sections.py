@@ -1,0 +1,333 @@
+"""The config classes: one typed class per ``params.yaml`` section, a docstring per field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from rlpipe.config.errors import ConfigError, format_validation_error
+
+__all__ = [
+    "AlgorithmBlock",
+    "AlgorithmCfg",
+    "CheckpointCfg",
+    "ConfigError",
+    "EnvCfg",
+    "EvalCfg",
+    "EventCfg",
+    "EventsCfg",
+    "NetworkBlock",
+    "PolicyCfg",
+    "RecurrentCfg",
+    "ReplayCfg",
+    "RunConfig",
+    "StopConditionCfg",
+    "StoreCfg",
+    "TrackingCfg",
+    "TrainerCfg",
+]
+
+
+class StrictModel(BaseModel):
+    """Base of every config class: unknown keys are errors, fields carry docstrings."""
+
+    model_config = ConfigDict(
+        extra="forbid", use_attribute_docstrings=True, validate_assignment=True, frozen=False
+    )
+
+    def replace(self, **changes: Any) -> Self:
+        """Return a validated copy with ``changes`` applied."""
+        return type(self).model_validate({**self.model_dump(), **changes})
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict, as written to ``params.yaml`` and logged as run params."""
+        return self.model_dump(mode="json")
+
+    def validate(self, prefix: str = "") -> list[str]:  # type: ignore[override]  # seed API name
+        """Return missing-field paths; pydantic already enforces types."""
+        return [f"{prefix}{name}" for name, value in self if value is None and self._required(name)]
+
+    @classmethod
+    def _required(cls, name: str) -> bool:
+        return cls.model_fields[name].is_required()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], path: str = "") -> Self:
+        """Validate ``data``; raise :class:`ConfigError` naming ``path.key`` on failure."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(format_validation_error(exc, path)) from None
+
+
+class AlgorithmCfg(StrictModel):
+    """Fields every algorithm shares."""
+
+    device: str = "auto"
+    """Device for the update; ``auto`` follows ``trainer.device``."""
+    learning_rate: float = Field(3.0e-4, gt=0)
+    """Optimizer learning rate."""
+    batch_size: int = Field(64, ge=1)
+    """Minibatch size in transitions."""
+    gamma: float = Field(0.99, ge=0, le=1)
+    """Discount factor."""
+    gae_lambda: float = Field(0.95, ge=0, le=1)
+    """GAE lambda (bias/variance trade-off of the advantage)."""
+    max_grad_norm: float = Field(0.5, gt=0)
+    """Global gradient-norm clip."""
+    n_epochs: int = Field(10, ge=1)
+    """Passes over the rollout per update."""
+
+
+class StopConditionCfg(StrictModel):
+    """One entry of ``trainer.stop_when``: a bound (``min``/``max``) or a patience rule on one metric."""
+
+    metric: str
+    """Metric name as logged, e.g. ``eval/return_mean``; iterations without it are skipped."""
+    min: float | None = None
+    """Stop once the metric is at least this (e.g. ``{metric: eval/return_mean, min: 475}``)."""
+    max: float | None = None
+    """Stop once the metric is at most this."""
+    patience: int | None = Field(None, ge=1)
+    """Stop after this many consecutive reports of the metric without improvement."""
+    min_delta: float = Field(0.0, ge=0)
+    """Improvement needed to reset the patience counter."""
+    mode: Literal["max", "min"] = "max"
+    """Whether larger (``max``) or smaller (``min``) values are improvements (patience rules)."""
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> StopConditionCfg:
+        bound = self.min is not None or self.max is not None
+        if bound == (self.patience is not None):
+            raise ValueError("give a bound (min and/or max) or patience, not both or neither")
+        return self
+
+
+class EventCfg(StrictModel):
+    """One user function called during training or evaluation (the JSON train-config ``events`` form)."""
+
+    func: str
+    """``package.module:function``, or the name of a built-in event function (see ``rlpipe events``)."""
+    mode: Literal["interval", "startup"] = "interval"
+    """``interval``: every ``interval_step`` iterations (train) or eval steps (eval); ``startup``: once."""
+    interval_step: int = Field(1, ge=1)
+    """How many iterations (train) or eval env steps (eval) between two calls."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments passed to the function after the event context."""
+
+
+class EventsCfg(StrictModel):
+    """Event functions of the training loop (``train``: after each update) and of evaluation (``eval``)."""
+
+    train: dict[str, EventCfg] = Field(default_factory=dict)
+    """Called with the iteration's context after its update (``interval``) or at run start (``startup``)."""
+    eval: dict[str, EventCfg] = Field(default_factory=dict)
+    """Called at evaluation env steps (``interval``) or before each evaluation (``startup``)."""
+
+
+class TrainerCfg(StrictModel):
+    """Run-level settings: seed, device, sizes and how often to evaluate and save."""
+
+    exp_name: str = "cartpole_ppo"
+    """Experiment name: outputs go to ``<data_dir>/<exp_name>/``."""
+    seed: int = 42
+    """Seed for python, numpy, torch and every env reset."""
+    device: str = "auto"
+    """``auto`` (CUDA when present), ``cpu``, ``cuda`` or ``cuda:N``."""
+    num_envs: int = Field(256, ge=1)
+    """Parallel training envs N (per rank when distributed)."""
+    buffer_size: int = Field(32, ge=1)
+    """Steps per env per rollout, T."""
+    iterations: int = Field(60, ge=1)
+    """Collect → advantage → update iterations."""
+    enable_eval: bool = True
+    """Run deterministic evaluation on separate envs."""
+    eval_freq: int = Field(50_000, ge=1)
+    """Evaluate whenever the env-step counter crosses a multiple of this (and at the end)."""
+    num_eval_envs: int = Field(16, ge=1)
+    """Envs used by evaluation."""
+    num_eval_episodes: int = Field(1, ge=1)
+    """Finished episodes per eval env."""
+    save_freq: int = Field(100_000, ge=1)
+    """Checkpoint whenever the env-step counter crosses a multiple of this; a final one is always written."""
+    num_threads: int | None = Field(None, ge=1)
+    """CPU threads torch may use (``null``: torch's default, one per core); 1 suits small networks
+    on a shared machine."""
+    data_dir: str = "data"
+    """Root of every output (rollouts, checkpoints, metrics)."""
+    distributed: bool = False
+    """Use torch.distributed (launch with torchrun)."""
+    horizons_per_env_reset: int = -1
+    """Reset every training env before every k-th rollout: 1 before each, negative never
+    (the last observation carries over; GRPO's ``reset_every_rollout`` still resets every time)."""
+    deterministic_collect: bool = False
+    """Collect with the policy's mode action instead of sampling (evaluation-style data)."""
+    stop_when: list[StopConditionCfg] = Field(default_factory=list)
+    """Stop early when any condition holds after an iteration (final checkpoint and eval as at the
+    end; ``stopped_by`` in metrics.json)."""
+    # Keys of the JSON train-config format, accepted so such configs load unchanged; unused here.
+    gym_config: str | None = None
+    """Seed JSON only: path of the env JSON, read into the ``env`` block."""
+    headless: bool = True
+    """Seed compatibility; unused (torch envs render nothing)."""
+    enable_rt: bool = False
+    """Seed compatibility; unused."""
+    gpu_id: int = 0
+    """Seed compatibility; use ``device: cuda:N`` instead."""
+    use_wandb: bool = False
+    """Seed compatibility; rlpipe tracks with MLflow (``tracking``)."""
+    wandb_project_name: str | None = None
+    """Seed compatibility; unused."""
+    events: EventsCfg = Field(default_factory=lambda: EventsCfg())
+    """User functions run at stage boundaries: ``{train: {name: event}, eval: {name: event}}``."""
+
+    @field_validator("device")
+    @classmethod
+    def _device_string(cls, value: str) -> str:
+        head, _, index = value.partition(":")
+        if head not in {"auto", "cpu", "cuda"} or (index and not index.isdigit()):
+            raise ValueError(f"got {value!r}; accepted: auto, cpu, cuda, cuda:N")
+        return value
+
+
+
+class EnvCfg(StrictModel):
+    """Which env to build and the keyword arguments its constructor takes."""
+
+    id: str = "CartPole"
+    """A registered torch env (``CartPole``, ``Pendulum``), an envpool id (``HalfCheetah-v5``,
+    ``CheetahRun-v1``, ``PandaPickCube-v1``), a gymnasium id (``CartPole-v1``), an ``rlpipe.envs``
+    entry point, or ``package.module:ClassOrFactory`` (``rlpipe envs`` lists them)."""
+    backend: Literal["auto", "torch", "envpool", "gymnasium"] = "auto"
+    """Who simulates ``id``: ``auto`` tries the torch registry, then envpool, then gymnasium."""
+    cfg: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments of the env's constructor (unknown ones are errors)."""
+
+
+class NetworkBlock(StrictModel):
+    """``{"type": "mlp", "network_cfg": {...}}``: the network of an actor or critic."""
+
+    type: str = "mlp"
+    """Network type; ``mlp`` is built in."""
+    network_cfg: dict[str, Any] = Field(
+        default_factory=lambda: {"hidden_sizes": [64, 64], "activation": "tanh"}
+    )
+    """Arguments of the network builder (``hidden_sizes``, ``activation``)."""
+    obs_keys: list[str] | None = None
+    """Dict observations: the keys this network reads, concatenated in this order (``null``: every
+    key, sorted); e.g. actor ``[state]``, critic ``[state, privileged_state]``."""
+
+
+class RecurrentCfg(StrictModel):
+    """Core of ``recurrent_actor_critic``: an LSTM or GRU between the observation and the MLPs."""
+
+    type: Literal["lstm", "gru"] = "lstm"
+    """Recurrent cell."""
+    hidden_size: int = Field(64, ge=1)
+    """Features per layer (the actor and critic MLPs read the last layer's output)."""
+    num_layers: int = Field(1, ge=1)
+    """Stacked recurrent layers."""
+
+
+class PolicyCfg(StrictModel):
+    """Policy name from the registry and its networks."""
+
+    name: str = "actor_critic"
+    """``actor_critic`` (PPO) or ``actor_only`` (GRPO), or any registered policy."""
+    actor: NetworkBlock = Field(default_factory=NetworkBlock)
+    """Actor network."""
+    critic: NetworkBlock | None = Field(default_factory=NetworkBlock)
+    """Critic network (ignored by actor-only policies)."""
+    action_dim: int | None = None
+    """Optional check against the env's action dimension."""
+    log_std_init: float = 0.0
+    """Initial state-independent log-std of Gaussian policies."""
+    recurrent: RecurrentCfg = Field(default_factory=RecurrentCfg)
+    """Recurrent core of recurrent policies (``recurrent_actor_critic``); ignored by the others."""
+    obs_normalization: bool = False
+    """Normalize observations with running mean/std (clipped to ±10), updated after each update
+    from that rollout's observations and saved in checkpoints; frozen during collection and eval."""
+
+
+class AlgorithmBlock(StrictModel):
+    """``{name, cfg}``: the algorithm and its hyperparameters (validated by its config class)."""
+
+    name: str = "ppo"
+    """Registered algorithm name (``ppo``, ``grpo``)."""
+    cfg: dict[str, Any] = Field(default_factory=dict)
+    """Hyperparameters, validated against the algorithm's config class (``PPOCfg``, ``GRPOCfg``)."""
+
+
+class StoreCfg(StrictModel):
+    """Where and how rollouts are stored."""
+
+    enabled: bool = True
+    """Write every rollout to ``<data_dir>/<exp_name>/rollouts/iter-NNNNNN.zarr``."""
+    keep_last: int | None = Field(None, ge=1)
+    """Keep only the newest K rollouts (``null``: keep all)."""
+    codec: Literal["none", "blosc-lz4"] = "none"
+    """Compression codec; ``blosc-lz4`` pays off for pixel observations."""
+    queue_size: int = Field(2, ge=1)
+    """Rollouts waiting for the background writer before collection blocks (back-pressure)."""
+    chunk_envs: int = Field(1024, ge=1)
+    """Envs per Zarr chunk (each chunk holds the whole T+1 time axis)."""
+
+
+class CheckpointCfg(StrictModel):
+    """Checkpoint frequency beyond ``trainer.save_freq``, and retention."""
+
+    keep_last: int | None = Field(None, ge=1)
+    """Keep only the newest K checkpoints besides the best (``null``: keep all)."""
+    every_iteration: bool = False
+    """Also checkpoint after every iteration, so ``rlpipe replay`` starts every stored rollout from
+    the exact weights it was collected with (otherwise it rebuilds them from the previous checkpoint)."""
+
+
+class TrackingCfg(StrictModel):
+    """Experiment tracking."""
+
+    backend: Literal["mlflow", "none"] = "mlflow"
+    """``mlflow`` or ``none``."""
+    uri: str | None = None
+    """MLflow tracking URI; ``MLFLOW_TRACKING_URI`` wins, default ``sqlite:///<project>/data/mlflow.db``."""
+
+
+class EvalCfg(StrictModel):
+    """Offline evaluation of a saved checkpoint (``rlpipe eval``, the DVC ``evaluate`` stage)."""
+
+    num_envs: int = Field(16, ge=1)
+    """Parallel eval envs."""
+    num_episodes: int = Field(4, ge=1)
+    """Finished episodes per eval env."""
+    deterministic: bool = True
+    """Act with the policy's mode (``true``) or sample from it (``false``)."""
+    seed: int | None = None
+    """Seed of the eval envs; ``null``: derived from ``trainer.seed`` (a stream disjoint from training)."""
+
+
+class ReplayCfg(StrictModel):
+    """Overrides applied when stored rollouts are re-optimized offline (``rlpipe replay``)."""
+
+    algorithm: dict[str, Any] = Field(default_factory=dict)
+    """Partial ``algorithm`` block, e.g. ``{cfg: {clip_coef: 0.1}}``."""
+
+
+class RunConfig(StrictModel):
+    """The whole experiment: one attribute per ``params.yaml`` section."""
+
+    trainer: TrainerCfg = Field(default_factory=TrainerCfg)
+    env: EnvCfg = Field(default_factory=EnvCfg)
+    policy: PolicyCfg = Field(default_factory=PolicyCfg)
+    algorithm: AlgorithmBlock = Field(default_factory=AlgorithmBlock)
+    store: StoreCfg = Field(default_factory=StoreCfg)
+    checkpoint: CheckpointCfg = Field(default_factory=CheckpointCfg)
+    tracking: TrackingCfg = Field(default_factory=TrackingCfg)
+    replay: ReplayCfg = Field(default_factory=ReplayCfg)
+    eval: EvalCfg = Field(default_factory=EvalCfg)
+
+    @property
+    def run_dir(self) -> Path:
+        """``<data_dir>/<exp_name>``: every output of this experiment lives below it."""
+        return Path(self.trainer.data_dir) / self.trainer.exp_name

@@ -1,0 +1,134 @@
+"""Evaluation episodes: a policy's mode actions on separate eval envs until each finished its episodes.
+
+Used by the online driver's eval stage and by ``rlpipe eval``; it knows the env and the policy only
+through their interfaces (``reset``/``step``; ``sample``/``sample_step``), so it sits below both drivers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from rlpipe.envs import BatchedEnv
+    from rlpipe.policies import Policy
+
+__all__ = ["EVAL_SEED_OFFSET", "Evaluator"]
+
+EVAL_SEED_OFFSET = 1_000_003
+"""Eval envs draw from a seed stream disjoint from the training envs'."""
+
+SYNC_EVERY = 32
+"""Env steps between host checks of "every env is done" (keeps the loop free of per-step syncs)."""
+
+
+class _FeedforwardActor:
+    """``obs [M, *obs]`` → action; nothing to carry between steps."""
+
+    def __init__(self, policy: Policy, deterministic: bool) -> None:
+        self.policy, self.deterministic = policy, deterministic
+
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.policy.sample(obs, deterministic=self.deterministic)[0]
+
+    def episode_ended(self, finished: torch.Tensor) -> None:
+        """Nothing to reset."""
+
+
+class _RecurrentActor(_FeedforwardActor):
+    """Carries the core state ``[M, S]`` across steps and zeroes it where an episode ended."""
+
+    def __init__(self, policy: Policy, deterministic: bool, num_envs: int) -> None:
+        super().__init__(policy, deterministic)
+        self.state = policy.initial_state(num_envs)
+
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        action, _, _, self.state = self.policy.sample_step(obs, self.state, self.deterministic)
+        return action
+
+    def episode_ended(self, finished: torch.Tensor) -> None:
+        """Zero the state of envs whose episode just ended."""
+        self.state = self.state * (~finished).unsqueeze(-1).to(self.state.dtype)
+
+
+class Evaluator:
+    """Runs ``num_episodes`` episodes on each of the eval env's M envs with the policy's mode action.
+
+    ``deterministic=False`` samples actions instead (from the global torch RNG).
+
+    Each call resets the eval envs with ``seed + call index``, so an evaluation never disturbs the
+    training RNG and the same checkpoint always scores the same.
+    """
+
+    def __init__(self, env: BatchedEnv, policy: Policy, num_episodes: int, seed: int,
+                 max_steps: int | None = None, deterministic: bool = True) -> None:
+        self.env, self.policy, self.num_episodes, self.seed = env, policy, num_episodes, seed
+        self.deterministic = deterministic
+        limit = env.max_episode_steps or 1000
+        self.max_steps = max_steps or limit * num_episodes + 1
+        self.calls = 0
+        self.on_step: Callable[[Any, int], None] | None = None
+        """Called with ``(env, step)`` after every eval env step (the ``eval_step`` event); ``None``: off."""
+
+    def _actor(self, num_envs: int) -> _FeedforwardActor:
+        if getattr(self.policy, "is_recurrent", False):
+            return _RecurrentActor(self.policy, self.deterministic, num_envs)
+        return _FeedforwardActor(self.policy, self.deterministic)
+
+    @torch.inference_mode()
+    def __call__(self) -> dict[str, float]:
+        """``eval/return_mean``, ``eval/return_std``, ``eval/length_mean``, ``eval/episodes``.
+
+        Envs reporting ``info["success"]`` add ``eval/success_rate`` (success at any episode step).
+        """
+        m, dev, k = self.env.num_envs, self.env.device, self.num_episodes
+        obs = self.env.reset(seed=self.seed + self.calls)
+        self.calls += 1
+        returns = torch.zeros(m, k, device=dev)
+        lengths = torch.zeros(m, k, device=dev)
+        count = torch.zeros(m, dtype=torch.int64, device=dev)
+        running_ret, running_len = torch.zeros(m, device=dev), torch.zeros(m, device=dev)
+        success = torch.zeros(m, k, dtype=torch.bool, device=dev)
+        running_success = torch.zeros(m, dtype=torch.bool, device=dev)
+        reports_success = False
+        slots = torch.arange(k, device=dev).unsqueeze(0)
+        was_training = self.policy.training
+        self.policy.eval()
+        act = self._actor(m)
+        for step in range(self.max_steps):
+            action = act(obs)
+            result = self.env.step(action)
+            running_ret += result.reward
+            running_len += 1
+            finished = result.terminated | result.truncated
+            record = (slots == count.unsqueeze(1)) & finished.unsqueeze(1)
+            returns = torch.where(record, running_ret.unsqueeze(1), returns)
+            lengths = torch.where(record, running_len.unsqueeze(1), lengths)
+            if "success" in result.info:  # success at any step of the episode
+                reports_success = True
+                running_success |= result.info["success"].bool()
+                success = torch.where(record, running_success.unsqueeze(1), success)
+                running_success &= ~finished
+            count += (finished & (count < k)).long()
+            running_ret.masked_fill_(finished, 0.0)
+            running_len.masked_fill_(finished, 0.0)
+            act.episode_ended(finished)
+            obs = result.obs
+            if self.on_step is not None:
+                self.on_step(self.env, step)
+            if step % SYNC_EVERY == SYNC_EVERY - 1 and bool((count >= k).all()):
+                break
+        self.policy.train(was_training)
+        valid = slots < count.unsqueeze(1)
+        ep_returns, ep_lengths = returns[valid], lengths[valid]
+        if ep_returns.numel() == 0:
+            return {"eval/episodes": 0.0}
+        rate = {"eval/success_rate": float(success[valid].float().mean())} if reports_success else {}
+        return rate | {
+            "eval/return_mean": float(ep_returns.mean()),
+            "eval/return_std": float(ep_returns.std(unbiased=False)),
+            "eval/length_mean": float(ep_lengths.mean()),
+            "eval/episodes": float(ep_returns.numel()),
+        }

@@ -1,0 +1,152 @@
+"""One stage against stored data: what ``rlpipe advantage``, ``update``, ``eval`` and ``inspect`` run.
+
+Each builds a :class:`~rlpipe.learner.Learner` from the run's params (and the spaces its artifacts
+record), reads what it needs from the run directory and writes only its own outputs; every problem
+with a file is a one-line ``StoreError`` naming it.
+
+=======================  ==========================================================================
+``compute_advantages``   rollout → ``<run_dir>/advantages/iter-NNNNNN.zarr`` (the rollout is untouched)
+``update_from_rollout``  rollout + the checkpoint it was collected with → ``out/ckpt-NNNNNN.pt``
+``evaluate_checkpoint``  checkpoint → ``<run_dir>/eval/metrics.json``
+``inspect_rollout``      rollout → schema, layout, per-key and episode statistics
+=======================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rlpipe.artifacts.atomic import atomic_write_json
+from rlpipe.artifacts.checkpoints import checkpoint_fits, latest_checkpoint, load_checkpoint
+from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.layout import RunLayout
+from rlpipe.artifacts.zarr_io import write_group
+from rlpipe.config import RunConfig, params_hash
+from rlpipe.distributed import resolve_device
+from rlpipe.envs import build_env
+from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
+from rlpipe.offline.describe import describe_rollout
+from rlpipe.offline.learners import build_learner, load_learner_state, load_rollout, save_learner, spaces_of
+from rlpipe.offline.replay import iteration_of, update_once
+from rlpipe.policies import build_policy
+from rlpipe.seeding import seed_everything
+from rlpipe.tracking import log_single_run, source_run_id
+
+__all__ = [
+    "advantage_path",
+    "compute_advantages",
+    "evaluate_checkpoint",
+    "inspect_rollout",
+    "latest_of",
+    "update_from_rollout",
+]
+
+def latest_of(layout: RunLayout) -> Path:
+    """The run's newest checkpoint; a ``StoreError`` naming the folder when there is none."""
+    found = latest_checkpoint(layout.checkpoints) if layout.checkpoints.is_dir() else None
+    if found is None:
+        raise StoreError(f"{layout.checkpoints}: no checkpoint here")
+    return found
+
+
+def advantage_path(cfg: RunConfig, rollout_path: Path) -> Path:
+    """Where ``compute_advantages`` writes by default: ``<run_dir>/advantages/iter-NNNNNN.zarr``."""
+    return RunLayout(cfg.run_dir).advantages / Path(rollout_path).name
+
+
+def compute_advantages(cfg: RunConfig, rollout_path: Path, out: Path | None = None) -> Path:
+    """Run the advantage stage on a stored rollout; write its keys as a separate Zarr group.
+
+    The group (default :func:`advantage_path`, outside ``rollouts/``) holds one ``[N, T+1]`` float32
+    array per key the algorithm writes (PPO: ``advantage``, ``return``; padding slot T zero), chunked
+    like the rollout, with attributes naming the rollout, its iteration and the algorithm block. An
+    existing group is replaced atomically; the rollout itself is only read. Returns the group's path.
+    """
+    rollout_path = Path(rollout_path)
+    target = Path(out) if out else advantage_path(cfg, rollout_path)
+    if target.resolve() == rollout_path.resolve():
+        raise StoreError(f"{target}: would overwrite the rollout; advantages go beside it")
+    rollout, attrs = load_rollout(rollout_path)
+    learner = build_learner(cfg, spaces_of(attrs, rollout_path))
+    learner.compute_advantages(rollout.to(learner.device))
+    arrays = {key: rollout.get(key) for key in learner.advantage_keys}
+    meta = {"kind": "advantage", "rollout": rollout_path.name,
+            "iteration": iteration_of(attrs, rollout_path), "algorithm": cfg.algorithm.to_dict(),
+            "params_hash": params_hash(cfg)}
+    write_group(target, arrays, meta, cfg.store.chunk_envs, replace=True)
+    return target
+
+
+def update_from_rollout(cfg: RunConfig, rollout_path: Path, checkpoint: Path | None,
+                        out: Path) -> tuple[Path, dict[str, float]]:
+    """Advantage + update of one stored rollout; write ``out/ckpt-NNNNNN.pt``; return it and the losses.
+
+    NNNNNN is the rollout's iteration k, and the minibatch shuffle is that of online update k.
+    ``checkpoint=None``: the weights the rollout was collected with — checkpoint k−1 in the run's
+    ``checkpoints/`` beside the rollouts' folder, or the initial weights for k = 1 (otherwise use
+    ``replay``, which rebuilds missing checkpoints). Advantages are recomputed from the rollout.
+    """
+    rollout_path = Path(rollout_path)
+    rollout, attrs = load_rollout(rollout_path)
+    learner = build_learner(cfg, spaces_of(attrs, rollout_path))
+    k = iteration_of(attrs, rollout_path)
+    start = Path(checkpoint) if checkpoint else _collected_with(rollout_path, k)
+    if start is not None:
+        load_learner_state(learner, start)
+    metrics = update_once(learner, rollout.to(learner.device), attrs, k, cfg.trainer.iterations)
+    origin = {"rollout": str(rollout_path), "start": str(start) if start else None}
+    path = save_learner(learner, cfg, Path(out), k, int(attrs.get("env_steps", 0)), origin,
+                        attrs.get("spaces"))
+    return path, metrics
+
+
+def _collected_with(rollout_path: Path, k: int) -> Path | None:
+    if k == 1:
+        return None
+    layout = RunLayout.of_rollouts(rollout_path.parent)
+    path = layout.checkpoint(k - 1)
+    if not path.is_file():
+        raise StoreError(f"{rollout_path}: no checkpoint of iteration {k - 1} under {layout.checkpoints} to "
+                         "start from; pass --checkpoint, or use `rlpipe replay`, which rebuilds it")
+    return path
+
+
+def evaluate_checkpoint(cfg: RunConfig, checkpoint: Path | None = None,
+                        out: Path | None = None) -> dict[str, float]:
+    """Evaluate a checkpoint's policy with the ``eval`` params; write ``<run_dir>/eval/metrics.json``.
+
+    ``checkpoint=None``: the latest of ``cfg.run_dir``. Builds ``eval.num_envs`` envs and the policy
+    from ``cfg``, loads the weights and runs ``eval.num_episodes`` episodes per env (the policy's
+    mode unless ``eval.deterministic`` is false). Returns ``eval/…`` metrics plus the checkpoint's
+    ``iteration`` and ``env_steps``; also logged as an MLflow run of kind ``eval``.
+    """
+    layout = RunLayout(cfg.run_dir)
+    path = Path(checkpoint) if checkpoint else latest_of(layout)
+    state = load_checkpoint(path)
+    if "policy" not in state:
+        raise StoreError(f"{path}: not an rlpipe checkpoint (no 'policy' entry)")
+    device = resolve_device(cfg.trainer.device)
+    seed_everything(cfg.trainer.seed)
+    env = build_env(cfg.env.id, cfg.eval.num_envs, device, cfg.env.cfg, cfg.env.backend)
+    try:
+        policy = build_policy(cfg.policy, env.observation_space, env.action_space, device)
+        with checkpoint_fits(path):
+            policy.load_state_dict(state["policy"])
+        seed = cfg.eval.seed if cfg.eval.seed is not None else cfg.trainer.seed + EVAL_SEED_OFFSET
+        metrics = Evaluator(env, policy, cfg.eval.num_episodes, seed, deterministic=cfg.eval.deterministic)()
+    finally:
+        env.close()
+    env_steps = int(state.get("env_steps", 0))
+    metrics |= {"iteration": float(state["iteration"]), "env_steps": float(env_steps)}
+    run_id = log_single_run(cfg, metrics, run_dir=layout.root, kind="eval", step=env_steps,
+                            parent_run_id=source_run_id(layout.root), checkpoint=path)
+    atomic_write_json(Path(out) if out else layout.eval_metrics,
+                      {**metrics, "checkpoint": str(path), "mlflow_run_id": run_id})
+    return metrics
+
+
+def inspect_rollout(path: Path) -> dict[str, Any]:
+    """Schema, attributes, per-key layout and stats, and episode stats of one stored rollout."""
+    return describe_rollout(Path(path))
+

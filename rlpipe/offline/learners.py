@@ -1,0 +1,75 @@
+"""A ``Learner`` for stored data: built from the run's params and spaces, loaded from its checkpoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from rlpipe.artifacts.checkpoints import checkpoint_fits, load_checkpoint, save_checkpoint
+from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.shards import read_any
+from rlpipe.config import RunConfig, params_hash, training_hash, training_params
+from rlpipe.distributed import resolve_device, tune_malloc
+from rlpipe.envs import space_from_dict
+from rlpipe.learner import Learner
+from rlpipe.rollout import RolloutError, validate
+from rlpipe.seeding import seed_everything
+
+__all__ = ["build_learner", "load_learner_state", "load_rollout", "save_learner", "spaces_of"]
+
+
+def spaces_of(record: dict[str, Any], where: Path) -> tuple[Any, Any]:
+    """``(observation_space, action_space)`` recorded in rollout attributes or a checkpoint."""
+    spaces = record.get("spaces")
+    if not isinstance(spaces, dict) or "observation" not in spaces or "action" not in spaces:
+        raise StoreError(f"{where}: records no observation/action spaces (written by an older rlpipe?)")
+    return space_from_dict(spaces["observation"]), space_from_dict(spaces["action"])
+
+
+def build_learner(cfg: RunConfig, spaces: tuple[Any, Any]) -> Learner:
+    """The learner ``cfg`` describes, with the initial weights of the online run (same seed, same draws)."""
+    tune_malloc()
+    if cfg.trainer.num_threads:
+        torch.set_num_threads(cfg.trainer.num_threads)
+    seed_everything(cfg.trainer.seed)
+    return Learner.from_config(cfg, spaces[0], spaces[1], resolve_device(cfg.trainer.device))
+
+
+def load_learner_state(learner: Learner, path: Path, state: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Load checkpoint ``path``'s policy and algorithm state into ``learner``; return the checkpoint."""
+    state = load_checkpoint(path) if state is None else state
+    missing = [key for key in ("policy", "algo", "iteration") if key not in state]
+    if missing:
+        raise StoreError(f"{path}: not an rlpipe checkpoint (no {missing[0]!r} entry)")
+    with checkpoint_fits(path):
+        learner.load_state_dict(state)
+    return state
+
+
+def save_learner(learner: Learner, cfg: RunConfig, directory: Path, iteration: int, env_steps: int,
+                 origin: dict[str, str | None], spaces: dict[str, Any] | None) -> Path:
+    """Write ``directory/ckpt-NNNNNN.pt`` with the learner's state (the online format, minus collection).
+
+    ``policy``, ``algo`` (optimizer [+ reference policy]), ``iteration``, ``env_steps``, the params
+    hashes and ``origin``; no collector or RNG state (nothing was collected).
+    """
+    state = {
+        "iteration": iteration, "env_steps": env_steps, "wall_s": 0.0,
+        "params_hash": params_hash(cfg), "training_hash": training_hash(cfg),
+        "training_params": training_params(cfg), "spaces": spaces, **learner.state_dict(),
+        "origin": origin,
+    }
+    return save_checkpoint(directory, iteration, state, cfg.checkpoint.keep_last)
+
+
+def load_rollout(path: Path, device: torch.device | str = "cpu") -> tuple[TensorDict, dict[str, Any]]:
+    """Read and validate a stored ``[N, T+1]`` rollout; any problem is a ``StoreError`` naming ``path``."""
+    rollout, attrs = read_any(Path(path), device)  # a K-rank iteration: its shards, side by side
+    try:
+        validate(rollout, attrs.get("iteration"))
+    except RolloutError as exc:
+        raise StoreError(f"{path}: {exc}") from None
+    return rollout, attrs

@@ -1,0 +1,295 @@
+"""Offline replay: re-run advantage + update over stored rollouts, from the weights that collected them.
+
+Rollout k was collected by the weights after update k−1, and update k's minibatch shuffle depends
+only on ``(trainer.seed, k)``. So re-updating rollout k from the online run's state after iteration
+k−1 (policy + optimizer [+ GRPO reference]) with unchanged params reproduces the online update k bit
+for bit on CPU; with the ``replay.algorithm`` overrides it shows what that update would have done.
+
+Where that state comes from (non-chain mode, per rollout k):
+
+1. the run's checkpoint k−1 (``<rollouts>/../checkpoints/ckpt-{k-1}.pt``), if it exists;
+2. else the newest checkpoint j < k−1 of the same run (or the initial weights, j = 0), advanced by
+   re-updating rollouts j+1 … k−1 with the run's own params (exact on CPU). This needs those
+   rollouts and the run's params; ``checkpoint.every_iteration: true`` makes step 1 always apply.
+
+Chain mode starts once (from that state for the first rollout, or from ``--from``) and re-updates
+every rollout from the previous re-updated weights.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from rlpipe.algorithms import resolve_algo_cfg
+from rlpipe.artifacts.checkpoints import load_checkpoint
+from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.layout import ROLLOUT_NAME, RunLayout, iteration_from_name, numbered, rollout_name
+from rlpipe.artifacts.shards import read_any_attrs
+from rlpipe.config import AlgorithmBlock, ConfigError, RunConfig, params_hash, training_hash
+from rlpipe.learner import Learner
+from rlpipe.offline.learners import build_learner, load_learner_state, load_rollout, save_learner, spaces_of
+from rlpipe.rollout import rollout_dims
+from rlpipe.tracking import Tracker, open_tracker, source_run_id
+
+__all__ = ["iteration_of", "replay", "replay_config", "update_once"]
+
+
+def replay_config(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with ``replay.algorithm`` (``{name?, cfg?}``) merged over its ``algorithm`` block.
+
+    A changed ``name`` starts from that algorithm's defaults. Raises ``ConfigError`` naming
+    ``replay.algorithm…`` for unknown keys or values the algorithm rejects.
+    """
+    override = cfg.replay.algorithm
+    unknown = sorted(set(override) - {"name", "cfg"})
+    if unknown or not isinstance(override.get("cfg", {}), dict):
+        what = f"unknown key {unknown[0]!r}" if unknown else "cfg must be a mapping"
+        raise ConfigError(f"replay.algorithm: {what}; accepted: name, cfg")
+    name = str(override.get("name", cfg.algorithm.name))
+    base = cfg.algorithm.cfg if name == cfg.algorithm.name else {}
+    block = {"name": name, "cfg": {**base, **override.get("cfg", {})}}
+    try:
+        resolve_algo_cfg(name, block["cfg"])
+    except ConfigError as exc:
+        raise ConfigError(f"replay.{exc}") from None
+    return cfg.model_copy(update={"algorithm": AlgorithmBlock.model_validate(block)})
+
+
+def iteration_of(attrs: dict[str, Any], path: Path) -> int:
+    """The iteration k of a stored rollout: its ``iteration`` attribute, else its file name."""
+    if isinstance(attrs.get("iteration"), int):
+        return attrs["iteration"]
+    found = iteration_from_name(path)
+    if found is None:
+        raise StoreError(f"{path}: rollout has no iteration attribute and no iter-NNNNNN.zarr name")
+    return found
+
+
+def update_once(learner: Learner, rollout: TensorDict, attrs: dict[str, Any], iteration: int,
+                iterations: int) -> dict[str, float]:
+    """Advantage + update of a stored rollout (``attrs``: its attributes) as online update ``iteration``.
+
+    Schedules sit where the online run had them: after ``env_steps − N·T`` of ``iterations × N·T``
+    env steps (N: every rank's envs). A K-rank iteration is minibatched as the K ranks drew it.
+    """
+    start = time.perf_counter()
+    n, t = rollout_dims(rollout)
+    before = int(attrs.get("env_steps", iteration * n * t)) - n * t
+    learner.shards = int(attrs.get("world_size", 1))
+    metrics = learner.learn(rollout, iteration, before, iterations * n * t)
+    return metrics | {"time/update_s": time.perf_counter() - start}
+
+
+# ---------------------------------------------------------------------------------------- replay
+
+
+class _Reader:
+    """Reads stored rollouts on one background thread, the next one while the current is updated."""
+
+    def __init__(self, paths: dict[int, Path], device: torch.device) -> None:
+        self.paths, self.device = paths, device
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlpipe-replay-read")
+        self._pending: dict[int, Future[tuple[TensorDict, dict[str, Any]]]] = {}
+
+    def path(self, k: int, why: str) -> Path:
+        """Path of rollout ``k``; a ``StoreError`` saying ``why`` it is needed when it is missing."""
+        if k not in self.paths:
+            root = next(iter(self.paths.values())).parent
+            raise StoreError(f"{root / rollout_name(k)}: missing; {why}")
+        return self.paths[k]
+
+    def get(self, k: int, why: str) -> tuple[TensorDict, dict[str, Any], float]:
+        """``(rollout, attrs, seconds waited)`` of rollout ``k``; starts reading ``k + 1``."""
+        future = self._pending.pop(k, None) or self._submit(k, why)
+        if k + 1 in self.paths and k + 1 not in self._pending:
+            self._pending[k + 1] = self._submit(k + 1, why)
+        start = time.perf_counter()
+        rollout, attrs = future.result()
+        return rollout, attrs, time.perf_counter() - start
+
+    def _submit(self, k: int, why: str) -> Future[tuple[TensorDict, dict[str, Any]]]:
+        return self._pool.submit(load_rollout, self.path(k, why), self.device)
+
+    def close(self) -> None:
+        """Stop the reader thread (pending reads are dropped)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Replay:
+    """``online``: the online run's learner, rebuilt on demand; ``learner``: where re-updates happen.
+
+    With unchanged algorithm params the two are the same object; otherwise ``learner`` is built
+    from the replay params and takes its start state from ``online``.
+    """
+
+    def __init__(self, cfg: RunConfig, layout: RunLayout, stored: dict[int, Path]) -> None:
+        self.cfg, self.rcfg = cfg, replay_config(cfg)
+        self.spaces = read_any_attrs(next(iter(stored.values()))).get("spaces")
+        spaces = spaces_of({"spaces": self.spaces}, next(iter(stored.values())))
+        self.online = build_learner(cfg, spaces)
+        self.same = self.rcfg.algorithm == cfg.algorithm
+        self.learner = self.online if self.same else build_learner(self.rcfg, spaces)
+        self.initial = copy.deepcopy(self.online.state_dict())
+        self.reader = _Reader(stored, self.online.device)
+        self.checkpoint_dir, self.checkpoints = layout.checkpoints, layout.checkpoint_paths()
+        self.at: int | None = 0  # ``online`` holds the online state after iteration ``at``
+        self.from_disk, self.rebuilt, self.other_run = False, 0, set()
+
+    def reach(self, m: int, want: str | None, k: int) -> None:
+        """Put the online run's state after iteration ``m`` into ``online`` (for re-updating ``k``)."""
+        why = (f"replaying iteration {k} needs the weights after iteration {m}, and there is no "
+               f"checkpoint of iteration {m} of this run under {self.checkpoint_dir}")
+        for j in sorted((j for j in self.checkpoints if j <= m), reverse=True):
+            if self.at == j == m and self.from_disk:
+                return
+            if self.at is not None and j <= self.at <= m and j < m:
+                break  # what is in memory is at least as far as this checkpoint
+            state = self._same_run(j, want)
+            if state is not None:
+                load_learner_state(self.online, self.checkpoints[j], state)
+                self.at, self.from_disk = j, True
+                break
+        else:
+            if self.at is None or self.at > m:
+                self.online.load_state_dict(copy.deepcopy(self.initial))
+                self.at, self.from_disk = 0, False
+        if not (self.at == m and self.from_disk):
+            self._check_params(want, k, m, why)
+        while self.at < m:
+            rollout, attrs, _ = self.reader.get(self.at + 1, why)
+            update_once(self.online, rollout, attrs, self.at + 1, self.cfg.trainer.iterations)
+            self.at, self.from_disk, self.rebuilt = self.at + 1, False, self.rebuilt + 1
+
+    def _same_run(self, j: int, want: str | None) -> dict[str, Any] | None:
+        """Checkpoint ``j``'s state if the run that wrote the rollouts wrote it, else ``None``."""
+        if j in self.other_run:
+            return None
+        state = load_checkpoint(self.checkpoints[j])
+        got = state.get("training_hash")
+        if want is None or got is None or got == want:
+            return state
+        self.other_run.add(j)  # e.g. kept by DVC (persist) from a run with other params
+        return None
+
+    def _check_params(self, want: str | None, k: int, m: int, why: str) -> None:
+        """Rebuilding from a checkpoint or the initial weights needs the run's own params."""
+        mine = training_hash(self.cfg)
+        if want is None or mine == want:
+            return
+        need = (f"{why}; rebuilding them" if m else
+                "replaying iteration 1 starts from the initial weights, which")
+        raise StoreError(f"{self.reader.path(k, why)}: {need} needs the params the rollouts were "
+                         f"collected with, and these differ (training hash {mine} ≠ {want}); keep "
+                         "them and put replay changes under replay.algorithm")
+
+    def start_chain(self, first: int, want: str | None, start: Path | None) -> None:
+        """Load the chain's start: checkpoint ``start``, or the online state before ``first``."""
+        if start is None:
+            self.reach(first - 1, want, first)
+        else:
+            load_learner_state(self.online, start)
+            self.at = None
+        self.fork()
+
+    def fork(self) -> None:
+        """Copy the online state into ``learner`` (a separate one only when the params changed)."""
+        if self.same:
+            return
+        self.learner.load_state_dict(copy.deepcopy(self.online.state_dict()))
+
+    def update(self, k: int, rollout: TensorDict, attrs: dict[str, Any]) -> dict[str, float]:
+        """Re-update rollout ``k`` on ``learner``."""
+        metrics = update_once(self.learner, rollout, attrs, k, self.cfg.trainer.iterations)
+        if self.same:
+            self.at = k if self.at == k - 1 else None
+            self.from_disk = False
+        return metrics
+
+
+def replay(cfg: RunConfig, rollouts: Path, out: Path, iterations: tuple[int, int] | None = None,
+           chain: bool = False, start: Path | None = None) -> dict[str, Any]:
+    """Re-update stored rollouts offline; write ``out/checkpoints``, ``out/metrics.json``, ``out/curve.csv``.
+
+    ``rollouts``: a folder of ``iter-NNNNNN.zarr`` stores; the run's checkpoints are read from the
+    ``checkpoints`` folder beside it. ``iterations``: ``(A, B)``, both included (default: every
+    stored rollout). Each rollout k is re-updated with ``cfg`` plus the ``replay.algorithm``
+    overrides, from the online state after k−1 (see the module docstring), or, with ``chain``,
+    from the previous re-updated weights, starting from ``start`` or the online state before A.
+    Checkpoint k is written for every k (same file format as online, learner part only; retention
+    ``checkpoint.keep_last``). Returns the summary written to ``metrics.json``.
+    """
+    rollouts, out = Path(rollouts), RunLayout(out)
+    if start is not None and not chain:
+        raise ConfigError("replay: a start checkpoint (--from) replays a chain; add --chain")
+    layout = RunLayout.of_rollouts(rollouts)
+    stored = numbered(rollouts, ROLLOUT_NAME)
+    ks = _select(stored, rollouts, iterations, chain)
+    if out.checkpoints.resolve() == layout.checkpoints.resolve():
+        raise StoreError(f"{out.root}: replay would overwrite the run's own checkpoints; choose another out")
+    out.root.mkdir(parents=True, exist_ok=True)
+    job = _Replay(cfg, layout, stored)
+    try:
+        with open_tracker(job.rcfg, out.root, kind="replay",
+                          parent_run_id=source_run_id(layout.root)) as tracker:
+            summary = _loop(job, ks, chain, start, out.checkpoints, tracker)
+            tracker.finish(summary)
+    finally:
+        job.reader.close()
+    return summary
+
+
+def _select(stored: dict[int, Path], root: Path, iterations: tuple[int, int] | None,
+            chain: bool) -> list[int]:
+    if not stored:
+        raise StoreError(f"{root}: no rollout stores (iter-NNNNNN.zarr) here")
+    first, last = iterations if iterations else (min(stored), max(stored))
+    if first < 1 or last < first:
+        raise ConfigError(f"replay: iterations {first}:{last} is not a range A:B with 1 <= A <= B")
+    wanted = range(first, last + 1) if iterations or chain else sorted(stored)
+    missing = [k for k in wanted if k not in stored]
+    if missing:
+        raise StoreError(f"{root / rollout_name(missing[0])}: missing; replaying iterations "
+                         f"{first}:{last}{' as a chain' if chain else ''} needs it")
+    return list(wanted)
+
+
+def _loop(job: _Replay, ks: list[int], chain: bool, start: Path | None, directory: Path,
+          tracker: Tracker) -> dict[str, Any]:
+    begin, transitions, update_s = time.perf_counter(), 0, 0.0
+    metrics: dict[str, float] = {}
+    path = None
+    for k in ks:
+        tick = time.perf_counter()
+        rollout, attrs, waited = job.reader.get(k, f"it is in the range to replay (iteration {k})")
+        want = attrs.get("training_hash")
+        if chain and k == ks[0]:
+            job.start_chain(k, want, start)
+        elif not chain:
+            job.reach(k - 1, want, k)
+            job.fork()
+        metrics = job.update(k, rollout, attrs)
+        origin = {"rollout": str(job.reader.paths[k]), "start": str(start) if start else None}
+        path = save_learner(job.learner, job.rcfg, directory, k, int(attrs.get("env_steps", 0)), origin,
+                            job.spaces)
+        n, t = rollout_dims(rollout)
+        elapsed = time.perf_counter() - tick
+        transitions, update_s = transitions + n * t, update_s + metrics["time/update_s"]
+        metrics |= {"iteration": float(k), "env_steps": float(attrs.get("env_steps", 0)),
+                    "time/read_wait_s": waited, "time/iteration_s": elapsed, "time/sps": n * t / elapsed}
+        tracker.log(metrics, step=int(attrs.get("env_steps", 0)))
+    wall = time.perf_counter() - begin
+    return {
+        "iterations": len(ks), "first_iteration": ks[0], "last_iteration": ks[-1], "chain": chain,
+        "transitions": transitions, "wall_s": round(wall, 3), "update_s": round(update_s, 3),
+        "transitions_per_s": transitions / wall, "rebuilt_updates": job.rebuilt,
+        "params_changed": not job.same, "params_hash": params_hash(job.rcfg),
+        **{key: v for key, v in metrics.items() if key.startswith("update/")},
+        "checkpoint": str(path),
+    }

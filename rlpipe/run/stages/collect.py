@@ -1,0 +1,243 @@
+"""The collect stage: step N envs for T steps under ``inference_mode`` into a reused ``[N, T+1]`` rollout."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from rlpipe.algorithms.sequences import RECURRENT_STATE
+from rlpipe.envs import BatchedEnv
+from rlpipe.policies import Policy
+from rlpipe.rollout import allocate_rollout, obs_from_state, obs_state, write_obs, zeros_obs
+from rlpipe.run.stages.base import Stage
+from rlpipe.run.stages.episode_info import SuccessTracker, act_and_step
+
+__all__ = ["Collector"]
+
+EPISODE_WINDOW = 200
+"""Finished episodes averaged in ``train/episode_return_mean``."""
+
+
+class Collector(Stage):
+    """Fills one rollout per call; the last observation carries over to the next call.
+
+    The hot loop runs only the actor and the env; values of ``obs[:, 0..T]`` and of the true
+    final observations of truncated episodes are computed afterwards in two batched forwards.
+
+    A recurrent policy (``policy.is_recurrent``) runs its own loop (:meth:`_recurrent_loop`): it
+    carries the core state ``[N, S]``, zeroes it after a done and at every ``seq_len ×
+    seqs_per_state_reset``-th step of a rollout (never when that is ≤ 0), and writes it into the
+    ``recurrent_state`` extra at every sequence start (``t % seq_len == 0``).
+    """
+
+    writes = ("obs", "action", "sample_log_prob", "value", "reward", "terminated", "truncated",
+              "done", "final_value")
+
+    def __init__(
+        self,
+        env: BatchedEnv,
+        policy: Policy,
+        horizon: int,
+        seed: int,
+        reset_every_rollout: bool = False,
+        group_size: int = 1,
+        horizons_per_env_reset: int = -1,
+        deterministic: bool = False,
+        seq_len: int | None = None,
+        seqs_per_state_reset: int = -1,
+    ) -> None:
+        self.env, self.policy, self.horizon, self.seed = env, policy, horizon, seed
+        self.reset_every_rollout, self.group_size = reset_every_rollout, group_size
+        self.horizons_per_env_reset, self.deterministic = horizons_per_env_reset, deterministic
+        self.num_collects = 0
+        """Rollouts collected so far (``horizons_per_env_reset`` counts them)."""
+        n, dev = env.num_envs, env.device
+        self.recurrent = bool(getattr(policy, "is_recurrent", False))
+        self.rollout = allocate_rollout(n, horizon, env.obs_spec, env.action_shape,
+                                        env.action_dtype, dev, self._extras())
+        if self.recurrent:
+            self._init_recurrent(seq_len, seqs_per_state_reset)
+        self._final_obs = zeros_obs(env.obs_spec, (n, horizon), dev)
+        self.success = SuccessTracker(n, horizon, dev, EPISODE_WINDOW)
+        self._episode_return_at = torch.zeros(n, horizon, device=dev)
+        self._episode_length_at = torch.zeros(n, horizon, dtype=torch.int64, device=dev)
+        self.episode_return = torch.zeros(n, device=dev)
+        self.episode_length = torch.zeros(n, dtype=torch.int64, device=dev)
+        self.obs: torch.Tensor | None = None
+        self.num_resets = 0
+        self.recent_returns: deque[float] = deque(maxlen=EPISODE_WINDOW)
+        self.recent_lengths: deque[int] = deque(maxlen=EPISODE_WINDOW)
+
+    def __call__(self) -> tuple[TensorDict, dict[str, float]]:
+        """Collect one rollout; return it (reused buffer, valid until the next call) and episode stats."""
+        if self._reset_due():
+            self._reset()
+        self.num_collects += 1
+        with torch.inference_mode():
+            if self.recurrent:
+                self._recurrent_loop()
+            else:
+                self._step_loop()
+                self._fill_values()
+        return self.rollout, self._episode_stats()
+
+    def _reset_due(self) -> bool:
+        """First call, ``reset_every_rollout``, or every ``horizons_per_env_reset``-th call."""
+        every = self.horizons_per_env_reset
+        periodic = every > 0 and self.num_collects % every == 0
+        return self.obs is None or self.reset_every_rollout or periodic
+
+    def _reset(self) -> None:
+        self.obs = self.env.reset(seed=self.seed + self.num_resets, group_size=self.group_size)
+        self.episode_return.zero_()
+        self.episode_length.zero_()
+        self.num_resets += 1
+        if self.recurrent:
+            self.recurrent_state.zero_()
+
+    def _step_loop(self) -> None:
+        ro, obs = self.rollout, self.obs
+        obs_buf, act_buf, logp_buf = ro["obs"], ro["action"], ro["sample_log_prob"]
+        rew_buf, term_buf, trunc_buf, done_buf = (ro["reward"], ro["terminated"], ro["truncated"],
+                                                  ro["done"])
+        for t in range(self.horizon):
+            write_obs(obs_buf, t, obs)
+            action, log_prob, step = act_and_step(self.env, self.policy, obs, self.deterministic)
+            act_buf[:, t] = action
+            logp_buf[:, t] = log_prob
+            rew_buf[:, t] = step.reward
+            term_buf[:, t] = step.terminated
+            trunc_buf[:, t] = step.truncated
+            done = step.terminated | step.truncated
+            done_buf[:, t] = done
+            write_obs(self._final_obs, t, step.final_obs)
+            self._track_episodes(t, step.reward, done)
+            self.success.track(t, step.info, done)
+            obs = step.obs
+        obs_buf[:, self.horizon] = obs
+        self.obs = obs
+
+    def _extras(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        return {RECURRENT_STATE: ((self.policy.state_size,), torch.float32)} if self.recurrent else {}
+
+    def _init_recurrent(self, seq_len: int | None, seqs_per_state_reset: int) -> None:
+        n, dev, policy = self.env.num_envs, self.env.device, self.policy
+        self.writes = (*Collector.writes, RECURRENT_STATE)
+        self.seq_len = seq_len or self.horizon
+        self.state_reset_every = self.seq_len * seqs_per_state_reset if seqs_per_state_reset > 0 else 0
+        self.recurrent_state = torch.zeros(n, policy.state_size, device=dev)
+        self._final_state = torch.zeros(n, self.horizon, policy.state_size, device=dev)
+
+    def _recurrent_loop(self) -> None:
+        """The step loop of a recurrent policy; values come from the same core step as the action."""
+        ro, obs, state = self.rollout, self.obs, self.recurrent_state
+        ro[RECURRENT_STATE].zero_()
+        for t in range(self.horizon):
+            if self.state_reset_every and t % self.state_reset_every == 0:
+                state = torch.zeros_like(state)
+            if t % self.seq_len == 0:
+                ro[RECURRENT_STATE][:, t] = state
+            action, log_prob, value, next_state = self.policy.sample_step(obs, state, self.deterministic)
+            step = self.env.step(action)
+            done = step.terminated | step.truncated
+            for key, item in (("obs", obs), ("action", action), ("sample_log_prob", log_prob),
+                              ("value", value), ("reward", step.reward), ("terminated", step.terminated),
+                              ("truncated", step.truncated), ("done", done)):
+                ro[key][:, t] = item
+            self._final_obs[:, t], self._final_state[:, t] = step.final_obs, next_state
+            self._track_episodes(t, step.reward, done)
+            self.success.track(t, step.info, done)
+            state = next_state * (~done).unsqueeze(-1).to(next_state.dtype)
+            obs = step.obs
+        ro["obs"][:, self.horizon] = obs
+        ro["value"][:, self.horizon] = self.policy.step_value(obs, state)
+        self.obs, self.recurrent_state = obs, state
+        self._fill_recurrent_final_values()
+
+    def _fill_recurrent_final_values(self) -> None:
+        """V of each truncated episode's true last observation, seen with the state it would have had."""
+        ro, n, t = self.rollout, self.env.num_envs, self.horizon
+        bootstrap = ro["truncated"][:, :-1] & ~ro["terminated"][:, :-1]
+        final_value = self.policy.step_value(self._final_obs.flatten(0, 1), self._final_state.flatten(0, 1))
+        ro["final_value"][:, :-1] = final_value.view(n, t) * bootstrap
+
+    def _track_episodes(self, t: int, reward: torch.Tensor, done: torch.Tensor) -> None:
+        self.episode_return += reward
+        self.episode_length += 1
+        self._episode_return_at[:, t] = self.episode_return
+        self._episode_length_at[:, t] = self.episode_length
+        self.episode_return.masked_fill_(done, 0.0)
+        self.episode_length.masked_fill_(done, 0)
+
+    def _fill_values(self) -> None:
+        ro, n, t1 = self.rollout, *self.rollout.batch_size
+        if not self.policy.has_critic:
+            return  # value and final_value stay zero
+        ro["value"].copy_(self.policy.value(ro["obs"].flatten(0, 1)).view(n, t1))
+        ro["final_value"].zero_()
+        # Truncations are rare: evaluate the critic on those final observations only (one host
+        # sync per rollout) instead of on all N×T of them.
+        rows = (ro["truncated"][:, :-1] & ~ro["terminated"][:, :-1]).flatten().nonzero().squeeze(-1)
+        if rows.numel():
+            final_value = torch.zeros(n * (t1 - 1), device=ro.device)
+            final_value[rows] = self.policy.value(self._final_obs.flatten(0, 1)[rows])
+            ro["final_value"][:, :-1] = final_value.view(n, t1 - 1)
+
+    def _episode_stats(self) -> dict[str, float]:
+        finished = self.rollout["done"][:, :-1]
+        returns = self._episode_return_at[finished].tolist()
+        self.recent_returns.extend(returns)
+        self.recent_lengths.extend(self._episode_length_at[finished].tolist())
+        stats = {"collect/episodes": float(len(returns))}
+        if self.recent_returns:
+            stats["train/episode_return_mean"] = sum(self.recent_returns) / len(self.recent_returns)
+            stats["train/episode_length_mean"] = sum(self.recent_lengths) / len(self.recent_lengths)
+        stats |= self.success.stats(finished)
+        pop_metrics = getattr(self.env, "pop_metrics", None)
+        return stats | (pop_metrics() if pop_metrics is not None else {})
+
+    def state_dict(self) -> dict[str, Any]:
+        """Carried observation, running episode accumulators, reset count, env state, episode window."""
+        return {
+            "obs": obs_state(self.obs),
+            "episode_return": self.episode_return.clone(),
+            "episode_length": self.episode_length.clone(),
+            "num_resets": self.num_resets,
+            "num_collects": self.num_collects,
+            "recent_returns": list(self.recent_returns),
+            "recent_lengths": list(self.recent_lengths),
+            "env": self.env.state_dict(),
+            "success": self.success.state_dict(),
+            **({RECURRENT_STATE: self.recurrent_state.clone()} if self.recurrent else {}),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict`` so the next rollout equals the uninterrupted one.
+
+        Exact for torch envs; the gymnasium adapter restarts its episodes on load (``GymnasiumEnv``).
+        """
+        dev = self.env.device
+        self.obs = obs_from_state(state["obs"], dev)
+        self.success.load_state_dict(state.get("success", {}))
+        self.episode_return.copy_(state["episode_return"])
+        self.episode_length.copy_(state["episode_length"])
+        self.num_resets = int(state["num_resets"])
+        self.num_collects = int(state.get("num_collects", 0))
+        self.recent_returns.clear()
+        self.recent_returns.extend(state["recent_returns"])
+        self.recent_lengths.clear()
+        self.recent_lengths.extend(state["recent_lengths"])
+        self.env.load_state_dict(state["env"])
+        if self.recurrent:
+            self.recurrent_state.copy_(state[RECURRENT_STATE])
+        fresh = getattr(self.env, "last_obs", None)
+        if fresh is not None:
+            # The gymnasium adapter cannot restore running episodes: it resets them on load, so
+            # the run continues from its new first observations and with fresh episode sums.
+            self.obs = fresh.clone()
+            self.episode_return.zero_()
+            self.episode_length.zero_()
+            self.success.running.zero_()
