@@ -11,8 +11,8 @@ N copies stepped by ``mujoco.rollout``'s thread pool (``engine: mujoco``) or by 
 * Observation ``[N, 41]`` float32 (see :func:`push_cube_task.observe`).
 * Reward: the staged dense reward normalized to [0, 1] (1 on every step the cube is in the goal);
   ``info["success"]`` when the cube centre is within 0.1 m of the goal, ``info["is_grasped"]``
-  when both fingers touch the cube. Episodes last 50 control steps, so the success reported at an
-  episode's end is ManiSkill's ``success_at_end``: the cube must be pushed in and stay there.
+  when both fingers touch the cube. Episodes last 50 control steps; rlpipe's ``success_rate``
+  counts an episode whose flag was set at any step (ManiSkill's ``success_once``).
   ``terminate_on_success=True`` ends episodes on success instead (ManiSkill's env default); with a
   short discount that makes hovering next to the cube worth more than the terminal success reward
   (0.5/step for ever vs 1 once at γ = 0.8), and PPO learns to avoid succeeding.
