@@ -241,18 +241,59 @@ def update(params: Path, rollout: Path | None, overrides: tuple[str, ...], check
 @run_argument
 @set_option
 @checkpoint_option
-@_out_option("<run_dir>/eval/metrics.json")
+@click.option("--video", is_flag=True, help="Film the first eval.video_envs envs to <run_dir>/eval/*.mp4.")
+@click.option("--policy", "policy_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Evaluate an exported policy.onnx / policy.pt (`rlpipe export`) instead of a checkpoint.")
+@_out_option("<run_dir>/eval/metrics.json; with --policy, eval/policy-metrics.json")
 @user_errors
-def evaluate(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, out: Path | None) -> None:
-    """Evaluate a checkpoint (default: the run's latest) with the eval params."""
-    cfg = load_config(params, overrides)
+def evaluate(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, video: bool,
+             policy_file: Path | None, out: Path | None) -> None:
+    """Evaluate a checkpoint (default: the run's latest), or an exported policy, with the eval params."""
+    if policy_file is not None and checkpoint is not None:
+        raise click.UsageError("--policy and --checkpoint: give one of them")
+    cfg = load_config(params, (*overrides, *(["eval.video=true"] if video else [])))
     from rlpipe.artifacts.layout import RunLayout
     from rlpipe.offline import commands as offline
+    from rlpipe.offline.shipping import evaluate_policy_file
 
-    metrics = offline.evaluate_checkpoint(cfg, checkpoint, out)
+    layout = RunLayout(cfg.run_dir)
+    if policy_file is not None:
+        metrics, written = evaluate_policy_file(cfg, policy_file, out), out or layout.policy_eval_metrics
+    else:
+        metrics, written = offline.evaluate_checkpoint(cfg, checkpoint, out), out or layout.eval_metrics
     for key in sorted(metrics):
         click.echo(f"{key:<20} {metrics[key]:.6g}")
-    click.echo(f"metrics → {out or RunLayout(cfg.run_dir).eval_metrics}")
+    click.echo(f"metrics → {written}")
+
+
+@cli.command()
+@run_argument
+@set_option
+@click.option("--checkpoint", default=None, metavar="N|FILE",
+              help="Iteration N (checkpoints/ckpt-N.pt) or a checkpoint file (default: the run's latest).")
+@click.option("--format", "fmt", type=click.Choice(["onnx", "torchscript"]), default="onnx",
+              show_default=True, help="onnx (onnxruntime) or torchscript (libtorch: torch::jit::load).")
+@_out_option("<run_dir>/export")
+@user_errors
+def export(params: Path, overrides: tuple[str, ...], checkpoint: str | None, fmt: str,
+           out: Path | None) -> None:
+    """Export the deterministic actor (normalizer, action clipping, argmax inside), verified.
+
+    Writes policy.onnx (or policy.pt) and a metadata JSON beside it after running the file on stored
+    observations; if any action differs from the checkpoint's by more than 1e-5: exit 3, no file.
+    """
+    cfg = load_config(params, overrides)
+    from rlpipe.offline.shipping import ExportMismatch, export_run
+
+    ref = int(checkpoint) if checkpoint is not None and checkpoint.isdigit() else checkpoint
+    try:
+        result = export_run(cfg, Path(ref) if isinstance(ref, str) else ref, fmt, out)
+    except ExportMismatch as exc:
+        click.echo(f"Error: {exc}".splitlines()[0], err=True)
+        sys.exit(3)
+    click.echo(f"verified on {result.observations} observations ({result.source}): "
+               f"max |Δaction| = {result.max_abs_diff:.3g}")
+    click.echo(f"policy → {result.path}, metadata → {result.metadata_path}")
 
 
 @cli.command()
