@@ -30,6 +30,10 @@ key                   shape                 meaning
 
 Padding slots hold zeros (``False`` for flags). Envs auto-reset inside ``step``: after a done,
 ``obs[:, t+1]`` is the first observation of the next episode.
+
+Dict observations (an ``ObsSpec`` mapping keys to shapes): ``obs`` is a nested TensorDict
+``[N, T+1]`` with one ``[N, T+1, *shape]`` float32 entry per key (stored as one Zarr array per
+key, ``obs/<key>``); the policy selects and concatenates the keys it reads.
 """
 
 from __future__ import annotations
@@ -41,14 +45,22 @@ from tensordict import TensorDict
 
 __all__ = [
     "FLAG_KEYS",
+    "ObsSpec",
     "SCHEMA_VERSION",
     "TRANSITION_KEYS",
     "RolloutError",
     "allocate_rollout",
+    "obs_from_state",
+    "obs_state",
     "rollout_dims",
     "transition_view",
     "validate",
+    "write_obs",
+    "zeros_obs",
 ]
+
+ObsSpec = tuple[int, ...] | dict[str, tuple[int, ...]]
+"""Shape of one observation, or ``{key: shape}`` for dict observations."""
 
 SCHEMA_VERSION = 1
 """Bumped whenever a key, dtype or meaning above changes; stored with every rollout."""
@@ -63,10 +75,52 @@ class RolloutError(ValueError):
     """A rollout that breaks the schema; the message names the key and the first bad index."""
 
 
+def zeros_obs(
+    spec: Sequence[int] | dict[str, Sequence[int]], batch: Sequence[int], device: torch.device | str
+) -> torch.Tensor | TensorDict:
+    """Zero float32 observations ``[*batch, *shape]``, or a TensorDict ``batch`` of them per key."""
+    if isinstance(spec, dict):
+        fields = {k: torch.zeros(*batch, *s, dtype=torch.float32, device=device) for k, s in spec.items()}
+        return TensorDict(fields, batch_size=list(batch), device=device)
+    return torch.zeros(*batch, *spec, dtype=torch.float32, device=device)
+
+
+def write_obs(buffer: torch.Tensor | TensorDict, t: int, obs: torch.Tensor | TensorDict) -> None:
+    """``buffer[:, t] = obs`` for ``[N, T, ...]`` buffers; dict observations key by key.
+
+    A plain tensor copy per key costs a fraction of TensorDict's generic indexed assignment.
+    """
+    if isinstance(buffer, TensorDict):
+        for key, value in buffer.items():
+            value[:, t] = obs[key]
+    else:
+        buffer[:, t] = obs
+
+
+def obs_state(obs: torch.Tensor | TensorDict | None) -> torch.Tensor | dict[str, torch.Tensor] | None:
+    """A checkpointable copy of ``obs``: a tensor, or a plain ``{key: tensor}`` dict.
+
+    ``weights_only`` checkpoint loading refuses TensorDicts.
+    """
+    if isinstance(obs, TensorDict):
+        return {k: v.clone() for k, v in obs.items()}
+    return None if obs is None else obs.clone()
+
+
+def obs_from_state(
+    state: torch.Tensor | dict[str, torch.Tensor] | None, device: torch.device | str
+) -> torch.Tensor | TensorDict | None:
+    """Inverse of :func:`obs_state` on ``device``."""
+    if isinstance(state, dict):
+        batch = [next(iter(state.values())).shape[0]]
+        return TensorDict({k: v.to(device) for k, v in state.items()}, batch_size=batch, device=device)
+    return None if state is None else state.to(device)
+
+
 def allocate_rollout(
     num_envs: int,
     horizon: int,
-    obs_shape: Sequence[int],
+    obs_shape: Sequence[int] | dict[str, Sequence[int]],
     action_shape: Sequence[int],
     action_dtype: torch.dtype,
     device: torch.device | str,
@@ -75,11 +129,12 @@ def allocate_rollout(
     """Zero-filled rollout of ``batch_size=[num_envs, horizon + 1]`` on ``device``.
 
     ``extras`` maps additional policy keys to ``(feature_shape, dtype)`` (e.g. ``action_mean``).
+    ``obs_shape`` as ``{key: shape}`` makes ``obs`` a nested TensorDict (dict observations).
     """
     n, t1 = num_envs, horizon + 1
     float_kw = {"dtype": torch.float32, "device": device}
     fields = {
-        "obs": torch.zeros(n, t1, *obs_shape, **float_kw),
+        "obs": zeros_obs(obs_shape, (n, t1), device),
         "action": torch.zeros(n, t1, *action_shape, dtype=action_dtype, device=device),
         "sample_log_prob": torch.zeros(n, t1, **float_kw),
         "value": torch.zeros(n, t1, **float_kw),
@@ -134,6 +189,10 @@ def validate(rollout: TensorDict, iteration: int | None = None) -> None:
         if key not in rollout.keys():
             raise RolloutError(f"rollout{where}: missing key {key!r}")
         value = rollout.get(key)
+        if isinstance(value, TensorDict):  # dict observations: every entry must match
+            value = next(iter(value.values(include_nested=True, leaves_only=True)), torch.zeros(0))
+            if any(v.dtype not in dtypes for v in rollout.get(key).values(True, True)):
+                value = torch.zeros(0, dtype=torch.float64)
         if value.dtype not in dtypes:
             allowed = " or ".join(str(d).removeprefix("torch.") for d in dtypes)
             raise RolloutError(f"rollout{where}: key {key!r} has dtype "

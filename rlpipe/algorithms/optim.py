@@ -12,7 +12,7 @@ from rlpipe.config import ConfigError
 
 __all__ = [
     "AMP_DTYPES", "OPTIMIZERS", "build_optimizer", "check_amp_device", "native_bf16", "optimizer_kwarg_names",
-    "resolve_amp", "unknown_optimizer_kwargs",
+    "resolve_amp",
 ]
 
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
@@ -29,12 +29,6 @@ def optimizer_kwarg_names(name: str) -> tuple[str, ...]:
     """Keyword arguments optimizer ``name`` accepts besides ``params`` and ``lr``."""
     signature = inspect.signature(OPTIMIZERS[name].__init__)
     return tuple(p for p in signature.parameters if p not in ("self", *RESERVED))
-
-
-def unknown_optimizer_kwargs(name: str, kwargs: Iterable[str]) -> list[str]:
-    """Keys of ``kwargs`` that optimizer ``name`` does not take (``lr`` included)."""
-    accepted = optimizer_kwarg_names(name)
-    return [key for key in kwargs if key not in accepted]
 
 
 def build_optimizer(

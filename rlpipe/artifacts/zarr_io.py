@@ -219,7 +219,7 @@ def read_rollout(
     """
     path = Path(path)
     attrs, arrays = sync(_read_store(path))
-    n, t1 = arrays["obs"][1].shape[:2]
+    n, t1 = arrays["value"][1].shape[:2]
     rollout = TensorDict({}, batch_size=[n, t1], names=list(DIM_NAMES))
     for name, (_, data) in arrays.items():
         rollout.set(tuple(name.split("/")), torch.from_numpy(data))
@@ -255,10 +255,11 @@ async def _open_store(path: Path) -> tuple[dict[str, Any], dict[str, AsyncArray]
         raise StoreError(f"{path}: rollout schema version {version}, this rlpipe reads version "
                          f"{SCHEMA_VERSION}")
     arrays = {name: node for name, node in sorted(members) if isinstance(node, AsyncArray)}
-    missing = [key for key in REQUIRED_KEYS if key not in arrays]
+    missing = [key for key in REQUIRED_KEYS
+               if key not in arrays and not any(name.startswith(f"{key}/") for name in arrays)]
     if missing:
         raise StoreError(f"{path}: not an rlpipe rollout store (no {missing[0]!r} array)")
-    batch = arrays["obs"].shape[:2]
+    batch = arrays["value"].shape[:2]
     for name, arr in arrays.items():
         if arr.shape[:2] != batch:
             raise StoreError(f"{path}/{name}: shape {list(arr.shape)} does not start with the "

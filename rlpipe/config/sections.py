@@ -197,7 +197,11 @@ class EnvCfg(StrictModel):
     """Which env to build and the keyword arguments its constructor takes."""
 
     id: str = "CartPole"
-    """A registered torch env (``CartPole``, ``Pendulum``) or any gymnasium id (``CartPole-v1``)."""
+    """A registered torch env (``CartPole``, ``Pendulum``), an envpool id (``HalfCheetah-v5``,
+    ``CheetahRun-v1``, ``PandaPickCube-v1``), a gymnasium id (``CartPole-v1``), an ``rlpipe.envs``
+    entry point, or ``package.module:ClassOrFactory`` (``rlpipe envs`` lists them)."""
+    backend: Literal["auto", "torch", "envpool", "gymnasium"] = "auto"
+    """Who simulates ``id``: ``auto`` tries the torch registry, then envpool, then gymnasium."""
     cfg: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments of the env's constructor (unknown ones are errors)."""
 
@@ -211,6 +215,9 @@ class NetworkBlock(StrictModel):
         default_factory=lambda: {"hidden_sizes": [64, 64], "activation": "tanh"}
     )
     """Arguments of the network builder (``hidden_sizes``, ``activation``)."""
+    obs_keys: list[str] | None = None
+    """Dict observations: the keys this network reads, concatenated in this order (``null``: every
+    key, sorted); e.g. actor ``[state]``, critic ``[state, privileged_state]``."""
 
 
 class RecurrentCfg(StrictModel):
@@ -299,6 +306,12 @@ class EvalCfg(StrictModel):
     """Act with the policy's mode (``true``) or sample from it (``false``)."""
     seed: int | None = None
     """Seed of the eval envs; ``null``: derived from ``trainer.seed`` (a stream disjoint from training)."""
+    video: bool = False
+    """Record the eval episodes of the first ``video_envs`` eval envs to
+    ``<run_dir>/eval/video-iter-NNNNNN.mp4`` (MLflow artifacts under ``eval/``) — at every online
+    eval of ``rlpipe run`` and in ``rlpipe eval``. Needs an env that renders (MuJoCo: ``MUJOCO_GL``)."""
+    video_envs: int = Field(2, ge=1)
+    """Eval envs filmed (tiled side by side in one video)."""
 
 
 class ReplayCfg(StrictModel):

@@ -1,13 +1,17 @@
 """Env registry: ``@register_env("Name")`` adds a torch env, ``build_env`` builds ``env.id``.
 
-``build_env(id, num_envs, device, cfg)`` looks ``id`` up among the registered torch envs first,
-then in gymnasium's registry (wrapped by :class:`~rlpipe.envs.gym_adapter.GymnasiumEnv`). Every
-user mistake becomes a one-line :class:`~rlpipe.config.ConfigError` naming the key path
-(``env.id`` or ``env.cfg.<key>``) and what is accepted.
+``build_env(id, num_envs, device, cfg, backend)`` resolves ``id`` in this order (``backend:
+auto``; another backend looks in its own place only): ``module:attr`` plugins
+(:mod:`rlpipe.envs.plugins`), the registered torch envs, the ``rlpipe.envs`` entry points,
+envpool's ids (:class:`~rlpipe.envs.envpool_env.EnvpoolEnv`), gymnasium's registry
+(:class:`~rlpipe.envs.gym_adapter.GymnasiumEnv`). Every user mistake becomes a one-line
+:class:`~rlpipe.config.ConfigError` naming the key path (``env.id`` or ``env.cfg.<key>``) and what
+is accepted.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -17,9 +21,14 @@ import torch
 
 from rlpipe.config import ConfigError
 from rlpipe.envs.base import BatchedEnv
+from rlpipe.envs.builtin import BUILTIN_ENVS
 from rlpipe.envs.gym_adapter import GymnasiumEnv
+from rlpipe.envs.plugins import build_plugin_env, entry_point_ids, is_plugin_id
+from rlpipe.envs.rendering import RenderUnavailable, gl_errors, gl_unavailable
 
-__all__ = ["build_env", "register_env", "registered_env_ids"]
+__all__ = ["BACKENDS", "build_env", "build_eval_env", "register_env", "registered_env_ids"]
+
+BACKENDS = ("auto", "torch", "envpool", "gymnasium")
 
 EnvT = TypeVar("EnvT", bound=type[BatchedEnv])
 
@@ -46,8 +55,15 @@ def register_env(name: str, *, override: bool = False) -> Callable[[EnvT], EnvT]
     return decorate
 
 
+def _import_builtins() -> None:
+    """Register rlpipe's own torch envs (importing their modules runs ``@register_env``)."""
+    for module in BUILTIN_ENVS.values():
+        importlib.import_module(module)
+
+
 def registered_env_ids() -> list[str]:
     """Names of the registered torch envs, sorted."""
+    _import_builtins()
     return sorted(_REGISTRY)
 
 
@@ -56,28 +72,95 @@ def build_env(
     num_envs: int,
     device: torch.device | str,
     cfg: dict[str, Any] | None = None,
+    backend: str = "auto",
+    render: bool = False,
 ) -> BatchedEnv:
     """Build ``num_envs`` envs of ``env_id`` on ``device`` with constructor arguments ``cfg``.
 
-    A registered torch env gets ``cls(num_envs=..., device=..., **cfg)``; any other id known to
-    gymnasium gets ``GymnasiumEnv(env_id, num_envs, device, **cfg)`` (``cfg`` then holds
-    ``vectorization_mode`` and ``gymnasium.make`` kwargs). Raises ConfigError on an unknown id,
-    an unknown argument or an invalid value.
+    A registered torch env gets ``cls(num_envs=..., device=..., **cfg)``; an envpool id gets
+    ``EnvpoolEnv(env_id, num_envs, device, **cfg)`` (``mode``, ``num_threads``, ``resume``,
+    ``success_key`` and envpool's own config keys such as ``max_episode_steps``); any other id
+    known to gymnasium gets ``GymnasiumEnv(env_id, num_envs, device, **cfg)`` (``cfg`` then holds
+    ``vectorization_mode`` and ``gymnasium.make`` kwargs). Raises ConfigError on an unknown id or
+    backend, an unknown argument or an invalid value. ``render=True`` (eval videos) makes a
+    gymnasium env with ``render_mode="rgb_array"`` (unless ``cfg`` sets one), vectorized in-process
+    (``sync``); torch envs draw themselves, envpool envs cannot.
     """
     cfg = dict(cfg or {})
-    if env_id in _REGISTRY:
+    if backend not in BACKENDS:
+        raise ConfigError(f"env.backend: got {backend!r}; accepted: {', '.join(BACKENDS)}")
+    _import_builtins()
+    if is_plugin_id(env_id):
+        return build_plugin_env(env_id, num_envs, device, cfg,
+                                lambda gym_id: _gymnasium(gym_id, num_envs, device, cfg))
+    if backend in ("auto", "torch") and env_id in _REGISTRY:
         cls = _REGISTRY[env_id]
         _check_arguments(env_id, cls, cfg)
         return _construct(lambda: cls(num_envs=num_envs, device=device, **cfg), cfg)
-    if env_id in gymnasium.envs.registry:
-        _check_arguments(env_id, GymnasiumEnv, cfg)
-        make = lambda: GymnasiumEnv(env_id, num_envs, device, **cfg)
+    if backend == "auto" and env_id in entry_point_ids():
+        return build_env(entry_point_ids()[env_id], num_envs, device, cfg)
+    if backend in ("auto", "envpool") and _envpool_knows(env_id, required=backend == "envpool"):
+        return _envpool(env_id, num_envs, device, cfg)
+    if backend in ("auto", "gymnasium") and env_id in gymnasium.envs.registry:
+        return _gymnasium(env_id, num_envs, device, cfg, render)
+    raise ConfigError(_unknown(env_id, backend))
+
+
+def _unknown(env_id: str, backend: str) -> str:
+    where = {
+        "torch": f"a registered torch env ({', '.join(registered_env_ids())})",
+        "envpool": "an envpool id such as HalfCheetah-v5 (rlpipe envs --backend envpool)",
+        "gymnasium": "a gymnasium id such as CartPole-v1",
+    }
+    accepted = [where[backend]] if backend != "auto" else [*where.values(), "package.module:Factory"]
+    return f"env.id: unknown env {env_id!r} for backend {backend}; accepted: {'; '.join(accepted)}"
+
+
+def _envpool_knows(env_id: str, required: bool) -> bool:
+    """True when envpool is installed and makes ``env_id``.
+
+    ``required`` turns a missing envpool into a ConfigError.
+    """
+    try:
+        from rlpipe.envs.envpool_env import envpool_ids
+        return env_id in envpool_ids()
+    except ImportError as exc:
+        if required:
+            raise ConfigError(f"env.backend: envpool is not importable ({exc})") from None
+        return False
+
+
+def _envpool(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any]) -> BatchedEnv:
+    from rlpipe.envs.envpool_env import EnvpoolEnv
+
+    _check_arguments(env_id, EnvpoolEnv, cfg)
+    make = lambda: EnvpoolEnv(env_id, num_envs, device, **cfg)
+    return _construct(make, cfg, make_kwargs_of=f"envpool:{env_id}")
+
+
+def _gymnasium(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any],
+               render: bool = False) -> BatchedEnv:
+    _check_arguments(env_id, GymnasiumEnv, cfg)
+    if render:  # sync: each sub-env draws in this process, only when asked to
+        cfg = {**cfg, "render_mode": cfg.get("render_mode", "rgb_array"), "vectorization_mode": "sync"}
+    make = lambda: GymnasiumEnv(env_id, num_envs, device, **cfg)
+    if not render:
         return _construct(make, cfg, make_kwargs_of=env_id)
-    accepted = ", ".join(registered_env_ids())
-    raise ConfigError(
-        f"env.id: unknown env {env_id!r}; accepted: {accepted}, "
-        "or a gymnasium id such as CartPole-v1"
-    )
+    try:  # a renderer that needs OpenGL may fail while the env is made
+        return _construct(make, cfg, make_kwargs_of=env_id)
+    except gl_errors() as exc:
+        raise gl_unavailable(f"making {env_id} with render_mode='rgb_array'", exc) from None
+
+
+def build_eval_env(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any] | None,
+                   video: bool, backend: str = "auto") -> tuple[BatchedEnv, RenderUnavailable | None]:
+    """The eval env: with ``video``, one built to draw; when that fails, a plain one and the reason."""
+    if video:
+        try:
+            return build_env(env_id, num_envs, device, cfg, backend, render=True), None
+        except RenderUnavailable as exc:
+            return build_env(env_id, num_envs, device, cfg, backend), exc
+    return build_env(env_id, num_envs, device, cfg, backend), None
 
 
 def _check_arguments(env_id: str, cls: type[BatchedEnv], cfg: dict[str, Any]) -> None:
@@ -119,9 +202,9 @@ def _construct(
     except TypeError as exc:
         if make_kwargs_of is None:
             raise
-        raise ConfigError(
-            f"env.cfg: {_first_line(exc)} (kwargs of gymnasium.make({make_kwargs_of!r}))"
-        ) from None
+        maker = (f"envpool.make({make_kwargs_of.removeprefix('envpool:')!r})"
+                 if make_kwargs_of.startswith("envpool:") else f"gymnasium.make({make_kwargs_of!r})")
+        raise ConfigError(f"env.cfg: {_first_line(exc)} (kwargs of {maker})") from None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -31,7 +31,7 @@ def describe_rollout(path: Path) -> dict[str, Any]:
     """
     path = Path(path)
     attrs, arrays = read_arrays(path)
-    n, t1 = arrays["obs"][1].shape[:2]
+    n, t1 = arrays["value"][1].shape[:2]
     keys = {name: _describe_array(path, name, arr, data) for name, (arr, data) in arrays.items()}
     valid = {key: arrays[key][1][:, :-1] for key in ("done", "terminated", "truncated", "reward")}
     return {

@@ -26,7 +26,7 @@ class MLPActorPolicy(Policy):
 
     def distribution(self, obs: torch.Tensor) -> Distribution:
         """π(·|obs)."""
-        return self.head.distribution(self.actor(self.normalize_obs(obs)))
+        return self.head.distribution(self.actor(self.actor_obs(obs)))
 
     def deterministic_action(self, dist: Distribution) -> torch.Tensor:
         """Argmax or mean."""
@@ -46,7 +46,7 @@ class ActorCritic(MLPActorPolicy):
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """V(obs) ``[B]``."""
-        return self.critic(self.normalize_obs(obs)).squeeze(-1)
+        return self.critic(self.critic_obs(obs)).squeeze(-1)
 
 
 @register_policy("actor_only")

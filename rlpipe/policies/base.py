@@ -21,6 +21,7 @@ from tensordict import TensorDict
 from torch import nn
 
 from rlpipe.policies.normalizer import ObsNormalizer
+from rlpipe.policies.obs_keys import select_obs
 
 __all__ = ["Policy"]
 
@@ -36,6 +37,10 @@ class Policy(nn.Module, ABC):
     ``sample_step``/``evaluate_sequence`` instead of ``sample``/``evaluate``."""
     obs_normalizer: ObsNormalizer | None
     """Running observation normalization (``policy.obs_normalization``); ``None``: off."""
+    actor_obs_keys: tuple[str, ...] | None = None
+    """Dict observations: keys the actor reads, concatenated in order (``None``: flat obs)."""
+    critic_obs_keys: tuple[str, ...] | None = None
+    """Dict observations: keys the critic reads (asymmetric actor-critic)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -44,6 +49,14 @@ class Policy(nn.Module, ABC):
     def normalize_obs(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs`` ``[B, *obs]`` through the frozen normalizer statistics (identity when off)."""
         return obs if self.obs_normalizer is None else self.obs_normalizer(obs)
+
+    def actor_obs(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
+        """Normalized actor input ``[B, actor_dim]`` (dict observations: ``actor_obs_keys``)."""
+        return select_obs(self.normalize_obs(obs), self.actor_obs_keys)
+
+    def critic_obs(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
+        """Normalized critic input ``[B, critic_dim]`` (dict observations: ``critic_obs_keys``)."""
+        return select_obs(self.normalize_obs(obs), self.critic_obs_keys)
 
     def update_normalization(self, obs: torch.Tensor) -> None:
         """Merge ``obs`` ``[..., *obs]`` into the normalizer statistics; a no-op when off."""

@@ -97,7 +97,7 @@ class RecurrentActorCritic(Policy):
         return torch.zeros(batch, self.state_size, device=self.device)
 
     def _features(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.core(self.normalize_obs(obs).flatten(1), state)
+        return self.core(self.actor_obs(obs).flatten(1), state)
 
     def sample_step(
         self, obs: torch.Tensor, state: torch.Tensor, deterministic: bool = False
@@ -137,7 +137,7 @@ class RecurrentActorCritic(Policy):
 
     def distribution(self, obs: torch.Tensor) -> Distribution:
         """π(·|obs) from a zero state (each observation as the first of an episode)."""
-        features, _ = self._features(obs, self.initial_state(obs.shape[0]).to(obs.dtype))
+        features, _ = self._features(obs, self.initial_state(obs.shape[0]).to(_dtype(obs)))
         return self.head.distribution(self.actor(features))
 
     def deterministic_action(self, dist: Distribution) -> torch.Tensor:
@@ -146,4 +146,9 @@ class RecurrentActorCritic(Policy):
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """V(obs) ``[B]`` from a zero state."""
-        return self.step_value(obs, self.initial_state(obs.shape[0]).to(obs.dtype))
+        return self.step_value(obs, self.initial_state(obs.shape[0]).to(_dtype(obs)))
+
+
+def _dtype(obs: torch.Tensor | Any) -> torch.dtype:
+    """The float dtype of ``obs`` (dict observations are float32)."""
+    return obs.dtype if isinstance(obs, torch.Tensor) else torch.float32

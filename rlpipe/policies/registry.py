@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -45,10 +44,13 @@ def build_policy(
 ) -> nn.Module:
     """Build ``policy_block.name`` for these spaces; networks come from the block unless given.
 
-    Observations are flattened: ``obs_dim = prod(obs_space.shape)``.
+    Observations are flattened: ``obs_dim = prod(obs_space.shape)``. For a Dict space each
+    network reads the concatenation of its ``obs_keys`` (default: every key); the recurrent core
+    is shared, so its actor and critic must read the same keys.
     """
     from rlpipe.policies.heads import build_action_head
     from rlpipe.policies.mlp import build_mlp_from_cfg
+    from rlpipe.policies.obs_keys import resolve_obs_keys
 
     cfg = policy_block if isinstance(policy_block, PolicyCfg) else PolicyCfg.from_dict(
         policy_block, "policy"
@@ -62,27 +64,50 @@ def build_policy(
         raise ConfigError(
             f"policy.action_dim: {cfg.action_dim} does not match the env's action dim {head.out_dim}"
         )
-    obs_dim = math.prod(obs_space.shape)
+    actor_keys, obs_dim = resolve_obs_keys(obs_space, cfg.actor.obs_keys, "policy.actor.obs_keys")
+    critic_block = cfg.critic or cfg.actor
+    critic_keys, critic_dim = resolve_obs_keys(obs_space, critic_block.obs_keys, "policy.critic.obs_keys")
     from_cfg = getattr(_POLICIES[cfg.name], "from_cfg", None)
     if from_cfg is not None:  # policies with their own layout (recurrent) build their networks
-        return _with_normalizer(from_cfg(cfg, obs_dim, head, device), cfg, obs_space)
-    actor = actor or build_mlp_from_cfg(cfg.actor.to_dict(), obs_dim, head.out_dim, "policy.actor")
+        if critic_keys != actor_keys:
+            raise ConfigError(f"policy.critic.obs_keys: {cfg.name!r} shares one core between actor "
+                              "and critic; give both the same obs_keys")
+        policy = from_cfg(cfg, obs_dim, head, device)
+        return _with_normalizer(_with_keys(policy, actor_keys, critic_keys), cfg, obs_space)
+    actor = actor or build_mlp_from_cfg(_network_cfg(cfg.actor), obs_dim, head.out_dim, "policy.actor")
     cls = _POLICIES[cfg.name]
     if getattr(cls, "has_critic", True):
         if critic is None:
             if cfg.critic is None:
                 raise ConfigError(f"policy.critic: required by {cfg.name!r}")
-            critic = build_mlp_from_cfg(cfg.critic.to_dict(), obs_dim, 1, "policy.critic")
+            critic = build_mlp_from_cfg(_network_cfg(cfg.critic), critic_dim, 1, "policy.critic")
         policy = cls(actor=actor, critic=critic, head=head, device=device)
     else:
         policy = cls(actor=actor, head=head, device=device)
-    return _with_normalizer(policy, cfg, obs_space)
+    return _with_normalizer(_with_keys(policy, actor_keys, critic_keys), cfg, obs_space)
 
 
-def _with_normalizer(policy: nn.Module, cfg: PolicyCfg, obs_space: gym.spaces.Box) -> nn.Module:
+def _network_cfg(block: Any) -> dict[str, Any]:
+    """A network block without ``obs_keys`` (the MLP builder does not take it)."""
+    data = block.to_dict()
+    data.pop("obs_keys", None)
+    return data
+
+
+def _with_keys(policy: nn.Module, actor_keys: tuple[str, ...] | None,
+               critic_keys: tuple[str, ...] | None) -> nn.Module:
+    policy.actor_obs_keys, policy.critic_obs_keys = actor_keys, critic_keys
+    return policy
+
+
+def _with_normalizer(policy: nn.Module, cfg: PolicyCfg, obs_space: gym.Space) -> nn.Module:
     """Attach an ``ObsNormalizer`` (a submodule, so its buffers join the state_dict) when enabled."""
     from rlpipe.policies.normalizer import ObsNormalizer
+    from rlpipe.policies.obs_keys import DictObsNormalizer
 
     if cfg.obs_normalization:
-        policy.obs_normalizer = ObsNormalizer(obs_space.shape).to(next(policy.parameters()).device)
+        device = next(policy.parameters()).device
+        norm = (DictObsNormalizer(obs_space) if isinstance(obs_space, gym.spaces.Dict)
+                else ObsNormalizer(obs_space.shape))
+        policy.obs_normalizer = norm.to(device)
     return policy

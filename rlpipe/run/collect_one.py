@@ -41,6 +41,7 @@ def collect_rollout(cfg: RunConfig, checkpoint: Path | None, out: Path) -> Path:
         "iteration": iteration, "env_steps": int(state.get("env_steps", 0)) + exp.steps_per_iteration,
         "env_id": cfg.env.id, "seed": cfg.trainer.seed, "params_hash": params_hash(cfg),
         "training_hash": training_hash(cfg), "checkpoint": path.name, "spaces": exp.spaces(),
+        **exp.env_attrs(),
     }
     write_rollout(target, rollout, attrs, cfg.store.codec, cfg.store.chunk_envs)
     return target

@@ -10,9 +10,10 @@ import torch
 from rlpipe.allocator import tune_malloc
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.store import RolloutStore
+from rlpipe.artifacts.video import recorder_for
 from rlpipe.config import RunConfig, params_hash, training_hash, training_params
-from rlpipe.distributed import DistContext, broadcast_parameters, init_distributed
-from rlpipe.envs import BatchedEnv, build_env, space_to_dict
+from rlpipe.distributed import DistContext, init_distributed
+from rlpipe.envs import BatchedEnv, build_env, build_eval_env, space_to_dict
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
 from rlpipe.learner import Learner
 from rlpipe.run import roles
@@ -73,6 +74,19 @@ class Experiment:
         return {"observation": space_to_dict(self.env.observation_space),
                 "action": space_to_dict(self.env.action_space)}
 
+    def env_attrs(self) -> dict[str, Any]:
+        """Rollout attributes: the env's backend, time-out bootstrap and observation keys.
+
+        ``bootstrap`` is ``approximate`` for rsl_rl-style envs; ``actor_obs_keys`` /
+        ``critic_obs_keys`` are the dict-observation keys each network reads (``None``: flat obs).
+        """
+        keys = {name: getattr(self.policy, name, None) for name in ("actor_obs_keys", "critic_obs_keys")}
+        return {
+            "env_backend": type(self.env).__name__,
+            "bootstrap": getattr(self.env, "bootstrap", "exact"),
+            **{name: None if value is None else list(value) for name, value in keys.items()},
+        }
+
     def state_dict(self) -> dict[str, Any]:
         """Everything a bit-exact resume needs (weights_only-safe)."""
         return {
@@ -121,10 +135,10 @@ def build(cfg: RunConfig, store: bool = True, evaluate: bool = True, env: Batche
         torch.set_num_threads(trainer.num_threads)
     seed_everything(trainer.seed + ctx.rank)
     live = env is not None
-    env = env if live else build_env(cfg.env.id, trainer.num_envs, ctx.device, cfg.env.cfg)
+    env = env if live else build_env(cfg.env.id, trainer.num_envs, ctx.device, cfg.env.cfg,
+                                     cfg.env.backend)
     learner = Learner.from_config(cfg, env.observation_space, env.action_space, ctx.device,
                                   env.max_episode_steps)
-    broadcast_parameters(learner.policy)
     algo_cfg = learner.algorithm.cfg
     collect = Collector(env, learner.policy, trainer.buffer_size, trainer.seed + ctx.rank,
                         reset_every_rollout=bool(getattr(algo_cfg, "reset_every_rollout", False)),
@@ -145,7 +159,9 @@ def build(cfg: RunConfig, store: bool = True, evaluate: bool = True, env: Batche
 
 
 def _evaluator(cfg: RunConfig, learner: Learner, eval_env: BatchedEnv | None) -> Evaluator:
+    problem = None
     if eval_env is None:
-        eval_env = build_env(cfg.env.id, cfg.trainer.num_eval_envs, learner.device, cfg.env.cfg)
+        eval_env, problem = build_eval_env(cfg.env.id, cfg.trainer.num_eval_envs, learner.device,
+                                           cfg.env.cfg, cfg.eval.video, cfg.env.backend)
     return Evaluator(eval_env, learner.policy, cfg.trainer.num_eval_episodes,
-                     seed=cfg.trainer.seed + EVAL_SEED_OFFSET)
+                     seed=cfg.trainer.seed + EVAL_SEED_OFFSET, video=recorder_for(cfg.eval, problem))

@@ -154,7 +154,7 @@ def test_seeds_reproduce_and_differ() -> None:
 def rollout(env: CartPole, actions: torch.Tensor) -> list[torch.Tensor]:
     out = []
     for action in actions:
-        out.extend(env.step(action))
+        out.extend(env.step(action)[:5])  # the tensors; info is a mapping
     return out
 
 

@@ -132,11 +132,11 @@ def test_state_dict_round_trip_continues_bit_for_bit() -> None:
         env.step(action)
     buffer = io.BytesIO()
     torch.save(env.state_dict(), buffer)
-    expected = [tensor for action in actions[10:] for tensor in env.step(action)]
+    expected = [tensor for action in actions[10:] for tensor in env.step(action)[:5]]
     buffer.seek(0)
     resumed = Pendulum(16, "cpu", max_episode_steps=7)
     resumed.load_state_dict(torch.load(buffer, weights_only=True))
-    got = [tensor for action in actions[10:] for tensor in resumed.step(action)]
+    got = [tensor for action in actions[10:] for tensor in resumed.step(action)[:5]]
     assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
 
 

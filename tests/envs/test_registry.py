@@ -18,9 +18,9 @@ def clean_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def config_error(env_id: str, cfg: dict | None = None) -> str:
+def config_error(env_id: str, cfg: dict | None = None, backend: str = "auto") -> str:
     with pytest.raises(ConfigError) as info:
-        build_env(env_id, 2, "cpu", cfg)
+        build_env(env_id, 2, "cpu", cfg, backend)
     message = str(info.value)
     assert "\n" not in message
     return message
@@ -40,16 +40,17 @@ def test_registered_id_builds_the_torch_env_with_cfg() -> None:
 
 
 def test_gymnasium_id_builds_the_adapter() -> None:
-    env = build_env("CartPole-v1", 2, "cpu")
+    env = build_env("CartPole-v1", 2, "cpu", backend="gymnasium")
     assert isinstance(env, GymnasiumEnv) and env.num_envs == 2
-    limited = build_env("Pendulum-v1", 2, "cpu", {"max_episode_steps": 9})
+    limited = build_env("Pendulum-v1", 2, "cpu", {"max_episode_steps": 9}, "gymnasium")
     assert isinstance(limited, GymnasiumEnv) and limited.max_episode_steps == 9
 
 
 def test_unknown_id_is_one_line_listing_what_is_accepted() -> None:
     assert config_error("CartPol") == (
-        "env.id: unknown env 'CartPol'; accepted: CartPole, Pendulum, RepeatFirst, "
-        "or a gymnasium id such as CartPole-v1"
+        "env.id: unknown env 'CartPol' for backend auto; accepted: a registered torch env "
+        "(CartPole, Pendulum, RepeatFirst); an envpool id such as HalfCheetah-v5 "
+        "(rlpipe envs --backend envpool); a gymnasium id such as CartPole-v1; package.module:Factory"
     )
 
 
@@ -67,6 +68,7 @@ def test_arguments_set_elsewhere_are_refused() -> None:
     assert config_error("CartPole", {"num_envs": 4}) == (
         "env.cfg.num_envs: set by trainer.num_envs, not env.cfg"
     )
+    assert config_error("CartPole-v1", {"device": "cpu"}, "gymnasium").startswith("env.cfg.device")
     assert config_error("CartPole-v1", {"device": "cpu"}).startswith("env.cfg.device")
 
 
@@ -77,13 +79,13 @@ def test_invalid_value_names_the_key_and_the_accepted_values() -> None:
     assert config_error("Pendulum", {"max_episode_steps": -1}).startswith(
         "env.cfg.max_episode_steps: got -1"
     )
-    assert config_error("CartPole-v1", {"vectorization_mode": "gpu"}).startswith(
+    assert config_error("CartPole-v1", {"vectorization_mode": "gpu"}, "gymnasium").startswith(
         "env.cfg.vectorization_mode: got 'gpu'; accepted: sync, async"
     )
 
 
 def test_bad_gymnasium_make_kwarg_is_a_config_error() -> None:
-    message = config_error("CartPole-v1", {"pole_length": 2.0})
+    message = config_error("CartPole-v1", {"pole_length": 2.0}, "gymnasium")
     assert message.startswith("env.cfg: ") and "pole_length" in message
 
 

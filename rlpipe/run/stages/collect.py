@@ -11,8 +11,9 @@ from tensordict import TensorDict
 from rlpipe.algorithms.sequences import RECURRENT_STATE
 from rlpipe.envs import BatchedEnv
 from rlpipe.policies import Policy
-from rlpipe.rollout import allocate_rollout
+from rlpipe.rollout import allocate_rollout, obs_from_state, obs_state, write_obs, zeros_obs
 from rlpipe.run.stages.base import Stage
+from rlpipe.run.stages.episode_info import SuccessTracker, act_and_step
 
 __all__ = ["Collector"]
 
@@ -55,11 +56,12 @@ class Collector(Stage):
         """Rollouts collected so far (``horizons_per_env_reset`` counts them)."""
         n, dev = env.num_envs, env.device
         self.recurrent = bool(getattr(policy, "is_recurrent", False))
-        self.rollout = allocate_rollout(n, horizon, env.obs_shape, env.action_shape,
+        self.rollout = allocate_rollout(n, horizon, env.obs_spec, env.action_shape,
                                         env.action_dtype, dev, self._extras())
         if self.recurrent:
             self._init_recurrent(seq_len, seqs_per_state_reset)
-        self._final_obs = torch.zeros(n, horizon, *env.obs_shape, device=dev)
+        self._final_obs = zeros_obs(env.obs_spec, (n, horizon), dev)
+        self.success = SuccessTracker(n, horizon, dev, EPISODE_WINDOW)
         self._episode_return_at = torch.zeros(n, horizon, device=dev)
         self._episode_length_at = torch.zeros(n, horizon, dtype=torch.int64, device=dev)
         self.episode_return = torch.zeros(n, device=dev)
@@ -102,9 +104,8 @@ class Collector(Stage):
         rew_buf, term_buf, trunc_buf, done_buf = (ro["reward"], ro["terminated"], ro["truncated"],
                                                   ro["done"])
         for t in range(self.horizon):
-            obs_buf[:, t] = obs
-            action, log_prob = self.policy.sample(obs, self.deterministic)
-            step = self.env.step(action)
+            write_obs(obs_buf, t, obs)
+            action, log_prob, step = act_and_step(self.env, self.policy, obs, self.deterministic)
             act_buf[:, t] = action
             logp_buf[:, t] = log_prob
             rew_buf[:, t] = step.reward
@@ -112,8 +113,9 @@ class Collector(Stage):
             trunc_buf[:, t] = step.truncated
             done = step.terminated | step.truncated
             done_buf[:, t] = done
-            self._final_obs[:, t] = step.final_obs
+            write_obs(self._final_obs, t, step.final_obs)
             self._track_episodes(t, step.reward, done)
+            self.success.track(t, step.info, done)
             obs = step.obs
         obs_buf[:, self.horizon] = obs
         self.obs = obs
@@ -147,6 +149,7 @@ class Collector(Stage):
                 ro[key][:, t] = item
             self._final_obs[:, t], self._final_state[:, t] = step.final_obs, next_state
             self._track_episodes(t, step.reward, done)
+            self.success.track(t, step.info, done)
             state = next_state * (~done).unsqueeze(-1).to(next_state.dtype)
             obs = step.obs
         ro["obs"][:, self.horizon] = obs
@@ -192,12 +195,14 @@ class Collector(Stage):
         if self.recent_returns:
             stats["train/episode_return_mean"] = sum(self.recent_returns) / len(self.recent_returns)
             stats["train/episode_length_mean"] = sum(self.recent_lengths) / len(self.recent_lengths)
-        return stats
+        stats |= self.success.stats(finished)
+        pop_metrics = getattr(self.env, "pop_metrics", None)
+        return stats | (pop_metrics() if pop_metrics is not None else {})
 
     def state_dict(self) -> dict[str, Any]:
         """Carried observation, running episode accumulators, reset count, env state, episode window."""
         return {
-            "obs": None if self.obs is None else self.obs.clone(),
+            "obs": obs_state(self.obs),
             "episode_return": self.episode_return.clone(),
             "episode_length": self.episode_length.clone(),
             "num_resets": self.num_resets,
@@ -205,6 +210,7 @@ class Collector(Stage):
             "recent_returns": list(self.recent_returns),
             "recent_lengths": list(self.recent_lengths),
             "env": self.env.state_dict(),
+            "success": self.success.state_dict(),
             **({RECURRENT_STATE: self.recurrent_state.clone()} if self.recurrent else {}),
         }
 
@@ -214,7 +220,8 @@ class Collector(Stage):
         Exact for torch envs; the gymnasium adapter restarts its episodes on load (``GymnasiumEnv``).
         """
         dev = self.env.device
-        self.obs = None if state["obs"] is None else state["obs"].to(dev)
+        self.obs = obs_from_state(state["obs"], dev)
+        self.success.load_state_dict(state.get("success", {}))
         self.episode_return.copy_(state["episode_return"])
         self.episode_length.copy_(state["episode_length"])
         self.num_resets = int(state["num_resets"])
@@ -233,3 +240,4 @@ class Collector(Stage):
             self.obs = fresh.clone()
             self.episode_return.zero_()
             self.episode_length.zero_()
+            self.success.running.zero_()
