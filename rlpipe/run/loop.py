@@ -12,6 +12,7 @@ from typing import Any
 
 from tensordict import TensorDict
 
+from rlpipe.allocator import tune_malloc
 from rlpipe.artifacts.params import write_params
 from rlpipe.config import RunConfig, params_hash, training_hash
 from rlpipe.run import roles
@@ -19,6 +20,7 @@ from rlpipe.run.events import EventContext, Events
 from rlpipe.run.experiment import Experiment, build
 from rlpipe.run.resume import resume as continue_run
 from rlpipe.tracking import Tracker
+from rlpipe.tracking.banner import run_banner
 
 __all__ = ["OnlineRun", "crossed", "run", "run_iteration"]
 
@@ -85,6 +87,8 @@ class OnlineRun:
         if exp.dist.is_main:
             write_params(exp.layout, exp.cfg.to_dict())
         self.tracker = roles.open_run_tracker(exp.cfg, exp.layout, exp.dist, header)
+        if exp.dist.is_main:
+            print(run_banner(exp.cfg, exp.device, exp.algo.cfg, tune_malloc()), flush=True)
         self.mlflow_run_id = self.tracker.mlflow_run_id
         self._fire("run_start", env=exp.env)
 
