@@ -11,6 +11,7 @@ is accepted.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -20,6 +21,7 @@ import torch
 
 from rlpipe.config import ConfigError
 from rlpipe.envs.base import BatchedEnv
+from rlpipe.envs.builtin import BUILTIN_ENVS
 from rlpipe.envs.gym_adapter import GymnasiumEnv
 from rlpipe.envs.plugins import build_plugin_env, entry_point_ids, is_plugin_id
 from rlpipe.envs.rendering import RenderUnavailable, gl_errors, gl_unavailable
@@ -53,8 +55,15 @@ def register_env(name: str, *, override: bool = False) -> Callable[[EnvT], EnvT]
     return decorate
 
 
+def _import_builtins() -> None:
+    """Register rlpipe's own torch envs (importing their modules runs ``@register_env``)."""
+    for module in BUILTIN_ENVS.values():
+        importlib.import_module(module)
+
+
 def registered_env_ids() -> list[str]:
     """Names of the registered torch envs, sorted."""
+    _import_builtins()
     return sorted(_REGISTRY)
 
 
@@ -80,6 +89,7 @@ def build_env(
     cfg = dict(cfg or {})
     if backend not in BACKENDS:
         raise ConfigError(f"env.backend: got {backend!r}; accepted: {', '.join(BACKENDS)}")
+    _import_builtins()
     if is_plugin_id(env_id):
         return build_plugin_env(env_id, num_envs, device, cfg,
                                 lambda gym_id: _gymnasium(gym_id, num_envs, device, cfg))

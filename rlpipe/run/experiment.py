@@ -11,7 +11,7 @@ from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.store import RolloutStore
 from rlpipe.artifacts.video import recorder_for
 from rlpipe.config import RunConfig, params_hash, training_hash, training_params
-from rlpipe.distributed import DistContext, broadcast_parameters, init_distributed, tune_malloc
+from rlpipe.distributed import DistContext, init_distributed, tune_malloc
 from rlpipe.envs import BatchedEnv, build_env, build_eval_env, space_to_dict
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
 from rlpipe.learner import Learner
@@ -138,7 +138,6 @@ def build(cfg: RunConfig, store: bool = True, evaluate: bool = True, env: Batche
                                      cfg.env.backend)
     learner = Learner.from_config(cfg, env.observation_space, env.action_space, ctx.device,
                                   env.max_episode_steps)
-    broadcast_parameters(learner.policy)
     algo_cfg = learner.algorithm.cfg
     collect = Collector(env, learner.policy, trainer.buffer_size, trainer.seed + ctx.rank,
                         reset_every_rollout=bool(getattr(algo_cfg, "reset_every_rollout", False)),
