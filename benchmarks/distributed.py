@@ -33,7 +33,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from _bench import DEFAULT_PARAMS, NEVER, load_cfg, print_machine, write_json
 
-import rlpipe.algorithms.ppo as ppo_module
+import rlpipe.algorithms.update_loop as update_loop
 from rlpipe.distributed import average_gradients, shutdown
 from rlpipe.run import build, run_iteration
 
@@ -96,7 +96,7 @@ def worker(rank: int, procs: int, port: int, args: argparse.Namespace, out: Path
     os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(procs), "LOCAL_RANK": str(rank),
                        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
     hook = TimedHook()
-    ppo_module.average_gradients = hook
+    update_loop.average_gradients = hook
     with tempfile.TemporaryDirectory() as data_dir:
         exp = build(load_cfg(args.params, overrides(args, procs, data_dir)))
         exp.cfg.run_dir.mkdir(parents=True, exist_ok=True)

@@ -4,10 +4,14 @@
 ``import rlpipe`` (and the CLI's ``--help``) stays free of torch.
 """
 
+import time
 from typing import Any
 
-__all__ = ["Callback", "EventContext", "Trainer", "__version__"]
+__all__ = ["IMPORTED_AT", "Callback", "EventContext", "Trainer", "__version__"]
 from rlpipe.version import __version__
+
+IMPORTED_AT = time.perf_counter()
+"""``time.perf_counter()`` when rlpipe was first imported: the start of a run where ``/proc`` is absent."""
 
 
 def __getattr__(name: str) -> Any:

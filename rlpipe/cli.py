@@ -1,16 +1,27 @@
-"""The ``rlpipe`` command line: each command parses, loads config and calls the pipeline or a stage."""
+"""The ``rlpipe`` command line: each command parses, loads config and calls the pipeline or a stage.
+
+Start-up is kept instant: this module imports only click at the top; config (pydantic), torch,
+tensordict, zarr and mlflow are imported inside the command bodies, after the params were
+validated, so ``rlpipe --help``, ``rlpipe <command> --help`` and a params error never load them
+(tests/test_startup.py).
+"""
 
 from __future__ import annotations
 
 import functools
+import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from rlpipe import config as config_mod
+import rlpipe
+
+if TYPE_CHECKING:
+    from rlpipe.config import RunConfig
 
 __all__ = ["main"]
 
@@ -37,14 +48,28 @@ params_argument = click.argument("params", type=click.Path(path_type=Path))
 run_argument = click.argument("params", metavar="RUN_DIR|PARAMS", type=click.Path(path_type=Path))
 
 
-def load_config(target: Path, overrides: tuple[str, ...] | list[str]) -> config_mod.RunConfig:
-    """Params of a run directory (its ``params.yaml``, placed where the folder is now) or a params file."""
+def load_config(target: Path, overrides: tuple[str, ...] | list[str]) -> RunConfig:
+    """Params of a run directory (its ``params.yaml``, placed where the folder is now) or a params file.
+
+    Config is imported here, not at the top: ``--help`` and a params error never load torch.
+    """
     from rlpipe.artifacts.params import params_file
+    from rlpipe.config import load
 
     path, layout = params_file(target)
     where = [] if layout is None else [f"trainer.data_dir={layout.root.parent}",
                                         f"trainer.exp_name={layout.root.name}"]
-    return config_mod.load(path, (*where, *overrides))
+    return load(path, (*where, *overrides))
+
+
+def seconds_since_start() -> float:
+    """Wall seconds since this process started (Linux ``/proc``; elsewhere since rlpipe was imported)."""
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        started = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19]) / ticks
+        return float(Path("/proc/uptime").read_text().split()[0]) - started
+    except (OSError, ValueError, IndexError):
+        return time.perf_counter() - rlpipe.IMPORTED_AT
 set_option = click.option(
     "--set", "overrides", multiple=True, metavar="KEY=VALUE",
     help="Override a param, VALUE parsed as YAML (like `dvc exp run -S`); repeatable.",
@@ -67,20 +92,24 @@ def cli() -> None:
 @user_errors
 def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool, distributed: bool) -> None:
     """Train: collect → advantage → update [→ eval] [→ checkpoint] for trainer.iterations."""
-    from rlpipe.distributed import get_rank, shutdown
+    from rlpipe.config import load
+
+    cfg = load(params, (*overrides, *(["trainer.distributed=true"] if distributed else [])))
+    from rlpipe.distributed import get_rank, shutdown  # after the params are valid: torch
     from rlpipe.run import EventError
     from rlpipe.trainer import Trainer
 
-    cfg = config_mod.load(params, (*overrides, *(["trainer.distributed=true"] if distributed else [])))
     try:
         summary = Trainer(cfg, resume=resume, overwrite=overwrite).train()
     except EventError as exc:
         click.echo(f"Error: {exc}".splitlines()[0], err=True)
         sys.exit(1)
     if get_rank() == 0:  # the other ranks of a distributed run stay silent
+        stopped = f", stopped: {summary['stopped_by']}" if summary.get("stopped_by") else ""
         click.echo(
             f"done: {summary['iterations']} iterations, {summary['env_steps']} env steps in "
-            f"{summary['wall_s']:.1f}s → {cfg.run_dir / 'metrics.json'}"
+            f"{summary['wall_s']:.1f}s of training, {seconds_since_start():.1f}s since the command"
+            f"{stopped} → {cfg.run_dir / 'metrics.json'}"
         )
     shutdown()
 
@@ -146,10 +175,10 @@ def _parse_span(ctx: click.Context, param: click.Parameter, value: str | None) -
 @user_errors
 def collect(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, out: Path | None) -> None:
     """Collect one rollout with a checkpoint (default: the run's latest) → iter-NNNNNN.zarr."""
+    cfg = load_config(params, overrides)
     from rlpipe.artifacts.layout import RunLayout
     from rlpipe.run import collect_rollout
 
-    cfg = load_config(params, overrides)
     click.echo(f"rollout → {collect_rollout(cfg, checkpoint, out or RunLayout(cfg.run_dir).collected)}")
 
 
@@ -161,9 +190,9 @@ def collect(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, o
 @user_errors
 def advantage(params: Path, rollout: Path, overrides: tuple[str, ...], out: Path | None) -> None:
     """Compute a stored rollout's advantages/returns into a separate store (the rollout is not changed)."""
+    cfg = load_config(params, overrides)
     from rlpipe.offline import commands as offline
 
-    cfg = load_config(params, overrides)
     click.echo(f"advantages → {offline.compute_advantages(cfg, rollout, out)}")
 
 
@@ -180,10 +209,10 @@ def update(params: Path, rollout: Path | None, overrides: tuple[str, ...], check
 
     Without --checkpoint it starts from the checkpoint the rollout was collected with.
     """
+    cfg = load_config(params, overrides)
     from rlpipe.artifacts.layout import RunLayout
     from rlpipe.offline import commands as offline
 
-    cfg = load_config(params, overrides)
     layout = RunLayout(cfg.run_dir)
     if rollout is None:
         stored = layout.rollout_paths()
@@ -204,10 +233,10 @@ def update(params: Path, rollout: Path | None, overrides: tuple[str, ...], check
 @user_errors
 def evaluate(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, out: Path | None) -> None:
     """Evaluate a checkpoint (default: the run's latest) with the eval params."""
+    cfg = load_config(params, overrides)
     from rlpipe.artifacts.layout import RunLayout
     from rlpipe.offline import commands as offline
 
-    cfg = load_config(params, overrides)
     metrics = offline.evaluate_checkpoint(cfg, checkpoint, out)
     for key in sorted(metrics):
         click.echo(f"{key:<20} {metrics[key]:.6g}")
@@ -259,10 +288,10 @@ def inspect(rollout: Path, as_json: bool) -> None:
 def replay(params: Path, overrides: tuple[str, ...], rollouts: Path | None, span: tuple[int, int] | None,
            chain: bool, start: Path | None, out: Path | None) -> None:
     """Re-run advantage + update over stored rollouts with the params plus replay.algorithm overrides."""
+    cfg = load_config(params, overrides)
     from rlpipe.artifacts.layout import RunLayout
     from rlpipe.offline.replay import replay as replay_rollouts
 
-    cfg = load_config(params, overrides)
     layout = RunLayout(cfg.run_dir)
     out = out or layout.reupdate
     summary = replay_rollouts(cfg, rollouts or layout.rollouts, out, span,

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import gymnasium
 from tensordict import TensorDict
 
 from rlpipe import config as config_mod
@@ -23,14 +24,17 @@ from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.params import params_file
 from rlpipe.config import ConfigError, RunConfig
 from rlpipe.distributed import resolve_device
-from rlpipe.envs import BatchedEnv
+from rlpipe.envs import BatchedEnv, GymnasiumEnv
+from rlpipe.envs.plugins import wrap_env
+from rlpipe.envs.rsl_rl_env import is_rsl_rl_env
 from rlpipe.learner import Learner
 from rlpipe.run import Callback, Events, OnlineRun, build
 
 __all__ = ["Trainer"]
 
-EnvLike = BatchedEnv | Callable[..., BatchedEnv]
-"""A live batched env, or a factory ``f(num_envs, device) -> BatchedEnv``."""
+EnvLike = Any
+"""A live env — an rlpipe ``BatchedEnv``, a gymnasium vector env (``SAME_STEP`` autoreset) or an
+rsl_rl-style ``VecEnv`` — or a factory ``f(num_envs, device)`` returning one."""
 
 
 class Trainer:
@@ -152,6 +156,11 @@ class Trainer:
         return RunLayout(self.cfg.run_dir).root
 
     @property
+    def mlflow_run_id(self) -> str | None:
+        """The MLflow run this run logs to (``None`` with ``tracking.backend: none``)."""
+        return self.online.mlflow_run_id
+
+    @property
     def learner(self) -> Learner:
         """The learner (policy, algorithm, optimizer)."""
         return self.online.exp.learner
@@ -183,16 +192,19 @@ class Trainer:
         iterations = max(1, math.ceil(total_steps / per_iteration))
         self.cfg = self.cfg.model_copy(update={"trainer": self.cfg.trainer.replace(iterations=iterations)})
 
-    def _live(self, spec: EnvLike | None, num_envs: int) -> BatchedEnv | None:
+    def _live(self, spec: Any, num_envs: int) -> BatchedEnv | None:
+        """``spec`` as a BatchedEnv: kept, adapted (gymnasium vector env, rsl_rl VecEnv) or built."""
+        device = resolve_device(self.cfg.trainer.device)
         if spec is None or isinstance(spec, BatchedEnv):
             return spec
+        if isinstance(spec, gymnasium.vector.VectorEnv):
+            return GymnasiumEnv.from_vector_env(spec, device)
+        if is_rsl_rl_env(spec):
+            return wrap_env("env", spec, device)
         if callable(spec):
-            env = spec(num_envs=num_envs, device=resolve_device(self.cfg.trainer.device))
-            if isinstance(env, BatchedEnv):
-                return env
-            raise ConfigError(f"env factory returned a {type(env).__name__}, not an rlpipe BatchedEnv")
-        raise ConfigError(f"env: a {type(spec).__name__} is not an env; pass an rlpipe BatchedEnv or a "
-                          "factory f(num_envs, device)")
+            return self._live(spec(num_envs=num_envs, device=device), num_envs)
+        raise ConfigError(f"env: a {type(spec).__name__} is not an env; accepted: an rlpipe BatchedEnv, a "
+                          "gymnasium vector env, an rsl_rl VecEnv, or a factory f(num_envs, device)")
 
 
 def _override_items(overrides: dict[str, Any] | list[str] | tuple[str, ...] | None) -> list[str]:

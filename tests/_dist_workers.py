@@ -12,6 +12,7 @@ from _offline_fixtures import tiny_cfg
 from tensordict import TensorDict
 
 import rlpipe.algorithms.ppo as ppo_module
+import rlpipe.algorithms.update_loop as update_loop
 from rlpipe.distributed import shutdown
 from rlpipe.run import build, run
 
@@ -40,7 +41,7 @@ def one_update(rank: int, world: int, port: int, work: Path, overrides: list[str
     torchrun_env(rank, world, port)
     torch.set_num_threads(1)
     if not sync:
-        ppo_module.average_gradients = _no_sync
+        update_loop.average_gradients = _no_sync
     try:
         exp = build(tiny_cfg(work / "data", "trainer.distributed=true", *overrides))
         exp.policy.load_state_dict(torch.load(work / "init.pt", weights_only=True))
@@ -66,7 +67,7 @@ def collectives(rank: int, world: int, port: int, work: Path) -> None:
         initial = [p.detach().clone() for p in exp.policy.parameters()]
         for p in exp.policy.parameters():
             p.grad = torch.full_like(p, float(rank + 1))
-        ppo_module.average_gradients(exp.policy.parameters())
+        update_loop.average_gradients(exp.policy.parameters())
         x = torch.arange(5.0) + 10 * rank
         torch.save({
             "initial": initial,

@@ -50,3 +50,20 @@ def test_total_steps_a_live_env_and_load_to_continue(tmp_path):
                                                                      "trainer.enable_eval": True})
     assert resumed.train()["iterations"] == 3
     assert resumed.evaluate()["eval/episodes"] >= 1
+
+
+def test_a_gymnasium_vector_env_object_trains(tmp_path):
+    import gymnasium
+    from gymnasium.vector import AutoresetMode
+
+    same_step = {"autoreset_mode": AutoresetMode.SAME_STEP}
+    vec = gymnasium.make_vec("CartPole-v1", num_envs=8, vectorization_mode="sync", vector_kwargs=same_step)
+    trainer = Trainer.from_params(PARAMS, tiny_overrides(tmp_path, "trainer.iterations=1"), env=vec)
+    assert trainer.train()["env_steps"] == 8 * 16 and trainer.env.vec_env is vec
+    other = gymnasium.make_vec("CartPole-v1", num_envs=8, vectorization_mode="sync")  # NEXT_STEP: wasteful
+    try:
+        Trainer.from_params(PARAMS, tiny_overrides(tmp_path / "x"), env=other).train()
+    except ValueError as exc:
+        assert "accepted: SAME_STEP" in str(exc)
+    else:
+        raise AssertionError("a NEXT_STEP vector env was accepted")

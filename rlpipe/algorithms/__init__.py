@@ -1,4 +1,4 @@
-"""Algorithms: advantage maths (GAE), PPO, GRPO, schedules, running statistics, and the algorithm registry."""
+"""Algorithms: GAE, PPO and GRPO on one shared update loop, schedules, running statistics, the registry."""
 
 from rlpipe.algorithms.base import BaseAlgorithm, flatten_transitions, minibatch_indices
 from rlpipe.algorithms.gae import compute_gae, generalized_advantage_estimate
@@ -14,6 +14,7 @@ from rlpipe.algorithms.registry import (
     resolve_algo_cfg,
 )
 from rlpipe.algorithms.schedules import Schedule, schedule_value
+from rlpipe.algorithms.update_cfg import UpdateCfg
 
 __all__ = [
     "GRPO",
@@ -24,6 +25,7 @@ __all__ = [
     "RewardNormalizer",
     "RunningMeanStd",
     "Schedule",
+    "UpdateCfg",
     "algo_class",
     "build_algo",
     "build_optimizer",

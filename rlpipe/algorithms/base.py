@@ -1,37 +1,57 @@
-"""``BaseAlgorithm``: one ``update(rollout)`` over an ``[N, T+1]`` rollout, plus the minibatch helpers."""
+"""``BaseAlgorithm``: the optimizer state every algorithm shares and the one ``update(rollout)``.
+
+An algorithm contributes its config class (an ``UpdateCfg``), ``compute_advantages(rollout)``,
+``update_batch(rollout)`` (the rows the update trains on, a TensorDict ``[B]``) and
+``loss(minibatch) -> (total, named stats)``. Everything else — optimizer, grad scaler, schedules,
+the KL rules, the minibatch shuffle and the epochs × minibatches loop (``update_loop``) — lives
+here and works the same for every algorithm.
+"""
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from tensordict import TensorDict
 
-from rlpipe.config import AlgorithmCfg
+from rlpipe.algorithms import optim
+from rlpipe.algorithms.ppo_loss import adaptive_lr, kl_exceeds_target
+from rlpipe.algorithms.schedules import Schedule
+from rlpipe.algorithms.update_cfg import Points, UpdateCfg
+from rlpipe.algorithms.update_loop import minibatch_indices, report, run_epochs
+from rlpipe.config import AlgorithmCfg, ConfigError
+from rlpipe.distributed import all_reduce_sum, world_size
 
-__all__ = ["BaseAlgorithm", "flatten_transitions", "minibatch_indices"]
+__all__ = ["BaseAlgorithm", "Minibatch", "flatten_transitions", "minibatch_indices"]
+
+Minibatch = TensorDict | Mapping[str, torch.Tensor]
+"""What ``loss`` reads: a TensorDict ``[B]`` (plain mappings of ``[B, ...]`` tensors work too)."""
 
 
 class BaseAlgorithm(ABC):
-    """Algorithms only update the policy; the trainer collects.
+    """Optimizer, grad scaler, LR/entropy schedules, KL rules and the shared update loop.
 
-    Subclasses set ``cfg_class`` (their config) and implement ``compute_advantages`` and
-    ``update``. ``update`` accepts a raw rollout and computes advantages itself when the
-    ``advantage`` key is missing (the seed's API).
+    ``update(rollout)`` accepts a raw rollout and computes advantages itself when the
+    ``advantage`` key is missing, so ``build_algo(...).update(rollout)`` works on its own.
     """
 
-    cfg_class: type[AlgorithmCfg] = AlgorithmCfg
+    cfg_class: type[UpdateCfg] = UpdateCfg
+    cfg: UpdateCfg
     advantage_keys: tuple[str, ...] = ("advantage", "return")
     """Keys ``compute_advantages`` writes (``[N, T+1]``, padding slot zero)."""
-    advantage_reads: tuple[str, ...] = ("reward", "done", "value", "truncated", "final_value")
+    advantage_reads: tuple[str, ...] = ("reward", "done")
     """Rollout keys ``compute_advantages`` reads."""
-    update_reads: tuple[str, ...] = ("obs", "action", "sample_log_prob", "value", "advantage", "return")
-    """Rollout keys ``update`` reads (a recurrent policy also reads ``done`` and its state)."""
+    update_reads: tuple[str, ...] = ("obs", "action", "sample_log_prob", "advantage")
+    """Rollout keys ``update`` reads, advantage keys included (a recurrent policy also reads ``done``
+    and its state)."""
+    stats_weighted_by_rows: bool = False
+    """Average the minibatch stats weighted by minibatch rows (true) or one weight per minibatch."""
     device: torch.device
 
-    def __init__(self, cfg: AlgorithmCfg, policy: Any) -> None:
+    def __init__(self, cfg: UpdateCfg, policy: Any) -> None:
         self.cfg = cfg
         self.policy = policy
         self.device = torch.device(cfg.device)
@@ -40,6 +60,54 @@ class BaseAlgorithm(ABC):
         self.shards = 1
         """Ranks whose rollouts one update's batch concatenates (``rlpipe replay`` of a K-rank run in
         one process): minibatch i is then every rank's own minibatch i, side by side."""
+        optim.check_amp_device(cfg.amp, self.device)
+        try:
+            self.optimizer = optim.build_optimizer(cfg.optimizer, policy.parameters(), cfg.learning_rate,
+                                                   cfg.optimizer_kwargs)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"algorithm.cfg.optimizer_kwargs: {exc}") from None
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.amp == "fp16")
+        self.lr_schedule = Schedule(cfg.lr_schedule_kind, cfg.learning_rate, _points(cfg.lr_schedule),
+                                    cfg.lr_final)
+        self.ent_coef_schedule = Schedule(cfg.ent_coef_schedule_kind, cfg.ent_coef,
+                                          _points(cfg.ent_coef_schedule), cfg.ent_coef_final)
+        self.ent_coef = cfg.ent_coef
+        """The entropy coefficient of the next update (the schedule's value)."""
+        self.env_steps = 0
+        """Env steps collected before the rollout of the next update (the schedules' position)."""
+        self.total_env_steps: int | None = None
+        """The run's length in env steps, needed by linear/cosine schedules (see ``set_progress``)."""
+
+    # ------------------------------------------------------------------ what an algorithm provides
+
+    @abstractmethod
+    def compute_advantages(self, rollout: TensorDict) -> dict[str, float]:
+        """Write ``advantage_keys`` into ``rollout``; return cheap diagnostics (no host sync needed)."""
+
+    @abstractmethod
+    def update_batch(self, rollout: TensorDict) -> TensorDict:
+        """The rows the update trains on, a TensorDict ``[B]`` built from a rollout with advantages."""
+
+    @abstractmethod
+    def loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``(total loss, detached 0-dim stats by name)`` of one minibatch; ``approx_kl`` is required."""
+
+    def diagnostics(self, rollout: TensorDict, batch: TensorDict) -> dict[str, torch.Tensor]:
+        """Once-per-update 0-dim tensors reported after the minibatch stats (default: none)."""
+        return {}
+
+    @property
+    def batch_shards(self) -> int:
+        """Equal parts the update batch is minibatched as, one per rank (``shards``).
+
+        1 for an algorithm whose ranks train on different numbers of rows: a K-rank batch is then
+        minibatched as one, close to (not equal to) the distributed update.
+        """
+        return self.shards
+
+    def minibatch_rows(self, batch: TensorDict) -> int:
+        """Rows per minibatch of ``batch`` (one rank's rows): ``cfg.minibatch_size`` by default."""
+        return self.cfg.minibatch_size(batch.batch_size[0])
 
     @classmethod
     def check_run(
@@ -48,35 +116,112 @@ class BaseAlgorithm(ABC):
     ) -> None:
         """Reject impossible combinations with the rest of the run before any env step.
 
-        ``max_episode_steps`` is the env's time limit (``None``: none or unknown). Raise
-        ``ConfigError`` naming the key path; the default accepts everything.
+        ``max_episode_steps`` is the env's time limit (``None``: none or unknown). Raises
+        ``ConfigError`` naming the key path; the default rejects a precision the device cannot run.
         """
+        if isinstance(cfg, UpdateCfg) and cfg.device != "auto":
+            optim.check_amp_device(cfg.amp, cfg.device)
+
+    # ------------------------------------------------------------------ the update
+
+    def update(self, rollout: TensorDict) -> dict[str, float]:
+        """Advantages if missing, schedules, then epochs × minibatches; returns averaged diagnostics."""
+        if "advantage" not in rollout.keys():
+            self.compute_advantages(rollout)
+        self.apply_schedules()
+        batch = self.update_batch(rollout)
+        tally = run_epochs(self, batch)
+        metrics = report(self, tally, self.diagnostics(rollout, batch))
+        self.env_steps += rollout.batch_size[0] * (rollout.batch_size[1] - 1)
+        return metrics
 
     def reseed(self, seed: int) -> None:
-        """Reset the shuffle generator (the update stage does this once per iteration)."""
+        """Reset the shuffle generator (once per iteration, from ``update_seed(seed, iteration)``)."""
         self.generator.manual_seed(seed)
 
     def set_progress(self, env_steps: int, total_env_steps: int) -> None:
-        """Where the run stands before the next update (schedules read it; the default ignores it).
+        """Position the schedules: env steps collected before this update's rollout, and the run's total."""
+        self.env_steps, self.total_env_steps = int(env_steps), int(total_env_steps)
 
-        ``env_steps``: env steps collected before this update's rollout; ``total_env_steps``: the
-        run's length, ``iterations × N × T``.
+    def apply_schedules(self) -> None:
+        """Set the learning rate (unless adaptive) and the entropy coefficient for the next update."""
+        if self.cfg.schedule == "fixed":
+            self.set_learning_rate(self.lr_schedule(self.env_steps, self.total_env_steps))
+        self.ent_coef = self.ent_coef_schedule(self.env_steps, self.total_env_steps)
+
+    @property
+    def learning_rate(self) -> float:
+        """The optimizer's current learning rate."""
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def set_learning_rate(self, lr: float) -> None:
+        """Set the learning rate of every parameter group."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """Autocast of the network forwards under ``amp`` (a null context without it)."""
+        if self.cfg.amp == "none":
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=optim.AMP_DTYPES[self.cfg.amp])
+
+    def _global_mean(self, t: torch.Tensor, weight: float = 1.0) -> torch.Tensor:
+        """Mean of ``t`` over the ranks (each weighted by ``weight``); identity in a single process.
+
+        The one place KL decisions read their value: a distributed run all-reduces here so every
+        rank stops early and adapts its learning rate identically. A rank without this minibatch
+        passes weight 0.
         """
+        if world_size() == 1:
+            return t
+        pair = torch.stack([t.detach().float() * weight, torch.tensor(weight, device=t.device)])
+        total = all_reduce_sum(pair)
+        return total[0] / total[1]
 
-    @abstractmethod
-    def compute_advantages(self, rollout: TensorDict) -> dict[str, float]:
-        """Write ``advantage_keys`` into ``rollout``; return cheap diagnostics (no host sync needed)."""
+    def _kl_control(self, kl: torch.Tensor | None) -> bool:
+        """Adapt the learning rate from this minibatch's KL; true when the update must stop early.
 
-    @abstractmethod
-    def update(self, rollout: TensorDict) -> dict[str, float]:
-        """Optimize the policy on ``rollout``; return averaged diagnostics."""
+        Reads the KL on the host (one sync per minibatch) only when ``target_kl`` or the adaptive
+        schedule is on. ``kl=None``: this rank has no such minibatch (it still joins the mean).
+        """
+        cfg = self.cfg
+        if not cfg.reads_kl:
+            return False
+        if kl is None:
+            kl_value = float(self._global_mean(torch.zeros((), device=self.device), 0.0))
+        else:
+            kl_value = float(self._global_mean(kl))
+        if cfg.schedule == "adaptive":
+            assert cfg.desired_kl is not None  # guaranteed by UpdateCfg
+            self.set_learning_rate(adaptive_lr(self.learning_rate, kl_value, cfg.desired_kl, cfg.min_lr,
+                                               cfg.max_lr))
+        return cfg.target_kl is not None and kl_exceeds_target(kl_value, cfg.target_kl)
+
+    # ------------------------------------------------------------------ checkpoints
 
     def state_dict(self) -> dict[str, Any]:
-        """Optimizer and schedule state for checkpoints."""
-        return {}
+        """Optimizer, grad scaler, schedule position and values.
+
+        The run length is not state: the caller passes it with ``set_progress`` before every
+        update, so a resumed run may extend ``trainer.iterations``.
+        """
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "env_steps": self.env_steps,
+            "learning_rate": self.learning_rate,
+            "ent_coef": float(self.ent_coef),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore ``state_dict``."""
+        """Restore ``state_dict`` (older checkpoints holding only the optimizer load too)."""
+        self.optimizer.load_state_dict(state["optimizer"])
+        if state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
+        self.env_steps = int(state.get("env_steps", 0))
+        if "learning_rate" in state:
+            self.set_learning_rate(float(state["learning_rate"]))
+        self.ent_coef = float(state.get("ent_coef", self.cfg.ent_coef))
 
 
 def flatten_transitions(rollout: TensorDict, keys: tuple[str, ...]) -> dict[str, torch.Tensor]:
@@ -84,10 +229,5 @@ def flatten_transitions(rollout: TensorDict, keys: tuple[str, ...]) -> dict[str,
     return {key: rollout.get(key)[:, :-1].reshape(-1, *rollout.get(key).shape[2:]) for key in keys}
 
 
-def minibatch_indices(
-    num_samples: int, batch_size: int, device: torch.device, generator: torch.Generator | None = None
-) -> Iterator[torch.Tensor]:
-    """Shuffled index tensors of ``batch_size`` (the last one may be smaller) covering every sample once."""
-    perm = torch.randperm(num_samples, device=device, generator=generator)
-    for start in range(0, num_samples, batch_size):
-        yield perm[start : start + batch_size]
+def _points(points: Points | None) -> tuple[tuple[int, float], ...] | None:
+    return None if points is None else tuple((int(s), float(v)) for s, v in points)

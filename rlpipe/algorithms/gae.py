@@ -1,6 +1,6 @@
 """Generalized Advantage Estimation (Schulman et al. 2015, arXiv:1506.02438) over ``[N, T+1]`` rollouts.
 
-The maths is one pure tensor function; ``compute_gae`` is the thin keyed layer the seed defines.
+The maths is one pure tensor function; ``compute_gae`` is a thin keyed layer over it.
 """
 
 from __future__ import annotations

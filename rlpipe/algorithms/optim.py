@@ -12,7 +12,6 @@ from rlpipe.config import ConfigError
 
 __all__ = [
     "AMP_DTYPES", "OPTIMIZERS", "build_optimizer", "check_amp_device", "optimizer_kwarg_names",
-    "unknown_optimizer_kwargs",
 ]
 
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
@@ -29,12 +28,6 @@ def optimizer_kwarg_names(name: str) -> tuple[str, ...]:
     """Keyword arguments optimizer ``name`` accepts besides ``params`` and ``lr``."""
     signature = inspect.signature(OPTIMIZERS[name].__init__)
     return tuple(p for p in signature.parameters if p not in ("self", *RESERVED))
-
-
-def unknown_optimizer_kwargs(name: str, kwargs: Iterable[str]) -> list[str]:
-    """Keys of ``kwargs`` that optimizer ``name`` does not take (``lr`` included)."""
-    accepted = optimizer_kwarg_names(name)
-    return [key for key in kwargs if key not in accepted]
 
 
 def build_optimizer(

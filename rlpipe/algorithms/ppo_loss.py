@@ -59,7 +59,7 @@ def clipped_surrogate(
 
 
 def value_mse(value: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
-    """Mean squared error of the critic against the GAE returns (the seed's ``mse_loss``)."""
+    """Mean squared error of the critic against the GAE returns."""
     return (value - returns).pow(2).mean()
 
 

@@ -63,7 +63,7 @@ def build_algo(
     *,
     distributed: bool = False,
 ) -> Any:
-    """Build algorithm ``name`` for ``policy``."""
+    """Build algorithm ``name`` for ``policy`` with ``cfg_kwargs`` validated by its config class."""
     cls = algo_class(name)
     cfg = resolve_algo_cfg(name, cfg_kwargs, device)
     return cls(cfg, policy)

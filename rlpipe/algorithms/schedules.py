@@ -18,7 +18,8 @@ import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+
+from rlpipe.config.algorithms import ScheduleKind, points_error
 
 __all__ = [
     "SCHEDULE_KINDS",
@@ -32,17 +33,8 @@ __all__ = [
     "step_schedule",
 ]
 
-ScheduleKind = Literal["step", "interp", "linear", "cosine"]
 SCHEDULE_KINDS: tuple[str, ...] = ("step", "interp", "linear", "cosine")
 Points = Sequence[tuple[int, float]] | Sequence[Sequence[float]]
-
-
-def points_error(points: Points) -> str | None:
-    """Why ``points`` is not a valid schedule (``None`` when it is): non-empty, env steps >= 0, increasing."""
-    steps = [p[0] for p in points]
-    if not steps or steps[0] < 0 or any(b <= a for a, b in zip(steps, steps[1:])):
-        return f"expected [[env_steps, value], ...] with env_steps >= 0 and strictly increasing (got {steps})"
-    return None
 
 
 def step_schedule(points: Points, env_steps: int) -> float:
@@ -117,11 +109,6 @@ class Schedule:
     initial: float
     points: tuple[tuple[int, float], ...] | None = None
     final: float = 0.0
-
-    @property
-    def is_constant(self) -> bool:
-        """True when the value never changes (``step``/``interp`` without points)."""
-        return self.kind in ("step", "interp") and not self.points
 
     def __call__(self, env_steps: int, total_env_steps: int | None = None) -> float:
         """The value at ``env_steps`` of a run of ``total_env_steps`` (``None``: unknown)."""

@@ -14,11 +14,10 @@ import math
 from typing import Any
 
 import torch
-from pydantic import Field
 from tensordict import TensorDict
 
-from rlpipe.algorithms.base import flatten_transitions
-from rlpipe.config import AlgorithmCfg, ConfigError
+from rlpipe.algorithms.base import Minibatch, flatten_transitions
+from rlpipe.config.algorithms import SequenceCfg
 from rlpipe.rollout import rollout_dims
 
 __all__ = [
@@ -34,22 +33,6 @@ __all__ = [
 RECURRENT_STATE = "recurrent_state"
 """Rollout key of the core state ``[N, T+1, S]`` (written at sequence starts, zero elsewhere)."""
 START_STATE, DONE = "start_state", "done"
-
-
-class SequenceCfg(AlgorithmCfg):
-    """Fields of algorithms that train recurrent policies; feedforward policies ignore them."""
-
-    seq_len: int | None = Field(None, ge=1)
-    """Truncated-BPTT length L; must divide ``trainer.buffer_size``. null: the whole rollout."""
-    seqs_per_state_reset: int = 8
-    """Collection zeroes the recurrent state every ``seq_len × seqs_per_state_reset`` steps of a
-    rollout (starting with step 0); negative or 0: only after a done (the state then carries over)."""
-
-    def check_sequences(self, horizon: int) -> None:
-        """``ConfigError`` unless ``seq_len`` divides the rollout length ``horizon``."""
-        if self.seq_len is not None and horizon % self.seq_len:
-            raise ConfigError(f"trainer.buffer_size ({horizon}) must be a multiple of "
-                              f"algorithm.cfg.seq_len ({self.seq_len})")
 
 
 def sequence_batch(
@@ -73,20 +56,25 @@ def sequence_batch(
 
 def update_batch(
     policy: Any, rollout: TensorDict, keys: tuple[str, ...], seq_len: int | None
-) -> dict[str, torch.Tensor]:
-    """Flat ``[N·T]`` transitions for a feedforward policy, ``[N·T/L, L]`` sequences for a recurrent one."""
+) -> TensorDict:
+    """The update rows: flat ``[N·T]`` transitions, or ``[N·T/L]`` sequences for a recurrent policy.
+
+    A sequence batch holds each key as ``[N·T/L, L, ...]`` plus ``start_state`` ``[N·T/L, S]``.
+    """
     if getattr(policy, "is_recurrent", False):
-        return sequence_batch(rollout, keys, seq_len)
-    return flatten_transitions(rollout, keys)
+        batch = sequence_batch(rollout, keys, seq_len)
+    else:
+        batch = flatten_transitions(rollout, keys)
+    return TensorDict(batch, batch_size=[batch["obs"].shape[0]])
 
 
-def minibatch_rows(cfg: Any, batch: dict[str, torch.Tensor]) -> int:
+def minibatch_rows(cfg: Any, batch: TensorDict | dict[str, torch.Tensor]) -> int:
     """Rows per minibatch: ``cfg.minibatch_size`` transitions, or whole sequences for a sequence batch.
 
     Sequences: ``ceil(rows / num_mini_batches)`` when set, else ``batch_size // L`` (at least one).
     """
     rows = batch["obs"].shape[0]
-    if START_STATE not in batch:
+    if START_STATE not in batch.keys():
         return cfg.minibatch_size(rows)
     if cfg.num_mini_batches is not None:
         return math.ceil(rows / cfg.num_mini_batches)
@@ -94,27 +82,28 @@ def minibatch_rows(cfg: Any, batch: dict[str, torch.Tensor]) -> int:
 
 
 def evaluate_minibatch(
-    policy: Any, mb: dict[str, torch.Tensor]
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    policy: Any, mb: Minibatch
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Minibatch]:
     """``(log_prob, entropy, value)`` ``[B]`` in float32 and the flat minibatch the loss reads.
 
     Transition minibatches go through ``policy.evaluate``; sequence minibatches (they carry
     ``start_state``) through :func:`evaluate_sequences`.
     """
-    if START_STATE in mb:
+    if START_STATE in mb.keys():
         return evaluate_sequences(policy, mb)
     log_prob, entropy, value = policy.evaluate(mb["obs"], mb["action"])
     return log_prob.float(), entropy.float(), value.float(), mb
 
 
 def evaluate_sequences(
-    policy: Any, mb: dict[str, torch.Tensor]
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    policy: Any, mb: Minibatch
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, TensorDict]:
     """``(log_prob, entropy, value)`` flattened to ``[B·L]`` (float32), and ``mb`` flattened alike.
 
-    ``mb`` holds ``[B, L, ...]`` sequences and ``start_state`` ``[B, S]``; the flat minibatch drops
-    ``start_state`` and ``done`` so the feedforward loss reads it unchanged.
+    ``mb`` holds ``[B, L, ...]`` sequences and ``start_state`` ``[B, S]``; the flat minibatch (a
+    TensorDict ``[B·L]``) drops ``start_state`` and ``done`` so the feedforward loss reads it unchanged.
     """
     log_prob, entropy, value = policy.evaluate_sequence(mb["obs"], mb["action"], mb[START_STATE], mb[DONE])
-    flat = {key: v.flatten(0, 1) for key, v in mb.items() if key not in (START_STATE, DONE)}
-    return log_prob.flatten().float(), entropy.flatten().float(), value.flatten().float(), flat
+    flat = {key: mb[key].flatten(0, 1) for key in mb.keys() if key not in (START_STATE, DONE)}
+    return (log_prob.flatten().float(), entropy.flatten().float(), value.flatten().float(),
+            TensorDict(flat, batch_size=[log_prob.numel()]))

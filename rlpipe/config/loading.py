@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from rlpipe.config.algorithms import check_algorithm
 from rlpipe.config.errors import format_validation_error
 from rlpipe.config.sections import (
     ConfigError,
@@ -84,6 +85,11 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RunCo
     if missing:
         raise ConfigError(f"{path}: missing section {missing[0]!r}; required: {', '.join(REQUIRED_SECTIONS)}")
     try:
-        return RunConfig.model_validate(data)
+        cfg = RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{path}: {format_validation_error(exc)}") from None
+    try:
+        check_algorithm(cfg.algorithm)  # the algorithm's own config class, torch-free
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return cfg

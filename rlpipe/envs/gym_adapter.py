@@ -74,6 +74,29 @@ class GymnasiumEnv(BatchedEnv):
         self._seed_rng = np.random.default_rng(0)
         self.last_obs = self._to_obs(self.vec_env.reset()[0])
 
+    @classmethod
+    def from_vector_env(cls, vec_env: gymnasium.vector.VectorEnv, device: torch.device | str) -> GymnasiumEnv:
+        """Adopt a gymnasium vector env a script already built; it must auto-reset in ``SAME_STEP`` mode.
+
+        ``SAME_STEP`` is what keeps the ``[N, T+1]`` convention exact (the step that ends an episode
+        also returns the next episode's first observation, with the true final one in its info).
+        """
+        mode = vec_env.metadata.get("autoreset_mode")
+        if mode != AutoresetMode.SAME_STEP:
+            raise ValueError(f"env: a gymnasium vector env with autoreset_mode {mode}; accepted: SAME_STEP "
+                             "(gymnasium.make_vec(..., vector_kwargs={'autoreset_mode': "
+                             "AutoresetMode.SAME_STEP}))")
+        env = cls.__new__(cls)
+        spec = getattr(vec_env, "spec", None)
+        env.env_id = spec.id if spec is not None else type(vec_env).__name__
+        env.num_envs, env.device, env.vec_env = int(vec_env.num_envs), torch.device(device), vec_env
+        env.observation_space = _flat_box(vec_env.single_observation_space, env.env_id)
+        env.action_space = _check_action_space(vec_env.single_action_space, env.env_id)
+        env.max_episode_steps = spec.max_episode_steps if spec is not None else None
+        env._seed_rng = np.random.default_rng(0)
+        env.last_obs = env._to_obs(vec_env.reset()[0])
+        return env
+
     def reset(self, seed: int | None = None, group_size: int = 1) -> torch.Tensor:
         """Reset every sub-env; return ``obs`` ``[N, *obs_shape]`` float32.
 

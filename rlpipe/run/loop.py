@@ -61,6 +61,8 @@ class OnlineRun:
         if events is None and (exp.cfg.trainer.events.train or exp.cfg.trainer.events.eval):
             self.events.add_config(exp.cfg.trainer.events)
         self.tracker: Tracker | None = None
+        self.mlflow_run_id: str | None = None
+        """The run's MLflow run id (``None`` without MLflow), known once started."""
         self.metrics: dict[str, float] = {}
         self.summary: dict[str, Any] = {}
         self._collected: tuple[TensorDict, dict[str, float], float, float] | None = None
@@ -83,6 +85,7 @@ class OnlineRun:
         if exp.dist.is_main:
             write_params(exp.layout, exp.cfg.to_dict())
         self.tracker = roles.open_run_tracker(exp.cfg, exp.layout, exp.dist, header)
+        self.mlflow_run_id = self.tracker.mlflow_run_id
         self._fire("run_start", env=exp.env)
 
     def __iter__(self) -> Iterator[dict[str, float]]:

@@ -1,36 +1,49 @@
 """Where metrics go: the console table, ``metrics.json``/``curve.csv`` for DVC, and MLflow.
 
 Stages never log: they return metrics and the pipeline hands them to a :class:`Tracker` once per
-iteration. ``rlpipe.tracking.mlflow_store`` is the only module of rlpipe that imports mlflow.
+iteration. ``rlpipe.tracking.mlflow_store`` is the only module of rlpipe that imports mlflow, and
+only inside the tracking process (:mod:`rlpipe.tracking.sink`) or ``rlpipe compare``: the training
+process never loads it (:mod:`rlpipe.tracking.background`).
+
+Names are resolved on first use (PEP 562), so ``import rlpipe.tracking`` costs nothing until one
+is needed, and the tracking process imports only what it writes with.
 """
 
-from rlpipe.tracking.console import COLUMNS, ConsoleTable, MetricsFiles, flatten_params
-from rlpipe.tracking.mlflow_store import (
-    MlflowRun,
-    RunRecord,
-    TrackingError,
-    metric_history,
-    project_root,
-    resolve_uri,
-    search_runs,
-    source_run_id,
-)
-from rlpipe.tracking.tracker import Tracker, log_single_run, open_tracker
+from __future__ import annotations
 
-__all__ = [
-    "COLUMNS",
-    "ConsoleTable",
-    "MetricsFiles",
-    "MlflowRun",
-    "RunRecord",
-    "Tracker",
-    "TrackingError",
-    "flatten_params",
-    "log_single_run",
-    "metric_history",
-    "open_tracker",
-    "project_root",
-    "resolve_uri",
-    "search_runs",
-    "source_run_id",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "COLUMNS": "console",
+    "ConsoleTable": "console",
+    "MetricsFiles": "console",
+    "flatten_params": "console",
+    "MlflowRun": "mlflow_store",
+    "RunRecord": "mlflow_store",
+    "TrackingError": "mlflow_store",
+    "metric_history": "mlflow_store",
+    "project_root": "mlflow_store",
+    "resolve_uri": "mlflow_store",
+    "search_runs": "mlflow_store",
+    "source_run_id": "mlflow_store",
+    "BackgroundRun": "background",
+    "Tracker": "tracker",
+    "log_single_run": "tracker",
+    "open_tracker": "tracker",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rlpipe.tracking' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"rlpipe.tracking.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

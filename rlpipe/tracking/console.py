@@ -6,9 +6,10 @@ import csv
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 from rlpipe.artifacts.atomic import atomic_write_json
 from rlpipe.artifacts.layout import RunLayout
@@ -53,7 +54,11 @@ class ConsoleTable:
     """One compact row per iteration; the header repeats every 25 rows."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(highlight=False, soft_wrap=True)
+        if console is None:
+            from rich.console import Console
+
+            console = Console(highlight=False, soft_wrap=True)
+        self.console = console
         self.rows = 0
 
     def row(self, metrics: dict[str, float]) -> None:

@@ -1,39 +1,37 @@
 """MLflow, the only module of rlpipe that imports it (lazily: ``tracking.backend: none`` never loads it).
 
-Writing: :class:`MlflowRun` logs params and tags once, then one batched metrics write per iteration at
-``step=env_steps`` on a background thread (an SQLite commit costs 3–30 ms and must not stall the loop),
-then artifacts. Reading: :func:`search_runs` and :func:`metric_history` for ``rlpipe compare``.
+Writing: :class:`MlflowRun` opens a run (params and tags), writes one metrics batch per iteration at
+``step=env_steps``, then artifacts and the terminal status. It runs inside the tracking process
+(:mod:`rlpipe.tracking.sink`), never in the training loop's process: the trainer hands its writes
+to :class:`rlpipe.tracking.background.BackgroundRun`. Reading: :func:`search_runs` and
+:func:`metric_history` for ``rlpipe compare``.
+
+Importing this module costs only the standard library; config, torch and mlflow are loaded by the
+functions that need them.
 """
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
 import math
 import os
-import queue
-import random
 import subprocess
 import sys
-import threading
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlpipe.config import RunConfig, TrackingCfg, params_hash
-from rlpipe.distributed import world_size
-from rlpipe.tracking.console import flatten_params
-from rlpipe.version import __version__
-
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
+    from rlpipe.config import RunConfig, TrackingCfg
+
 __all__ = [
-    "MlflowRun", "RunRecord", "TrackingError", "check_server", "metric_history", "project_root",
-    "resolve_uri", "run_tags", "search_runs", "source_run_id", "start_run",
+    "MlflowRun", "RunRecord", "TrackingError", "check_server", "git_tags", "metric_history",
+    "project_root", "resolve_uri", "run_tags", "search_runs", "source_run_id",
 ]
 
 PROBE_TIMEOUT_S = 3.0
@@ -41,8 +39,8 @@ PROBE_TIMEOUT_S = 3.0
 HTTP_ENV_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
                      "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
 """MLflow's defaults retry for minutes; a run should fail or degrade in seconds (the user's env wins)."""
-QUEUE_SIZE = 64
-"""Iterations the background writer may fall behind before ``log`` blocks (back-pressure)."""
+MAX_PARAMS_PER_BATCH = 100
+"""MLflow takes at most 100 params per ``log_batch``."""
 
 
 class TrackingError(ValueError):
@@ -142,19 +140,15 @@ def _experiment_id(client: MlflowClient, name: str, uri: str) -> str:
 
 
 class MlflowRun:
-    """One MLflow run: params and tags, per-iteration metric batches, artifacts, terminal status.
+    """One open MLflow run, written synchronously: metric batches, artifacts, terminal status.
 
-    Metrics are written by a background thread, one ``log_batch`` per iteration.
-    A run that is never ended (the process crashed) is marked ``FAILED`` at exit, not left RUNNING.
+    A failed write is reported once, in one line on stderr; the run then ends ``FAILED``.
     """
 
     def __init__(self, client: MlflowClient, run_id: str) -> None:
         self.client, self.run_id = client, run_id
         self.error: Exception | None = None
-        self._queue: queue.Queue[list[Any] | None] = queue.Queue(maxsize=QUEUE_SIZE)
-        self._thread = threading.Thread(target=self._drain, name="rlpipe-mlflow", daemon=True)
-        self._thread.start()
-        atexit.register(self.end, "FAILED")
+        self.ended = False
 
     @classmethod
     def start(cls, uri: str, experiment: str, params: dict[str, Any], tags: dict[str, str],
@@ -166,31 +160,28 @@ class MlflowRun:
         client = _client(uri)
         run = client.create_run(_experiment_id(client, experiment, uri), tags=tags, run_name=run_name)
         items = [Param(k, str(v)[:6000]) for k, v in params.items()]
-        for i in range(0, len(items), 100):  # MLflow takes at most 100 params per batch
-            client.log_batch(run.info.run_id, params=items[i:i + 100])
+        for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
+            client.log_batch(run.info.run_id, params=items[i:i + MAX_PARAMS_PER_BATCH])
         return cls(client, run.info.run_id)
 
-    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
-        """Queue one batch of finite numeric metrics at ``step`` (written by the background thread)."""
+    def log_metrics(self, metrics: dict[str, float], step: int, timestamp_ms: int | None = None) -> None:
+        """Write one batch of the finite numeric ``metrics`` at ``step`` (one ``log_batch``)."""
         from mlflow.entities import Metric
 
-        now = int(time.time() * 1000)
+        now = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
         batch = [Metric(k, float(v), now, int(step)) for k, v in metrics.items()
                  if isinstance(v, int | float) and math.isfinite(v)]
-        if batch and self._thread.is_alive():
-            self._queue.put(batch)
-
-    def _drain(self) -> None:
-        while (batch := self._queue.get()) is not None:
-            try:
-                self.client.log_batch(self.run_id, metrics=batch)
-            except Exception as exc:  # tracking trouble must not stop training
-                self._warn("metrics write", exc)
+        if not batch:
+            return
+        try:
+            self.client.log_batch(self.run_id, metrics=batch)
+        except Exception as exc:  # tracking trouble must not stop training
+            self._warn("metrics write", exc)
 
     def _warn(self, what: str, exc: Exception) -> None:
         if self.error is None:
             print(f"Warning: MLflow {what} failed, the run will be marked FAILED: {exc}".splitlines()[0],
-                  file=sys.stderr)
+                  file=sys.stderr, flush=True)
         self.error = exc
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
@@ -201,19 +192,18 @@ class MlflowRun:
             self._warn(f"artifact upload of {path.name}", exc)
 
     def end(self, status: str = "FINISHED") -> None:
-        """Flush queued metrics, then set the terminal status (idempotent)."""
-        atexit.unregister(self.end)
-        if not self._thread.is_alive():
+        """Set the terminal status (``FAILED`` after a failed write); idempotent."""
+        if self.ended:
             return
-        self._queue.put(None)
-        self._thread.join(timeout=60)
+        self.ended = True
         try:
             self.client.set_terminated(self.run_id, status=status if self.error is None else "FAILED")
         except Exception as exc:
             self._warn("end of run", exc)
 
 
-def _git_tags(cwd: Path) -> dict[str, str]:
+def git_tags(cwd: Path) -> dict[str, str]:
+    """``mlflow.source.git.commit`` and ``rlpipe.git_dirty`` of the repo at ``cwd`` (``{}`` outside one)."""
     def git(*args: str) -> str | None:
         try:
             out = subprocess.run(["git", "--no-optional-locks", *args], cwd=cwd, capture_output=True,
@@ -230,15 +220,20 @@ def _git_tags(cwd: Path) -> dict[str, str]:
 
 
 def run_tags(cfg: RunConfig, run_dir: Path, kind: str, source_run: str | None) -> dict[str, str]:
-    """Tags of every rlpipe run: git commit/dirty, params hash, rollout store, version, DVC exp."""
+    """Tags of every rlpipe run but the git ones: params hash, rollout store, version, DVC exp.
+
+    The git tags (:func:`git_tags`, two ``git`` calls) are added by the tracking process.
+    """
+    from rlpipe.config import params_hash
+    from rlpipe.version import __version__
+
     tags = {
-        **_git_tags(Path.cwd()),
         "rlpipe.kind": kind,
         "rlpipe.params_hash": params_hash(cfg),
         "rlpipe.version": __version__,
         "rlpipe.run_dir": str(run_dir.resolve()),
         "rlpipe.rollout_store": str((cfg.run_dir / "rollouts").resolve()) if cfg.store.enabled else "none",
-        "rlpipe.world_size": str(world_size()),
+        "rlpipe.world_size": str(_world_size()),
     }
     if os.environ.get("DVC_EXP_NAME"):
         tags["rlpipe.dvc_exp_name"] = os.environ["DVC_EXP_NAME"]
@@ -247,21 +242,13 @@ def run_tags(cfg: RunConfig, run_dir: Path, kind: str, source_run: str | None) -
     return tags
 
 
-def start_run(cfg: RunConfig, run_dir: Path, kind: str = "train", run_name: str | None = None,
-              source_run: str | None = None) -> MlflowRun | None:
-    """Open the MLflow run ``cfg.tracking`` asks for (``None`` for ``backend: none``)."""
-    if cfg.tracking.backend != "mlflow":
-        return None
-    # Our own default name: MLflow draws its "adjective-animal-N" from the global `random`, which the
-    # pipeline has just seeded, so every run of a seed would get the same name.
-    name = run_name or os.environ.get("DVC_EXP_NAME") or f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
-    state = random.getstate()  # MLflow must not shift the seeded python RNG stream of the run
-    try:
-        return MlflowRun.start(resolve_uri(cfg.tracking), cfg.trainer.exp_name,
-                               flatten_params(cfg.to_dict()), run_tags(cfg, run_dir, kind, source_run),
-                               run_name=name)
-    finally:
-        random.setstate(state)
+def _world_size() -> int:
+    """torch.distributed's world size when torch is loaded and a group is up, else 1 (no torch import)."""
+    if "torch" not in sys.modules:
+        return 1
+    from rlpipe.distributed import world_size
+
+    return world_size()
 
 
 def source_run_id(run_dir: Path) -> str | None:

@@ -2,26 +2,34 @@
 
 from __future__ import annotations
 
+import os
 import sys
-import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-from rich.console import Console
+from rlpipe.tracking import signals
+from rlpipe.tracking.background import BackgroundRun
+from rlpipe.tracking.console import ConsoleTable, MetricsFiles, flatten_params
 
-from rlpipe.config import RunConfig
-from rlpipe.tracking.console import ConsoleTable, MetricsFiles
-from rlpipe.tracking.mlflow_store import MlflowRun, start_run
+if TYPE_CHECKING:
+    from rich.console import Console
 
-__all__ = ["Tracker", "log_run_files", "log_single_run", "open_tracker"]
+    from rlpipe.config import RunConfig
+
+__all__ = ["Tracker", "log_run_files", "log_single_run", "open_tracker", "start_run"]
 
 
 class Tracker:
-    """Console + files + (optionally) MLflow, behind one ``log`` call per iteration."""
+    """Console + files + (optionally) MLflow, behind one ``log`` call per iteration.
+
+    The MLflow run (a :class:`BackgroundRun`) is written by the tracking process: ``log`` only
+    queues, and ``finish`` flushes. While the tracker is open, SIGTERM unwinds like Ctrl-C so
+    the run's queued metrics are written (:mod:`rlpipe.tracking.signals`).
+    """
 
     def __init__(self, cfg: RunConfig, run_dir: Path, console: Console | None = None,
-                 mlflow_run: MlflowRun | None = None, curve_fields: list[str] | None = None,
+                 mlflow_run: BackgroundRun | None = None, curve_fields: list[str] | None = None,
                  silent: bool = False) -> None:
         self.cfg = cfg
         self.silent = silent
@@ -29,7 +37,12 @@ class Tracker:
         self.table = ConsoleTable(console)
         self.files = MetricsFiles(run_dir, curve_fields)
         self.mlflow = mlflow_run
-        self.mlflow_run_id: str | None = mlflow_run.run_id if mlflow_run else None
+        self._restore_signals = signals.install() if mlflow_run is not None else (lambda: None)
+
+    @property
+    def mlflow_run_id(self) -> str | None:
+        """The MLflow run id (waits for the run to open); ``None`` without MLflow or when it failed."""
+        return self.mlflow.run_id if self.mlflow is not None else None
 
     @classmethod
     def silent_tracker(cls, cfg: RunConfig, run_dir: Path) -> Tracker:
@@ -37,13 +50,17 @@ class Tracker:
         return cls(cfg, run_dir, silent=True)
 
     def log(self, metrics: dict[str, float], step: int) -> None:
-        """Record one iteration's metrics at ``step`` env steps."""
+        """Record one iteration's metrics at ``step`` env steps.
+
+        MLflow, then ``curve.csv``, then the screen: a row on screen means the iteration is in
+        ``curve.csv`` and queued for MLflow (what a run stopped by SIGTERM keeps).
+        """
         if self.silent:
             return
-        self.table.row(metrics)
-        self.files.append_curve(metrics)
         if self.mlflow is not None:
             self.mlflow.log_metrics(metrics, step)
+        self.files.append_curve(metrics)
+        self.table.row(metrics)
 
     def finish(self, summary: dict[str, Any]) -> None:
         """Write ``metrics.json`` (with the MLflow run id); log params YAML and checkpoint; end the run."""
@@ -55,28 +72,55 @@ class Tracker:
         try:
             log_run_files(self.mlflow, self.cfg, self.files.metrics_path, summary.get("checkpoint"))
         finally:
-            self.mlflow.end("FINISHED")
+            self._end("FINISHED")
+
+    def _end(self, status: str) -> None:
+        assert self.mlflow is not None
+        try:
+            self.mlflow.end(status)
+        finally:
+            self._restore_signals()
 
     def __enter__(self) -> Tracker:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: Any) -> None:
-        """Mark the MLflow run ``FAILED`` when the body raised (``finish`` ends it otherwise)."""
-        if self.mlflow is not None:
-            self.mlflow.end("FAILED" if exc_type else "FINISHED")
+        """End the MLflow run: ``KILLED`` on Ctrl-C/SIGTERM, ``FAILED`` on an error, else ``FINISHED``."""
+        if self.mlflow is None:
+            return
+        interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt | SystemExit)
+        self._end("KILLED" if interrupted else "FAILED" if exc_type else "FINISHED")
 
 
-def log_run_files(run: MlflowRun, cfg: RunConfig, metrics_path: Path | None,
+def log_run_files(run: BackgroundRun, cfg: RunConfig, metrics_path: Path | None,
                   checkpoint: str | Path | None) -> None:
     """Artifacts of a run: the resolved params (``params.yaml``), ``metrics.json``, the checkpoint."""
-    with tempfile.TemporaryDirectory() as tmp:
-        resolved = Path(tmp) / "params.yaml"
-        resolved.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-        run.log_artifact(resolved)
+    import yaml
+
+    run.log_text("params.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     if metrics_path is not None and metrics_path.is_file():
         run.log_artifact(metrics_path)
     if checkpoint and Path(checkpoint).is_file():
         run.log_artifact(Path(checkpoint), "checkpoints")
+
+
+def start_run(cfg: RunConfig, run_dir: Path, kind: str = "train", run_name: str | None = None,
+              source_run: str | None = None) -> BackgroundRun | None:
+    """Start the MLflow run ``cfg.tracking`` asks for (``None`` for ``backend: none``); returns at once.
+
+    The URI is checked here (a file store is refused, an http server must answer within seconds);
+    the run is opened by the tracking process.
+    """
+    if cfg.tracking.backend != "mlflow":
+        return None
+    from rlpipe.tracking.mlflow_store import check_server, resolve_uri, run_tags
+
+    uri = resolve_uri(cfg.tracking)
+    check_server(uri)
+    # Our own default name: MLflow's "adjective-animal-N" is not informative.
+    name = run_name or os.environ.get("DVC_EXP_NAME") or f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return BackgroundRun.start(uri, cfg.trainer.exp_name, flatten_params(cfg.to_dict()),
+                               run_tags(cfg, run_dir, kind, source_run), run_name=name)
 
 
 def open_tracker(cfg: RunConfig, run_dir: Path, *, run_name: str | None = None,
@@ -86,6 +130,8 @@ def open_tracker(cfg: RunConfig, run_dir: Path, *, run_name: str | None = None,
 
     ``curve_fields``: the columns of a kept ``curve.csv`` that a resumed run appends to.
     """
+    from rich.console import Console
+
     console = Console(highlight=False, soft_wrap=True, file=sys.stdout)
     return Tracker(cfg, run_dir, console, start_run(cfg, run_dir, kind, run_name, parent_run_id),
                    curve_fields)

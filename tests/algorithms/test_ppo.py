@@ -67,7 +67,7 @@ def test_ppo_loss_on_fixed_batch_matches_hand_computation():
     value = algo.policy.critic(mb["obs"]).squeeze(-1)
     expected = -surr.mean() + 0.7 * ((value - mb["return"]) ** 2).mean() - 0.05 * dist.entropy().mean()
     torch.testing.assert_close(total, expected)
-    torch.testing.assert_close(stats[2], dist.entropy().mean())
+    torch.testing.assert_close(stats["entropy"], dist.entropy().mean())
 
 
 def random_rollout(n=4, t=8):

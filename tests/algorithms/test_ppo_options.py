@@ -90,7 +90,7 @@ def test_clip_value_loss_uses_the_collection_time_value():
     policy_loss = -torch.min(ratio * adv, ratio.clamp(0.8, 1.2) * adv).mean()
     value_loss = clipped_value_loss(value, mb["value"], mb["return"], 0.1)
     torch.testing.assert_close(total, policy_loss + value_loss)
-    torch.testing.assert_close(stats[1], value_loss)
+    torch.testing.assert_close(stats["value_loss"], value_loss)
 
 
 def test_dual_clip_changes_the_loss_only_for_negative_advantages():
@@ -258,7 +258,7 @@ def test_the_entropy_schedule_value_is_the_one_in_the_loss():
     with_bonus, stats = algo.loss(mb)
     algo.ent_coef = 0.0
     without, _ = algo.loss(mb)
-    torch.testing.assert_close(without - with_bonus, stats[2])
+    torch.testing.assert_close(without - with_bonus, stats["entropy"])
 
 
 def test_schedules_advance_by_themselves_without_set_progress():

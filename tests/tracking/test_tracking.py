@@ -1,6 +1,9 @@
 """MLflow tracking: URI resolution, what a run logs (read back by another process), fail-fast, none."""
 
+import csv
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -222,3 +225,67 @@ def test_mlflow_store_is_the_only_module_that_imports_mlflow():
                  and any(line.strip().startswith(("import mlflow", "from mlflow"))
                          for line in p.read_text().splitlines())]
     assert offenders == []
+
+
+def data_rows(lines):
+    """Yield each table row (not the header) of ``rlpipe run``'s stdout as it is printed."""
+    for line in lines:
+        cells = line.split()
+        if cells and cells[0].isdigit():
+            yield cells
+
+
+def test_sigterm_flushes_every_logged_iteration_and_ends_the_run_killed(tmp_path, store):
+    data = tmp_path / "data"
+    args = ["run", str(ROOT / "params.yaml"), *[a for kv in TINY for a in ("--set", kv)],
+            "--set", "trainer.iterations=100000", "--set", f"tracking.uri={store}",
+            "--set", "trainer.exp_name=killed", "--set", f"trainer.data_dir={data}"]
+    proc = subprocess.Popen([sys.executable, "-m", "rlpipe", *args], cwd=tmp_path, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    rows = data_rows(proc.stdout)
+    for _ in range(3):
+        next(rows)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=240)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    with (data / "killed" / "curve.csv").open() as fh:
+        curve_steps = [int(float(row["env_steps"])) for row in csv.DictReader(fh)]
+    (killed,) = read_back(store, "killed")
+    assert killed["status"] == "KILLED"
+    assert len(curve_steps) >= 3
+    # Every iteration in curve.csv reached MLflow (MLflow is written first, so it may hold one more).
+    assert killed["steps"][:len(curve_steps)] == curve_steps
+    assert len(killed["steps"]) - len(curve_steps) in (0, 1)
+
+
+def test_a_store_that_cannot_be_opened_costs_one_warning_line_and_training_goes_on(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    args = ["run", str(ROOT / "params.yaml"), *[a for kv in TINY for a in ("--set", kv)],
+            "--set", f"tracking.uri=sqlite:///{blocker}/mlflow.db",
+            "--set", f"trainer.data_dir={tmp_path / 'data'}"]
+    result = subprocess.run([sys.executable, "-m", "rlpipe", *args], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "MLflow" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("Warning: MLflow run not opened"), result.stderr
+    metrics = json.loads((tmp_path / "data" / "cartpole_ppo" / "metrics.json").read_text())
+    assert metrics["iterations"] == 3 and metrics["mlflow_run_id"] is None
+
+
+def test_training_process_never_imports_mlflow(tmp_path, store):
+    script = textwrap.dedent(f"""
+        import sys
+        from rlpipe import config
+        from rlpipe.run import run
+        cfg = config.load({str(ROOT / 'params.yaml')!r}, {TINY!r} + [
+            "trainer.data_dir={tmp_path / 'data'}", "tracking.uri={store}", "trainer.exp_name=apart"])
+        summary = run(cfg)
+        assert "mlflow" not in sys.modules, "the training process imported mlflow"
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (logged,) = read_back(store, "apart")
+    assert logged["status"] == "FINISHED" and logged["steps"] == [64, 128, 192]

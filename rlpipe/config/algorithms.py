@@ -1,0 +1,259 @@
+"""The algorithms' config classes (``UpdateCfg``, ``PPOCfg``, ``GRPOCfg``), importable without torch.
+
+``rlpipe.config.load`` validates ``algorithm.cfg`` against them (:func:`check_algorithm`), so a bad
+hyperparameter is a one-line error before torch is imported; ``rlpipe.algorithms`` re-exports them
+next to the algorithms that use them. Only ``optimizer_kwargs`` needs torch (the optimizers'
+signatures), and only when it is set.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Sequence
+from typing import Any, Literal, Self
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from rlpipe.config.sections import AlgorithmBlock, AlgorithmCfg, ConfigError
+
+__all__ = [
+    "ALGORITHM_CFGS",
+    "OPTIMIZER_CLASSES",
+    "GRPOCfg",
+    "PPOCfg",
+    "Points",
+    "ScheduleKind",
+    "SequenceCfg",
+    "UpdateCfg",
+    "check_algorithm",
+    "fail",
+    "group_size_error",
+    "optimizer_kwarg_names",
+    "points_error",
+]
+
+ScheduleKind = Literal["step", "interp", "linear", "cosine"]
+OPTIMIZER_CLASSES = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD", "rmsprop": "RMSprop"}
+"""``algorithm.cfg.optimizer`` → the ``torch.optim`` class name."""
+RESERVED_OPTIMIZER_KWARGS = ("params", "lr")
+"""Set by the algorithm (``lr`` is ``learning_rate``), never through ``optimizer_kwargs``."""
+
+
+def optimizer_kwarg_names(name: str) -> tuple[str, ...]:
+    """Keyword arguments optimizer ``name`` accepts besides ``params`` and ``lr`` (imports torch)."""
+    import torch
+
+    signature = inspect.signature(getattr(torch.optim, OPTIMIZER_CLASSES[name]).__init__)
+    return tuple(p for p in signature.parameters if p not in ("self", *RESERVED_OPTIMIZER_KWARGS))
+
+
+def points_error(points: Sequence[Sequence[float]]) -> str | None:
+    """Why ``points`` is not a valid schedule (``None`` when it is): non-empty, env steps >= 0, increasing."""
+    steps = [p[0] for p in points]
+    if not steps or steps[0] < 0 or any(b <= a for a, b in zip(steps, steps[1:])):
+        return f"expected [[env_steps, value], ...] with env_steps >= 0 and strictly increasing (got {steps})"
+    return None
+
+
+Points = list[tuple[int, float]]
+
+
+def fail(model: str, loc: tuple[str, ...], message: str) -> None:
+    """Raise a validation error located at ``loc`` (so the message names ``algorithm.cfg.<loc>``)."""
+    error = PydanticCustomError("value_error", message)
+    raise ValidationError.from_exception_data(model, [InitErrorDetails(type=error, loc=loc, input={})])
+
+
+class UpdateCfg(AlgorithmCfg):
+    """Fields of the epochs × minibatches loop every algorithm shares (all options off by default)."""
+
+    clip_coef: float = Field(0.2, gt=0)
+    """Surrogate clip range ε (also the threshold of the ``clip_fraction`` diagnostic)."""
+    ent_coef: float = Field(0.01, ge=0)
+    """Entropy bonus weight (the start value when ``ent_coef_schedule_kind`` is linear/cosine)."""
+    target_kl: float | None = Field(None, gt=0)
+    """Stop the update before the first minibatch whose approx KL exceeds 1.5 × target_kl; null: never."""
+    schedule: Literal["fixed", "adaptive"] = "fixed"
+    """``adaptive``: rsl_rl's KL rule sets the learning rate after every minibatch (needs ``desired_kl``)."""
+    desired_kl: float | None = Field(None, gt=0)
+    """KL the adaptive schedule aims for: lr /1.5 above 2× it, ×1.5 below half of it."""
+    min_lr: float = Field(1e-5, gt=0)
+    """Floor of the adaptive learning rate."""
+    max_lr: float = Field(1e-2, gt=0)
+    """Ceiling of the adaptive learning rate."""
+    num_mini_batches: int | None = Field(None, ge=1)
+    """Minibatches per epoch; when set it wins over ``batch_size`` (= ceil(rows / num_mini_batches))."""
+    shuffle_minibatches: bool = True
+    """Draw minibatches from a fresh permutation each epoch; false: contiguous slices in batch order."""
+    optimizer: Literal["adam", "adamw", "sgd", "rmsprop"] = "adam"
+    """torch optimizer class."""
+    optimizer_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Extra keyword arguments of the optimizer (e.g. ``{betas: [0.9, 0.999], eps: 1.0e-5}``); not ``lr``."""
+    lr_schedule: Points | None = None
+    """``[[env_steps, lr], ...]`` with increasing env steps, for kinds step/interp; null: constant."""
+    lr_schedule_kind: ScheduleKind = "step"
+    """``step`` (jump and hold), ``interp`` (linear between points), or ``linear``/``cosine`` decay
+    from ``learning_rate`` to ``lr_final`` over the run."""
+    lr_final: float = Field(0.0, ge=0)
+    """Learning rate at the end of a linear/cosine decay."""
+    ent_coef_schedule: Points | None = None
+    """``[[env_steps, ent_coef], ...]`` like ``lr_schedule``; overrides ``ent_coef``."""
+    ent_coef_schedule_kind: ScheduleKind = "step"
+    """As ``lr_schedule_kind``, for the entropy coefficient (decaying to ``ent_coef_final``)."""
+    ent_coef_final: float = Field(0.0, ge=0)
+    """Entropy coefficient at the end of a linear/cosine decay."""
+    accumulate_grads: bool = False
+    """One optimizer step per epoch: backward of each minibatch's loss / num_minibatches."""
+    amp: Literal["none", "bf16", "fp16"] = "none"
+    """Mixed precision of the update's network forward: bf16 (CPU, CUDA) or fp16 (CUDA, grad scaler)."""
+
+    @field_validator("lr_schedule", "ent_coef_schedule")
+    @classmethod
+    def _increasing_points(cls, points: Points | None) -> Points | None:
+        error = None if points is None else points_error(points)
+        if error:
+            raise ValueError(error)
+        return points
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Self:
+        name = type(self).__name__
+        if self.target_kl is not None and self.accumulate_grads:
+            fail(name, ("target_kl",),
+                 "cannot be combined with accumulate_grads (needs a step per minibatch)")
+        if self.schedule == "adaptive":
+            if self.desired_kl is None:
+                fail(name, ("desired_kl",), "required when schedule is adaptive")
+            if self.lr_schedule is not None or self.lr_schedule_kind in ("linear", "cosine"):
+                fail(name, ("schedule",),
+                     "adaptive sets the lr from the KL; remove lr_schedule/lr_schedule_kind")
+        if self.min_lr > self.max_lr:
+            fail(name, ("min_lr",), f"must be <= max_lr ({self.max_lr})")
+        for key in ("lr_schedule", "ent_coef_schedule"):
+            if getattr(self, key) is not None and getattr(self, f"{key}_kind") in ("linear", "cosine"):
+                fail(name, (key,), f"points need {key}_kind step or interp (linear/cosine take no points)")
+        for key in self.optimizer_kwargs:
+            if key == "lr":
+                fail(name, ("optimizer_kwargs", key), "set learning_rate instead")
+        if self.optimizer_kwargs:  # only then is torch needed (its optimizers' signatures)
+            accepted = optimizer_kwarg_names(self.optimizer)
+            for key in self.optimizer_kwargs:
+                if key not in accepted:
+                    fail(name, ("optimizer_kwargs", key), f"not an argument of "
+                         f"{OPTIMIZER_CLASSES[self.optimizer]}; accepted: {', '.join(accepted)}")
+        return self
+
+    @property
+    def reads_kl(self) -> bool:
+        """True when a KL rule (target-KL stop or adaptive lr) reads each minibatch's KL on the host."""
+        return self.target_kl is not None or self.schedule == "adaptive"
+
+    def minibatch_size(self, num_samples: int) -> int:
+        """Rows per minibatch: ceil(num_samples / num_mini_batches) when set, else ``batch_size``."""
+        if self.num_mini_batches is None:
+            return self.batch_size
+        return math.ceil(num_samples / self.num_mini_batches)
+
+
+class SequenceCfg(UpdateCfg):
+    """Fields of algorithms that train recurrent policies; feedforward policies ignore them."""
+
+    seq_len: int | None = Field(None, ge=1)
+    """Truncated-BPTT length L; must divide ``trainer.buffer_size``. null: the whole rollout."""
+    seqs_per_state_reset: int = 8
+    """Collection zeroes the recurrent state every ``seq_len × seqs_per_state_reset`` steps of a
+    rollout (starting with step 0); negative or 0: only after a done (the state then carries over)."""
+
+    def check_sequences(self, horizon: int) -> None:
+        """``ConfigError`` unless ``seq_len`` divides the rollout length ``horizon``."""
+        if self.seq_len is not None and horizon % self.seq_len:
+            raise ConfigError(f"trainer.buffer_size ({horizon}) must be a multiple of "
+                              f"algorithm.cfg.seq_len ({self.seq_len})")
+
+
+class PPOCfg(SequenceCfg):
+    """Configuration for PPO: the classic defaults, then rl8's and rsl_rl's options (all off).
+
+    The optimizer, minibatch, schedule, KL and precision fields come from ``UpdateCfg``.
+    """
+
+    n_epochs: int = Field(10, ge=1)
+    """Passes over the rollout per update (rl8 ``num_sgd_iters``, rsl_rl ``num_learning_epochs``)."""
+    vf_coef: float = Field(0.5, ge=0)
+    """Value loss weight."""
+    normalize_advantage: Literal["batch", "minibatch", "off"] = "batch"
+    """Advantage normalization: over the whole rollout once (``batch``), within every minibatch
+    (``minibatch``, rsl_rl's per-minibatch option) or ``off``; ``true``/``false`` mean batch/off."""
+    normalize_rewards: bool = False
+    """Divide rewards by the running std of the per-env discounted return before GAE
+    (arXiv:2005.12729); the stored rollout keeps its raw rewards."""
+    clip_value_loss: bool = False
+    """PPO2's clipped value loss: the value may move ``vf_clip_coef`` from its collection-time estimate."""
+    vf_clip_coef: float = Field(0.2, gt=0)
+    """Clip range of the value (in return units) when ``clip_value_loss``."""
+    dual_clip_coef: float | None = Field(None, gt=1)
+    """Dual clip c > 1 for negative advantages: max(min(surr1, surr2), c·A) (Ye et al. 2020); null: off."""
+
+    @field_validator("normalize_advantage", mode="before")
+    @classmethod
+    def _bool_means_batch(cls, value: Any) -> Any:
+        return ("batch" if value else "off") if isinstance(value, bool) else value
+
+
+def group_size_error(value: int) -> str | None:
+    """Why ``group_size`` is invalid (``None`` when it is not): a group needs two members."""
+    return None if value >= 2 else f"must be >= 2 for within-group normalization (got {value})"
+
+
+class GRPOCfg(UpdateCfg):
+    """Configuration for GRPO: group size, reference KL, episode masking and group resets.
+
+    The optimizer, minibatch, schedule, KL and precision fields come from ``UpdateCfg``;
+    ``gae_lambda`` is inherited for config compatibility and unused: GRPO has no critic.
+    """
+
+    n_epochs: int = Field(10, ge=1)
+    """Passes over the rollout per update."""
+    ent_coef: float = Field(0.0, ge=0)
+    """Entropy bonus weight (the start value when ``ent_coef_schedule_kind`` is linear/cosine)."""
+    kl_coef: float = Field(0.02, ge=0)
+    """Weight of the k3 KL to a frozen copy of the initial policy; 0 builds no reference policy
+    (from-scratch training), 0.02 suits fine-tuning."""
+    group_size: int = 4
+    """Consecutive envs ``[g*k, (g+1)*k)`` that form one group; must be >= 2 and divide ``num_envs``."""
+    eps: float = Field(1e-8, gt=0)
+    """Added to the group std: a constant-return group gets advantage 0, not NaN."""
+    reset_every_rollout: bool = True
+    """Reset every env at the start of each collect, so each rollout starts fresh episodes."""
+    truncate_at_first_done: bool = True
+    """Train only on each env's first episode of the rollout (steps up to and including its first
+    done); otherwise on every step."""
+    group_reset: Literal["shared", "independent"] = "shared"
+    """``shared``: the envs of a group are reset with one seed and start from the same state, so
+    group-relative advantages compare like with like; ``independent``: every env starts on its own."""
+
+    @field_validator("group_size")
+    @classmethod
+    def _group_size_at_least_two(cls, value: int) -> int:
+        error = group_size_error(value)
+        if error:
+            raise ValueError(error)
+        return value
+
+    @property
+    def reset_group_size(self) -> int:
+        """Envs that share one initial state at each reset: ``group_size`` when shared, else 1."""
+        return self.group_size if self.group_reset == "shared" else 1
+
+
+ALGORITHM_CFGS: dict[str, type[AlgorithmCfg]] = {"ppo": PPOCfg, "grpo": GRPOCfg}
+"""Config class of each built-in algorithm (others, registered at run time, are checked at build)."""
+
+
+def check_algorithm(block: AlgorithmBlock) -> None:
+    """Validate ``algorithm.cfg`` against its algorithm's config class; ``ConfigError`` naming the key."""
+    cfg_class = ALGORITHM_CFGS.get(block.name.lower())
+    if cfg_class is not None:
+        cfg_class.from_dict(dict(block.cfg), "algorithm.cfg")

@@ -1,0 +1,159 @@
+"""The trainer's side of MLflow: a :class:`BackgroundRun` hands every write to the tracking process.
+
+``BackgroundRun.start`` returns at once: the tracking process (:mod:`rlpipe.tracking.sink`) imports
+MLflow and opens the run while the trainer imports torch and runs iteration 1. Writes go, in call
+order, through a bounded queue to a feeder thread that pipes them to the process; ``log_metrics``
+blocks only when ``QUEUE_SIZE`` messages are waiting (a store that has fallen that far behind).
+A store that cannot be opened or written is reported once, in one line, by the tracking process;
+training goes on. :meth:`BackgroundRun.end` flushes and waits for the run's terminal status; it
+also runs at exit (``FAILED`` after an error, ``KILLED`` after SIGINT/SIGTERM, see
+:mod:`rlpipe.tracking.signals`), and a trainer killed outright still gets every message it piped.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import math
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from rlpipe.tracking import signals
+
+__all__ = ["FLUSH_TIMEOUT_S", "QUEUE_SIZE", "BackgroundRun"]
+
+QUEUE_SIZE = 1024
+"""Messages (about one per iteration) the tracking process may fall behind before ``log_metrics`` blocks."""
+FLUSH_TIMEOUT_S = 120.0
+"""How long ``end`` waits for the tracking process to write what is queued and end the run."""
+
+
+class BackgroundRun:
+    """An MLflow run opened and written by the tracking process; same calls as ``MlflowRun``."""
+
+    def __init__(self, open_message: dict[str, Any]) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "rlpipe.tracking.sink"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True, encoding="utf-8",
+            env={"MLFLOW_DISABLE_TELEMETRY": "true", **os.environ},
+        )
+        self._queue: queue.Queue[str | None] = queue.Queue(maxsize=QUEUE_SIZE)
+        self._replies: dict[str, Any] = {}
+        self._opened = threading.Event()
+        self._ended = threading.Event()
+        self._closed = False
+        self._queue.put(json.dumps({"op": "open", **open_message}))
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._feeder = _thread(self._feed, self._proc.stdin, "rlpipe-mlflow-feed")
+        _thread(self._read, self._proc.stdout, "rlpipe-mlflow-reply")
+        atexit.register(self._at_exit)
+
+    @classmethod
+    def start(cls, uri: str, experiment: str, params: dict[str, Any], tags: dict[str, str],
+              run_name: str | None = None) -> BackgroundRun:
+        """Start the tracking process on run ``run_name`` in ``experiment``; returns at once."""
+        return cls({"uri": uri, "experiment": experiment, "params": params, "tags": tags,
+                    "run_name": run_name, "cwd": str(Path.cwd())})
+
+    # --- the trainer's calls, in order -------------------------------------------------------------
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        """Queue one batch of the finite numeric ``metrics`` at ``step``, time-stamped now."""
+        batch = {k: float(v) for k, v in metrics.items() if isinstance(v, int | float) and math.isfinite(v)}
+        if batch:
+            self._send({"op": "metrics", "metrics": batch, "step": int(step), "ts": int(time.time() * 1000)})
+
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        """Queue the upload of a file or folder (it must stay in place until :meth:`end`)."""
+        self._send({"op": "artifact", "path": str(Path(path).resolve()), "artifact_path": artifact_path})
+
+    def log_text(self, name: str, text: str, artifact_path: str | None = None) -> None:
+        """Queue a small text artifact ``name`` with content ``text`` (written by the tracking process)."""
+        self._send({"op": "text", "name": name, "text": text, "artifact_path": artifact_path})
+
+    @property
+    def run_id(self) -> str | None:
+        """The MLflow run id, waiting for the run to open (``None`` when it could not be opened)."""
+        self._opened.wait(FLUSH_TIMEOUT_S)
+        return self._replies.get("run_id")
+
+    def end(self, status: str = "FINISHED", timeout: float = FLUSH_TIMEOUT_S) -> str | None:
+        """Flush every queued write, end the run with ``status`` and wait for it; idempotent.
+
+        Returns the status the run ended with (``None`` when it never opened or is still writing
+        after ``timeout`` seconds: the tracking process then finishes on its own).
+        """
+        if self._closed:
+            return self._replies.get("ended")
+        self._closed = True
+        atexit.unregister(self._at_exit)
+        deadline = time.monotonic() + timeout
+        try:
+            for item in (json.dumps({"op": "end", "status": status}), None):
+                self._queue.put(item, timeout=timeout)
+        except queue.Full:
+            return self._still_writing(timeout)
+        self._feeder.join(timeout)
+        try:
+            self._proc.wait(max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            return self._still_writing(timeout)
+        self._ended.wait(1.0)
+        return self._replies.get("ended")
+
+    def _still_writing(self, timeout: float) -> None:
+        print(f"Warning: MLflow is still writing after {timeout:.0f}s; it finishes in the background "
+              f"(pid {self._proc.pid})", file=sys.stderr, flush=True)
+
+    # --- threads ------------------------------------------------------------------------------------
+
+    def _send(self, message: dict[str, Any]) -> None:
+        if not self._closed:
+            self._queue.put(json.dumps(message))
+
+    def _feed(self, pipe: IO[str]) -> None:
+        """Write queued messages to the tracking process in order; after it is gone, drop them."""
+        alive = True
+        while (line := self._queue.get()) is not None:
+            if not alive:
+                continue
+            try:
+                pipe.write(line + "\n")
+                if self._queue.empty():
+                    pipe.flush()
+            except (BrokenPipeError, OSError, ValueError):  # it failed and said so on stderr
+                alive = False
+        try:
+            pipe.close()
+        except OSError:
+            pass
+
+    def _read(self, pipe: IO[str]) -> None:
+        for line in pipe:
+            try:
+                self._replies.update(json.loads(line))
+            except ValueError:
+                continue
+            if "run_id" in self._replies or "error" in self._replies:
+                self._opened.set()
+            if "ended" in self._replies:
+                self._ended.set()
+        self._opened.set()
+        self._ended.set()
+
+    def _at_exit(self) -> None:
+        """The process is exiting without ``end``: an error or a signal; flush and say which."""
+        self.end("KILLED" if signals.received() is not None else "FAILED")
+
+
+def _thread(target: Any, pipe: IO[str], name: str) -> threading.Thread:
+    thread = threading.Thread(target=target, args=(pipe,), name=name, daemon=True)
+    thread.start()
+    return thread
+

@@ -1,0 +1,106 @@
+"""The tracking process: ``python -m rlpipe.tracking.sink`` opens and writes one MLflow run.
+
+The training process (:class:`rlpipe.tracking.background.BackgroundRun`) starts it and sends one
+JSON message per line on its stdin, in order:
+
+* ``{"op": "open", "uri", "experiment", "params", "tags", "run_name", "cwd"}`` (first, once);
+* ``{"op": "metrics", "metrics": {key: value}, "step": env_steps, "ts": epoch_ms}`` per iteration;
+* ``{"op": "artifact", "path", "artifact_path"}`` and ``{"op": "text", "name", "text"}`` (a small
+  file written here, e.g. the resolved ``params.yaml``);
+* ``{"op": "end", "status"}``.
+
+It answers on stdout with one JSON line once the run is open (``{"run_id": ...}``, or
+``{"error": ...}`` when it could not be opened) and one when it ended (``{"ended": status}``).
+End of input without an ``end`` message (the trainer was killed) ends the run ``KILLED`` after every
+message received so far is written. A problem is said once, in one line on stderr; the process
+then keeps reading, so the trainer never blocks on it. SIGINT and SIGTERM are ignored here: the
+trainer decides when the run ends (a Ctrl-C reaches the whole process group).
+
+Running in its own process keeps MLflow's import, its SQLite schema checks and every write off the
+trainer's interpreter lock, so iteration 1 starts while the run opens.
+"""
+
+from __future__ import annotations
+
+import signal
+
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # first, before the imports below take their time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+import json  # noqa: E402  (after the signal set-up on purpose)
+import os  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import IO, Any  # noqa: E402
+
+__all__ = ["main", "serve"]
+
+
+def _say(out: IO[str], message: dict[str, Any]) -> None:
+    out.write(json.dumps(message) + "\n")
+    out.flush()
+
+
+def _open(message: dict[str, Any]) -> Any:
+    from rlpipe.tracking.mlflow_store import MlflowRun, git_tags
+
+    tags = {**git_tags(Path(message.get("cwd") or os.getcwd())), **message["tags"]}
+    return MlflowRun.start(message["uri"], message["experiment"], message["params"], tags,
+                           run_name=message.get("run_name"))
+
+
+def _apply(run: Any, message: dict[str, Any], scratch: Path) -> None:
+    op = message["op"]
+    if op == "metrics":
+        run.log_metrics(message["metrics"], message["step"], message.get("ts"))
+    elif op == "artifact":
+        run.log_artifact(Path(message["path"]), message.get("artifact_path"))
+    elif op == "text":
+        path = scratch / message["name"]
+        path.write_text(message["text"])
+        run.log_artifact(path, message.get("artifact_path"))
+
+
+def serve(lines: IO[str], out: IO[str]) -> str:
+    """Handle the messages of ``lines`` (see the module doc); return the status the run ended with."""
+    first = lines.readline()
+    if not first:
+        return "none"
+    try:
+        run = _open(json.loads(first))
+    except Exception as exc:  # a store that cannot be opened must not stop training
+        print(f"Warning: MLflow run not opened, training goes on without it: {exc}".splitlines()[0],
+              file=sys.stderr, flush=True)
+        _say(out, {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__})
+        for _ in lines:  # drain, so the trainer never blocks on a full pipe
+            pass
+        return "none"
+    _say(out, {"run_id": run.run_id})
+    status = "KILLED"  # input ended without an end message: the trainer was killed
+    with tempfile.TemporaryDirectory(prefix="rlpipe-mlflow-") as scratch:
+        for line in lines:
+            message = json.loads(line)
+            if message["op"] == "end":
+                status = message["status"]
+                break
+            _apply(run, message, Path(scratch))
+    run.end(status)
+    final = status if run.error is None else "FAILED"
+    _say(out, {"ended": final})
+    return final
+
+
+def main() -> None:
+    """Entry point of the tracking process: protocol on stdin/stdout, stray output to stderr."""
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a library's print must not corrupt replies
+    try:
+        serve(sys.stdin, out)
+    except Exception as exc:
+        print(f"Warning: MLflow tracking process failed: {exc}".splitlines()[0], file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
