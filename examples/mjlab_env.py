@@ -1,7 +1,7 @@
 """mjlab tasks (MuJoCo-Warp; Isaac Lab's API) as rlpipe envs through their rsl_rl ``VecEnv`` wrapper.
 
-``rlpipe run params.yaml --set env.id=examples.mjlab_env:make --set env.cfg.task=Mjlab-Velocity-Flat-Unitree-Go1``
-(mjlab installed, e.g. in a separate venv; CUDA when present, else CPU). mjlab's observation groups
+``rlpipe run params.yaml --set env.id=examples.mjlab_env:make
+--set env.cfg.task=Mjlab-Velocity-Flat-Unitree-Go1`` (mjlab installed, e.g. in a separate venv; CUDA when present, else CPU). mjlab's observation groups
 (``actor``, ``critic``) become ``policy.actor.obs_keys`` / ``policy.critic.obs_keys``.
 """
 
