@@ -78,11 +78,10 @@ def test_params_error_is_one_line_exit_2_and_imports_nothing_heavy(tmp_path, ove
 
 
 def test_envs_lists_without_torch(tmp_path):
-    if "envs" not in cli.commands:
-        pytest.skip("no `rlpipe envs` command in this tree")
     result, modules = run_cli(["envs"], tmp_path)
     assert result.returncode == 0 and "CartPole" in result.stdout, result.stderr
-    assert heavy(modules) == []
+    # listing gymnasium's ids needs gymnasium's registry (and numpy under it), never the training stack
+    assert [m for m in heavy(modules) if m.split(".")[0] not in ("gymnasium", "numpy")] == []
 
 
 def test_grpo_params_are_checked_at_load_too(tmp_path):

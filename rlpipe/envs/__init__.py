@@ -1,26 +1,35 @@
-"""Batched envs: the BatchedEnv contract, torch-native envs, the gymnasium adapter, the registry."""
+"""Batched envs: the BatchedEnv contract, torch-native envs, the gymnasium adapter, the registry.
 
-from rlpipe.envs import cartpole, memory, pendulum  # noqa: F401  # imported to register their envs
-from rlpipe.envs.base import BatchedEnv, StepResult
-from rlpipe.envs.cartpole import CartPole
-from rlpipe.envs.gym_adapter import GymnasiumEnv
-from rlpipe.envs.memory import RepeatFirst
-from rlpipe.envs.pendulum import Pendulum
-from rlpipe.envs.registry import build_env, register_env, registered_env_ids
-from rlpipe.envs.spaces import space_from_dict, space_to_dict
-from rlpipe.envs.torch_env import TorchEnv
+Names are imported on first use, so ``rlpipe envs`` and ``rlpipe --help`` never import torch.
+"""
 
-__all__ = [
-    "space_from_dict",
-    "space_to_dict",
-    "BatchedEnv",
-    "CartPole",
-    "GymnasiumEnv",
-    "Pendulum",
-    "RepeatFirst",
-    "StepResult",
-    "TorchEnv",
-    "build_env",
-    "register_env",
-    "registered_env_ids",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "BatchedEnv": "rlpipe.envs.base",
+    "StepResult": "rlpipe.envs.base",
+    "CartPole": "rlpipe.envs.cartpole",
+    "GymnasiumEnv": "rlpipe.envs.gym_adapter",
+    "Pendulum": "rlpipe.envs.pendulum",
+    "PushCube": "rlpipe.envs.push_cube",
+    "RepeatFirst": "rlpipe.envs.memory",
+    "TorchEnv": "rlpipe.envs.torch_env",
+    "RenderUnavailable": "rlpipe.envs.rendering",
+    "build_env": "rlpipe.envs.registry",
+    "build_eval_env": "rlpipe.envs.registry",
+    "register_env": "rlpipe.envs.registry",
+    "registered_env_ids": "rlpipe.envs.registry",
+    "space_from_dict": "rlpipe.envs.spaces",
+    "space_to_dict": "rlpipe.envs.spaces",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'rlpipe.envs' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

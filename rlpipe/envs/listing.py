@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import gymnasium
+from importlib.metadata import entry_points
 
-from rlpipe.envs.plugins import entry_point_ids
-from rlpipe.envs.registry import registered_env_ids
+from rlpipe.envs.builtin import BUILTIN_ENVS, ENTRY_POINT_GROUP
 
 __all__ = ["GROUPS", "env_ids_by_backend"]
 
@@ -14,16 +13,22 @@ GROUPS = ("torch", "plugins", "envpool", "gymnasium")
 
 
 def env_ids_by_backend(groups: tuple[str, ...] = GROUPS) -> dict[str, list[str]]:
-    """``{group: sorted ids}``; plugins read ``id = module:attr``; envpool is empty when not installed."""
+    """``{group: sorted ids}``; plugins read ``id = module:attr``; envpool is empty when not installed.
+
+    Imports no torch: the built-in ids are known by name, plugins by their entry points.
+    """
     listing: dict[str, list[str]] = {}
     for group in groups:
         if group == "torch":
-            listing[group] = registered_env_ids()
+            listing[group] = sorted(BUILTIN_ENVS)
         elif group == "plugins":
-            listing[group] = [f"{name} = {target}" for name, target in sorted(entry_point_ids().items())]
+            found = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+            listing[group] = [f"{name} = {target}" for name, target in sorted(found.items())]
         elif group == "envpool":
             listing[group] = _envpool_ids()
         elif group == "gymnasium":
+            import gymnasium
+
             listing[group] = sorted(gymnasium.envs.registry)
         else:
             raise ValueError(f"--backend: got {group!r}; accepted: {', '.join(GROUPS)}")
@@ -32,10 +37,7 @@ def env_ids_by_backend(groups: tuple[str, ...] = GROUPS) -> dict[str, list[str]]
 
 def _envpool_ids() -> list[str]:
     try:
-        from rlpipe.envs.envpool_env import envpool_ids
+        import envpool
     except ImportError:
         return []
-    try:
-        return envpool_ids()
-    except ImportError:
-        return []
+    return sorted(envpool.list_all_envs())

@@ -34,10 +34,9 @@ import torch
 
 from rlpipe.config import ConfigError
 from rlpipe.envs.base import BatchedEnv
+from rlpipe.envs.builtin import ENTRY_POINT_GROUP
 
 __all__ = ["ENTRY_POINT_GROUP", "build_plugin_env", "entry_point_ids", "is_plugin_id", "plugin_target"]
-
-ENTRY_POINT_GROUP = "rlpipe.envs"
 
 
 def is_plugin_id(env_id: str) -> bool:
