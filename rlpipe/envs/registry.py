@@ -11,7 +11,6 @@ is accepted.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -53,18 +52,8 @@ def register_env(name: str, *, override: bool = False) -> Callable[[EnvT], EnvT]
     return decorate
 
 
-BUILTIN_MODULES = ("rlpipe.envs.cartpole", "rlpipe.envs.memory", "rlpipe.envs.pendulum")
-"""Modules whose import registers the built-in torch envs (``rlpipe.envs`` imports nothing eagerly)."""
-
-
-def _load_builtins() -> None:
-    for module in BUILTIN_MODULES:
-        importlib.import_module(module)
-
-
 def registered_env_ids() -> list[str]:
     """Names of the registered torch envs, sorted."""
-    _load_builtins()
     return sorted(_REGISTRY)
 
 
@@ -85,7 +74,6 @@ def build_env(
     backend, an unknown argument or an invalid value.
     """
     cfg = dict(cfg or {})
-    _load_builtins()
     if backend not in BACKENDS:
         raise ConfigError(f"env.backend: got {backend!r}; accepted: {', '.join(BACKENDS)}")
     if is_plugin_id(env_id):
