@@ -79,8 +79,6 @@ def test_params_error_is_one_line_exit_2_and_imports_nothing_heavy(tmp_path, ove
     assert not (tmp_path / "data").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17: `rlpipe envs` still imports torch through the eager "
-                   "rlpipe.envs package (a lazy version broke envpool resume bit-for-bit; not finished)")
 def test_envs_lists_without_torch(tmp_path):
     if "envs" not in cli.commands:
         pytest.skip("no `rlpipe envs` command in this tree")

@@ -11,6 +11,7 @@ is accepted.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -50,6 +51,10 @@ def register_env(name: str, *, override: bool = False) -> Callable[[EnvT], EnvT]
         return cls
 
     return decorate
+
+
+BUILTIN_MODULES = ("rlpipe.envs.cartpole", "rlpipe.envs.memory", "rlpipe.envs.pendulum")
+"""Modules whose import registers the built-in torch envs (``rlpipe.envs`` imports nothing eagerly)."""
 
 
 def registered_env_ids() -> list[str]:
@@ -176,3 +181,9 @@ def _construct(
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+# The built-in envs register themselves on import; importing them with the registry (not at the
+# first build_env) keeps import-time side effects out of a seeded run's RNG streams.
+for _module in BUILTIN_MODULES:
+    importlib.import_module(_module)
