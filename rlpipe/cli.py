@@ -45,18 +45,30 @@ def user_errors(func: F) -> F:
 
 
 params_argument = click.argument("params", type=click.Path(path_type=Path))
-run_argument = click.argument("params", metavar="RUN_DIR|PARAMS", type=click.Path(path_type=Path))
+run_argument = click.argument("params", metavar="RUN_DIR|EXP|PARAMS", type=click.Path(path_type=Path))
+
+
+class RunPath(click.Path):
+    """A path, or a DVC experiment's name and a path in its run dir (``clip01/rollouts/iter-000002.zarr``)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from rlpipe.runs import resolve_path
+
+        return super().convert(resolve_path(value) if isinstance(value, str) else value, param, ctx)
 
 
 def load_config(target: Path, overrides: tuple[str, ...] | list[str]) -> RunConfig:
     """Params of a run directory (its ``params.yaml``, placed where the folder is now) or a params file.
 
-    Config is imported here, not at the top: ``--help`` and a params error never load torch.
+    A DVC experiment's name, or a workspace ``data/<exp>`` whose ``run.json`` names an experiment's
+    run dir, stands for that run directory (:func:`rlpipe.runs.resolve_target`). Config is imported
+    here, not at the top: ``--help`` and a params error never load torch.
     """
     from rlpipe.artifacts.params import params_file
     from rlpipe.config import load
+    from rlpipe.runs import resolve_target
 
-    path, layout = params_file(target)
+    path, layout = params_file(resolve_target(target))
     where = [] if layout is None else [f"trainer.data_dir={layout.root.parent}",
                                         f"trainer.exp_name={layout.root.name}"]
     return load(path, (*where, *overrides))
@@ -141,10 +153,10 @@ def compare(experiments: tuple[str, ...], metrics: tuple[str, ...], run_ids: tup
 # --------------------------------------------------------- one stage on stored data, offline replay
 
 checkpoint_option = click.option(
-    "--checkpoint", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    "--checkpoint", type=RunPath(dir_okay=False, path_type=Path), default=None,
     help="Checkpoint file (ckpt-NNNNNN.pt) to start from.",
 )
-rollout_argument = click.argument("rollout", type=click.Path(path_type=Path))
+rollout_argument = click.argument("rollout", type=RunPath(path_type=Path))
 
 
 def _out_option(default: str) -> Callable[[F], F]:
@@ -198,7 +210,7 @@ def advantage(params: Path, rollout: Path, overrides: tuple[str, ...], out: Path
 
 @cli.command()
 @run_argument
-@click.argument("rollout", required=False, type=click.Path(path_type=Path))
+@click.argument("rollout", required=False, type=RunPath(path_type=Path))
 @set_option
 @checkpoint_option
 @_out_option("<run_dir>/updated")
@@ -229,22 +241,63 @@ def update(params: Path, rollout: Path | None, overrides: tuple[str, ...], check
 @run_argument
 @set_option
 @checkpoint_option
-@_out_option("<run_dir>/eval/metrics.json")
+@click.option("--video", is_flag=True, help="Film the first eval.video_envs envs to <run_dir>/eval/*.mp4.")
+@click.option("--policy", "policy_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Evaluate an exported policy.onnx / policy.pt (`rlpipe export`) instead of a checkpoint.")
+@_out_option("<run_dir>/eval/metrics.json; with --policy, eval/policy-metrics.json")
 @user_errors
-def evaluate(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, out: Path | None) -> None:
-    """Evaluate a checkpoint (default: the run's latest) with the eval params."""
-    cfg = load_config(params, overrides)
+def evaluate(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, video: bool,
+             policy_file: Path | None, out: Path | None) -> None:
+    """Evaluate a checkpoint (default: the run's latest), or an exported policy, with the eval params."""
+    if policy_file is not None and checkpoint is not None:
+        raise click.UsageError("--policy and --checkpoint: give one of them")
+    cfg = load_config(params, (*overrides, *(["eval.video=true"] if video else [])))
     from rlpipe.artifacts.layout import RunLayout
     from rlpipe.offline import commands as offline
+    from rlpipe.offline.shipping import evaluate_policy_file
 
-    metrics = offline.evaluate_checkpoint(cfg, checkpoint, out)
+    layout = RunLayout(cfg.run_dir)
+    if policy_file is not None:
+        metrics, written = evaluate_policy_file(cfg, policy_file, out), out or layout.policy_eval_metrics
+    else:
+        metrics, written = offline.evaluate_checkpoint(cfg, checkpoint, out), out or layout.eval_metrics
     for key in sorted(metrics):
         click.echo(f"{key:<20} {metrics[key]:.6g}")
-    click.echo(f"metrics → {out or RunLayout(cfg.run_dir).eval_metrics}")
+    click.echo(f"metrics → {written}")
 
 
 @cli.command()
-@click.argument("rollout", metavar="RUN_DIR|ROLLOUT", type=click.Path(path_type=Path))
+@run_argument
+@set_option
+@click.option("--checkpoint", default=None, metavar="N|FILE",
+              help="Iteration N (checkpoints/ckpt-N.pt) or a checkpoint file (default: the run's latest).")
+@click.option("--format", "fmt", type=click.Choice(["onnx", "torchscript"]), default="onnx",
+              show_default=True, help="onnx (onnxruntime) or torchscript (libtorch: torch::jit::load).")
+@_out_option("<run_dir>/export")
+@user_errors
+def export(params: Path, overrides: tuple[str, ...], checkpoint: str | None, fmt: str,
+           out: Path | None) -> None:
+    """Export the deterministic actor (normalizer, action clipping, argmax inside), verified.
+
+    Writes policy.onnx (or policy.pt) and a metadata JSON beside it after running the file on stored
+    observations; if any action differs from the checkpoint's by more than 1e-5: exit 3, no file.
+    """
+    cfg = load_config(params, overrides)
+    from rlpipe.offline.shipping import ExportMismatch, export_run
+
+    ref = int(checkpoint) if checkpoint is not None and checkpoint.isdigit() else checkpoint
+    try:
+        result = export_run(cfg, Path(ref) if isinstance(ref, str) else ref, fmt, out)
+    except ExportMismatch as exc:
+        click.echo(f"Error: {exc}".splitlines()[0], err=True)
+        sys.exit(3)
+    click.echo(f"verified on {result.observations} observations ({result.source}): "
+               f"max |Δaction| = {result.max_abs_diff:.3g}")
+    click.echo(f"policy → {result.path}, metadata → {result.metadata_path}")
+
+
+@cli.command()
+@click.argument("rollout", metavar="RUN_DIR|EXP|ROLLOUT", type=RunPath(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @user_errors
 def inspect(rollout: Path, as_json: bool) -> None:
@@ -275,13 +328,13 @@ def inspect(rollout: Path, as_json: bool) -> None:
 @cli.command()
 @run_argument
 @set_option
-@click.option("--rollouts", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--rollouts", type=RunPath(file_okay=False, path_type=Path), default=None,
               help="Folder of iter-NNNNNN.zarr stores (default: <run_dir>/rollouts).")
 @click.option("--iterations", "span", callback=_parse_span, default=None, metavar="A:B",
               help="Replay rollouts A to B, both included, or one K (default: every stored one).")
 @click.option("--chain", is_flag=True,
               help="Update each rollout from the previous replayed weights, not from its own checkpoint.")
-@click.option("--from", "start", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--from", "start", type=RunPath(dir_okay=False, path_type=Path), default=None,
               help="Checkpoint the chain starts from (implies --chain; default: the one before A).")
 @_out_option("<run_dir>/reupdate")
 @user_errors
@@ -298,6 +351,24 @@ def replay(params: Path, overrides: tuple[str, ...], rollouts: Path | None, span
                               chain=chain or start is not None, start=start)
     click.echo(f"replayed {summary['iterations']} rollouts ({summary['transitions']:,} transitions, "
                f"{summary['transitions_per_s']:,.0f}/s) → {out / 'checkpoints'}, {out / 'metrics.json'}")
+
+
+@cli.command()
+@click.option("--dry-run", is_flag=True, help="Only list what would be freed.")
+@user_errors
+def gc(dry_run: bool) -> None:
+    """Free the run dirs (data/exps/<name>) of DVC experiments that no longer exist.
+
+    Kept: every run dir named by a DVC experiment, a branch or tag (`dvc exp branch`), the
+    workspace's data/<exp>/run.json, or held by a running experiment. Run after `dvc exp remove`.
+    """
+    from rlpipe.dvc_exps import gc as collect_garbage
+
+    freed = collect_garbage(dry_run=dry_run)
+    for folder, size in freed:
+        click.echo(f"{'would free' if dry_run else 'freed'} {folder} ({size / 2**20:.1f} MB)")
+    total = sum(size for _, size in freed) / 2**20
+    click.echo(f"{len(freed)} experiment run dirs, {total:.1f} MB{' (dry run)' if dry_run else ''}")
 
 
 @cli.command()

@@ -7,11 +7,13 @@ through their interfaces (``reset``/``step``; ``sample``/``sample_step``), so it
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 if TYPE_CHECKING:
+    from rlpipe.artifacts.video import VideoRecorder
     from rlpipe.envs import BatchedEnv
     from rlpipe.policies import Policy
 
@@ -60,12 +62,19 @@ class Evaluator:
 
     Each call resets the eval envs with ``seed + call index``, so an evaluation never disturbs the
     training RNG and the same checkpoint always scores the same.
+
+    With a ``video`` recorder, a call given ``video_path`` also films the first eval envs into that
+    MP4 (:attr:`last_video`); filming only reads the env state, so the metrics are the same.
     """
 
     def __init__(self, env: BatchedEnv, policy: Policy, num_episodes: int, seed: int,
-                 max_steps: int | None = None, deterministic: bool = True) -> None:
+                 max_steps: int | None = None, deterministic: bool = True,
+                 video: VideoRecorder | None = None) -> None:
         self.env, self.policy, self.num_episodes, self.seed = env, policy, num_episodes, seed
         self.deterministic = deterministic
+        self.video = video
+        self.last_video: Path | None = None
+        """The MP4 of the latest call that filmed one (the caller clears it once logged)."""
         limit = env.max_episode_steps or 1000
         self.max_steps = max_steps or limit * num_episodes + 1
         self.calls = 0
@@ -78,14 +87,32 @@ class Evaluator:
         return _FeedforwardActor(self.policy, self.deterministic)
 
     @torch.inference_mode()
-    def __call__(self) -> dict[str, float]:
+    def __call__(self, video_path: Path | None = None) -> dict[str, float]:
         """``eval/return_mean``, ``eval/return_std``, ``eval/length_mean``, ``eval/episodes``.
 
         Envs reporting ``info["success"]`` add ``eval/success_rate`` (success at any episode step).
+        With ``video_path`` (and a recorder) also ``eval/video_frames``, the video's length.
         """
+        filming = video_path is not None and self.video is not None and self.video.enabled
+        try:
+            metrics = self._episodes(video_path if filming else None)
+        except BaseException:
+            if self.video is not None:
+                self.video.abort()  # no half-written video
+            raise
+        if not filming:
+            return metrics
+        assert self.video is not None
+        self.last_video = self.video.finish()
+        return metrics | ({"eval/video_frames": float(self.video.written_frames)} if self.last_video else {})
+
+    def _episodes(self, video_path: Path | None) -> dict[str, float]:
+        """Step until every env finished ``k`` episodes (filming to ``video_path`` if given); the metrics."""
         m, dev, k = self.env.num_envs, self.env.device, self.num_episodes
         obs = self.env.reset(seed=self.seed + self.calls)
         self.calls += 1
+        if video_path is not None and self.video is not None:
+            self.video.start(self.env, video_path)
         returns = torch.zeros(m, k, device=dev)
         lengths = torch.zeros(m, k, device=dev)
         count = torch.zeros(m, dtype=torch.int64, device=dev)
@@ -118,6 +145,8 @@ class Evaluator:
             obs = result.obs
             if self.on_step is not None:
                 self.on_step(self.env, step)
+            if video_path is not None and self.video is not None and self.video.recording:
+                self.video.capture(self.env, count, k)
             if step % SYNC_EVERY == SYNC_EVERY - 1 and bool((count >= k).all()):
                 break
         self.policy.train(was_training)

@@ -6,6 +6,7 @@ import random
 from typing import Any
 
 import numpy as np
+import rich.style  # noqa: F401  # draws from python's global RNG on first import: do it before any seeding
 import torch
 
 __all__ = ["restore_rng_state", "rng_state", "seed_everything"]

@@ -8,12 +8,13 @@ first, so a reader sees a whole entry or none. Temporaries of dead processes are
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import secrets
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,6 +26,7 @@ __all__ = [
     "delete_tree",
     "pid_alive",
     "publish_dir",
+    "staged_files",
     "temporary_sibling",
 ]
 
@@ -80,6 +82,25 @@ def publish_dir(tmp: Path, path: Path, replace: bool = False) -> None:
         shutil.rmtree(trash)
         return
     os.rename(tmp, path)
+
+
+@contextlib.contextmanager
+def staged_files(directory: Path, name: str) -> Iterator[Path]:
+    """A hidden temporary folder beside ``directory/name`` to write files in; all appear, or none.
+
+    On a clean exit every file in it is renamed into ``directory`` (in name order), replacing older
+    ones; on an exception the folder is deleted and nothing appears. The folder is removed either way.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_sibling(directory / name)
+    tmp.mkdir()
+    try:
+        yield tmp
+        for path in sorted(tmp.iterdir()):
+            os.replace(path, directory / path.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def delete_tree(path: Path) -> None:

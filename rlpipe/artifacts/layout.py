@@ -6,6 +6,8 @@ A run directory (``<trainer.data_dir>/<trainer.exp_name>``)::
     rollouts/iter-000001.zarr    one Zarr v3 group per iteration (``…/rank-R`` shards when distributed)
     checkpoints/ckpt-000001.pt   + ``latest`` and ``best`` pointers
     eval/, reupdate/, updated/, collected/, advantages/   derived outputs (never inside rollouts/)
+    eval/video-iter-000012.mp4   the eval video after iteration 12 (``eval.video``)
+    export/policy.onnx           ``rlpipe export`` (+ ``policy.onnx.json``; ``policy.pt`` for TorchScript)
     metrics.json, curve.csv      small files for ``dvc metrics`` / ``dvc plots``
 
 No other module spells one of these names or patterns: they ask this one.
@@ -20,6 +22,7 @@ from pathlib import Path
 __all__ = [
     "BEST",
     "CHECKPOINT_NAME",
+    "EXPORT_FILES",
     "LATEST",
     "ROLLOUT_NAME",
     "SHARD_NAME",
@@ -34,6 +37,8 @@ __all__ = [
 ROLLOUT_NAME = re.compile(r"^iter-(\d{6,})\.zarr$")
 CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{6,})\.pt$")
 SHARD_NAME = re.compile(r"^rank-(\d+)$")
+EXPORT_FILES = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
+"""File written by ``rlpipe export`` per ``--format``."""
 LATEST = "latest"
 BEST = "best"
 
@@ -111,6 +116,30 @@ class RunLayout:
     def eval_metrics(self) -> Path:
         """``eval/metrics.json``."""
         return self.eval_dir / "metrics.json"
+
+    def eval_video(self, iteration: int, policy_file: str | None = None) -> Path:
+        """``eval/video-iter-NNNNNN.mp4``; of an exported file: ``eval/video-<stem>-iter-NNNNNN.mp4``."""
+        stem = f"-{Path(policy_file).stem}" if policy_file else ""
+        return self.eval_dir / f"video{stem}-iter-{iteration:06d}.mp4"
+
+    @property
+    def policy_eval_metrics(self) -> Path:
+        """``eval/policy-metrics.json``: ``rlpipe eval --policy`` (an exported file)."""
+        return self.eval_dir / "policy-metrics.json"
+
+    @property
+    def export_dir(self) -> Path:
+        """``export/``: the default output of ``rlpipe export``."""
+        return self.root / "export"
+
+    def exported(self, fmt: str, directory: Path | None = None) -> Path:
+        """The file ``rlpipe export --format fmt`` writes in ``directory`` (default ``export/``)."""
+        return Path(directory or self.export_dir) / EXPORT_FILES[fmt]
+
+    @staticmethod
+    def export_metadata(exported: Path) -> Path:
+        """The JSON beside an exported file: ``policy.onnx`` → ``policy.onnx.json``."""
+        return exported.with_name(f"{exported.name}.json")
 
     @property
     def reupdate(self) -> Path:

@@ -305,6 +305,12 @@ class EvalCfg(StrictModel):
     """Act with the policy's mode (``true``) or sample from it (``false``)."""
     seed: int | None = None
     """Seed of the eval envs; ``null``: derived from ``trainer.seed`` (a stream disjoint from training)."""
+    video: bool = False
+    """Record the eval episodes of the first ``video_envs`` eval envs to
+    ``<run_dir>/eval/video-iter-NNNNNN.mp4`` (MLflow artifacts under ``eval/``) — at every online
+    eval of ``rlpipe run`` and in ``rlpipe eval``. Needs an env that renders (MuJoCo: ``MUJOCO_GL``)."""
+    video_envs: int = Field(2, ge=1)
+    """Eval envs filmed (tiled side by side in one video)."""
 
 
 class ReplayCfg(StrictModel):

@@ -1,7 +1,6 @@
 """Batched envs: the BatchedEnv contract, torch-native envs, the gymnasium adapter, the registry.
 
-Names are resolved on first use (PEP 562), so ``rlpipe envs`` lists ids without importing torch;
-the registry loads the built-in torch envs (CartPole, Pendulum, RepeatFirst) when it is asked.
+Names are imported on first use, so ``rlpipe envs`` and ``rlpipe --help`` never import torch.
 """
 
 from __future__ import annotations
@@ -10,31 +9,27 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "space_from_dict": "spaces",
-    "space_to_dict": "spaces",
-    "BatchedEnv": "base",
-    "StepResult": "base",
-    "CartPole": "cartpole",
-    "GymnasiumEnv": "gym_adapter",
-    "Pendulum": "pendulum",
-    "RepeatFirst": "memory",
-    "TorchEnv": "torch_env",
-    "build_env": "registry",
-    "register_env": "registry",
-    "registered_env_ids": "registry",
+    "BatchedEnv": "rlpipe.envs.base",
+    "StepResult": "rlpipe.envs.base",
+    "CartPole": "rlpipe.envs.cartpole",
+    "GymnasiumEnv": "rlpipe.envs.gym_adapter",
+    "Pendulum": "rlpipe.envs.pendulum",
+    "PushCube": "rlpipe.envs.push_cube",
+    "RepeatFirst": "rlpipe.envs.memory",
+    "TorchEnv": "rlpipe.envs.torch_env",
+    "RenderUnavailable": "rlpipe.envs.rendering",
+    "build_env": "rlpipe.envs.registry",
+    "build_eval_env": "rlpipe.envs.registry",
+    "register_env": "rlpipe.envs.registry",
+    "registered_env_ids": "rlpipe.envs.registry",
+    "space_from_dict": "rlpipe.envs.spaces",
+    "space_to_dict": "rlpipe.envs.spaces",
 }
 
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
+    if name not in _EXPORTS:
         raise AttributeError(f"module 'rlpipe.envs' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"rlpipe.envs.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

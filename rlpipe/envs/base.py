@@ -13,6 +13,8 @@ A ``BatchedEnv`` steps ``num_envs`` copies of one task at once and speaks torch 
   ``[N]`` with one ``[N, dim]`` float32 entry per key (:attr:`BatchedEnv.obs_spec`).
 * ``state_dict()`` / ``load_state_dict()`` capture everything needed to continue bit for bit
   (physics state, step counters, RNG), so a resumed run equals an uninterrupted one.
+* ``render(env_ids)`` → ``[k, H, W, 3]`` uint8 frames of those envs (eval videos only); envs that
+  cannot draw raise :class:`~rlpipe.envs.rendering.RenderUnavailable` (see that module).
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import gymnasium as gym
+import numpy as np
 import torch
 from tensordict import TensorDict
 
+from rlpipe.envs.rendering import RenderUnavailable
 from rlpipe.rollout import ObsSpec
 
 __all__ = ["NO_INFO", "BatchedEnv", "Obs", "StepResult"]
@@ -67,6 +71,8 @@ class BatchedEnv(ABC):
     """Space of ONE env's action."""
     max_episode_steps: int | None = None
     """Time limit after which an episode is truncated (``None``: none)."""
+    render_fps: int = 30
+    """Frames per second of real time, for videos of ``render`` frames (one frame per step)."""
 
     @property
     def obs_shape(self) -> tuple[int, ...]:
@@ -108,6 +114,13 @@ class BatchedEnv(ABC):
     @abstractmethod
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a ``state_dict``."""
+
+    def render(self, env_ids: list[int]) -> torch.Tensor | np.ndarray:
+        """Frames ``[len(env_ids), H, W, 3]`` uint8 of envs ``env_ids`` in their current state.
+
+        The default raises :class:`RenderUnavailable`: this env does not draw itself.
+        """
+        raise RenderUnavailable(f"{type(self).__name__} cannot render (it has no render method)")
 
     def close(self) -> None:  # noqa: B027  # optional hook, most envs hold no resources
         """Release resources (subprocesses, simulators)."""

@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlpipe.envs.raster import Painter
 from rlpipe.envs.registry import register_env
 from rlpipe.envs.torch_env import TorchEnv
 
@@ -32,6 +33,8 @@ THETA_THRESHOLD = 12 * 2 * math.pi / 360
 X_THRESHOLD = 2.4
 INIT_BOUND = 0.05
 OBS_HIGH = np.array([X_THRESHOLD * 2, np.inf, THETA_THRESHOLD * 2, np.inf], dtype=np.float32)
+RENDER_HEIGHT, RENDER_WIDTH = 240, 320
+"""Frame size of ``render`` (multiples of 16, as video encoders like them)."""
 
 
 @register_env("CartPole")
@@ -43,6 +46,7 @@ class CartPole(TorchEnv):
     """
 
     state_dim = 4
+    render_fps = round(1 / TAU)
     action_space = gym.spaces.Discrete(2)
     observation_space = gym.spaces.Box(-OBS_HIGH, OBS_HIGH, dtype=np.float32)
 
@@ -86,6 +90,22 @@ class CartPole(TorchEnv):
     def _observe(self, state: torch.Tensor) -> torch.Tensor:
         """Return the state as a float32 copy ``[N, 4]``."""
         return state.to(torch.float32, copy=True)
+
+    def render(self, env_ids: list[int]) -> np.ndarray:
+        """``[k, 240, 320, 3]`` uint8: track, cart and pole of envs ``env_ids`` (gymnasium's picture)."""
+        x, _, theta, _ = self.state[torch.as_tensor(env_ids, device=self.device)].float().unbind(-1)
+        scale = RENDER_WIDTH / (2 * X_THRESHOLD)  # the visible track is ±2.4
+        cart_y = 0.65 * RENDER_HEIGHT
+        cart = torch.stack((RENDER_WIDTH / 2 + scale * x, torch.full_like(x, cart_y)), -1)
+        half = torch.tensor([0.2 * scale, 0.12 * scale], device=self.device)  # a 0.4 × 0.24 cart
+        axle = cart - torch.tensor([0.0, 0.06 * scale], device=self.device)
+        tip = axle + 2 * LENGTH * scale * torch.stack((torch.sin(theta), -torch.cos(theta)), -1)
+        painter = Painter(len(env_ids), RENDER_HEIGHT, RENDER_WIDTH, self.device)
+        painter.hline(cart_y, 1.0, (0, 0, 0))
+        painter.box(cart - half, cart + half, (0, 0, 0))
+        painter.capsule(axle, tip, 0.04 * scale, (202, 152, 101))
+        painter.disc(axle, 0.025 * scale, (129, 132, 203))
+        return painter.frames
 
     def _reward(self, state: torch.Tensor) -> torch.Tensor:
         """``[N]`` float32 ones (the terminal step is rewarded too)."""

@@ -5,6 +5,8 @@ in SAME_STEP autoreset mode: a finished sub-env is reset inside the same ``step`
 last observation arrives in ``infos["final_obs"]`` (mask ``infos["_final_obs"]``) — exactly the
 ``obs``/``final_obs`` split of :class:`~rlpipe.envs.base.StepResult`. Results come back as torch
 tensors on ``device``; each step costs one host round trip (gymnasium steps on the CPU).
+Frames come from the sub-envs' own ``render()`` when built with ``render_mode="rgb_array"``
+(``build_env(..., render=True)`` asks for it).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from gymnasium.vector import AutoresetMode
 
 from rlpipe.config import ConfigError
 from rlpipe.envs.base import BatchedEnv, StepResult
+from rlpipe.envs.rendering import RenderUnavailable, gl_errors, gl_unavailable
 from rlpipe.envs.torch_env import num_groups
 
 __all__ = ["GymnasiumEnv"]
@@ -71,6 +74,7 @@ class GymnasiumEnv(BatchedEnv):
         self.max_episode_steps = make_kwargs.get(
             "max_episode_steps", gymnasium.spec(env_id).max_episode_steps
         )
+        self.render_fps = int(self.vec_env.metadata.get("render_fps") or BatchedEnv.render_fps)
         self._seed_rng = np.random.default_rng(0)
         self.last_obs = self._to_obs(self.vec_env.reset()[0])
 
@@ -147,6 +151,25 @@ class GymnasiumEnv(BatchedEnv):
         self._seed_rng = _generator(state["seed_rng"])
         self.last_obs = self._to_obs(self.vec_env.reset()[0])
 
+    def render(self, env_ids: list[int]) -> np.ndarray:
+        """``[k, H, W, 3]`` uint8 frames of sub-envs ``env_ids`` (``render_mode="rgb_array"``, sync mode).
+
+        An OpenGL failure (MuJoCo envs without a usable ``MUJOCO_GL``) is a ``RenderUnavailable``.
+        """
+        if self.vec_env.render_mode != "rgb_array":
+            raise RenderUnavailable(f"{self.env_id} was built with render_mode="
+                                    f"{self.vec_env.render_mode!r}; video needs render_mode='rgb_array'")
+        if not hasattr(self.vec_env, "envs"):  # forked workers may hang creating GL contexts
+            raise RenderUnavailable(f"{self.env_id}: video needs vectorization_mode='sync' "
+                                    "(build_env(..., render=True) chooses it)")
+        try:
+            frames = [self.vec_env.envs[i].render() for i in env_ids]
+        except gymnasium.error.DependencyNotInstalled as exc:
+            raise RenderUnavailable(f"rendering {self.env_id}: {_first_line(exc)}") from None
+        except gl_errors() as exc:
+            raise gl_unavailable(f"rendering {self.env_id}", exc) from None
+        return np.stack([np.asarray(f, dtype=np.uint8) for f in frames])
+
     def close(self) -> None:
         """Close the vector env (and its worker processes in async mode)."""
         self.vec_env.close()
@@ -193,6 +216,10 @@ def _check_action_space(space: gymnasium.Space, env_id: str) -> Any:
             "accepted: Discrete, Box"
         )
     return space
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _generator(state: dict[str, Any]) -> np.random.Generator:

@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlpipe.envs.raster import Painter
 from rlpipe.envs.registry import register_env
 from rlpipe.envs.torch_env import TorchEnv
 
@@ -26,6 +27,8 @@ MASS = 1.0
 LENGTH = 1.0
 INIT_HIGH = [math.pi, 1.0]  # th, thdot
 OBS_HIGH = np.array([1.0, 1.0, MAX_SPEED], dtype=np.float32)
+RENDER_SIZE = 240
+"""Frames of ``render`` are ``RENDER_SIZE`` pixels square."""
 
 
 def angle_normalize(x: torch.Tensor) -> torch.Tensor:
@@ -42,6 +45,7 @@ class Pendulum(TorchEnv):
     """
 
     state_dim = 2
+    render_fps = round(1 / DT)
     action_space = gym.spaces.Box(-MAX_TORQUE, MAX_TORQUE, shape=(1,), dtype=np.float32)
     observation_space = gym.spaces.Box(-OBS_HIGH, OBS_HIGH, dtype=np.float32)
 
@@ -77,6 +81,17 @@ class Pendulum(TorchEnv):
         newth = th + newthdot * DT
         terminated = torch.zeros(state.shape[0], dtype=torch.bool, device=state.device)
         return torch.stack((newth, newthdot), dim=-1), (-costs).to(torch.float32), terminated
+
+    def render(self, env_ids: list[int]) -> np.ndarray:
+        """``[k, 240, 240, 3]`` uint8: the rod of envs ``env_ids`` (upright at th = 0), as gymnasium draws."""
+        th = self.state[torch.as_tensor(env_ids, device=self.device), 0].float()
+        scale = RENDER_SIZE / (2 * 2.2)  # gymnasium shows ±2.2 world units
+        pivot = torch.full((len(env_ids), 2), RENDER_SIZE / 2, device=self.device)
+        tip = pivot + LENGTH * scale * torch.stack((-torch.sin(th), -torch.cos(th)), -1)
+        painter = Painter(len(env_ids), RENDER_SIZE, RENDER_SIZE, self.device)
+        painter.capsule(pivot, tip, 0.1 * scale, (204, 77, 77))
+        painter.disc(pivot, 0.05 * scale, (0, 0, 0))
+        return painter.frames
 
     def _observe(self, state: torch.Tensor) -> torch.Tensor:
         """``[N, 3]`` float32: ``cos th, sin th, thdot``."""

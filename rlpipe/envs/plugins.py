@@ -27,20 +27,16 @@ import os
 import sys
 from collections.abc import Callable
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium
+import torch
 
 from rlpipe.config import ConfigError
-
-if TYPE_CHECKING:  # torch-free at import: `rlpipe envs` lists entry points without torch
-    import torch
-
-    from rlpipe.envs.base import BatchedEnv
+from rlpipe.envs.base import BatchedEnv
+from rlpipe.envs.builtin import ENTRY_POINT_GROUP
 
 __all__ = ["ENTRY_POINT_GROUP", "build_plugin_env", "entry_point_ids", "is_plugin_id", "plugin_target"]
-
-ENTRY_POINT_GROUP = "rlpipe.envs"
 
 
 def is_plugin_id(env_id: str) -> bool:
@@ -83,8 +79,6 @@ def build_plugin_env(
     build_gymnasium: Callable[[str], BatchedEnv],
 ) -> BatchedEnv:
     """Build a ``module:attr`` env (see the module docstring); ``build_gymnasium(id)`` wraps ids."""
-    from rlpipe.envs.base import BatchedEnv
-
     attr, target = plugin_target(env_id)
     if target is None:
         if attr in gymnasium.envs.registry:
@@ -106,7 +100,6 @@ def build_plugin_env(
 
 def wrap_env(env_id: str, env: Any, device: torch.device | str) -> BatchedEnv:
     """A BatchedEnv as is; an rsl_rl-style VecEnv wrapped by ``RslRlEnv``; else a ConfigError."""
-    from rlpipe.envs.base import BatchedEnv
     from rlpipe.envs.rsl_rl_env import RslRlEnv, is_rsl_rl_env
 
     if isinstance(env, BatchedEnv):

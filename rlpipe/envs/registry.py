@@ -21,10 +21,12 @@ import torch
 
 from rlpipe.config import ConfigError
 from rlpipe.envs.base import BatchedEnv
+from rlpipe.envs.builtin import BUILTIN_ENVS
 from rlpipe.envs.gym_adapter import GymnasiumEnv
 from rlpipe.envs.plugins import build_plugin_env, entry_point_ids, is_plugin_id
+from rlpipe.envs.rendering import RenderUnavailable, gl_errors, gl_unavailable
 
-__all__ = ["BACKENDS", "build_env", "register_env", "registered_env_ids"]
+__all__ = ["BACKENDS", "build_env", "build_eval_env", "register_env", "registered_env_ids"]
 
 BACKENDS = ("auto", "torch", "envpool", "gymnasium")
 
@@ -53,12 +55,15 @@ def register_env(name: str, *, override: bool = False) -> Callable[[EnvT], EnvT]
     return decorate
 
 
-BUILTIN_MODULES = ("rlpipe.envs.cartpole", "rlpipe.envs.memory", "rlpipe.envs.pendulum")
-"""Modules whose import registers the built-in torch envs (``rlpipe.envs`` imports nothing eagerly)."""
+def _import_builtins() -> None:
+    """Register rlpipe's own torch envs (importing their modules runs ``@register_env``)."""
+    for module in BUILTIN_ENVS.values():
+        importlib.import_module(module)
 
 
 def registered_env_ids() -> list[str]:
     """Names of the registered torch envs, sorted."""
+    _import_builtins()
     return sorted(_REGISTRY)
 
 
@@ -68,6 +73,7 @@ def build_env(
     device: torch.device | str,
     cfg: dict[str, Any] | None = None,
     backend: str = "auto",
+    render: bool = False,
 ) -> BatchedEnv:
     """Build ``num_envs`` envs of ``env_id`` on ``device`` with constructor arguments ``cfg``.
 
@@ -76,11 +82,14 @@ def build_env(
     ``success_key`` and envpool's own config keys such as ``max_episode_steps``); any other id
     known to gymnasium gets ``GymnasiumEnv(env_id, num_envs, device, **cfg)`` (``cfg`` then holds
     ``vectorization_mode`` and ``gymnasium.make`` kwargs). Raises ConfigError on an unknown id or
-    backend, an unknown argument or an invalid value.
+    backend, an unknown argument or an invalid value. ``render=True`` (eval videos) makes a
+    gymnasium env with ``render_mode="rgb_array"`` (unless ``cfg`` sets one), vectorized in-process
+    (``sync``); torch envs draw themselves, envpool envs cannot.
     """
     cfg = dict(cfg or {})
     if backend not in BACKENDS:
         raise ConfigError(f"env.backend: got {backend!r}; accepted: {', '.join(BACKENDS)}")
+    _import_builtins()
     if is_plugin_id(env_id):
         return build_plugin_env(env_id, num_envs, device, cfg,
                                 lambda gym_id: _gymnasium(gym_id, num_envs, device, cfg))
@@ -93,7 +102,7 @@ def build_env(
     if backend in ("auto", "envpool") and _envpool_knows(env_id, required=backend == "envpool"):
         return _envpool(env_id, num_envs, device, cfg)
     if backend in ("auto", "gymnasium") and env_id in gymnasium.envs.registry:
-        return _gymnasium(env_id, num_envs, device, cfg)
+        return _gymnasium(env_id, num_envs, device, cfg, render)
     raise ConfigError(_unknown(env_id, backend))
 
 
@@ -129,10 +138,29 @@ def _envpool(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[s
     return _construct(make, cfg, make_kwargs_of=f"envpool:{env_id}")
 
 
-def _gymnasium(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any]) -> BatchedEnv:
+def _gymnasium(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any],
+               render: bool = False) -> BatchedEnv:
     _check_arguments(env_id, GymnasiumEnv, cfg)
+    if render:  # sync: each sub-env draws in this process, only when asked to
+        cfg = {**cfg, "render_mode": cfg.get("render_mode", "rgb_array"), "vectorization_mode": "sync"}
     make = lambda: GymnasiumEnv(env_id, num_envs, device, **cfg)
-    return _construct(make, cfg, make_kwargs_of=env_id)
+    if not render:
+        return _construct(make, cfg, make_kwargs_of=env_id)
+    try:  # a renderer that needs OpenGL may fail while the env is made
+        return _construct(make, cfg, make_kwargs_of=env_id)
+    except gl_errors() as exc:
+        raise gl_unavailable(f"making {env_id} with render_mode='rgb_array'", exc) from None
+
+
+def build_eval_env(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any] | None,
+                   video: bool, backend: str = "auto") -> tuple[BatchedEnv, RenderUnavailable | None]:
+    """The eval env: with ``video``, one built to draw; when that fails, a plain one and the reason."""
+    if video:
+        try:
+            return build_env(env_id, num_envs, device, cfg, backend, render=True), None
+        except RenderUnavailable as exc:
+            return build_env(env_id, num_envs, device, cfg, backend), exc
+    return build_env(env_id, num_envs, device, cfg, backend), None
 
 
 def _check_arguments(env_id: str, cls: type[BatchedEnv], cfg: dict[str, Any]) -> None:
@@ -181,9 +209,3 @@ def _construct(
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-
-
-# The built-in envs register themselves on import; importing them with the registry (not at the
-# first build_env) keeps import-time side effects out of a seeded run's RNG streams.
-for _module in BUILTIN_MODULES:
-    importlib.import_module(_module)

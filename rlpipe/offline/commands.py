@@ -21,10 +21,11 @@ from rlpipe.artifacts.atomic import atomic_write_json
 from rlpipe.artifacts.checkpoints import checkpoint_fits, latest_checkpoint, load_checkpoint
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.layout import RunLayout
+from rlpipe.artifacts.video import recorder_for
 from rlpipe.artifacts.zarr_io import write_group
 from rlpipe.config import RunConfig, params_hash
 from rlpipe.distributed import resolve_device
-from rlpipe.envs import build_env
+from rlpipe.envs import build_eval_env
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
 from rlpipe.offline.describe import describe_rollout
 from rlpipe.offline.learners import build_learner, load_learner_state, load_rollout, save_learner, spaces_of
@@ -119,7 +120,8 @@ def evaluate_checkpoint(cfg: RunConfig, checkpoint: Path | None = None,
     ``checkpoint=None``: the latest of ``cfg.run_dir``. Builds ``eval.num_envs`` envs and the policy
     from ``cfg``, loads the weights and runs ``eval.num_episodes`` episodes per env (the policy's
     mode unless ``eval.deterministic`` is false). Returns ``eval/…`` metrics plus the checkpoint's
-    ``iteration`` and ``env_steps``; also logged as an MLflow run of kind ``eval``.
+    ``iteration`` and ``env_steps``; also logged as an MLflow run of kind ``eval``. With ``eval.video``
+    the first ``eval.video_envs`` envs are filmed to ``<run_dir>/eval/video-iter-NNNNNN.mp4``.
     """
     layout = RunLayout(cfg.run_dir)
     path = Path(checkpoint) if checkpoint else latest_of(layout)
@@ -128,19 +130,23 @@ def evaluate_checkpoint(cfg: RunConfig, checkpoint: Path | None = None,
         raise StoreError(f"{path}: not an rlpipe checkpoint (no 'policy' entry)")
     device = resolve_device(cfg.trainer.device)
     seed_everything(cfg.trainer.seed)
-    env = build_env(cfg.env.id, cfg.eval.num_envs, device, cfg.env.cfg, cfg.env.backend)
+    env, problem = build_eval_env(cfg.env.id, cfg.eval.num_envs, device, cfg.env.cfg, cfg.eval.video,
+                                  cfg.env.backend)
     try:
         policy = build_policy(cfg.policy, env.observation_space, env.action_space, device)
         with checkpoint_fits(path):
             policy.load_state_dict(state["policy"])
         seed = cfg.eval.seed if cfg.eval.seed is not None else cfg.trainer.seed + EVAL_SEED_OFFSET
-        metrics = Evaluator(env, policy, cfg.eval.num_episodes, seed, deterministic=cfg.eval.deterministic)()
+        evaluator = Evaluator(env, policy, cfg.eval.num_episodes, seed, deterministic=cfg.eval.deterministic,
+                              video=recorder_for(cfg.eval, problem))
+        metrics = evaluator(layout.eval_video(int(state["iteration"])))
     finally:
         env.close()
     env_steps = int(state.get("env_steps", 0))
     metrics |= {"iteration": float(state["iteration"]), "env_steps": float(env_steps)}
     run_id = log_single_run(cfg, metrics, run_dir=layout.root, kind="eval", step=env_steps,
-                            parent_run_id=source_run_id(layout.root), checkpoint=path)
+                            parent_run_id=source_run_id(layout.root), checkpoint=path,
+                            artifacts={"eval": evaluator.last_video} if evaluator.last_video else None)
     atomic_write_json(Path(out) if out else layout.eval_metrics,
                       {**metrics, "checkpoint": str(path), "mlflow_run_id": run_id})
     return metrics

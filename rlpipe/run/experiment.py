@@ -9,9 +9,10 @@ import torch
 
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.store import RolloutStore
+from rlpipe.artifacts.video import recorder_for
 from rlpipe.config import RunConfig, params_hash, training_hash, training_params
-from rlpipe.distributed import DistContext, broadcast_parameters, init_distributed, tune_malloc
-from rlpipe.envs import BatchedEnv, build_env, space_to_dict
+from rlpipe.distributed import DistContext, init_distributed, tune_malloc
+from rlpipe.envs import BatchedEnv, build_env, build_eval_env, space_to_dict
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
 from rlpipe.learner import Learner
 from rlpipe.run import roles
@@ -137,7 +138,6 @@ def build(cfg: RunConfig, store: bool = True, evaluate: bool = True, env: Batche
                                      cfg.env.backend)
     learner = Learner.from_config(cfg, env.observation_space, env.action_space, ctx.device,
                                   env.max_episode_steps)
-    broadcast_parameters(learner.policy)
     algo_cfg = learner.algorithm.cfg
     collect = Collector(env, learner.policy, trainer.buffer_size, trainer.seed + ctx.rank,
                         reset_every_rollout=bool(getattr(algo_cfg, "reset_every_rollout", False)),
@@ -158,8 +158,9 @@ def build(cfg: RunConfig, store: bool = True, evaluate: bool = True, env: Batche
 
 
 def _evaluator(cfg: RunConfig, learner: Learner, eval_env: BatchedEnv | None) -> Evaluator:
+    problem = None
     if eval_env is None:
-        eval_env = build_env(cfg.env.id, cfg.trainer.num_eval_envs, learner.device, cfg.env.cfg,
-                             cfg.env.backend)
+        eval_env, problem = build_eval_env(cfg.env.id, cfg.trainer.num_eval_envs, learner.device,
+                                           cfg.env.cfg, cfg.eval.video, cfg.env.backend)
     return Evaluator(eval_env, learner.policy, cfg.trainer.num_eval_episodes,
-                     seed=cfg.trainer.seed + EVAL_SEED_OFFSET)
+                     seed=cfg.trainer.seed + EVAL_SEED_OFFSET, video=recorder_for(cfg.eval, problem))

@@ -135,6 +135,10 @@ class OnlineRun:
         roles.agree_stop(exp.stopper, exp.dist)
         if self.tracker is not None:
             self.tracker.log(metrics, step=exp.env_steps)
+            if exp.evaluate is not None and exp.evaluate.last_video is not None:
+                self.tracker.log_artifact(exp.evaluate.last_video, "eval")  # this iteration's eval video
+        if exp.evaluate is not None:
+            exp.evaluate.last_video = None
         if checkpoint:
             self._maybe_checkpoint(before)
         self.metrics = metrics
@@ -174,7 +178,7 @@ class OnlineRun:
         exp = self.exp
         last = exp.iteration == exp.cfg.trainer.iterations
         if exp.evaluate and (last or crossed(before, exp.env_steps, exp.cfg.trainer.eval_freq)):
-            exp.last_eval = exp.evaluate()
+            exp.last_eval = exp.evaluate(exp.layout.eval_video(exp.iteration))
             return exp.last_eval | self._fire("after_eval", env=exp.evaluate.env, metrics=dict(exp.last_eval))
         return {}
 
@@ -185,7 +189,7 @@ class OnlineRun:
             return {}
         if any(key.startswith("eval/") for key in metrics):
             return {}
-        exp.last_eval = exp.evaluate()
+        exp.last_eval = exp.evaluate(exp.layout.eval_video(exp.iteration))
         return exp.last_eval
 
     def _maybe_checkpoint(self, before: int) -> None:

@@ -62,6 +62,11 @@ class Tracker:
         self.files.append_curve(metrics)
         self.table.row(metrics)
 
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        """Copy file ``path`` into the MLflow run's artifacts under ``artifact_path`` (no-op without one)."""
+        if self.mlflow is not None:
+            self.mlflow.log_artifact(Path(path), artifact_path)
+
     def finish(self, summary: dict[str, Any]) -> None:
         """Write ``metrics.json`` (with the MLflow run id); log params YAML and checkpoint; end the run."""
         if self.silent:
@@ -139,14 +144,19 @@ def open_tracker(cfg: RunConfig, run_dir: Path, *, run_name: str | None = None,
 
 def log_single_run(cfg: RunConfig, metrics: dict[str, float], *, run_dir: Path, kind: str = "eval",
                    run_name: str | None = None, parent_run_id: str | None = None, step: int = 0,
-                   checkpoint: Path | None = None) -> str | None:
-    """One-shot MLflow run (e.g. an evaluation): metrics at ``step``, params, tags; returns its id."""
+                   checkpoint: Path | None = None, artifacts: dict[str, Path] | None = None) -> str | None:
+    """One-shot MLflow run (e.g. an evaluation): metrics at ``step``, params, tags; returns its id.
+
+    ``artifacts`` maps an artifact folder to a file logged into it (e.g. ``{"eval": video}``).
+    """
     run = start_run(cfg, run_dir, kind, run_name, parent_run_id)
     if run is None:
         return None
     try:
         run.log_metrics(metrics, step)
         log_run_files(run, cfg, None, checkpoint)
+        for folder, path in (artifacts or {}).items():
+            run.log_artifact(Path(path), folder)
     finally:
         run.end("FINISHED")
     return run.run_id

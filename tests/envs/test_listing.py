@@ -31,12 +31,3 @@ def test_importing_the_cli_loads_no_simulator() -> None:
     code = "import sys, rlpipe.cli; print('envpool' in sys.modules, 'rlpipe.envs' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
-
-
-def test_builtin_torch_envs_are_the_ones_the_registry_loads() -> None:
-    from rlpipe.envs import listing, registry
-
-    registry.registered_env_ids()  # loads the built-in modules
-    builtin = {name for name, cls in registry._REGISTRY.items()
-               if f"{cls.__module__}" in registry.BUILTIN_MODULES}
-    assert builtin == set(listing.BUILTIN_TORCH_ENVS)

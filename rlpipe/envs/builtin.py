@@ -1,0 +1,19 @@
+"""The env ids rlpipe ships, by the module that registers each (importing it registers the id).
+
+Kept free of torch so that ``rlpipe envs`` can list them without importing any simulator.
+"""
+
+from __future__ import annotations
+
+__all__ = ["BUILTIN_ENVS", "ENTRY_POINT_GROUP"]
+
+BUILTIN_ENVS = {
+    "CartPole": "rlpipe.envs.cartpole",
+    "Pendulum": "rlpipe.envs.pendulum",
+    "PushCube": "rlpipe.envs.push_cube",
+    "RepeatFirst": "rlpipe.envs.memory",
+}
+"""``{env id: module}`` of the torch-native envs rlpipe registers."""
+
+ENTRY_POINT_GROUP = "rlpipe.envs"
+"""Installed packages add env ids through this entry-point group (``id = module:attr``)."""

@@ -1,0 +1,126 @@
+"""Policy export: the deployed actor equals the policy's deterministic action; ONNX/TorchScript files too."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from rlpipe.envs import build_env
+from rlpipe.policies import build_policy
+from rlpipe.policies.export import (
+    DeployedActor,
+    ExportError,
+    export_metadata,
+    export_onnx,
+    export_torchscript,
+)
+from rlpipe.policies.exported import ExportedModel, ExportedPolicy
+
+SMALL = {"network_cfg": {"hidden_sizes": [16]}}
+CASES = {  # name: (env, policy block)
+    "mlp-discrete-normalized": ("CartPole", {"name": "actor_critic", "obs_normalization": True}),
+    "mlp-continuous": ("Pendulum", {"name": "actor_critic"}),
+    "lstm-continuous-normalized": ("Pendulum", {"name": "recurrent_actor_critic", "obs_normalization": True,
+                                                "recurrent": {"type": "lstm", "hidden_size": 8}}),
+    "gru-discrete": ("CartPole", {"name": "recurrent_actor_critic",
+                                  "recurrent": {"type": "gru", "hidden_size": 8, "num_layers": 2}}),
+}
+
+
+def trained(case: str):
+    """A policy with non-trivial normalizer statistics and a mean that leaves the action bounds."""
+    env_id, block = CASES[case]
+    torch.manual_seed(0)
+    env = build_env(env_id, 4, "cpu")
+    policy = build_policy({**block, "actor": SMALL, "critic": SMALL}, env.observation_space,
+                          env.action_space, "cpu")
+    policy.update_normalization(torch.randn(256, *env.obs_shape) * 2 + 1)
+    with torch.no_grad():
+        policy.actor[-1].weight.mul_(30)  # Pendulum: means far outside ±2, so clipping matters
+    return env, policy.eval()
+
+
+def reference(policy, env, obs: torch.Tensor, state: torch.Tensor | None):
+    """The checkpoint's deterministic action (clipped to a Box's bounds) and next state."""
+    with torch.no_grad():
+        if state is None:
+            action, next_state = policy.sample(obs, deterministic=True)[0], None
+        else:
+            action, _, _, next_state = policy.sample_step(obs, state, deterministic=True)
+    if env.action_dtype == torch.float32:
+        action = action.clamp(float(env.action_space.low[0]), float(env.action_space.high[0]))
+    return action, next_state
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_deployed_actor_and_torchscript_equal_the_policy_for_any_batch(case, tmp_path):
+    env, policy = trained(case)
+    actor = DeployedActor(policy, env.observation_space, env.action_space)
+    metadata = export_metadata(actor, env.observation_space, env.action_space, policy, params_hash="abc")
+    path = export_torchscript(actor, tmp_path / "policy.pt", metadata)
+    model = ExportedModel(path)
+    assert model.recurrent == policy.is_recurrent and model.metadata["params_hash"] == "abc"
+    for batch in (1, 7):
+        obs = torch.randn(batch, *env.obs_shape) * 3
+        state = torch.randn(batch, policy.state_size) if policy.is_recurrent else None
+        expected, expected_state = reference(policy, env, obs, state)
+        out = actor(obs, state) if state is not None else (actor(obs),)
+        files = model(obs.numpy(), None if state is None else state.numpy())
+        for got in (out[0].detach().numpy(), files[0]):
+            assert got.dtype == (np.int64 if env.action_dtype == torch.int64 else np.float32)
+            assert np.abs(got - expected.numpy()).max() <= 1e-6
+        if state is not None:
+            assert np.abs(files[1] - expected_state.numpy()).max() <= 1e-6
+    if env.action_dtype == torch.float32:
+        assert (np.abs(expected.numpy()) == 2.0).any()  # the bounds were hit and applied
+
+
+@pytest.mark.parametrize("case", ["mlp-discrete-normalized", "lstm-continuous-normalized"])
+def test_onnx_file_runs_in_onnxruntime_with_a_dynamic_batch_and_carries_metadata(case, tmp_path):
+    env, policy = trained(case)
+    actor = DeployedActor(policy, env.observation_space, env.action_space)
+    metadata = export_metadata(actor, env.observation_space, env.action_space, policy, rlpipe_version="x")
+    path = export_onnx(actor, tmp_path / "policy.onnx", metadata)
+    props = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
+    assert props["rlpipe_version"] == "x"
+    assert json.loads(props["observation"])["sizes"] == {"obs": int(np.prod(env.obs_shape))}
+    assert json.loads(props["normalizer"])["mean"] == policy.obs_normalizer.mean.tolist()
+    model = ExportedModel(path)
+    for batch in (1, 5):
+        obs = torch.randn(batch, *env.obs_shape) * 3
+        state = torch.randn(batch, policy.state_size) if policy.is_recurrent else None
+        expected, expected_state = reference(policy, env, obs, state)
+        got = model(obs.numpy(), None if state is None else state.numpy())
+        assert np.abs(got[0] - expected.numpy()).max() <= 1e-5
+        if state is not None:
+            assert json.loads(props["recurrent"])["state_size"] == policy.state_size
+            assert np.abs(got[1] - expected_state.numpy()).max() <= 1e-5
+
+
+def test_exported_policy_acts_like_the_policy_for_the_evaluator(tmp_path):
+    env, policy = trained("gru-discrete")
+    actor = DeployedActor(policy, env.observation_space, env.action_space)
+    path = export_torchscript(actor, tmp_path / "policy.pt",
+                              export_metadata(actor, env.observation_space, env.action_space, policy))
+    shipped = ExportedPolicy(ExportedModel(path), "cpu")
+    obs, state = torch.randn(6, 4), shipped.initial_state(6)
+    action, _, _, next_state = shipped.sample_step(obs, state)
+    expected, expected_state = reference(policy, env, obs, policy.initial_state(6))
+    assert torch.equal(action, expected) and torch.allclose(next_state, expected_state, atol=1e-6)
+
+
+def test_unsupported_policies_and_files_are_one_line_errors(tmp_path):
+    env, policy = trained("mlp-continuous")
+    del policy.head
+    with pytest.raises(ExportError, match="no 'head' module"):
+        DeployedActor(policy, env.observation_space, env.action_space)
+    (tmp_path / "policy.onnx").write_bytes(b"not onnx")
+    with pytest.raises(ExportError, match="not a readable ONNX model"):
+        ExportedModel(tmp_path / "policy.onnx")
+    (tmp_path / "policy.bin").write_bytes(b"")
+    with pytest.raises(ExportError, match="accepted: .onnx, .pt"):
+        ExportedModel(tmp_path / "policy.bin")
