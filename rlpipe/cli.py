@@ -60,18 +60,30 @@ def user_errors(func: F) -> F:
 
 
 params_argument = click.argument("params", type=click.Path(path_type=Path))
-run_argument = click.argument("params", metavar="RUN_DIR|PARAMS", type=click.Path(path_type=Path))
+run_argument = click.argument("params", metavar="RUN_DIR|EXP|PARAMS", type=click.Path(path_type=Path))
+
+
+class RunPath(click.Path):
+    """A path, or a DVC experiment's name and a path in its run dir (``clip01/rollouts/iter-000002.zarr``)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from rlpipe.runs import resolve_path
+
+        return super().convert(resolve_path(value) if isinstance(value, str) else value, param, ctx)
 
 
 def load_config(target: Path, overrides: tuple[str, ...] | list[str]) -> RunConfig:
     """Params of a run directory (its ``params.yaml``, placed where the folder is now) or a params file.
 
-    Config is imported here, not at the top: ``--help`` and a params error never load torch.
+    A DVC experiment's name, or a workspace ``data/<exp>`` whose ``run.json`` names an experiment's
+    run dir, stands for that run directory (:func:`rlpipe.runs.resolve_target`). Config is imported
+    here, not at the top: ``--help`` and a params error never load torch.
     """
     from rlpipe.artifacts.params import params_file
     from rlpipe.config import load
+    from rlpipe.runs import resolve_target
 
-    path, layout = params_file(target)
+    path, layout = params_file(resolve_target(target))
     where = [] if layout is None else [f"trainer.data_dir={layout.root.parent}",
                                         f"trainer.exp_name={layout.root.name}"]
     return load(path, (*where, *overrides))
@@ -170,10 +182,10 @@ def compare(experiments: tuple[str, ...], metrics: tuple[str, ...], run_ids: tup
 # --------------------------------------------------------- one stage on stored data, offline replay
 
 checkpoint_option = click.option(
-    "--checkpoint", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    "--checkpoint", type=RunPath(dir_okay=False, path_type=Path), default=None,
     help="Checkpoint file (ckpt-NNNNNN.pt) to start from.",
 )
-rollout_argument = click.argument("rollout", type=click.Path(path_type=Path))
+rollout_argument = click.argument("rollout", type=RunPath(path_type=Path))
 allow_rejected_option = click.option(
     "--allow-rejected", is_flag=True,
     help="Use rollouts the non-finite guard rejected (rollouts/rejected/); they must be finite.",
@@ -231,7 +243,7 @@ def advantage(params: Path, rollout: Path, overrides: tuple[str, ...], out: Path
 
 @cli.command()
 @run_argument
-@click.argument("rollout", required=False, type=click.Path(path_type=Path))
+@click.argument("rollout", required=False, type=RunPath(path_type=Path))
 @set_option
 @checkpoint_option
 @_out_option("<run_dir>/updated")
@@ -320,7 +332,7 @@ def export(params: Path, overrides: tuple[str, ...], checkpoint: str | None, fmt
 
 
 @cli.command()
-@click.argument("rollout", metavar="RUN_DIR|ROLLOUT", type=click.Path(path_type=Path))
+@click.argument("rollout", metavar="RUN_DIR|EXP|ROLLOUT", type=RunPath(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @user_errors
 def inspect(rollout: Path, as_json: bool) -> None:
@@ -351,13 +363,13 @@ def inspect(rollout: Path, as_json: bool) -> None:
 @cli.command()
 @run_argument
 @set_option
-@click.option("--rollouts", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--rollouts", type=RunPath(file_okay=False, path_type=Path), default=None,
               help="Folder of iter-NNNNNN.zarr stores (default: <run_dir>/rollouts).")
 @click.option("--iterations", "span", callback=_parse_span, default=None, metavar="A:B",
               help="Replay rollouts A to B, both included, or one K (default: every stored one).")
 @click.option("--chain", is_flag=True,
               help="Update each rollout from the previous replayed weights, not from its own checkpoint.")
-@click.option("--from", "start", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--from", "start", type=RunPath(dir_okay=False, path_type=Path), default=None,
               help="Checkpoint the chain starts from (implies --chain; default: the one before A).")
 @_out_option("<run_dir>/reupdate")
 @allow_rejected_option
@@ -375,6 +387,24 @@ def replay(params: Path, overrides: tuple[str, ...], rollouts: Path | None, span
                               chain=chain or start is not None, start=start, allow_rejected=allow_rejected)
     click.echo(f"replayed {summary['iterations']} rollouts ({summary['transitions']:,} transitions, "
                f"{summary['transitions_per_s']:,.0f}/s) → {out / 'checkpoints'}, {out / 'metrics.json'}")
+
+
+@cli.command()
+@click.option("--dry-run", is_flag=True, help="Only list what would be freed.")
+@user_errors
+def gc(dry_run: bool) -> None:
+    """Free the run dirs (data/exps/<name>) of DVC experiments that no longer exist.
+
+    Kept: every run dir named by a DVC experiment, a branch or tag (`dvc exp branch`), the
+    workspace's data/<exp>/run.json, or held by a running experiment. Run after `dvc exp remove`.
+    """
+    from rlpipe.dvc_exps import gc as collect_garbage
+
+    freed = collect_garbage(dry_run=dry_run)
+    for folder, size in freed:
+        click.echo(f"{'would free' if dry_run else 'freed'} {folder} ({size / 2**20:.1f} MB)")
+    total = sum(size for _, size in freed) / 2**20
+    click.echo(f"{len(freed)} experiment run dirs, {total:.1f} MB{' (dry run)' if dry_run else ''}")
 
 
 @cli.command()

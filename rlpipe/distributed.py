@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import os
-import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -18,33 +15,8 @@ __all__ = [
     "DistContext", "all_reduce_mean", "all_reduce_sum", "average_gradients", "barrier", "batch_moments",
     "broadcast_parameters", "gather_objects", "get_rank", "global_minibatch_count", "global_normalize",
     "init_distributed", "launched_by_torchrun", "rank_device", "rank_zero_decides", "resolve_device",
-    "sharded_minibatch_indices", "shutdown", "tune_malloc", "world_size",
+    "sharded_minibatch_indices", "shutdown", "world_size",
 ]
-
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-MMAP_THRESHOLD = 32 * 2**20
-"""glibc's largest dynamic mmap threshold: smaller blocks are reused from the heap, not re-mapped."""
-TRIM_THRESHOLD = 2**30
-"""Freed heap memory below this stays mapped for the next minibatch instead of going back to the OS."""
-
-
-@functools.cache
-def tune_malloc() -> bool:
-    """Stop glibc from returning and re-faulting the update's large temporaries every minibatch.
-
-    With the defaults, each minibatch of a large update maps fresh pages and page-faults on them
-    (≈1.3 M faults per iteration on the massive-batch workload, ~20% of its time on CPU). Keeping
-    freed memory mapped removes that. A no-op (``False``) outside Linux/glibc.
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False
-    return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
-        libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
-    )
 
 
 def resolve_device(spec: str) -> torch.device:

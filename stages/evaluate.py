@@ -1,12 +1,14 @@
 """DVC stage ``evaluate``: the final checkpoint on fresh eval envs, with the ``eval`` params.
 
-deps:    stages/evaluate.py, the rlpipe code it runs, data/<exp_name>/{checkpoints,metrics.json}
+deps:    stages/evaluate.py, the rlpipe code it runs, data/<exp_name>/{run.json,metrics.json}
 params:  eval, env, policy, trainer.seed, trainer.device, tracking
-metrics: data/<exp_name>/eval/metrics.json
+run dir: the one data/<exp_name>/run.json names (the last train, or the experiment `dvc exp apply` restored);
+         writes <run dir>/eval/, or data/exps/<DVC_EXP_NAME>/<exp_name>/eval/ if that run is another's
+metrics: data/<exp_name>/eval/metrics.json (copied from there)
 """
 
-from rlpipe import config
-from rlpipe.offline import commands as offline
+from rlpipe.dvc_exps import run_stage
+from rlpipe.offline.commands import evaluate_checkpoint
 
 if __name__ == "__main__":
-    offline.evaluate_checkpoint(config.load("params.yaml"))
+    run_stage("evaluate", lambda cfg, out: evaluate_checkpoint(cfg, None, out.eval_metrics))

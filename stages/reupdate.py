@@ -1,17 +1,15 @@
 """DVC stage ``reupdate``: offline re-update of the stored rollouts with the ``replay`` overrides.
 
-deps:    stages/reupdate.py, the rlpipe code it runs, data/<exp_name>/{rollouts,checkpoints,metrics.json}
+deps:    stages/reupdate.py, the rlpipe code it runs, data/<exp_name>/{run.json,metrics.json}
 params:  replay, algorithm, policy, env, trainer, checkpoint, tracking
-outs:    data/<exp_name>/reupdate/checkpoints
-metrics: data/<exp_name>/reupdate/metrics.json
-plots:   data/<exp_name>/reupdate/curve.csv
+run dir: the one data/<exp_name>/run.json names; writes <run dir>/reupdate/ (checkpoints too), or
+         data/exps/<DVC_EXP_NAME>/<exp_name>/reupdate/ if that run is another experiment's
+metrics: data/<exp_name>/reupdate/metrics.json, plots: data/<exp_name>/reupdate/curve.csv (copied)
 """
 
-from rlpipe import config
 from rlpipe.artifacts.layout import RunLayout
+from rlpipe.dvc_exps import run_stage
 from rlpipe.offline.replay import replay
 
 if __name__ == "__main__":
-    cfg = config.load("params.yaml")
-    layout = RunLayout(cfg.run_dir)
-    replay(cfg, rollouts=layout.rollouts, out=layout.reupdate)
+    run_stage("reupdate", lambda cfg, out: replay(cfg, RunLayout(cfg.run_dir).rollouts, out.reupdate))

@@ -2,13 +2,14 @@
 
 deps:    stages/train.py and the rlpipe code the loop runs (see dvc.yaml)
 params:  trainer, env, policy, algorithm, store, checkpoint, tracking
-outs:    data/<exp_name>/rollouts (cache: false), data/<exp_name>/checkpoints (persist: true, re-run: fresh)
-metrics: data/<exp_name>/metrics.json (records the MLflow run id)
-plots:   data/<exp_name>/curve.csv (one row per iteration)
+run dir: data/exps/<DVC_EXP_NAME>/<exp_name>/ in a DVC experiment (rollouts, checkpoints, params.yaml
+         stay there after the experiment ends), data/<exp_name>/ under plain `dvc repro`
+outs:    data/<exp_name>/run.json (names the run dir), metrics.json (records the MLflow run id),
+         curve.csv (one row per iteration): copied from the run dir, all cache: false
 """
 
-from rlpipe import config
+from rlpipe.dvc_exps import run_stage
 from rlpipe.run import run
 
 if __name__ == "__main__":
-    run(config.load("params.yaml"), overwrite=True)  # a re-run stage starts fresh
+    run_stage("train", lambda cfg, out: run(cfg, overwrite=True))  # a re-run stage starts fresh

@@ -17,13 +17,3 @@ def test_ruff_is_clean():
     result = subprocess.run([str(BIN / "ruff"), "check", "rlpipe", "tests", "benchmarks", "stages"],
                             cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
-
-
-
-def test_malloc_tuning_applies_on_linux():
-    from rlpipe.distributed import tune_malloc
-
-    if sys.platform.startswith("linux"):  # CI and development machines: glibc
-        assert tune_malloc() is True
-    else:
-        assert tune_malloc() is False

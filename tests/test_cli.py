@@ -15,7 +15,8 @@ FAST = ["--set", "trainer.num_envs=8", "--set", "trainer.buffer_size=8", "--set"
     ("override", "message"),
     [
         ("algorithm.cfg.batch_size=0", "algorithm.cfg.batch_size: Input should be greater than or equal"),
-        ("env.id=NoSuchEnv", "env.id: unknown env 'NoSuchEnv'; accepted: CartPole, Pendulum"),
+        ("env.id=NoSuchEnv", "env.id: unknown env 'NoSuchEnv' for backend auto; accepted: a registered torch "
+                             "env (CartPole, Pendulum"),
         ("algorithm.name=sac", "algorithm.name: unknown algorithm 'sac'; accepted:"),
         ("trainer.foo=1", "trainer.foo: unknown key"),
         ("policy.actor.network_cfg.activation=swish", "policy.actor.network_cfg.activation: unknown 'swish'"),

@@ -11,7 +11,8 @@ import torch
 from rlpipe.config import ConfigError
 
 __all__ = [
-    "AMP_DTYPES", "OPTIMIZERS", "build_optimizer", "check_amp_device", "optimizer_kwarg_names",
+    "AMP_DTYPES", "OPTIMIZERS", "build_optimizer", "check_amp_device", "native_bf16", "optimizer_kwarg_names",
+    "resolve_amp",
 ]
 
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
@@ -52,3 +53,33 @@ def check_amp_device(amp: str, device: torch.device | str) -> None:
         raise ConfigError(f"algorithm.cfg.amp: fp16 needs a CUDA device (got {device}); use bf16 or none")
     if amp == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
         raise ConfigError(f"algorithm.cfg.amp: this GPU ({device}) has no bf16; use fp16 or none")
+
+
+def native_bf16(device: torch.device | str) -> tuple[bool, str]:
+    """Whether ``device`` runs bf16 matmuls in hardware, and the reason in words (for the run banner).
+
+    CUDA: ``torch.cuda.is_bf16_supported`` without emulation (Ampere and newer). CPU: the
+    avx512_bf16 or AMX instructions; elsewhere bf16 is emulated, many times slower than fp32.
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        try:
+            native = torch.cuda.is_bf16_supported(including_emulation=False)
+        except TypeError:  # older torch: no emulation to exclude
+            native = torch.cuda.is_bf16_supported()
+        return native, "GPU runs bf16 natively" if native else "GPU has no native bf16"
+    if device.type == "cpu":
+        flags = [name for name, probe in (("avx512_bf16", "_is_avx512_bf16_supported"),
+                                          ("AMX", "_is_amx_tile_supported"))
+                 if getattr(torch.cpu, probe, lambda: False)()]
+        if flags:
+            return True, f"CPU has {' and '.join(flags)}"
+        return False, "CPU without avx512_bf16/AMX: bf16 would be emulated"
+    return False, f"no native bf16 known for {device.type}"
+
+
+def resolve_amp(amp: str, device: torch.device | str) -> str:
+    """``auto`` → ``bf16`` where ``device`` runs it natively, else ``none``; other values unchanged."""
+    if amp != "auto":
+        return amp
+    return "bf16" if native_bf16(device)[0] else "none"

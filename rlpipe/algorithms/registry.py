@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from rlpipe.algorithms.optim import resolve_amp
 from rlpipe.config import AlgorithmCfg, ConfigError
 
 __all__ = ["algo_class", "build_algo", "get_registered_algo_names", "register_algo", "resolve_algo_cfg"]
@@ -45,14 +46,24 @@ def algo_class(name: str) -> type:
 def resolve_algo_cfg(
     name: str, cfg_kwargs: dict[str, Any] | AlgorithmCfg, device: torch.device | str | None = None
 ) -> AlgorithmCfg:
-    """Validate ``cfg_kwargs`` against the algorithm's config class; ``device: auto`` → ``device``."""
+    """Validate ``cfg_kwargs`` against the algorithm's config class; ``device: auto`` → ``device``.
+
+    ``amp: auto`` becomes ``bf16`` or ``none`` for that device (``optim.resolve_amp``).
+    """
     cls = algo_class(name)
     cfg = cfg_kwargs if isinstance(cfg_kwargs, AlgorithmCfg) else cls.cfg_class.from_dict(
         dict(cfg_kwargs), "algorithm.cfg"
     )
     if cfg.device == "auto" and device is not None:
         cfg = cfg.replace(device=str(device))
+    if getattr(cfg, "amp", None) == "auto":
+        target = device if device is not None else (None if cfg.device == "auto" else cfg.device)
+        cfg = cfg.replace(amp=resolve_amp("auto", target if target is not None else _default_device()))
     return cfg
+
+
+def _default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def build_algo(

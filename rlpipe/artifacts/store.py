@@ -56,8 +56,10 @@ class _Job:
 class RolloutStore:
     """The rollouts of one run under ``root``: background writes, listing, retention.
 
-    ``submit`` returns at once; a writer thread copies each rollout to the host and writes it. At
-    most ``cfg.queue_size`` rollouts wait (``submit`` blocks beyond that: back-pressure). Call
+    ``submit`` returns at once; a writer thread copies each rollout to the host and writes it. The
+    store holds at most ``cfg.queue_size`` rollouts, the one being written included: ``submit``
+    waits for a free slot before it clones (back-pressure), so with the default of 1 a run keeps
+    one rollout beyond the collector's buffer and the update's working set. Call
     ``flush`` before checkpointing or finishing, so no run goes past a rollout not yet on disk.
     The first write error stops further writes and is raised by ``flush``/``submit``/``close``;
     stores already written are kept. With ``cfg.enabled`` false, ``submit`` writes nothing.
@@ -66,7 +68,9 @@ class RolloutStore:
     def __init__(self, root: Path, cfg: StoreCfg) -> None:
         self.root = Path(root)
         self.cfg = cfg
-        self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=cfg.queue_size)
+        self._queue: queue.Queue[_Job | None] = queue.Queue()  # bounded by the slots
+        self._slots = threading.BoundedSemaphore(cfg.queue_size)
+        """One per rollout the store holds (cloned, queued or being written)."""
         self._io_lock = threading.Lock()  # one writer/cleaner of ``root`` at a time
         self._thread: threading.Thread | None = None
         self._error: StoreError | None = None
@@ -118,7 +122,8 @@ class RolloutStore:
         """Queue ``rollout`` (``[N, T+1]``, any device) to be written as ``attrs["iteration"]``.
 
         The rollout is cloned on its device first (cheap on a GPU), so the caller may refill its
-        buffer right away. Blocks while ``cfg.queue_size`` rollouts wait. Raises
+        buffer right away. Blocks, before cloning, while the store holds ``cfg.queue_size``
+        rollouts. Raises
         :class:`StoreError` after an earlier write failed, when the store is closed, or when the
         target already exists.
         """
@@ -133,7 +138,12 @@ class RolloutStore:
                              f"{iteration!r}")
         path = self.path_for(iteration)
         check_writable(rollout, path)  # schema errors surface on the caller's thread
-        clone = rollout.clone()
+        self._slots.acquire()  # released by the writer once this rollout is on disk
+        try:
+            clone = rollout.clone()
+        except BaseException:
+            self._slots.release()
+            raise
         self._ensure_thread()
         self._queue.put(_Job(path, clone, dict(attrs), _ready_event(clone)))
 
@@ -177,6 +187,9 @@ class RolloutStore:
                 if self._error is None:  # after a failure, drain without writing
                     self._write(job)
             finally:
+                held, job = job is not None, None  # drop the rollout before its slot frees
+                if held:
+                    self._slots.release()
                 self._queue.task_done()
 
     def _write(self, job: _Job) -> None:

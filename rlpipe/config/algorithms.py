@@ -106,8 +106,9 @@ class UpdateCfg(AlgorithmCfg):
     """Entropy coefficient at the end of a linear/cosine decay."""
     accumulate_grads: bool = False
     """One optimizer step per epoch: backward of each minibatch's loss / num_minibatches."""
-    amp: Literal["none", "bf16", "fp16"] = "none"
-    """Mixed precision of the update's network forward: bf16 (CPU, CUDA) or fp16 (CUDA, grad scaler)."""
+    amp: Literal["none", "bf16", "fp16", "auto"] = "none"
+    """Mixed precision of the update's network forward: bf16 (CPU, CUDA) or fp16 (CUDA, grad scaler);
+    ``auto``: bf16 where the device runs it natively (``algorithms.optim.native_bf16``), else none."""
 
     @field_validator("lr_schedule", "ent_coef_schedule")
     @classmethod

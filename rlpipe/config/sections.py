@@ -304,8 +304,9 @@ class StoreCfg(StrictModel):
     """Keep only the newest K rollouts (``null``: keep all)."""
     codec: Literal["none", "blosc-lz4"] = "none"
     """Compression codec; ``blosc-lz4`` pays off for pixel observations."""
-    queue_size: int = Field(2, ge=1)
-    """Rollouts waiting for the background writer before collection blocks (back-pressure)."""
+    queue_size: int = Field(1, ge=1)
+    """Rollouts the background writer may hold (the one being written included) before ``submit``
+    blocks (back-pressure); each is one rollout of memory beyond the collector's buffer."""
     chunk_envs: int = Field(1024, ge=1)
     """Envs per Zarr chunk (each chunk holds the whole T+1 time axis)."""
 

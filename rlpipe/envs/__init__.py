@@ -14,6 +14,7 @@ _EXPORTS = {
     "CartPole": "rlpipe.envs.cartpole",
     "GymnasiumEnv": "rlpipe.envs.gym_adapter",
     "Pendulum": "rlpipe.envs.pendulum",
+    "PushCube": "rlpipe.envs.push_cube",
     "RepeatFirst": "rlpipe.envs.memory",
     "TorchEnv": "rlpipe.envs.torch_env",
     "RenderUnavailable": "rlpipe.envs.rendering",

@@ -10,6 +10,7 @@ __all__ = ["BUILTIN_ENVS", "ENTRY_POINT_GROUP"]
 BUILTIN_ENVS = {
     "CartPole": "rlpipe.envs.cartpole",
     "Pendulum": "rlpipe.envs.pendulum",
+    "PushCube": "rlpipe.envs.push_cube",
     "RepeatFirst": "rlpipe.envs.memory",
 }
 """``{env id: module}`` of the torch-native envs rlpipe registers."""

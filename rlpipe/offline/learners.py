@@ -8,12 +8,13 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
+from rlpipe.allocator import tune_malloc
 from rlpipe.artifacts.checkpoints import checkpoint_fits, load_checkpoint, save_checkpoint
 from rlpipe.artifacts.errors import RefusedStoreError, StoreError
 from rlpipe.artifacts.shards import read_any
 from rlpipe.artifacts.store import refuse_rejected
 from rlpipe.config import RunConfig, params_hash, training_hash, training_params
-from rlpipe.distributed import resolve_device, tune_malloc
+from rlpipe.distributed import resolve_device
 from rlpipe.envs import space_from_dict
 from rlpipe.learner import Learner
 from rlpipe.rollout import RefusedDataError, RolloutError, validate

@@ -45,8 +45,9 @@ __all__ = ["iteration_of", "replay", "replay_config", "update_once"]
 def replay_config(cfg: RunConfig) -> RunConfig:
     """``cfg`` with ``replay.algorithm`` (``{name?, cfg?}``) merged over its ``algorithm`` block.
 
-    A changed ``name`` starts from that algorithm's defaults. Raises ``ConfigError`` naming
-    ``replay.algorithm…`` for unknown keys or values the algorithm rejects.
+    A changed ``name`` starts from that algorithm's defaults; a ``null`` value keeps the run's own
+    (so ``params.yaml`` can list a key for ``dvc exp run -S`` without changing anything). Raises
+    ``ConfigError`` naming ``replay.algorithm…`` for unknown keys or values the algorithm rejects.
     """
     override = cfg.replay.algorithm
     unknown = sorted(set(override) - {"name", "cfg"})
@@ -55,7 +56,8 @@ def replay_config(cfg: RunConfig) -> RunConfig:
         raise ConfigError(f"replay.algorithm: {what}; accepted: name, cfg")
     name = str(override.get("name", cfg.algorithm.name))
     base = cfg.algorithm.cfg if name == cfg.algorithm.name else {}
-    block = {"name": name, "cfg": {**base, **override.get("cfg", {})}}
+    changes = {key: value for key, value in override.get("cfg", {}).items() if value is not None}
+    block = {"name": name, "cfg": {**base, **changes}}
     try:
         resolve_algo_cfg(name, block["cfg"])
     except ConfigError as exc:

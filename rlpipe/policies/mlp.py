@@ -24,13 +24,18 @@ MLP_KEYS = ("hidden_sizes", "activation")
 
 
 def build_mlp(in_dim: int, out_dim: int, hidden_sizes: list[int], activation: str) -> nn.Sequential:
-    """``Linear → act → … → Linear``: ``[B, in_dim]`` → ``[B, out_dim]``."""
+    """``Linear → act → … → Linear``: ``[B, in_dim]`` → ``[B, out_dim]``.
+
+    ReLU runs in place on the linear layer's output (which its backward does not need): one
+    ``[B, hidden]`` temporary less per layer, about 2 % of a large CPU update (benchmarks/scaling.py).
+    """
     if activation not in ACTIVATIONS:
         raise ConfigError(f"activation: unknown {activation!r}; accepted: {', '.join(ACTIVATIONS)}")
     sizes = [in_dim, *hidden_sizes]
     layers: list[nn.Module] = []
     for a, b in zip(sizes[:-1], sizes[1:]):
-        layers += [nn.Linear(a, b), ACTIVATIONS[activation]()]
+        act = nn.ReLU(inplace=True) if activation == "relu" else ACTIVATIONS[activation]()
+        layers += [nn.Linear(a, b), act]
     layers.append(nn.Linear(sizes[-1], out_dim))
     return nn.Sequential(*layers)
 

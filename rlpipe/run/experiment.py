@@ -7,11 +7,12 @@ from typing import Any
 
 import torch
 
+from rlpipe.allocator import tune_malloc
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.store import RolloutStore
 from rlpipe.artifacts.video import recorder_for
 from rlpipe.config import RunConfig, params_hash, training_hash, training_params
-from rlpipe.distributed import DistContext, init_distributed, tune_malloc
+from rlpipe.distributed import DistContext, init_distributed
 from rlpipe.envs import BatchedEnv, build_env, build_eval_env, space_to_dict
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
 from rlpipe.learner import Learner

@@ -17,6 +17,7 @@ from typing import Any
 from tensordict import TensorDict
 
 from rlpipe import faults
+from rlpipe.allocator import tune_malloc
 from rlpipe.artifacts.atomic import atomic_write_json
 from rlpipe.artifacts.layout import CHECKPOINT_NAME, iteration_from_name
 from rlpipe.artifacts.params import write_params
@@ -28,6 +29,7 @@ from rlpipe.run.experiment import Experiment, build
 from rlpipe.run.resume import resume as continue_run
 from rlpipe.run.signals import GracefulStop, Interrupted, signal_name
 from rlpipe.tracking import Tracker
+from rlpipe.tracking.banner import run_banner
 
 __all__ = ["OnlineRun", "crossed", "run", "run_iteration"]
 
@@ -111,6 +113,8 @@ class OnlineRun:
             if exp.dist.is_main:
                 write_params(exp.layout, exp.cfg.to_dict())
             self.tracker = roles.open_run_tracker(exp.cfg, exp.layout, exp.dist, header, exp.mlflow_run_id)
+            if exp.dist.is_main:
+                print(run_banner(exp.cfg, exp.device, exp.algo.cfg, tune_malloc()), flush=True)
             self.mlflow_run_id = exp.mlflow_run_id = self.tracker.mlflow_run_id
             self._held = held.pop_all()
         self._fire("run_start", env=exp.env)

@@ -12,6 +12,7 @@ functions that need them.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import math
@@ -23,6 +24,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from rlpipe.runs import project_root  # re-exported: where the default data/mlflow.db lives
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -48,22 +51,6 @@ class TrackingError(ValueError):
 
 
 # --- where the MLflow store is --------------------------------------------------------------------
-
-
-def project_root(start: Path | None = None) -> Path:
-    """The absolute project folder, where the default ``data/mlflow.db`` lives.
-
-    ``$DVC_ROOT`` when DVC runs us (in a queued experiment's temporary copy it names the real repo),
-    else the nearest folder up from ``start`` (cwd) holding ``dvc.yaml`` or ``pyproject.toml``, else
-    ``start`` itself.
-    """
-    if os.environ.get("DVC_ROOT"):
-        return Path(os.environ["DVC_ROOT"]).resolve()
-    here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / "dvc.yaml").is_file() or (folder / "pyproject.toml").is_file():
-            return folder
-    return here
 
 
 def resolve_uri(cfg: TrackingCfg | None = None, root: Path | None = None) -> str:
@@ -112,9 +99,17 @@ def _client(uri: str) -> MlflowClient:
         logging.getLogger(name).setLevel(logging.WARNING)
     # MLflow's own deprecation chatter (e.g. SQLAlchemy's on its store) is not the user's to fix.
     warnings.filterwarnings("ignore", module=r"mlflow(\.|$)")
-    if (db := _sqlite_path(uri)) is not None:
-        db.parent.mkdir(parents=True, exist_ok=True)
-    return MlflowClient(tracking_uri=uri)
+    if (db := _sqlite_path(uri)) is None:
+        return MlflowClient(tracking_uri=uri)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    # Two processes opening a new database at once (`dvc queue start --jobs 2`) would both run
+    # MLflow's schema migrations and one would fail; the first store access runs them, so hold a
+    # lock beside the database for it. Later writes need nothing: SQLite waits (busy_timeout 20 s).
+    with open(db.with_name(f"{db.name}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        client = MlflowClient(tracking_uri=uri)
+        client.search_experiments(max_results=1)
+    return client
 
 
 def _experiment_id(client: MlflowClient, name: str, uri: str) -> str:

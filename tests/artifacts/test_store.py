@@ -220,17 +220,17 @@ def test_submit_flush_writes_everything_and_caller_may_reuse_buffer(tmp_path: Pa
         store.submit(make_rollout(), {"iteration": 9})
 
 
-def test_queue_is_bounded_and_submit_blocks_when_full(
+def test_the_store_holds_at_most_queue_size_rollouts_and_submit_blocks_before_cloning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cfg = StoreCfg(queue_size=2)
     store = RolloutStore(tmp_path, cfg)
     entered, gate = threading.Event(), threading.Event()
-    sizes: list[int] = []
+    held: list[int] = []  # rollouts the store holds (queued + being written) at each write
     real = store_mod.write_rollout
 
     def slow_write(*args: object, **kwargs: object) -> None:
-        sizes.append(store._queue.qsize())
+        held.append(store._queue.qsize() + 1)
         entered.set()
         gate.wait(timeout=30)
         real(*args, **kwargs)
@@ -238,17 +238,31 @@ def test_queue_is_bounded_and_submit_blocks_when_full(
     monkeypatch.setattr(store_mod, "write_rollout", slow_write)
     store.submit(make_rollout(), {"iteration": 1})
     assert entered.wait(timeout=30)  # the writer holds rollout 1 ...
-    store.submit(make_rollout(), {"iteration": 2})  # ... so these two fill the queue
-    store.submit(make_rollout(), {"iteration": 3})
-    blocked = threading.Thread(target=store.submit, args=(make_rollout(), {"iteration": 4}))
+    store.submit(make_rollout(), {"iteration": 2})  # ... and rollout 2 fills the second slot
+    third = make_rollout()
+    clones: list[int] = []
+    real_clone = type(third).clone
+
+    def counting_clone(self: TensorDict, *args: object, **kwargs: object) -> TensorDict:
+        clones.append(1)
+        return real_clone(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(third), "clone", counting_clone)
+    blocked = threading.Thread(target=store.submit, args=(third, {"iteration": 3}))
     blocked.start()
     blocked.join(timeout=0.5)
-    assert blocked.is_alive(), "submit returned although the queue was full"
+    assert blocked.is_alive(), "submit returned although the store held queue_size rollouts"
+    assert clones == [], "submit cloned before a slot was free"
     gate.set()
     blocked.join(timeout=30)
     store.close()
-    assert max(sizes) <= cfg.queue_size
-    assert store.iterations() == [1, 2, 3, 4]
+    assert clones == [1]
+    assert max(held) <= cfg.queue_size
+    assert store.iterations() == [1, 2, 3]
+
+
+def test_the_default_keeps_one_rollout_beyond_the_collectors_buffer() -> None:
+    assert StoreCfg().queue_size == 1
 
 
 def test_write_error_surfaces_on_flush_and_keeps_earlier_stores(

@@ -60,13 +60,14 @@ def test_env_without_a_renderer_raises_render_unavailable():
 
 
 def test_gymnasium_env_needs_rgb_array_mode_and_build_eval_env_asks_for_it():
-    plain = build_env("CartPole-v1", 2, "cpu", {"vectorization_mode": "async"})
+    plain = build_env("CartPole-v1", 2, "cpu", {"vectorization_mode": "async"}, "gymnasium")
     try:
         with pytest.raises(RenderUnavailable, match="render_mode"):
             plain.render([0])
     finally:
         plain.close()
-    env, problem = build_eval_env("CartPole-v1", 2, "cpu", {"vectorization_mode": "async"}, video=True)
+    env, problem = build_eval_env("CartPole-v1", 2, "cpu", {"vectorization_mode": "async"}, video=True,
+                                  backend="gymnasium")
     try:
         assert problem is None and env.vec_env.render_mode == "rgb_array"
         assert type(env.vec_env).__name__ == "SyncVectorEnv"  # workers never open GL contexts
@@ -83,7 +84,7 @@ def test_gymnasium_env_needs_rgb_array_mode_and_build_eval_env_asks_for_it():
 MUJOCO = """
 import numpy as np
 from rlpipe.envs import RenderUnavailable, build_eval_env
-env, problem = build_eval_env("HalfCheetah-v5", 2, "cpu", {}, video=True)
+env, problem = build_eval_env("HalfCheetah-v5", 2, "cpu", {}, video=True, backend="gymnasium")
 try:
     if problem is not None:
         raise problem
@@ -110,3 +111,14 @@ def test_mujoco_envs_render_with_egl_and_name_the_variable_without_gl(gl):
             pytest.skip("MuJoCo's default OpenGL works on this machine")
         assert out.startswith("UNAVAILABLE ") and "no working OpenGL (MUJOCO_GL unset" in out
         assert out.endswith("set MUJOCO_GL=egl (or MUJOCO_GL=osmesa) for headless offscreen rendering")
+
+
+def test_envpool_envs_cannot_draw_and_say_so():
+    pytest.importorskip("envpool")
+    env, problem = build_eval_env("CartPole-v1", 2, "cpu", {}, video=True, backend="envpool")
+    try:
+        assert problem is None
+        with pytest.raises(RenderUnavailable, match="cannot render"):
+            env.render([0])
+    finally:
+        env.close()

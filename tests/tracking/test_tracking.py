@@ -289,3 +289,26 @@ def test_training_process_never_imports_mlflow(tmp_path, store):
     assert result.returncode == 0, result.stderr
     (logged,) = read_back(store, "apart")
     assert logged["status"] == "FINISHED" and logged["steps"] == [64, 128, 192]
+
+
+def _open_and_log(uri: str, name: str) -> str:
+    from rlpipe.tracking.mlflow_store import MlflowRun
+
+    run = MlflowRun.start(uri, "concurrent", {"p": 1}, {"t": name}, run_name=name)
+    run.log_metrics({"m": 1.0}, step=1)
+    run.end()
+    return run.run_id
+
+
+def test_processes_creating_one_sqlite_store_at_once_all_succeed(tmp_path):
+    # `dvc queue start --jobs 2`: parallel experiments open the same new data/mlflow.db together.
+    import multiprocessing
+
+    from rlpipe.tracking import search_runs
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        run_ids = pool.starmap(_open_and_log, [(uri, f"r{i}") for i in range(2)])
+    runs = search_runs(uri, ("concurrent",))
+    assert sorted(r.run_id for r in runs) == sorted(run_ids)
+    assert all(r.status == "FINISHED" and r.metrics == {"m": 1.0} for r in runs)

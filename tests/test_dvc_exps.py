@@ -1,0 +1,149 @@
+"""rlpipe.dvc_exps: each DVC experiment's own run dir, the files published to the workspace, gc."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlpipe.config import ConfigError
+from rlpipe.dvc_exps import ACTIVE_LOCK, gc, run_stage, stage_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    """A DVC-like temporary workspace (with params.yaml) of the main repo ``main``."""
+    main, temp = tmp_path / "main", tmp_path / "main" / ".dvc" / "tmp" / "exps" / "tmpabc"
+    temp.mkdir(parents=True)
+    (main / "dvc.yaml").write_text("stages: {}\n")
+    (temp / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    monkeypatch.chdir(temp)
+    monkeypatch.setenv("DVC_ROOT", str(main))
+    monkeypatch.setenv("DVC_EXP_NAME", "clip01")
+    return main, temp
+
+
+def fake_train(cfg, out=None) -> None:
+    for rel in ("rollouts/iter-000001.zarr/zarr.json", "checkpoints/ckpt-000001.pt"):
+        (cfg.run_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (cfg.run_dir / rel).write_text("x")
+    (cfg.run_dir / "metrics.json").write_text('{"mlflow_run_id": "r1"}')
+    (cfg.run_dir / "curve.csv").write_text("iteration\n1\n")
+
+
+def test_train_stage_of_an_experiment_writes_outside_the_temporary_workspace(workspace):
+    main, temp = workspace
+    run_stage("train", fake_train)
+    run_dir = main / "data" / "exps" / "clip01" / "cartpole_ppo"
+    assert (run_dir / "rollouts" / "iter-000001.zarr").is_dir()
+    published = temp / "data" / "cartpole_ppo"
+    assert sorted(p.name for p in published.iterdir()) == ["curve.csv", "metrics.json", "run.json"]
+    assert json.loads((published / "run.json").read_text()) == {
+        "dvc_exp_name": "clip01", "run_dir": "data/exps/clip01/cartpole_ppo"}
+
+
+def fake_eval(cfg, out) -> None:
+    out.eval_dir.mkdir(parents=True, exist_ok=True)
+    out.eval_metrics.write_text(json.dumps({"eval/return_mean": 9.0, "read": str(cfg.run_dir)}))
+
+
+def test_downstream_stages_work_in_the_run_dir_run_json_names(workspace, monkeypatch):
+    main, temp = workspace
+    run_stage("train", fake_train)
+    run_dir = main / "data" / "exps" / "clip01" / "cartpole_ppo"
+    monkeypatch.delenv("DVC_EXP_NAME")  # e.g. `dvc repro evaluate` after `dvc exp apply clip01`
+    dirs = stage_config("params.yaml", "evaluate")
+    assert dirs.cfg.run_dir == dirs.out == run_dir
+    run_stage("evaluate", fake_eval)
+    assert json.loads((temp / "data/cartpole_ppo/eval/metrics.json").read_text())["eval/return_mean"] == 9.0
+    assert (run_dir / "eval" / "metrics.json").is_file()
+
+
+def test_an_experiment_that_only_reevaluates_writes_to_its_own_folder(workspace, monkeypatch):
+    main, temp = workspace
+    run_stage("train", fake_train)
+    before = (temp / "data/cartpole_ppo/run.json").read_text()
+    monkeypatch.setenv("DVC_EXP_NAME", "eval2")  # train skipped: its outputs are clip01's
+    run_stage("evaluate", fake_eval)
+    clip01, own = (main / "data" / "exps" / name / "cartpole_ppo" for name in ("clip01", "eval2"))
+    assert not (clip01 / "eval").exists()  # clip01's outputs are not overwritten
+    assert json.loads((own / "eval" / "metrics.json").read_text())["read"] == str(clip01)
+    assert json.loads((own / "run.json").read_text())["run_dir"] == "data/exps/clip01/cartpole_ppo"
+    assert (temp / "data/cartpole_ppo/run.json").read_text() == before  # train's output untouched
+    from rlpipe.runs import resolve_run_dir
+
+    assert resolve_run_dir("eval2", main) == clip01  # its name reaches the data it evaluated
+
+
+def test_run_json_of_another_exp_name_is_refused(workspace):
+    _, temp = workspace
+    run_stage("train", fake_train)
+    params = yaml.safe_load((temp / "params.yaml").read_text())
+    params["trainer"]["exp_name"] = "other"
+    (temp / "params.yaml").write_text(yaml.safe_dump(params))
+    (temp / "data" / "other").mkdir()
+    (temp / "data" / "cartpole_ppo" / "run.json").rename(temp / "data" / "other" / "run.json")
+    with pytest.raises(ConfigError, match=r"run.json: names .* not a run of trainer.exp_name='other'"):
+        stage_config("params.yaml", "evaluate")
+
+
+def test_plain_repro_keeps_the_workspace_run_dir(workspace, monkeypatch):
+    _, temp = workspace
+    monkeypatch.delenv("DVC_EXP_NAME")
+    monkeypatch.setenv("DVC_ROOT", str(temp))
+    dirs = stage_config("params.yaml", "train")
+    assert dirs.cfg.run_dir == dirs.out == dirs.workspace == Path("data/cartpole_ppo")
+
+
+# ----------------------------------------------------------------------------------------------- gc
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def pointer(repo: Path, name: str | None) -> None:
+    folder = repo / "data" / "cartpole_ppo"
+    folder.mkdir(parents=True, exist_ok=True)
+    target = f"data/exps/{name}/cartpole_ppo" if name else "data/cartpole_ppo"
+    (folder / "run.json").write_text(json.dumps({"dvc_exp_name": name, "run_dir": target}))
+
+
+def test_gc_frees_only_what_no_experiment_branch_or_workspace_names(tmp_path, monkeypatch):
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    repo = tmp_path / "repo"
+    for name in ("exp_kept", "branch_kept", "ws_kept", "running", "removed", "failed", "eval_only"):
+        (repo / "data" / "exps" / name / "cartpole_ppo" / "rollouts").mkdir(parents=True)
+        (repo / "data" / "exps" / name / "cartpole_ppo" / "rollouts" / "x").write_bytes(b"1" * 1000)
+    (repo / "dvc.yaml").write_text("stages: {}\n")
+    git(repo, "init", "-q")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "baseline")
+    for name, ref in (("exp_kept", "refs/exps/ab/cdef/exp_kept"), ("branch_kept", "refs/heads/promoted"),
+                      ("removed", "refs/exps/ab/cdef/removed")):
+        pointer(repo, name)
+        git(repo, "add", "-f", "data/cartpole_ppo/run.json")
+        tree = git(repo, "write-tree")
+        git(repo, "update-ref", ref, git(repo, "commit-tree", tree, "-m", name))
+        git(repo, "rm", "-q", "--cached", "data/cartpole_ppo/run.json")
+    git(repo, "update-ref", "-d", "refs/exps/ab/cdef/removed")  # what `dvc exp remove removed` does
+    git(repo, "update-ref", "refs/exps/ab/cdef/eval_only", "HEAD")  # an experiment, kept by its name
+    pointer(repo, "ws_kept")
+    with open(repo / "data" / "exps" / "running" / ACTIVE_LOCK, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_SH)
+        assert [p.name for p, _ in gc(repo, dry_run=True)] == ["failed", "removed"]
+        assert (repo / "data" / "exps" / "removed").is_dir()
+        freed = gc(repo)
+    assert [(p.name, size) for p, size in freed] == [("failed", 1000), ("removed", 1000)]
+    left = sorted(p.name for p in (repo / "data" / "exps").iterdir())
+    assert left == ["branch_kept", "eval_only", "exp_kept", "running", "ws_kept"]
+    assert [p.name for p, _ in gc(repo)] == ["running"]  # its stage has ended without an experiment
