@@ -45,32 +45,31 @@ def collector_round(collector: Collector) -> float:
     return collector.rollout.batch_size[0] * collector.horizon / (time.perf_counter() - start)
 
 
-def measure(env_id: str, num_envs: int, horizon: int, rounds: int) -> dict[str, Any]:
+def measure(env_id: str, num_envs: int, horizon: int, rounds: int, modes: list[str]) -> dict[str, Any]:
     import envpool
 
     pool = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, batch_size=num_envs, seed=0)
     pool.reset()
     collectors = {}
-    for mode in ("sync", "async"):
+    for mode in modes:
         env = EnvpoolEnv(env_id, num_envs, "cpu", mode=mode, resume="restart")
         policy = build_policy({"name": "actor_critic"}, env.observation_space, env.action_space, "cpu")
         collectors[mode] = Collector(env, policy, horizon, seed=0)
         collectors[mode]()  # warm-up: creates the pools, first reset
     rng = np.random.default_rng(0)
     raw_round(pool, horizon, rng)
-    samples: dict[str, list[float]] = {"raw": [], "sync": [], "async": []}
+    samples: dict[str, list[float]] = {"raw": [], **{mode: [] for mode in modes}}
     for _ in range(rounds):
         samples["raw"].append(raw_round(pool, horizon, rng))
         for mode, collector in collectors.items():
             samples[mode].append(collector_round(collector))
-    return {
-        "id": env_id, "envs": num_envs, "raw": median(samples["raw"]),
-        "sync": median(samples["sync"]), "async": median(samples["async"]),
-        "sync/raw": median(paired_ratios(samples["sync"], samples["raw"])),
-        "async/raw": median(paired_ratios(samples["async"], samples["raw"])),
-        "async/sync": median(paired_ratios(samples["async"], samples["sync"])),
-        "load": load_average(),
-    }
+    row: dict[str, Any] = {"id": env_id, "envs": num_envs, "raw": median(samples["raw"])}
+    for mode in modes:
+        row[mode] = median(samples[mode])
+        row[f"{mode}/raw"] = median(paired_ratios(samples[mode], samples["raw"]))
+    if len(modes) == 2:
+        row["async/sync"] = median(paired_ratios(samples["async"], samples["sync"]))
+    return row | {"load": load_average()}
 
 
 def main() -> None:
@@ -80,6 +79,8 @@ def main() -> None:
     parser.add_argument("--horizon", type=int, default=32, help="Steps per env per round.")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (policy inference).")
+    parser.add_argument("--modes", nargs="+", choices=("sync", "async"), default=["sync", "async"],
+                        help="Collector modes (each holds its own pools: Playground envs take ~25 MB each).")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -87,7 +88,7 @@ def main() -> None:
     rows = []
     for env_id in args.ids:
         for num_envs in args.envs:
-            rows.append(measure(env_id, num_envs, args.horizon, args.rounds))
+            rows.append(measure(env_id, num_envs, args.horizon, args.rounds, args.modes))
             print_table(rows[-1:], COLUMNS)
     print("\nall:")
     print_table(rows, COLUMNS)

@@ -78,7 +78,8 @@ def frame_costs(repeats: int) -> list[dict[str, Any]]:
     rows = []
     for env_id in ("CartPole", "Pendulum", "HalfCheetah-v5"):
         try:
-            env, problem = build_eval_env(env_id, 2, "cpu", {}, video=True)
+            backend = "gymnasium" if "-v" in env_id else "torch"  # envpool's MuJoCo cannot draw
+            env, problem = build_eval_env(env_id, 2, "cpu", {}, video=True, backend=backend)
         except Exception as exc:  # noqa: BLE001  # a missing optional simulator
             rows.append({"what": f"{env_id} render (2 envs)", "note": str(exc).splitlines()[0][:60]})
             continue

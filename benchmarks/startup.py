@@ -11,7 +11,8 @@ interleaved (each repetition runs every case of every tree once, in turn):
 * ``python -c "import click, pydantic"`` and ``python -c "import torch"``: references;
 * ``rlpipe --help``;
 * first row: ``rlpipe run params.yaml`` (the tree's own default) with ``trainer.iterations=1``, time
-  until the first table row is printed, with ``tracking.backend=none`` and with MLflow on (a
+  until the first table row is printed, and the CPU seconds the trainer process itself used until
+  then (robust to a loaded machine), with ``tracking.backend=none`` and with MLflow on (a
   SQLite store under a temporary folder, created by a warm-up run, so schema creation is not
   counted; ``--fresh-store`` counts it);
 * solve: ``rlpipe run params.yaml`` as ``make run`` runs it (MLflow on): time to the first row whose
@@ -79,7 +80,7 @@ def time_run(tree: Path, overrides: list[str]) -> dict[str, Any]:
     proc = subprocess.Popen(cmd, cwd=tree, env=environment(tree), stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     header: list[str] = []
-    first_row_s = solved_row_s = None
+    first_row_s = solved_row_s = first_row_cpu_s = None
     last_eval = None
     for line in proc.stdout:
         now = time.perf_counter() - start
@@ -87,7 +88,8 @@ def time_run(tree: Path, overrides: list[str]) -> dict[str, Any]:
         if cells[:1] == ["iter"]:
             header = cells
         elif header and cells and cells[0].isdigit() and len(cells) == len(header):
-            first_row_s = first_row_s if first_row_s is not None else now
+            if first_row_s is None:
+                first_row_s, first_row_cpu_s = now, process_cpu_s(proc.pid)
             value = cells[header.index("eval")]
             if value != "-":
                 last_eval = float(value)
@@ -95,8 +97,21 @@ def time_run(tree: Path, overrides: list[str]) -> dict[str, Any]:
                     solved_row_s = now
     if proc.wait() != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed with exit code {proc.returncode}")
-    return {"first_row_s": first_row_s, "solved_row_s": solved_row_s, "exit_s": time.perf_counter() - start,
-            "last_eval": last_eval}
+    return {"first_row_s": first_row_s, "first_row_cpu_s": first_row_cpu_s, "solved_row_s": solved_row_s,
+            "exit_s": time.perf_counter() - start, "last_eval": last_eval}
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) the trainer process itself has used so far (Linux ``/proc``).
+
+    Unlike wall time it barely grows with the machine's load, and it leaves out the tracking
+    process: what the trainer itself paid before its first row.
+    """
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def one_repetition(trees: dict[str, Path], scratch: Path, rep: int, args: argparse.Namespace,
@@ -115,6 +130,7 @@ def one_repetition(trees: dict[str, Path], scratch: Path, rep: int, args: argpar
                                   f"tracking.uri=sqlite:///{store}",
                                   f"trainer.data_dir={scratch / name / f'first-{backend}-{rep}'}"])
             record(out, f"first row, tracking {backend}", run["first_row_s"], name)
+            record(out, f"first row CPU, tracking {backend}", run["first_row_cpu_s"], name)
         if not args.skip_solve and (args.solve_trees is None or name in args.solve_trees):
             run = time_run(tree, [f"tracking.uri=sqlite:///{scratch / name / 'mlflow.db'}",
                                   f"trainer.data_dir={scratch / name / f'solve-{rep}'}"])
@@ -138,8 +154,11 @@ def report(results: dict[str, dict[str, list[Any]]]) -> dict[str, Any]:
         on, off = cases["first row, tracking mlflow"], cases["first row, tracking none"]
         diffs = [a - b for a, b in zip(on, off) if a is not None and b is not None]
         rows["first row: mlflow − none"] = median(diffs)
+        cpu_on, cpu_off = cases["first row CPU, tracking mlflow"], cases["first row CPU, tracking none"]
+        cpu_diffs = [a - b for a, b in zip(cpu_on, cpu_off) if a is not None and b is not None]
+        rows["first row CPU: mlflow − none"] = median(cpu_diffs)
         for case, value in rows.items():
-            every = cases.get(case, diffs)
+            every = cases.get(case, cpu_diffs if "CPU" in case else diffs)
             shown = ", ".join("-" if v is None else f"{v:.2f}" for v in every)
             print(f"  {case:<28} {'-' if value is None else f'{value:7.2f}'}   [{shown}]")
         ref = rows["import click, pydantic"]

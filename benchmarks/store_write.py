@@ -6,12 +6,16 @@ Prints, per codec, the wall time of one ``write_rollout`` (min, median, mean in 
 bytes at the median), the bytes on disk per stored transition (N*T transitions per rollout), the
 ratio to the raw tensor bytes, the median ``read_rollout`` time, and what ``RolloutStore.submit``
 costs the caller (clone + enqueue).
-The "blosc-lz4, no checksum" row shows what the per-chunk CRC32C of blosc chunks costs.
+The "…, no checksum" rows show what the per-chunk CRC32C costs; below the table the same cost is
+measured interleaved (with, without, with, … per codec: median of the per-pair write-time ratios),
+and the SHA-256 a checkpoint carries is timed against its ``torch.save``.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import io
 import statistics
 import tempfile
 import time
@@ -20,7 +24,7 @@ from pathlib import Path
 import torch
 from tensordict import TensorDict
 
-import rlpipe.artifacts.store as store_mod
+import rlpipe.artifacts.zarr_io as zarr_io
 from rlpipe.artifacts.store import RolloutStore, read_rollout, write_rollout
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import allocate_rollout, validate
@@ -64,6 +68,74 @@ def bench_codec(root: Path, rollout: TensorDict, codec: str, repeats: int) -> di
             "bytes": statistics.fmean(sizes)}
 
 
+class checksums:  # noqa: N801  # a context manager read as a phrase: ``with checksums(False):``
+    """Write rollout chunks with (default) or without zarr's CRC32C codec inside the block."""
+
+    def __init__(self, on: bool) -> None:
+        self.on, self.saved = on, zarr_io._CHECKSUM
+
+    def __enter__(self) -> None:
+        zarr_io._CHECKSUM = self.saved if self.on else ()
+
+    def __exit__(self, *_: object) -> None:
+        zarr_io._CHECKSUM = self.saved
+
+
+def checksum_ratio(root: Path, rollout: TensorDict, codec: str, repeats: int) -> tuple[float, list[float]]:
+    """Median of the per-pair ratios write-with-CRC / write-without, pairs interleaved (1 warm-up)."""
+    ratios = []
+    for k in range(repeats + 1):
+        walls = []
+        for on in (True, False):
+            with checksums(on):
+                path = root / f"{'crc' if on else 'raw'}-{k:06d}.zarr"
+                start = time.perf_counter()
+                write_rollout(path, rollout, {"iteration": k}, codec=codec)
+                walls.append(time.perf_counter() - start)
+        if k:
+            ratios.append(walls[0] / walls[1])
+    return statistics.median(ratios), ratios
+
+
+def crc_compute_cost(rollout: TensorDict, repeats: int) -> str:
+    """The CRC32C computation itself over every byte of the rollout (what the codec adds per write)."""
+    import google_crc32c  # zarr's crc32c codec uses it
+
+    data = [v.numpy().tobytes() for v in rollout.values(True, True)]
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for chunk in data:
+            google_crc32c.value(chunk)
+        times.append((time.perf_counter() - start) * 1e3)
+    size = sum(len(d) for d in data)
+    return (f"CRC32C computation: {statistics.median(times):.2f} ms for {size / 2**20:.2f} MiB "
+            f"({size / 2**30 / (statistics.median(times) / 1e3):.1f} GiB/s) — the direct cost per write")
+
+
+def checkpoint_hash_cost(hidden: int, repeats: int) -> str:
+    """SHA-256 of a checkpoint's bytes against its ``torch.save`` (actor + critic 2×hidden MLPs + Adam)."""
+    net = torch.nn.Sequential(torch.nn.Linear(4, hidden), torch.nn.Linear(hidden, hidden),
+                              torch.nn.Linear(hidden, 2))
+    weights = net.state_dict()
+    state = {"policy": {f"{side}.{k}": v for side in ("actor", "critic") for k, v in weights.items()}}
+    state["algo"] = {"exp_avg": dict(state["policy"]), "exp_avg_sq": dict(state["policy"])}
+    save_ms, hash_ms, size = [], [], 0
+    for _ in range(repeats):
+        buffer = io.BytesIO()
+        start = time.perf_counter()
+        torch.save(state, buffer)
+        save_ms.append((time.perf_counter() - start) * 1e3)
+        data = buffer.getbuffer()
+        size = len(data)
+        start = time.perf_counter()
+        hashlib.sha256(data).hexdigest()
+        hash_ms.append((time.perf_counter() - start) * 1e3)
+    save, digest = statistics.median(save_ms), statistics.median(hash_ms)
+    return (f"checkpoint SHA-256: {digest:.2f} ms for {size / 2**20:.2f} MiB (torch.save {save:.2f} ms: "
+            f"+{100 * digest / save:.0f}% of the serialization, before the fsync)")
+
+
 def bench_submit(root: Path, rollout: TensorDict, repeats: int) -> float:
     """Median ms the caller spends in ``submit`` (clone + enqueue) with a writer behind it."""
     times = []
@@ -81,6 +153,8 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=4096)
     parser.add_argument("--horizon", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--checkpoint-hidden", type=int, default=256,
+                        help="hidden width of the MLPs whose checkpoint is hashed (default 256)")
     args = parser.parse_args()
     n, t = args.num_envs, args.horizon
     rollout = cartpole_rollout(n, t)
@@ -89,21 +163,25 @@ def main() -> None:
           f"{raw / 2**20:.2f} MiB raw, {n * t} transitions; {args.repeats} writes per codec")
     print(f"{'codec':<24}{'min ms':>8}{'median ms':>10}{'mean ms':>9}{'B/transition':>14}"
           f"{'vs raw':>8}{'MB/s':>7}{'read ms':>9}")
-    checksum = store_mod._CHECKSUM
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [(codec, codec) for codec in ("none", "blosc-lz4")]
-        for label, codec in [*rows, ("blosc-lz4, no checksum", "blosc-lz4")]:
-            if label == "blosc-lz4, no checksum":
-                store_mod._CHECKSUM = ()
-            result = bench_codec(Path(tmp) / label.replace(", ", "-").replace(" ", "_"),
-                                 rollout, codec, args.repeats)
+        rows = [(codec, codec, True) for codec in ("none", "blosc-lz4")]
+        for label, codec, checked in [*rows, ("none, no checksum", "none", False),
+                                      ("blosc-lz4, no checksum", "blosc-lz4", False)]:
+            with checksums(checked):
+                result = bench_codec(Path(tmp) / label.replace(", ", "-").replace(" ", "_"),
+                                     rollout, codec, args.repeats)
             mbps = raw / 2**20 / (result["median_ms"] / 1e3)
             print(f"{label:<24}{result['min_ms']:>8.1f}{result['median_ms']:>10.1f}"
                   f"{result['mean_ms']:>9.1f}{result['bytes'] / (n * t):>14.1f}"
                   f"{result['bytes'] / raw:>8.2f}{mbps:>7.0f}{result['read_ms']:>9.1f}")
-        store_mod._CHECKSUM = checksum
+        for codec in ("none", "blosc-lz4"):
+            ratio, ratios = checksum_ratio(Path(tmp) / f"pairs-{codec}", rollout, codec, args.repeats)
+            print(f"CRC32C cost, {codec}: write time with/without {ratio:.3f}x (median of {len(ratios)} "
+                  f"interleaved pairs, min {min(ratios):.3f} max {max(ratios):.3f}; target <= 1.03x)")
         print(f"submit() on the caller's thread (clone + enqueue, CPU): "
               f"{bench_submit(Path(tmp), rollout, args.repeats):.2f} ms median")
+    print(crc_compute_cost(rollout, args.repeats))
+    print(checkpoint_hash_cost(args.checkpoint_hidden, args.repeats))
 
 
 if __name__ == "__main__":

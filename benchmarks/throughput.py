@@ -4,6 +4,7 @@
         [--num-envs 4096] [--horizon 32] [--hidden 256 256] [--epochs 4] [--batch-size 16384]
         [--device cpu] [--checkpoints] [--json PATH]
     .venv/bin/python benchmarks/throughput.py --store [--block 2] ...   # store on vs off
+    .venv/bin/python benchmarks/throughput.py --guards ...   # non-finite guard on vs off
     .venv/bin/python benchmarks/throughput.py --profile [--profile-rows 15]  # where the time goes
 
 Workload: torch CartPole (``rlpipe.envs.CartPole``), N=4096 envs × T=32 steps, separate actor and
@@ -39,6 +40,11 @@ one thread per core, whose parallel regions stall whenever a core is taken by an
 ``--block`` iterations; a store-on block's time includes waiting for its last write to reach
 disk, so background writes never leak into the store-off block that follows. Target: ≤ 1.03×.
 
+``--guards`` compares rlpipe with its non-finite guard (the checks at every stage boundary and the
+per-step gradient-norm flag) against the same loop with both switched off, interleaved iteration by
+iteration; it also times the guard's own calls inside the guarded iterations and reports them as a
+share of the iteration (the direct measure: robust to a busy machine). Target: < 1%.
+
 ``--profile`` runs one warm-up and one profiled iteration of each side under ``torch.profiler``
 and prints the top ops by self CPU time, then rlpipe's functions by cumulative time (cProfile).
 """
@@ -72,13 +78,16 @@ from _bench import (
 from torch import nn
 from torch.distributions import Categorical
 
+from rlpipe.algorithms.finite import GradientCheck
 from rlpipe.algorithms.ppo import PPOCfg
 from rlpipe.config import RunConfig
 from rlpipe.envs import CartPole
 from rlpipe.run import Experiment, build, run_iteration
+from rlpipe.run.guards import NonFiniteGuard
 
 RATIO_TARGET = 1.05
 STORE_RATIO_TARGET = 1.03
+GUARD_RATIO_TARGET = 1.01
 
 
 # ---------------------------------------------------------------------------------------- config
@@ -95,6 +104,7 @@ def parse_args() -> argparse.Namespace:
     add("--store", action="store_true", help="compare store.enabled=true against false instead")
     add("--block", type=int, default=2, help="iterations per block in --store mode (default 2)")
     add("--data-dir", type=Path, default=None, help="where --store writes (default: a temp dir)")
+    add("--guards", action="store_true", help="compare the non-finite guard on against off instead")
     add("--profile", action="store_true", help="profile one iteration of each side instead")
     add("--profile-rows", type=int, default=15, help="rows per profile table (default 15)")
     add("--json", type=Path, default=None, help="also write the results as JSON here")
@@ -343,6 +353,66 @@ def compare_store(args: argparse.Namespace) -> dict[str, Any]:
     return report(samples, args.num_envs * args.horizon, STORE_RATIO_TARGET)
 
 
+class NoGuard(NonFiniteGuard):
+    """The guard switched off: no check, no snapshot (the gradient flag is still drained)."""
+
+    def check_rollout(self, *_: Any) -> None: ...
+    def before_update(self, *_: Any) -> None: ...
+    def check_weights(self, *_: Any) -> None: ...
+
+    def check_update(self, exp: Experiment, *_: Any) -> None:
+        exp.algo.gradient_check.take()
+
+
+class PlainClip(GradientCheck):
+    """``clip_grad_norm_`` without the non-finite flag."""
+
+    def clip(self, parameters: Any, max_norm: float, scaler_skips_inf: bool = False) -> torch.Tensor:
+        return torch.nn.utils.clip_grad_norm_(list(parameters), max_norm)
+
+
+class TimedGuard(NonFiniteGuard):
+    """The real guard, its calls timed (a CUDA device is synchronized around each)."""
+
+    def __init__(self, device: torch.device) -> None:
+        super().__init__()
+        self.device, self.seconds = device, 0.0
+
+    def _timed(self, fn: Callable[..., Any], *args: Any) -> None:
+        synchronize(self.device)
+        start = time.perf_counter()
+        fn(*args)
+        synchronize(self.device)
+        self.seconds += time.perf_counter() - start
+
+    def check_rollout(self, *args: Any) -> None:
+        self._timed(super().check_rollout, *args)
+
+    def check_update(self, *args: Any) -> None:
+        self._timed(super().check_update, *args)
+
+    def check_weights(self, *args: Any) -> None:
+        self._timed(super().check_weights, *args)
+
+
+def compare_guards(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="rlpipe-guards-") as data_dir:
+        on = build_rlpipe(args, str(Path(data_dir) / "on"), store=False)
+        off = build_rlpipe(args, str(Path(data_dir) / "off"), store=False)
+        off.guard, off.algo.gradient_check = NoGuard(), PlainClip()
+        on.guard = timed_guard = TimedGuard(on.device)
+        print(f"rlpipe non-finite guard on vs off: N={args.num_envs} T={args.horizon} device={on.device} "
+              f"threads={torch.get_num_threads()}")
+        samples = interleave({"guard on": lambda: rlpipe_iteration(on),
+                              "guard off": lambda: rlpipe_iteration(off)}, args.warmup, args.iterations)
+    result = report(samples, args.num_envs * args.horizon, GUARD_RATIO_TARGET)
+    rounds = args.warmup + args.iterations
+    share = timed_guard.seconds / sum(s.wall_s for s in samples["guard on"]) * args.iterations / rounds
+    print(f"the guard's own checks: {1e3 * timed_guard.seconds / rounds:.2f} ms per iteration, "
+          f"{100 * share:.2f}% of a guarded iteration (target < 1%; excludes the per-step norm flag)")
+    return {**result, "guard_ms_per_iteration": 1e3 * timed_guard.seconds / rounds, "guard_share": share}
+
+
 def profile(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rlpipe-profile-") as data_dir:
         exp = build_rlpipe(args, data_dir, store=False)
@@ -381,8 +451,8 @@ def main() -> None:
     if args.profile:
         write_json(args.json, {"benchmark": "throughput-profile", **profile(args)})
         return
-    mode = "store" if args.store else "plain"
-    result = compare_store(args) if args.store else compare_plain(args)
+    mode = "store" if args.store else "guards" if args.guards else "plain"
+    result = {"store": compare_store, "guards": compare_guards, "plain": compare_plain}[mode](args)
     print_machine()
     settings = {k: str(v) for k, v in vars(args).items()}
     write_json(args.json, {"benchmark": f"throughput-{mode}", "args": settings, **result})

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -26,20 +28,33 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-USER_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError, PermissionError)
-"""ConfigError, RolloutError and StoreError are ValueErrors: a user-caused problem, shown in one line."""
+RESUME_KEY = "rlpipe.resume_command"
+"""``click`` context meta: the exact command that resumes this run (set by ``rlpipe run``)."""
 
 
 def user_errors(func: F) -> F:
-    """Show user-caused errors as one ``Error: …`` line on stderr and exit with code 2."""
+    """Every failure as one ``Error: …`` line on stderr and its exit code (:mod:`rlpipe.exits`).
+
+    2 bad input, 3 refused data, 1 runtime failure, 130/143 stopped by SIGINT/SIGTERM; the
+    traceback only with ``rlpipe --debug``.
+    """
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except USER_ERRORS as exc:
-            click.echo(f"Error: {exc}".splitlines()[0], err=True)
-            sys.exit(2)
+        except (SystemExit, click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except BaseException as exc:  # noqa: BLE001  # every failure gets its one line and code
+            from rlpipe.exits import describe
+
+            ctx = click.get_current_context(silent=True)
+            meta = ctx.meta if ctx is not None else {}
+            code, line = describe(exc, meta.get(RESUME_KEY))
+            if meta.get("rlpipe.debug") or os.environ.get("RLPIPE_DEBUG") == "1":
+                traceback.print_exception(exc)
+            click.echo(f"Error: {line}", err=True)
+            sys.exit(code)
 
     return wrapper  # type: ignore[return-value]  # functools.wraps keeps the signature
 
@@ -89,8 +104,15 @@ set_option = click.option(
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-def cli() -> None:
-    """rlpipe: reproducible PPO/GRPO training with every rollout stored."""
+@click.option("--debug", is_flag=True, help="Show the full traceback of a failure (also RLPIPE_DEBUG=1).")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """rlpipe: reproducible PPO/GRPO training with every rollout stored.
+
+    Exit codes: 0 done, 1 runtime failure (disk, memory, a run dir in use), 2 bad input, 3 refused
+    data (NaN/Inf, checksum mismatch, rejected rollout), 130/143 stopped by SIGINT/SIGTERM.
+    """
+    ctx.meta["rlpipe.debug"] = debug
 
 
 @cli.command()
@@ -111,6 +133,7 @@ def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool,
     from rlpipe.run import EventError
     from rlpipe.trainer import Trainer
 
+    click.get_current_context().meta[RESUME_KEY] = resume_command(params, overrides, distributed)
     try:
         summary = Trainer(cfg, resume=resume, overwrite=overwrite).train()
     except EventError as exc:
@@ -124,6 +147,12 @@ def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool,
             f"{stopped} → {cfg.run_dir / 'metrics.json'}"
         )
     shutdown()
+
+
+def resume_command(params: Path, overrides: tuple[str, ...], distributed: bool) -> str:
+    """The exact ``rlpipe run … --resume`` that continues this run (printed when it stops early)."""
+    args = ["rlpipe", "run", str(params), *(a for item in overrides for a in ("--set", item))]
+    return shlex.join([*args, *(["--distributed"] if distributed else []), "--resume"])
 
 
 @cli.command()
@@ -157,6 +186,10 @@ checkpoint_option = click.option(
     help="Checkpoint file (ckpt-NNNNNN.pt) to start from.",
 )
 rollout_argument = click.argument("rollout", type=RunPath(path_type=Path))
+allow_rejected_option = click.option(
+    "--allow-rejected", is_flag=True,
+    help="Use rollouts the non-finite guard rejected (rollouts/rejected/); they must be finite.",
+)
 
 
 def _out_option(default: str) -> Callable[[F], F]:
@@ -214,9 +247,10 @@ def advantage(params: Path, rollout: Path, overrides: tuple[str, ...], out: Path
 @set_option
 @checkpoint_option
 @_out_option("<run_dir>/updated")
+@allow_rejected_option
 @user_errors
 def update(params: Path, rollout: Path | None, overrides: tuple[str, ...], checkpoint: Path | None,
-           out: Path | None) -> None:
+           out: Path | None, allow_rejected: bool) -> None:
     """Advantage + update on one stored rollout (default: the run's newest) → a checkpoint and the losses.
 
     Without --checkpoint it starts from the checkpoint the rollout was collected with.
@@ -231,7 +265,8 @@ def update(params: Path, rollout: Path | None, overrides: tuple[str, ...], check
         if not stored:
             raise click.UsageError(f"{layout.rollouts}: no stored rollout to update; pass ROLLOUT")
         rollout = stored[max(stored)]
-    path, metrics = offline.update_from_rollout(cfg, rollout, checkpoint, out or layout.updated)
+    path, metrics = offline.update_from_rollout(cfg, rollout, checkpoint, out or layout.updated,
+                                                allow_rejected)
     for key in sorted(k for k in metrics if k.startswith("update/")):
         click.echo(f"{key:<28} {metrics[key]:.6g}")
     click.echo(f"checkpoint → {path}")
@@ -337,9 +372,10 @@ def inspect(rollout: Path, as_json: bool) -> None:
 @click.option("--from", "start", type=RunPath(dir_okay=False, path_type=Path), default=None,
               help="Checkpoint the chain starts from (implies --chain; default: the one before A).")
 @_out_option("<run_dir>/reupdate")
+@allow_rejected_option
 @user_errors
 def replay(params: Path, overrides: tuple[str, ...], rollouts: Path | None, span: tuple[int, int] | None,
-           chain: bool, start: Path | None, out: Path | None) -> None:
+           chain: bool, start: Path | None, out: Path | None, allow_rejected: bool) -> None:
     """Re-run advantage + update over stored rollouts with the params plus replay.algorithm overrides."""
     cfg = load_config(params, overrides)
     from rlpipe.artifacts.layout import RunLayout
@@ -348,7 +384,7 @@ def replay(params: Path, overrides: tuple[str, ...], rollouts: Path | None, span
     layout = RunLayout(cfg.run_dir)
     out = out or layout.reupdate
     summary = replay_rollouts(cfg, rollouts or layout.rollouts, out, span,
-                              chain=chain or start is not None, start=start)
+                              chain=chain or start is not None, start=start, allow_rejected=allow_rejected)
     click.echo(f"replayed {summary['iterations']} rollouts ({summary['transitions']:,} transitions, "
                f"{summary['transitions_per_s']:,.0f}/s) → {out / 'checkpoints'}, {out / 'metrics.json'}")
 

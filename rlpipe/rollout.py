@@ -47,9 +47,14 @@ __all__ = [
     "FLAG_KEYS",
     "ObsSpec",
     "SCHEMA_VERSION",
+    "NonFiniteError",
+    "NonFiniteRolloutError",
+    "RefusedDataError",
     "TRANSITION_KEYS",
     "RolloutError",
+    "all_finite",
     "allocate_rollout",
+    "first_nonfinite",
     "obs_from_state",
     "obs_state",
     "rollout_dims",
@@ -73,6 +78,56 @@ DIM_NAMES = ("env", "time")
 
 class RolloutError(ValueError):
     """A rollout that breaks the schema; the message names the key and the first bad index."""
+
+
+class RefusedDataError(ValueError):
+    """Data refused before it reaches the weights or a file (non-finite, rejected, bad checksum); exit 3."""
+
+
+class NonFiniteError(RefusedDataError):
+    """A NaN/Inf at a stage boundary; the message names the key, the iteration and the first envs."""
+
+    def __init__(self, message: str, key: str, iteration: int | None = None) -> None:
+        super().__init__(message)
+        self.key, self.iteration = key, iteration
+
+
+class NonFiniteRolloutError(RolloutError, NonFiniteError):
+    """:func:`validate` found a NaN/Inf (refused data, exit code 3)."""
+
+    def __init__(self, message: str, key: str, iteration: int | None = None) -> None:
+        NonFiniteError.__init__(self, message, key, iteration)
+
+
+def all_finite(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    """0-dim bool on the tensors' device: every floating-point element of ``tensors`` is finite.
+
+    One ``isfinite().all()`` per tensor stacked into one flag, so the caller syncs at most once.
+    """
+    flags = [torch.isfinite(t).all() for t in tensors if t.is_floating_point()]
+    if not flags:
+        return torch.ones((), dtype=torch.bool)
+    return torch.stack([f.to(flags[0].device) for f in flags]).all()
+
+
+def first_nonfinite(rollout: TensorDict, keys: Sequence[str] | None = None,
+                    max_envs: int = 5) -> tuple[str, list[int]] | None:
+    """``(key, first env indices)`` of the first key of ``rollout`` holding a NaN/Inf, else ``None``.
+
+    The slow path after :func:`all_finite` said no: syncs once per key. ``keys``: which to look
+    at (default: every leaf); env indices are along dim 0 of ``[N, T+1, ...]``, at most ``max_envs``.
+    """
+    names = keys if keys is not None else [
+        k for k, _ in rollout.items(include_nested=True, leaves_only=True)]
+    for key in names:
+        value = rollout.get(key)
+        if not value.is_floating_point():
+            continue
+        bad = ~torch.isfinite(value.reshape(value.shape[0], -1)).all(-1)
+        if bool(bad.any()):
+            name = key if isinstance(key, str) else "/".join(key)
+            return name, bad.nonzero()[:max_envs, 0].tolist()
+    return None
 
 
 def zeros_obs(
@@ -209,7 +264,8 @@ def validate(rollout: TensorDict, iteration: int | None = None) -> None:
             bad = ~torch.isfinite(value.reshape(*rollout.batch_size, -1)).all(-1)
             if bad.any():
                 env, t = (int(i) for i in bad.nonzero()[0])
-                raise RolloutError(f"rollout{where}: key {key!r} is not finite at [{env}, {t}]")
+                raise NonFiniteRolloutError(f"rollout{where}: key {key!r} is not finite at [{env}, {t}]",
+                                            str(key), iteration)
 
 
 def _check_done_consistency(rollout: TensorDict, where: str) -> None:

@@ -113,8 +113,13 @@ class Trainer:
         try:
             while not online.done:
                 yield online.step()
-        finally:
+        except GeneratorExit:
             online.finish()
+            raise
+        except BaseException as exc:
+            online.fail(exc)  # MLflow run FAILED/KILLED, no summary; the lock is released
+            raise
+        online.finish()
 
     __iter__ = iterate
 

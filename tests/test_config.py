@@ -82,3 +82,45 @@ def test_params_hash_changes_with_params():
     a, b = load("params.yaml"), load("params.yaml", ["algorithm.cfg.clip_coef=0.3"])
     assert config.params_hash(a) != config.params_hash(b)
     assert config.params_hash(a) == config.params_hash(load("params.yaml"))
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("trainer.num_envs=true",
+         r"trainer.num_envs: Input should be a valid integer, not true/false \(got True\)"),
+        ('store.enabled="yes"', r"store.enabled: Input should be true or false \(got 'yes'\)"),
+        ("store.enabled=1", r"store.enabled: Input should be true or false \(got 1\)"),
+        ('trainer.seed="7"', r"trainer.seed: Input should be a valid integer, not a string"),
+        ('trainer.num_threads="2"', r"trainer.num_threads: Input should be a valid integer, not a string"),
+        ("trainer.exp_name=../x", r"trainer.exp_name: got '../x'; a plain folder name"),
+        ("trainer.exp_name=/tmp/x", r"trainer.exp_name: got '/tmp/x'; a plain folder name"),
+        ("trainer.exp_name=..", r"trainer.exp_name: got '..'; a plain folder name"),
+    ],
+)
+def test_no_coercion_between_bools_numbers_and_strings(override, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        load("params.yaml", [override])
+    assert "\n" not in str(info.value)
+
+
+def test_strict_types_still_take_ints_for_floats_lists_for_tuples_and_exponents():
+    cfg = load("params.yaml", ["algorithm.cfg.learning_rate=1e-3", "trainer.exp_name=run_2.b",
+                               "policy.log_std_init=0"])
+    assert cfg.algorithm.cfg["learning_rate"] == 0.001 and cfg.policy.log_std_init == 0.0
+    from rlpipe.algorithms import resolve_algo_cfg
+
+    algo = resolve_algo_cfg("ppo", {"learning_rate": 1, "lr_schedule": [[0, 1e-3], [100, 1e-4]]}, "cpu")
+    assert algo.learning_rate == 1.0 and algo.lr_schedule[1] == (100, 1e-4)
+    with pytest.raises(ConfigError, match=r"lr_schedule: Input should be a valid number, not a string"):
+        resolve_algo_cfg("ppo", {"lr_schedule": [[0, 1e-3], [100, "2"]]}, "cpu")
+
+
+def test_binary_and_non_utf8_params_files_name_themselves(tmp_path):
+    binary, latin = tmp_path / "p.yaml", tmp_path / "q.yaml"
+    binary.write_bytes(b"trainer:\x00\x01\x02")
+    latin.write_bytes("trainer: {exp_name: caf\xe9}".encode("latin-1"))
+    with pytest.raises(ConfigError, match=rf"{binary}: a binary file \(NUL byte at offset 8\)"):
+        load(binary)
+    with pytest.raises(ConfigError, match=rf"{latin}: not a UTF-8 text params file"):
+        load(latin)

@@ -18,6 +18,7 @@ import torch
 from tensordict import TensorDict
 
 from rlpipe.algorithms import optim
+from rlpipe.algorithms.finite import GradientCheck
 from rlpipe.algorithms.ppo_loss import adaptive_lr, kl_exceeds_target
 from rlpipe.algorithms.schedules import Schedule
 from rlpipe.algorithms.update_cfg import Points, UpdateCfg
@@ -57,6 +58,8 @@ class BaseAlgorithm(ABC):
         self.device = torch.device(cfg.device)
         self.generator = torch.Generator(device=self.device)
         """Drives the minibatch shuffle only, so collection's sampling never shifts it."""
+        self.gradient_check = GradientCheck()
+        """Flags a non-finite gradient norm on device; the driver reads it once per update."""
         self.shards = 1
         """Ranks whose rollouts one update's batch concatenates (``rlpipe replay`` of a K-rank run in
         one process): minibatch i is then every rank's own minibatch i, side by side."""

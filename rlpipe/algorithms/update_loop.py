@@ -130,7 +130,7 @@ def optimizer_step(algo: BaseAlgorithm) -> None:
     params = algo.policy.parameters
     algo.scaler.unscale_(algo.optimizer)
     average_gradients(params())
-    torch.nn.utils.clip_grad_norm_(params(), algo.cfg.max_grad_norm)
+    algo.gradient_check.clip(params(), algo.cfg.max_grad_norm, algo.scaler.is_enabled())  # NaN flag
     algo.scaler.step(algo.optimizer)
     algo.scaler.update()
     algo.optimizer.zero_grad(set_to_none=True)

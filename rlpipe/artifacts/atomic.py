@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from rlpipe import faults
+
 __all__ = [
     "atomic_write",
     "atomic_write_json",
@@ -44,18 +46,34 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any], fsync: bool = Tr
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_sibling(path)
+    kind = fault_kind(path)
     try:
         with open(tmp, "wb") as fh:
             write(fh)
             fh.flush()
             if fsync:
                 os.fsync(fh.fileno())
+        faults.point(f"write.{kind}")
         os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.filename is None:  # a failed write(2) names no file: name the one being written
+            raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    faults.point(f"renamed.{kind}")
     if fsync:
         _fsync_dir(path.parent)
+
+
+def fault_kind(path: Path) -> str:
+    """The fault-injection name of a file: ``checkpoint``, ``checksum``, or its stem (``latest``, …)."""
+    name = Path(path).name
+    if name.endswith(".sha256"):
+        return "checksum"
+    return "checkpoint" if name.startswith("ckpt-") else name.split(".")[0]
 
 
 def atomic_write_text(path: Path, text: str, fsync: bool = True) -> None:

@@ -3,6 +3,7 @@
 Layout of a checkpoint directory::
 
     ckpt-000010.pt   torch.save of a state dict, written to a temporary, fsynced, then renamed
+    ckpt-000010.pt.sha256   its SHA-256 (``sha256sum`` format), written before it; checked on load
     ckpt-000020.pt
     latest           text: the file name of the newest checkpoint written ("ckpt-000020.pt")
     best             JSON: {"file": "ckpt-000010.pt", "metric": 487.5}; higher metric is better
@@ -14,19 +15,34 @@ numbers, strings, bools, ``None`` and lists/tuples/dicts of those (see :mod:`rlp
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import io
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from rlpipe import faults
 from rlpipe.artifacts.atomic import atomic_write, atomic_write_text
 from rlpipe.artifacts.atomic import clean_temporaries as _clean
 from rlpipe.artifacts.errors import StoreError
-from rlpipe.artifacts.layout import BEST, CHECKPOINT_NAME, LATEST, checkpoint_name, numbered
+from rlpipe.artifacts.layout import (
+    BEST,
+    CHECKPOINT_NAME,
+    CHECKSUM_SUFFIX,
+    LATEST,
+    checkpoint_name,
+    checksum_path,
+    iteration_from_name,
+    numbered,
+)
+from rlpipe.rollout import RefusedDataError
 
 __all__ = [
+    "ChecksumError",
     "checkpoint_fits",
     "best_checkpoint",
     "checkpoint_path",
@@ -34,6 +50,7 @@ __all__ = [
     "latest_checkpoint",
     "load_checkpoint",
     "save_checkpoint",
+    "verify_checkpoint",
 ]
 
 
@@ -57,14 +74,42 @@ def save_checkpoint(
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = checkpoint_path(directory, iteration)
-    atomic_write(path, lambda f: torch.save(state, f))
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    data = buffer.getbuffer()
+    # The checksum goes first: a checkpoint under its final name always has its sidecar.
+    atomic_write_text(checksum_path(path), f"{hashlib.sha256(data).hexdigest()}  {path.name}\n")
+    atomic_write(path, lambda f: f.write(data))
     atomic_write_text(directory / LATEST, f"{path.name}\n")
     if best_metric is not None and _beats_best(directory, best_metric):
         record = json.dumps({"file": path.name, "metric": float(best_metric)})
         atomic_write_text(directory / BEST, f"{record}\n")
     if keep_last is not None:
+        faults.point("checkpoint.retention")
         _apply_retention(directory, keep_last, protect=path)
     return path
+
+
+class ChecksumError(StoreError, RefusedDataError):
+    """A checkpoint whose bytes do not match its ``.sha256`` sidecar (exit code 3)."""
+
+
+def verify_checkpoint(path: Path, data: bytes | memoryview | None = None) -> None:
+    """Raise :class:`ChecksumError` when ``path`` (or its bytes ``data``) does not match its sidecar.
+
+    A checkpoint without a sidecar (written before checksums existed) passes.
+    """
+    path = Path(path)
+    try:
+        recorded = checksum_path(path).read_text(errors="replace").split()
+    except FileNotFoundError:
+        return
+    data = path.read_bytes() if data is None else data
+    actual = hashlib.sha256(data).hexdigest()
+    if not recorded or recorded[0] != actual:
+        raise ChecksumError(f"{path}: checksum mismatch (sha256 {actual[:12]}…, recorded "
+                            f"{(recorded or ['nothing'])[0][:12]}…): the file is damaged; delete it (and "
+                            f"its {CHECKSUM_SUFFIX}) to fall back to the previous checkpoint")
 
 
 def _checkpoints(directory: Path) -> dict[int, Path]:
@@ -93,6 +138,7 @@ def _apply_retention(directory: Path, keep_last: int, protect: Path) -> None:
     for path in _checkpoints(directory).values():
         if path.name not in keep:
             path.unlink(missing_ok=True)
+            checksum_path(path).unlink(missing_ok=True)
 
 
 def clean_temporaries(directory: Path) -> list[Path]:
@@ -101,19 +147,40 @@ def clean_temporaries(directory: Path) -> list[Path]:
 
 
 def latest_checkpoint(directory: Path) -> Path | None:
-    """Return the checkpoint ``latest`` points at, else the highest-numbered one, else ``None``.
+    """Return the checkpoint ``latest`` points at, else the newest valid one, else ``None``.
 
-    The fallback covers a crash between writing a checkpoint and moving the pointer.
+    The fallback covers a crash between writing a checkpoint and moving the pointer (silently), and
+    a damaged pointer (with a warning naming it). On the fallback, checkpoints failing their checksum
+    are passed over with a warning.
     """
     directory = Path(directory)
+    pointer = directory / LATEST
     try:
-        name = (directory / LATEST).read_text().strip()
+        raw = pointer.read_bytes()
     except OSError:
-        name = ""
-    if CHECKPOINT_NAME.match(name) and (directory / name).is_file():
+        raw = None
+    name = raw.decode("utf-8", errors="replace").strip() if raw is not None else ""
+    if CHECKPOINT_NAME.fullmatch(name) and (directory / name).is_file():
         return directory / name
     found = _checkpoints(directory)
-    return found[max(found)] if found else None
+    newest = _newest_valid(found)
+    if raw is not None and found and not (name and CHECKPOINT_NAME.fullmatch(name)
+                                          and iteration_from_name(name, CHECKPOINT_NAME) > max(found)):
+        shown = repr(name[:40]) if name.isprintable() else f"{len(raw)} unreadable bytes"
+        print(f"Warning: {pointer}: holds {shown}, not a checkpoint of this folder; using the newest "
+              f"valid checkpoint, {newest.name if newest else 'none'}", file=sys.stderr)
+    return newest
+
+
+def _newest_valid(found: dict[int, Path]) -> Path | None:
+    for path in reversed(found.values()):
+        try:
+            verify_checkpoint(path)
+        except ChecksumError as exc:
+            print(f"Warning: {exc}".split(": the file")[0] + "; passed over", file=sys.stderr)
+            continue
+        return path
+    return None
 
 
 def best_checkpoint(directory: Path) -> Path | None:
@@ -125,13 +192,16 @@ def best_checkpoint(directory: Path) -> Path | None:
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Load a checkpoint with ``torch.load(weights_only=True)``.
 
-    Raises :class:`StoreError` naming the file when it is missing, truncated or not a checkpoint.
+    Raises :class:`StoreError` naming the file when it is missing, truncated or not a checkpoint,
+    and :class:`ChecksumError` when its bytes do not match its ``.sha256`` sidecar.
     """
     path = Path(path)
     if not path.is_file():
         raise StoreError(f"{path}: no checkpoint here")
+    data = path.read_bytes()
+    verify_checkpoint(path, data)
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        state = torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
     except Exception as exc:
         line = (str(exc).strip().splitlines() or [""])[0]
         raise StoreError(f"{path}: truncated or not a checkpoint ({type(exc).__name__}: "

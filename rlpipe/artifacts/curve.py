@@ -14,7 +14,7 @@ __all__ = ["truncate_curve"]
 def truncate_curve(path: Path, iteration: int) -> list[str] | None:
     """Keep the header and the rows of iterations ≤ ``iteration`` of ``curve.csv``; return the header.
 
-    ``None`` when there is no curve to continue. Rewritten atomically.
+    ``None`` when there is no curve to continue. Rewritten atomically, and only when rows go.
     """
     try:
         with Path(path).open(newline="") as fh:
@@ -25,6 +25,8 @@ def truncate_curve(path: Path, iteration: int) -> list[str] | None:
         return None
     col = header.index("iteration")
     kept = [row for row in rows if len(row) > col and row[col] and float(row[col]) <= iteration]
+    if len(kept) == len(rows):
+        return header  # nothing to cut: leave the file alone
     text = io.StringIO()
     csv.writer(text).writerows([header, *kept])
     atomic_write_text(Path(path), text.getvalue())

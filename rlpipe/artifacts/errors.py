@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["StoreError"]
+from rlpipe.rollout import RefusedDataError
+
+__all__ = ["RefusedStoreError", "StoreError"]
 
 
 class StoreError(ValueError):
     """A rollout store, checkpoint or run-directory problem; the one-line message names the path."""
+
+
+class RefusedStoreError(StoreError, RefusedDataError):
+    """Stored data refused (damaged, non-finite, rejected): exit code 3; the message names the path."""

@@ -4,11 +4,13 @@ A run directory (``<trainer.data_dir>/<trainer.exp_name>``)::
 
     params.yaml                  the resolved params of the run (offline commands need nothing else)
     rollouts/iter-000001.zarr    one Zarr v3 group per iteration (``…/rank-R`` shards when distributed)
-    checkpoints/ckpt-000001.pt   + ``latest`` and ``best`` pointers
+    rollouts/rejected/           rollouts refused by the non-finite guard, kept for post-mortem
+    checkpoints/ckpt-000001.pt   + ``ckpt-000001.pt.sha256`` checksums, ``latest`` and ``best`` pointers
     eval/, reupdate/, updated/, collected/, advantages/   derived outputs (never inside rollouts/)
     eval/video-iter-000012.mp4   the eval video after iteration 12 (``eval.video``)
     export/policy.onnx           ``rlpipe export`` (+ ``policy.onnx.json``; ``policy.pt`` for TorchScript)
     metrics.json, curve.csv      small files for ``dvc metrics`` / ``dvc plots``
+    .lock                        held by the one process writing here (pid, host)
 
 No other module spells one of these names or patterns: they ask this one.
 """
@@ -22,13 +24,17 @@ from pathlib import Path
 __all__ = [
     "BEST",
     "CHECKPOINT_NAME",
+    "CHECKSUM_SUFFIX",
     "EXPORT_FILES",
     "LATEST",
+    "LOCK",
     "ROLLOUT_NAME",
     "SHARD_NAME",
     "RunLayout",
     "checkpoint_name",
+    "checksum_path",
     "iteration_from_name",
+    "lock_path",
     "numbered",
     "rollout_name",
     "shard_name",
@@ -41,6 +47,8 @@ EXPORT_FILES = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
 """File written by ``rlpipe export`` per ``--format``."""
 LATEST = "latest"
 BEST = "best"
+LOCK = ".lock"
+CHECKSUM_SUFFIX = ".sha256"
 
 
 def rollout_name(iteration: int) -> str:
@@ -51,6 +59,17 @@ def rollout_name(iteration: int) -> str:
 def checkpoint_name(iteration: int) -> str:
     """``ckpt-{iteration:06d}.pt``."""
     return f"ckpt-{iteration:06d}.pt"
+
+
+def lock_path(directory: Path) -> Path:
+    """``<directory>/.lock``: the writer lock of a run directory or of a command's output folder."""
+    return Path(directory) / LOCK
+
+
+def checksum_path(path: Path) -> Path:
+    """``<name>.sha256`` beside a checkpoint: its SHA-256, written before the checkpoint is renamed in."""
+    path = Path(path)
+    return path.with_name(f"{path.name}{CHECKSUM_SUFFIX}")
 
 
 def shard_name(rank: int) -> str:
@@ -161,6 +180,20 @@ class RunLayout:
         """``advantages/``: the default output of ``rlpipe advantage`` (kept out of ``rollouts/``)."""
         return self.root / "advantages"
 
+    @property
+    def rejected(self) -> Path:
+        """``rollouts/rejected/``: rollouts the non-finite guard refused (``iter-NNNNNN.zarr``)."""
+        return self.rollouts / "rejected"
+
+    @property
+    def lock(self) -> Path:
+        """``.lock``: created exclusively by the one process writing this run directory."""
+        return lock_path(self.root)
+
+    def rejected_rollout(self, iteration: int) -> Path:
+        """``rollouts/rejected/iter-NNNNNN.zarr``."""
+        return self.rejected / rollout_name(iteration)
+
     def rollout(self, iteration: int) -> Path:
         """``rollouts/iter-NNNNNN.zarr``."""
         return self.rollouts / rollout_name(iteration)
@@ -183,5 +216,8 @@ class RunLayout:
 
     @classmethod
     def of_rollouts(cls, rollouts: Path) -> RunLayout:
-        """The run directory holding the ``rollouts/`` folder ``rollouts``."""
-        return cls(Path(rollouts).parent)
+        """The run directory holding the ``rollouts/`` folder ``rollouts`` (or its ``rejected/`` folder)."""
+        rollouts = Path(rollouts)
+        if rollouts.name == "rejected" and rollouts.parent.name == "rollouts":
+            rollouts = rollouts.parent
+        return cls(rollouts.parent)

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
+from rlpipe import faults
 from rlpipe.artifacts.atomic import clean_temporaries, delete_tree
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.layout import ROLLOUT_NAME, numbered, rollout_name
@@ -28,14 +29,19 @@ from rlpipe.artifacts.zarr_io import (
     write_rollout,
 )
 from rlpipe.config import StoreCfg
+from rlpipe.rollout import RefusedDataError
 
 __all__ = [
     "CODECS",
+    "REJECTED_ATTR",
     "REQUIRED_KEYS",
+    "RejectedRolloutError",
     "RolloutStore",
     "StoreError",
     "read_arrays",
     "read_rollout",
+    "refuse_rejected",
+    "write_rejected",
     "write_rollout",
 ]
 
@@ -108,6 +114,7 @@ class RolloutStore:
 
     def _delete(self, iterations: list[int]) -> list[int]:
         for iteration in iterations:
+            faults.point("store.retention")
             delete_tree(self.path_for(iteration))
         return iterations
 
@@ -190,16 +197,49 @@ class RolloutStore:
             host = _to_host(job.rollout, job.ready)
             job.rollout = host  # drop the device clone now
             with self._io_lock:
+                faults.point("store.write")
                 write_rollout(job.path, host, job.attrs, self.cfg.codec, self.cfg.chunk_envs)
+                faults.point("store.published")
                 self._retain()
         except StoreError as exc:
             self._error = exc
+        except OSError as exc:  # disk full, read-only, permission: a runtime failure, not bad input
+            self._error = StoreError(f"writing {job.path} failed: {exc}")
+            self._error.__cause__ = exc
         except Exception as exc:
             self._error = StoreError(f"writing {job.path} failed: {exc}")
 
     def _raise_if_failed(self) -> None:
         if self._error is not None:
-            raise StoreError(str(self._error)) from self._error
+            raise StoreError(str(self._error)) from (self._error.__cause__ or self._error)
+
+
+REJECTED_ATTR = "rejected"
+"""Attribute of a rollout the non-finite guard refused: why (replay and update refuse it unless asked)."""
+
+
+def write_rejected(path: Path, rollout: TensorDict, attrs: dict[str, Any], reason: str) -> Path:
+    """Keep a refused rollout (``[N, T+1]``, any device) at ``path`` for post-mortem, marked ``rejected``.
+
+    An earlier rejected store of the same iteration (a resumed run that hit it again) is replaced.
+    """
+    path = Path(path)
+    if path.exists():
+        delete_tree(path)
+    write_rollout(path, rollout.to("cpu"), {**attrs, REJECTED_ATTR: reason})
+    return path
+
+
+def refuse_rejected(path: Path, attrs: dict[str, Any], allow: bool = False) -> None:
+    """``RefusedDataError`` when ``attrs`` mark the rollout at ``path`` rejected and ``allow`` is false."""
+    reason = attrs.get(REJECTED_ATTR)
+    if reason and not allow:
+        raise RejectedRolloutError(f"{path}: rollout was rejected by the non-finite guard ({reason}); "
+                                   "pass --allow-rejected to use it anyway")
+
+
+class RejectedRolloutError(StoreError, RefusedDataError):
+    """A rejected rollout given to replay/update without ``--allow-rejected`` (exit code 3)."""
 
 
 def _ready_event(rollout: TensorDict) -> torch.cuda.Event | None:

@@ -10,9 +10,10 @@ Layout of ``iter-000012.zarr``::
     extras/action_mean/   a nested TensorDict key ("extras", "action_mean") is a nested Zarr group
 
 Nested keys are joined with "/" (so they become Zarr subgroups); key parts may not contain "/".
-Codec ``none`` stores raw little-endian bytes (a truncated chunk fails its size check on read);
-``blosc-lz4`` chunks also end in a CRC32C checksum (zarr's standard ``crc32c`` codec), because
-blosc decodes a truncated chunk into garbage without complaint.
+Codec ``none`` stores raw little-endian bytes, ``blosc-lz4`` compressed ones; every chunk ends in a
+CRC32C checksum (zarr's standard ``crc32c`` codec), so a flipped, zeroed or truncated byte is a
+one-line error naming the store and key, never different data. Metadata is bounded before anything
+is allocated: an array's shape must fit the chunk files on disk (see :func:`check_bounds`).
 A store is written under a hidden sibling (``.iter-000012.zarr.tmp-<pid>-<token>``) and renamed
 into place only when every array is complete: a reader never sees a half-written store and a final
 name is written once. Writes are not fsynced; after a power loss :func:`read_rollout` reports a
@@ -25,6 +26,7 @@ import asyncio
 import itertools
 import json
 import math
+import os
 import shutil
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -39,14 +41,17 @@ from zarr import AsyncArray, AsyncGroup
 from zarr.codecs import BloscCodec, Crc32cCodec
 from zarr.storage import LocalStore
 
+from rlpipe import faults
 from rlpipe.artifacts.atomic import publish_dir, temporary_sibling
 from rlpipe.artifacts.errors import StoreError
-from rlpipe.rollout import DIM_NAMES, SCHEMA_VERSION, TRANSITION_KEYS
+from rlpipe.rollout import DIM_NAMES, SCHEMA_VERSION, TRANSITION_KEYS, RefusedDataError
 
 __all__ = [
     "CODECS",
+    "ChunkChecksumError",
     "REQUIRED_KEYS",
     "StoreError",
+    "check_bounds",
     "check_writable",
     "read_arrays",
     "read_attrs",
@@ -89,6 +94,7 @@ def write_rollout(
     tmp = temporary_sibling(path)
     try:
         sync(_write_group(tmp, arrays, group_attrs, compressors, chunk_envs))
+        faults.point("store.arrays_written")
         try:
             publish_dir(tmp, path)
         except OSError:
@@ -174,8 +180,8 @@ _CHECKSUM: _Codecs = (Crc32cCodec(),)
 
 
 def _compressors(codec: str) -> _Codecs:
-    if codec == "none":  # a raw chunk of the wrong size fails to decode: no checksum needed
-        return ()
+    if codec == "none":  # raw bytes + CRC32C: a flipped or zeroed byte fails its check on read
+        return _CHECKSUM
     if codec == "blosc-lz4":  # typesize/shuffle left tunable: zarr picks them from each dtype
         return (BloscCodec(cname="lz4", clevel=5, typesize=None, shuffle=None), *_CHECKSUM)
     raise StoreError(f"store codec {codec!r} is not known; accepted: {', '.join(CODECS)}")
@@ -259,12 +265,46 @@ async def _open_store(path: Path) -> tuple[dict[str, Any], dict[str, AsyncArray]
                if key not in arrays and not any(name.startswith(f"{key}/") for name in arrays)]
     if missing:
         raise StoreError(f"{path}: not an rlpipe rollout store (no {missing[0]!r} array)")
+    for name, arr in arrays.items():
+        check_bounds(path, name, arr)
     batch = arrays["value"].shape[:2]
     for name, arr in arrays.items():
         if arr.shape[:2] != batch:
             raise StoreError(f"{path}/{name}: shape {list(arr.shape)} does not start with the "
                              f"rollout's [N, T+1] = {list(batch)}")
     return attrs, arrays
+
+
+LZ4_MAX_RATIO = 256
+"""LZ4 cannot shrink data more than ~255:1, so a blosc-lz4 array's raw size is bounded by its files."""
+
+
+def check_bounds(path: Path, name: str, arr: AsyncArray) -> None:
+    """``StoreError`` unless ``arr``'s shape fits its chunk files on disk (checked before any allocation).
+
+    A crafted ``zarr.json`` with a huge shape would otherwise make a reader allocate it: the chunk
+    count may not exceed the files there by more than 1024 (a few missing chunks get their own
+    error), and the raw size may not exceed what those files can hold (raw: 4 times their size, so
+    a truncated chunk still gets its own error; blosc-lz4: 256 times it; another codec: the free
+    memory), each plus 1 MiB.
+    """
+    folder = path / name
+    files = [os.path.join(root, f) for root, _, fs in os.walk(folder) for f in fs if f != "zarr.json"]
+    chunks = math.prod(math.ceil(s / c) for s, c in zip(arr.shape, arr.chunks))
+    raw = math.prod(arr.shape) * arr.dtype.itemsize
+    on_disk = sum(os.path.getsize(f) for f in files)
+    codecs = {type(c).__name__ for c in arr.metadata.codecs}
+    slack = 2**20  # leave truncated chunks to the chunk-level error, which names the file
+    if codecs <= {"BytesCodec", "Crc32cCodec", "TransposeCodec"}:
+        limit = 4 * on_disk + slack
+    elif codecs <= {"BytesCodec", "Crc32cCodec", "TransposeCodec", "BloscCodec"}:
+        limit = on_disk * LZ4_MAX_RATIO + slack
+    else:
+        limit = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if chunks > len(files) + 1024 or raw > limit:
+        raise StoreError(f"{folder}: zarr.json declares shape {list(arr.shape)} ({raw:,} bytes in {chunks:,} "
+                         f"chunks) but the store holds {len(files):,} chunk files of {on_disk:,} bytes "
+                         "(damaged or crafted metadata); nothing was read")
 
 
 async def _read_array(path: Path, name: str, arr: AsyncArray) -> np.ndarray:
@@ -278,10 +318,18 @@ async def _read_array(path: Path, name: str, arr: AsyncArray) -> np.ndarray:
     except Exception as exc:
         bad = await _first_bad_chunk(arr, coords)
         where = path / name / arr.metadata.encode_chunk_key(bad) if bad else path / name
+        if "checksum" in str(exc).lower():
+            chunk = where.relative_to(path)
+            raise ChunkChecksumError(f"{path}: key {name!r}: checksum mismatch in chunk {chunk} (the "
+                                     "store is damaged)") from None
         raise StoreError(f"{where}: truncated or unreadable ({_first_line(exc)})") from None
 
 
 _Coord = tuple[int, ...]
+
+
+class ChunkChecksumError(StoreError, RefusedDataError):
+    """A rollout chunk whose CRC32C does not match its bytes (exit code 3)."""
 
 
 def _chunk_coords(arr: AsyncArray) -> list[_Coord]:

@@ -20,6 +20,7 @@ NOT_TRAINING = (
     ("trainer", "exp_name"), ("trainer", "data_dir"), ("trainer", "iterations"), ("trainer", "save_freq"),
     ("trainer", "distributed"), ("trainer", "num_threads"), ("trainer", "enable_eval"),
     ("trainer", "eval_freq"), ("trainer", "num_eval_envs"), ("trainer", "num_eval_episodes"),
+    ("trainer", "on_nonfinite"), ("trainer", "max_skipped_in_a_row"),
     ("tracking",), ("store",), ("checkpoint",), ("replay",), ("eval",),
 )
 """Params that do not change what training computes: where a run lives, how long it goes, what it

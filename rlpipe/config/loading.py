@@ -9,6 +9,7 @@ file, the key path and what is accepted.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,29 @@ from rlpipe.config.sections import (
     RunConfig,
 )
 
-__all__ = ["apply_overrides", "load", "read_params"]
+__all__ = ["apply_overrides", "load", "parse_yaml", "read_params"]
 
 REQUIRED_SECTIONS = ("trainer", "env", "policy", "algorithm")
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.1 safe loading, except that ``1e-3`` is a float (as in YAML 1.2), not the string "1e-3".
+
+    Config types are strict (a string is never coerced to a number), so an exponent written without
+    a dot must already be a number when it is read.
+    """
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def parse_yaml(text: str) -> Any:
+    """``yaml.safe_load`` with exponent floats (``1e-3``) read as numbers."""
+    return yaml.load(text, Loader=_Loader)  # noqa: S506  # a SafeLoader subclass
 
 
 def read_params(path: str | Path) -> dict[str, Any]:
@@ -32,15 +53,31 @@ def read_params(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: params file not found")
+    text = _read_text(path)
     try:
-        data = yaml.safe_load(path.read_text()) if path.suffix != ".json" else json.loads(
-            path.read_text()
-        )
+        data = parse_yaml(text) if path.suffix != ".json" else json.loads(text)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{path}: not valid YAML/JSON ({str(exc).splitlines()[0]})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of sections, got {type(data).__name__}")
     return _inline_gym_config(data, path)
+
+
+def _read_text(path: Path) -> str:
+    """The file's UTF-8 text; a binary or non-UTF-8 file is a ``ConfigError`` naming it."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read params file ({exc.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not a UTF-8 text params file (undecodable byte at offset "
+                          f"{exc.start}); give a YAML or JSON file") from None
+    if "\x00" in text:
+        raise ConfigError(f"{path}: a binary file (NUL byte at offset {text.index(chr(0))}), not a "
+                          "YAML or JSON params file")
+    return text
 
 
 def _inline_gym_config(data: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -64,7 +101,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
         if not sep or not key:
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. trainer.iterations=50")
         try:
-            value = yaml.safe_load(raw)
+            value = parse_yaml(raw)
         except yaml.YAMLError:
             raise ConfigError(f"--set {key}: value {raw!r} is not valid YAML") from None
         node = data

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from rlpipe.config.errors import ConfigError, format_validation_error
+from rlpipe.config.strict import coercion_problem
 
 __all__ = [
     "AlgorithmBlock",
@@ -30,12 +40,25 @@ __all__ = [
 ]
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+=@-]{0,199}")
+
+
 class StrictModel(BaseModel):
     """Base of every config class: unknown keys are errors, fields carry docstrings."""
 
     model_config = ConfigDict(
         extra="forbid", use_attribute_docstrings=True, validate_assignment=True, frozen=False
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_coercion(cls, value: Any, info: ValidationInfo) -> Any:
+        """No bool for a number, no ``"7"`` for 7 or ``"yes"`` for true (an int still fits a float)."""
+        field = cls.model_fields.get(info.field_name or "")
+        problem = coercion_problem(field.annotation, value) if field else None
+        if problem:
+            raise ValueError(problem)
+        return value
 
     def replace(self, **changes: Any) -> Self:
         """Return a validated copy with ``changes`` applied."""
@@ -131,7 +154,8 @@ class TrainerCfg(StrictModel):
     """Run-level settings: seed, device, sizes and how often to evaluate and save."""
 
     exp_name: str = "cartpole_ppo"
-    """Experiment name: outputs go to ``<data_dir>/<exp_name>/``."""
+    """Experiment name: outputs go to ``<data_dir>/<exp_name>/``; a plain folder name (letters,
+    digits, ``._-+=@``), never a path."""
     seed: int = 42
     """Seed for python, numpy, torch and every env reset."""
     device: str = "auto"
@@ -182,6 +206,11 @@ class TrainerCfg(StrictModel):
     """Seed compatibility; unused."""
     events: EventsCfg = Field(default_factory=lambda: EventsCfg())
     """User functions run at stage boundaries: ``{train: {name: event}, eval: {name: event}}``."""
+    on_nonfinite: Literal["stop", "skip"] = "stop"
+    """A NaN/Inf in a rollout, advantage, loss, gradient or the weights: ``stop`` the run (exit 3),
+    or ``skip`` the iteration (its rollout goes to ``rollouts/rejected/``, the weights stay)."""
+    max_skipped_in_a_row: int = Field(3, ge=1)
+    """With ``on_nonfinite: skip``: stop (exit 3) after this many skipped iterations in a row."""
 
     @field_validator("device")
     @classmethod
@@ -191,6 +220,12 @@ class TrainerCfg(StrictModel):
             raise ValueError(f"got {value!r}; accepted: auto, cpu, cuda, cuda:N")
         return value
 
+    @field_validator("exp_name")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        if not _PLAIN_NAME.fullmatch(value) or value in {".", ".."}:
+            raise ValueError(f"got {value!r}; a plain folder name (letters, digits, ._-+=@), not a path")
+        return value
 
 
 class EnvCfg(StrictModel):

@@ -17,10 +17,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from rlpipe.algorithms.finite import first_nonfinite_tensor, named_weights, weights_finite
 from rlpipe.artifacts.atomic import atomic_write_json
 from rlpipe.artifacts.checkpoints import checkpoint_fits, latest_checkpoint, load_checkpoint
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.layout import RunLayout
+from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.video import recorder_for
 from rlpipe.artifacts.zarr_io import write_group
 from rlpipe.config import RunConfig, params_hash
@@ -31,6 +35,7 @@ from rlpipe.offline.describe import describe_rollout
 from rlpipe.offline.learners import build_learner, load_learner_state, load_rollout, save_learner, spaces_of
 from rlpipe.offline.replay import iteration_of, update_once
 from rlpipe.policies import build_policy
+from rlpipe.rollout import NonFiniteError
 from rlpipe.seeding import seed_everything
 from rlpipe.tracking import log_single_run, source_run_id
 
@@ -75,21 +80,28 @@ def compute_advantages(cfg: RunConfig, rollout_path: Path, out: Path | None = No
     meta = {"kind": "advantage", "rollout": rollout_path.name,
             "iteration": iteration_of(attrs, rollout_path), "algorithm": cfg.algorithm.to_dict(),
             "params_hash": params_hash(cfg)}
-    write_group(target, arrays, meta, cfg.store.chunk_envs, replace=True)
+    with RunLock(target.parent, "rlpipe advantage"):
+        write_group(target, arrays, meta, cfg.store.chunk_envs, replace=True)
     return target
 
 
 def update_from_rollout(cfg: RunConfig, rollout_path: Path, checkpoint: Path | None,
-                        out: Path) -> tuple[Path, dict[str, float]]:
+                        out: Path, allow_rejected: bool = False) -> tuple[Path, dict[str, float]]:
     """Advantage + update of one stored rollout; write ``out/ckpt-NNNNNN.pt``; return it and the losses.
 
     NNNNNN is the rollout's iteration k, and the minibatch shuffle is that of online update k.
     ``checkpoint=None``: the weights the rollout was collected with — checkpoint k−1 in the run's
     ``checkpoints/`` beside the rollouts' folder, or the initial weights for k = 1 (otherwise use
     ``replay``, which rebuilds missing checkpoints). Advantages are recomputed from the rollout.
+    A rejected rollout is refused unless ``allow_rejected``; ``out`` is locked while written.
     """
-    rollout_path = Path(rollout_path)
-    rollout, attrs = load_rollout(rollout_path)
+    with RunLock(out, "rlpipe update"):
+        return _update_locked(cfg, Path(rollout_path), checkpoint, Path(out), allow_rejected)
+
+
+def _update_locked(cfg: RunConfig, rollout_path: Path, checkpoint: Path | None, out: Path,
+                   allow_rejected: bool) -> tuple[Path, dict[str, float]]:
+    rollout, attrs = load_rollout(rollout_path, allow_rejected=allow_rejected)
     learner = build_learner(cfg, spaces_of(attrs, rollout_path))
     k = iteration_of(attrs, rollout_path)
     start = Path(checkpoint) if checkpoint else _collected_with(rollout_path, k)
@@ -136,6 +148,7 @@ def evaluate_checkpoint(cfg: RunConfig, checkpoint: Path | None = None,
         policy = build_policy(cfg.policy, env.observation_space, env.action_space, device)
         with checkpoint_fits(path):
             policy.load_state_dict(state["policy"])
+        refuse_nonfinite_weights(path, policy)
         seed = cfg.eval.seed if cfg.eval.seed is not None else cfg.trainer.seed + EVAL_SEED_OFFSET
         evaluator = Evaluator(env, policy, cfg.eval.num_episodes, seed, deterministic=cfg.eval.deterministic,
                               video=recorder_for(cfg.eval, problem))
@@ -147,9 +160,18 @@ def evaluate_checkpoint(cfg: RunConfig, checkpoint: Path | None = None,
     run_id = log_single_run(cfg, metrics, run_dir=layout.root, kind="eval", step=env_steps,
                             parent_run_id=source_run_id(layout.root), checkpoint=path,
                             artifacts={"eval": evaluator.last_video} if evaluator.last_video else None)
-    atomic_write_json(Path(out) if out else layout.eval_metrics,
-                      {**metrics, "checkpoint": str(path), "mlflow_run_id": run_id})
+    target = Path(out) if out else layout.eval_metrics
+    with RunLock(target.parent, "rlpipe eval"):
+        atomic_write_json(target, {**metrics, "checkpoint": str(path), "mlflow_run_id": run_id})
     return metrics
+
+
+def refuse_nonfinite_weights(path: Path, policy: torch.nn.Module) -> None:
+    """``NonFiniteError`` (exit 3) naming the checkpoint and the weight when a weight is NaN/Inf."""
+    if bool(weights_finite(policy)):
+        return
+    name = first_nonfinite_tensor(named_weights(policy)) or "weights"
+    raise NonFiniteError(f"{path}: non-finite weight {name!r}; evaluate an earlier checkpoint", name)
 
 
 def inspect_rollout(path: Path) -> dict[str, Any]:

@@ -10,13 +10,14 @@ from tensordict import TensorDict
 
 from rlpipe.allocator import tune_malloc
 from rlpipe.artifacts.checkpoints import checkpoint_fits, load_checkpoint, save_checkpoint
-from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.errors import RefusedStoreError, StoreError
 from rlpipe.artifacts.shards import read_any
+from rlpipe.artifacts.store import refuse_rejected
 from rlpipe.config import RunConfig, params_hash, training_hash, training_params
 from rlpipe.distributed import resolve_device
 from rlpipe.envs import space_from_dict
 from rlpipe.learner import Learner
-from rlpipe.rollout import RolloutError, validate
+from rlpipe.rollout import RefusedDataError, RolloutError, validate
 from rlpipe.seeding import seed_everything
 
 __all__ = ["build_learner", "load_learner_state", "load_rollout", "save_learner", "spaces_of"]
@@ -66,11 +67,18 @@ def save_learner(learner: Learner, cfg: RunConfig, directory: Path, iteration: i
     return save_checkpoint(directory, iteration, state, cfg.checkpoint.keep_last)
 
 
-def load_rollout(path: Path, device: torch.device | str = "cpu") -> tuple[TensorDict, dict[str, Any]]:
-    """Read and validate a stored ``[N, T+1]`` rollout; any problem is a ``StoreError`` naming ``path``."""
+def load_rollout(path: Path, device: torch.device | str = "cpu",
+                 allow_rejected: bool = False) -> tuple[TensorDict, dict[str, Any]]:
+    """Read and validate a stored ``[N, T+1]`` rollout; any problem is a ``StoreError`` naming ``path``.
+
+    A rollout the non-finite guard rejected is refused (``RejectedRolloutError``, exit code 3)
+    unless ``allow_rejected``; it must still pass validation (finite values) to be used.
+    """
     rollout, attrs = read_any(Path(path), device)  # a K-rank iteration: its shards, side by side
+    refuse_rejected(Path(path), attrs, allow_rejected)
     try:
         validate(rollout, attrs.get("iteration"))
     except RolloutError as exc:
-        raise StoreError(f"{path}: {exc}") from None
+        kind = RefusedStoreError if isinstance(exc, RefusedDataError) else StoreError
+        raise kind(f"{path}: {exc}") from None
     return rollout, attrs

@@ -31,6 +31,7 @@ from rlpipe.algorithms import resolve_algo_cfg
 from rlpipe.artifacts.checkpoints import load_checkpoint
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.layout import ROLLOUT_NAME, RunLayout, iteration_from_name, numbered, rollout_name
+from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.shards import read_any_attrs
 from rlpipe.config import AlgorithmBlock, ConfigError, RunConfig, params_hash, training_hash
 from rlpipe.learner import Learner
@@ -95,7 +96,8 @@ def update_once(learner: Learner, rollout: TensorDict, attrs: dict[str, Any], it
 class _Reader:
     """Reads stored rollouts on one background thread, the next one while the current is updated."""
 
-    def __init__(self, paths: dict[int, Path], device: torch.device) -> None:
+    def __init__(self, paths: dict[int, Path], device: torch.device, allow_rejected: bool = False) -> None:
+        self.allow_rejected = allow_rejected
         self.paths, self.device = paths, device
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlpipe-replay-read")
         self._pending: dict[int, Future[tuple[TensorDict, dict[str, Any]]]] = {}
@@ -117,7 +119,7 @@ class _Reader:
         return rollout, attrs, time.perf_counter() - start
 
     def _submit(self, k: int, why: str) -> Future[tuple[TensorDict, dict[str, Any]]]:
-        return self._pool.submit(load_rollout, self.path(k, why), self.device)
+        return self._pool.submit(load_rollout, self.path(k, why), self.device, self.allow_rejected)
 
     def close(self) -> None:
         """Stop the reader thread (pending reads are dropped)."""
@@ -131,7 +133,8 @@ class _Replay:
     from the replay params and takes its start state from ``online``.
     """
 
-    def __init__(self, cfg: RunConfig, layout: RunLayout, stored: dict[int, Path]) -> None:
+    def __init__(self, cfg: RunConfig, layout: RunLayout, stored: dict[int, Path],
+                 allow_rejected: bool = False) -> None:
         self.cfg, self.rcfg = cfg, replay_config(cfg)
         self.spaces = read_any_attrs(next(iter(stored.values()))).get("spaces")
         spaces = spaces_of({"spaces": self.spaces}, next(iter(stored.values())))
@@ -139,7 +142,7 @@ class _Replay:
         self.same = self.rcfg.algorithm == cfg.algorithm
         self.learner = self.online if self.same else build_learner(self.rcfg, spaces)
         self.initial = copy.deepcopy(self.online.state_dict())
-        self.reader = _Reader(stored, self.online.device)
+        self.reader = _Reader(stored, self.online.device, allow_rejected)
         self.checkpoint_dir, self.checkpoints = layout.checkpoints, layout.checkpoint_paths()
         self.at: int | None = 0  # ``online`` holds the online state after iteration ``at``
         self.from_disk, self.rebuilt, self.other_run = False, 0, set()
@@ -216,7 +219,7 @@ class _Replay:
 
 
 def replay(cfg: RunConfig, rollouts: Path, out: Path, iterations: tuple[int, int] | None = None,
-           chain: bool = False, start: Path | None = None) -> dict[str, Any]:
+           chain: bool = False, start: Path | None = None, allow_rejected: bool = False) -> dict[str, Any]:
     """Re-update stored rollouts offline; write ``out/checkpoints``, ``out/metrics.json``, ``out/curve.csv``.
 
     ``rollouts``: a folder of ``iter-NNNNNN.zarr`` stores; the run's checkpoints are read from the
@@ -225,7 +228,8 @@ def replay(cfg: RunConfig, rollouts: Path, out: Path, iterations: tuple[int, int
     overrides, from the online state after k−1 (see the module docstring), or, with ``chain``,
     from the previous re-updated weights, starting from ``start`` or the online state before A.
     Checkpoint k is written for every k (same file format as online, learner part only; retention
-    ``checkpoint.keep_last``). Returns the summary written to ``metrics.json``.
+    ``checkpoint.keep_last``). Rollouts the non-finite guard rejected are refused unless
+    ``allow_rejected``. ``out`` is locked while it is written. Returns the summary (``metrics.json``).
     """
     rollouts, out = Path(rollouts), RunLayout(out)
     if start is not None and not chain:
@@ -236,7 +240,13 @@ def replay(cfg: RunConfig, rollouts: Path, out: Path, iterations: tuple[int, int
     if out.checkpoints.resolve() == layout.checkpoints.resolve():
         raise StoreError(f"{out.root}: replay would overwrite the run's own checkpoints; choose another out")
     out.root.mkdir(parents=True, exist_ok=True)
-    job = _Replay(cfg, layout, stored)
+    with RunLock(out.root, "rlpipe replay"):
+        return _replay_locked(cfg, layout, stored, ks, chain, start, out, allow_rejected)
+
+
+def _replay_locked(cfg: RunConfig, layout: RunLayout, stored: dict[int, Path], ks: list[int], chain: bool,
+                   start: Path | None, out: RunLayout, allow_rejected: bool) -> dict[str, Any]:
+    job = _Replay(cfg, layout, stored, allow_rejected)
     try:
         with open_tracker(job.rcfg, out.root, kind="replay",
                           parent_run_id=source_run_id(layout.root)) as tracker:

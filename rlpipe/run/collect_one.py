@@ -7,6 +7,7 @@ from pathlib import Path
 from rlpipe.artifacts.checkpoints import checkpoint_fits, latest_checkpoint, load_checkpoint
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.layout import rollout_name
+from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.zarr_io import write_rollout
 from rlpipe.config import RunConfig, params_hash, training_hash
 from rlpipe.run.experiment import build
@@ -43,5 +44,6 @@ def collect_rollout(cfg: RunConfig, checkpoint: Path | None, out: Path) -> Path:
         "training_hash": training_hash(cfg), "checkpoint": path.name, "spaces": exp.spaces(),
         **exp.env_attrs(),
     }
-    write_rollout(target, rollout, attrs, cfg.store.codec, cfg.store.chunk_envs)
+    with RunLock(Path(out), "rlpipe collect"):
+        write_rollout(target, rollout, attrs, cfg.store.codec, cfg.store.chunk_envs)
     return target

@@ -17,6 +17,7 @@ from rlpipe.envs import BatchedEnv, build_env, build_eval_env, space_to_dict
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
 from rlpipe.learner import Learner
 from rlpipe.run import roles
+from rlpipe.run.guards import NonFiniteGuard
 from rlpipe.run.stages import AdvantageStage, Checkpointer, Collector, UpdateStage, check_key_flow
 from rlpipe.run.stopping import Stopper
 from rlpipe.seeding import restore_rng_state, rng_state, seed_everything
@@ -43,6 +44,9 @@ class Experiment:
     last_eval: dict[str, float] = field(default_factory=dict)
     stopper: Stopper = field(default_factory=Stopper)
     dist: DistContext = field(default_factory=DistContext)
+    guard: NonFiniteGuard = field(default_factory=NonFiniteGuard)
+    mlflow_run_id: str | None = None
+    """The run's MLflow run (kept in checkpoints: a resume reopens it)."""
 
     @property
     def device(self) -> torch.device:
@@ -102,6 +106,7 @@ class Experiment:
             "evaluator_calls": self.evaluate.calls if self.evaluate else 0,
             "last_eval": dict(self.last_eval),
             "stopper": self.stopper.state_dict(),
+            "mlflow_run_id": self.mlflow_run_id,
             "rng": rng_state(),
             **(roles.rank_states(self.collect) if self.dist.active else {}),
         }
@@ -117,6 +122,7 @@ class Experiment:
         self.wall_s = float(state["wall_s"])
         self.last_eval = dict(state["last_eval"])
         self.stopper.load_state_dict(state.get("stopper", {}))
+        self.mlflow_run_id = state.get("mlflow_run_id")
         restore_rng_state(state["rng"])
 
 
@@ -155,7 +161,8 @@ def build(cfg: RunConfig, store: bool = True, evaluate: bool = True, env: Batche
     rollouts = roles.open_run_store(cfg, layout, ctx) if store else None
     checkpoint = Checkpointer(layout.checkpoints, cfg.checkpoint.keep_last)
     return Experiment(cfg, layout, env, learner, collect, advantage, update, evaluator, checkpoint,
-                      rollouts, stopper=Stopper(trainer.stop_when), dist=ctx)
+                      rollouts, stopper=Stopper(trainer.stop_when), dist=ctx,
+                      guard=NonFiniteGuard(trainer.on_nonfinite, trainer.max_skipped_in_a_row))
 
 
 def _evaluator(cfg: RunConfig, learner: Learner, eval_env: BatchedEnv | None) -> Evaluator:

@@ -6,19 +6,28 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from tensordict import TensorDict
 
+from rlpipe import faults
 from rlpipe.allocator import tune_malloc
+from rlpipe.artifacts.atomic import atomic_write_json
+from rlpipe.artifacts.layout import CHECKPOINT_NAME, iteration_from_name
 from rlpipe.artifacts.params import write_params
 from rlpipe.config import RunConfig, params_hash, training_hash
+from rlpipe.rollout import NonFiniteError
 from rlpipe.run import roles
 from rlpipe.run.events import EventContext, Events
 from rlpipe.run.experiment import Experiment, build
 from rlpipe.run.resume import resume as continue_run
+from rlpipe.run.signals import GracefulStop, Interrupted, signal_name
 from rlpipe.tracking import Tracker
 from rlpipe.tracking.banner import run_banner
 
@@ -36,6 +45,8 @@ def run(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> dict[s
     ``resume`` continues from the last complete checkpoint (bit for bit on CPU); without one it
     starts from iteration 0 and says so on stderr. A fresh run into a run dir that holds an earlier
     run's rollouts or checkpoints is refused unless ``overwrite`` (which deletes that run first).
+    The run dir is locked while the run writes it; SIGINT/SIGTERM stop at the next iteration
+    boundary with a checkpoint and raise :class:`~rlpipe.run.signals.Interrupted`.
     """
     online = OnlineRun(build(cfg), resume=resume, overwrite=overwrite)
     for _ in online:
@@ -53,7 +64,9 @@ def run_iteration(exp: Experiment, checkpoint: bool = True) -> dict[str, float]:
 class OnlineRun:
     """One training run over a built :class:`Experiment`; iterating yields each iteration's metrics.
 
-    ``start``, then ``collect``/``learn`` (or ``step``) until ``done``, then ``finish``.
+    ``start``, then ``collect``/``learn`` (or ``step``) until ``done``, then ``finish`` (or ``fail``
+    when an iteration raised). Between ``start`` and the end the run dir is locked and SIGINT/SIGTERM
+    only ask the run to stop at the next iteration boundary.
     """
 
     def __init__(self, exp: Experiment, resume: bool = False, overwrite: bool = False,
@@ -68,28 +81,42 @@ class OnlineRun:
         self.metrics: dict[str, float] = {}
         self.summary: dict[str, Any] = {}
         self._collected: tuple[TensorDict, dict[str, float], float, float] | None = None
+        self._held = contextlib.ExitStack()  # the run dir's lock and the signal handlers
+        self._stop = GracefulStop()
+        self._nothing_to_do = False
         if self.events.wants("eval_step") and exp.evaluate is not None:
             exp.evaluate.on_step = self._eval_step
 
     @property
     def done(self) -> bool:
         """The last iteration ran, or a stop condition or event ended the run."""
-        exp = self.exp
-        return exp.iteration >= exp.cfg.trainer.iterations or exp.stopper.stopped_by is not None
+        return _finished(self.exp) or self._nothing_to_do or roles.agree_flag(self._stop.requested,
+                                                                               self.exp.dist)
 
     def start(self) -> None:
-        """Claim the run dir, resume if asked, write ``params.yaml``, open tracking; fire ``run_start``."""
+        """Lock and claim the run dir, resume if asked, write ``params.yaml``, open tracking; ``run_start``.
+
+        A resume of a finished run says so and changes no file (the run is then ``done``).
+        """
         exp = self.exp
-        roles.claim_run_dir(exp.layout, exp.dist, self.resume, self.overwrite)
-        if exp.store is not None:
-            exp.store.clean_temporaries()
-        header = continue_run(exp) if self.resume else None  # refuses other training params first
-        if exp.dist.is_main:
-            write_params(exp.layout, exp.cfg.to_dict())
-        self.tracker = roles.open_run_tracker(exp.cfg, exp.layout, exp.dist, header)
-        if exp.dist.is_main:
-            print(run_banner(exp.cfg, exp.device, exp.algo.cfg, tune_malloc()), flush=True)
-        self.mlflow_run_id = self.tracker.mlflow_run_id
+        with self._held as held:  # released again unless the start completes
+            held.enter_context(roles.hold_run_dir(exp.layout, exp.dist))
+            held.enter_context(self._stop)
+            roles.claim_run_dir(exp.layout, exp.dist, self.resume, self.overwrite)
+            if exp.store is not None:
+                exp.store.clean_temporaries()
+            header = continue_run(exp) if self.resume else None  # refuses other training params first
+            if self.resume and _finished(exp):
+                self._nothing_to_do, self.summary = True, _nothing_to_do(exp)
+                self._held = held.pop_all()
+                return
+            if exp.dist.is_main:
+                write_params(exp.layout, exp.cfg.to_dict())
+            self.tracker = roles.open_run_tracker(exp.cfg, exp.layout, exp.dist, header, exp.mlflow_run_id)
+            if exp.dist.is_main:
+                print(run_banner(exp.cfg, exp.device, exp.algo.cfg, tune_malloc()), flush=True)
+            self.mlflow_run_id = exp.mlflow_run_id = self.tracker.mlflow_run_id
+            self._held = held.pop_all()
         self._fire("run_start", env=exp.env)
 
     def __iter__(self) -> Iterator[dict[str, float]]:
@@ -98,21 +125,40 @@ class OnlineRun:
         try:
             while not self.done:
                 yield self.step()
-        finally:
+        except GeneratorExit:
             self.finish()
+            raise
+        except BaseException as exc:
+            self.fail(exc)
+            raise
+        self.finish()
 
     def step(self) -> dict[str, float]:
-        """One whole iteration: :meth:`collect` then :meth:`learn`."""
-        self.collect()
-        return self.learn()
+        """One whole iteration: :meth:`collect` then :meth:`learn`.
+
+        With ``trainer.on_nonfinite: skip`` an iteration the non-finite guard refused is dropped
+        (weights as before it) and its metrics are the skip count; otherwise ``NonFiniteError``.
+        """
+        try:
+            self.collect()
+            return self.learn()
+        except NonFiniteError as exc:
+            self._collected = None
+            self.exp.guard.skip(self.exp, exc)  # re-raised unless trainer.on_nonfinite: skip
+            return {"iteration": float(self.exp.iteration), "env_steps": float(self.exp.env_steps),
+                    **self.exp.guard.metrics()}
 
     def collect(self) -> TensorDict:
-        """Collect the next rollout ``[N, T+1]`` and hand it to the store; fire ``after_collect``."""
+        """Collect the next rollout ``[N, T+1]``; fire ``after_collect``.
+
+        :meth:`learn` hands it to the store once the non-finite guard passed it.
+        """
         exp = self.exp
         t0 = time.perf_counter()
         exp.iteration += 1
+        faults.point("collect.start")
         rollout, metrics = exp.collect()
-        _store_rollout(exp, rollout)
+        faults.point("collect.end")
         self._collected = (rollout, metrics, t0, time.perf_counter())
         self._fire("after_collect", env=exp.env, rollout=rollout, metrics=metrics)
         return rollout
@@ -121,7 +167,8 @@ class OnlineRun:
         """Advantage + update of the collected rollout, eval, stop checks, logging and checkpoint.
 
         Logging needs :meth:`start` (without it the metrics are only returned); ``checkpoint=False``
-        skips the checkpoint stage.
+        skips the checkpoint stage. The non-finite guard checks the rollout and advantages before
+        they are stored or learned from, and the update before anything is saved.
         """
         if self._collected is None:
             raise RuntimeError("learn() needs a rollout: call collect() first")
@@ -129,7 +176,15 @@ class OnlineRun:
         rollout, metrics, t0, t1 = self._collected
         self._collected = None
         metrics |= exp.advantage(rollout)
+        faults.point("advantage.end")
+        attrs = functools.partial(_rollout_attrs, exp)
+        exp.guard.check_rollout(exp, rollout, attrs)
+        _store_rollout(exp, rollout, attrs())
+        exp.guard.before_update(exp)
+        faults.point("update.start")
         metrics |= exp.update(rollout, exp.iteration, exp.env_steps, exp.total_env_steps)
+        exp.guard.check_update(exp, rollout, metrics, attrs)
+        faults.point("update.end")
         t2 = time.perf_counter()
         before, exp.env_steps = exp.env_steps, exp.env_steps + exp.steps_per_iteration
         metrics |= self._maybe_evaluate(before)
@@ -137,7 +192,9 @@ class OnlineRun:
         metrics |= self._fire("after_update", env=exp.env, metrics=metrics)
         metrics |= self._check_stop(metrics)
         roles.agree_stop(exp.stopper, exp.dist)
+        metrics |= exp.guard.metrics()
         if self.tracker is not None:
+            faults.point("curve.append")
             self.tracker.log(metrics, step=exp.env_steps)
             if exp.evaluate is not None and exp.evaluate.last_video is not None:
                 self.tracker.log_artifact(exp.evaluate.last_video, "eval")  # this iteration's eval video
@@ -145,21 +202,55 @@ class OnlineRun:
             exp.evaluate.last_video = None
         if checkpoint:
             self._maybe_checkpoint(before)
+        exp.guard.passed()
+        faults.point("iteration.end")
         self.metrics = metrics
         return metrics
 
     def finish(self) -> dict[str, Any]:
-        """Flush the store, write ``metrics.json``, end tracking; fire ``run_end``; return the summary."""
+        """Flush the store, write ``metrics.json``, end tracking; fire ``run_end``; return the summary.
+
+        A run stopped by a signal first checkpoints its last complete iteration, ends its MLflow run
+        ``KILLED`` and then raises :class:`~rlpipe.run.signals.Interrupted`.
+        """
         exp = self.exp
-        if exp.store is not None:
-            exp.store.close()
-        if self.tracker is None:
-            return self.summary
-        self.summary = _summary(exp, self.metrics)
-        self._fire("run_end", env=exp.env, metrics=dict(self.summary))
-        self.tracker.finish(self.summary)
-        self.tracker = None
-        return self.summary
+        with self._held:  # the lock and the signal handlers go when this returns or raises
+            signum = self._stop.signum if not _finished(exp) else None
+            if signum is not None and self.tracker is not None:
+                _checkpoint_now(exp)
+            if exp.store is not None:
+                exp.store.close()
+            if self.tracker is None:
+                return self.summary
+            self.summary = _summary(exp, self.metrics)
+            self._fire("run_end", env=exp.env, metrics=dict(self.summary))
+            if signum is None:
+                self.tracker.finish(self.summary)
+                self.tracker = None
+                return self.summary
+            self.tracker.finish({**self.summary, "interrupted_by": signal_name(signum)}, status="KILLED")
+            self.tracker = None
+            last = exp.checkpoint.last_saved
+            raise Interrupted(signum, _iteration_of(last), str(last) if last else None)
+
+    def fail(self, exc: BaseException) -> None:
+        """End a run an iteration raised ``exc`` in: MLflow run ``FAILED`` (``KILLED`` for a signal).
+
+        No ``metrics.json``, no checkpoint: ``latest`` stays on the last good one. A second signal's
+        :class:`~rlpipe.run.signals.Interrupted` is raised again naming that checkpoint.
+        """
+        exp = self.exp
+        with self._held:
+            with contextlib.suppress(Exception):  # the first failure is the one to report
+                if exp.store is not None:
+                    exp.store.close()
+            if self.tracker is not None:
+                self.tracker.end("KILLED" if isinstance(exc, Interrupted | KeyboardInterrupt) else "FAILED")
+                self.tracker = None
+        if isinstance(exc, Interrupted):
+            last = exp.checkpoint.last_saved
+            raise Interrupted(exc.signum, _iteration_of(last), str(last) if last else None,
+                              at_once=exc.at_once) from None
 
     def stop(self, reason: str) -> None:
         """End the run after the current iteration (a checkpoint is written as at a normal end)."""
@@ -182,8 +273,8 @@ class OnlineRun:
         exp = self.exp
         last = exp.iteration == exp.cfg.trainer.iterations
         if exp.evaluate and (last or crossed(before, exp.env_steps, exp.cfg.trainer.eval_freq)):
-            exp.last_eval = exp.evaluate(exp.layout.eval_video(exp.iteration))
-            return exp.last_eval | self._fire("after_eval", env=exp.evaluate.env, metrics=dict(exp.last_eval))
+            evaluated = _evaluate(exp)
+            return evaluated | self._fire("after_eval", env=exp.evaluate.env, metrics=dict(evaluated))
         return {}
 
     def _check_stop(self, metrics: dict[str, float]) -> dict[str, float]:
@@ -193,25 +284,20 @@ class OnlineRun:
             return {}
         if any(key.startswith("eval/") for key in metrics):
             return {}
-        exp.last_eval = exp.evaluate(exp.layout.eval_video(exp.iteration))
-        return exp.last_eval
+        return _evaluate(exp)
 
     def _maybe_checkpoint(self, before: int) -> None:
         exp = self.exp
         last = (exp.iteration == exp.cfg.trainer.iterations or exp.cfg.checkpoint.every_iteration
                 or exp.stopper.stopped_by is not None)
         if last or crossed(before, exp.env_steps, exp.cfg.trainer.save_freq):
-            roles.save_on_rank_zero(exp.checkpoint, exp.iteration, exp.state_dict(), exp.store, exp.dist)
+            _checkpoint_now(exp)
             self._fire("after_checkpoint", env=exp.env, checkpoint=exp.checkpoint.last_saved)
 
 
-def _store_rollout(exp: Experiment, rollout: TensorDict) -> None:
-    if exp.store is None:
-        return
+def _rollout_attrs(exp: Experiment) -> dict[str, Any]:
     latest = exp.checkpoint.last_saved
-    # The collector reuses one buffer: the advantage keys in it are still last iteration's.
-    collected = rollout.exclude(*exp.advantage.writes)
-    exp.store.submit(collected, {
+    return {
         "iteration": exp.iteration,
         "env_steps": exp.env_steps + exp.steps_per_iteration,
         "env_id": exp.cfg.env.id,
@@ -221,7 +307,55 @@ def _store_rollout(exp: Experiment, rollout: TensorDict) -> None:
         "checkpoint": latest.name if latest else None,
         "spaces": exp.spaces(),
         **exp.env_attrs(),
-    })
+    }
+
+
+def _store_rollout(exp: Experiment, rollout: TensorDict, attrs: dict[str, Any]) -> None:
+    if exp.store is None:
+        return
+    # The stored rollout is what was collected: the advantage keys stay out.
+    exp.store.submit(rollout.exclude(*exp.advantage.writes), attrs)
+
+
+def _evaluate(exp: Experiment) -> dict[str, float]:
+    assert exp.evaluate is not None
+    faults.point("eval.start")
+    exp.guard.check_weights(exp, "evaluation")
+    exp.last_eval = exp.evaluate(exp.layout.eval_video(exp.iteration))
+    return exp.last_eval
+
+
+def _checkpoint_now(exp: Experiment) -> None:
+    """Checkpoint the last complete iteration unless it already has one (or there is none yet)."""
+    last = exp.checkpoint.last_saved
+    if exp.iteration == 0 or (last is not None and last == exp.layout.checkpoint(exp.iteration)):
+        return
+    faults.point("checkpoint.start")
+    exp.guard.check_weights(exp, "the checkpoint")
+    roles.save_on_rank_zero(exp.checkpoint, exp.iteration, exp.state_dict(), exp.store, exp.dist)
+    faults.point("checkpoint.end")
+
+
+def _iteration_of(checkpoint: Path | None) -> int | None:
+    return iteration_from_name(checkpoint, CHECKPOINT_NAME) if checkpoint else None
+
+
+def _finished(exp: Experiment) -> bool:
+    return exp.iteration >= exp.cfg.trainer.iterations or exp.stopper.stopped_by is not None
+
+
+def _nothing_to_do(exp: Experiment) -> dict[str, Any]:
+    """A resume of a finished run: say so, write nothing (but a missing summary), return the summary."""
+    summary = _summary(exp, {})
+    if not exp.dist.is_main:
+        return summary
+    why = (f"trainer.stop_when stopped it ({exp.stopper.stopped_by})" if exp.stopper.stopped_by
+           else f"trainer.iterations is {exp.cfg.trainer.iterations}")
+    print(f"resume: {exp.layout.root} is complete at iteration {exp.iteration} ({why}); nothing to "
+          "do, no file changed (raise trainer.iterations to train on)", file=sys.stderr)
+    if not exp.layout.metrics.is_file():  # killed after its last checkpoint, before its summary
+        atomic_write_json(exp.layout.metrics, {**summary, "mlflow_run_id": exp.mlflow_run_id})
+    return summary
 
 
 def _timing(exp: Experiment, t0: float, t1: float, t2: float) -> dict[str, float]:
@@ -249,4 +383,5 @@ def _summary(exp: Experiment, metrics: dict[str, float]) -> dict[str, Any]:
         **exp.last_eval,
         "checkpoint": str(exp.checkpoint.last_saved) if exp.checkpoint.last_saved else None,
         "stopped_by": exp.stopper.stopped_by,
+        **({"skipped_iterations": exp.guard.skipped} if exp.guard.skipped else {}),
     }

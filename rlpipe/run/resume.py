@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rlpipe import faults
 from rlpipe.artifacts.checkpoints import checkpoint_fits, load_checkpoint
 from rlpipe.artifacts.curve import truncate_curve
 from rlpipe.artifacts.errors import StoreError
@@ -57,6 +58,7 @@ def resume_from_latest(exp: Experiment) -> Path | None:
     restore(exp, latest)
     exp.checkpoint.last_saved = latest
     if exp.store is not None:
+        faults.point("resume.discard")
         exp.store.discard_after(exp.iteration)
     return latest
 

@@ -5,11 +5,14 @@ A single process is rank 0 of a world of one.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+from collections.abc import Iterator
 from typing import Any
 
 from rlpipe.artifacts.checkpoints import clean_temporaries
 from rlpipe.artifacts.layout import RunLayout
+from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.shards import ShardedStore
 from rlpipe.artifacts.store import RolloutStore
 from rlpipe.config import ConfigError, RunConfig
@@ -21,8 +24,8 @@ from rlpipe.seeding import rng_state
 from rlpipe.tracking import Tracker, open_tracker
 
 __all__ = [
-    "agree_stop", "claim_run_dir", "open_run_store", "open_run_tracker", "rank_states",
-    "save_on_rank_zero", "select_rank_state",
+    "agree_flag", "agree_stop", "claim_run_dir", "hold_run_dir", "open_run_store", "open_run_tracker",
+    "rank_states", "save_on_rank_zero", "select_rank_state",
 ]
 
 RANK_STOPPED = "rank 0 stopped the run"
@@ -30,14 +33,30 @@ RANK_STOPPED = "rank 0 stopped the run"
 
 
 def open_run_tracker(cfg: RunConfig, layout: RunLayout, ctx: DistContext,
-                     resume_curve: list[str] | None = None) -> Tracker:
+                     resume_curve: list[str] | None = None, run_id: str | None = None) -> Tracker:
     """Rank 0: the tracker ``cfg.tracking`` asks for; the other ranks: a silent one (no rows, files or run).
 
-    ``resume_curve``: the header of the kept ``curve.csv`` a resumed run appends to.
+    ``resume_curve``: the header of the kept ``curve.csv`` a resumed run appends to; ``run_id``: the
+    MLflow run a resumed run reopens.
     """
     if not ctx.is_main:
         return Tracker.silent_tracker(cfg, layout.root)
-    return open_tracker(cfg, layout.root, curve_fields=resume_curve)
+    return open_tracker(cfg, layout.root, curve_fields=resume_curve, run_id=run_id)
+
+
+@contextlib.contextmanager
+def hold_run_dir(layout: RunLayout, ctx: DistContext) -> Iterator[None]:
+    """Rank 0 holds the run dir's writer lock for the body (the other ranks write under its lock)."""
+    if not ctx.is_main:
+        yield
+        return
+    with RunLock(layout.root, "rlpipe run"):
+        yield
+
+
+def agree_flag(flag: bool, ctx: DistContext) -> bool:
+    """Rank 0's ``flag`` on every rank (a signal may reach the ranks at different iterations)."""
+    return rank_zero_decides(flag) if ctx.active else flag
 
 
 def open_run_store(cfg: RunConfig, layout: RunLayout, ctx: DistContext) -> RolloutStore | None:
@@ -99,7 +118,9 @@ def claim_run_dir(layout: RunLayout, ctx: DistContext, resume: bool, overwrite: 
             if not overwrite:
                 raise ConfigError(f"{layout.root}: holds an earlier run; use --resume to continue it, "
                                   "--overwrite to replace it, or another trainer.exp_name")
-            shutil.rmtree(layout.root)
+            for entry in layout.root.iterdir():  # all but the lock this process holds
+                if entry != layout.lock:
+                    shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
         layout.root.mkdir(parents=True, exist_ok=True)
         clean_temporaries(layout.checkpoints)
     barrier()

@@ -56,10 +56,13 @@ class BackgroundRun:
 
     @classmethod
     def start(cls, uri: str, experiment: str, params: dict[str, Any], tags: dict[str, str],
-              run_name: str | None = None) -> BackgroundRun:
-        """Start the tracking process on run ``run_name`` in ``experiment``; returns at once."""
+              run_name: str | None = None, run_id: str | None = None) -> BackgroundRun:
+        """Start the tracking process on run ``run_name`` in ``experiment``; returns at once.
+
+        ``run_id``: reopen that run instead when the store still has it (a resumed run).
+        """
         return cls({"uri": uri, "experiment": experiment, "params": params, "tags": tags,
-                    "run_name": run_name, "cwd": str(Path.cwd())})
+                    "run_name": run_name, "cwd": str(Path.cwd()), "run_id": run_id})
 
     # --- the trainer's calls, in order -------------------------------------------------------------
 

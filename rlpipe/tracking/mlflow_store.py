@@ -159,6 +159,19 @@ class MlflowRun:
             client.log_batch(run.info.run_id, params=items[i:i + MAX_PARAMS_PER_BATCH])
         return cls(client, run.info.run_id)
 
+    @classmethod
+    def reopen(cls, uri: str, run_id: str) -> MlflowRun | None:
+        """Set an existing run back to RUNNING (a resumed run continues it); ``None`` if it is gone."""
+        client = _client(uri)
+        try:
+            info = client.get_run(run_id).info
+        except Exception:  # deleted, or another store: the resume starts a new run
+            return None
+        if info.lifecycle_stage == "deleted":
+            return None
+        client.update_run(run_id, status="RUNNING")
+        return cls(client, run_id)
+
     def log_metrics(self, metrics: dict[str, float], step: int, timestamp_ms: int | None = None) -> None:
         """Write one batch of the finite numeric ``metrics`` at ``step`` (one ``log_batch``)."""
         from mlflow.entities import Metric

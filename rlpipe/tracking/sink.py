@@ -45,6 +45,8 @@ def _say(out: IO[str], message: dict[str, Any]) -> None:
 def _open(message: dict[str, Any]) -> Any:
     from rlpipe.tracking.mlflow_store import MlflowRun, git_tags
 
+    if message.get("run_id") and (run := MlflowRun.reopen(message["uri"], message["run_id"])):
+        return run  # a resumed run continues its own MLflow run
     tags = {**git_tags(Path(message.get("cwd") or os.getcwd())), **message["tags"]}
     return MlflowRun.start(message["uri"], message["experiment"], message["params"], tags,
                            run_name=message.get("run_name"))

@@ -67,8 +67,11 @@ class Tracker:
         if self.mlflow is not None:
             self.mlflow.log_artifact(Path(path), artifact_path)
 
-    def finish(self, summary: dict[str, Any]) -> None:
-        """Write ``metrics.json`` (with the MLflow run id); log params YAML and checkpoint; end the run."""
+    def finish(self, summary: dict[str, Any], status: str = "FINISHED") -> None:
+        """Write ``metrics.json`` (with the MLflow run id); log params YAML and checkpoint; end the run.
+
+        ``status``: the MLflow run's end status (``KILLED`` for a run stopped by a signal).
+        """
         if self.silent:
             return
         self.files.write_summary({**summary, "mlflow_run_id": self.mlflow_run_id})
@@ -77,7 +80,12 @@ class Tracker:
         try:
             log_run_files(self.mlflow, self.cfg, self.files.metrics_path, summary.get("checkpoint"))
         finally:
-            self._end("FINISHED")
+            self._end(status)
+
+    def end(self, status: str) -> None:
+        """End the MLflow run with ``status`` (``FAILED``, ``KILLED``) without a summary; idempotent."""
+        if self.mlflow is not None:
+            self._end(status)
 
     def _end(self, status: str) -> None:
         assert self.mlflow is not None
@@ -110,7 +118,7 @@ def log_run_files(run: BackgroundRun, cfg: RunConfig, metrics_path: Path | None,
 
 
 def start_run(cfg: RunConfig, run_dir: Path, kind: str = "train", run_name: str | None = None,
-              source_run: str | None = None) -> BackgroundRun | None:
+              source_run: str | None = None, run_id: str | None = None) -> BackgroundRun | None:
     """Start the MLflow run ``cfg.tracking`` asks for (``None`` for ``backend: none``); returns at once.
 
     The URI is checked here (a file store is refused, an http server must answer within seconds);
@@ -125,20 +133,21 @@ def start_run(cfg: RunConfig, run_dir: Path, kind: str = "train", run_name: str 
     # Our own default name: MLflow's "adjective-animal-N" is not informative.
     name = run_name or os.environ.get("DVC_EXP_NAME") or f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
     return BackgroundRun.start(uri, cfg.trainer.exp_name, flatten_params(cfg.to_dict()),
-                               run_tags(cfg, run_dir, kind, source_run), run_name=name)
+                               run_tags(cfg, run_dir, kind, source_run), run_name=name, run_id=run_id)
 
 
 def open_tracker(cfg: RunConfig, run_dir: Path, *, run_name: str | None = None,
                  parent_run_id: str | None = None, kind: str = "train",
-                 curve_fields: list[str] | None = None) -> Tracker:
+                 curve_fields: list[str] | None = None, run_id: str | None = None) -> Tracker:
     """The tracker ``cfg.tracking`` asks for; ``parent_run_id`` tags replay runs with their source.
 
-    ``curve_fields``: the columns of a kept ``curve.csv`` that a resumed run appends to.
+    ``curve_fields``: the columns of a kept ``curve.csv`` that a resumed run appends to; ``run_id``:
+    an MLflow run to reopen (a resumed run continues its own).
     """
     from rich.console import Console
 
     console = Console(highlight=False, soft_wrap=True, file=sys.stdout)
-    return Tracker(cfg, run_dir, console, start_run(cfg, run_dir, kind, run_name, parent_run_id),
+    return Tracker(cfg, run_dir, console, start_run(cfg, run_dir, kind, run_name, parent_run_id, run_id),
                    curve_fields)
 
 

@@ -13,12 +13,15 @@ import torch
 
 import rlpipe.artifacts.checkpoints as ckpt_mod
 from rlpipe.artifacts.checkpoints import (
+    ChecksumError,
     best_checkpoint,
     latest_checkpoint,
     load_checkpoint,
     save_checkpoint,
 )
+from rlpipe.artifacts.layout import checksum_path
 from rlpipe.artifacts.store import StoreError
+from rlpipe.rollout import RefusedDataError
 from rlpipe.seeding import restore_rng_state, rng_state
 
 
@@ -35,7 +38,11 @@ def make_state(iteration: int) -> dict[str, Any]:
 
 
 def names(directory: Path) -> list[str]:
-    return sorted(p.name for p in directory.iterdir())
+    """Entries of ``directory`` except checksum sidecars (each checkpoint must have its own)."""
+    found = sorted(p.name for p in directory.iterdir())
+    checkpoints = [n for n in found if n.endswith(".pt")]
+    assert [n for n in found if n.endswith(".sha256")] == [f"{n}.sha256" for n in checkpoints]
+    return [n for n in found if not n.endswith(".sha256")]
 
 
 def test_save_load_round_trip_and_latest_pointer(tmp_path: Path) -> None:
@@ -116,6 +123,9 @@ def test_truncated_checkpoint_is_a_store_error(tmp_path: Path) -> None:
     path = save_checkpoint(tmp_path, 3, make_state(3), keep_last=None)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ChecksumError, match=r"ckpt-000003\.pt: checksum mismatch"):
+        load_checkpoint(path)
+    checksum_path(path).unlink()  # no sidecar (an older checkpoint): torch.load's own error
     with pytest.raises(StoreError, match=r"ckpt-000003\.pt: truncated or not a checkpoint \("):
         load_checkpoint(path)
     path.write_bytes(b"")
@@ -160,3 +170,39 @@ def test_rng_state_is_weights_only_safe_and_distinguishes_states() -> None:
     assert first["python"]["state"].dtype == torch.int64
     assert first["numpy"]["key"].shape == (624,)
     assert first["torch"].dtype == torch.uint8
+
+
+def test_checksum_mismatch_is_one_line_error_naming_the_file(tmp_path: Path) -> None:
+    path = save_checkpoint(tmp_path, 1, make_state(1), keep_last=None)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one flipped bit in the middle (tensor data)
+    path.write_bytes(bytes(data))
+    with pytest.raises(ChecksumError, match=rf"^{path}: checksum mismatch \(sha256 ") as info:
+        load_checkpoint(path)
+    assert "\n" not in str(info.value) and isinstance(info.value, RefusedDataError)
+
+
+def test_a_checkpoint_without_sidecar_still_loads(tmp_path: Path) -> None:
+    path = save_checkpoint(tmp_path, 1, make_state(1), keep_last=None)
+    checksum_path(path).unlink()
+    assert load_checkpoint(path)["iteration"] == 1
+
+
+@pytest.mark.parametrize("pointer", [b"garbage\n", b"\x00" * 15, b"ckpt-0000x1.pt", b"../params.yaml"])
+def test_bad_latest_pointer_warns_naming_itself_and_falls_back(tmp_path, capsys, pointer) -> None:
+    save_checkpoint(tmp_path, 1, make_state(1), keep_last=None)
+    save_checkpoint(tmp_path, 2, make_state(2), keep_last=None)
+    (tmp_path / "latest").write_bytes(pointer)
+    assert latest_checkpoint(tmp_path) == tmp_path / "ckpt-000002.pt"
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"Warning: {tmp_path / 'latest'}: holds ")
+    assert err[0].endswith("using the newest valid checkpoint, ckpt-000002.pt")
+
+
+def test_fallback_passes_over_a_damaged_newest_checkpoint(tmp_path, capsys) -> None:
+    save_checkpoint(tmp_path, 1, make_state(1), keep_last=None)
+    newest = save_checkpoint(tmp_path, 2, make_state(2), keep_last=None)
+    newest.write_bytes(b"\x00" * newest.stat().st_size)  # zeroed
+    (tmp_path / "latest").write_text("nonsense")
+    assert latest_checkpoint(tmp_path) == tmp_path / "ckpt-000001.pt"
+    assert "ckpt-000002.pt: checksum mismatch" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from tensordict import TensorDict
 import rlpipe.artifacts.store as store_mod
 import rlpipe.artifacts.zarr_io as zarr_io
 from rlpipe.artifacts.store import RolloutStore, StoreError, read_rollout, write_rollout
+from rlpipe.artifacts.zarr_io import ChunkChecksumError
 from rlpipe.config import StoreCfg
 from rlpipe.offline.describe import describe_rollout
 from rlpipe.rollout import SCHEMA_VERSION, allocate_rollout, validate
@@ -99,8 +100,43 @@ def test_default_chunk_covers_all_envs_and_codec_none(tmp_path: Path) -> None:
     write_rollout(path, make_rollout(), {"iteration": 1})
     group = zarr.open_group(path, mode="r")
     assert group["obs"].chunks == (N, T + 1, 4)
-    assert group["obs"].compressors == ()
-    assert (path / "obs" / "c" / "0" / "0" / "0").stat().st_size == N * (T + 1) * 4 * 4  # raw
+    assert [type(c).__name__ for c in group["obs"].compressors] == ["Crc32cCodec"]
+    assert (path / "obs" / "c" / "0" / "0" / "0").stat().st_size == N * (T + 1) * 4 * 4 + 4  # raw + CRC
+
+
+@pytest.mark.parametrize("codec", ["none", "blosc-lz4"])
+@pytest.mark.parametrize("damage", ["flip", "zero"])
+def test_a_damaged_chunk_is_a_checksum_error_naming_store_and_key(tmp_path: Path, codec: str,
+                                                                  damage: str) -> None:
+    path = tmp_path / "iter-000001.zarr"
+    write_rollout(path, make_rollout(), {"iteration": 1}, codec=codec)
+    chunk = path / "reward" / "c" / "0" / "0"
+    data = bytearray(chunk.read_bytes())
+    if damage == "flip":
+        data[len(data) // 3] ^= 0x10
+    else:
+        data[: len(data) // 2] = bytes(len(data) // 2)
+    chunk.write_bytes(bytes(data))
+    with pytest.raises(ChunkChecksumError, match=rf"^{path}: key 'reward': checksum mismatch in chunk "
+                                                 r"reward/c/0/0 \(the store is damaged\)$"):
+        read_rollout(path)
+
+
+def test_metadata_is_bounded_by_the_chunk_files_before_allocation(tmp_path: Path) -> None:
+    path = tmp_path / "iter-000001.zarr"
+    write_rollout(path, make_rollout(), {"iteration": 1})
+    meta_path = path / "obs" / "zarr.json"
+    meta = json.loads(meta_path.read_text())
+    meta["shape"] = [N, T + 1, 10**9]  # 40 GB declared, a few hundred bytes on disk
+    meta["chunk_grid"]["configuration"]["chunk_shape"] = [N, T + 1, 10**9]
+    meta_path.write_text(json.dumps(meta))
+    declared = rf"^{path / 'obs'}: zarr.json declares shape \[{N}, {T + 1}, 1000000000\] "
+    with pytest.raises(StoreError, match=declared + r".* \(damaged or crafted metadata\); nothing was read$"):
+        read_rollout(path)
+    meta["shape"], meta["chunk_grid"]["configuration"]["chunk_shape"] = [N * 9999, T + 1, 4], [N, T + 1, 4]
+    meta_path.write_text(json.dumps(meta))  # 9999 chunks declared, one file
+    with pytest.raises(StoreError, match="damaged or crafted metadata"):
+        read_rollout(path)
 
 
 def test_unknown_codec_and_bad_attrs_are_store_errors(tmp_path: Path) -> None:
@@ -360,9 +396,11 @@ def test_truncated_chunk_names_the_file(tmp_path: Path, codec: str, cut: float) 
     write_rollout(path, make_rollout(n=8), {"iteration": 1}, codec=codec, chunk_envs=4)
     chunk = path / "obs" / "c" / "1" / "0" / "0"
     chunk.write_bytes(chunk.read_bytes()[: int(chunk.stat().st_size * cut)])
-    with pytest.raises(StoreError, match=r"iter-000001\.zarr/obs/c/1/0/0: truncated or unreadable"):
+    named = (r"iter-000001\.zarr(/obs/c/1/0/0: truncated or unreadable|: key 'obs': checksum mismatch "
+             r"in chunk obs/c/1/0/0)")
+    with pytest.raises(StoreError, match=named):
         read_rollout(path)
-    with pytest.raises(StoreError, match=r"obs/c/1/0/0: truncated"):
+    with pytest.raises(StoreError, match=named):
         describe_rollout(path)
 
 

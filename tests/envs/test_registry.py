@@ -49,7 +49,7 @@ def test_gymnasium_id_builds_the_adapter() -> None:
 def test_unknown_id_is_one_line_listing_what_is_accepted() -> None:
     assert config_error("CartPol") == (
         "env.id: unknown env 'CartPol' for backend auto; accepted: a registered torch env "
-        "(CartPole, Pendulum, RepeatFirst); an envpool id such as HalfCheetah-v5 "
+        "(CartPole, Pendulum, PushCube, RepeatFirst); an envpool id such as HalfCheetah-v5 "
         "(rlpipe envs --backend envpool); a gymnasium id such as CartPole-v1; package.module:Factory"
     )
 

@@ -111,3 +111,14 @@ def test_mujoco_envs_render_with_egl_and_name_the_variable_without_gl(gl):
             pytest.skip("MuJoCo's default OpenGL works on this machine")
         assert out.startswith("UNAVAILABLE ") and "no working OpenGL (MUJOCO_GL unset" in out
         assert out.endswith("set MUJOCO_GL=egl (or MUJOCO_GL=osmesa) for headless offscreen rendering")
+
+
+def test_envpool_envs_cannot_draw_and_say_so():
+    pytest.importorskip("envpool")
+    env, problem = build_eval_env("CartPole-v1", 2, "cpu", {}, video=True, backend="envpool")
+    try:
+        assert problem is None
+        with pytest.raises(RenderUnavailable, match="cannot render"):
+            env.render([0])
+    finally:
+        env.close()

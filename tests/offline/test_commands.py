@@ -49,7 +49,7 @@ def curve(path: Path) -> list[dict[str, str]]:
 
 
 def test_stored_rollouts_hold_the_collected_keys_and_their_origin(online):
-    assert sorted(p.name for p in (online.run_dir / "checkpoints").glob("ckpt-*")) == [
+    assert sorted(p.name for p in (online.run_dir / "checkpoints").glob("ckpt-*.pt")) == [
         "ckpt-000002.pt", "ckpt-000004.pt"]
     rollout, attrs = read_rollout(online.run_dir / "rollouts" / "iter-000003.zarr")
     assert set(rollout.keys()) == set(Collector.writes)  # not last iteration's stale advantages
@@ -63,7 +63,7 @@ def test_replay_with_unchanged_params_reproduces_the_online_checkpoints(online, 
     assert summary["rebuilt_updates"] == 0 and not summary["params_changed"]
     for k in (2, 4):
         assert_same_learner(online_ckpt(online, k), ckpt(tmp_path / "checkpoints", k))
-    assert {p.name for p in (tmp_path / "checkpoints").glob("ckpt-*")} == {
+    assert {p.name for p in (tmp_path / "checkpoints").glob("ckpt-*.pt")} == {
         f"ckpt-{k:06d}.pt" for k in (1, 2, 3, 4)}
     assert json.loads((tmp_path / "metrics.json").read_text())["last_iteration"] == 4
     losses = ("iteration", "env_steps", "update/policy_loss", "update/value_loss", "update/approx_kl")
@@ -143,8 +143,8 @@ def test_rebuilding_needs_the_runs_own_params(online, tmp_path):
 # ---------------------------------------------------------------------- bad input: one line, exit 2
 
 
-def one_line_error(result, *fragments: str) -> str:
-    assert result.exit_code == 2, result.output
+def one_line_error(result, *fragments: str, code: int = 2) -> str:
+    assert result.exit_code == code, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
     for fragment in fragments:
@@ -177,7 +177,8 @@ def test_truncated_chunk(online, copied):
     for args in (("inspect", copied), ("advantage", PARAMS, copied, *set_args(copied.parent)),
                  ("replay", PARAMS, *set_args(copied.parent), "--rollouts", copied.parent,
                   "--out", copied.parent.parent / "out")):
-        one_line_error(invoke(*args), f"{chunk}: truncated or unreadable")
+        # every chunk carries a CRC32C: a cut chunk fails it (refused data, exit 3)
+        one_line_error(invoke(*args), f"{copied}: key 'obs': checksum mismatch in chunk obs/c/0/0/0", code=3)
 
 
 def test_foreign_zarr_group(tmp_path):
@@ -198,7 +199,7 @@ def test_non_finite_rollout_names_file_key_and_index(online, copied):
     reward = zarr.open_group(copied, mode="r+")["reward"]
     reward[2, 5] = float("nan")
     one_line_error(invoke("advantage", PARAMS, copied, *set_args(copied.parent)),
-                   f"{copied}: rollout (iteration 3): key 'reward' is not finite at [2, 5]")
+                   f"{copied}: rollout (iteration 3): key 'reward' is not finite at [2, 5]", code=3)
 
 
 def test_checkpoint_of_another_policy(online, tmp_path):

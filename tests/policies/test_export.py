@@ -124,3 +124,13 @@ def test_unsupported_policies_and_files_are_one_line_errors(tmp_path):
     (tmp_path / "policy.bin").write_bytes(b"")
     with pytest.raises(ExportError, match="accepted: .onnx, .pt"):
         ExportedModel(tmp_path / "policy.bin")
+
+
+def test_dict_observations_are_refused_in_one_line():
+    import gymnasium as gym
+
+    space = gym.spaces.Dict({"state": gym.spaces.Box(-1, 1, (3,)), "privileged": gym.spaces.Box(-1, 1, (2,))})
+    block = {"name": "actor_critic", "actor": {**SMALL, "obs_keys": ["state"]}, "critic": SMALL}
+    policy = build_policy(block, space, gym.spaces.Discrete(2), "cpu")
+    with pytest.raises(ExportError, match="dict observations"):
+        DeployedActor(policy, space, gym.spaces.Discrete(2))

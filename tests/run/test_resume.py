@@ -111,7 +111,7 @@ def test_gymnasium_resume_is_reproducible(tmp_path):
 
 
 def test_gymnasium_collector_continues_from_the_restarted_episodes(tmp_path):
-    exp = build(tiny_cfg(tmp_path, "env.id=CartPole-v1"))
+    exp = build(tiny_cfg(tmp_path, "env.id=CartPole-v1", "env.backend=gymnasium"))
     exp.collect()
     state = exp.collect.state_dict()
     exp.collect.load_state_dict(state)

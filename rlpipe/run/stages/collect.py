@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
+from rlpipe import faults
 from rlpipe.algorithms.sequences import RECURRENT_STATE
 from rlpipe.envs import BatchedEnv
 from rlpipe.policies import Policy
@@ -82,6 +83,8 @@ class Collector(Stage):
             else:
                 self._step_loop()
                 self._fill_values()
+            faults.poison("obs", self.rollout["obs"])  # no-ops unless a fault test asks
+            faults.poison("reward", self.rollout["reward"])
         return self.rollout, self._episode_stats()
 
     def _reset_due(self) -> bool:

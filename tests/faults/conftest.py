@@ -1,0 +1,21 @@
+"""The uninterrupted reference run every fault case is compared with (built once per session)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _fault_harness import EXP, FAST
+from _offline_fixtures import PARAMS
+
+from rlpipe import config
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Run dir of the fast params trained without any fault (in this process)."""
+    from rlpipe.run import run
+
+    data_dir = tmp_path_factory.mktemp("reference")
+    run(config.load(PARAMS, [*FAST, f"trainer.data_dir={data_dir}", f"trainer.exp_name={EXP}"]))
+    return data_dir / EXP

@@ -1,0 +1,69 @@
+"""Disk faults: a file-size limit (``ulimit -f``) mid-run and a read-only folder."""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+
+import pytest
+from _fault_harness import (
+    assert_same_as_reference,
+    error_line,
+    rlpipe,
+    run_command,
+    run_dir,
+    snapshot,
+)
+
+
+def test_file_size_limit_at_the_first_checkpoint_then_resume_is_bit_exact(tmp_path, reference):
+    limit = (reference / "checkpoints" / "ckpt-000001.pt").stat().st_size - 1  # rollout chunks fit
+    assert max(p.stat().st_size for p in (reference / "rollouts").rglob("c/*/*/*") if p.is_file()) < limit
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    failed = rlpipe(*run_command(tmp_path), preexec=small_files)
+    root = run_dir(tmp_path)
+    assert failed.returncode == 1, failed.stderr
+    assert error_line(failed).startswith(
+        f"Error: {root / 'checkpoints' / 'ckpt-000001.pt'}: File too large — the file-size limit (ulimit -f) "
+        "was reached: raise it; resume with: rlpipe run ")
+    assert not (root / "checkpoints" / "ckpt-000001.pt").exists()
+    assert not [p for p in (root / "checkpoints").iterdir() if p.name.startswith(".")]  # no temporary
+    assert (root / "params.yaml").is_file() and (root / "rollouts" / "iter-000001.zarr").is_dir()
+    resumed = rlpipe(*run_command(tmp_path), "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert_same_as_reference(root, reference)
+
+
+def read_only_dir(tmp_path):
+    """A folder no write can enter: under /sys when root (permissions do not stop root), else chmod 555."""
+    if os.geteuid() == 0:
+        return "/sys/rlpipe-faults"
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    return str(folder / "data")
+
+
+def test_read_only_data_dir_is_one_line_and_exit_1(tmp_path):
+    target = read_only_dir(tmp_path)
+    result = rlpipe(*run_command(tmp_path, f"trainer.data_dir={target}"))
+    assert result.returncode == 1
+    line = error_line(result)
+    assert line.startswith(f"Error: {target}") and ("not permitted" in line or "Permission denied" in line)
+
+
+def test_replay_into_a_read_only_folder_loses_nothing(tmp_path, reference):
+    root = tmp_path / "run"
+    shutil.copytree(reference, root)
+    before = snapshot(root)
+    target = read_only_dir(tmp_path)
+    result = rlpipe("replay", str(root), "--iterations", "2", "--out", target)
+    assert result.returncode == 1
+    assert error_line(result).startswith(f"Error: {target}")
+    assert snapshot(root) == before
+    if not target.startswith("/sys"):
+        pytest.skip("ran as a non-root user: chmod covered it")
