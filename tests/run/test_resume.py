@@ -99,7 +99,7 @@ def test_resume_refuses_other_params(tmp_path):
 
 def test_gymnasium_resume_is_reproducible(tmp_path):
     """Gymnasium envs cannot be snapshotted: resume restarts their episodes (reproducibly)."""
-    gym = ("env.id=CartPole-v1", f"trainer.save_freq={STEPS}")
+    gym = ("env.id=CartPole-v1", "env.backend=gymnasium", f"trainer.save_freq={STEPS}")
     run(tiny_cfg(tmp_path / "a", "trainer.iterations=1", *gym))
     shutil.copytree(tmp_path / "a", tmp_path / "b")
     finals = []
