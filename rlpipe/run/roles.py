@@ -123,4 +123,5 @@ def claim_run_dir(layout: RunLayout, ctx: DistContext, resume: bool, overwrite: 
                     shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
         layout.root.mkdir(parents=True, exist_ok=True)
         clean_temporaries(layout.checkpoints)
+        clean_temporaries(layout.root)  # params.yaml / metrics.json writes a killed run left behind
     barrier()
