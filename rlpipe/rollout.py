@@ -104,7 +104,9 @@ def all_finite(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
 
     One ``isfinite().all()`` per tensor stacked into one flag, so the caller syncs at most once.
     """
-    flags = [torch.isfinite(t).all() for t in tensors if t.is_floating_point()]
+    leaves = [leaf for t in tensors for leaf in (
+        t.values(include_nested=True, leaves_only=True) if isinstance(t, TensorDict) else (t,))]
+    flags = [torch.isfinite(t).all() for t in leaves if t.is_floating_point()]
     if not flags:
         return torch.ones((), dtype=torch.bool)
     return torch.stack([f.to(flags[0].device) for f in flags]).all()
