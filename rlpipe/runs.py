@@ -156,6 +156,10 @@ def resolve_run_dir(name_or_path: str | Path, root: Path | None = None) -> Path:
             return _follow_pointer(_single_run(folder, head), root)
     known = known_experiments(root)
     listed = ", ".join(known[:20]) + (" …" if len(known) > 20 else "") if known else "none yet"
+    if path.is_dir():
+        raise RunDirError(f"{path}: not a run directory (no params.yaml); pass a params file, the folder "
+                          "of a run made by `rlpipe run`, or a DVC experiment name "
+                          f"(experiments with data: {listed})")
     raise RunDirError(f"{name}: no run directory and no DVC experiment of that name under "
                       f"{exps_dir(root)} (experiments with data: {listed})")
 

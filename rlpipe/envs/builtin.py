@@ -5,7 +5,9 @@ Kept free of torch so that ``rlpipe envs`` can list them without importing any s
 
 from __future__ import annotations
 
-__all__ = ["BUILTIN_ENVS", "ENTRY_POINT_GROUP"]
+from importlib.metadata import entry_points
+
+__all__ = ["BUILTIN_ENVS", "ENTRY_POINT_GROUP", "entry_point_ids"]
 
 BUILTIN_ENVS = {
     "CartPole": "rlpipe.envs.cartpole",
@@ -17,3 +19,8 @@ BUILTIN_ENVS = {
 
 ENTRY_POINT_GROUP = "rlpipe.envs"
 """Installed packages add env ids through this entry-point group (``id = module:attr``)."""
+
+
+def entry_point_ids() -> dict[str, str]:
+    """``{id: "module:attr"}`` of every installed ``rlpipe.envs`` entry point (one place reads them)."""
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}

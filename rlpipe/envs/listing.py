@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
-
-from rlpipe.envs.builtin import BUILTIN_ENVS, ENTRY_POINT_GROUP
+from rlpipe.envs.builtin import BUILTIN_ENVS, entry_point_ids
 
 __all__ = ["GROUPS", "env_ids_by_backend"]
 
@@ -22,7 +20,7 @@ def env_ids_by_backend(groups: tuple[str, ...] = GROUPS) -> dict[str, list[str]]
         if group == "torch":
             listing[group] = sorted(BUILTIN_ENVS)
         elif group == "plugins":
-            found = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+            found = entry_point_ids()
             listing[group] = [f"{name} = {target}" for name, target in sorted(found.items())]
         elif group == "envpool":
             listing[group] = _envpool_ids()

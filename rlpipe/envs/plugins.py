@@ -26,7 +26,6 @@ import inspect
 import os
 import sys
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any
 
 import gymnasium
@@ -34,7 +33,7 @@ import torch
 
 from rlpipe.config import ConfigError
 from rlpipe.envs.base import BatchedEnv
-from rlpipe.envs.builtin import ENTRY_POINT_GROUP
+from rlpipe.envs.builtin import ENTRY_POINT_GROUP, entry_point_ids
 
 __all__ = ["ENTRY_POINT_GROUP", "build_plugin_env", "entry_point_ids", "is_plugin_id", "plugin_target"]
 
@@ -42,11 +41,6 @@ __all__ = ["ENTRY_POINT_GROUP", "build_plugin_env", "entry_point_ids", "is_plugi
 def is_plugin_id(env_id: str) -> bool:
     """True for ``module:attr`` ids."""
     return ":" in env_id
-
-
-def entry_point_ids() -> dict[str, str]:
-    """``{id: "module:attr"}`` of every installed ``rlpipe.envs`` entry point."""
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def plugin_target(env_id: str) -> tuple[str, Any]:

@@ -159,8 +159,9 @@ class OnlineRun:
         faults.point("collect.start")
         rollout, metrics = exp.collect()
         faults.point("collect.end")
-        self._collected = (rollout, metrics, t0, time.perf_counter())
-        self._fire("after_collect", env=exp.env, rollout=rollout, metrics=metrics)
+        t1 = time.perf_counter()
+        metrics |= self._fire("after_collect", env=exp.env, rollout=rollout, metrics=metrics)
+        self._collected = (rollout, metrics, t0, t1)
         return rollout
 
     def learn(self, checkpoint: bool = True) -> dict[str, float]:

@@ -277,10 +277,11 @@ def test_write_error_surfaces_on_flush_and_keeps_earlier_stores(
 
     monkeypatch.setattr(store_mod, "write_rollout", disk_full_at_3)
     store = RolloutStore(tmp_path, StoreCfg(queue_size=1))
-    for it in (1, 2, 3, 4):
+    for it in (1, 2, 3):
         store.submit(make_rollout(), {"iteration": it})
     message = r"writing .*iter-000003\.zarr failed: \[Errno 28\] No space left on device"
-    with pytest.raises(StoreError, match=message):
+    with pytest.raises(StoreError, match=message):  # on the next submit or, if the write is slower, on flush
+        store.submit(make_rollout(), {"iteration": 4})
         store.flush()
     assert store.iterations() == [1, 2]  # earlier stores kept, nothing written after the error
     with pytest.raises(StoreError, match=message):

@@ -1,0 +1,41 @@
+"""The ``rlpipe`` command line: each command parses, loads config and calls the online or offline driver.
+
+One module per kind of command: :mod:`~rlpipe.cli.train` (``run``), :mod:`~rlpipe.cli.offline`
+(``collect``, ``advantage``, ``update``, ``eval``, ``export``, ``inspect``, ``replay``),
+:mod:`~rlpipe.cli.manage` (``compare``, ``gc``, ``envs``); :mod:`~rlpipe.cli.common` holds the
+shared error wrapper and options. Start-up is kept instant: these modules import only click at the
+top; config (pydantic), torch, tensordict, zarr and mlflow are imported inside the command bodies,
+after the params were validated, so ``rlpipe --help``, ``rlpipe <command> --help`` and a params
+error never load them (tests/test_startup.py).
+"""
+
+from __future__ import annotations
+
+import click
+
+from rlpipe.cli import manage, offline, train
+from rlpipe.cli.common import load_config
+
+__all__ = ["cli", "load_config", "main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show the full traceback of a failure (also RLPIPE_DEBUG=1).")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """rlpipe: reproducible PPO/GRPO training with every rollout stored.
+
+    Exit codes: 0 done, 1 runtime failure (disk, memory, a run dir in use), 2 bad input, 3 refused
+    data (NaN/Inf, checksum mismatch, rejected rollout), 130/143 stopped by SIGINT/SIGTERM.
+    """
+    ctx.meta["rlpipe.debug"] = debug
+
+
+for _command in (train.run, manage.compare, offline.collect, offline.advantage, offline.update,
+                 offline.evaluate, offline.export, offline.inspect, offline.replay, manage.gc, manage.envs):
+    cli.add_command(_command)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()

@@ -1,0 +1,137 @@
+"""What every ``rlpipe`` command shares: the one-line error wrapper, the params/run-dir arguments and options.
+
+Imports only click at the top: config (pydantic), torch and the rest load inside the functions,
+after the arguments parsed, so ``--help`` and a params error stay instant (tests/test_startup.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+import rlpipe
+
+if TYPE_CHECKING:
+    from rlpipe.config import RunConfig
+
+__all__ = [
+    "RESUME_KEY", "RunPath", "allow_rejected_option", "checkpoint_option", "load_config", "out_option",
+    "params_argument", "parse_span", "rollout_argument", "run_argument", "seconds_since_start",
+    "set_option", "user_errors",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+RESUME_KEY = "rlpipe.resume_command"
+"""``click`` context meta: the exact command that resumes this run (set by ``rlpipe run``)."""
+
+
+def user_errors(func: F) -> F:
+    """Every failure as one ``Error: …`` line on stderr and its exit code (:mod:`rlpipe.exits`).
+
+    2 bad input, 3 refused data, 1 runtime failure, 130/143 stopped by SIGINT/SIGTERM; the
+    traceback only with ``rlpipe --debug``.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (SystemExit, click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except BaseException as exc:  # noqa: BLE001  # every failure gets its one line and code
+            from rlpipe.exits import describe
+
+            ctx = click.get_current_context(silent=True)
+            meta = ctx.meta if ctx is not None else {}
+            code, line = describe(exc, meta.get(RESUME_KEY))
+            if meta.get("rlpipe.debug") or os.environ.get("RLPIPE_DEBUG") == "1":
+                traceback.print_exception(exc)
+            click.echo(f"Error: {line}", err=True)
+            sys.exit(code)
+
+    return wrapper  # type: ignore[return-value]  # functools.wraps keeps the signature
+
+
+params_argument = click.argument("params", type=click.Path(path_type=Path))
+run_argument = click.argument("params", metavar="RUN_DIR|EXP|PARAMS", type=click.Path(path_type=Path))
+
+
+class RunPath(click.Path):
+    """A path, or a DVC experiment's name and a path in its run dir (``clip01/rollouts/iter-000002.zarr``)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """Resolve an experiment name first, then check the path as :class:`click.Path` does."""
+        from rlpipe.runs import resolve_path
+
+        return super().convert(resolve_path(value) if isinstance(value, str) else value, param, ctx)
+
+
+def load_config(target: Path, overrides: tuple[str, ...] | list[str]) -> RunConfig:
+    """Params of a run directory (its ``params.yaml``, placed where the folder is now) or a params file.
+
+    A DVC experiment's name, or a workspace ``data/<exp>`` whose ``run.json`` names an experiment's
+    run dir, stands for that run directory (:func:`rlpipe.runs.resolve_target`). Config is imported
+    here, not at the top: ``--help`` and a params error never load torch.
+    """
+    from rlpipe.artifacts.params import params_file
+    from rlpipe.config import load
+    from rlpipe.runs import resolve_target
+
+    path, layout = params_file(resolve_target(target))
+    where = [] if layout is None else [f"trainer.data_dir={layout.root.parent}",
+                                        f"trainer.exp_name={layout.root.name}"]
+    return load(path, (*where, *overrides))
+
+
+def seconds_since_start() -> float:
+    """Wall seconds since this process started (Linux ``/proc``; elsewhere since rlpipe was imported)."""
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        started = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19]) / ticks
+        return float(Path("/proc/uptime").read_text().split()[0]) - started
+    except (OSError, ValueError, IndexError):
+        return time.perf_counter() - rlpipe.IMPORTED_AT
+set_option = click.option(
+    "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+    help="Override a param, VALUE parsed as YAML (like `dvc exp run -S`); repeatable.",
+)
+
+
+checkpoint_option = click.option(
+    "--checkpoint", type=RunPath(dir_okay=False, path_type=Path), default=None,
+    help="Checkpoint file (ckpt-NNNNNN.pt) to start from.",
+)
+rollout_argument = click.argument("rollout", type=RunPath(path_type=Path))
+allow_rejected_option = click.option(
+    "--allow-rejected", is_flag=True,
+    help="Use rollouts the non-finite guard rejected (rollouts/rejected/); they must be finite.",
+)
+
+
+def out_option(default: str) -> Callable[[F], F]:
+    """``--out PATH``, its help naming where the command writes without it."""
+    return click.option("--out", type=click.Path(path_type=Path), default=None,
+                        help=f"Where to write (default: {default}).")
+
+
+def parse_span(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, int] | None:
+    """``A:B`` (both included) or ``K`` → ``(A, B)``; anything else names the option."""
+    if value is None:
+        return None
+    first, sep, last = value.partition(":")
+    try:
+        span = (int(first), int(last) if sep else int(first))
+    except ValueError:
+        span = (0, 0)
+    if not 1 <= span[0] <= span[1]:
+        raise click.BadParameter(f"{value!r}: expected A:B with 1 <= A <= B (both included) or one "
+                                 "iteration K, e.g. 3:7")
+    return span

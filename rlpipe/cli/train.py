@@ -1,0 +1,53 @@
+"""``rlpipe run``: train for trainer.iterations (the online driver through :class:`rlpipe.Trainer`)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from rlpipe.cli.common import RESUME_KEY, params_argument, seconds_since_start, set_option, user_errors
+
+__all__ = ["resume_command", "run"]
+
+
+@click.command()
+@params_argument
+@set_option
+@click.option("--resume", is_flag=True, help="Continue from the last complete checkpoint.")
+@click.option("--overwrite", is_flag=True,
+              help="Delete an earlier run's rollouts and checkpoints under the same exp_name first.")
+@click.option("--distributed", is_flag=True,
+              help="Join torch.distributed (trainer.distributed=true); launch with torchrun.")
+@user_errors
+def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool, distributed: bool) -> None:
+    """Train: collect → advantage → update [→ eval] [→ checkpoint] for trainer.iterations."""
+    from rlpipe.config import load
+
+    cfg = load(params, (*overrides, *(["trainer.distributed=true"] if distributed else [])))
+    from rlpipe.distributed import get_rank, shutdown  # after the params are valid: torch
+    from rlpipe.run import EventError
+    from rlpipe.trainer import Trainer
+
+    click.get_current_context().meta[RESUME_KEY] = resume_command(params, overrides, distributed)
+    try:
+        summary = Trainer(cfg, resume=resume, overwrite=overwrite).train()
+    except EventError as exc:
+        click.echo(f"Error: {exc}".splitlines()[0], err=True)
+        sys.exit(1)
+    if get_rank() == 0:  # the other ranks of a distributed run stay silent
+        stopped = f", stopped: {summary['stopped_by']}" if summary.get("stopped_by") else ""
+        click.echo(
+            f"done: {summary['iterations']} iterations, {summary['env_steps']} env steps in "
+            f"{summary['wall_s']:.1f}s of training, {seconds_since_start():.1f}s since the command"
+            f"{stopped} → {cfg.run_dir / 'metrics.json'}"
+        )
+    shutdown()
+
+
+def resume_command(params: Path, overrides: tuple[str, ...], distributed: bool) -> str:
+    """The exact ``rlpipe run … --resume`` that continues this run (printed when it stops early)."""
+    args = ["rlpipe", "run", str(params), *(a for item in overrides for a in ("--set", item))]
+    return shlex.join([*args, *(["--distributed"] if distributed else []), "--resume"])
