@@ -16,6 +16,7 @@ KL rules) and the run's seed.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import gymnasium as gym
@@ -27,6 +28,7 @@ from rlpipe.algorithms.sequences import RECURRENT_STATE
 from rlpipe.config import RunConfig
 from rlpipe.distributed import broadcast_parameters
 from rlpipe.policies import Policy, build_policy
+from rlpipe.threads import configure_threads, linear_shapes
 
 __all__ = ["Learner", "update_seed"]
 
@@ -67,6 +69,21 @@ class Learner:
         policy = build_policy(cfg.policy, obs_space, action_space, device)
         broadcast_parameters(policy)
         return cls(policy, build_algo(name, algo_cfg, policy, device), trainer.seed)
+
+    def largest_batch(self, num_envs: int, horizon: int) -> int:
+        """Rows the networks see at once: an update minibatch of the ``[N, T]`` rollout or the N envs.
+
+        What ``trainer.num_threads: auto`` sizes the thread count by (:mod:`rlpipe.threads`).
+        """
+        transitions = num_envs * horizon
+        return max(num_envs, min(self.algorithm.cfg.minibatch_size(transitions), transitions))
+
+    def configure_threads(self, setting: int | str | None, num_envs: int, horizon: int,
+                          announce: bool = True) -> int:
+        """Set torch's CPU threads for this learner's run (``trainer.num_threads``); see :mod:`rlpipe.threads`."""
+        processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # ranks on this machine (torchrun)
+        return configure_threads(setting, self.largest_batch(num_envs, horizon),
+                                 linear_shapes(self.policy), processes, announce)
 
     # ------------------------------------------------------------------ acting
 

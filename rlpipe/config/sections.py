@@ -176,9 +176,10 @@ class TrainerCfg(StrictModel):
     """Finished episodes per eval env."""
     save_freq: int = Field(100_000, ge=1)
     """Checkpoint whenever the env-step counter crosses a multiple of this; a final one is always written."""
-    num_threads: int | None = Field(None, ge=1)
-    """CPU threads torch may use (``null``: torch's default, one per core); 1 suits small networks
-    on a shared machine."""
+    num_threads: int | Literal["auto"] | None = "auto"
+    """Torch's CPU threads: ``auto`` (1 unless the networks' largest forward is large enough for
+    threads to pay, see ``rlpipe/threads.py``), a positive int, or ``null`` (torch's default: one
+    per core, which collapses on a busy machine)."""
     data_dir: str = "data"
     """Root of every output (rollouts, checkpoints, metrics)."""
     distributed: bool = False
@@ -219,6 +220,14 @@ class TrainerCfg(StrictModel):
         if head not in {"auto", "cpu", "cuda"} or (index and not index.isdigit()):
             raise ValueError(f"got {value!r}; accepted: auto, cpu, cuda, cuda:N")
         return value
+
+    @field_validator("num_threads", mode="before")
+    @classmethod
+    def _threads(cls, value: Any) -> Any:
+        if value is None or value == "auto" or (isinstance(value, int) and not isinstance(value, bool)
+                                                and value >= 1):
+            return value
+        raise ValueError(f"got {value!r}; accepted: auto, a positive integer, or null (torch's default)")
 
     @field_validator("exp_name")
     @classmethod

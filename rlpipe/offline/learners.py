@@ -34,10 +34,10 @@ def spaces_of(record: dict[str, Any], where: Path) -> tuple[Any, Any]:
 def build_learner(cfg: RunConfig, spaces: tuple[Any, Any]) -> Learner:
     """The learner ``cfg`` describes, with the initial weights of the online run (same seed, same draws)."""
     tune_malloc()
-    if cfg.trainer.num_threads:
-        torch.set_num_threads(cfg.trainer.num_threads)
     seed_everything(cfg.trainer.seed)
-    return Learner.from_config(cfg, spaces[0], spaces[1], resolve_device(cfg.trainer.device))
+    learner = Learner.from_config(cfg, spaces[0], spaces[1], resolve_device(cfg.trainer.device))
+    learner.configure_threads(cfg.trainer.num_threads, cfg.trainer.num_envs, cfg.trainer.buffer_size)
+    return learner
 
 
 def load_learner_state(learner: Learner, path: Path, state: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -1,6 +1,16 @@
-"""Action heads: turn actor outputs into torch distributions for Discrete and Box spaces."""
+"""Action heads: turn actor outputs into torch distributions for Discrete and Box spaces.
+
+Besides ``distribution``, every head has a tensor fast path — :meth:`ActionHead.sample` (collection,
+once per env step) and :meth:`ActionHead.evaluate` (the update) — that computes exactly what the
+torch distribution computes, op for op (same values, same bits, same random draws), without
+building a ``Distribution`` object: on a small network that object costs more than the network
+(W1: about 3× the sampling time, ``benchmarks/w1_profile.py``). ``tests/policies/test_heads.py``
+checks the fast paths bit for bit against the distributions.
+"""
 
 from __future__ import annotations
+
+import math
 
 import gymnasium as gym
 import torch
@@ -23,6 +33,17 @@ class ActionHead(nn.Module):
         """The deterministic action of ``dist``."""
         raise NotImplementedError
 
+    def sample(self, out: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(action [B, *act], log_prob [B])`` from actor outputs ``[B, out_dim]``; mode when ``deterministic``."""
+        dist = self.distribution(out)
+        action = self.mode(dist) if deterministic else dist.sample()
+        return action, dist.log_prob(action)
+
+    def evaluate(self, out: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(log_prob [B], entropy [B])`` of ``action`` under the distribution of ``out``."""
+        dist = self.distribution(out)
+        return dist.log_prob(action), dist.entropy()
+
 
 class CategoricalHead(ActionHead):
     """Discrete(n): the actor outputs logits ``[B, n]``; actions are int64 ``[B]``."""
@@ -38,6 +59,23 @@ class CategoricalHead(ActionHead):
     def mode(self, dist: Distribution) -> torch.Tensor:
         """Argmax action."""
         return dist.logits.argmax(-1)
+
+    def sample(self, out: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """``Categorical(logits=out)``'s sample (or argmax) and its log-probability, without the object."""
+        logits = _normalized(out)
+        if deterministic:
+            action = logits.argmax(-1)
+        else:  # Categorical.sample: one multinomial draw per row of the softmax
+            probs = torch.softmax(logits, -1)
+            action = torch.multinomial(probs.reshape(-1, self.out_dim), 1, True).view(out.shape[:-1])
+        return action, _gather(logits, action)
+
+    def evaluate(self, out: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``Categorical(logits=out)``'s ``log_prob(action)`` and ``entropy()``, without the object."""
+        logits = _normalized(out)
+        probs = torch.softmax(logits, -1)
+        entropy = -(logits.clamp(min=torch.finfo(logits.dtype).min) * probs).sum(-1)
+        return _gather(logits, action), entropy
 
 
 class GaussianHead(ActionHead):
@@ -60,6 +98,39 @@ class GaussianHead(ActionHead):
     def mode(self, dist: Distribution) -> torch.Tensor:
         """The mean action."""
         return dist.mean
+
+    def sample(self, out: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """The Gaussian's sample (or mean) and its log-probability summed over action dims, without the object."""
+        std = self.log_std.exp().expand_as(out)
+        if deterministic:
+            action = out
+        else:
+            with torch.no_grad():  # Normal.sample draws without a graph
+                action = torch.normal(out, std)
+        return action, _normal_log_prob(action, out, std)
+
+    def evaluate(self, out: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The Gaussian's ``log_prob(action)`` and ``entropy()`` summed over action dims."""
+        std = self.log_std.exp().expand_as(out)
+        entropy = (0.5 + 0.5 * math.log(2 * math.pi) + torch.log(std)).sum(-1)
+        return _normal_log_prob(action, out, std), entropy
+
+
+def _normalized(out: torch.Tensor) -> torch.Tensor:
+    """Log-probabilities ``[..., n]`` of logits ``out`` as ``Categorical`` normalizes them."""
+    return out - out.logsumexp(dim=-1, keepdim=True)
+
+
+def _gather(logits: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """``logits[..., action]``: the log-probability ``[...]`` of integer actions ``[...]``."""
+    return logits.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+
+
+def _normal_log_prob(value: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """``Independent(Normal(mean, std), 1).log_prob(value)``: ``[B, A]`` → ``[B]``, the same ops."""
+    var = std**2
+    log_prob = -((value - mean) ** 2) / (2 * var) - std.log() - math.log(math.sqrt(2 * math.pi))
+    return log_prob.sum(-1)
 
 
 def build_action_head(action_space: gym.Space, log_std_init: float = 0.0) -> ActionHead:

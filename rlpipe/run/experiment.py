@@ -137,14 +137,13 @@ def build(cfg: RunConfig, store: bool = True, evaluate: bool = True, env: Batche
     trainer = cfg.trainer
     ctx = init_distributed(trainer.device, trainer.distributed)
     tune_malloc()
-    if trainer.num_threads:
-        torch.set_num_threads(trainer.num_threads)
     seed_everything(trainer.seed + ctx.rank)
     live = env is not None
     env = env if live else build_env(cfg.env.id, trainer.num_envs, ctx.device, cfg.env.cfg,
                                      cfg.env.backend)
     learner = Learner.from_config(cfg, env.observation_space, env.action_space, ctx.device,
                                   env.max_episode_steps)
+    learner.configure_threads(trainer.num_threads, trainer.num_envs, trainer.buffer_size, ctx.is_main)
     algo_cfg = learner.algorithm.cfg
     collect = Collector(env, learner.policy, trainer.buffer_size, trainer.seed + ctx.rank,
                         reset_every_rollout=bool(getattr(algo_cfg, "reset_every_rollout", False)),

@@ -12,14 +12,16 @@ from rlpipe import faults
 from rlpipe.algorithms.sequences import RECURRENT_STATE
 from rlpipe.envs import BatchedEnv
 from rlpipe.policies import Policy
-from rlpipe.rollout import allocate_rollout, obs_from_state, obs_state, write_obs, zeros_obs
+from rlpipe.rollout import allocate_rollout, obs_from_state, obs_state, time_slots, write_obs, zeros_obs
 from rlpipe.run.stages.base import Stage
-from rlpipe.run.stages.episode_info import SuccessTracker, act_and_step
+from rlpipe.run.stages.episode_info import SuccessTracker, act_and_step, episode_sums
 
 __all__ = ["Collector"]
 
 EPISODE_WINDOW = 200
 """Finished episodes averaged in ``train/episode_return_mean``."""
+SLOTTED = ("obs", "action", "sample_log_prob", "reward", "terminated", "truncated")
+"""Rollout keys the step loop writes every step, through per-step views."""
 
 
 class Collector(Stage):
@@ -62,6 +64,9 @@ class Collector(Stage):
         if self.recurrent:
             self._init_recurrent(seq_len, seqs_per_state_reset)
         self._final_obs = zeros_obs(env.obs_spec, (n, horizon), dev)
+        self._slotted: dict[str, Any] = {}
+        self._slots: dict[str, list[Any]] = {}
+        """Per-step views ``[N, ...]`` of the rollout's buffers and of the final observations."""
         self.success = SuccessTracker(n, horizon, dev, EPISODE_WINDOW)
         self._episode_return_at = torch.zeros(n, horizon, device=dev)
         self._episode_length_at = torch.zeros(n, horizon, dtype=torch.int64, device=dev)
@@ -102,26 +107,50 @@ class Collector(Stage):
             self.recurrent_state.zero_()
 
     def _step_loop(self) -> None:
-        ro, obs = self.rollout, self.obs
-        obs_buf, act_buf, logp_buf = ro["obs"], ro["action"], ro["sample_log_prob"]
-        rew_buf, term_buf, trunc_buf, done_buf = (ro["reward"], ro["terminated"], ro["truncated"],
-                                                  ro["done"])
+        """T env steps; per step only the actor, the env and one copy per rollout key.
+
+        The copies go into per-step views made once (:attr:`_slots`); ``done`` and the episode
+        statistics are computed for the whole rollout afterwards (:meth:`_finish_rollout`), and the
+        true final observation is copied only on steps where the env returned one distinct from
+        ``obs`` (some episode ended).
+        """
+        slots, obs = self._step_slots(), self.obs
         for t in range(self.horizon):
-            write_obs(obs_buf, t, obs)
+            write_obs(slots["obs"][t], obs)
             action, log_prob, step = act_and_step(self.env, self.policy, obs, self.deterministic)
-            act_buf[:, t] = action
-            logp_buf[:, t] = log_prob
-            rew_buf[:, t] = step.reward
-            term_buf[:, t] = step.terminated
-            trunc_buf[:, t] = step.truncated
-            done = step.terminated | step.truncated
-            done_buf[:, t] = done
-            write_obs(self._final_obs, t, step.final_obs)
-            self._track_episodes(t, step.reward, done)
-            self.success.track(t, step.info, done)
+            slots["action"][t].copy_(action)
+            slots["sample_log_prob"][t].copy_(log_prob)
+            slots["reward"][t].copy_(step.reward)
+            slots["terminated"][t].copy_(step.terminated)
+            slots["truncated"][t].copy_(step.truncated)
+            if step.final_obs is not step.obs:
+                write_obs(slots["final_obs"][t], step.final_obs)
+            if step.info:
+                self.success.track(t, step.info, step.terminated | step.truncated)
             obs = step.obs
-        obs_buf[:, self.horizon] = obs
+        write_obs(slots["obs"][self.horizon], obs)
         self.obs = obs
+        self._finish_rollout()
+
+    def _step_slots(self) -> dict[str, list[Any]]:
+        """:attr:`_slots`, made again only when a buffer is no longer the rollout's (an event replaced it)."""
+        buffers = {key: self.rollout.get(key) for key in SLOTTED} | {"final_obs": self._final_obs}
+        if any(self._slotted.get(key) is not value for key, value in buffers.items()):
+            self._slotted = buffers
+            self._slots = {key: time_slots(value) for key, value in buffers.items()}
+        return self._slots
+
+    def _finish_rollout(self) -> None:
+        """``done = terminated | truncated`` and the running episode sums, for all T steps at once."""
+        ro, t = self.rollout, self.horizon
+        done = ro["terminated"][:, :t] | ro["truncated"][:, :t]
+        ro["done"][:, :t] = done
+        return_at, length_at = episode_sums(ro["reward"][:, :t], done, self.episode_return,
+                                            self.episode_length)
+        self._episode_return_at.copy_(return_at)
+        self._episode_length_at.copy_(length_at)
+        self.episode_return.copy_(return_at[:, -1].masked_fill(done[:, -1], 0.0))
+        self.episode_length.copy_(length_at[:, -1].masked_fill(done[:, -1], 0))
 
     def _extras(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
         return {RECURRENT_STATE: ((self.policy.state_size,), torch.float32)} if self.recurrent else {}
@@ -151,13 +180,13 @@ class Collector(Stage):
                               ("truncated", step.truncated), ("done", done)):
                 ro[key][:, t] = item
             self._final_obs[:, t], self._final_state[:, t] = step.final_obs, next_state
-            self._track_episodes(t, step.reward, done)
             self.success.track(t, step.info, done)
             state = next_state * (~done).unsqueeze(-1).to(next_state.dtype)
             obs = step.obs
         ro["obs"][:, self.horizon] = obs
         ro["value"][:, self.horizon] = self.policy.step_value(obs, state)
         self.obs, self.recurrent_state = obs, state
+        self._finish_rollout()
         self._fill_recurrent_final_values()
 
     def _fill_recurrent_final_values(self) -> None:
@@ -166,14 +195,6 @@ class Collector(Stage):
         bootstrap = ro["truncated"][:, :-1] & ~ro["terminated"][:, :-1]
         final_value = self.policy.step_value(self._final_obs.flatten(0, 1), self._final_state.flatten(0, 1))
         ro["final_value"][:, :-1] = final_value.view(n, t) * bootstrap
-
-    def _track_episodes(self, t: int, reward: torch.Tensor, done: torch.Tensor) -> None:
-        self.episode_return += reward
-        self.episode_length += 1
-        self._episode_return_at[:, t] = self.episode_return
-        self._episode_length_at[:, t] = self.episode_length
-        self.episode_return.masked_fill_(done, 0.0)
-        self.episode_length.masked_fill_(done, 0)
 
     def _fill_values(self) -> None:
         ro, n, t1 = self.rollout, *self.rollout.batch_size

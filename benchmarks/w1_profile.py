@@ -1,0 +1,225 @@
+"""Where a small workload's time goes: W1 (gymnasium CartPole-v1, 8 envs × 128 steps) phase by phase.
+
+    .venv/bin/python benchmarks/w1_profile.py [--total-steps 100000] [--backend auto|gymnasium]
+        [--store on|off] [--tracking on|off] [--threads N] [--eval] [--json PATH]
+
+W1 is issue 15's small workload: ``CartPole-v1``, 8 envs × 128 steps, PPO with 4 epochs × 4
+minibatches of 256, 64×64 tanh actor and critic, lr 2.5e-4, about 100k env steps, CPU, with the
+defaults otherwise on: every rollout stored, MLflow tracking (into a temporary sqlite store), the
+console row per iteration (captured, not shown). The run goes through :class:`rlpipe.run.loop.OnlineRun`
+as ``rlpipe run`` does; timed from the first iteration to the end of ``finish`` (store flushed,
+MLflow run ended), start-up excluded.
+
+Each phase is measured by wrapping the function that does it with a timer; times are exclusive
+(a wrapped call inside another is subtracted from the outer one), so the rows add up to the wall
+time, and "other" is what no wrapper covers (the loop's own bookkeeping). The wrappers cost about a
+microsecond per call (about 3 % of the total here). Phases:
+
+================================  ================================================================
+env step (simulator)              the env's ``step`` minus the conversions below
+tensor conversions                numpy ↔ torch in the env adapter (actions out, observations in)
+policy forward (actor MLP)        the actor network's forward, one call per env step
+sampling                          the policy's ``sample`` minus the forward: distribution, sample,
+                                  log-probability
+collect bookkeeping               the collector's own work: rollout writes, episode statistics
+values (critic, batched)          the critic over the rollout's observations, once per rollout
+advantage (GAE)                   ``learner.compute_advantages``
+update                            ``learner.update``: 4 epochs × 4 minibatches
+guards                            the non-finite checks around advantage and update
+rollout attrs                     the attributes stored with each rollout (hashes of the config)
+store (critical path)             ``RolloutStore.submit`` (checks, clone) and the final ``close``
+tracking (log call)               ``Tracker.log``: console row, curve.csv, queueing for MLflow
+finish                            ``OnlineRun.finish``: waits for the MLflow process to write what is
+                                  queued and end the run; writes metrics.json
+checkpoint                        the final checkpoint
+================================  ================================================================
+
+Work done off the training thread is reported beside the table, in CPU seconds: the process's other
+threads (the store's writer and its Zarr I/O threads, the MLflow feeder) and the MLflow tracking
+process. On a 2-core machine that work still competes for the cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import math
+import resource
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _bench import DEFAULT_PARAMS, load_average, load_cfg, print_machine, set_threads, write_json
+
+from rlpipe.run import build
+from rlpipe.run import loop as run_loop
+from rlpipe.run.loop import OnlineRun
+
+N_ENVS, N_STEPS, BATCH_SIZE, N_EPOCHS, LR = 8, 128, 256, 4, 2.5e-4
+NET = "{hidden_sizes: [64, 64], activation: tanh}"
+
+
+class Phases:
+    """Exclusive wall time per phase: a wrapped call nested in another is subtracted from the outer one."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self._stack: list[list[float]] = []  # [start, time spent in nested wrapped calls]
+
+    def timed(self, phase: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        stack, seconds, calls, clock = self._stack, self.seconds, self.calls, time.perf_counter
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            frame = [clock(), 0.0]
+            stack.append(frame)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                stack.pop()
+                elapsed = clock() - frame[0]
+                seconds[phase] += elapsed - frame[1]
+                calls[phase] += 1
+                if stack:
+                    stack[-1][1] += elapsed
+
+        return wrapper
+
+    def wrap(self, owner: Any, name: str, phase: str) -> bool:
+        """Replace ``owner.name`` by a timed wrapper; False when ``owner`` has no such attribute."""
+        fn = getattr(owner, name, None)
+        if fn is None:
+            return False
+        setattr(owner, name, self.timed(phase, fn))
+        return True
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add = parser.add_argument
+    add("--params", type=Path, default=DEFAULT_PARAMS, help="params file (default: params.yaml)")
+    add("--total-steps", type=int, default=100_000, help="env steps (default 100000)")
+    add("--backend", default="auto", help="env.backend (default auto: envpool for CartPole-v1)")
+    add("--store", choices=("on", "off"), default="on", help="store.enabled (default on)")
+    add("--tracking", choices=("on", "off"), default="on", help="MLflow tracking (default on)")
+    add("--threads", default="auto", help="trainer.num_threads (default auto)")
+    add("--eval", action="store_true", help="keep periodic evaluation on (SB3's learn has none)")
+    add("--json", type=Path, default=None, help="also write the results as JSON here")
+    return parser.parse_args()
+
+
+def w1_overrides(args: argparse.Namespace, data_dir: Path) -> list[str]:
+    iterations = math.ceil(args.total_steps / (N_ENVS * N_STEPS))
+    uri = f"sqlite:///{data_dir}/mlflow.db"
+    return [
+        "env.id=CartPole-v1", f"env.backend={args.backend}", f"trainer.num_envs={N_ENVS}",
+        f"trainer.buffer_size={N_STEPS}", f"trainer.iterations={iterations}", "trainer.device=cpu",
+        f"trainer.data_dir={data_dir}", "trainer.exp_name=w1", "trainer.stop_when=[]",
+        f"trainer.enable_eval={str(args.eval).lower()}", f"trainer.num_threads={args.threads}",
+        f"policy.actor.network_cfg={NET}", f"policy.critic.network_cfg={NET}",
+        f"algorithm.cfg.batch_size={BATCH_SIZE}", f"algorithm.cfg.n_epochs={N_EPOCHS}",
+        f"algorithm.cfg.learning_rate={LR}", f"store.enabled={'true' if args.store == 'on' else 'false'}",
+        f"tracking.backend={'mlflow' if args.tracking == 'on' else 'none'}", f"tracking.uri={uri}",
+    ]
+
+
+def instrument(online: OnlineRun, phases: Phases) -> None:
+    """Wrap every phase's function of this run (see the module docstring)."""
+    exp = online.exp
+    env, policy, collector = exp.env, exp.learner.policy, exp.collect
+    phases.wrap(online, "collect", "collect bookkeeping")
+    phases.wrap(env, "step", "env step (simulator)")
+    for name in ("_to_numpy", "_to_obs", "_to_torch"):  # the adapters' numpy <-> torch helpers
+        phases.wrap(env, name, "tensor conversions")
+    for module in _conversion_modules():
+        phases.wrap(module, "obs_to_torch", "tensor conversions")
+    phases.wrap(policy.actor, "forward", "policy forward (actor MLP)")
+    phases.wrap(policy, "sample", "sampling")
+    phases.wrap(collector, "_fill_values", "values (critic, batched)")
+    phases.wrap(exp.learner, "compute_advantages", "advantage (GAE)")
+    phases.wrap(exp.learner, "update", "update")
+    for name in ("check_rollout", "before_update", "check_update"):
+        phases.wrap(exp.guard, name, "guards")
+    phases.wrap(run_loop, "_rollout_attrs", "rollout attrs")
+    phases.wrap(run_loop, "_checkpoint_now", "checkpoint")
+    if exp.store is not None:
+        phases.wrap(exp.store, "submit", "store (critical path)")
+        phases.wrap(exp.store, "close", "store (critical path)")
+    if online.tracker is not None:
+        phases.wrap(online.tracker, "log", "tracking (log call)")
+    phases.wrap(online, "finish", "finish (MLflow flush, metrics.json)")
+
+
+def _conversion_modules() -> list[Any]:
+    modules = []
+    for name in ("rlpipe.envs.envpool_env", "rlpipe.envs.gym_adapter"):
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "obs_to_torch"):
+            modules.append(module)
+    return modules
+
+
+def profile(args: argparse.Namespace) -> dict[str, Any]:
+    """One W1 run, instrumented; returns the phase table and the background CPU."""
+    phases = Phases()
+    with tempfile.TemporaryDirectory(prefix="rlpipe-w1-") as tmp:
+        cfg = load_cfg(args.params, w1_overrides(args, Path(tmp)))
+        exp = build(cfg)
+        online = OnlineRun(exp)
+        captured = io.StringIO()
+        with contextlib.redirect_stdout(captured):
+            online.start()
+            instrument(online, phases)
+            process_cpu, thread_cpu = time.process_time(), time.thread_time()
+            children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            load_before = load_average()
+            start = time.perf_counter()
+            while not online.done:
+                online.step()
+            online.finish()
+            wall = time.perf_counter() - start
+            other_threads = (time.process_time() - process_cpu) - (time.thread_time() - thread_cpu)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        threads = exp.learner.device.type == "cpu" and __import__("torch").get_num_threads()
+    covered = sum(phases.seconds.values())
+    rows = [{"phase": name, "seconds": s, "share": s / wall, "calls": phases.calls[name],
+             "us_per_env_step": s / exp.env_steps * 1e6}
+            for name, s in sorted(phases.seconds.items(), key=lambda kv: -kv[1])]
+    rows.append({"phase": "other (loop, metrics, events)", "seconds": wall - covered,
+                 "share": (wall - covered) / wall, "calls": exp.iteration,
+                 "us_per_env_step": (wall - covered) / exp.env_steps * 1e6})
+    tracking_cpu = (children.ru_utime + children.ru_stime) - (children_before.ru_utime + children_before.ru_stime)
+    return {"env_steps": exp.env_steps, "wall_s": wall, "sps": exp.env_steps / wall, "rows": rows,
+            "other_threads_cpu_s": other_threads, "tracking_process_cpu_s": tracking_cpu,
+            "torch_threads": threads, "backend": type(exp.env).__name__,
+            "load_at_start": load_before, "load_at_end": load_average()}
+
+
+def main() -> None:
+    args = parse_args()
+    if args.threads != "auto":
+        set_threads(int(args.threads))
+    result = profile(args)
+    print(f"W1: CartPole-v1 ({result['backend']}), {N_ENVS} envs x {N_STEPS} steps, {N_EPOCHS} epochs x "
+          f"batch {BATCH_SIZE}, 64x64 tanh, store {args.store}, MLflow {args.tracking}, "
+          f"{result['torch_threads']} torch thread(s)")
+    print(f"{result['env_steps']:,} env steps in {result['wall_s']:.2f} s = {result['sps']:,.0f} steps/s "
+          f"(load average {result['load_at_start']} -> {result['load_at_end']})")
+    print(f"{'phase':34s} {'s':>8s} {'share':>7s} {'us/step':>8s} {'calls':>8s}")
+    for row in result["rows"]:
+        print(f"{row['phase']:34s} {row['seconds']:8.2f} {row['share']:7.1%} {row['us_per_env_step']:8.1f} "
+              f"{row['calls']:8d}")
+    print(f"off the training thread: other threads {result['other_threads_cpu_s']:.2f} CPU s, "
+          f"MLflow tracking process {result['tracking_process_cpu_s']:.2f} CPU s")
+    print_machine()
+    write_json(args.json, {"benchmark": "w1_profile", "args": {k: str(v) for k, v in vars(args).items()},
+                           **result})
+
+
+if __name__ == "__main__":
+    main()
