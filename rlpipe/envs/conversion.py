@@ -64,8 +64,8 @@ def success_of(info: Mapping[str, Any], key: str | None, device: torch.device) -
 
 
 def _flat(value: np.ndarray, num_envs: int, device: torch.device) -> torch.Tensor:
-    flat = np.asarray(value, dtype=np.float32).reshape(num_envs, -1)
-    return torch.from_numpy(flat).to(device)
+    flat = torch.from_numpy(np.asarray(value, dtype=np.float32).reshape(num_envs, -1))
+    return flat if device.type == "cpu" else flat.to(device)
 
 
 def _flat_box(space: gym.spaces.Box) -> gym.spaces.Box:

@@ -205,17 +205,16 @@ class EnvpoolEnv(BatchedEnv):
         """Receive every pool's step, reset the done envs, convert to torch."""
         outs = [_recv_and_reset(pool) for pool in self._pools]
         final, nxt = _concat([o[0] for o in outs]), _concat([o[1] for o in outs])
-        reward = np.concatenate([o[2] for o in outs])
-        term, trunc = np.concatenate([o[3] for o in outs]), np.concatenate([o[4] for o in outs])
+        reward, term, trunc = (_concat([o[i] for o in outs]) for i in (2, 3, 4))
         flags = [success_of(o[5], self.success_key, self.device) for o in outs]
         info = {"success": torch.cat([f["success"] for f in flags])} if flags[0] else {}
         self._obs = obs_to_torch(nxt, self.num_envs, self.device)
         any_done = any(o[0] is not o[1] for o in outs)  # else final and next are the same arrays
         return StepResult(
             obs=self._obs,
-            reward=torch.from_numpy(reward.astype(np.float32)).to(self.device),
-            terminated=torch.from_numpy(term).to(self.device),
-            truncated=torch.from_numpy(trunc).to(self.device),
+            reward=_host_tensor(reward.astype(np.float32, copy=False), self.device),
+            terminated=_host_tensor(term, self.device),
+            truncated=_host_tensor(trunc, self.device),
             final_obs=obs_to_torch(final, self.num_envs, self.device) if any_done else self._obs,
             info=info,
         )
@@ -256,6 +255,12 @@ def _recv_and_reset(pool: Any) -> tuple[Any, Any, np.ndarray, np.ndarray, np.nda
         nxt = _copy(obs)
         _assign(nxt, done, fresh)
     return obs, nxt, reward, term, trunc, info
+
+
+def _host_tensor(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    """``from_numpy`` (shares memory), moved only off the CPU."""
+    tensor = torch.from_numpy(array)
+    return tensor if device.type == "cpu" else tensor.to(device)
 
 
 def _concat(parts: list[Any]) -> Any:

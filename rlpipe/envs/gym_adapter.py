@@ -126,10 +126,10 @@ class GymnasiumEnv(BatchedEnv):
         self.last_obs = self._to_obs(obs)
         return StepResult(
             obs=self.last_obs,
-            reward=torch.as_tensor(reward, dtype=torch.float32).to(self.device),
-            terminated=torch.as_tensor(terminated, dtype=torch.bool).to(self.device),
-            truncated=torch.as_tensor(truncated, dtype=torch.bool).to(self.device),
-            final_obs=self._to_obs(final),
+            reward=self._to_torch(reward, np.float32),
+            terminated=self._to_torch(terminated, np.bool_),
+            truncated=self._to_torch(truncated, np.bool_),
+            final_obs=self.last_obs if final is None else self._to_obs(final),
         )
 
     def state_dict(self) -> dict[str, Any]:
@@ -175,25 +175,34 @@ class GymnasiumEnv(BatchedEnv):
         self.vec_env.close()
 
     def _to_obs(self, obs: np.ndarray) -> torch.Tensor:
-        """Batched numpy obs → ``[N, prod(obs_shape)]`` float32 on the device."""
-        flat = np.asarray(obs, dtype=np.float32).reshape(self.num_envs, -1)
-        return torch.from_numpy(flat).to(self.device)
+        """Batched numpy obs → ``[N, prod(obs_shape)]`` float32 on the device (no copy on the CPU)."""
+        return self._to_torch(obs.reshape(self.num_envs, -1), np.float32)
+
+    def _to_torch(self, array: np.ndarray, dtype: type) -> torch.Tensor:
+        """One numpy batch → a tensor on the device: ``from_numpy`` (shares memory), converted only if needed."""
+        tensor = torch.from_numpy(np.asarray(array, dtype=dtype))
+        return tensor if self.device.type == "cpu" else tensor.to(self.device)
 
     def _to_numpy(self, action: torch.Tensor) -> np.ndarray:
-        """``[N]`` / ``[N, *act_shape]`` tensor → the numpy batch gymnasium expects."""
+        """``[N]`` / ``[N, *act_shape]`` tensor → the numpy batch gymnasium expects (a copy only to convert)."""
         array = action.detach().cpu().numpy()
         if isinstance(self.action_space, gymnasium.spaces.Discrete):
-            return array.reshape(self.num_envs).astype(np.int64)
+            return array.reshape(self.num_envs).astype(np.int64, copy=False)
         shape = (self.num_envs, *self.action_space.shape)
-        return array.reshape(shape).astype(self.action_space.dtype)
+        return array.reshape(shape).astype(self.action_space.dtype, copy=False)
 
 
-def _final_obs(obs: np.ndarray, infos: dict[str, Any]) -> np.ndarray:
-    """``[N, ...]``: ``obs`` with each finished env's row replaced by its true last observation."""
+def _final_obs(obs: np.ndarray, infos: dict[str, Any]) -> np.ndarray | None:
+    """``[N, ...]``: ``obs`` with each finished env's row replaced by its true last observation.
+
+    ``None`` when no episode ended this step (the final observations are then ``obs`` itself).
+    """
+    rows = np.flatnonzero(infos["_final_obs"]) if "final_obs" in infos else ()
+    if not len(rows):
+        return None
     final = np.array(obs, copy=True)
-    if "final_obs" in infos:
-        for i in np.flatnonzero(infos["_final_obs"]):
-            final[i] = infos["final_obs"][i]
+    for i in rows:
+        final[i] = infos["final_obs"][i]
     return final
 
 

@@ -73,9 +73,9 @@ class CategoricalHead(ActionHead):
     def evaluate(self, out: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``Categorical(logits=out)``'s ``log_prob(action)`` and ``entropy()``, without the object."""
         logits = _normalized(out)
-        probs = torch.softmax(logits, -1)
-        entropy = -(logits.clamp(min=torch.finfo(logits.dtype).min) * probs).sum(-1)
-        return _gather(logits, action), entropy
+        log_prob = _gather(logits, action)  # before the entropy, as PPO calls the distribution: the
+        probs = torch.softmax(logits, -1)  # gradients then accumulate in the same order
+        return log_prob, -(logits.clamp(min=torch.finfo(logits.dtype).min) * probs).sum(-1)
 
 
 class GaussianHead(ActionHead):
@@ -112,8 +112,8 @@ class GaussianHead(ActionHead):
     def evaluate(self, out: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The Gaussian's ``log_prob(action)`` and ``entropy()`` summed over action dims."""
         std = self.log_std.exp().expand_as(out)
-        entropy = (0.5 + 0.5 * math.log(2 * math.pi) + torch.log(std)).sum(-1)
-        return _normal_log_prob(action, out, std), entropy
+        log_prob = _normal_log_prob(action, out, std)  # first, as with the distribution (see above)
+        return log_prob, (0.5 + 0.5 * math.log(2 * math.pi) + torch.log(std)).sum(-1)
 
 
 def _normalized(out: torch.Tensor) -> torch.Tensor:

@@ -75,3 +75,31 @@ def test_evaluator_reports_the_success_rate() -> None:
     assert metrics["eval/episodes"] == 8 and metrics["eval/success_rate"] == 0.5
     plain = build_env("CartPole", 2, "cpu", {"max_episode_steps": 2})
     assert "eval/success_rate" not in Evaluator(plain, small_policy(plain), num_episodes=1, seed=0)()
+
+
+def _stepwise_sums(reward, done, return0, length0):
+    """The per-step loop the collector ran before ``episode_sums`` (the reference)."""
+    ret, length = return0.clone(), length0.clone()
+    return_at, length_at = torch.zeros_like(reward), torch.zeros(reward.shape, dtype=torch.int64)
+    for t in range(reward.shape[1]):
+        ret += reward[:, t]
+        length += 1
+        return_at[:, t], length_at[:, t] = ret, length
+        ret.masked_fill_(done[:, t], 0.0)
+        length.masked_fill_(done[:, t], 0)
+    return return_at, length_at
+
+
+def test_episode_sums_equal_the_stepwise_running_sums():
+    from rlpipe.run.stages.episode_info import episode_sums
+
+    gen = torch.Generator().manual_seed(0)
+    reward = torch.randint(-3, 4, (6, 40), generator=gen).float() / 4  # exact in float32
+    done = torch.rand(6, 40, generator=gen) < 0.15
+    done[0] = False  # an episode running through the whole rollout
+    done[1, -1] = True  # one ending on the last step
+    return0, length0 = torch.tensor([2.5, 0.0, 1.0, 0.0, 7.25, 3.0]), torch.tensor([3, 0, 1, 0, 9, 4])
+    return_at, length_at = episode_sums(reward, done, return0, length0)
+    ref_return, ref_length = _stepwise_sums(reward, done, return0, length0)
+    assert torch.equal(return_at, ref_return) and torch.equal(length_at, ref_length)
+    assert return_at.dtype == torch.float32 and length_at.dtype == torch.int64
