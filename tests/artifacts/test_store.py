@@ -14,6 +14,7 @@ from tensordict import TensorDict
 
 import rlpipe.artifacts.store as store_mod
 import rlpipe.artifacts.zarr_io as zarr_io
+from rlpipe.artifacts import zarr_direct
 from rlpipe.artifacts.store import RolloutStore, StoreError, read_rollout, write_rollout
 from rlpipe.artifacts.zarr_io import ChunkChecksumError
 from rlpipe.config import StoreCfg
@@ -153,22 +154,34 @@ def test_unknown_codec_and_bad_attrs_are_store_errors(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------- atomicity
 
 
+@pytest.mark.parametrize("codec", ["none", "blosc-lz4"])
 def test_failure_mid_write_leaves_no_store_and_no_temporary(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codec: str
 ) -> None:
-    real = zarr_io._write_array
     calls = []
+    if codec == "none":  # written file by file (zarr_direct)
+        real_direct = zarr_direct._write_array
 
-    async def fail_after_first(*args: object, **kwargs: object) -> None:
-        calls.append(args[1])
-        if len(calls) > 1:
-            raise OSError(5, "Input/output error")
-        await real(*args, **kwargs)
+        def fail_direct(*args: object, **kwargs: object) -> None:
+            calls.append(args[0])
+            if len(calls) > 1:
+                raise OSError(5, "Input/output error")
+            real_direct(*args, **kwargs)
 
-    monkeypatch.setattr(zarr_io, "_write_array", fail_after_first)
+        monkeypatch.setattr(zarr_direct, "_write_array", fail_direct)
+    else:  # written through zarr's async API
+        real = zarr_io._write_array
+
+        async def fail_after_first(*args: object, **kwargs: object) -> None:
+            calls.append(args[1])
+            if len(calls) > 1:
+                raise OSError(5, "Input/output error")
+            await real(*args, **kwargs)
+
+        monkeypatch.setattr(zarr_io, "_write_array", fail_after_first)
     path = tmp_path / "iter-000001.zarr"
     with pytest.raises(OSError, match="Input/output error"):
-        write_rollout(path, make_rollout(), {"iteration": 1})
+        write_rollout(path, make_rollout(), {"iteration": 1}, codec=codec)
     assert len(calls) > 1
     assert not path.exists()
     assert list(tmp_path.iterdir()) == []
