@@ -44,9 +44,11 @@ __all__ = [
 ]
 
 AUTO = "auto"
-PARALLEL_MACS = 2**27
+PARALLEL_MACS = 2**32
 """Forward multiply-accumulates (rows × Σ in×out) from which ``auto`` uses more than one thread:
-about 134 M, e.g. 16,384 rows through two 256×256 MLPs; W1 has 256 × 2 × 4,544 ≈ 2.3 M."""
+about 4.3 G. Measured on 2 cores at a load average of 12 (``benchmarks/threads.py``): 2 threads
+were 5–20× slower than 1 up to 16,384 rows through two 256×256 MLPs (2.4 G, 0.58×) and only
+gained at 16,384 rows through two 512×512 MLPs (9.1 G, 1.31×). W1 is 256 × 8,896 ≈ 2.3 M."""
 
 _warned = False
 """The oversubscription warning was printed in this process (it is printed at most once)."""

@@ -92,7 +92,7 @@ def test_params_hash_changes_with_params():
         ('store.enabled="yes"', r"store.enabled: Input should be true or false \(got 'yes'\)"),
         ("store.enabled=1", r"store.enabled: Input should be true or false \(got 1\)"),
         ('trainer.seed="7"', r"trainer.seed: Input should be a valid integer, not a string"),
-        ('trainer.num_threads="2"', r"trainer.num_threads: Input should be a valid integer, not a string"),
+        ('trainer.num_threads="2"', r"trainer.num_threads: got '2'; accepted: auto, a positive integer"),
         ("trainer.exp_name=../x", r"trainer.exp_name: got '../x'; a plain folder name"),
         ("trainer.exp_name=/tmp/x", r"trainer.exp_name: got '/tmp/x'; a plain folder name"),
         ("trainer.exp_name=..", r"trainer.exp_name: got '..'; a plain folder name"),

@@ -44,6 +44,8 @@ HTTP_ENV_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUES
 """MLflow's defaults retry for minutes; a run should fail or degrade in seconds (the user's env wins)."""
 MAX_PARAMS_PER_BATCH = 100
 """MLflow takes at most 100 params per ``log_batch``."""
+MAX_METRICS_PER_BATCH = 1000
+"""MLflow's limit on metrics per ``log_batch``."""
 
 
 class TrackingError(ValueError):
@@ -174,15 +176,23 @@ class MlflowRun:
 
     def log_metrics(self, metrics: dict[str, float], step: int, timestamp_ms: int | None = None) -> None:
         """Write one batch of the finite numeric ``metrics`` at ``step`` (one ``log_batch``)."""
+        self.log_metric_rows([(metrics, step, timestamp_ms)])
+
+    def log_metric_rows(self, rows: list[tuple[dict[str, float], int, int | None]]) -> None:
+        """Write several ``(metrics, step, timestamp_ms)`` rows in as few ``log_batch`` calls as MLflow allows.
+
+        One SQLite transaction per call is most of a small run's tracking cost; the tracking process
+        coalesces the iterations that arrive close together (:mod:`rlpipe.tracking.sink`).
+        """
         from mlflow.entities import Metric
 
-        now = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
-        batch = [Metric(k, float(v), now, int(step)) for k, v in metrics.items()
+        now = int(time.time() * 1000)
+        batch = [Metric(k, float(v), now if ts is None else int(ts), int(step))
+                 for metrics, step, ts in rows for k, v in metrics.items()
                  if isinstance(v, int | float) and math.isfinite(v)]
-        if not batch:
-            return
         try:
-            self.client.log_batch(self.run_id, metrics=batch)
+            for i in range(0, len(batch), MAX_METRICS_PER_BATCH):
+                self.client.log_batch(self.run_id, metrics=batch[i:i + MAX_METRICS_PER_BATCH])
         except Exception as exc:  # tracking trouble must not stop training
             self._warn("metrics write", exc)
 

@@ -4,7 +4,8 @@ The training process (:class:`rlpipe.tracking.background.BackgroundRun`) starts 
 JSON message per line on its stdin, in order:
 
 * ``{"op": "open", "uri", "experiment", "params", "tags", "run_name", "cwd"}`` (first, once);
-* ``{"op": "metrics", "metrics": {key: value}, "step": env_steps, "ts": epoch_ms}`` per iteration;
+* ``{"op": "metrics", "metrics": {key: value}, "step": env_steps, "ts": epoch_ms}`` per iteration
+  (written together with those that follow within ``COALESCE_S``, in one ``log_batch``);
 * ``{"op": "artifact", "path", "artifact_path"}`` and ``{"op": "text", "name", "text"}`` (a small
   file written here, e.g. the resolved ``params.yaml``);
 * ``{"op": "end", "status"}``.
@@ -29,8 +30,11 @@ signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 import json  # noqa: E402  (after the signal set-up on purpose)
 import os  # noqa: E402
+import queue  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import IO, Any  # noqa: E402
 
@@ -64,6 +68,51 @@ def _apply(run: Any, message: dict[str, Any], scratch: Path) -> None:
         run.log_artifact(path, message.get("artifact_path"))
 
 
+COALESCE_S = 1.0
+"""Metrics wait at most this long to be written together with the iterations that follow them."""
+
+
+class _Pending:
+    """Metrics rows not yet written: one ``log_batch`` for all the iterations of up to ``COALESCE_S``.
+
+    A small run logs an iteration every few tens of milliseconds, and one SQLite transaction per
+    iteration then costs the tracking process more CPU than the trainer's own thread has left on a
+    2-core machine (about 18 ms a write, ``benchmarks/w1_profile.py``).
+    """
+
+    def __init__(self, run: Any) -> None:
+        self.run, self.rows, self.since = run, [], 0.0
+
+    def add(self, message: dict[str, Any]) -> None:
+        if not self.rows:
+            self.since = time.monotonic()
+        self.rows.append((message["metrics"], message["step"], message.get("ts")))
+        if time.monotonic() - self.since >= COALESCE_S:
+            self.flush()
+
+    def wait(self) -> float | None:
+        """Seconds until the pending rows are due (``None``: nothing pending, wait for input)."""
+        return max(0.0, self.since + COALESCE_S - time.monotonic()) if self.rows else None
+
+    def flush(self) -> None:
+        if self.rows:
+            rows, self.rows = self.rows, []
+            self.run.log_metric_rows(rows)
+
+
+def _read_ahead(lines: IO[str]) -> queue.Queue[str | None]:
+    """Lines of ``lines`` on a queue, read by a thread (``None`` at the end of input)."""
+    messages: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        for line in lines:
+            messages.put(line)
+        messages.put(None)
+
+    threading.Thread(target=read, name="rlpipe-sink-read", daemon=True).start()
+    return messages
+
+
 def serve(lines: IO[str], out: IO[str]) -> str:
     """Handle the messages of ``lines`` (see the module doc); return the status the run ended with."""
     first = lines.readline()
@@ -80,13 +129,26 @@ def serve(lines: IO[str], out: IO[str]) -> str:
         return "none"
     _say(out, {"run_id": run.run_id})
     status = "KILLED"  # input ended without an end message: the trainer was killed
+    messages, pending = _read_ahead(lines), _Pending(run)
     with tempfile.TemporaryDirectory(prefix="rlpipe-mlflow-") as scratch:
-        for line in lines:
+        while True:
+            try:
+                line = messages.get(timeout=pending.wait())
+            except queue.Empty:  # metrics waited COALESCE_S: write them
+                pending.flush()
+                continue
+            if line is None:
+                break
             message = json.loads(line)
+            if message["op"] == "metrics":
+                pending.add(message)
+                continue
+            pending.flush()  # in order: metrics before the artifact or the end that follows them
             if message["op"] == "end":
                 status = message["status"]
                 break
             _apply(run, message, Path(scratch))
+        pending.flush()
     run.end(status)
     final = status if run.error is None else "FAILED"
     _say(out, {"ended": final})
