@@ -193,7 +193,8 @@ def profile(args: argparse.Namespace) -> dict[str, Any]:
     rows.append({"phase": "other (loop, metrics, events)", "seconds": wall - covered,
                  "share": (wall - covered) / wall, "calls": exp.iteration,
                  "us_per_env_step": (wall - covered) / exp.env_steps * 1e6})
-    tracking_cpu = (children.ru_utime + children.ru_stime) - (children_before.ru_utime + children_before.ru_stime)
+    tracking_cpu = (children.ru_utime + children.ru_stime) - (
+        children_before.ru_utime + children_before.ru_stime)
     return {"env_steps": exp.env_steps, "wall_s": wall, "sps": exp.env_steps / wall, "rows": rows,
             "other_threads_cpu_s": other_threads, "tracking_process_cpu_s": tracking_cpu,
             "torch_threads": threads, "backend": type(exp.env).__name__,

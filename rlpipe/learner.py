@@ -80,7 +80,7 @@ class Learner:
 
     def configure_threads(self, setting: int | str | None, num_envs: int, horizon: int,
                           announce: bool = True) -> int:
-        """Set torch's CPU threads for this learner's run (``trainer.num_threads``); see :mod:`rlpipe.threads`."""
+        """Set torch's CPU threads for this run (``trainer.num_threads``); see :mod:`rlpipe.threads`."""
         processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # ranks on this machine (torchrun)
         return configure_threads(setting, self.largest_batch(num_envs, horizon),
                                  linear_shapes(self.policy), processes, announce)

@@ -157,7 +157,7 @@ def time_slots(buffer: torch.Tensor | TensorDict) -> list[torch.Tensor | dict[st
 
 
 def write_obs(slot: torch.Tensor | dict[str, torch.Tensor], obs: torch.Tensor | TensorDict) -> None:
-    """Copy ``obs`` ``[N, ...]`` into one step's view of a buffer (from :func:`time_slots`), key by key for dicts.
+    """Copy ``obs`` ``[N, ...]`` into one step's view of a buffer (:func:`time_slots`), key by key for dicts.
 
     A plain tensor copy per key costs a fraction of TensorDict's generic indexed assignment.
     """

@@ -13,6 +13,7 @@ from rlpipe.learner import Learner
 W1 = ["env.id=CartPole-v1", "trainer.num_envs=8", "trainer.buffer_size=128", "trainer.device=cpu",
       "algorithm.cfg.batch_size=256", "algorithm.cfg.n_epochs=4"]
 W1_LAYERS = [(4, 64), (64, 64), (64, 2), (4, 64), (64, 64), (64, 1)]
+CPU = torch.device("cpu")
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +40,7 @@ def test_w1_learner_sets_one_thread_where_torch_had_more(monkeypatch, capsys):
     monkeypatch.setattr(threads, "load_average", lambda: 0.0)
     cfg = load("params.yaml", W1)
     assert cfg.trainer.num_threads == "auto"
-    learner = Learner.from_config(cfg, gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), torch.device("cpu"))
+    learner = Learner.from_config(cfg, gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), CPU)
     assert learner.largest_batch(8, 128) == 256
     torch.set_num_threads(2)
     assert learner.configure_threads(cfg.trainer.num_threads, 8, 128) == 1
@@ -62,7 +63,7 @@ def test_threads_times_processes_over_the_cores_is_named_with_the_fix(monkeypatc
     monkeypatch.setattr(threads, "available_cores", lambda: 2)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     cfg = load("params.yaml", W1)
-    learner = Learner.from_config(cfg, gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), torch.device("cpu"))
+    learner = Learner.from_config(cfg, gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), CPU)
     learner.configure_threads(2, 8, 128)
     err = capsys.readouterr().err.strip()
     assert err == ("Warning: the CPU is oversubscribed (2 torch threads × 2 processes > 2 cores): "

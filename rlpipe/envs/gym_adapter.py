@@ -175,16 +175,16 @@ class GymnasiumEnv(BatchedEnv):
         self.vec_env.close()
 
     def _to_obs(self, obs: np.ndarray) -> torch.Tensor:
-        """Batched numpy obs → ``[N, prod(obs_shape)]`` float32 on the device (no copy on the CPU)."""
+        """Batched numpy obs → ``[N, prod(obs_shape)]`` float32 on the device (no copy on a CPU)."""
         return self._to_torch(obs.reshape(self.num_envs, -1), np.float32)
 
     def _to_torch(self, array: np.ndarray, dtype: type) -> torch.Tensor:
-        """One numpy batch → a tensor on the device: ``from_numpy`` (shares memory), converted only if needed."""
+        """A numpy batch → a tensor on the device: ``from_numpy`` (shared memory), converted if needed."""
         tensor = torch.from_numpy(np.asarray(array, dtype=dtype))
         return tensor if self.device.type == "cpu" else tensor.to(self.device)
 
     def _to_numpy(self, action: torch.Tensor) -> np.ndarray:
-        """``[N]`` / ``[N, *act_shape]`` tensor → the numpy batch gymnasium expects (a copy only to convert)."""
+        """``[N]`` or ``[N, *act_shape]`` tensor → the numpy batch gymnasium expects (no copy if it fits)."""
         array = action.detach().cpu().numpy()
         if isinstance(self.action_space, gymnasium.spaces.Discrete):
             return array.reshape(self.num_envs).astype(np.int64, copy=False)

@@ -36,7 +36,9 @@ class MLPActorPolicy(Policy):
         """``(action [B, *act], log_prob [B])`` through the head's fast path (no distribution object)."""
         return self.head.sample(self.actor(self.actor_obs(obs)), deterministic)
 
-    def evaluate(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def evaluate(
+        self, obs: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(log_prob [B], entropy [B], value [B])`` of given actions through the head's fast path."""
         log_prob, entropy = self.head.evaluate(self.actor(self.actor_obs(obs)), action)
         return log_prob, entropy, self.value(obs)

@@ -34,7 +34,7 @@ class ActionHead(nn.Module):
         raise NotImplementedError
 
     def sample(self, out: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(action [B, *act], log_prob [B])`` from actor outputs ``[B, out_dim]``; mode when ``deterministic``."""
+        """``(action [B, *act], log_prob [B])`` of actor outputs ``[B, out_dim]``; mode if deterministic."""
         dist = self.distribution(out)
         action = self.mode(dist) if deterministic else dist.sample()
         return action, dist.log_prob(action)
@@ -100,7 +100,7 @@ class GaussianHead(ActionHead):
         return dist.mean
 
     def sample(self, out: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """The Gaussian's sample (or mean) and its log-probability summed over action dims, without the object."""
+        """The Gaussian's sample (or mean) and its log-probability summed over action dims, no object."""
         std = self.log_std.exp().expand_as(out)
         if deterministic:
             action = out

@@ -179,7 +179,7 @@ class MlflowRun:
         self.log_metric_rows([(metrics, step, timestamp_ms)])
 
     def log_metric_rows(self, rows: list[tuple[dict[str, float], int, int | None]]) -> None:
-        """Write several ``(metrics, step, timestamp_ms)`` rows in as few ``log_batch`` calls as MLflow allows.
+        """Write ``(metrics, step, timestamp_ms)`` rows in as few ``log_batch`` calls as MLflow allows.
 
         One SQLite transaction per call is most of a small run's tracking cost; the tracking process
         coalesces the iterations that arrive close together (:mod:`rlpipe.tracking.sink`).

@@ -17,9 +17,9 @@ def _rollout(n: int, obs: tuple[int, ...] | dict[str, tuple[int, ...]], action: 
     dtype = torch.float32 if action else torch.int64
     extras = {"action_mean": ((2,), torch.float32)}
     ro = allocate_rollout(n, 4, obs, action, dtype, "cpu", extras)
-    for key, value in ro.items(include_nested=True, leaves_only=True):
-        value.copy_(torch.randint(0, 3, value.shape, generator=gen).to(value.dtype) * 0.5
-                    if value.is_floating_point() else torch.randint(0, 2, value.shape, generator=gen).to(value.dtype))
+    for _, value in ro.items(include_nested=True, leaves_only=True):
+        draw = torch.randint(0, 3 if value.is_floating_point() else 2, value.shape, generator=gen)
+        value.copy_(draw * 0.5 if value.is_floating_point() else draw)
     ro.set(("extras", "action_mean"), ro.pop("action_mean"))  # a nested key: a subgroup on disk
     return ro
 
