@@ -4,11 +4,15 @@ Every writer of a run directory goes through here. A file is written to a hidden
 sibling (``.<name>.tmp-<pid>-<token>``), fsynced and renamed into place; a folder (a Zarr group) is
 built under such a temporary and renamed when complete. Deletions rename to ``.<name>.del-…``
 first, so a reader sees a whole entry or none. Temporaries of dead processes are cleaned at start.
+
+On an object store (an :class:`~rlpipe.artifacts.fs.ObjectPath`) a file is one PUT, which is
+atomic by itself, and a folder is deleted key by key (see :mod:`rlpipe.artifacts.fs`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
@@ -19,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlpipe import faults
+from rlpipe.artifacts.fs import AnyPath, ObjectPath, as_path, is_object, remove_tree
 
 __all__ = [
     "atomic_write",
@@ -27,6 +32,7 @@ __all__ = [
     "clean_temporaries",
     "delete_tree",
     "pid_alive",
+    "remove_entry",
     "publish_dir",
     "staged_files",
     "temporary_sibling",
@@ -41,9 +47,15 @@ def temporary_sibling(path: Path, kind: str = "tmp") -> Path:
     return path.with_name(f".{path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}")
 
 
-def atomic_write(path: Path, write: Callable[[IO[bytes]], Any], fsync: bool = True) -> None:
-    """Run ``write(file)`` on a temporary sibling, fsync it, rename it to ``path``, fsync the folder."""
-    path = Path(path)
+def atomic_write(path: AnyPath, write: Callable[[IO[bytes]], Any], fsync: bool = True) -> None:
+    """Run ``write(file)`` on a temporary sibling, fsync it, rename it to ``path``, fsync the folder.
+
+    On an object store: ``write`` fills a buffer that is put as the whole object in one request.
+    """
+    path = as_path(path)
+    if isinstance(path, ObjectPath):
+        _put_whole(path, write)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_sibling(path)
     kind = fault_kind(path)
@@ -66,6 +78,15 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any], fsync: bool = Tr
     faults.point(f"renamed.{kind}")
     if fsync:
         _fsync_dir(path.parent)
+
+
+def _put_whole(path: ObjectPath, write: Callable[[IO[bytes]], Any]) -> None:
+    buffer = io.BytesIO()
+    write(buffer)
+    kind = fault_kind(path)
+    faults.point(f"write.{kind}")
+    path.write_bytes(buffer.getbuffer())
+    faults.point(f"renamed.{kind}")
 
 
 def fault_kind(path: Path) -> str:
@@ -121,19 +142,39 @@ def staged_files(directory: Path, name: str) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def delete_tree(path: Path) -> None:
-    """Remove folder ``path`` so that no reader ever sees it half-deleted (rename, then delete)."""
+def delete_tree(path: AnyPath) -> None:
+    """Remove folder ``path`` so that no reader ever sees it half-deleted (rename, then delete).
+
+    On an object store every key under the prefix is deleted (a rollout group's root ``zarr.json``
+    goes with the rest, so readers see it whole, then uncommitted, then gone).
+    """
+    if isinstance(path, ObjectPath):
+        remove_tree(path)
+        return
     trash = temporary_sibling(path, "del")
     os.rename(path, trash)
     shutil.rmtree(trash)
+
+
+def remove_entry(path: AnyPath) -> None:
+    """Remove a file or a whole folder (``--overwrite`` clearing a run directory)."""
+    if isinstance(path, ObjectPath):
+        remove_tree(path)
+    elif path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
 
 
 def clean_temporaries(directory: Path, names: re.Pattern[str] | None = None) -> list[Path]:
     """Remove temporaries of dead processes (and of this one) in ``directory``; return them.
 
     ``names`` restricts the clean-up to temporaries whose final name matches it. A temporary of this
-    process counts as dead: call this before the process writes anything there.
+    process counts as dead: call this before the process writes anything there. An object store
+    has no temporaries (its writes are single PUTs; uncommitted groups are the store's to clean).
     """
+    if is_object(directory):
+        return []
     directory = Path(directory)
     removed: list[Path] = []
     for path in directory.iterdir() if directory.is_dir() else ():

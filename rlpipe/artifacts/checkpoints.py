@@ -29,6 +29,7 @@ from rlpipe import faults
 from rlpipe.artifacts.atomic import atomic_write, atomic_write_text
 from rlpipe.artifacts.atomic import clean_temporaries as _clean
 from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.layout import (
     BEST,
     CHECKPOINT_NAME,
@@ -57,7 +58,7 @@ __all__ = [
 
 def checkpoint_path(directory: Path, iteration: int) -> Path:
     """``directory/ckpt-{iteration:06d}.pt``."""
-    return Path(directory) / checkpoint_name(iteration)
+    return as_path(directory) / checkpoint_name(iteration)
 
 
 def save_checkpoint(
@@ -71,7 +72,7 @@ def save_checkpoint(
     ``keep_last`` keeps the newest K checkpoints plus the best one (``None``: keep all).
     Returns the checkpoint's path.
     """
-    directory = Path(directory)
+    directory = as_path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = checkpoint_path(directory, iteration)
     buffer = io.BytesIO()
@@ -99,7 +100,7 @@ def verify_checkpoint(path: Path, data: bytes | memoryview | None = None) -> Non
 
     A checkpoint without a sidecar (written before checksums existed) passes.
     """
-    path = Path(path)
+    path = as_path(path)
     try:
         recorded = checksum_path(path).read_text(errors="replace").split()
     except FileNotFoundError:
@@ -143,7 +144,7 @@ def _apply_retention(directory: Path, keep_last: int, protect: Path) -> None:
 
 def clean_temporaries(directory: Path) -> list[Path]:
     """Remove temporaries of checkpoint and pointer writes left by dead processes; return them."""
-    return _clean(Path(directory))
+    return _clean(as_path(directory))
 
 
 def latest_checkpoint(directory: Path) -> Path | None:
@@ -153,7 +154,7 @@ def latest_checkpoint(directory: Path) -> Path | None:
     a damaged pointer (with a warning naming it). On the fallback, checkpoints failing their checksum
     are passed over with a warning.
     """
-    directory = Path(directory)
+    directory = as_path(directory)
     pointer = directory / LATEST
     try:
         raw = pointer.read_bytes()
@@ -185,8 +186,8 @@ def _newest_valid(found: dict[int, Path]) -> Path | None:
 
 def best_checkpoint(directory: Path) -> Path | None:
     """Return the checkpoint the ``best`` pointer names, or ``None``."""
-    best = _read_best(Path(directory))
-    return Path(directory) / best["file"] if best else None
+    best = _read_best(as_path(directory))
+    return as_path(directory) / best["file"] if best else None
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -195,7 +196,7 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     Raises :class:`StoreError` naming the file when it is missing, truncated or not a checkpoint,
     and :class:`ChecksumError` when its bytes do not match its ``.sha256`` sidecar.
     """
-    path = Path(path)
+    path = as_path(path)
     if not path.is_file():
         raise StoreError(f"{path}: no checkpoint here")
     data = path.read_bytes()

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from rlpipe.artifacts.atomic import pid_alive
+from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.layout import lock_path
 
 __all__ = ["LockedError", "RunLock"]
@@ -34,7 +35,7 @@ class RunLock:
     _held: dict[Path, int] = {}  # lock path → nesting depth in this process
 
     def __init__(self, directory: Path, command: str = "rlpipe") -> None:
-        self.path = lock_path(Path(directory)).absolute()
+        self.path = lock_path(as_path(directory)).absolute()
         self.command = command
 
     def acquire(self) -> RunLock:

@@ -19,6 +19,7 @@ from tensordict import TensorDict
 from rlpipe import faults
 from rlpipe.artifacts.atomic import clean_temporaries, delete_tree
 from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.layout import ROLLOUT_NAME, numbered, rollout_name
 from rlpipe.artifacts.zarr_io import (
     CODECS,
@@ -66,7 +67,7 @@ class RolloutStore:
     """
 
     def __init__(self, root: Path, cfg: StoreCfg) -> None:
-        self.root = Path(root)
+        self.root = as_path(root)
         self.cfg = cfg
         self._queue: queue.Queue[_Job | None] = queue.Queue()  # bounded by the slots
         self._slots = threading.BoundedSemaphore(cfg.queue_size)
@@ -223,7 +224,7 @@ def write_rejected(path: Path, rollout: TensorDict, attrs: dict[str, Any], reaso
 
     An earlier rejected store of the same iteration (a resumed run that hit it again) is replaced.
     """
-    path = Path(path)
+    path = as_path(path)
     if path.exists():
         delete_tree(path)
     write_rollout(path, rollout.to("cpu"), {**attrs, REJECTED_ATTR: reason})

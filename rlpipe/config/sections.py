@@ -17,6 +17,7 @@ from pydantic import (
 )
 
 from rlpipe.config.errors import ConfigError, format_validation_error
+from rlpipe.config.location import location, url_problem
 from rlpipe.config.strict import coercion_problem
 
 __all__ = [
@@ -180,7 +181,8 @@ class TrainerCfg(StrictModel):
     """CPU threads torch may use (``null``: torch's default, one per core); 1 suits small networks
     on a shared machine."""
     data_dir: str = "data"
-    """Root of every output (rollouts, checkpoints, metrics)."""
+    """Root of every output (rollouts, checkpoints, metrics): a folder, or an fsspec URL such as
+    ``s3://bucket/prefix`` (endpoint and credentials from ``AWS_ENDPOINT_URL`` and its kin)."""
     distributed: bool = False
     """Use torch.distributed (launch with torchrun)."""
     horizons_per_env_reset: int = -1
@@ -218,6 +220,14 @@ class TrainerCfg(StrictModel):
         head, _, index = value.partition(":")
         if head not in {"auto", "cpu", "cuda"} or (index and not index.isdigit()):
             raise ValueError(f"got {value!r}; accepted: auto, cpu, cuda, cuda:N")
+        return value
+
+    @field_validator("data_dir")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        problem = url_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @field_validator("exp_name")
@@ -372,4 +382,4 @@ class RunConfig(StrictModel):
     @property
     def run_dir(self) -> Path:
         """``<data_dir>/<exp_name>``: every output of this experiment lives below it."""
-        return Path(self.trainer.data_dir) / self.trainer.exp_name
+        return location(self.trainer.data_dir) / self.trainer.exp_name

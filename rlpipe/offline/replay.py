@@ -30,6 +30,7 @@ from tensordict import TensorDict
 from rlpipe.algorithms import resolve_algo_cfg
 from rlpipe.artifacts.checkpoints import load_checkpoint
 from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.layout import ROLLOUT_NAME, RunLayout, iteration_from_name, numbered, rollout_name
 from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.shards import read_any_attrs
@@ -231,7 +232,7 @@ def replay(cfg: RunConfig, rollouts: Path, out: Path, iterations: tuple[int, int
     ``checkpoint.keep_last``). Rollouts the non-finite guard rejected are refused unless
     ``allow_rejected``. ``out`` is locked while it is written. Returns the summary (``metrics.json``).
     """
-    rollouts, out = Path(rollouts), RunLayout(out)
+    rollouts, out = as_path(rollouts), RunLayout(out)
     if start is not None and not chain:
         raise ConfigError("replay: a start checkpoint (--from) replays a chain; add --chain")
     layout = RunLayout.of_rollouts(rollouts)
