@@ -29,7 +29,7 @@ from rlpipe import faults
 from rlpipe.artifacts.atomic import atomic_write, atomic_write_text
 from rlpipe.artifacts.atomic import clean_temporaries as _clean
 from rlpipe.artifacts.errors import StoreError
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import AnyPath, PreconditionFailed, as_path, is_object, read_versioned, replace_if
 from rlpipe.artifacts.layout import (
     BEST,
     CHECKPOINT_NAME,
@@ -40,6 +40,7 @@ from rlpipe.artifacts.layout import (
     iteration_from_name,
     numbered,
 )
+from rlpipe.artifacts.lock import LockedError
 from rlpipe.rollout import RefusedDataError
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "load_checkpoint",
     "save_checkpoint",
     "verify_checkpoint",
+    "write_pointer",
 ]
 
 
@@ -81,14 +83,39 @@ def save_checkpoint(
     # The checksum goes first: a checkpoint under its final name always has its sidecar.
     atomic_write_text(checksum_path(path), f"{hashlib.sha256(data).hexdigest()}  {path.name}\n")
     atomic_write(path, lambda f: f.write(data))
-    atomic_write_text(directory / LATEST, f"{path.name}\n")
+    write_pointer(directory / LATEST, f"{path.name}\n")
     if best_metric is not None and _beats_best(directory, best_metric):
         record = json.dumps({"file": path.name, "metric": float(best_metric)})
-        atomic_write_text(directory / BEST, f"{record}\n")
+        write_pointer(directory / BEST, f"{record}\n")
     if keep_last is not None:
         faults.point("checkpoint.retention")
         _apply_retention(directory, keep_last, protect=path)
     return path
+
+
+_POINTER_ETAGS: dict[AnyPath, str] = {}
+"""The ETag of each pointer this process last wrote on an object store."""
+
+
+def write_pointer(path: AnyPath, text: str) -> None:
+    """Point ``latest``/``best``: atomically; on an object store by a conditional overwrite.
+
+    The overwrite holds only while the pointer is still the one this process last wrote (or read,
+    on its first write): a writer that lost the run lock to another cannot move it back.
+    """
+    if not is_object(path):
+        atomic_write_text(path, text)
+        return
+    etag = _POINTER_ETAGS.get(path)
+    if etag is None:
+        current = read_versioned(path)
+        etag = current[1] if current else None
+    faults.point(f"write.{path.name}")
+    try:
+        _POINTER_ETAGS[path] = replace_if(path, text.encode(), etag)
+    except PreconditionFailed:
+        raise LockedError(f"{path}: moved by another writer since this process wrote it (its run lock "
+                          "was taken over); stopping so that two writers never interleave") from None
 
 
 class ChecksumError(StoreError, RefusedDataError):

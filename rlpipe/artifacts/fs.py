@@ -19,7 +19,6 @@ readers refuse it, and the writer that holds the run lock removes it (a killed w
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -31,10 +30,12 @@ __all__ = [
     "ObjectPath",
     "PreconditionFailed",
     "StorageUnavailable",
+    "UnusableLocation",
     "as_path",
     "chunk_sizes",
     "create_exclusive",
     "is_object",
+    "probe",
     "read_versioned",
     "remove_tree",
     "replace_if",
@@ -113,7 +114,7 @@ def create_exclusive(path: ObjectPath, data: bytes) -> str:
 
 
 def replace_if(path: ObjectPath, data: bytes, etag: str | None) -> str:
-    """Overwrite ``path`` only if it still has ``etag`` (``None``: only if it does not exist); the new ETag."""
+    """Overwrite ``path`` only if it still has ``etag`` (``None``: only if absent); the new ETag."""
     if etag is None:
         return create_exclusive(path, data)
     return _put(path, data, IfMatch=etag)
@@ -208,6 +209,40 @@ def chunk_sizes(folder: AnyPath) -> dict[str, int]:
             if not name.endswith("/zarr.json") and name != folder.key}
 
 
-def new_event_loop_runner() -> Callable[[Coroutine[Any, Any, Any]], Any]:
-    """``asyncio.run`` (a fresh event loop per call), the local runner's default."""
-    return asyncio.run
+class UnusableLocation(ValueError):
+    """A run location that cannot be used at all: no endpoint, no bucket, refused credentials (exit 2)."""
+
+
+def probe(path: AnyPath) -> None:
+    """One quick request before anything is written: the store answers, the bucket exists, we may list it.
+
+    Raises :class:`UnusableLocation` naming the URL (one line); a local path passes untouched.
+    """
+    if not is_object(path):
+        return
+    fs = path.fs
+    bucket = path.key.split("/")[0]
+    try:
+        if hasattr(fs, "call_s3"):
+            fs.call_s3("list_objects_v2", Bucket=bucket, MaxKeys=1)
+        else:
+            fs.ls(bucket, detail=False)
+    except Exception as exc:
+        raise UnusableLocation(f"{path}: {_why(exc, bucket)}") from None
+
+
+def _why(exc: BaseException, bucket: str) -> str:
+    import os
+
+    text = " ".join(str(exc).split())[:160]
+    endpoint = (os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3")
+                or "the default endpoint")
+    if isinstance(exc, FileNotFoundError) or "NoSuchBucket" in text or "does not exist" in text:
+        return f"bucket {bucket!r} does not exist at {endpoint}; create it or fix trainer.data_dir"
+    if isinstance(exc, PermissionError) or any(code in text for code in (
+            "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "Forbidden", "credentials")):
+        return (f"the store refused the credentials ({text}); check AWS_ACCESS_KEY_ID / "
+                "AWS_SECRET_ACCESS_KEY / AWS_PROFILE")
+    if "connect" in text.lower() or "timeout" in text.lower() or isinstance(exc, ConnectionError | TimeoutError):
+        return f"cannot reach the object store at {endpoint} ({text}); check AWS_ENDPOINT_URL and the network"
+    return f"the object store cannot be used ({type(exc).__name__}: {text})"

@@ -15,7 +15,7 @@ from tensordict import TensorDict
 
 from rlpipe.artifacts.atomic import clean_temporaries
 from rlpipe.artifacts.errors import StoreError
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import as_path, is_object
 from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name, shard_name
 from rlpipe.artifacts.store import RolloutStore
 from rlpipe.artifacts.zarr_io import read_attrs, read_rollout
@@ -88,6 +88,11 @@ class ShardedStore(RolloutStore):
         removed = super().clean_temporaries()
         if not self.root.is_dir():
             return removed
+        if is_object(self.root):  # only this rank's own shards: other nodes may be writing theirs
+            with self._io_lock:
+                folders = numbered(self.root, ROLLOUT_NAME)
+                return removed + self._clean_uncommitted(
+                    self.path_for(k) for k in folders if self.path_for(k).exists())
         for folder in numbered(self.root, ROLLOUT_NAME).values():
             removed += clean_temporaries(folder, SHARD_NAME)
         return removed

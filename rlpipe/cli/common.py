@@ -60,18 +60,32 @@ def user_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]  # functools.wraps keeps the signature
 
 
-params_argument = click.argument("params", type=click.Path(path_type=Path))
-run_argument = click.argument("params", metavar="RUN_DIR|EXP|PARAMS", type=click.Path(path_type=Path))
+class Location(click.Path):
+    """A local path as :class:`click.Path` gives it, or a URL (``s3://bucket/runs/exp``) kept whole."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """A URL becomes an ``ObjectPath`` (never a ``Path``, which would fold ``s3://`` into ``s3:/``)."""
+        if isinstance(value, str) and "://" in value:
+            from rlpipe.config.location import ObjectPath
+
+            return ObjectPath(value)
+        return super().convert(value, param, ctx)
 
 
-class RunPath(click.Path):
+params_argument = click.argument("params", type=Location(path_type=Path))
+run_argument = click.argument("params", metavar="RUN_DIR|EXP|PARAMS", type=Location(path_type=Path))
+
+
+class RunPath(Location):
     """A path, or a DVC experiment's name and a path in its run dir (``clip01/rollouts/iter-000002.zarr``)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         """Resolve an experiment name first, then check the path as :class:`click.Path` does."""
         from rlpipe.runs import resolve_path
 
-        return super().convert(resolve_path(value) if isinstance(value, str) else value, param, ctx)
+        if isinstance(value, str) and "://" not in value:
+            value = resolve_path(value)
+        return super().convert(value, param, ctx)
 
 
 def load_config(target: Path, overrides: tuple[str, ...] | list[str]) -> RunConfig:
@@ -118,7 +132,7 @@ allow_rejected_option = click.option(
 
 def out_option(default: str) -> Callable[[F], F]:
     """``--out PATH``, its help naming where the command writes without it."""
-    return click.option("--out", type=click.Path(path_type=Path), default=None,
+    return click.option("--out", type=Location(path_type=Path), default=None,
                         help=f"Where to write (default: {default}).")
 
 

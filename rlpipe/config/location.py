@@ -57,7 +57,7 @@ def url_problem(value: str) -> str | None:
 
     try:
         get_filesystem_class(scheme)
-    except (ImportError, ValueError) as exc:
+    except (ImportError, ValueError):
         known = known_implementations.get(scheme, {})
         hint = f" ({known['err']})" if known.get("err") else ""
         return (f"{value}: no filesystem for the URL scheme {scheme!r} is installed{hint}; accepted: a local "
@@ -277,7 +277,7 @@ def filesystem(protocol: str) -> Any:
 
 
 def storage_options(protocol: str) -> dict[str, Any]:
-    """fsspec options: no listing cache (other nodes write the same run), bounded S3 client retries."""
+    """Fsspec options: no listing cache (other nodes write the same run), bounded S3 client retries."""
     if protocol in ("s3", "s3a"):
         return {"use_listings_cache": False, "skip_instance_cache": True,
                 "config_kwargs": {"connect_timeout": 5, "read_timeout": 60,
