@@ -91,7 +91,7 @@ def _put_whole(path: ObjectPath, write: Callable[[IO[bytes]], Any]) -> None:
 
 def fault_kind(path: Path) -> str:
     """The fault-injection name of a file: ``checkpoint``, ``checksum``, or its stem (``latest``, …)."""
-    name = Path(path).name
+    name = as_path(path).name
     if name.endswith(".sha256"):
         return "checksum"
     return "checkpoint" if name.startswith("ckpt-") else name.split(".")[0]

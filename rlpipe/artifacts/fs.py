@@ -19,6 +19,8 @@ readers refuse it, and the writer that holds the run lock removes it (a killed w
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,7 @@ __all__ = [
     "remove_tree",
     "replace_if",
     "run_coroutine",
+    "tree_bytes",
     "zarr_store",
 ]
 
@@ -180,7 +183,18 @@ def _async_fs(protocol: str) -> Any:
 
             twin = _make_async(sync_fs)
         sync_fs._async_twin = twin
+        atexit.register(_close_twin, twin)
     return sync_fs._async_twin
+
+
+def _close_twin(twin: Any) -> None:
+    """Close the async twin's HTTP session at exit (else aiohttp warns about an unclosed session)."""
+    from fsspec.asyn import get_loop, sync
+
+    client = getattr(twin, "_s3", None)
+    if client is not None:
+        with contextlib.suppress(Exception):
+            sync(get_loop(), client.__aexit__, None, None, None, timeout=2)
 
 
 def run_coroutine(path: AnyPath, make: Callable[[], Coroutine[Any, Any, Any]],
@@ -243,6 +257,15 @@ def _why(exc: BaseException, bucket: str) -> str:
             "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "Forbidden", "credentials")):
         return (f"the store refused the credentials ({text}); check AWS_ACCESS_KEY_ID / "
                 "AWS_SECRET_ACCESS_KEY / AWS_PROFILE")
-    if "connect" in text.lower() or "timeout" in text.lower() or isinstance(exc, ConnectionError | TimeoutError):
+    lowered = text.lower()
+    if "connect" in lowered or "timeout" in lowered or isinstance(exc, ConnectionError | TimeoutError):
         return f"cannot reach the object store at {endpoint} ({text}); check AWS_ENDPOINT_URL and the network"
     return f"the object store cannot be used ({type(exc).__name__}: {text})"
+
+
+def tree_bytes(path: AnyPath) -> int:
+    """Bytes of every file below ``path`` (an object store: one listing, not a request per file)."""
+    if not is_object(path):
+        return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+    found = with_retries(path, lambda: path.fs.find(path.key, detail=True))
+    return sum(int(info.get("size") or 0) for info in found.values())

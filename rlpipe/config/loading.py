@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from rlpipe.config.algorithms import check_algorithm
 from rlpipe.config.errors import format_validation_error
+from rlpipe.config.location import location
 from rlpipe.config.sections import (
     ConfigError,
     RunConfig,
@@ -49,8 +50,11 @@ def parse_yaml(text: str) -> Any:
 
 
 def read_params(path: str | Path) -> dict[str, Any]:
-    """Read a YAML or JSON params file into a dict; a JSON ``trainer.gym_config`` env file is inlined."""
-    path = Path(path)
+    """Read a YAML or JSON params file into a dict; a JSON ``trainer.gym_config`` env file is inlined.
+
+    ``path`` may be a URL (the ``params.yaml`` of a run directory on an object store).
+    """
+    path = location(path)
     if not path.is_file():
         raise ConfigError(f"{path}: params file not found")
     text = _read_text(path)

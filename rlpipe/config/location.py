@@ -187,6 +187,13 @@ class ObjectPath:
         own = self.key.rstrip("/")
         return iter([self / posixpath.basename(n.rstrip("/")) for n in names if n.rstrip("/") != own])
 
+    def rglob(self, pattern: str = "*") -> Iterator[ObjectPath]:
+        """Every file below this folder (``pattern`` must be ``*``: object stores list keys, not globs)."""
+        if pattern != "*":
+            raise ValueError(f"{self}: rglob supports only '*', got {pattern!r}")
+        keys = with_retries(self, lambda: self.fs.find(self.key))
+        return iter([ObjectPath(self.protocol, k) for k in keys if k != self.key])
+
     def read_bytes(self) -> bytes:
         """The object's bytes (``FileNotFoundError`` when there is none)."""
         return with_retries(self, lambda: self.fs.cat_file(self.key))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import as_path, tree_bytes
 from rlpipe.artifacts.zarr_io import read_arrays
 
 if TYPE_CHECKING:
@@ -111,4 +111,4 @@ def _stats(values: np.ndarray) -> dict[str, Any]:
 
 
 def _disk_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return tree_bytes(path)

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from rlpipe.artifacts.fs import as_path
 from rlpipe.tracking import signals
 
 __all__ = ["FLUSH_TIMEOUT_S", "QUEUE_SIZE", "BackgroundRun"]
@@ -74,7 +75,7 @@ class BackgroundRun:
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
         """Queue the upload of a file or folder (it must stay in place until :meth:`end`)."""
-        self._send({"op": "artifact", "path": str(Path(path).resolve()), "artifact_path": artifact_path})
+        self._send({"op": "artifact", "path": str(as_path(path).resolve()), "artifact_path": artifact_path})
 
     def log_text(self, name: str, text: str, artifact_path: str | None = None) -> None:
         """Queue a small text artifact ``name`` with content ``text`` (written by the tracking process)."""

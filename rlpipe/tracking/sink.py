@@ -57,11 +57,27 @@ def _apply(run: Any, message: dict[str, Any], scratch: Path) -> None:
     if op == "metrics":
         run.log_metrics(message["metrics"], message["step"], message.get("ts"))
     elif op == "artifact":
-        run.log_artifact(Path(message["path"]), message.get("artifact_path"))
+        run.log_artifact(_local_copy(message["path"], scratch), message.get("artifact_path"))
     elif op == "text":
         path = scratch / message["name"]
         path.write_text(message["text"])
         run.log_artifact(path, message.get("artifact_path"))
+
+
+def _local_copy(source: str, scratch: Path) -> Path:
+    """``source`` itself, or for a file on an object store (``s3://…``) a copy in ``scratch`` to upload.
+
+    MLflow then puts it under the run's artifact root, which may be the same object store
+    (``mlflow server --artifacts-destination s3://…``).
+    """
+    if "://" not in source:
+        return Path(source)
+    from rlpipe.config.location import ObjectPath
+
+    remote = ObjectPath(source)
+    local = scratch / remote.name
+    local.write_bytes(remote.read_bytes())
+    return local
 
 
 def serve(lines: IO[str], out: IO[str]) -> str:

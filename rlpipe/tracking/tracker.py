@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlpipe.artifacts.fs import as_path
 from rlpipe.tracking import signals
 from rlpipe.tracking.background import BackgroundRun
 from rlpipe.tracking.console import ConsoleTable, MetricsFiles, flatten_params
@@ -65,7 +66,7 @@ class Tracker:
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
         """Copy file ``path`` into the MLflow run's artifacts under ``artifact_path`` (no-op without one)."""
         if self.mlflow is not None:
-            self.mlflow.log_artifact(Path(path), artifact_path)
+            self.mlflow.log_artifact(as_path(path), artifact_path)
 
     def finish(self, summary: dict[str, Any], status: str = "FINISHED") -> None:
         """Write ``metrics.json`` (with the MLflow run id); log params YAML and checkpoint; end the run.
@@ -113,8 +114,8 @@ def log_run_files(run: BackgroundRun, cfg: RunConfig, metrics_path: Path | None,
     run.log_text("params.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     if metrics_path is not None and metrics_path.is_file():
         run.log_artifact(metrics_path)
-    if checkpoint and Path(checkpoint).is_file():
-        run.log_artifact(Path(checkpoint), "checkpoints")
+    if checkpoint and as_path(checkpoint).is_file():
+        run.log_artifact(as_path(checkpoint), "checkpoints")
 
 
 def start_run(cfg: RunConfig, run_dir: Path, kind: str = "train", run_name: str | None = None,
@@ -165,7 +166,7 @@ def log_single_run(cfg: RunConfig, metrics: dict[str, float], *, run_dir: Path, 
         run.log_metrics(metrics, step)
         log_run_files(run, cfg, None, checkpoint)
         for folder, path in (artifacts or {}).items():
-            run.log_artifact(Path(path), folder)
+            run.log_artifact(as_path(path), folder)
     finally:
         run.end("FINISHED")
     return run.run_id
