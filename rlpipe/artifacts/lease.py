@@ -33,10 +33,11 @@ class LeaseLock:
         self._thread: threading.Thread | None = None
 
     def _body(self) -> bytes:
-        return json.dumps({**self.record, "lease_s": self.lease, "expires": time.time() + self.lease}).encode()
+        record = {**self.record, "lease_s": self.lease, "expires": time.time() + self.lease}
+        return json.dumps(record).encode()
 
     def acquire(self) -> LeaseLock:
-        """Take the lock (or a stale one, with a warning); ``LockedError`` while another holds a live lease."""
+        """Take the lock (a stale one with a warning); ``LockedError`` while another holds a live lease."""
         from rlpipe.artifacts.lock import LockedError
 
         for _ in range(3):

@@ -109,7 +109,8 @@ class RolloutStore:
         """
         removed = []
         for path in groups:
-            if not (path / "zarr.json").is_file() and not any(SHARD_NAME.match(p.name) for p in path.iterdir()):
+            sharded = any(SHARD_NAME.match(p.name) for p in path.iterdir())
+            if not sharded and not (path / "zarr.json").is_file():
                 delete_tree(path)
                 removed.append(path)
         return removed

@@ -314,7 +314,7 @@ _Arrays = dict[str, tuple[AsyncArray, np.ndarray]]
 
 
 def _checked_listing(path: AnyPath) -> dict[str, int]:
-    """``{chunk key: size}`` of the store at ``path`` (one listing), after checking it is a committed group."""
+    """``{chunk key: size}`` of the store at ``path`` (one listing), once it is a committed group."""
     if not path.exists():
         raise StoreError(f"{path}: no rollout store here")
     if not (path / "zarr.json").is_file():

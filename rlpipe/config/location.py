@@ -102,7 +102,7 @@ class ObjectPath:
         return self.joinpath(part)
 
     def joinpath(self, *parts: str | Path) -> ObjectPath:
-        """This path with ``parts`` appended (``/``-joined)."""
+        """The path with ``parts`` appended (``/``-joined)."""
         return ObjectPath(self.protocol, posixpath.join(self.key, *(str(p) for p in parts)))
 
     @property
@@ -135,7 +135,7 @@ class ObjectPath:
         return self.parent / name
 
     def relative_to(self, other: ObjectPath) -> Path:
-        """This path below ``other``, as a relative ``Path``."""
+        """The path below ``other``, as a relative ``Path``."""
         return Path(posixpath.relpath(self.key, other.key))
 
     def is_relative_to(self, other: object) -> bool:
@@ -268,13 +268,18 @@ class _PutOnClose(io.StringIO):
         super().close()
 
 
-_FILESYSTEMS: dict[tuple[str, int], Any] = {}
+_FILESYSTEMS: dict[tuple[Any, ...], Any] = {}
 _LOCK = threading.Lock()
 
 
+_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE")
+"""Variables that pick the endpoint and credentials: a change makes a new filesystem (tests, scripts)."""
+
+
 def filesystem(protocol: str) -> Any:
-    """One fsspec filesystem per protocol and process, retries short (rlpipe retries itself)."""
-    key = (protocol, os.getpid())
+    """One fsspec filesystem per protocol, process and endpoint/credential variables (short retries)."""
+    key = (protocol, os.getpid(), *(os.environ.get(name) for name in _ENV))
     with _LOCK:
         if key not in _FILESYSTEMS:
             import fsspec
