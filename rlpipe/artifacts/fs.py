@@ -25,7 +25,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from rlpipe.config.location import ObjectPath, StorageUnavailable, filesystem, with_retries
+from rlpipe.config.location import ObjectPath, StorageUnavailable, filesystem, url_problem, with_retries
 
 __all__ = [
     "AnyPath",
@@ -234,6 +234,9 @@ def probe(path: AnyPath) -> None:
     """
     if not is_object(path):
         return
+    problem = url_problem(str(path))
+    if problem:
+        raise UnusableLocation(problem)
     fs = path.fs
     bucket = path.key.split("/")[0]
     try:
@@ -251,12 +254,13 @@ def _why(exc: BaseException, bucket: str) -> str:
     text = " ".join(str(exc).split())[:160]
     endpoint = (os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3")
                 or "the default endpoint")
-    if isinstance(exc, FileNotFoundError) or "NoSuchBucket" in text or "does not exist" in text:
-        return f"bucket {bucket!r} does not exist at {endpoint}; create it or fix trainer.data_dir"
     if isinstance(exc, PermissionError) or any(code in text for code in (
-            "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "Forbidden", "credentials")):
+            "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "Forbidden", "credentials",
+            "Access Key")):
         return (f"the store refused the credentials ({text}); check AWS_ACCESS_KEY_ID / "
                 "AWS_SECRET_ACCESS_KEY / AWS_PROFILE")
+    if isinstance(exc, FileNotFoundError) or "NoSuchBucket" in text or "does not exist" in text:
+        return f"bucket {bucket!r} does not exist at {endpoint}; create it or fix trainer.data_dir"
     lowered = text.lower()
     if "connect" in lowered or "timeout" in lowered or isinstance(exc, ConnectionError | TimeoutError):
         return f"cannot reach the object store at {endpoint} ({text}); check AWS_ENDPOINT_URL and the network"
