@@ -1,4 +1,4 @@
-"""Run directories on an object store (a real moto S3 server on 127.0.0.1): paths, commits, locks, pointers."""
+"""Run directories on an object store (a moto S3 server on 127.0.0.1): paths, commits, locks, pointers."""
 
 from __future__ import annotations
 
