@@ -37,7 +37,8 @@ def test_run_resume_replay_and_inspect_on_s3_match_a_local_run(s3_server, s3_buc
     assert code == 0, out
     files = stored(s3_server, s3_bucket)
     for name in ("params.yaml", "metrics.json", "curve.csv", "checkpoints/ckpt-000002.pt",
-                 "checkpoints/latest", "rollouts/iter-000001.zarr/zarr.json", "rollouts/iter-000002.zarr/obs/c/0/0/0"):
+                 "checkpoints/latest", "rollouts/iter-000001.zarr/zarr.json",
+                 "rollouts/iter-000002.zarr/obs/c/0/0/0"):
         assert f"runs/cartpole_ppo/{name}" in files, name
     assert "runs/cartpole_ppo/.lock" not in files  # released at the end
 
