@@ -18,6 +18,7 @@ import os
 import re
 import secrets
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -32,6 +33,7 @@ __all__ = [
     "clean_temporaries",
     "delete_tree",
     "pid_alive",
+    "publish_file",
     "remove_entry",
     "publish_dir",
     "staged_files",
@@ -41,10 +43,26 @@ __all__ = [
 _TEMP = re.compile(r"^\.(?P<name>.+)\.(?:tmp|del)-(?P<pid>\d+)-[0-9a-f]+$")
 
 
-def temporary_sibling(path: Path, kind: str = "tmp") -> Path:
-    """A fresh hidden sibling of ``path`` owned by this process (``kind``: ``tmp`` or ``del``)."""
+def temporary_sibling(path: AnyPath, kind: str = "tmp") -> Path:
+    """A fresh hidden sibling of ``path`` owned by this process (``kind``: ``tmp`` or ``del``).
+
+    For a file on an object store: a fresh local file of the same name, to be put by :func:`publish_file`.
+    """
+    if isinstance(path, ObjectPath):
+        return Path(tempfile.mkdtemp(prefix="rlpipe-upload-")) / path.name
     path = Path(path)
     return path.with_name(f".{path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def publish_file(tmp: Path, path: AnyPath) -> None:
+    """Move the finished local ``tmp`` (from :func:`temporary_sibling`) to ``path``: a rename, or one PUT."""
+    if isinstance(path, ObjectPath):
+        try:
+            path.write_bytes(tmp.read_bytes())
+        finally:
+            shutil.rmtree(tmp.parent, ignore_errors=True)
+        return
+    tmp.replace(path)
 
 
 def atomic_write(path: AnyPath, write: Callable[[IO[bytes]], Any], fsync: bool = True) -> None:
@@ -129,7 +147,14 @@ def staged_files(directory: Path, name: str) -> Iterator[Path]:
 
     On a clean exit every file in it is renamed into ``directory`` (in name order), replacing older
     ones; on an exception the folder is deleted and nothing appears. The folder is removed either way.
+    On an object store the folder is local and each file is put whole, in name order, on a clean exit.
     """
+    if isinstance(directory, ObjectPath):
+        with tempfile.TemporaryDirectory(prefix="rlpipe-stage-") as local:
+            yield Path(local)
+            for path in sorted(Path(local).iterdir()):
+                (directory / path.name).write_bytes(path.read_bytes())
+        return
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     tmp = temporary_sibling(directory / name)

@@ -136,7 +136,9 @@ def export(params: Path, overrides: tuple[str, ...], checkpoint: str | None, fmt
 
     ref = int(checkpoint) if checkpoint is not None and checkpoint.isdigit() else checkpoint
     try:
-        result = export_run(cfg, Path(ref) if isinstance(ref, str) else ref, fmt, out)
+        from rlpipe.artifacts.fs import as_path
+
+        result = export_run(cfg, as_path(ref) if isinstance(ref, str) else ref, fmt, out)
     except ExportMismatch as exc:
         click.echo(f"Error: {exc}".splitlines()[0], err=True)
         sys.exit(3)

@@ -30,7 +30,7 @@ def stored(endpoint: str, bucket_url: str) -> list[str]:
     return sorted(obj["Key"] for obj in s3.list_objects_v2(Bucket=bucket).get("Contents", []))
 
 
-def test_run_resume_replay_and_inspect_on_s3_match_a_local_run(s3_server, s3_bucket, tmp_path):
+def test_run_resume_replay_inspect_eval_export_on_s3_match_a_local_run(s3_server, s3_bucket, tmp_path):
     data = f"{s3_bucket}/runs"
     run_dir = location(f"{data}/cartpole_ppo")
     code, out = invoke("run", PARAMS, *set_args(data, "trainer.iterations=2"))  # type: ignore[arg-type]
@@ -60,6 +60,12 @@ def test_run_resume_replay_and_inspect_on_s3_match_a_local_run(s3_server, s3_buc
     assert code == 0 and json.loads(out)["iterations"] == 4, out
     code, out = invoke("inspect", run_dir / "rollouts" / "iter-000003.zarr")
     assert code == 0 and "iteration" in out and "obs" in out, out
+
+    for command in ("eval", "export"):  # outputs beside the run: eval/metrics.json, export/policy.onnx
+        code, out = invoke(command, run_dir)
+        assert code == 0 and "s3://" in out, out
+    assert json.loads((run_dir / "eval" / "metrics.json").read_text())["eval/return_mean"] > 0
+    assert (run_dir / "export" / "policy.onnx").read_bytes()[:2] and (run_dir / "export" / "policy.onnx.json").is_file()
 
 
 def _refused(args: list[str], endpoint: str | None, bucket_url: str | None, tmp_path, monkeypatch,
