@@ -7,6 +7,7 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+from _s3 import s3_env
 
 _BUCKETS = itertools.count()
 
@@ -22,12 +23,6 @@ def s3_server() -> Iterator[str]:
     host, port = server.get_host_and_port()
     yield f"http://{host}:{port}"
     server.stop()
-
-
-def s3_env(endpoint: str) -> dict[str, str]:
-    """The environment a process needs to reach the test server (also for subprocesses)."""
-    return {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1", "RLPIPE_STORE_BACKOFF_S": "0.05"}
 
 
 @pytest.fixture

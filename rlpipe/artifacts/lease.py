@@ -83,9 +83,13 @@ class LeaseLock:
             self._thread.join()
         if self.lost:
             return
-        current = read_versioned(self.path)
-        if current is not None and current[1] == self.etag:
-            remove_tree(self.path)
+        try:
+            current = read_versioned(self.path)
+            if current is not None and current[1] == self.etag:
+                remove_tree(self.path)
+        except OSError as exc:  # the store is down: the lease runs out on its own
+            print(f"Warning: {self.path}: could not remove the lock ({exc}); it expires within "
+                  f"{self.lease:.0f} s, or a --resume on this host takes it over", file=sys.stderr)
 
 
 def _parse(data: bytes) -> dict[str, Any]:
@@ -103,5 +107,6 @@ def _stale(holder: dict[str, Any]) -> bool:
     if holder.get("host") == socket.gethostname() and isinstance(holder.get("pid"), int):
         from rlpipe.artifacts.atomic import pid_alive
 
-        return holder["pid"] != os.getpid() and not pid_alive(holder["pid"])
+        # this very process: it does not hold the lock (acquire is not re-entered), so it is a leftover
+        return holder["pid"] == os.getpid() or not pid_alive(holder["pid"])
     return False

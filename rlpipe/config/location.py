@@ -187,6 +187,12 @@ class ObjectPath:
         own = self.key.rstrip("/")
         return iter([self / posixpath.basename(n.rstrip("/")) for n in names if n.rstrip("/") != own])
 
+    def glob(self, pattern: str) -> Iterator[ObjectPath]:
+        """The entries directly below this folder whose names match ``pattern`` (one level, fnmatch)."""
+        import fnmatch
+
+        return iter([p for p in self.iterdir() if fnmatch.fnmatchcase(p.name, pattern)])
+
     def rglob(self, pattern: str = "*") -> Iterator[ObjectPath]:
         """Every file below this folder (``pattern`` must be ``*``: object stores list keys, not globs)."""
         if pattern != "*":

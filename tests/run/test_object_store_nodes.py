@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import torch
 from _offline_fixtures import PARAMS, assert_same_learner, set_args
+from _s3 import s3_env
 from click.testing import CliRunner
-from conftest import s3_env
 
 from rlpipe.artifacts.shards import read_any
 from rlpipe.cli import cli
