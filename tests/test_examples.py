@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -33,13 +31,11 @@ def test_train_from_script_uses_its_own_env(tmp_path):
     assert (tmp_path / "windy_script" / "rollouts" / "iter-000002.zarr").is_dir()
 
 
-@pytest.mark.slow
 def test_notebook_loop_iterates_metrics(tmp_path):
     out = run_example("notebook_loop.py", tmp_path, "--iterations", "3")
     assert "3 iterations, last training return" in out
 
 
-@pytest.mark.slow
 def test_domain_randomization_changes_the_wind_every_k_iterations(tmp_path):
     run_example("domain_randomization.py", tmp_path, "--iterations", "4", "--every", "2")
     winds = [float(row["dr/wind"]) for row in curve(tmp_path, "windy_dr")]
