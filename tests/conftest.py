@@ -1,13 +1,35 @@
-"""Shared fixtures: a real S3-compatible server (moto's server mode) on 127.0.0.1, one per session."""
+"""Suite-wide set-up: one intra-op thread per test process while pytest-xdist runs two side by side.
+
+``make test`` runs ``-n 2`` on CI's two cores; two workers that each start torch with one thread per
+core (and subprocesses that inherit it) would oversubscribe the machine, which collapses torch's
+intra-op thread pool. Subprocesses inherit ``OMP_NUM_THREADS``; a params file's
+``trainer.num_threads`` still wins.
+
+Also a real S3-compatible server (moto's server mode) on 127.0.0.1, one per test process, started
+on first use, and a fresh bucket per test that asks for one.
+"""
 
 from __future__ import annotations
 
 import itertools
 import logging
+import os
+import sys
 from collections.abc import Iterator
 
 import pytest
 from _s3 import s3_env
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Pin one thread per process before torch starts (workers import it only after this hook)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["MKL_NUM_THREADS"] = "1"
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
+
 
 _BUCKETS = itertools.count()
 
