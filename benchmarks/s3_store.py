@@ -119,11 +119,31 @@ def upload(args: argparse.Namespace) -> dict[str, Any]:
                 write_rollout(target, rollout, {"iteration": k})
                 if k:
                     times[side].append(time.perf_counter() - start)
+    times["boto3 puts"] = raw_puts(rollout, args.repeats)
     rows = {side: {"median_s": median(t), "mb_per_s": raw / 1e6 / median(t)} for side, t in times.items()}
     print(f"upload of one rollout ({raw / 1e6:.1f} MB raw): S3 {rows['s3']['median_s']:.3f} s "
           f"({rows['s3']['mb_per_s']:.0f} MB/s), local folder {rows['local']['median_s']:.3f} s "
-          f"({rows['local']['mb_per_s']:.0f} MB/s), median of {args.repeats}")
+          f"({rows['local']['mb_per_s']:.0f} MB/s); the server's ceiling, the same bytes as one "
+          f"bare boto3 PUT per chunk: {rows['boto3 puts']['median_s']:.3f} s ({rows['boto3 puts']['mb_per_s']:.0f} MB/s); "
+          f"median of {args.repeats}")
     return {"raw_bytes": raw, **rows, "samples": times}
+
+
+def raw_puts(rollout: Any, repeats: int) -> list[float]:
+    """Seconds to PUT the rollout's chunks (1024 envs each, as the store cuts them) with bare boto3."""
+    import boto3
+
+    chunks = [t[i:i + 1024].numpy().tobytes() for t in rollout.values(include_nested=True, leaves_only=True)
+              for i in range(0, t.shape[0], 1024)]
+    s3 = boto3.client("s3")
+    times = []
+    for k in range(repeats + 1):
+        start = time.perf_counter()
+        for i, body in enumerate(chunks):
+            s3.put_object(Bucket="bench", Key=f"raw/{k}/{i}", Body=body)
+        if k:
+            times.append(time.perf_counter() - start)
+    return times
 
 
 def back_pressure(args: argparse.Namespace, upload_s: float) -> dict[str, Any]:
