@@ -124,7 +124,8 @@ def upload(args: argparse.Namespace) -> dict[str, Any]:
     print(f"upload of one rollout ({raw / 1e6:.1f} MB raw): S3 {rows['s3']['median_s']:.3f} s "
           f"({rows['s3']['mb_per_s']:.0f} MB/s), local folder {rows['local']['median_s']:.3f} s "
           f"({rows['local']['mb_per_s']:.0f} MB/s); the server's ceiling, the same bytes as one "
-          f"bare boto3 PUT per chunk: {rows['boto3 puts']['median_s']:.3f} s ({rows['boto3 puts']['mb_per_s']:.0f} MB/s); "
+          f"bare boto3 PUT per chunk: {rows['boto3 puts']['median_s']:.3f} s "
+          f"({rows['boto3 puts']['mb_per_s']:.0f} MB/s); "
           f"median of {args.repeats}")
     return {"raw_bytes": raw, **rows, "samples": times}
 
