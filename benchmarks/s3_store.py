@@ -11,9 +11,10 @@ Starts ``python -m moto.server`` on 127.0.0.1 in its own process (a separate ser
 2. **upload** — ``write_rollout`` of one massive-batch rollout to S3: seconds, MB/s of raw bytes,
    and the same to a local folder for comparison.
 3. **back-pressure** — a workload whose training is faster than its upload (``--bp-epochs``, a
-   small network): per-iteration wall time with the store off, with it on S3, and the time
-   ``submit`` waited for the writer's one slot (``store.queue_size: 1``). The run slows to the
-   upload's pace instead of queueing rollouts in memory.
+   small network, ``--bp-latency-ms`` added to every S3 request to emulate a distant store):
+   per-iteration wall time with the store off, with it on S3, and the time ``submit`` waited for
+   the writer's one slot (``store.queue_size: 1``). The run slows to the upload's pace instead of
+   queueing rollouts in memory.
 
 The machine's load average is printed with the figures (2 shared cores: compare ratios).
 """
@@ -64,6 +65,9 @@ def parse_args() -> argparse.Namespace:
     add("--repeats", type=int, default=5, help="uploads timed")
     add("--bp-epochs", type=int, default=1, help="PPO epochs of the back-pressure workload")
     add("--bp-iterations", type=int, default=6)
+    add("--bp-latency-ms", type=float, default=100.0,
+        help="added to every S3 request in the back-pressure part: a store slower than training")
+    add("--skip-overhead", action="store_true", help="only the upload and back-pressure parts")
     add("--json", type=Path, default=None)
     args = parser.parse_args()
     args.checkpoints = False
@@ -147,8 +151,24 @@ def raw_puts(rollout: Any, repeats: int) -> list[float]:
     return times
 
 
+def slow_store(latency_s: float) -> None:
+    """Add ``latency_s`` to every S3 request of this process (a distant or throttled store)."""
+    import asyncio
+
+    import s3fs
+
+    call = s3fs.S3FileSystem._call_s3
+
+    async def delayed(self: Any, method: str, *a: Any, **k: Any) -> Any:
+        await asyncio.sleep(latency_s)
+        return await call(self, method, *a, **k)
+
+    s3fs.S3FileSystem._call_s3 = delayed  # type: ignore[method-assign]
+
+
 def back_pressure(args: argparse.Namespace, upload_s: float) -> dict[str, Any]:
     fast = argparse.Namespace(**{**vars(args), "epochs": args.bp_epochs, "hidden": [32, 32]})
+    slow_store(args.bp_latency_ms / 1000)
     with tempfile.TemporaryDirectory(prefix="rlpipe-s3-bp-") as local:
         on = build_rlpipe(fast, "s3://bench/backpressure", store=True)
         off = build_rlpipe(fast, str(Path(local) / "off"), store=False)
@@ -171,10 +191,12 @@ def back_pressure(args: argparse.Namespace, upload_s: float) -> dict[str, Any]:
         on.store.close()
     row = {"train_s_store_off": median(walls["off"]), "iteration_s_store_on": median(walls["on"]),
            "submit_wait_s": median(waits[1:]), "upload_s": upload_s}
-    print(f"back-pressure (epochs={fast.epochs}, hidden 32x32): an iteration trains in "
+    print(f"back-pressure (epochs={fast.epochs}, hidden 32x32, +{args.bp_latency_ms:.0f} ms per S3 request): "
+          f"an iteration trains in "
           f"{row['train_s_store_off']:.3f} s with the store off; with it on S3 an iteration takes "
           f"{row['iteration_s_store_on']:.3f} s, of which submit waits {row['submit_wait_s']:.3f} s for the "
-          f"writer's slot (one upload: {upload_s:.3f} s); at most store.queue_size=1 rollout is held")
+          f"writer's slot (one upload without the added latency: {upload_s:.3f} s); at most "
+          "store.queue_size=1 rollout is held")
     return row
 
 
@@ -185,7 +207,8 @@ def main() -> None:
     try:
         print(f"moto S3 server at {endpoint} (own process)")
         results: dict[str, Any] = {"upload": upload(args)}
-        results["overhead"] = overhead(args)
+        if not args.skip_overhead:
+            results["overhead"] = overhead(args)
         results["back_pressure"] = back_pressure(args, results["upload"]["s3"]["median_s"])
         print_machine()
         write_json(args.json, results)

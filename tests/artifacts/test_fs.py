@@ -105,19 +105,20 @@ def test_the_latest_pointer_refuses_a_writer_that_lost_the_run(s3_server, s3_buc
         save_checkpoint(ckpts, 3, {"w": torch.zeros(2)}, keep_last=None)
 
 
-def test_the_run_lock_is_a_conditional_create_with_a_lease(s3_server, s3_bucket, monkeypatch, capsys):
+def test_the_run_lock_is_a_conditional_create_with_a_lease(s3_server, s3_bucket, capsys):
     run = location(f"{s3_bucket}/run")
     with RunLock(run, "rlpipe run"):
         holder = json.loads((run / ".lock").read_text())
         assert holder["command"] == "rlpipe run" and holder["expires"] > time.time()
-        RunLock._held.clear()  # a second process: not re-entrant
-        with pytest.raises(LockedError, match=r"in use by rlpipe run \(pid \d+ on "):
-            RunLock(run).acquire()
-        RunLock._held[(run / ".lock")] = 1
     assert not (run / ".lock").exists()
-    # a holder on another node that died: its lease ran out, the lock is taken over
-    stale = {"pid": 1, "host": "node-7", "command": "rlpipe run", "expires": time.time() - 1}
-    client(s3_server).put_object(Bucket=s3_bucket[5:], Key="run/.lock", Body=json.dumps(stale).encode())
+    bucket = s3_bucket.removeprefix("s3://")
+    live = {"pid": 1, "host": "node-7", "command": "rlpipe run", "expires": time.time() + 60}
+    client(s3_server).put_object(Bucket=bucket, Key="run/.lock", Body=json.dumps(live).encode())
+    with pytest.raises(LockedError, match=r"run: in use by rlpipe run \(pid 1 on node-7, "):
+        RunLock(run).acquire()  # another node's holder whose lease still runs
+    # the same holder died: its lease ran out, the lock is taken over
+    client(s3_server).put_object(Bucket=bucket, Key="run/.lock",
+                                 Body=json.dumps({**live, "expires": time.time() - 1}).encode())
     with RunLock(run, "rlpipe run"):
         assert json.loads((run / ".lock").read_text())["pid"] != 1
     assert "taking over the lock of pid 1 on node-7, whose lease ran out" in capsys.readouterr().err
