@@ -274,7 +274,8 @@ class OnlineRun:
         exp = self.exp
         last = exp.iteration == exp.cfg.trainer.iterations
         if exp.evaluate and (last or crossed(before, exp.env_steps, exp.cfg.trainer.eval_freq)):
-            evaluated = _evaluate(exp)
+            every = exp.cfg.eval.video_freq
+            evaluated = _evaluate(exp, film=last or every is None or crossed(before, exp.env_steps, every))
             return evaluated | self._fire("after_eval", env=exp.evaluate.env, metrics=dict(evaluated))
         return {}
 
@@ -318,11 +319,12 @@ def _store_rollout(exp: Experiment, rollout: TensorDict, attrs: dict[str, Any]) 
     exp.store.submit(rollout.exclude(*exp.advantage.writes), attrs)
 
 
-def _evaluate(exp: Experiment) -> dict[str, float]:
+def _evaluate(exp: Experiment, film: bool = True) -> dict[str, float]:
+    """Score the policy on the eval envs; ``film``: also record this eval's video (``eval.video``)."""
     assert exp.evaluate is not None
     faults.point("eval.start")
     exp.guard.check_weights(exp, "evaluation")
-    exp.last_eval = exp.evaluate(exp.layout.eval_video(exp.iteration))
+    exp.last_eval = exp.evaluate(exp.layout.eval_video(exp.iteration) if film else None)
     return exp.last_eval
 
 
