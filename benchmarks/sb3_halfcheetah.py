@@ -11,8 +11,9 @@ frozen; rlpipe: its evaluator).
 
 The SB3 side runs as a subprocess with ``--sb3-python`` (a separate virtualenv: SB3 is never a
 project dependency). Run: ``.venv/bin/python benchmarks/sb3_halfcheetah.py [--steps 1000000]
-[--side both|rlpipe|sb3] [--json out.json]``. The two sides run one after the other (a 1M-step
-run cannot be interleaved); compare their load averages before quoting the ratio.
+[--side both|rlpipe|sb3] [--parallel] [--json out.json]``. The two sides run one after the
+other (a 1M-step run cannot be interleaved; compare their load averages before quoting the ratio),
+or with ``--parallel`` at the same time, so that a machine shared with other jobs loads both alike.
 """
 
 from __future__ import annotations
@@ -123,18 +124,31 @@ def main() -> None:
     parser.add_argument("--sb3-python", default=str(ROOT / "benchmarks" / ".venv-sb3" / "bin" / "python"),
                         help="Python of a venv with stable-baselines3 and mujoco (never the project's).")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--parallel", action="store_true",
+                        help="run the two sides at the same time (a loaded machine loads both alike)")
     args = parser.parse_args()
     rows = []
-    if args.side in ("both", "sb3"):
-        if Path(sys.executable) == Path(args.sb3_python) or args.side == "sb3":
-            rows.append(sb3_side(args.steps, args.seed, args.eval_episodes))
-        else:
-            cmd = [args.sb3_python, __file__, "--side", "sb3", "--steps", str(args.steps),
-                   "--seed", str(args.seed), "--eval-episodes", str(args.eval_episodes)]
-            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-            rows.append(json.loads(out.strip().splitlines()[-1]))
-    if args.side in ("both", "rlpipe"):
-        rows.append(rlpipe_side(args.steps, args.seed, args.eval_episodes, args.rlpipe_envs, args.mode))
+    load_start = os.getloadavg()
+    cmd = [args.sb3_python, __file__, "--side", "sb3", "--steps", str(args.steps),
+           "--seed", str(args.seed), "--eval-episodes", str(args.eval_episodes)]
+    if args.side == "both" and args.parallel:  # both sides at once: they share the machine's load
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        ours = rlpipe_side(args.steps, args.seed, args.eval_episodes, args.rlpipe_envs, args.mode)
+        out, _ = child.communicate()
+        if child.returncode:
+            raise SystemExit(f"the SB3 side failed (exit {child.returncode})")
+        rows = [json.loads(out.strip().splitlines()[-1]), ours]
+    else:
+        if args.side in ("both", "sb3"):
+            if Path(sys.executable) == Path(args.sb3_python) or args.side == "sb3":
+                rows.append(sb3_side(args.steps, args.seed, args.eval_episodes))
+            else:
+                out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+                rows.append(json.loads(out.strip().splitlines()[-1]))
+        if args.side in ("both", "rlpipe"):
+            rows.append(rlpipe_side(args.steps, args.seed, args.eval_episodes, args.rlpipe_envs, args.mode))
+    for row in rows:
+        row["load_avg_start"] = load_start
     if args.side == "sb3":
         print(json.dumps(rows[0]))
         return

@@ -204,7 +204,7 @@ def test_push_cube_config_runs_two_iterations(tmp_path):
     data = tmp_path / "data"
     sets = {"trainer.data_dir": str(data), "trainer.iterations": 2, "trainer.num_envs": 4,
             "trainer.buffer_size": 10, "trainer.num_eval_envs": 2, "trainer.eval_freq": 40,
-            "tracking.backend": "none", "algorithm.cfg.num_mini_batches": 2,
+            "tracking.backend": "none", "algorithm.cfg.num_mini_batches": 2, "eval.video": "false",
             "policy.actor.network_cfg.hidden_sizes": "[16]",
             "policy.critic.network_cfg.hidden_sizes": "[16]"}
     args = [arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")]
@@ -217,7 +217,7 @@ def test_push_cube_config_runs_two_iterations(tmp_path):
     metrics = json.loads((data / "push_cube_ppo" / "metrics.json").read_text())
     assert metrics["iterations"] == 2 and metrics["env_steps"] == 2 * 4 * 10
     curve = (data / "push_cube_ppo" / "curve.csv").read_text().splitlines()
-    assert "eval/success_rate" in curve[0]
+    assert "eval/success_rate" in curve[0] and "eval/success_at_end" in curve[0]
     assert len(curve) == 3
 
 
