@@ -5,7 +5,8 @@ VecNormalize obs + reward, 512 steps per update, 20 epochs × minibatches of 64,
 lr 2.0633e-5, ent 4.0e-4, clip 0.1, GAE 0.92, max grad norm 0.8, vf 0.58, log_std_init −2,
 256×256 ReLU actor and critic). SB3 runs them as published (1 gymnasium env × 512 steps); rlpipe
 runs the same 512 transitions per update as ``--rlpipe-envs`` envpool envs × 512/envs steps.
-Each side reports the wall time of ``learn``/the iterations (build excluded) and the final
+Each side reports the wall and process CPU time of ``learn``/the iterations (build excluded; on
+a machine shared with other jobs the CPU time is the steadier figure) and the final
 deterministic evaluation return over ``--eval-episodes`` episodes (SB3: normalization statistics
 frozen; rlpipe: its evaluator).
 
@@ -49,9 +50,9 @@ def sb3_side(steps: int, seed: int, eval_episodes: int) -> dict[str, Any]:
     policy_kwargs = {"log_std_init": -2, "ortho_init": False, "activation_fn": torch.nn.ReLU,
                      "net_arch": {"pi": [256, 256], "vf": [256, 256]}}
     model = PPO("MlpPolicy", env, seed=seed, device="cpu", policy_kwargs=policy_kwargs, verbose=1, **ZOO)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=steps)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     env.training, env.norm_reward = False, False
     returns = []
     eval_env = gym.make("HalfCheetah-v5")
@@ -64,7 +65,7 @@ def sb3_side(steps: int, seed: int, eval_episodes: int) -> dict[str, Any]:
             total += float(reward)
             done = terminated or truncated
         returns.append(total)
-    return {"side": "sb3", "env": "gymnasium HalfCheetah-v5", "steps": steps, "wall_s": wall,
+    return {"side": "sb3", "env": "gymnasium HalfCheetah-v5", "steps": steps, "wall_s": wall, "cpu_s": cpu,
             "steps_per_s": steps / wall, "eval_return_mean": float(np.mean(returns)),
             "eval_return_std": float(np.std(returns)), "load_avg": os.getloadavg()}
 
@@ -97,18 +98,18 @@ def rlpipe_side(steps: int, seed: int, eval_episodes: int, num_envs: int, mode: 
         ]
         exp = build(config.load(ROOT / "params.yaml", overrides))
         evaluate, exp.evaluate = exp.evaluate, None  # timed like SB3's learn: no evaluation inside
-        start, metrics = time.perf_counter(), {}
+        start, cpu, metrics = time.perf_counter(), time.process_time(), {}
         for i in range(iterations):
             metrics = run_iteration(exp, checkpoint=False)
             if i % 50 == 49:  # progress, so an unfinished run still says something
                 print(f"rlpipe {(i + 1) * num_envs * horizon} steps {time.perf_counter() - start:.0f} s "
                       f"train return {metrics.get('train/episode_return_mean')}", file=sys.stderr,
                       flush=True)
-        wall = time.perf_counter() - start
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
         metrics = evaluate()
     done = iterations * num_envs * horizon
     return {"side": "rlpipe", "env": f"envpool HalfCheetah-v5 ({num_envs} envs, {mode})",
-            "steps": done, "wall_s": wall, "steps_per_s": done / wall,
+            "steps": done, "wall_s": wall, "cpu_s": cpu, "steps_per_s": done / wall,
             "eval_return_mean": metrics.get("eval/return_mean"),
             "eval_return_std": metrics.get("eval/return_std"), "load_avg": os.getloadavg()}
 
@@ -154,9 +155,13 @@ def main() -> None:
         return
     for row in rows:
         print(f"{row['side']:7s} {row['env']:40s} {row['steps']:>9,} steps  {row['wall_s']:8.0f} s  "
-              f"{row['steps_per_s']:7.0f} steps/s  eval return {row['eval_return_mean']}")
+              f"{row['cpu_s']:8.0f} CPU s  {row['steps_per_s']:7.0f} steps/s  "
+              f"eval return {row['eval_return_mean']}")
     if len(rows) == 2:
-        print(f"speed ratio rlpipe/sb3: {rows[1]['steps_per_s'] / rows[0]['steps_per_s']:.2f}×")
+        sb3, ours = rows
+        cpu_ratio = (sb3["cpu_s"] / sb3["steps"]) / (ours["cpu_s"] / ours["steps"])
+        print(f"speed ratio rlpipe/sb3: {ours['steps_per_s'] / sb3['steps_per_s']:.2f}× (wall), "
+              f"{cpu_ratio:.2f}× (CPU time per env step)")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 
