@@ -9,8 +9,9 @@ update decides the wall time of a 1M-step run, so this measures it in isolation:
 * ``bare``: the same maths written as a plain loop (index tensors, Normal log-prob, Adam,
   ``clip_grad_norm_``): the floor that Python-level overhead is measured against.
 
-The two run interleaved (``--rounds`` alternations) and the script prints µs per minibatch step
-and their ratio. ``--save FILE`` writes the weights after ``--updates`` rlpipe updates from a fixed
+The two run interleaved (``--rounds`` alternations) and the script prints process CPU µs per
+minibatch step (one torch thread; CPU time is steadier than wall time on a shared machine) and
+their ratio. ``--save FILE`` writes the weights after ``--updates`` rlpipe updates from a fixed
 seed, so two versions of the loop can be compared bit for bit:
 
     python benchmarks/update_overhead.py --save /tmp/a.pt   # before a change
@@ -70,10 +71,10 @@ def build(seed: int):
 def time_rlpipe(algo, rollouts: list[TensorDict]) -> float:
     """Seconds per minibatch step of ``algo.update`` over ``rollouts``."""
     steps = 0
-    start = time.perf_counter()
+    start = time.process_time()
     for rollout in rollouts:
         steps += int(algo.update(rollout.clone())["minibatch_steps"])
-    return (time.perf_counter() - start) / steps
+    return (time.process_time() - start) / steps
 
 
 def time_bare(policy, rollouts: list[TensorDict], generator: torch.Generator) -> float:
@@ -81,7 +82,7 @@ def time_bare(policy, rollouts: list[TensorDict], generator: torch.Generator) ->
     params = [p for p in policy.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=ZOO["learning_rate"], eps=1e-5)
     steps = 0
-    start = time.perf_counter()
+    start = time.process_time()
     for rollout in rollouts:
         flat = {k: rollout[k][:, :-1].reshape(N * T, *rollout[k].shape[2:]) for k in
                 ("obs", "action", "sample_log_prob", "value")}
@@ -106,7 +107,7 @@ def time_bare(policy, rollouts: list[TensorDict], generator: torch.Generator) ->
                 opt.step()
                 opt.zero_grad(set_to_none=True)
                 steps += 1
-    return (time.perf_counter() - start) / steps
+    return (time.process_time() - start) / steps
 
 
 def main() -> None:
@@ -138,7 +139,7 @@ def main() -> None:
         policy, _ = build(args.seed)
         bare.append(time_bare(policy, rollouts, torch.Generator().manual_seed(args.seed)))
     o, b = np.median(ours) * 1e6, np.median(bare) * 1e6
-    print(f"per minibatch step (median of {args.rounds} interleaved rounds): rlpipe {o:.0f} µs, "
+    print(f"CPU per minibatch step (median of {args.rounds} interleaved rounds): rlpipe {o:.0f} µs, "
           f"bare torch loop {b:.0f} µs, ratio {o / b:.2f}; load average {os.getloadavg()[0]:.1f}")
 
 
