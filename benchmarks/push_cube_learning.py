@@ -12,7 +12,7 @@ Prints the env steps and wall time at which the deterministic eval success (``--
 ``--target`` (default 0.9) and the final values, and draws eval (at the end / at any step) and
 train success. ``--json`` also gathers the run's summary (``metrics.json``), the offline eval of
 the checkpoint (``eval/metrics.json``) and of the exported file (``eval/policy-metrics.json``) and
-the MLflow artifacts of the run (``MLFLOW_TRACKING_URI``).
+the MLflow runs of the experiment with their artifacts (``MLFLOW_TRACKING_URI``).
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ def load(run_dir: Path) -> list[dict[str, float]]:
     return rows
 
 
-def mlflow_artifacts(exp_name: str) -> list[str]:
-    """Artifact paths of the newest MLflow run of ``exp_name`` (``MLFLOW_TRACKING_URI``), or ``[]``."""
+def mlflow_artifacts(exp_name: str) -> list[dict[str, Any]]:
+    """Every MLflow run of ``exp_name`` (``MLFLOW_TRACKING_URI``): id, name, status, artifact paths."""
     uri = os.environ.get("MLFLOW_TRACKING_URI")
     if not uri:
         return []
@@ -52,15 +52,15 @@ def mlflow_artifacts(exp_name: str) -> list[str]:
 
     client = mlflow.MlflowClient(uri)
     exp = client.get_experiment_by_name(exp_name)
-    runs = client.search_runs([exp.experiment_id], order_by=["attributes.start_time DESC"],
-                              max_results=1) if exp else []
-    if not runs:
-        return []
-    paths, todo = [], [""]
-    while todo:
-        for info in client.list_artifacts(runs[0].info.run_id, todo.pop() or None):
-            (todo if info.is_dir else paths).append(info.path)
-    return sorted(paths)
+    listing = []
+    for run in client.search_runs([exp.experiment_id], order_by=["attributes.start_time ASC"]) if exp else []:
+        paths, todo = [], [""]
+        while todo:
+            for info in client.list_artifacts(run.info.run_id, todo.pop() or None):
+                (todo if info.is_dir else paths).append(info.path)
+        listing.append({"run_id": run.info.run_id, "run_name": run.info.run_name,
+                        "status": run.info.status, "artifacts": sorted(paths)})
+    return listing
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -101,7 +101,7 @@ def main() -> None:
             "summary": read_json(args.run_dir / "metrics.json"),
             "checkpoint_eval": read_json(args.run_dir / "eval" / "metrics.json"),
             "onnx_eval": read_json(args.run_dir / "eval" / "policy-metrics.json"),
-            "mlflow_artifacts": mlflow_artifacts(args.run_dir.name),
+            "mlflow_runs": mlflow_artifacts(args.run_dir.name),
             "load_avg_now": os.getloadavg(),
         }
         args.json.parent.mkdir(parents=True, exist_ok=True)
