@@ -71,6 +71,7 @@ def test_a_rollout_round_trips_bit_exact_and_is_listed_only_once_committed(s3_se
     assert store.iterations() == [1, 2]
 
 
+@pytest.mark.slow  # two background writers on S3: ~5 s here; the two-node test covers shards too
 def test_shards_of_two_ranks_read_back_as_one_rollout(s3_bucket):
     root = location(f"{s3_bucket}/run/rollouts")
     parts = [rollout(seed=r) for r in range(2)]
@@ -124,6 +125,7 @@ def test_the_run_lock_is_a_conditional_create_with_a_lease(s3_server, s3_bucket,
     assert "taking over the lock of pid 1 on node-7, whose lease ran out" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # botocore's own connect retries and backoff: ~5 s
 def test_a_store_that_stays_down_is_retried_then_one_line(monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens on the discard port
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
