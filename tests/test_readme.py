@@ -96,9 +96,7 @@ def _parse_rlpipe(args: list[str], synopsis: bool, exit_code: int = 0) -> None:
     if params.endswith((".yaml", ".json")) and not params.startswith("data/"):
         assert (ROOT / params).is_file(), f"{params}: no such params file"
     if name == "run" and (ROOT / params).is_file():  # the params and every --set key exist
-        from rlpipe.config import load
-
-        from rlpipe.config import ConfigError
+        from rlpipe.config import ConfigError, load
 
         sets = [rest[i + 1] for i, w in enumerate(rest[:-1]) if w == "--set"]
         try:
@@ -198,8 +196,8 @@ def test_readme_commands_run_in_order_on_a_fresh_copy(tmp_path):
             command.error is None or command.error in stderr_lines)
         log.append(f"{'ok  ' if ok else 'FAIL'} L{command.line} exit {result.returncode}: {text}")
         if not ok:
+            expected = f"{command.exit_code}{', ' + repr(command.error) if command.error else ''}"
             failures.append(f"README line {command.line}: {shlex.quote(text)} exited {result.returncode} "
-                            f"(expected {command.exit_code}{', ' + repr(command.error) if command.error else ''})"
-                            f"\n{(result.stdout + result.stderr)[-1500:]}")
+                            f"(expected {expected})\n{(result.stdout + result.stderr)[-1500:]}")
     print("\n".join(log))
     assert not failures, "\n\n".join(failures)

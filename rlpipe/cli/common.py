@@ -6,6 +6,7 @@ after the arguments parsed, so ``--help`` and a params error stay instant (tests
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RESUME_KEY", "RunPath", "allow_rejected_option", "checkpoint_option", "load_config", "out_option",
     "params_argument", "parse_span", "rollout_argument", "run_argument", "seconds_since_start",
-    "set_option", "user_errors",
+    "set_option", "user_errors", "fail",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -54,10 +55,27 @@ def user_errors(func: F) -> F:
             code, line = describe(exc, meta.get(RESUME_KEY))
             if meta.get("rlpipe.debug") or os.environ.get("RLPIPE_DEBUG") == "1":
                 traceback.print_exception(exc)
-            click.echo(f"Error: {line}", err=True)
-            sys.exit(code)
+            fail(line, code)
 
     return wrapper  # type: ignore[return-value]  # functools.wraps keeps the signature
+
+
+def fail(line: str, code: int) -> None:
+    """Print ``Error: line`` once and exit ``code``: under torchrun only rank 0 prints.
+
+    Rank 0 also writes the line to torchrun's error file (``TORCHELASTIC_ERROR_FILE``), so the
+    launcher's failure report shows it as the root cause instead of a link to its docs.
+    """
+    line = f"Error: {line}".splitlines()[0]
+    if os.environ.get("RANK", "0") == "0":
+        click.echo(line, err=True)
+        error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
+        if error_file:
+            import json
+
+            with contextlib.suppress(OSError):
+                Path(error_file).write_text(json.dumps({"message": line, "timestamp": int(time.time())}))
+    sys.exit(code)
 
 
 params_argument = click.argument("params", type=click.Path(path_type=Path))

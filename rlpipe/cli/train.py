@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 
 import click
 
-from rlpipe.cli.common import RESUME_KEY, params_argument, seconds_since_start, set_option, user_errors
+from rlpipe.cli.common import RESUME_KEY, fail, params_argument, seconds_since_start, set_option, user_errors
 
 __all__ = ["resume_command", "run"]
 
@@ -35,8 +34,7 @@ def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool,
     try:
         summary = Trainer(cfg, resume=resume, overwrite=overwrite).train()
     except EventError as exc:
-        click.echo(f"Error: {exc}".splitlines()[0], err=True)
-        sys.exit(1)
+        fail(str(exc), 1)
     if get_rank() == 0:  # the other ranks of a distributed run stay silent
         stopped = f", stopped: {summary['stopped_by']}" if summary.get("stopped_by") else ""
         click.echo(

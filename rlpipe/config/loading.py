@@ -56,11 +56,22 @@ def read_params(path: str | Path) -> dict[str, Any]:
     text = _read_text(path)
     try:
         data = parse_yaml(text) if path.suffix != ".json" else json.loads(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid YAML/JSON ({str(exc).splitlines()[0]})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(_yaml_error(path, exc)) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of sections, got {type(data).__name__}")
     return _inline_gym_config(data, path)
+
+
+def _yaml_error(path: Path, exc: yaml.YAMLError) -> str:
+    """``params.yaml:3:4: not valid YAML (mapping values are not allowed here)``: line and column, 1-based."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    return f"{where}: not valid YAML ({problem}{f', {context}' if context else ''})"
 
 
 def _read_text(path: Path) -> str:
