@@ -30,6 +30,8 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+OTHER_RANKS_WAIT_S = 2.0
+"""How long a failing rank other than 0 waits before it exits (see :func:`fail`)."""
 RESUME_KEY = "rlpipe.resume_command"
 """``click`` context meta: the exact command that resumes this run (set by ``rlpipe run``)."""
 
@@ -61,20 +63,26 @@ def user_errors(func: F) -> F:
 
 
 def fail(line: str, code: int) -> None:
-    """Print ``Error: line`` once and exit ``code``: under torchrun only rank 0 prints.
+    """Print ``Error: line`` once and exit ``code``; under torchrun only rank 0 prints.
 
-    Rank 0 also writes the line to torchrun's error file (``TORCHELASTIC_ERROR_FILE``), so the
-    launcher's failure report shows it as the root cause instead of a link to its docs.
+    Every rank writes the line to torchrun's error file (``TORCHELASTIC_ERROR_FILE``), so the
+    launcher's failure report names it instead of a link to its docs; a rank other than 0 waits
+    a moment first, so that when every rank fails alike rank 0 is the root cause torchrun reports,
+    and an error of that rank alone still appears there.
     """
     line = f"Error: {line}".splitlines()[0]
-    if os.environ.get("RANK", "0") == "0":
+    main_rank = os.environ.get("RANK", "0") == "0"
+    if main_rank:
         click.echo(line, err=True)
-        error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
-        if error_file:
-            import json
+    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if error_file:
+        import json
 
-            with contextlib.suppress(OSError):
-                Path(error_file).write_text(json.dumps({"message": line, "timestamp": int(time.time())}))
+        extra = {"py_callstack": line, "timestamp": str(int(time.time()))}  # torchrun's own format
+        with contextlib.suppress(OSError):
+            Path(error_file).write_text(json.dumps({"message": {"message": line, "extraInfo": extra}}))
+        if not main_rank:
+            time.sleep(OTHER_RANKS_WAIT_S)
     sys.exit(code)
 
 
