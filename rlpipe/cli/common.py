@@ -14,7 +14,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -62,7 +62,7 @@ def user_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]  # functools.wraps keeps the signature
 
 
-def fail(line: str, code: int) -> None:
+def fail(line: str, code: int) -> NoReturn:
     """Print ``Error: line`` once and exit ``code``; under torchrun only rank 0 prints.
 
     Every rank writes the line to torchrun's error file (``TORCHELASTIC_ERROR_FILE``), so the

@@ -34,7 +34,7 @@ class Tracker:
         self.cfg = cfg
         self.silent = silent
         """A silent tracker (ranks other than 0) prints no rows and writes no file and no MLflow run."""
-        self.table = ConsoleTable(console)
+        self.table = ConsoleTable(console, total=cfg.trainer.iterations)
         self.files = MetricsFiles(run_dir, curve_fields)
         self.mlflow = mlflow_run
         self._restore_signals = signals.install() if mlflow_run is not None else (lambda: None)
@@ -74,6 +74,7 @@ class Tracker:
         """
         if self.silent:
             return
+        self.table.close()
         self.files.write_summary({**summary, "mlflow_run_id": self.mlflow_run_id})
         if self.mlflow is None:
             return
@@ -84,11 +85,13 @@ class Tracker:
 
     def end(self, status: str) -> None:
         """End the MLflow run with ``status`` (``FAILED``, ``KILLED``) without a summary; idempotent."""
+        self.table.close()
         if self.mlflow is not None:
             self._end(status)
 
     def _end(self, status: str) -> None:
         assert self.mlflow is not None
+        self.table.close()
         try:
             self.mlflow.end(status)
         finally:
@@ -99,6 +102,7 @@ class Tracker:
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: Any) -> None:
         """End the MLflow run: ``KILLED`` on Ctrl-C/SIGTERM, ``FAILED`` on an error, else ``FINISHED``."""
+        self.table.close()
         if self.mlflow is None:
             return
         interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt | SystemExit)
