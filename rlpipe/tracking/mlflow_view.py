@@ -7,8 +7,12 @@ picks them. rlpipe therefore tags every experiment it writes to with:
 * ``mlflow.experimentKind: custom_model_development`` — the experiment page opens on *Runs*;
 * ``mlflow.note.content`` — the experiment's description (what the runs are, how to compare them);
 * ``mlflow.sharedViewState.rlpipe`` — a saved view (MLflow's "share view" format) whose table shows
-  the key params and final metrics (:data:`KEY_PARAMS`, :data:`KEY_METRICS`), sorted by start time;
-  :func:`ui_url` opens it (``#/experiments/<id>/runs?viewStateShareKey=rlpipe``).
+  the key params and final metrics (:data:`KEY_PARAMS`, :data:`KEY_METRICS`), newest run first.
+
+MLflow 3's UI starts in its GenAI mode whatever the experiment says (a per-browser setting), so
+:func:`ui_url` asks for the "Model training" mode in the link it builds:
+``#/experiments/<id>/runs?workflowType=machine_learning&viewStateShareKey=rlpipe`` (checked with
+headless chromium screenshots against MLflow 3.17).
 
 Only the standard library is imported here: the trainer prints :func:`ui_command` in its banner.
 """
@@ -65,4 +69,5 @@ def ui_url(uri: str, experiment_id: str | None) -> str:
     base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else f"http://127.0.0.1:{DEFAULT_PORT}"
     if experiment_id is None:
         return base
-    return f"{base}/#/experiments/{experiment_id}/runs?viewStateShareKey={VIEW_KEY}"
+    query = f"workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
+    return f"{base}/#/experiments/{experiment_id}/runs?{query}"
