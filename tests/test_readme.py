@@ -193,7 +193,7 @@ def test_readme_commands_run_in_order_on_a_fresh_copy(tmp_path):
     repo = fresh_copy(tmp_path / "repo")
     env = {**os.environ, "PATH": f"{repo / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}",
            "PYTHONPATH": str(repo), "MUJOCO_GL": "egl", "HOME": str(tmp_path), "PYTHONUNBUFFERED": "1",
-           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}  # a shared CI machine: no spinning threads
+           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}  # a shared machine: no spinning
     env.pop("MLFLOW_TRACKING_URI", None)
     failures, log = [], []
     for command in COMMANDS:

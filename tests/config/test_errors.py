@@ -18,9 +18,11 @@ def params_file():
 
 
 @pytest.mark.parametrize("override, expected", [
-    ("trainer.iteratons=3", "trainer.iteratons: unknown key (did you mean 'iterations'?); accepted: exp_name"),
+    ("trainer.iteratons=3",
+     "trainer.iteratons: unknown key (did you mean 'iterations'?); accepted: exp_name"),
     ("traner.seed=3", "traner: unknown key (did you mean 'trainer'?); accepted: trainer, env"),
-    ("algorithm.cfg.clip_coeff=0.1", "algorithm.cfg.clip_coeff: unknown key (did you mean 'clip_coef'?); accepted:"),
+    ("algorithm.cfg.clip_coeff=0.1",
+     "algorithm.cfg.clip_coeff: unknown key (did you mean 'clip_coef'?); accepted:"),
     ("policy.actor.network_cfgs={}", "policy.actor.network_cfgs: unknown key (did you mean 'network_cfg'?)"),
 ])
 def test_a_key_typo_names_the_closest_key(params_file, override, expected):
@@ -51,7 +53,8 @@ def test_yaml_error_names_line_and_column(tmp_path):
 def test_yaml_flow_error_names_line_and_context(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text("env: {id: CartPole}\ntrainer: {seed: [1, 2}\n")
-    with pytest.raises(ConfigError, match=rf"^{path}:2:\d+: not valid YAML \(expected ',' or ']'.*flow sequence\)$"):
+    with pytest.raises(ConfigError,
+                       match=rf"^{path}:2:\d+: not valid YAML \(expected ',' or ']'.*flow sequence\)$"):
         load(path)
 
 
@@ -60,4 +63,5 @@ def test_json_error_names_line_and_column(tmp_path):
     path.write_text('{\n  "trainer": {"seed": 1,}\n}\n')
     with pytest.raises(ConfigError) as info:
         load(path)
-    assert str(info.value) == f"{path}:2:25: not valid JSON (Expecting property name enclosed in double quotes)"
+    expected = f"{path}:2:25: not valid JSON (Expecting property name enclosed in double quotes)"
+    assert str(info.value) == expected
