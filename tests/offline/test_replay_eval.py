@@ -1,4 +1,4 @@
-"""rlpipe replay evaluates the replayed policy as the online run evaluated its own, beside the online metrics."""
+"""rlpipe replay evaluates the replayed policy as the online run evaluated its own, beside its metrics."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.cli import cli
-from rlpipe.offline.replay_eval import evaluate_replayed, online_eval_metrics
 from rlpipe.offline.replay import replay
+from rlpipe.offline.replay_eval import evaluate_replayed, online_eval_metrics
 from rlpipe.run import run
 
 

@@ -70,7 +70,8 @@ def test_compare_three_runs_table_and_png(three_runs, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
     wide = CliRunner().invoke(cli, ["compare", "--uri", three_runs, "--experiment", "sweep", "--wide"])
-    assert wide.exit_code == 0 and "algorithm.cfg.learning_rate" in wide.output and "trainer.data_dir" in wide.output
+    assert wide.exit_code == 0
+    assert "algorithm.cfg.learning_rate" in wide.output and "trainer.data_dir" in wide.output
 
 
 def test_labels_name_what_differs_and_never_repeat():
