@@ -32,6 +32,7 @@ REWRITES: tuple[tuple[str, str, str], ...] = (
     (r"^make run$", "rlpipe run params.yaml --overwrite",
      "make run's recipe; its install step would re-point the shared venv at the copy"),
     (r"^make repro$", "PATH=\"$PWD/.venv/bin:$PATH\" dvc repro", "make repro's recipe (same reason)"),
+    (r"^make exps$", "make -o .venv/.rlpipe-installed exps", "make exps without its install step"),
     (r"^(rlpipe run params\.yaml --set \S+ --set trainer\.exp_name=(clip01|wide))$",
      r"\1 --set trainer.iterations=2", "solved in about 15 iterations → 2"),
     (r"^(python examples/\w+\.py --iterations) \d+$", r"\1 2", "2 iterations per example"),
