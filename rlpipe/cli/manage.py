@@ -35,8 +35,8 @@ def compare(experiments: tuple[str, ...], metrics: tuple[str, ...], run_ids: tup
     compare_mod.render_table(comparison, wide=wide)
     if plot is not None:
         path = compare_mod.plot_curves(comparison, plot)
-        click.echo(f"wrote {path}: {len(comparison.metrics)} panels ({', '.join(comparison.metrics)}), "
-                   f"{len(comparison.runs)} runs labelled by what differs")
+        click.echo(f"wrote {path} ({len(comparison.metrics)} panels: {', '.join(comparison.metrics)}; "
+                   f"{len(comparison.runs)} runs)")
 
 
 

@@ -65,8 +65,9 @@ def test_compare_three_runs_table_and_png(three_runs, tmp_path):
     for lr in RATES:  # each run is labelled by what differs: its learning rate (and its data_dir)
         assert any(line.startswith(f"learning_rate={lr} ") for line in out.splitlines()), out
     assert "update/value_loss" in out and "192" in out  # a chosen metric; env steps
-    assert max(len(line) for line in out.splitlines()) <= 120
-    assert f"wrote {png}: 2 panels" in out
+    table = out.split("wrote ")[0]
+    assert max(len(line) for line in table.splitlines()) <= 120
+    assert f"wrote {png} (2 panels: train/episode_return_mean, update/value_loss; 3 runs)" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
     wide = CliRunner().invoke(cli, ["compare", "--uri", three_runs, "--experiment", "sweep", "--wide"])
@@ -86,8 +87,8 @@ def test_labels_name_what_differs_and_never_repeat():
                       "r2": "algorithm.cfg.lr=2 replay.algorithm.cfg.lr=-",
                       "r3": "algorithm.cfg.lr=2 replay.algorithm.cfg.lr=- #2",
                       "r4": "algorithm.cfg.lr=2 replay.algorithm.cfg.lr=3"}
-    same = [record("a", {"x": "1"}), record("a", {"x": "1"})]  # same name, nothing differs
-    assert list(run_labels(Comparison(same, (), [])).values()) == ["a", "a #2"]
+    same = [RunRecord(i, "train-1", "e", "FINISHED", 0, 1, {"x": "1"}, {}, {}) for i in ("i1", "i2")]
+    assert run_labels(Comparison(same, (), [])) == {"i1": "train-1", "i2": "train-1 #2"}  # same name
 
 
 def test_compare_api_final_best_and_one_curve_per_run(three_runs, tmp_path):
