@@ -120,6 +120,7 @@ def test_unknown_experiment_and_missing_store_are_one_line_errors(three_runs, tm
     assert not (tmp_path / "none.db").exists()
 
 
+@pytest.mark.slow
 def test_compare_200_runs(tmp_path):
     import mlflow
     from mlflow.entities import Metric, Param

@@ -217,6 +217,7 @@ def test_a_crashed_run_is_marked_failed_not_left_running(tmp_path, store):
     assert crashed["status"] == "FAILED" and crashed["steps"] == [64]
 
 
+@pytest.mark.slow
 def test_replay_runs_point_back_to_their_source(tmp_path, store):
     cfg = tiny_cfg(tmp_path, f"tracking.uri={store}", "trainer.exp_name=sourced")
     tracker = open_tracker(cfg, tmp_path, kind="replay", parent_run_id="abc123", run_name="replay-1")
@@ -308,6 +309,7 @@ def _open_and_log(uri: str, name: str) -> str:
     return run.run_id
 
 
+@pytest.mark.slow
 def test_processes_creating_one_sqlite_store_at_once_all_succeed(tmp_path):
     # `dvc queue start --jobs 2`: parallel experiments open the same new data/mlflow.db together.
     import multiprocessing
