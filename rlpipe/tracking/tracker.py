@@ -30,11 +30,12 @@ class Tracker:
 
     def __init__(self, cfg: RunConfig, run_dir: Path, console: Console | None = None,
                  mlflow_run: BackgroundRun | None = None, curve_fields: list[str] | None = None,
-                 silent: bool = False) -> None:
+                 silent: bool = False, progress: bool = True) -> None:
         self.cfg = cfg
         self.silent = silent
         """A silent tracker (ranks other than 0) prints no rows and writes no file and no MLflow run."""
-        self.table = ConsoleTable(console, total=cfg.trainer.iterations)
+        self.table = ConsoleTable(console, total=cfg.trainer.iterations if progress else None)
+        """``progress``: a bar of ``trainer.iterations`` on a terminal (training runs only)."""
         self.files = MetricsFiles(run_dir, curve_fields)
         self.mlflow = mlflow_run
         self._restore_signals = signals.install() if mlflow_run is not None else (lambda: None)
@@ -152,7 +153,7 @@ def open_tracker(cfg: RunConfig, run_dir: Path, *, run_name: str | None = None,
 
     console = Console(highlight=False, soft_wrap=True, file=sys.stdout)
     return Tracker(cfg, run_dir, console, start_run(cfg, run_dir, kind, run_name, parent_run_id, run_id),
-                   curve_fields)
+                   curve_fields, progress=kind == "train")
 
 
 def log_single_run(cfg: RunConfig, metrics: dict[str, float], *, run_dir: Path, kind: str = "eval",
