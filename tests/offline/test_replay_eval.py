@@ -15,7 +15,7 @@ from rlpipe.run import run
 
 
 def test_replay_reports_eval_metrics_beside_the_online_runs(tmp_path):
-    cfg = tiny_cfg(tmp_path, "trainer.enable_eval=true", f"trainer.eval_freq={2 * STEPS}")
+    cfg = tiny_cfg(tmp_path, "trainer.enable_eval=true", "trainer.iterations=2", f"trainer.eval_freq={STEPS}")
     online = run(cfg)
     summary = replay(cfg, cfg.run_dir / "rollouts", tmp_path / "reupdate")
     # unchanged params: the same weights, the same eval envs and seed → the online final eval exactly
