@@ -72,6 +72,7 @@ def run_epochs(algo: BaseAlgorithm, batch: TensorDict) -> Tally:
     per_epoch = global_minibatch_count(rows, size, algo.device)  # the most any rank has
     scale = 1.0 / math.ceil(rows / size) if cfg.accumulate_grads else 1.0
     weighted = algo.stats_weighted_by_rows
+    params = list(algo.policy.parameters())  # once per update, not twice per minibatch step
     algo.optimizer.zero_grad(set_to_none=True)
     for epoch in range(1, cfg.n_epochs + 1):
         slices = itertools.chain(minibatch_slices(algo, rows, size, shards), itertools.repeat(None))
@@ -81,7 +82,7 @@ def run_epochs(algo: BaseAlgorithm, batch: TensorDict) -> Tally:
                     tally.early_stop_epoch = epoch
                     return tally
                 if not cfg.accumulate_grads:
-                    _sync_only_step(algo)
+                    _sync_only_step(algo, params)
                 continue
             mb = batch[idx]
             total, stats = algo.loss(mb)
@@ -92,10 +93,10 @@ def run_epochs(algo: BaseAlgorithm, batch: TensorDict) -> Tally:
             algo.scaler.scale(total * scale).backward()
             tally.minibatch_steps += 1
             if not cfg.accumulate_grads:
-                optimizer_step(algo)
+                optimizer_step(algo, params)
                 tally.optimizer_steps += 1
         if cfg.accumulate_grads:
-            optimizer_step(algo)
+            optimizer_step(algo, params)
             tally.optimizer_steps += 1
     return tally
 
@@ -125,23 +126,32 @@ def minibatch_indices(
         yield perm[start : start + batch_size]
 
 
-def optimizer_step(algo: BaseAlgorithm) -> None:
-    """Unscale, average over ranks, clip, step, zero: every rank steps with the same gradient."""
-    params = algo.policy.parameters
-    algo.scaler.unscale_(algo.optimizer)
-    average_gradients(params())
-    algo.gradient_check.clip(params(), algo.cfg.max_grad_norm, algo.scaler.is_enabled())  # NaN flag
-    algo.scaler.step(algo.optimizer)
-    algo.scaler.update()
+def optimizer_step(algo: BaseAlgorithm, params: list[torch.nn.Parameter] | None = None) -> None:
+    """Unscale, average over ranks, clip, step, zero: every rank steps with the same gradient.
+
+    ``params``: the policy's parameters (listed once per update by the caller; default: listed here).
+    """
+    if params is None:
+        params = list(algo.policy.parameters())
+    scaler = algo.scaler
+    if scaler.is_enabled():
+        scaler.unscale_(algo.optimizer)
+    average_gradients(params)
+    algo.gradient_check.clip(params, algo.cfg.max_grad_norm, scaler.is_enabled())  # NaN flag
+    if scaler.is_enabled():
+        scaler.step(algo.optimizer)
+        scaler.update()
+    else:  # what a disabled GradScaler's step does, without its wrappers
+        algo.optimizer.step()
     algo.optimizer.zero_grad(set_to_none=True)
 
 
-def _sync_only_step(algo: BaseAlgorithm) -> None:
+def _sync_only_step(algo: BaseAlgorithm, params: list[torch.nn.Parameter]) -> None:
     """A rank out of minibatches contributes zero gradients to the others' minibatch step."""
-    for p in algo.policy.parameters():
+    for p in params:
         if p.requires_grad:
             p.grad = torch.zeros_like(p)
-    optimizer_step(algo)
+    optimizer_step(algo, params)
 
 
 def report(algo: BaseAlgorithm, tally: Tally, extra: dict[str, torch.Tensor]) -> dict[str, float]:

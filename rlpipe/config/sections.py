@@ -348,6 +348,10 @@ class EvalCfg(StrictModel):
     eval of ``rlpipe run`` and in ``rlpipe eval``. Needs an env that renders (MuJoCo: ``MUJOCO_GL``)."""
     video_envs: int = Field(2, ge=1)
     """Eval envs filmed (tiled side by side in one video)."""
+    video_freq: int | None = Field(None, ge=1)
+    """Env steps between filmed online evals of ``rlpipe run`` (``null``: film every eval); the
+    evals in between only score. The last iteration's eval is always filmed. Software-rendered
+    frames cost ~0.1 s each, so a run evaluating often films every few evals."""
 
 
 class ReplayCfg(StrictModel):

@@ -287,7 +287,8 @@ class OnlineRun:
         exp = self.exp
         last = exp.iteration == exp.cfg.trainer.iterations
         if exp.evaluate and (last or crossed(before, exp.env_steps, exp.cfg.trainer.eval_freq)):
-            evaluated = evaluate_now(exp)
+            every = exp.cfg.eval.video_freq
+            evaluated = evaluate_now(exp, film=last or every is None or crossed(before, exp.env_steps, every))
             return evaluated | self._fire("after_eval", env=exp.evaluate.env, metrics=dict(evaluated))
         return {}
 

@@ -49,12 +49,15 @@ def store_rollout(exp: Experiment, rollout: TensorDict, attrs: dict[str, Any]) -
     exp.store.submit(rollout.exclude(*exp.advantage.writes), attrs)
 
 
-def evaluate_now(exp: Experiment) -> dict[str, float]:
-    """Run the eval episodes on finite weights; remember and return their metrics."""
+def evaluate_now(exp: Experiment, film: bool = True) -> dict[str, float]:
+    """Run the eval episodes on finite weights; remember and return their metrics.
+
+    ``film``: also record this eval's video (with ``eval.video``; ``eval.video_freq`` thins them).
+    """
     assert exp.evaluate is not None
     faults.point("eval.start")
     exp.guard.check_weights(exp, "evaluation")
-    exp.last_eval = exp.evaluate(exp.layout.eval_video(exp.iteration))
+    exp.last_eval = exp.evaluate(exp.layout.eval_video(exp.iteration) if film else None)
     return exp.last_eval
 
 

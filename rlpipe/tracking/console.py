@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
 
-from rlpipe.artifacts.atomic import atomic_write_json
+from rlpipe.artifacts.atomic import atomic_write_json, atomic_write_text
 from rlpipe.artifacts.layout import RunLayout
 
 __all__ = ["COLUMNS", "ConsoleTable", "MetricsFiles", "flatten_params"]
@@ -125,21 +126,44 @@ class MetricsFiles:
         """Columns of ``curve.csv``; given when a resumed run appends to a kept curve."""
 
     def append_curve(self, metrics: dict[str, float]) -> None:
-        """Append one iteration; the columns are fixed by the first row (DVC plots need stable ones)."""
+        """Append one iteration; the first row fixes the columns (DVC plots need stable ones).
+
+        A metric first seen later (``eval/success_rate`` when the first eval comes at iteration 2)
+        widens the header once: the file is rewritten atomically with empty cells for earlier rows.
+        """
         if self._fields is None:
-            self._fields = ["iteration", "env_steps", *sorted(
-                k for k in metrics if k not in ("iteration", "env_steps")
-                and "/" in k and k.split("/")[0] != "advantage"
-            )]
+            self._fields = ["iteration", "env_steps", *sorted(_curve_keys(metrics))]
             self._fields += [k for k in CURVE_ALWAYS if k not in self._fields]
             with self.curve_path.open("w", newline="") as fh:
                 csv.writer(fh).writerow(self._fields)
+        new = sorted(set(_curve_keys(metrics)) - set(self._fields))
+        if new:
+            self._widen(new)
         with self.curve_path.open("a", newline="") as fh:
             csv.writer(fh).writerow([_csv_value(metrics.get(k)) for k in self._fields])
+
+    def _widen(self, new: list[str]) -> None:
+        """Add columns ``new`` to the header (rows so far get empty cells), rewritten atomically."""
+        assert self._fields is not None
+        try:
+            with self.curve_path.open(newline="") as fh:
+                rows = list(csv.reader(fh))[1:]
+        except OSError:
+            rows = []
+        self._fields = [*self._fields, *new]
+        text = io.StringIO()
+        csv.writer(text).writerows([self._fields, *(row + [""] * len(new) for row in rows)])
+        atomic_write_text(self.curve_path, text.getvalue())
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         """Write ``metrics.json`` atomically."""
         atomic_write_json(self.metrics_path, summary)
+
+
+def _curve_keys(metrics: dict[str, float]) -> list[str]:
+    """The ``group/name`` metrics a curve row holds (``advantage/…`` histograms stay out)."""
+    return [k for k in metrics if k not in ("iteration", "env_steps") and "/" in k
+            and k.split("/")[0] != "advantage"]
 
 
 def _csv_value(value: float | None) -> str:
