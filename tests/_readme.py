@@ -38,7 +38,7 @@ REWRITES: tuple[tuple[str, str, str], ...] = (
     (r"^(python examples/\w+\.py --iterations) \d+$", r"\1 2", "2 iterations per example"),
     (r"^torchrun --nproc_per_node 4 (.*)$", r"torchrun --nproc_per_node 2 \1 --set trainer.iterations=2",
      "2 processes (2 cores) for 2 iterations"),
-    (r"^(rlpipe run configs/push_cube\.yaml)$",
+    (r"^((?:MUJOCO_GL=egl )?rlpipe run configs/push_cube\.yaml)$",
      r"\1 --set trainer.iterations=2 --set trainer.num_envs=8 --set trainer.num_eval_envs=2",
      "2.05M env steps → 2 iterations of 8 envs"),
     (r"^(rlpipe eval configs/push_cube\.yaml)$", r"\1 --set eval.num_envs=2 --set eval.num_episodes=1",
