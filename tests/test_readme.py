@@ -195,6 +195,8 @@ def test_readme_commands_run_in_order_on_a_fresh_copy(tmp_path):
            "PYTHONPATH": str(repo), "MUJOCO_GL": "egl", "HOME": str(tmp_path), "PYTHONUNBUFFERED": "1",
            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}  # a shared machine: no spinning
     env.pop("MLFLOW_TRACKING_URI", None)
+    git_user = "[user]\n\tname = readme\n\temail = readme@example.com\n"
+    (tmp_path / ".gitconfig").write_text(git_user)  # a user's own git identity (dvc exp apply commits)
     failures, log = [], []
     for command in COMMANDS:
         reason = skip_reason(command)
