@@ -167,6 +167,11 @@ class Trainer:
         return self.online.mlflow_run_id
 
     @property
+    def mlflow_experiment_id(self) -> str | None:
+        """The MLflow experiment of that run (``None`` without one)."""
+        return self.online.mlflow_experiment_id
+
+    @property
     def learner(self) -> Learner:
         """The learner (policy, algorithm, optimizer)."""
         return self.online.exp.learner

@@ -6,6 +6,7 @@ after the arguments parsed, so ``--help`` and a params error stay instant (tests
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -13,7 +14,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -25,10 +26,12 @@ if TYPE_CHECKING:
 __all__ = [
     "RESUME_KEY", "RunPath", "allow_rejected_option", "checkpoint_option", "load_config", "out_option",
     "params_argument", "parse_span", "rollout_argument", "run_argument", "seconds_since_start",
-    "set_option", "user_errors",
+    "set_option", "user_errors", "fail",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+OTHER_RANKS_WAIT_S = 2.0
+"""How long a failing rank other than 0 waits before it exits (see :func:`fail`)."""
 RESUME_KEY = "rlpipe.resume_command"
 """``click`` context meta: the exact command that resumes this run (set by ``rlpipe run``)."""
 
@@ -54,8 +57,7 @@ def user_errors(func: F) -> F:
             code, line = describe(exc, meta.get(RESUME_KEY))
             if meta.get("rlpipe.debug") or os.environ.get("RLPIPE_DEBUG") == "1":
                 traceback.print_exception(exc)
-            click.echo(f"Error: {line}", err=True)
-            sys.exit(code)
+            fail(line, code)
 
     return wrapper  # type: ignore[return-value]  # functools.wraps keeps the signature
 
@@ -70,6 +72,30 @@ class Location(click.Path):
 
             return ObjectPath(value)
         return super().convert(value, param, ctx)
+
+
+def fail(line: str, code: int) -> NoReturn:
+    """Print ``Error: line`` once and exit ``code``; under torchrun only rank 0 prints.
+
+    Every rank writes the line to torchrun's error file (``TORCHELASTIC_ERROR_FILE``), so the
+    launcher's failure report names it instead of a link to its docs; a rank other than 0 waits
+    a moment first, so that when every rank fails alike rank 0 is the root cause torchrun reports,
+    and an error of that rank alone still appears there.
+    """
+    line = f"Error: {line}".splitlines()[0]
+    main_rank = os.environ.get("RANK", "0") == "0"
+    if main_rank:
+        click.echo(line, err=True)
+    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if error_file:
+        import json
+
+        extra = {"py_callstack": line, "timestamp": str(int(time.time()))}  # torchrun's own format
+        with contextlib.suppress(OSError):
+            Path(error_file).write_text(json.dumps({"message": {"message": line, "extraInfo": extra}}))
+        if not main_rank:
+            time.sleep(OTHER_RANKS_WAIT_S)
+    sys.exit(code)
 
 
 params_argument = click.argument("params", type=Location(path_type=Path))

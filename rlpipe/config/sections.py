@@ -193,19 +193,20 @@ class TrainerCfg(StrictModel):
     stop_when: list[StopConditionCfg] = Field(default_factory=list)
     """Stop early when any condition holds after an iteration (final checkpoint and eval as at the
     end; ``stopped_by`` in metrics.json)."""
-    # Keys of the JSON train-config format, accepted so such configs load unchanged; unused here.
+    # Keys of the documents' JSON train-config format, kept so that the params.yaml of earlier runs
+    # still load; a params file's values are translated (or warned about) by config/documents.py.
     gym_config: str | None = None
-    """Seed JSON only: path of the env JSON, read into the ``env`` block."""
+    """Documents' JSON only: path of the env JSON, read into the ``env`` block."""
     headless: bool = True
-    """Seed compatibility; unused (torch envs render nothing)."""
+    """Documents' compatibility; no effect (rlpipe never opens a viewer)."""
     enable_rt: bool = False
-    """Seed compatibility; unused."""
+    """Documents' compatibility; no effect."""
     gpu_id: int = 0
-    """Seed compatibility; use ``device: cuda:N`` instead."""
+    """Documents' compatibility; no effect (use ``device: cuda:N``)."""
     use_wandb: bool = False
-    """Seed compatibility; rlpipe tracks with MLflow (``tracking``)."""
+    """Documents' compatibility; no effect (rlpipe tracks with MLflow: ``tracking``)."""
     wandb_project_name: str | None = None
-    """Seed compatibility; unused."""
+    """Documents' compatibility; no effect."""
     events: EventsCfg = Field(default_factory=lambda: EventsCfg())
     """User functions run at stage boundaries: ``{train: {name: event}, eval: {name: event}}``."""
     on_nonfinite: Literal["stop", "skip"] = "stop"

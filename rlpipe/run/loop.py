@@ -36,7 +36,7 @@ from rlpipe.run.records import (
 from rlpipe.run.resume import resume as continue_run
 from rlpipe.run.signals import GracefulStop, Interrupted, signal_name
 from rlpipe.tracking import Tracker
-from rlpipe.tracking.banner import run_banner
+from rlpipe.tracking.banner import run_banner, where_lines
 
 __all__ = ["OnlineRun", "crossed", "run", "run_iteration"]
 
@@ -85,6 +85,8 @@ class OnlineRun:
         self.tracker: Tracker | None = None
         self.mlflow_run_id: str | None = None
         """The run's MLflow run id (``None`` without MLflow), known once started."""
+        self.mlflow_experiment_id: str | None = None
+        """Its MLflow experiment id, known once started."""
         self.metrics: dict[str, float] = {}
         self.summary: dict[str, Any] = {}
         self._collected: tuple[TensorDict, dict[str, float], float, float] | None = None
@@ -123,6 +125,10 @@ class OnlineRun:
             if exp.dist.is_main:
                 print(run_banner(exp.cfg, exp.device, exp.algo.cfg, tune_malloc()), flush=True)
             self.mlflow_run_id = exp.mlflow_run_id = self.tracker.mlflow_run_id
+            if self.tracker.mlflow is not None:
+                self.mlflow_experiment_id = self.tracker.mlflow.experiment_id
+            if exp.dist.is_main:
+                print(where_lines(exp.cfg, exp.layout.root, exp.env, self.tracker.mlflow), flush=True)
             self._held = held.pop_all()
         self._fire("run_start", env=exp.env)
 

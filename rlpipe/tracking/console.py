@@ -52,18 +52,25 @@ def flatten_params(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 class ConsoleTable:
-    """One compact row per iteration; the header repeats every 25 rows."""
+    """One compact row per iteration (the header repeats every 25 rows); on a terminal, a progress bar.
 
-    def __init__(self, console: Console | None = None) -> None:
+    The bar (rich: iterations done of ``total``, elapsed, ETA) sits below the rows and is only drawn
+    when the console is a terminal, so logs, pipes and CI output stay plain rows.
+    """
+
+    def __init__(self, console: Console | None = None, total: int | None = None) -> None:
         if console is None:
             from rich.console import Console
 
             console = Console(highlight=False, soft_wrap=True)
         self.console = console
         self.rows = 0
+        self.total = total
+        self._progress: Any = None
+        self._task: Any = None
 
     def row(self, metrics: dict[str, float]) -> None:
-        """Print ``metrics`` as one row (missing values as ``-``)."""
+        """Print ``metrics`` as one row (missing values as ``-``) and advance the bar."""
         if self.rows % 25 == 0:
             self.console.print(" ".join(self._pad(name, fmt) for name, _, fmt in COLUMNS), style="bold")
         cells = []
@@ -73,6 +80,33 @@ class ConsoleTable:
             cells.append(fmt.format(value) if ok else self._pad("-", fmt))
         self.console.print(" ".join(cells))
         self.rows += 1
+        self._advance(int(metrics.get("iteration", self.rows)))
+
+    def _advance(self, iteration: int) -> None:
+        if self.total is None or not self.console.is_terminal:
+            return
+        if self._progress is None:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._progress = Progress(
+                TextColumn("iterations"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                TextColumn("ETA"), TimeRemainingColumn(), console=self.console, transient=True)
+            self._progress.start()
+            self._task = self._progress.add_task("train", total=self.total, completed=iteration - 1)
+        self._progress.update(self._task, completed=iteration)
+
+    def close(self) -> None:
+        """Remove the progress bar (the rows stay); idempotent."""
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
 
     @staticmethod
     def _pad(text: str, fmt: str) -> str:

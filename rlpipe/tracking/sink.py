@@ -9,7 +9,7 @@ JSON message per line on its stdin, in order:
   file written here, e.g. the resolved ``params.yaml``);
 * ``{"op": "end", "status"}``.
 
-It answers on stdout with one JSON line once the run is open (``{"run_id": ...}``, or
+It answers on stdout with one JSON line once the run is open (``{"run_id", "experiment_id"}``, or
 ``{"error": ...}`` when it could not be opened) and one when it ended (``{"ended": status}``).
 End of input without an ``end`` message (the trainer was killed) ends the run ``KILLED`` after every
 message received so far is written. A problem is said once, in one line on stderr; the process
@@ -94,7 +94,7 @@ def serve(lines: IO[str], out: IO[str]) -> str:
         for _ in lines:  # drain, so the trainer never blocks on a full pipe
             pass
         return "none"
-    _say(out, {"run_id": run.run_id})
+    _say(out, {"run_id": run.run_id, "experiment_id": run.experiment_id})
     status = "KILLED"  # input ended without an end message: the trainer was killed
     with tempfile.TemporaryDirectory(prefix="rlpipe-mlflow-") as scratch:
         for line in lines:
