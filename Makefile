@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rlpipe-installed
 
-.PHONY: run test install lint repro clean
+.PHONY: run test install lint repro exps clean
 
 run: $(STAMP)
 	$(BIN)/rlpipe run params.yaml --overwrite
@@ -33,3 +33,9 @@ clean:
 
 repro: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+
+# `dvc exp show`, short: the params that differ between experiments and the key metrics (README).
+exps: $(STAMP)
+	$(BIN)/dvc exp show --only-changed \
+	  --drop '.*/|checkpoint$$|mlflow_run_id$$|iterations$$|.*run\.json$$|rev$$|typ$$|parent$$|Created$$' \
+	  --keep '(.*:)?eval/return_mean$$|train/episode_return_mean$$|env_steps$$|wall_s$$'

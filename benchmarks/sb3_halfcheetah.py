@@ -5,14 +5,16 @@ VecNormalize obs + reward, 512 steps per update, 20 epochs × minibatches of 64,
 lr 2.0633e-5, ent 4.0e-4, clip 0.1, GAE 0.92, max grad norm 0.8, vf 0.58, log_std_init −2,
 256×256 ReLU actor and critic). SB3 runs them as published (1 gymnasium env × 512 steps); rlpipe
 runs the same 512 transitions per update as ``--rlpipe-envs`` envpool envs × 512/envs steps.
-Each side reports the wall time of ``learn``/the iterations (build excluded) and the final
+Each side reports the wall and process CPU time of ``learn``/the iterations (build excluded; on
+a machine shared with other jobs the CPU time is the steadier figure) and the final
 deterministic evaluation return over ``--eval-episodes`` episodes (SB3: normalization statistics
 frozen; rlpipe: its evaluator).
 
 The SB3 side runs as a subprocess with ``--sb3-python`` (a separate virtualenv: SB3 is never a
 project dependency). Run: ``.venv/bin/python benchmarks/sb3_halfcheetah.py [--steps 1000000]
-[--side both|rlpipe|sb3] [--json out.json]``. The two sides run one after the other (a 1M-step
-run cannot be interleaved); compare their load averages before quoting the ratio.
+[--side both|rlpipe|sb3] [--parallel] [--json out.json]``. The two sides run one after the
+other (a 1M-step run cannot be interleaved; compare their load averages before quoting the ratio),
+or with ``--parallel`` at the same time, so that a machine shared with other jobs loads both alike.
 """
 
 from __future__ import annotations
@@ -48,9 +50,9 @@ def sb3_side(steps: int, seed: int, eval_episodes: int) -> dict[str, Any]:
     policy_kwargs = {"log_std_init": -2, "ortho_init": False, "activation_fn": torch.nn.ReLU,
                      "net_arch": {"pi": [256, 256], "vf": [256, 256]}}
     model = PPO("MlpPolicy", env, seed=seed, device="cpu", policy_kwargs=policy_kwargs, verbose=1, **ZOO)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=steps)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     env.training, env.norm_reward = False, False
     returns = []
     eval_env = gym.make("HalfCheetah-v5")
@@ -63,7 +65,7 @@ def sb3_side(steps: int, seed: int, eval_episodes: int) -> dict[str, Any]:
             total += float(reward)
             done = terminated or truncated
         returns.append(total)
-    return {"side": "sb3", "env": "gymnasium HalfCheetah-v5", "steps": steps, "wall_s": wall,
+    return {"side": "sb3", "env": "gymnasium HalfCheetah-v5", "steps": steps, "wall_s": wall, "cpu_s": cpu,
             "steps_per_s": steps / wall, "eval_return_mean": float(np.mean(returns)),
             "eval_return_std": float(np.std(returns)), "load_avg": os.getloadavg()}
 
@@ -96,18 +98,18 @@ def rlpipe_side(steps: int, seed: int, eval_episodes: int, num_envs: int, mode: 
         ]
         exp = build(config.load(ROOT / "params.yaml", overrides))
         evaluate, exp.evaluate = exp.evaluate, None  # timed like SB3's learn: no evaluation inside
-        start, metrics = time.perf_counter(), {}
+        start, cpu, metrics = time.perf_counter(), time.process_time(), {}
         for i in range(iterations):
             metrics = run_iteration(exp, checkpoint=False)
             if i % 50 == 49:  # progress, so an unfinished run still says something
                 print(f"rlpipe {(i + 1) * num_envs * horizon} steps {time.perf_counter() - start:.0f} s "
                       f"train return {metrics.get('train/episode_return_mean')}", file=sys.stderr,
                       flush=True)
-        wall = time.perf_counter() - start
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
         metrics = evaluate()
     done = iterations * num_envs * horizon
     return {"side": "rlpipe", "env": f"envpool HalfCheetah-v5 ({num_envs} envs, {mode})",
-            "steps": done, "wall_s": wall, "steps_per_s": done / wall,
+            "steps": done, "wall_s": wall, "cpu_s": cpu, "steps_per_s": done / wall,
             "eval_return_mean": metrics.get("eval/return_mean"),
             "eval_return_std": metrics.get("eval/return_std"), "load_avg": os.getloadavg()}
 
@@ -123,26 +125,43 @@ def main() -> None:
     parser.add_argument("--sb3-python", default=str(ROOT / "benchmarks" / ".venv-sb3" / "bin" / "python"),
                         help="Python of a venv with stable-baselines3 and mujoco (never the project's).")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--parallel", action="store_true",
+                        help="run the two sides at the same time (a loaded machine loads both alike)")
     args = parser.parse_args()
     rows = []
-    if args.side in ("both", "sb3"):
-        if Path(sys.executable) == Path(args.sb3_python) or args.side == "sb3":
-            rows.append(sb3_side(args.steps, args.seed, args.eval_episodes))
-        else:
-            cmd = [args.sb3_python, __file__, "--side", "sb3", "--steps", str(args.steps),
-                   "--seed", str(args.seed), "--eval-episodes", str(args.eval_episodes)]
-            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-            rows.append(json.loads(out.strip().splitlines()[-1]))
-    if args.side in ("both", "rlpipe"):
-        rows.append(rlpipe_side(args.steps, args.seed, args.eval_episodes, args.rlpipe_envs, args.mode))
+    load_start = os.getloadavg()
+    cmd = [args.sb3_python, __file__, "--side", "sb3", "--steps", str(args.steps),
+           "--seed", str(args.seed), "--eval-episodes", str(args.eval_episodes)]
+    if args.side == "both" and args.parallel:  # both sides at once: they share the machine's load
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        ours = rlpipe_side(args.steps, args.seed, args.eval_episodes, args.rlpipe_envs, args.mode)
+        out, _ = child.communicate()
+        if child.returncode:
+            raise SystemExit(f"the SB3 side failed (exit {child.returncode})")
+        rows = [json.loads(out.strip().splitlines()[-1]), ours]
+    else:
+        if args.side in ("both", "sb3"):
+            if Path(sys.executable) == Path(args.sb3_python) or args.side == "sb3":
+                rows.append(sb3_side(args.steps, args.seed, args.eval_episodes))
+            else:
+                out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+                rows.append(json.loads(out.strip().splitlines()[-1]))
+        if args.side in ("both", "rlpipe"):
+            rows.append(rlpipe_side(args.steps, args.seed, args.eval_episodes, args.rlpipe_envs, args.mode))
+    for row in rows:
+        row["load_avg_start"] = load_start
     if args.side == "sb3":
         print(json.dumps(rows[0]))
         return
     for row in rows:
         print(f"{row['side']:7s} {row['env']:40s} {row['steps']:>9,} steps  {row['wall_s']:8.0f} s  "
-              f"{row['steps_per_s']:7.0f} steps/s  eval return {row['eval_return_mean']}")
+              f"{row['cpu_s']:8.0f} CPU s  {row['steps_per_s']:7.0f} steps/s  "
+              f"eval return {row['eval_return_mean']}")
     if len(rows) == 2:
-        print(f"speed ratio rlpipe/sb3: {rows[1]['steps_per_s'] / rows[0]['steps_per_s']:.2f}×")
+        sb3, ours = rows
+        cpu_ratio = (sb3["cpu_s"] / sb3["steps"]) / (ours["cpu_s"] / ours["steps"])
+        print(f"speed ratio rlpipe/sb3: {ours['steps_per_s'] / sb3['steps_per_s']:.2f}× (wall), "
+              f"{cpu_ratio:.2f}× (CPU time per env step)")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 

@@ -27,7 +27,9 @@ def resolve_device(spec: str) -> torch.device:
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise ConfigError(
-                f"trainer.device: {spec!r} requested but CUDA is not available; accepted: auto, cpu"
+                f"trainer.device: {spec!r} requested but this machine has no CUDA (torch "
+                f"{torch.__version__}); use trainer.device: auto (CUDA when present, else CPU), e.g. "
+                "--set trainer.device=auto"
             )
         index = device.index or 0
         if index >= torch.cuda.device_count():

@@ -90,7 +90,10 @@ class Evaluator:
     def __call__(self, video_path: Path | None = None) -> dict[str, float]:
         """``eval/return_mean``, ``eval/return_std``, ``eval/length_mean``, ``eval/episodes``.
 
-        Envs reporting ``info["success"]`` add ``eval/success_rate`` (success at any episode step).
+        Envs reporting ``info["success"]`` add ``eval/success_rate`` (success at any step of the
+        episode: ManiSkill's ``success_once``) and ``eval/success_at_end`` (success on the episode's
+        last step: the task still solved when it ends, the stricter figure for tasks whose success
+        can be undone, e.g. a cube pushed through the goal).
         With ``video_path`` (and a recorder) also ``eval/video_frames``, the video's length.
         """
         filming = video_path is not None and self.video is not None and self.video.enabled
@@ -118,6 +121,7 @@ class Evaluator:
         count = torch.zeros(m, dtype=torch.int64, device=dev)
         running_ret, running_len = torch.zeros(m, device=dev), torch.zeros(m, device=dev)
         success = torch.zeros(m, k, dtype=torch.bool, device=dev)
+        at_end = torch.zeros(m, k, dtype=torch.bool, device=dev)
         running_success = torch.zeros(m, dtype=torch.bool, device=dev)
         reports_success = False
         slots = torch.arange(k, device=dev).unsqueeze(0)
@@ -133,10 +137,12 @@ class Evaluator:
             record = (slots == count.unsqueeze(1)) & finished.unsqueeze(1)
             returns = torch.where(record, running_ret.unsqueeze(1), returns)
             lengths = torch.where(record, running_len.unsqueeze(1), lengths)
-            if "success" in result.info:  # success at any step of the episode
+            if "success" in result.info:  # success at any step / at the last step of the episode
                 reports_success = True
-                running_success |= result.info["success"].bool()
+                flag = result.info["success"].bool()
+                running_success |= flag
                 success = torch.where(record, running_success.unsqueeze(1), success)
+                at_end = torch.where(record, flag.unsqueeze(1), at_end)
                 running_success &= ~finished
             count += (finished & (count < k)).long()
             running_ret.masked_fill_(finished, 0.0)
@@ -154,7 +160,8 @@ class Evaluator:
         ep_returns, ep_lengths = returns[valid], lengths[valid]
         if ep_returns.numel() == 0:
             return {"eval/episodes": 0.0}
-        rate = {"eval/success_rate": float(success[valid].float().mean())} if reports_success else {}
+        rate = {"eval/success_rate": float(success[valid].float().mean()),
+                "eval/success_at_end": float(at_end[valid].float().mean())} if reports_success else {}
         return rate | {
             "eval/return_mean": float(ep_returns.mean()),
             "eval/return_std": float(ep_returns.std(unbiased=False)),

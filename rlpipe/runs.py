@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from rlpipe.artifacts.layout import RunLayout
+from rlpipe.config.location import is_url, location
 
 __all__ = [
     "EXPS_DIR", "RUN_POINTER", "RunDirError", "data_root", "experiment_data_dir", "exps_dir",
@@ -120,6 +121,17 @@ def _single_run(folder: Path, name: str) -> Path:
     raise RunDirError(f"{name}: experiment holds several runs; name one of: {choices}")
 
 
+def _url_run_dir(path: Any) -> Any:
+    """A run directory on an object store: itself, once it is checked to be one (one line if not)."""
+    from rlpipe.artifacts.fs import probe
+
+    probe(path)
+    layout = RunLayout(path)
+    if layout.params.is_file() or layout.holds_run():
+        return path
+    raise RunDirError(f"{path}: not a run directory (no params.yaml, rollouts or checkpoints there)")
+
+
 def known_experiments(root: Path | None = None) -> list[str]:
     """Names of the experiments that have a run dir in this project, sorted."""
     folder = exps_dir(root)
@@ -139,6 +151,8 @@ def resolve_run_dir(name_or_path: str | Path, root: Path | None = None) -> Path:
 
     Raises :class:`RunDirError` naming what was asked and the experiments that do exist.
     """
+    if is_url(name_or_path):
+        return _url_run_dir(location(name_or_path))
     root = root or project_root()
     path = Path(name_or_path)
     if path.is_dir():
@@ -170,6 +184,9 @@ def resolve_target(target: str | Path, root: Path | None = None) -> Path:
     A params file as it is (a missing one is reported by the loader), else the run dir of
     :func:`resolve_run_dir` (a path, a workspace results folder, an experiment name).
     """
+    if is_url(target):
+        target = location(target)
+        return target if target.suffix in (".yaml", ".yml", ".json") else resolve_run_dir(target, root)
     path = Path(target)
     if path.is_file() or path.suffix in (".yaml", ".yml", ".json"):
         return path  # a missing params file is reported as such by the loader
@@ -184,6 +201,8 @@ def resolve_path(path: str | Path, root: Path | None = None) -> Path:
     experiment's run dir (``clip01``, ``clip01/rollouts/iter-000002.zarr``), as is ``<rest>``
     below a workspace results folder; else the path unchanged (the command then reports it missing).
     """
+    if is_url(path):
+        return location(path)
     candidate = Path(path)
     if candidate.is_dir() and read_pointer(candidate) is not None:
         return resolve_run_dir(candidate, root)

@@ -20,6 +20,7 @@ import gymnasium
 from tensordict import TensorDict
 
 from rlpipe import config as config_mod
+from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.params import params_file
 from rlpipe.config import ConfigError, RunConfig
@@ -63,7 +64,7 @@ class Trainer:
             except Exception as exc:
                 raise ConfigError(f"params: {config_mod.format_validation_error(exc)}") from None
         else:
-            path, layout = params_file(Path(params))
+            path, layout = params_file(as_path(params))
             where = [] if layout is None else [f"trainer.data_dir={layout.root.parent}",
                                                 f"trainer.exp_name={layout.root.name}"]
             cfg = config_mod.load(path, (*where, *items))
@@ -164,6 +165,11 @@ class Trainer:
     def mlflow_run_id(self) -> str | None:
         """The MLflow run this run logs to (``None`` with ``tracking.backend: none``)."""
         return self.online.mlflow_run_id
+
+    @property
+    def mlflow_experiment_id(self) -> str | None:
+        """The MLflow experiment of that run (``None`` without one)."""
+        return self.online.mlflow_experiment_id
 
     @property
     def learner(self) -> Learner:

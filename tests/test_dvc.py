@@ -203,6 +203,7 @@ def assert_keeps_its_data(repo: Path, name: str, run, clip: float) -> None:
     assert run.tags["rlpipe.rollout_store"] == str((run_dir / "rollouts").resolve())
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1200)  # three `dvc exp run`s: about a minute on 2 idle cores, many more when loaded
 def test_two_workspace_experiments_both_keep_their_data_and_replay_bit_exact(repo, monkeypatch):
     for name, clip in (("clip01", 0.1), ("clip03", 0.3)):

@@ -16,6 +16,7 @@ from tensordict import TensorDict
 from rlpipe.algorithms import sequences
 from rlpipe.algorithms.base import BaseAlgorithm, Minibatch
 from rlpipe.algorithms.gae import generalized_advantage_estimate, truncation_bootstrap
+from rlpipe.algorithms.grpo import ACTOR_ONLY_POLICIES
 from rlpipe.algorithms.normalization import RewardNormalizer
 from rlpipe.algorithms.ppo_loss import (
     approx_kl,
@@ -27,7 +28,7 @@ from rlpipe.algorithms.ppo_loss import (
     value_mse,
 )
 from rlpipe.algorithms.registry import register_algo
-from rlpipe.config import AlgorithmCfg
+from rlpipe.config import AlgorithmCfg, ConfigError
 from rlpipe.config.algorithms import PPOCfg
 from rlpipe.distributed import global_normalize
 
@@ -52,7 +53,10 @@ class PPO(BaseAlgorithm):
     @classmethod
     def check_run(cls, cfg: AlgorithmCfg, num_envs: int, policy_name: str, horizon: int,
                   max_episode_steps: int | None = None) -> None:
-        """Reject a precision the device cannot run, or a ``seq_len`` not dividing T, before any env step."""
+        """Reject a critic-free policy, a precision the device cannot run, or a ``seq_len`` not dividing T."""
+        if policy_name in ACTOR_ONLY_POLICIES:
+            raise ConfigError(f"policy.name: {policy_name} has no critic, but PPO's advantages (GAE) need "
+                              "value estimates; use policy.name: actor_critic, or algorithm.name: grpo")
         if isinstance(cfg, PPOCfg):
             cfg.check_sequences(horizon)
         super().check_run(cfg, num_envs, policy_name, horizon, max_episode_steps)

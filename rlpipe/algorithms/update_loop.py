@@ -73,7 +73,7 @@ def run_epochs(algo: BaseAlgorithm, batch: TensorDict) -> Tally:
     scale = 1.0 / math.ceil(rows / size) if cfg.accumulate_grads else 1.0
     weighted = algo.stats_weighted_by_rows
     columns = dict(batch.items())
-    params = [p for p in algo.policy.parameters() if p.requires_grad]
+    params = list(algo.policy.parameters())  # once per update, not twice per minibatch step
     algo.optimizer.zero_grad(set_to_none=True)
     for epoch in range(1, cfg.n_epochs + 1):
         slices = itertools.chain(minibatch_slices(algo, rows, size, shards), itertools.repeat(None))
@@ -137,30 +137,31 @@ def minibatch_indices(
         yield perm[start : start + batch_size]
 
 
-def optimizer_step(algo: BaseAlgorithm, params: list[torch.Tensor] | None = None) -> None:
+def optimizer_step(algo: BaseAlgorithm, params: list[torch.nn.Parameter] | None = None) -> None:
     """Unscale, average over ranks, clip, step, zero: every rank steps with the same gradient.
 
-    ``params``: the policy's trainable parameters (listed once per update by the caller).
+    ``params``: the policy's parameters (listed once per update by the caller; default: listed here).
     """
     if params is None:
-        params = [p for p in algo.policy.parameters() if p.requires_grad]
-    scaled = algo.scaler.is_enabled()
-    if scaled:
-        algo.scaler.unscale_(algo.optimizer)
+        params = list(algo.policy.parameters())
+    scaler = algo.scaler
+    if scaler.is_enabled():
+        scaler.unscale_(algo.optimizer)
     average_gradients(params)
-    algo.gradient_check.clip(params, algo.cfg.max_grad_norm, scaled)  # NaN flag
-    if scaled:
-        algo.scaler.step(algo.optimizer)
-        algo.scaler.update()
-    else:  # what a disabled GradScaler's step does, without its checks
+    algo.gradient_check.clip(params, algo.cfg.max_grad_norm, scaler.is_enabled())  # NaN flag
+    if scaler.is_enabled():
+        scaler.step(algo.optimizer)
+        scaler.update()
+    else:  # what a disabled GradScaler's step does, without its wrappers
         algo.optimizer.step()
     algo.optimizer.zero_grad(set_to_none=True)
 
 
-def _sync_only_step(algo: BaseAlgorithm, params: list[torch.Tensor]) -> None:
+def _sync_only_step(algo: BaseAlgorithm, params: list[torch.nn.Parameter]) -> None:
     """A rank out of minibatches contributes zero gradients to the others' minibatch step."""
     for p in params:
-        p.grad = torch.zeros_like(p)
+        if p.requires_grad:
+            p.grad = torch.zeros_like(p)
     optimizer_step(algo, params)
 
 

@@ -4,21 +4,27 @@ Every writer of a run directory goes through here. A file is written to a hidden
 sibling (``.<name>.tmp-<pid>-<token>``), fsynced and renamed into place; a folder (a Zarr group) is
 built under such a temporary and renamed when complete. Deletions rename to ``.<name>.del-…``
 first, so a reader sees a whole entry or none. Temporaries of dead processes are cleaned at start.
+
+On an object store (an :class:`~rlpipe.artifacts.fs.ObjectPath`) a file is one PUT, which is
+atomic by itself, and a folder is deleted key by key (see :mod:`rlpipe.artifacts.fs`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
 import secrets
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from rlpipe import faults
+from rlpipe.artifacts.fs import AnyPath, ObjectPath, as_path, is_object, remove_tree
 
 __all__ = [
     "atomic_write",
@@ -27,6 +33,8 @@ __all__ = [
     "clean_temporaries",
     "delete_tree",
     "pid_alive",
+    "publish_file",
+    "remove_entry",
     "publish_dir",
     "staged_files",
     "temporary_sibling",
@@ -35,15 +43,37 @@ __all__ = [
 _TEMP = re.compile(r"^\.(?P<name>.+)\.(?:tmp|del)-(?P<pid>\d+)-[0-9a-f]+$")
 
 
-def temporary_sibling(path: Path, kind: str = "tmp") -> Path:
-    """A fresh hidden sibling of ``path`` owned by this process (``kind``: ``tmp`` or ``del``)."""
+def temporary_sibling(path: AnyPath, kind: str = "tmp") -> Path:
+    """A fresh hidden sibling of ``path`` owned by this process (``kind``: ``tmp`` or ``del``).
+
+    For a file on an object store: a fresh local file of the same name, to be put by :func:`publish_file`.
+    """
+    if isinstance(path, ObjectPath):
+        return Path(tempfile.mkdtemp(prefix="rlpipe-upload-")) / path.name
     path = Path(path)
     return path.with_name(f".{path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}")
 
 
-def atomic_write(path: Path, write: Callable[[IO[bytes]], Any], fsync: bool = True) -> None:
-    """Run ``write(file)`` on a temporary sibling, fsync it, rename it to ``path``, fsync the folder."""
-    path = Path(path)
+def publish_file(tmp: Path, path: AnyPath) -> None:
+    """Move the finished local ``tmp`` (from :func:`temporary_sibling`) to ``path``: a rename, or one PUT."""
+    if isinstance(path, ObjectPath):
+        try:
+            path.write_bytes(tmp.read_bytes())
+        finally:
+            shutil.rmtree(tmp.parent, ignore_errors=True)
+        return
+    tmp.replace(path)
+
+
+def atomic_write(path: AnyPath, write: Callable[[IO[bytes]], Any], fsync: bool = True) -> None:
+    """Run ``write(file)`` on a temporary sibling, fsync it, rename it to ``path``, fsync the folder.
+
+    On an object store: ``write`` fills a buffer that is put as the whole object in one request.
+    """
+    path = as_path(path)
+    if isinstance(path, ObjectPath):
+        _put_whole(path, write)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_sibling(path)
     kind = fault_kind(path)
@@ -68,9 +98,18 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any], fsync: bool = Tr
         _fsync_dir(path.parent)
 
 
+def _put_whole(path: ObjectPath, write: Callable[[IO[bytes]], Any]) -> None:
+    buffer = io.BytesIO()
+    write(buffer)
+    kind = fault_kind(path)
+    faults.point(f"write.{kind}")
+    path.write_bytes(buffer.getbuffer())
+    faults.point(f"renamed.{kind}")
+
+
 def fault_kind(path: Path) -> str:
     """The fault-injection name of a file: ``checkpoint``, ``checksum``, or its stem (``latest``, …)."""
-    name = Path(path).name
+    name = as_path(path).name
     if name.endswith(".sha256"):
         return "checksum"
     return "checkpoint" if name.startswith("ckpt-") else name.split(".")[0]
@@ -108,7 +147,14 @@ def staged_files(directory: Path, name: str) -> Iterator[Path]:
 
     On a clean exit every file in it is renamed into ``directory`` (in name order), replacing older
     ones; on an exception the folder is deleted and nothing appears. The folder is removed either way.
+    On an object store the folder is local and each file is put whole, in name order, on a clean exit.
     """
+    if isinstance(directory, ObjectPath):
+        with tempfile.TemporaryDirectory(prefix="rlpipe-stage-") as local:
+            yield Path(local)
+            for path in sorted(Path(local).iterdir()):
+                (directory / path.name).write_bytes(path.read_bytes())
+        return
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     tmp = temporary_sibling(directory / name)
@@ -121,19 +167,39 @@ def staged_files(directory: Path, name: str) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def delete_tree(path: Path) -> None:
-    """Remove folder ``path`` so that no reader ever sees it half-deleted (rename, then delete)."""
+def delete_tree(path: AnyPath) -> None:
+    """Remove folder ``path`` so that no reader ever sees it half-deleted (rename, then delete).
+
+    On an object store every key under the prefix is deleted (a rollout group's root ``zarr.json``
+    goes with the rest, so readers see it whole, then uncommitted, then gone).
+    """
+    if isinstance(path, ObjectPath):
+        remove_tree(path)
+        return
     trash = temporary_sibling(path, "del")
     os.rename(path, trash)
     shutil.rmtree(trash)
+
+
+def remove_entry(path: AnyPath) -> None:
+    """Remove a file or a whole folder (``--overwrite`` clearing a run directory)."""
+    if isinstance(path, ObjectPath):
+        remove_tree(path)
+    elif path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
 
 
 def clean_temporaries(directory: Path, names: re.Pattern[str] | None = None) -> list[Path]:
     """Remove temporaries of dead processes (and of this one) in ``directory``; return them.
 
     ``names`` restricts the clean-up to temporaries whose final name matches it. A temporary of this
-    process counts as dead: call this before the process writes anything there.
+    process counts as dead: call this before the process writes anything there. An object store
+    has no temporaries (its writes are single PUTs; uncommitted groups are the store's to clean).
     """
+    if is_object(directory):
+        return []
     directory = Path(directory)
     removed: list[Path] = []
     for path in directory.iterdir() if directory.is_dir() else ():

@@ -29,6 +29,7 @@ from rlpipe import faults
 from rlpipe.artifacts.atomic import atomic_write, atomic_write_text
 from rlpipe.artifacts.atomic import clean_temporaries as _clean
 from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.fs import AnyPath, PreconditionFailed, as_path, is_object, read_versioned, replace_if
 from rlpipe.artifacts.layout import (
     BEST,
     CHECKPOINT_NAME,
@@ -39,6 +40,7 @@ from rlpipe.artifacts.layout import (
     iteration_from_name,
     numbered,
 )
+from rlpipe.artifacts.lock import LockedError
 from rlpipe.rollout import RefusedDataError
 
 __all__ = [
@@ -51,13 +53,14 @@ __all__ = [
     "load_checkpoint",
     "save_checkpoint",
     "verify_checkpoint",
+    "write_pointer",
 ]
 
 
 
 def checkpoint_path(directory: Path, iteration: int) -> Path:
     """``directory/ckpt-{iteration:06d}.pt``."""
-    return Path(directory) / checkpoint_name(iteration)
+    return as_path(directory) / checkpoint_name(iteration)
 
 
 def save_checkpoint(
@@ -71,7 +74,7 @@ def save_checkpoint(
     ``keep_last`` keeps the newest K checkpoints plus the best one (``None``: keep all).
     Returns the checkpoint's path.
     """
-    directory = Path(directory)
+    directory = as_path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = checkpoint_path(directory, iteration)
     buffer = io.BytesIO()
@@ -80,14 +83,39 @@ def save_checkpoint(
     # The checksum goes first: a checkpoint under its final name always has its sidecar.
     atomic_write_text(checksum_path(path), f"{hashlib.sha256(data).hexdigest()}  {path.name}\n")
     atomic_write(path, lambda f: f.write(data))
-    atomic_write_text(directory / LATEST, f"{path.name}\n")
+    write_pointer(directory / LATEST, f"{path.name}\n")
     if best_metric is not None and _beats_best(directory, best_metric):
         record = json.dumps({"file": path.name, "metric": float(best_metric)})
-        atomic_write_text(directory / BEST, f"{record}\n")
+        write_pointer(directory / BEST, f"{record}\n")
     if keep_last is not None:
         faults.point("checkpoint.retention")
         _apply_retention(directory, keep_last, protect=path)
     return path
+
+
+_POINTER_ETAGS: dict[AnyPath, str] = {}
+"""The ETag of each pointer this process last wrote on an object store."""
+
+
+def write_pointer(path: AnyPath, text: str) -> None:
+    """Point ``latest``/``best``: atomically; on an object store by a conditional overwrite.
+
+    The overwrite holds only while the pointer is still the one this process last wrote (or read,
+    on its first write): a writer that lost the run lock to another cannot move it back.
+    """
+    if not is_object(path):
+        atomic_write_text(path, text)
+        return
+    etag = _POINTER_ETAGS.get(path)
+    if etag is None:
+        current = read_versioned(path)
+        etag = current[1] if current else None
+    faults.point(f"write.{path.name}")
+    try:
+        _POINTER_ETAGS[path] = replace_if(path, text.encode(), etag)
+    except PreconditionFailed:
+        raise LockedError(f"{path}: moved by another writer since this process wrote it (its run lock "
+                          "was taken over); stopping so that two writers never interleave") from None
 
 
 class ChecksumError(StoreError, RefusedDataError):
@@ -99,7 +127,7 @@ def verify_checkpoint(path: Path, data: bytes | memoryview | None = None) -> Non
 
     A checkpoint without a sidecar (written before checksums existed) passes.
     """
-    path = Path(path)
+    path = as_path(path)
     try:
         recorded = checksum_path(path).read_text(errors="replace").split()
     except FileNotFoundError:
@@ -143,7 +171,7 @@ def _apply_retention(directory: Path, keep_last: int, protect: Path) -> None:
 
 def clean_temporaries(directory: Path) -> list[Path]:
     """Remove temporaries of checkpoint and pointer writes left by dead processes; return them."""
-    return _clean(Path(directory))
+    return _clean(as_path(directory))
 
 
 def latest_checkpoint(directory: Path) -> Path | None:
@@ -153,7 +181,7 @@ def latest_checkpoint(directory: Path) -> Path | None:
     a damaged pointer (with a warning naming it). On the fallback, checkpoints failing their checksum
     are passed over with a warning.
     """
-    directory = Path(directory)
+    directory = as_path(directory)
     pointer = directory / LATEST
     try:
         raw = pointer.read_bytes()
@@ -185,8 +213,8 @@ def _newest_valid(found: dict[int, Path]) -> Path | None:
 
 def best_checkpoint(directory: Path) -> Path | None:
     """Return the checkpoint the ``best`` pointer names, or ``None``."""
-    best = _read_best(Path(directory))
-    return Path(directory) / best["file"] if best else None
+    best = _read_best(as_path(directory))
+    return as_path(directory) / best["file"] if best else None
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -195,7 +223,7 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     Raises :class:`StoreError` naming the file when it is missing, truncated or not a checkpoint,
     and :class:`ChecksumError` when its bytes do not match its ``.sha256`` sidecar.
     """
-    path = Path(path)
+    path = as_path(path)
     if not path.is_file():
         raise StoreError(f"{path}: no checkpoint here")
     data = path.read_bytes()

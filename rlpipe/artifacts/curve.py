@@ -7,6 +7,7 @@ import io
 from pathlib import Path
 
 from rlpipe.artifacts.atomic import atomic_write_text
+from rlpipe.artifacts.fs import as_path
 
 __all__ = ["truncate_curve"]
 
@@ -17,7 +18,7 @@ def truncate_curve(path: Path, iteration: int) -> list[str] | None:
     ``None`` when there is no curve to continue. Rewritten atomically, and only when rows go.
     """
     try:
-        with Path(path).open(newline="") as fh:
+        with as_path(path).open(newline="") as fh:
             header, *rows = list(csv.reader(fh))
     except (OSError, ValueError):
         return None
@@ -29,5 +30,5 @@ def truncate_curve(path: Path, iteration: int) -> list[str] | None:
         return header  # nothing to cut: leave the file alone
     text = io.StringIO()
     csv.writer(text).writerows([header, *kept])
-    atomic_write_text(Path(path), text.getvalue())
+    atomic_write_text(as_path(path), text.getvalue())
     return header

@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlpipe.artifacts.fs import as_path
+
 __all__ = [
     "BEST",
     "CHECKPOINT_NAME",
@@ -63,12 +65,12 @@ def checkpoint_name(iteration: int) -> str:
 
 def lock_path(directory: Path) -> Path:
     """``<directory>/.lock``: the writer lock of a run directory or of a command's output folder."""
-    return Path(directory) / LOCK
+    return as_path(directory) / LOCK
 
 
 def checksum_path(path: Path) -> Path:
     """``<name>.sha256`` beside a checkpoint: its SHA-256, written before the checkpoint is renamed in."""
-    path = Path(path)
+    path = as_path(path)
     return path.with_name(f"{path.name}{CHECKSUM_SUFFIX}")
 
 
@@ -79,13 +81,13 @@ def shard_name(rank: int) -> str:
 
 def iteration_from_name(path: Path | str, pattern: re.Pattern[str] = ROLLOUT_NAME) -> int | None:
     """The iteration number in a rollout (or, with ``CHECKPOINT_NAME``, checkpoint) name; ``None`` if none."""
-    match = pattern.match(Path(path).name)
+    match = pattern.match(as_path(path).name)
     return int(match[1]) if match else None
 
 
 def numbered(directory: Path, pattern: re.Pattern[str]) -> dict[int, Path]:
     """``{number: path}`` of the entries of ``directory`` whose names match ``pattern``, ascending."""
-    directory = Path(directory)
+    directory = as_path(directory)
     if not directory.is_dir():
         return {}
     found = ((pattern.match(p.name), p) for p in directory.iterdir())
@@ -99,7 +101,7 @@ class RunLayout:
     root: Path
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "root", Path(self.root))
+        object.__setattr__(self, "root", as_path(self.root))
 
     @property
     def params(self) -> Path:
@@ -153,7 +155,7 @@ class RunLayout:
 
     def exported(self, fmt: str, directory: Path | None = None) -> Path:
         """The file ``rlpipe export --format fmt`` writes in ``directory`` (default ``export/``)."""
-        return Path(directory or self.export_dir) / EXPORT_FILES[fmt]
+        return as_path(directory or self.export_dir) / EXPORT_FILES[fmt]
 
     @staticmethod
     def export_metadata(exported: Path) -> Path:
@@ -217,7 +219,7 @@ class RunLayout:
     @classmethod
     def of_rollouts(cls, rollouts: Path) -> RunLayout:
         """The run directory holding the ``rollouts/`` folder ``rollouts`` (or its ``rejected/`` folder)."""
-        rollouts = Path(rollouts)
+        rollouts = as_path(rollouts)
         if rollouts.name == "rejected" and rollouts.parent.name == "rollouts":
             rollouts = rollouts.parent
         return cls(rollouts.parent)

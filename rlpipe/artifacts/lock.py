@@ -5,6 +5,13 @@ Every process that writes a run directory (``rlpipe run``/``--resume``; ``update
 holds it for as long as it writes. A second writer is refused with one line naming the holder; a
 lock whose process is gone (same host, dead pid) is taken over with a warning. A lock of another
 host is never taken over: its process cannot be checked from here.
+
+On an object store (no file locks, no ``O_EXCL``) the lock is a conditional create
+(``If-None-Match: *``) of a record naming the holder and a lease (``expires``, epoch seconds). A
+heartbeat thread renews it every third of the lease by a conditional overwrite (``If-Match``: its
+own last ETag); a lock whose lease has run out — its holder died, on whatever node — is taken over
+with a warning, and the old holder loses it: its next renewal or checkpoint-pointer write fails.
+``RLPIPE_LOCK_LEASE_S`` sets the lease (default 60 s).
 """
 
 from __future__ import annotations
@@ -19,7 +26,9 @@ from types import TracebackType
 from typing import Any
 
 from rlpipe.artifacts.atomic import pid_alive
+from rlpipe.artifacts.fs import as_path, is_object
 from rlpipe.artifacts.layout import lock_path
+from rlpipe.artifacts.lease import LeaseLock
 
 __all__ = ["LockedError", "RunLock"]
 
@@ -34,13 +43,17 @@ class RunLock:
     _held: dict[Path, int] = {}  # lock path → nesting depth in this process
 
     def __init__(self, directory: Path, command: str = "rlpipe") -> None:
-        self.path = lock_path(Path(directory)).absolute()
+        self.path = lock_path(as_path(directory)).absolute()
         self.command = command
 
     def acquire(self) -> RunLock:
         """Create the lock file or raise :class:`LockedError`; take over a stale one with a warning."""
         if self.path in self._held:
             self._held[self.path] += 1
+            return self
+        if is_object(self.path):
+            self._lease = LeaseLock(self.path, self._record()).acquire()
+            self._held[self.path] = 1
             return self
         self.path.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(3):
@@ -69,6 +82,11 @@ class RunLock:
             self._held[self.path] = depth - 1
             return
         self._held.pop(self.path, None)
+        lease = getattr(self, "_lease", None)
+        if lease is not None:
+            self._lease = None
+            lease.release()
+            return
         holder = self._read()
         if holder is not None and holder.get("pid") == os.getpid() and holder.get("host") == _host():
             self.path.unlink(missing_ok=True)
@@ -80,9 +98,12 @@ class RunLock:
                  tb: TracebackType | None) -> None:
         self.release()
 
+    def _record(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), "host": _host(), "command": self.command,
+                "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
     def _create(self) -> bool:
-        record = json.dumps({"pid": os.getpid(), "host": _host(), "command": self.command,
-                             "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        record = json.dumps(self._record())
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
@@ -95,6 +116,8 @@ class RunLock:
         return True
 
     def _read(self) -> dict[str, Any] | None:
+        if is_object(self.path):
+            return None
         try:
             data = json.loads(self.path.read_text(errors="replace") or "null")
         except (OSError, ValueError):

@@ -9,6 +9,7 @@ import yaml
 
 from rlpipe.artifacts.atomic import atomic_write_text
 from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.fs import as_path, probe
 from rlpipe.artifacts.layout import RunLayout
 
 __all__ = ["params_file", "write_params"]
@@ -27,7 +28,8 @@ def params_file(target: Path) -> tuple[Path, RunLayout | None]:
     written: its location wins over the snapshot's ``data_dir``/``exp_name``); a file yields itself
     and ``None``. A directory without ``params.yaml`` is a ``StoreError`` naming it.
     """
-    target = Path(target)
+    target = as_path(target)
+    probe(target)  # an object store: reachable, bucket there, credentials accepted (else one line)
     if target.is_dir():
         layout = RunLayout(target)
         if not layout.params.is_file():

@@ -15,6 +15,7 @@ from tensordict import TensorDict
 
 from rlpipe.artifacts.atomic import clean_temporaries
 from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.fs import as_path, is_object
 from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name, shard_name
 from rlpipe.artifacts.store import RolloutStore
 from rlpipe.artifacts.zarr_io import read_attrs, read_rollout
@@ -25,14 +26,14 @@ __all__ = ["ShardedStore", "is_sharded", "read_any", "read_any_attrs", "shard_pa
 
 def is_sharded(path: Path) -> bool:
     """True for an iteration folder holding ``rank-R`` shards instead of being a store itself."""
-    path = Path(path)
+    path = as_path(path)
     return path.is_dir() and not (path / "zarr.json").is_file() and any(
         SHARD_NAME.match(p.name) for p in path.iterdir())
 
 
 def shard_paths(path: Path) -> list[Path]:
     """The ``rank-R`` shards of an iteration folder, in rank order."""
-    return list(numbered(Path(path), SHARD_NAME).values())
+    return list(numbered(as_path(path), SHARD_NAME).values())
 
 
 def read_any(path: Path, device: torch.device | str = "cpu") -> tuple[TensorDict, dict[str, Any]]:
@@ -41,7 +42,7 @@ def read_any(path: Path, device: torch.device | str = "cpu") -> tuple[TensorDict
     A sharded iteration's attributes are rank 0's, without ``rank``; ``world_size`` says how many
     shards were joined. Raises ``StoreError`` when a shard is missing or disagrees on the world size.
     """
-    path = Path(path)
+    path = as_path(path)
     if not is_sharded(path):
         return read_rollout(path, device)
     parts = [read_rollout(p, device) for p in shard_paths(path)]
@@ -58,7 +59,7 @@ def read_any(path: Path, device: torch.device | str = "cpu") -> tuple[TensorDict
 
 def read_any_attrs(path: Path) -> dict[str, Any]:
     """The attributes of a store, or of rank 0's shard of a sharded iteration (no array is read)."""
-    path = Path(path)
+    path = as_path(path)
     return read_attrs(shard_paths(path)[0] if is_sharded(path) else path)
 
 
@@ -87,6 +88,11 @@ class ShardedStore(RolloutStore):
         removed = super().clean_temporaries()
         if not self.root.is_dir():
             return removed
+        if is_object(self.root):  # only this rank's own shards: other nodes may be writing theirs
+            with self._io_lock:
+                folders = numbered(self.root, ROLLOUT_NAME)
+                return removed + self._clean_uncommitted(
+                    self.path_for(k) for k in folders if self.path_for(k).exists())
         for folder in numbered(self.root, ROLLOUT_NAME).values():
             removed += clean_temporaries(folder, SHARD_NAME)
         return removed

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -19,7 +20,8 @@ from tensordict import TensorDict
 from rlpipe import faults
 from rlpipe.artifacts.atomic import clean_temporaries, delete_tree
 from rlpipe.artifacts.errors import StoreError
-from rlpipe.artifacts.layout import ROLLOUT_NAME, numbered, rollout_name
+from rlpipe.artifacts.fs import AnyPath, as_path, is_object
+from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name
 from rlpipe.artifacts.zarr_io import (
     CODECS,
     REQUIRED_KEYS,
@@ -66,7 +68,7 @@ class RolloutStore:
     """
 
     def __init__(self, root: Path, cfg: StoreCfg) -> None:
-        self.root = Path(root)
+        self.root = as_path(root)
         self.cfg = cfg
         self._queue: queue.Queue[_Job | None] = queue.Queue()  # bounded by the slots
         self._slots = threading.BoundedSemaphore(cfg.queue_size)
@@ -96,7 +98,22 @@ class RolloutStore:
         Temporaries of another live process (a concurrent writer) are kept.
         """
         with self._io_lock:
+            if is_object(self.root):
+                return self._clean_uncommitted(numbered(self.root, ROLLOUT_NAME).values())
             return clean_temporaries(self.root, ROLLOUT_NAME)
+
+    def _clean_uncommitted(self, groups: Iterable[AnyPath]) -> list[Path]:
+        """Object store: delete the groups without their root ``zarr.json`` (a killed writer's leftovers).
+
+        Safe because the caller holds the run lock (or, for a shard, is the only writer of its rank).
+        """
+        removed = []
+        for path in groups:
+            sharded = any(SHARD_NAME.match(p.name) for p in path.iterdir())
+            if not sharded and not (path / "zarr.json").is_file():
+                delete_tree(path)
+                removed.append(path)
+        return removed
 
     def discard_after(self, iteration: int) -> list[int]:
         """Delete the stores newer than ``iteration``; return their iterations.
@@ -223,7 +240,7 @@ def write_rejected(path: Path, rollout: TensorDict, attrs: dict[str, Any], reaso
 
     An earlier rejected store of the same iteration (a resumed run that hit it again) is replaced.
     """
-    path = Path(path)
+    path = as_path(path)
     if path.exists():
         delete_tree(path)
     write_rollout(path, rollout.to("cpu"), {**attrs, REJECTED_ATTR: reason})

@@ -21,7 +21,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from rlpipe.artifacts.atomic import temporary_sibling
+from rlpipe.artifacts.atomic import publish_file, temporary_sibling
+from rlpipe.artifacts.fs import as_path
 from rlpipe.config import EvalCfg
 
 __all__ = ["BLOCK", "Mp4Writer", "VideoRecorder", "pad_to_block", "recorder_for", "video_off"]
@@ -43,7 +44,7 @@ class Mp4Writer:
     """Append ``[H, W, 3]`` uint8 frames of one size; :meth:`close` publishes ``path``, :meth:`abort` not."""
 
     def __init__(self, path: Path, fps: int) -> None:
-        self.path = Path(path)
+        self.path = as_path(path)
         self.fps = int(fps)
         self.frames = 0
         self.size: tuple[int, int] | None = None
@@ -81,7 +82,7 @@ class Mp4Writer:
             raise ValueError(f"{self.path}: no frame was recorded")
         try:
             self._ffmpeg.close()
-            self._tmp.replace(self.path)
+            publish_file(self._tmp, self.path)
         except BaseException:
             self._tmp.unlink(missing_ok=True)
             raise

@@ -18,6 +18,11 @@ A store is written under a hidden sibling (``.iter-000012.zarr.tmp-<pid>-<token>
 into place only when every array is complete: a reader never sees a half-written store and a final
 name is written once. Writes are not fsynced; after a power loss :func:`read_rollout` reports a
 missing or truncated chunk file by name.
+
+On an object store (``s3://…``, see :mod:`rlpipe.artifacts.fs`) there is no rename: the arrays are
+written under the final name and the group's root ``zarr.json`` goes last, as the commit marker.
+Listings and readers treat a group without it as absent; an uncommitted leftover of a killed
+writer is removed before its name is written again.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import json
 import math
 import os
 import shutil
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -38,12 +43,15 @@ import torch
 import zarr.api.asynchronous as zarr_async
 from tensordict import TensorDict
 from zarr import AsyncArray, AsyncGroup
+from zarr.abc.store import ByteRequest
 from zarr.codecs import BloscCodec, Crc32cCodec
-from zarr.storage import LocalStore
+from zarr.core.buffer import Buffer, BufferPrototype
+from zarr.storage import WrapperStore
 
 from rlpipe import faults
-from rlpipe.artifacts.atomic import publish_dir, temporary_sibling
+from rlpipe.artifacts.atomic import delete_tree, publish_dir, temporary_sibling
 from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.fs import AnyPath, as_path, chunk_sizes, is_object, run_coroutine, zarr_store
 from rlpipe.artifacts.zarr_direct import write_store
 from rlpipe.rollout import DIM_NAMES, SCHEMA_VERSION, TRANSITION_KEYS, RefusedDataError
 
@@ -76,6 +84,11 @@ def sync(coro: Coroutine[Any, Any, Any]) -> Any:
     return _RUNNER.submit(asyncio.run, coro).result()
 
 
+def run_at(path: AnyPath, make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    """Run the coroutine ``make()`` where ``path``'s store serves it (a local folder: :func:`sync`)."""
+    return run_coroutine(path, make, sync)
+
+
 def write_rollout(
     path: Path, rollout: TensorDict, attrs: dict[str, Any], codec: str = "none",
     chunk_envs: int = 1024,
@@ -87,11 +100,14 @@ def write_rollout(
     ``schema_version`` is added. ``codec``: ``"none"`` or ``"blosc-lz4"``. Raises
     :class:`StoreError` if ``path`` exists; on any failure no store and no temporary remain.
     """
-    path = Path(path)
+    path = as_path(path)
     arrays = {name: t.detach().cpu().numpy() for name, t in _leaves(rollout, path).items()}
     group_attrs = _group_attrs(attrs, path)
     compressors = _compressors(codec)
     _check_new(path)
+    if is_object(path):
+        _write_committed(path, arrays, group_attrs, compressors, chunk_envs)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_sibling(path)
     try:
@@ -116,8 +132,13 @@ def write_group(path: Path, arrays: dict[str, torch.Tensor], attrs: dict[str, An
 
     For derived data such as advantages; ``replace`` swaps an existing group for the new one.
     """
-    path = Path(path)
+    path = as_path(path)
     data = {name: t.detach().cpu().numpy() for name, t in arrays.items()}
+    if is_object(path):
+        if (path / "zarr.json").is_file() and not replace:
+            raise StoreError(f"{path}: already exists (entries are written once)")
+        _write_committed(path, data, attrs, (), chunk_envs)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_sibling(path)
     try:
@@ -128,14 +149,65 @@ def write_group(path: Path, arrays: dict[str, torch.Tensor], attrs: dict[str, An
         raise
 
 
+def _write_committed(path: AnyPath, arrays: dict[str, np.ndarray], attrs: dict[str, Any],
+                     compressors: _Codecs, chunk_envs: int) -> None:
+    """Object store: clear what is at ``path``, write the arrays there, commit (root ``zarr.json``) last."""
+    if path.exists():
+        delete_tree(path)  # an uncommitted leftover of a killed writer, or the group ``replace`` swaps
+    run_at(path, lambda: _write_group(path, arrays, attrs, compressors, chunk_envs))
+    faults.point("store.arrays_written")
+
+
+class _CommitLast(WrapperStore):
+    """Holds back the root ``zarr.json`` until :meth:`commit`: the group exists only once complete."""
+
+    ROOT = "zarr.json"
+
+    def __init__(self, store: Any) -> None:
+        super().__init__(store)
+        self._root: Buffer | None = None
+
+    async def set(self, key: str, value: Buffer) -> None:
+        """Hold the root metadata; write every other key through."""
+        if key == self.ROOT:
+            self._root = value
+            return
+        await self._store.set(key, value)
+
+    async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
+                  ) -> Buffer | None:
+        """The held root metadata, or the wrapped store's key."""
+        if key == self.ROOT and self._root is not None:
+            return self._root
+        return await self._store.get(key, prototype, byte_range)
+
+    async def exists(self, key: str) -> bool:
+        """Whether ``key`` is held or stored."""
+        return (key == self.ROOT and self._root is not None) or await self._store.exists(key)
+
+    async def _set_many(self, values: Iterable[tuple[str, Buffer]]) -> None:
+        for key, value in values:
+            await self.set(key, value)
+
+    def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        """The wrapped store's keys (the held root is not listed before it is written)."""
+        return self._store.list_prefix(prefix)
+
+    async def commit(self) -> None:
+        """Write the root ``zarr.json``: from now on the group is visible."""
+        if self._root is None:
+            raise StoreError("no root metadata to commit")
+        await self._store.set(self.ROOT, self._root)
+
+
 def check_writable(rollout: TensorDict, path: Path) -> None:
     """Raise ``StoreError`` now if ``path`` exists or ``rollout`` breaks the schema (before any I/O)."""
     _check_new(path)
     _leaves(rollout, path)
 
 
-def _check_new(path: Path) -> None:
-    if path.exists():
+def _check_new(path: AnyPath) -> None:
+    if (path / "zarr.json").is_file() if is_object(path) else path.exists():
         raise StoreError(f"{path}: already exists; rollout stores are written once")
 
 
@@ -193,11 +265,14 @@ def _compressors(codec: str) -> _Codecs:
 
 
 async def _write_group(
-    tmp: Path, arrays: dict[str, np.ndarray], attrs: dict[str, Any],
+    tmp: AnyPath, arrays: dict[str, np.ndarray], attrs: dict[str, Any],
     compressors: _Codecs, chunk_envs: int,
 ) -> None:
+    """Write the group at ``tmp`` (a local temporary, or the final name on an object store)."""
+    store = zarr_store(tmp)
+    committed = _CommitLast(store) if is_object(tmp) else None
     group = await zarr_async.open_group(
-        store=LocalStore(tmp), mode="w-", zarr_format=3, attributes=attrs
+        store=committed or store, mode="w-", zarr_format=3, attributes=attrs
     )
     writes = (_write_array(group, name, a, compressors, chunk_envs) for name, a in arrays.items())
     # return_exceptions: wait for every write (their I/O threads cannot be cancelled) before the
@@ -206,6 +281,8 @@ async def _write_group(
     errors = [r for r in results if isinstance(r, BaseException)]
     if errors:
         raise errors[0]
+    if committed is not None:
+        await committed.commit()
 
 
 async def _write_array(
@@ -228,8 +305,9 @@ def read_rollout(
     Values and dtypes are those written. Raises :class:`StoreError` naming the path when it is
     missing, not an rlpipe store, of another schema version, or has a missing/truncated chunk.
     """
-    path = Path(path)
-    attrs, arrays = sync(_read_store(path))
+    path = as_path(path)
+    listing = _checked_listing(path)
+    attrs, arrays = run_at(path, lambda: _read_store(path, listing))
     n, t1 = arrays["value"][1].shape[:2]
     rollout = TensorDict({}, batch_size=[n, t1], names=list(DIM_NAMES))
     for name, (_, data) in arrays.items():
@@ -240,20 +318,28 @@ def read_rollout(
 _Arrays = dict[str, tuple[AsyncArray, np.ndarray]]
 
 
-async def _read_store(path: Path) -> tuple[dict[str, Any], _Arrays]:
-    """Attributes and ``{name: (array, data)}`` of a checked store; arrays are read concurrently."""
-    attrs, arrays = await _open_store(path)
-    data = await asyncio.gather(*(_read_array(path, name, arr) for name, arr in arrays.items()))
-    return attrs, {name: (arr, values) for (name, arr), values in zip(arrays.items(), data)}
-
-
-async def _open_store(path: Path) -> tuple[dict[str, Any], dict[str, AsyncArray]]:
+def _checked_listing(path: AnyPath) -> dict[str, int]:
+    """``{chunk key: size}`` of the store at ``path`` (one listing), once it is a committed group."""
     if not path.exists():
         raise StoreError(f"{path}: no rollout store here")
     if not (path / "zarr.json").is_file():
+        if is_object(path):
+            raise StoreError(f"{path}: uncommitted rollout store (no root zarr.json: its writer did not "
+                             "finish); it is not read")
         raise StoreError(f"{path}: not an rlpipe rollout store (no zarr.json: not a Zarr v3 group)")
+    return chunk_sizes(path)
+
+
+async def _read_store(path: AnyPath, listing: dict[str, int]) -> tuple[dict[str, Any], _Arrays]:
+    """Attributes and ``{name: (array, data)}`` of a checked store; arrays are read concurrently."""
+    attrs, arrays = await _open_store(path, listing)
+    data = await asyncio.gather(*(_read_array(path, name, arr, listing) for name, arr in arrays.items()))
+    return attrs, {name: (arr, values) for (name, arr), values in zip(arrays.items(), data)}
+
+
+async def _open_store(path: AnyPath, listing: dict[str, int]) -> tuple[dict[str, Any], dict[str, AsyncArray]]:
     try:
-        group = await zarr_async.open_group(store=LocalStore(path, read_only=True), mode="r",
+        group = await zarr_async.open_group(store=zarr_store(path, read_only=True), mode="r",
                                             zarr_format=3)
         members = [(name, node) async for name, node in group.members(max_depth=None)]
     except Exception as exc:
@@ -271,7 +357,7 @@ async def _open_store(path: Path) -> tuple[dict[str, Any], dict[str, AsyncArray]
     if missing:
         raise StoreError(f"{path}: not an rlpipe rollout store (no {missing[0]!r} array)")
     for name, arr in arrays.items():
-        check_bounds(path, name, arr)
+        check_bounds(path, name, arr, listing)
     batch = arrays["value"].shape[:2]
     for name, arr in arrays.items():
         if arr.shape[:2] != batch:
@@ -284,20 +370,21 @@ LZ4_MAX_RATIO = 256
 """LZ4 cannot shrink data more than ~255:1, so a blosc-lz4 array's raw size is bounded by its files."""
 
 
-def check_bounds(path: Path, name: str, arr: AsyncArray) -> None:
+def check_bounds(path: AnyPath, name: str, arr: AsyncArray, listing: dict[str, int] | None = None) -> None:
     """``StoreError`` unless ``arr``'s shape fits its chunk files on disk (checked before any allocation).
 
     A crafted ``zarr.json`` with a huge shape would otherwise make a reader allocate it: the chunk
     count may not exceed the files there by more than 1024 (a few missing chunks get their own
     error), and the raw size may not exceed what those files can hold (raw: 4 times their size, so
     a truncated chunk still gets its own error; blosc-lz4: 256 times it; another codec: the free
-    memory), each plus 1 MiB.
+    memory), each plus 1 MiB. ``listing``: ``{key: size}`` of the whole store (listed once).
     """
     folder = path / name
-    files = [os.path.join(root, f) for root, _, fs in os.walk(folder) for f in fs if f != "zarr.json"]
+    listing = chunk_sizes(path) if listing is None else listing
+    files = _own_chunks(listing, name)
     chunks = math.prod(math.ceil(s / c) for s, c in zip(arr.shape, arr.chunks))
     raw = math.prod(arr.shape) * arr.dtype.itemsize
-    on_disk = sum(os.path.getsize(f) for f in files)
+    on_disk = sum(files)
     codecs = {type(c).__name__ for c in arr.metadata.codecs}
     slack = 2**20  # leave truncated chunks to the chunk-level error, which names the file
     if codecs <= {"BytesCodec", "Crc32cCodec", "TransposeCodec"}:
@@ -312,11 +399,17 @@ def check_bounds(path: Path, name: str, arr: AsyncArray) -> None:
                          "(damaged or crafted metadata); nothing was read")
 
 
-async def _read_array(path: Path, name: str, arr: AsyncArray) -> np.ndarray:
+def _own_chunks(listing: dict[str, int], name: str) -> list[int]:
+    """Sizes of the files below array ``name`` (its chunks) but its ``zarr.json``."""
+    prefix = f"{name}/"
+    return [size for key, size in listing.items() if key.startswith(prefix)]
+
+
+async def _read_array(path: AnyPath, name: str, arr: AsyncArray, listing: dict[str, int]) -> np.ndarray:
     coords = _chunk_coords(arr)
     for coord in coords:
         chunk_file = path / name / arr.metadata.encode_chunk_key(coord)
-        if not chunk_file.is_file():
+        if f"{name}/{arr.metadata.encode_chunk_key(coord)}" not in listing:
             raise StoreError(f"{chunk_file}: chunk file missing (incomplete or damaged store)")
     try:
         return np.asarray(await arr.getitem(...))
@@ -359,7 +452,9 @@ def _first_line(exc: BaseException) -> str:
 
 def read_attrs(path: Path) -> dict[str, Any]:
     """The group attributes of a store (no array is read); the same checks as :func:`read_rollout`."""
-    return sync(_open_store(Path(path)))[0]
+    path = as_path(path)
+    listing = _checked_listing(path)
+    return run_at(path, lambda: _open_store(path, listing))[0]
 
 
 def read_arrays(path: Path) -> tuple[dict[str, Any], _Arrays]:
@@ -367,4 +462,6 @@ def read_arrays(path: Path) -> tuple[dict[str, Any], _Arrays]:
 
     The same checks and errors as :func:`read_rollout`; the arrays carry their chunk/codec metadata.
     """
-    return sync(_read_store(Path(path)))
+    path = as_path(path)
+    listing = _checked_listing(path)
+    return run_at(path, lambda: _read_store(path, listing))

@@ -6,6 +6,7 @@ after the arguments parsed, so ``--help`` and a params error stay instant (tests
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -13,7 +14,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -25,10 +26,12 @@ if TYPE_CHECKING:
 __all__ = [
     "RESUME_KEY", "RunPath", "allow_rejected_option", "checkpoint_option", "load_config", "out_option",
     "params_argument", "parse_span", "rollout_argument", "run_argument", "seconds_since_start",
-    "set_option", "user_errors",
+    "set_option", "user_errors", "fail",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+OTHER_RANKS_WAIT_S = 2.0
+"""How long a failing rank other than 0 waits before it exits (see :func:`fail`)."""
 RESUME_KEY = "rlpipe.resume_command"
 """``click`` context meta: the exact command that resumes this run (set by ``rlpipe run``)."""
 
@@ -54,24 +57,61 @@ def user_errors(func: F) -> F:
             code, line = describe(exc, meta.get(RESUME_KEY))
             if meta.get("rlpipe.debug") or os.environ.get("RLPIPE_DEBUG") == "1":
                 traceback.print_exception(exc)
-            click.echo(f"Error: {line}", err=True)
-            sys.exit(code)
+            fail(line, code)
 
     return wrapper  # type: ignore[return-value]  # functools.wraps keeps the signature
 
 
-params_argument = click.argument("params", type=click.Path(path_type=Path))
-run_argument = click.argument("params", metavar="RUN_DIR|EXP|PARAMS", type=click.Path(path_type=Path))
+class Location(click.Path):
+    """A local path as :class:`click.Path` gives it, or a URL (``s3://bucket/runs/exp``) kept whole."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """A URL becomes an ``ObjectPath`` (never a ``Path``, which would fold ``s3://`` into ``s3:/``)."""
+        if isinstance(value, str) and "://" in value:
+            from rlpipe.config.location import ObjectPath
+
+            return ObjectPath(value)
+        return super().convert(value, param, ctx)
 
 
-class RunPath(click.Path):
+def fail(line: str, code: int) -> NoReturn:
+    """Print ``Error: line`` once and exit ``code``; under torchrun only rank 0 prints.
+
+    Every rank writes the line to torchrun's error file (``TORCHELASTIC_ERROR_FILE``), so the
+    launcher's failure report names it instead of a link to its docs; a rank other than 0 waits
+    a moment first, so that when every rank fails alike rank 0 is the root cause torchrun reports,
+    and an error of that rank alone still appears there.
+    """
+    line = f"Error: {line}".splitlines()[0]
+    main_rank = os.environ.get("RANK", "0") == "0"
+    if main_rank:
+        click.echo(line, err=True)
+    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if error_file:
+        import json
+
+        extra = {"py_callstack": line, "timestamp": str(int(time.time()))}  # torchrun's own format
+        with contextlib.suppress(OSError):
+            Path(error_file).write_text(json.dumps({"message": {"message": line, "extraInfo": extra}}))
+        if not main_rank:
+            time.sleep(OTHER_RANKS_WAIT_S)
+    sys.exit(code)
+
+
+params_argument = click.argument("params", type=Location(path_type=Path))
+run_argument = click.argument("params", metavar="RUN_DIR|EXP|PARAMS", type=Location(path_type=Path))
+
+
+class RunPath(Location):
     """A path, or a DVC experiment's name and a path in its run dir (``clip01/rollouts/iter-000002.zarr``)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         """Resolve an experiment name first, then check the path as :class:`click.Path` does."""
         from rlpipe.runs import resolve_path
 
-        return super().convert(resolve_path(value) if isinstance(value, str) else value, param, ctx)
+        if isinstance(value, str) and "://" not in value:
+            value = resolve_path(value)
+        return super().convert(value, param, ctx)
 
 
 def load_config(target: Path, overrides: tuple[str, ...] | list[str]) -> RunConfig:
@@ -118,7 +158,7 @@ allow_rejected_option = click.option(
 
 def out_option(default: str) -> Callable[[F], F]:
     """``--out PATH``, its help naming where the command writes without it."""
-    return click.option("--out", type=click.Path(path_type=Path), default=None,
+    return click.option("--out", type=Location(path_type=Path), default=None,
                         help=f"Where to write (default: {default}).")
 
 

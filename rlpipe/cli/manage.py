@@ -22,17 +22,21 @@ __all__ = ["compare", "envs", "gc"]
               help="Write the learning curves (one line per run) to this PNG.")
 @click.option("--uri", default=None,
               help="Tracking URI (default: $MLFLOW_TRACKING_URI, else <project>/data/mlflow.db).")
+@click.option("--wide", is_flag=True,
+              help="Every column (run name, id, one per differing param) at full width, not 120.")
 @user_errors
 def compare(experiments: tuple[str, ...], metrics: tuple[str, ...], run_ids: tuple[str, ...],
-            plot: Path | None, uri: str | None) -> None:
-    """Compare MLflow runs: the params that differ, final and best metrics, env steps, wall time."""
+            plot: Path | None, uri: str | None, wide: bool) -> None:
+    """Compare MLflow runs, labelled by the params that differ: final/best metrics, env steps, wall time."""
     from rlpipe.tracking import compare as compare_mod
 
     ids = tuple(i for item in run_ids for i in item.replace(",", " ").split())
     comparison = compare_mod.compare(uri, experiments, ids, metrics)
-    compare_mod.render_table(comparison)
+    compare_mod.render_table(comparison, wide=wide)
     if plot is not None:
-        click.echo(f"curves → {compare_mod.plot_curves(comparison, plot)}")
+        path = compare_mod.plot_curves(comparison, plot)
+        click.echo(f"wrote {path} ({len(comparison.metrics)} panels: {', '.join(comparison.metrics)}; "
+                   f"{len(comparison.runs)} runs)")
 
 
 

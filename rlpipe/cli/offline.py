@@ -136,7 +136,9 @@ def export(params: Path, overrides: tuple[str, ...], checkpoint: str | None, fmt
 
     ref = int(checkpoint) if checkpoint is not None and checkpoint.isdigit() else checkpoint
     try:
-        result = export_run(cfg, Path(ref) if isinstance(ref, str) else ref, fmt, out)
+        from rlpipe.artifacts.fs import as_path
+
+        result = export_run(cfg, as_path(ref) if isinstance(ref, str) else ref, fmt, out)
     except ExportMismatch as exc:
         click.echo(f"Error: {exc}".splitlines()[0], err=True)
         sys.exit(3)
@@ -201,3 +203,8 @@ def replay(params: Path, overrides: tuple[str, ...], rollouts: Path | None, span
                               chain=chain or start is not None, start=start, allow_rejected=allow_rejected)
     click.echo(f"replayed {summary['iterations']} rollouts ({summary['transitions']:,} transitions, "
                f"{summary['transitions_per_s']:,.0f}/s) → {out / 'checkpoints'}, {out / 'metrics.json'}")
+    evaluated = sorted(key for key in summary if key.startswith("eval/") and key != "eval/episodes")
+    for key in evaluated:
+        online = summary.get(f"online/{key}")
+        beside = f"   (online run: {online:.6g})" if online is not None else ""
+        click.echo(f"{key:<20} {summary[key]:.6g}{beside}")

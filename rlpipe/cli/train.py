@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from rlpipe.cli.common import RESUME_KEY, params_argument, seconds_since_start, set_option, user_errors
+from rlpipe.cli.common import RESUME_KEY, fail, params_argument, seconds_since_start, set_option, user_errors
+
+if TYPE_CHECKING:
+    from rlpipe.config import RunConfig
+    from rlpipe.trainer import Trainer
 
 __all__ = ["resume_command", "run"]
 
@@ -33,10 +37,10 @@ def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool,
 
     click.get_current_context().meta[RESUME_KEY] = resume_command(params, overrides, distributed)
     try:
-        summary = Trainer(cfg, resume=resume, overwrite=overwrite).train()
+        trainer = Trainer(cfg, resume=resume, overwrite=overwrite)
+        summary = trainer.train()
     except EventError as exc:
-        click.echo(f"Error: {exc}".splitlines()[0], err=True)
-        sys.exit(1)
+        fail(str(exc), 1)
     if get_rank() == 0:  # the other ranks of a distributed run stay silent
         stopped = f", stopped: {summary['stopped_by']}" if summary.get("stopped_by") else ""
         click.echo(
@@ -44,7 +48,17 @@ def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool,
             f"{summary['wall_s']:.1f}s of training, {seconds_since_start():.1f}s since the command"
             f"{stopped} → {cfg.run_dir / 'metrics.json'}"
         )
+        click.echo(_end_summary(cfg, summary, trainer))
     shutdown()
+
+
+def _end_summary(cfg: RunConfig, summary: dict[str, Any], trainer: Trainer) -> str:
+    from rlpipe.tracking.mlflow_store import resolve_uri
+    from rlpipe.tracking.summary import end_summary
+
+    run_id = trainer.mlflow_run_id
+    uri = resolve_uri(cfg.tracking) if run_id else None
+    return end_summary(cfg, summary, run_id, uri, trainer.mlflow_experiment_id)
 
 
 def resume_command(params: Path, overrides: tuple[str, ...], distributed: bool) -> str:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["ConfigError", "format_validation_error"]
+__all__ = ["ConfigError", "did_you_mean", "format_validation_error"]
 
 
 class ConfigError(ValueError):
@@ -19,9 +21,11 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
     path = ".".join(str(p) for p in (prefix.split(".") if prefix else []) + list(err["loc"]))
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
-        parent = err["loc"][:-1]
-        model = exc.title
-        return f"{path}: unknown key{_accepted_keys(model, parent)}"
+        accepted = _accepted_keys(exc.title, err["loc"][:-1])
+        if not accepted:
+            return f"{path}: unknown key"
+        guess = did_you_mean(str(err["loc"][-1]), accepted)
+        return f"{path}: unknown key{guess}; accepted: {', '.join(accepted)}"
     got = err.get("input")
     quiet = err["type"] == "missing" or isinstance(got, dict) or "got " in msg
     shown = "" if quiet else f" (got {got!r})"
@@ -29,10 +33,18 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
     return f"{path}: {msg}{shown}{extra}"
 
 
-def _accepted_keys(model_name: str, parent: tuple[Any, ...]) -> str:
-    from rlpipe.config import sections  # the classes import this module
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``" (did you mean 'iterations'?)"`` for the closest of ``choices`` (difflib), else ``""``."""
+    choices = list(choices)
+    by_lower = {c.lower(): c for c in choices}
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.75)
+    return f" (did you mean {by_lower[close[0]]!r}?)" if close else ""
 
-    found = getattr(sections, model_name, None)
+
+def _accepted_keys(model_name: str, parent: tuple[Any, ...]) -> list[str]:
+    from rlpipe.config import algorithms, sections  # the classes import this module
+
+    found = getattr(sections, model_name, None) or getattr(algorithms, model_name, None)
     model: type[BaseModel] | None = found if _is_model(found) else None
     for part in parent:
         if model is None:
@@ -42,7 +54,7 @@ def _accepted_keys(model_name: str, parent: tuple[Any, ...]) -> str:
         model = next(
             (a for a in (annotation, *getattr(annotation, "__args__", ())) if _is_model(a)), None
         )
-    return f"; accepted: {', '.join(model.model_fields)}" if model else ""
+    return list(model.model_fields) if model else []
 
 
 def _is_model(obj: Any) -> bool:

@@ -9,7 +9,9 @@ file, the key path and what is accepted.
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,9 @@ import yaml
 from pydantic import ValidationError
 
 from rlpipe.config.algorithms import check_algorithm
+from rlpipe.config.documents import translate
 from rlpipe.config.errors import format_validation_error
+from rlpipe.config.location import location
 from rlpipe.config.sections import (
     ConfigError,
     RunConfig,
@@ -49,18 +53,38 @@ def parse_yaml(text: str) -> Any:
 
 
 def read_params(path: str | Path) -> dict[str, Any]:
-    """Read a YAML or JSON params file into a dict; a JSON ``trainer.gym_config`` env file is inlined."""
-    path = Path(path)
+    """Read a YAML or JSON params file into a dict; the documents' JSON form is translated.
+
+    ``path`` may be a URL (the ``params.yaml`` of a run directory on an object store). A
+    ``trainer.gym_config`` env file is inlined and every key of the documents' format that rlpipe
+    has no use for is named in one warning line on stderr (:mod:`rlpipe.config.documents`).
+    """
+    path = location(path)
     if not path.is_file():
         raise ConfigError(f"{path}: params file not found")
     text = _read_text(path)
     try:
         data = parse_yaml(text) if path.suffix != ".json" else json.loads(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid YAML/JSON ({str(exc).splitlines()[0]})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(_yaml_error(path, exc)) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of sections, got {type(data).__name__}")
-    return _inline_gym_config(data, path)
+    data, notes = translate(data, path)
+    if os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0 says it once
+        for note in notes:
+            print(f"Warning: {note}", file=sys.stderr, flush=True)
+    return data
+
+
+def _yaml_error(path: Path, exc: yaml.YAMLError) -> str:
+    """``params.yaml:3:4: not valid YAML (mapping values are not allowed here)``: line and column, 1-based."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    return f"{where}: not valid YAML ({problem}{f', {context}' if context else ''})"
 
 
 def _read_text(path: Path) -> str:
@@ -78,19 +102,6 @@ def _read_text(path: Path) -> str:
         raise ConfigError(f"{path}: a binary file (NUL byte at offset {text.index(chr(0))}), not a "
                           "YAML or JSON params file")
     return text
-
-
-def _inline_gym_config(data: dict[str, Any], path: Path) -> dict[str, Any]:
-    gym_config = (data.get("trainer") or {}).get("gym_config")
-    if gym_config is None or "env" in data:
-        return data
-    env_path = (path.parent / gym_config) if not Path(gym_config).is_absolute() else Path(gym_config)
-    if not env_path.is_file():
-        env_path = Path(gym_config)
-    if not env_path.is_file():
-        raise ConfigError(f"{path}: trainer.gym_config: env JSON {gym_config!r} not found")
-    env_json = json.loads(env_path.read_text())
-    return {**data, "env": {"id": env_json.get("id"), "cfg": env_json.get("cfg", {})}}
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from pydantic import (
 )
 
 from rlpipe.config.errors import ConfigError, format_validation_error
+from rlpipe.config.location import location, url_problem
 from rlpipe.config.strict import coercion_problem
 
 __all__ = [
@@ -181,7 +182,8 @@ class TrainerCfg(StrictModel):
     threads to pay, see ``rlpipe/threads.py``), a positive int, or ``null`` (torch's default: one
     per core, which collapses on a busy machine)."""
     data_dir: str = "data"
-    """Root of every output (rollouts, checkpoints, metrics)."""
+    """Root of every output (rollouts, checkpoints, metrics): a folder, or an fsspec URL such as
+    ``s3://bucket/prefix`` (endpoint and credentials from ``AWS_ENDPOINT_URL`` and its kin)."""
     distributed: bool = False
     """Use torch.distributed (launch with torchrun)."""
     horizons_per_env_reset: int = -1
@@ -192,19 +194,20 @@ class TrainerCfg(StrictModel):
     stop_when: list[StopConditionCfg] = Field(default_factory=list)
     """Stop early when any condition holds after an iteration (final checkpoint and eval as at the
     end; ``stopped_by`` in metrics.json)."""
-    # Keys of the JSON train-config format, accepted so such configs load unchanged; unused here.
+    # Keys of the documents' JSON train-config format, kept so that the params.yaml of earlier runs
+    # still load; a params file's values are translated (or warned about) by config/documents.py.
     gym_config: str | None = None
-    """Seed JSON only: path of the env JSON, read into the ``env`` block."""
+    """Documents' JSON only: path of the env JSON, read into the ``env`` block."""
     headless: bool = True
-    """Seed compatibility; unused (torch envs render nothing)."""
+    """Documents' compatibility; no effect (rlpipe never opens a viewer)."""
     enable_rt: bool = False
-    """Seed compatibility; unused."""
+    """Documents' compatibility; no effect."""
     gpu_id: int = 0
-    """Seed compatibility; use ``device: cuda:N`` instead."""
+    """Documents' compatibility; no effect (use ``device: cuda:N``)."""
     use_wandb: bool = False
-    """Seed compatibility; rlpipe tracks with MLflow (``tracking``)."""
+    """Documents' compatibility; no effect (rlpipe tracks with MLflow: ``tracking``)."""
     wandb_project_name: str | None = None
-    """Seed compatibility; unused."""
+    """Documents' compatibility; no effect."""
     events: EventsCfg = Field(default_factory=lambda: EventsCfg())
     """User functions run at stage boundaries: ``{train: {name: event}, eval: {name: event}}``."""
     on_nonfinite: Literal["stop", "skip"] = "stop"
@@ -228,6 +231,14 @@ class TrainerCfg(StrictModel):
                                                 and value >= 1):
             return value
         raise ValueError(f"got {value!r}; accepted: auto, a positive integer, or null (torch's default)")
+
+    @field_validator("data_dir")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        problem = url_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("exp_name")
     @classmethod
@@ -356,6 +367,10 @@ class EvalCfg(StrictModel):
     eval of ``rlpipe run`` and in ``rlpipe eval``. Needs an env that renders (MuJoCo: ``MUJOCO_GL``)."""
     video_envs: int = Field(2, ge=1)
     """Eval envs filmed (tiled side by side in one video)."""
+    video_freq: int | None = Field(None, ge=1)
+    """Env steps between filmed online evals of ``rlpipe run`` (``null``: film every eval); the
+    evals in between only score. The last iteration's eval is always filmed. Software-rendered
+    frames cost ~0.1 s each, so a run evaluating often films every few evals."""
 
 
 class ReplayCfg(StrictModel):
@@ -381,4 +396,4 @@ class RunConfig(StrictModel):
     @property
     def run_dir(self) -> Path:
         """``<data_dir>/<exp_name>``: every output of this experiment lives below it."""
-        return Path(self.trainer.data_dir) / self.trainer.exp_name
+        return location(self.trainer.data_dir) / self.trainer.exp_name

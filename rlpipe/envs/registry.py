@@ -20,6 +20,7 @@ import gymnasium
 import torch
 
 from rlpipe.config import ConfigError
+from rlpipe.config.errors import did_you_mean
 from rlpipe.envs.base import BatchedEnv
 from rlpipe.envs.builtin import BUILTIN_ENVS
 from rlpipe.envs.gym_adapter import GymnasiumEnv
@@ -113,7 +114,9 @@ def _unknown(env_id: str, backend: str) -> str:
         "gymnasium": "a gymnasium id such as CartPole-v1",
     }
     accepted = [where[backend]] if backend != "auto" else [*where.values(), "package.module:Factory"]
-    return f"env.id: unknown env {env_id!r} for backend {backend}; accepted: {'; '.join(accepted)}"
+    known = [*registered_env_ids(), *(gymnasium.envs.registry if backend in ("auto", "gymnasium") else ())]
+    return (f"env.id: unknown env {env_id!r} for backend {backend}{did_you_mean(env_id, known)}; "
+            f"accepted: {'; '.join(accepted)}")
 
 
 def _envpool_knows(env_id: str, required: bool) -> bool:

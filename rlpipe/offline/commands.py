@@ -23,6 +23,7 @@ from rlpipe.algorithms.finite import first_nonfinite_tensor, named_weights, weig
 from rlpipe.artifacts.atomic import atomic_write_json
 from rlpipe.artifacts.checkpoints import checkpoint_fits, latest_checkpoint, load_checkpoint
 from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.video import recorder_for
@@ -58,7 +59,7 @@ def latest_of(layout: RunLayout) -> Path:
 
 def advantage_path(cfg: RunConfig, rollout_path: Path) -> Path:
     """Where ``compute_advantages`` writes by default: ``<run_dir>/advantages/iter-NNNNNN.zarr``."""
-    return RunLayout(cfg.run_dir).advantages / Path(rollout_path).name
+    return RunLayout(cfg.run_dir).advantages / as_path(rollout_path).name
 
 
 def compute_advantages(cfg: RunConfig, rollout_path: Path, out: Path | None = None) -> Path:
@@ -69,8 +70,8 @@ def compute_advantages(cfg: RunConfig, rollout_path: Path, out: Path | None = No
     like the rollout, with attributes naming the rollout, its iteration and the algorithm block. An
     existing group is replaced atomically; the rollout itself is only read. Returns the group's path.
     """
-    rollout_path = Path(rollout_path)
-    target = Path(out) if out else advantage_path(cfg, rollout_path)
+    rollout_path = as_path(rollout_path)
+    target = as_path(out) if out else advantage_path(cfg, rollout_path)
     if target.resolve() == rollout_path.resolve():
         raise StoreError(f"{target}: would overwrite the rollout; advantages go beside it")
     rollout, attrs = load_rollout(rollout_path)
@@ -96,7 +97,7 @@ def update_from_rollout(cfg: RunConfig, rollout_path: Path, checkpoint: Path | N
     A rejected rollout is refused unless ``allow_rejected``; ``out`` is locked while written.
     """
     with RunLock(out, "rlpipe update"):
-        return _update_locked(cfg, Path(rollout_path), checkpoint, Path(out), allow_rejected)
+        return _update_locked(cfg, as_path(rollout_path), checkpoint, as_path(out), allow_rejected)
 
 
 def _update_locked(cfg: RunConfig, rollout_path: Path, checkpoint: Path | None, out: Path,
@@ -104,12 +105,12 @@ def _update_locked(cfg: RunConfig, rollout_path: Path, checkpoint: Path | None, 
     rollout, attrs = load_rollout(rollout_path, allow_rejected=allow_rejected)
     learner = build_learner(cfg, spaces_of(attrs, rollout_path))
     k = iteration_of(attrs, rollout_path)
-    start = Path(checkpoint) if checkpoint else _collected_with(rollout_path, k)
+    start = as_path(checkpoint) if checkpoint else _collected_with(rollout_path, k)
     if start is not None:
         load_learner_state(learner, start)
     metrics = update_once(learner, rollout.to(learner.device), attrs, k, cfg.trainer.iterations)
     origin = {"rollout": str(rollout_path), "start": str(start) if start else None}
-    path = save_learner(learner, cfg, Path(out), k, int(attrs.get("env_steps", 0)), origin,
+    path = save_learner(learner, cfg, as_path(out), k, int(attrs.get("env_steps", 0)), origin,
                         attrs.get("spaces"))
     return path, metrics
 
@@ -136,7 +137,7 @@ def evaluate_checkpoint(cfg: RunConfig, checkpoint: Path | None = None,
     the first ``eval.video_envs`` envs are filmed to ``<run_dir>/eval/video-iter-NNNNNN.mp4``.
     """
     layout = RunLayout(cfg.run_dir)
-    path = Path(checkpoint) if checkpoint else latest_of(layout)
+    path = as_path(checkpoint) if checkpoint else latest_of(layout)
     state = load_checkpoint(path)
     if "policy" not in state:
         raise StoreError(f"{path}: not an rlpipe checkpoint (no 'policy' entry)")
@@ -160,7 +161,7 @@ def evaluate_checkpoint(cfg: RunConfig, checkpoint: Path | None = None,
     run_id = log_single_run(cfg, metrics, run_dir=layout.root, kind="eval", step=env_steps,
                             parent_run_id=source_run_id(layout.root), checkpoint=path,
                             artifacts={"eval": evaluator.last_video} if evaluator.last_video else None)
-    target = Path(out) if out else layout.eval_metrics
+    target = as_path(out) if out else layout.eval_metrics
     with RunLock(target.parent, "rlpipe eval"):
         atomic_write_json(target, {**metrics, "checkpoint": str(path), "mlflow_run_id": run_id})
     return metrics
@@ -176,5 +177,5 @@ def refuse_nonfinite_weights(path: Path, policy: torch.nn.Module) -> None:
 
 def inspect_rollout(path: Path) -> dict[str, Any]:
     """Schema, attributes, per-key layout and stats, and episode stats of one stored rollout."""
-    return describe_rollout(Path(path))
+    return describe_rollout(as_path(path))
 

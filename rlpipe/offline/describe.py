@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rlpipe.artifacts.fs import as_path, tree_bytes
 from rlpipe.artifacts.zarr_io import read_arrays
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ def describe_rollout(path: Path) -> dict[str, Any]:
     bool keys: true/false counts; integer keys: min/max and value counts when there are ≤ 16.
     ``episodes`` is :func:`episode_stats` of the valid transitions.
     """
-    path = Path(path)
+    path = as_path(path)
     attrs, arrays = read_arrays(path)
     n, t1 = arrays["value"][1].shape[:2]
     keys = {name: _describe_array(path, name, arr, data) for name, (arr, data) in arrays.items()}
@@ -110,4 +111,4 @@ def _stats(values: np.ndarray) -> dict[str, Any]:
 
 
 def _disk_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return tree_bytes(path)

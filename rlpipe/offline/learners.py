@@ -11,6 +11,7 @@ from tensordict import TensorDict
 from rlpipe.allocator import tune_malloc
 from rlpipe.artifacts.checkpoints import checkpoint_fits, load_checkpoint, save_checkpoint
 from rlpipe.artifacts.errors import RefusedStoreError, StoreError
+from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.shards import read_any
 from rlpipe.artifacts.store import refuse_rejected
 from rlpipe.config import RunConfig, params_hash, training_hash, training_params
@@ -74,8 +75,8 @@ def load_rollout(path: Path, device: torch.device | str = "cpu",
     A rollout the non-finite guard rejected is refused (``RejectedRolloutError``, exit code 3)
     unless ``allow_rejected``; it must still pass validation (finite values) to be used.
     """
-    rollout, attrs = read_any(Path(path), device)  # a K-rank iteration: its shards, side by side
-    refuse_rejected(Path(path), attrs, allow_rejected)
+    rollout, attrs = read_any(as_path(path), device)  # a K-rank iteration: its shards, side by side
+    refuse_rejected(as_path(path), attrs, allow_rejected)
     try:
         validate(rollout, attrs.get("iteration"))
     except RolloutError as exc:

@@ -30,12 +30,14 @@ from tensordict import TensorDict
 from rlpipe.algorithms import resolve_algo_cfg
 from rlpipe.artifacts.checkpoints import load_checkpoint
 from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.layout import ROLLOUT_NAME, RunLayout, iteration_from_name, numbered, rollout_name
 from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.shards import read_any_attrs
 from rlpipe.config import AlgorithmBlock, ConfigError, RunConfig, params_hash, training_hash
 from rlpipe.learner import Learner
 from rlpipe.offline.learners import build_learner, load_learner_state, load_rollout, save_learner, spaces_of
+from rlpipe.offline.replay_eval import evaluate_replayed, online_eval_metrics
 from rlpipe.rollout import rollout_dims
 from rlpipe.tracking import Tracker, open_tracker, source_run_id
 
@@ -135,7 +137,7 @@ class _Replay:
 
     def __init__(self, cfg: RunConfig, layout: RunLayout, stored: dict[int, Path],
                  allow_rejected: bool = False) -> None:
-        self.cfg, self.rcfg = cfg, replay_config(cfg)
+        self.cfg, self.rcfg, self.layout = cfg, replay_config(cfg), layout
         self.spaces = read_any_attrs(next(iter(stored.values()))).get("spaces")
         spaces = spaces_of({"spaces": self.spaces}, next(iter(stored.values())))
         self.online = build_learner(cfg, spaces)
@@ -231,7 +233,7 @@ def replay(cfg: RunConfig, rollouts: Path, out: Path, iterations: tuple[int, int
     ``checkpoint.keep_last``). Rollouts the non-finite guard rejected are refused unless
     ``allow_rejected``. ``out`` is locked while it is written. Returns the summary (``metrics.json``).
     """
-    rollouts, out = Path(rollouts), RunLayout(out)
+    rollouts, out = as_path(rollouts), RunLayout(out)
     if start is not None and not chain:
         raise ConfigError("replay: a start checkpoint (--from) replays a chain; add --chain")
     layout = RunLayout.of_rollouts(rollouts)
@@ -295,6 +297,8 @@ def _loop(job: _Replay, ks: list[int], chain: bool, start: Path | None, director
         transitions, update_s = transitions + n * t, update_s + metrics["time/update_s"]
         metrics |= {"iteration": float(k), "env_steps": float(attrs.get("env_steps", 0)),
                     "time/read_wait_s": waited, "time/iteration_s": elapsed, "time/sps": n * t / elapsed}
+        if k == ks[-1]:  # the replayed policy, evaluated as the online run evaluated its own
+            metrics |= evaluate_replayed(job.rcfg, job.learner.policy, job.learner.device, job.layout)
         tracker.log(metrics, step=int(attrs.get("env_steps", 0)))
     wall = time.perf_counter() - begin
     return {
@@ -302,6 +306,7 @@ def _loop(job: _Replay, ks: list[int], chain: bool, start: Path | None, director
         "transitions": transitions, "wall_s": round(wall, 3), "update_s": round(update_s, 3),
         "transitions_per_s": transitions / wall, "rebuilt_updates": job.rebuilt,
         "params_changed": not job.same, "params_hash": params_hash(job.rcfg),
-        **{key: v for key, v in metrics.items() if key.startswith("update/")},
+        **{key: v for key, v in metrics.items() if key.startswith(("update/", "eval/"))},
+        **(online_eval_metrics(job.layout, ks[-1]) if any(k.startswith("eval/") for k in metrics) else {}),
         "checkpoint": str(path),
     }

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rlpipe.artifacts.checkpoints import latest_checkpoint
+from rlpipe.artifacts.fs import tree_bytes
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.shards import is_sharded, read_any_attrs, shard_paths
 from rlpipe.config import load, params_hash, training_hash
@@ -60,7 +61,7 @@ def _json(path: Path) -> dict[str, Any]:
 
 
 def _bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return tree_bytes(path)
 
 
 def _last_row(path: Path) -> dict[str, str]:

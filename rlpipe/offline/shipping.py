@@ -22,6 +22,7 @@ import torch
 from rlpipe.artifacts.atomic import atomic_write_json, staged_files
 from rlpipe.artifacts.checkpoints import checkpoint_fits, load_checkpoint
 from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.layout import EXPORT_FILES, RunLayout
 from rlpipe.artifacts.shards import read_any
 from rlpipe.artifacts.video import recorder_for
@@ -66,7 +67,7 @@ def resolve_checkpoint(cfg: RunConfig, checkpoint: Path | int | None) -> Path:
     layout = RunLayout(cfg.run_dir)
     if checkpoint is None:
         return latest_of(layout)
-    path = layout.checkpoint(checkpoint) if isinstance(checkpoint, int) else Path(checkpoint)
+    path = layout.checkpoint(checkpoint) if isinstance(checkpoint, int) else as_path(checkpoint)
     if not path.is_file():
         raise StoreError(f"{path}: checkpoint not found")
     return path
@@ -230,7 +231,7 @@ def evaluate_policy_file(cfg: RunConfig, policy_file: Path, out: Path | None = N
     run_id = log_single_run(cfg, metrics, run_dir=layout.root, kind="eval", step=env_steps,
                             run_name=f"eval-{model.path.name}", parent_run_id=source_run_id(layout.root),
                             artifacts={"eval": evaluator.last_video} if evaluator.last_video else None)
-    atomic_write_json(Path(out) if out else layout.policy_eval_metrics,
+    atomic_write_json(as_path(out) if out else layout.policy_eval_metrics,
                       {**metrics, "policy": str(model.path), "mlflow_run_id": run_id})
     return metrics
 

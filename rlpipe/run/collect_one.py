@@ -6,6 +6,7 @@ from pathlib import Path
 
 from rlpipe.artifacts.checkpoints import checkpoint_fits, latest_checkpoint, load_checkpoint
 from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.layout import rollout_name
 from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.zarr_io import write_rollout
@@ -24,7 +25,7 @@ def collect_rollout(cfg: RunConfig, checkpoint: Path | None, out: Path) -> Path:
     by ``replay``/``update`` holds weights only, and collection starts from fresh env resets.
     """
     exp = build(cfg, store=False, evaluate=False)
-    path = Path(checkpoint) if checkpoint else latest_checkpoint(exp.layout.checkpoints)
+    path = as_path(checkpoint) if checkpoint else latest_checkpoint(exp.layout.checkpoints)
     if path is None:
         raise StoreError(f"{exp.layout.checkpoints}: no checkpoint here")
     state = load_checkpoint(path)
@@ -37,13 +38,13 @@ def collect_rollout(cfg: RunConfig, checkpoint: Path | None, out: Path) -> Path:
             exp.learner.load_state_dict(state)
     iteration = int(state["iteration"]) + 1
     rollout, _ = exp.collect()
-    target = Path(out) / rollout_name(iteration)
+    target = as_path(out) / rollout_name(iteration)
     attrs = {
         "iteration": iteration, "env_steps": int(state.get("env_steps", 0)) + exp.steps_per_iteration,
         "env_id": cfg.env.id, "seed": cfg.trainer.seed, "params_hash": params_hash(cfg),
         "training_hash": training_hash(cfg), "checkpoint": path.name, "spaces": exp.spaces(),
         **exp.env_attrs(),
     }
-    with RunLock(Path(out), "rlpipe collect"):
+    with RunLock(as_path(out), "rlpipe collect"):
         write_rollout(target, rollout, attrs, cfg.store.codec, cfg.store.chunk_envs)
     return target

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from rlpipe.allocator import tune_malloc
+from rlpipe.artifacts.fs import probe
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.store import RolloutStore
 from rlpipe.artifacts.video import recorder_for
@@ -135,6 +136,7 @@ def build(cfg: RunConfig, store: bool = True, evaluate: bool = True, env: Batche
     with ``env`` but no ``eval_env`` the run does not evaluate.
     """
     trainer = cfg.trainer
+    probe(cfg.run_dir)  # an object store: one quick request, before any env step or write
     ctx = init_distributed(trainer.device, trainer.distributed)
     tune_malloc()
     seed_everything(trainer.seed + ctx.rank)

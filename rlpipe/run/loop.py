@@ -8,28 +8,35 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from tensordict import TensorDict
 
 from rlpipe import faults
 from rlpipe.allocator import tune_malloc
-from rlpipe.artifacts.atomic import atomic_write_json
-from rlpipe.artifacts.layout import CHECKPOINT_NAME, iteration_from_name
 from rlpipe.artifacts.params import write_params
-from rlpipe.config import RunConfig, params_hash, training_hash
+from rlpipe.config import RunConfig
 from rlpipe.rollout import NonFiniteError
 from rlpipe.run import roles
 from rlpipe.run.events import EventContext, Events
 from rlpipe.run.experiment import Experiment, build
+from rlpipe.run.records import (
+    checkpoint_now,
+    evaluate_now,
+    finished,
+    iteration_of,
+    nothing_to_do,
+    rollout_attrs,
+    run_summary,
+    store_rollout,
+    timing,
+)
 from rlpipe.run.resume import resume as continue_run
 from rlpipe.run.signals import GracefulStop, Interrupted, signal_name
 from rlpipe.tracking import Tracker
-from rlpipe.tracking.banner import run_banner
+from rlpipe.tracking.banner import run_banner, where_lines
 
 __all__ = ["OnlineRun", "crossed", "run", "run_iteration"]
 
@@ -78,6 +85,8 @@ class OnlineRun:
         self.tracker: Tracker | None = None
         self.mlflow_run_id: str | None = None
         """The run's MLflow run id (``None`` without MLflow), known once started."""
+        self.mlflow_experiment_id: str | None = None
+        """Its MLflow experiment id, known once started."""
         self.metrics: dict[str, float] = {}
         self.summary: dict[str, Any] = {}
         self._collected: tuple[TensorDict, dict[str, float], float, float] | None = None
@@ -90,7 +99,7 @@ class OnlineRun:
     @property
     def done(self) -> bool:
         """The last iteration ran, or a stop condition or event ended the run."""
-        return _finished(self.exp) or self._nothing_to_do or roles.agree_flag(self._stop.requested,
+        return finished(self.exp) or self._nothing_to_do or roles.agree_flag(self._stop.requested,
                                                                                self.exp.dist)
 
     def start(self) -> None:
@@ -106,8 +115,8 @@ class OnlineRun:
             if exp.store is not None:
                 exp.store.clean_temporaries()
             header = continue_run(exp) if self.resume else None  # refuses other training params first
-            if self.resume and _finished(exp):
-                self._nothing_to_do, self.summary = True, _nothing_to_do(exp)
+            if self.resume and finished(exp):
+                self._nothing_to_do, self.summary = True, nothing_to_do(exp)
                 self._held = held.pop_all()
                 return
             if exp.dist.is_main:
@@ -116,6 +125,10 @@ class OnlineRun:
             if exp.dist.is_main:
                 print(run_banner(exp.cfg, exp.device, exp.algo.cfg, tune_malloc()), flush=True)
             self.mlflow_run_id = exp.mlflow_run_id = self.tracker.mlflow_run_id
+            if self.tracker.mlflow is not None:
+                self.mlflow_experiment_id = self.tracker.mlflow.experiment_id
+            if exp.dist.is_main:
+                print(where_lines(exp.cfg, exp.layout.root, exp.env, self.tracker.mlflow), flush=True)
             self._held = held.pop_all()
         self._fire("run_start", env=exp.env)
 
@@ -178,9 +191,9 @@ class OnlineRun:
         self._collected = None
         metrics |= exp.advantage(rollout)
         faults.point("advantage.end")
-        attrs = functools.partial(_rollout_attrs, exp)
+        attrs = functools.partial(rollout_attrs, exp)
         exp.guard.check_rollout(exp, rollout, attrs)
-        _store_rollout(exp, rollout, attrs())
+        store_rollout(exp, rollout, attrs())
         exp.guard.before_update(exp)
         faults.point("update.start")
         metrics |= exp.update(rollout, exp.iteration, exp.env_steps, exp.total_env_steps)
@@ -189,7 +202,7 @@ class OnlineRun:
         t2 = time.perf_counter()
         before, exp.env_steps = exp.env_steps, exp.env_steps + exp.steps_per_iteration
         metrics |= self._maybe_evaluate(before)
-        metrics |= _timing(exp, t0, t1, t2)
+        metrics |= timing(exp, t0, t1, t2)
         metrics |= self._fire("after_update", env=exp.env, metrics=metrics)
         metrics |= self._check_stop(metrics)
         roles.agree_stop(exp.stopper, exp.dist)
@@ -216,14 +229,14 @@ class OnlineRun:
         """
         exp = self.exp
         with self._held:  # the lock and the signal handlers go when this returns or raises
-            signum = self._stop.signum if not _finished(exp) else None
+            signum = self._stop.signum if not finished(exp) else None
             if signum is not None and self.tracker is not None:
-                _checkpoint_now(exp)
+                checkpoint_now(exp)
             if exp.store is not None:
                 exp.store.close()
             if self.tracker is None:
                 return self.summary
-            self.summary = _summary(exp, self.metrics)
+            self.summary = run_summary(exp, self.metrics)
             self._fire("run_end", env=exp.env, metrics=dict(self.summary))
             if signum is None:
                 self.tracker.finish(self.summary)
@@ -232,7 +245,7 @@ class OnlineRun:
             self.tracker.finish({**self.summary, "interrupted_by": signal_name(signum)}, status="KILLED")
             self.tracker = None
             last = exp.checkpoint.last_saved
-            raise Interrupted(signum, _iteration_of(last), str(last) if last else None)
+            raise Interrupted(signum, iteration_of(last), str(last) if last else None)
 
     def fail(self, exc: BaseException) -> None:
         """End a run an iteration raised ``exc`` in: MLflow run ``FAILED`` (``KILLED`` for a signal).
@@ -250,7 +263,7 @@ class OnlineRun:
                 self.tracker = None
         if isinstance(exc, Interrupted):
             last = exp.checkpoint.last_saved
-            raise Interrupted(exc.signum, _iteration_of(last), str(last) if last else None,
+            raise Interrupted(exc.signum, iteration_of(last), str(last) if last else None,
                               at_once=exc.at_once) from None
 
     def stop(self, reason: str) -> None:
@@ -274,7 +287,8 @@ class OnlineRun:
         exp = self.exp
         last = exp.iteration == exp.cfg.trainer.iterations
         if exp.evaluate and (last or crossed(before, exp.env_steps, exp.cfg.trainer.eval_freq)):
-            evaluated = _evaluate(exp)
+            every = exp.cfg.eval.video_freq
+            evaluated = evaluate_now(exp, film=last or every is None or crossed(before, exp.env_steps, every))
             return evaluated | self._fire("after_eval", env=exp.evaluate.env, metrics=dict(evaluated))
         return {}
 
@@ -285,104 +299,12 @@ class OnlineRun:
             return {}
         if any(key.startswith("eval/") for key in metrics):
             return {}
-        return _evaluate(exp)
+        return evaluate_now(exp)
 
     def _maybe_checkpoint(self, before: int) -> None:
         exp = self.exp
         last = (exp.iteration == exp.cfg.trainer.iterations or exp.cfg.checkpoint.every_iteration
                 or exp.stopper.stopped_by is not None)
         if last or crossed(before, exp.env_steps, exp.cfg.trainer.save_freq):
-            _checkpoint_now(exp)
+            checkpoint_now(exp)
             self._fire("after_checkpoint", env=exp.env, checkpoint=exp.checkpoint.last_saved)
-
-
-def _rollout_attrs(exp: Experiment) -> dict[str, Any]:
-    latest = exp.checkpoint.last_saved
-    return {
-        "iteration": exp.iteration,
-        "env_steps": exp.env_steps + exp.steps_per_iteration,
-        "env_id": exp.cfg.env.id,
-        "seed": exp.cfg.trainer.seed,
-        "params_hash": params_hash(exp.cfg),
-        "training_hash": training_hash(exp.cfg),
-        "checkpoint": latest.name if latest else None,
-        "spaces": exp.spaces(),
-        **exp.env_attrs(),
-    }
-
-
-def _store_rollout(exp: Experiment, rollout: TensorDict, attrs: dict[str, Any]) -> None:
-    if exp.store is None:
-        return
-    # The stored rollout is what was collected: the advantage keys stay out.
-    exp.store.submit(rollout.exclude(*exp.advantage.writes), attrs)
-
-
-def _evaluate(exp: Experiment) -> dict[str, float]:
-    assert exp.evaluate is not None
-    faults.point("eval.start")
-    exp.guard.check_weights(exp, "evaluation")
-    exp.last_eval = exp.evaluate(exp.layout.eval_video(exp.iteration))
-    return exp.last_eval
-
-
-def _checkpoint_now(exp: Experiment) -> None:
-    """Checkpoint the last complete iteration unless it already has one (or there is none yet)."""
-    last = exp.checkpoint.last_saved
-    if exp.iteration == 0 or (last is not None and last == exp.layout.checkpoint(exp.iteration)):
-        return
-    faults.point("checkpoint.start")
-    exp.guard.check_weights(exp, "the checkpoint")
-    roles.save_on_rank_zero(exp.checkpoint, exp.iteration, exp.state_dict(), exp.store, exp.dist)
-    faults.point("checkpoint.end")
-
-
-def _iteration_of(checkpoint: Path | None) -> int | None:
-    return iteration_from_name(checkpoint, CHECKPOINT_NAME) if checkpoint else None
-
-
-def _finished(exp: Experiment) -> bool:
-    return exp.iteration >= exp.cfg.trainer.iterations or exp.stopper.stopped_by is not None
-
-
-def _nothing_to_do(exp: Experiment) -> dict[str, Any]:
-    """A resume of a finished run: say so, write nothing (but a missing summary), return the summary."""
-    summary = _summary(exp, {})
-    if not exp.dist.is_main:
-        return summary
-    why = (f"trainer.stop_when stopped it ({exp.stopper.stopped_by})" if exp.stopper.stopped_by
-           else f"trainer.iterations is {exp.cfg.trainer.iterations}")
-    print(f"resume: {exp.layout.root} is complete at iteration {exp.iteration} ({why}); nothing to "
-          "do, no file changed (raise trainer.iterations to train on)", file=sys.stderr)
-    if not exp.layout.metrics.is_file():  # killed after its last checkpoint, before its summary
-        atomic_write_json(exp.layout.metrics, {**summary, "mlflow_run_id": exp.mlflow_run_id})
-    return summary
-
-
-def _timing(exp: Experiment, t0: float, t1: float, t2: float) -> dict[str, float]:
-    elapsed = time.perf_counter() - t0
-    exp.wall_s += elapsed
-    remaining = exp.cfg.trainer.iterations - exp.iteration
-    return {
-        "iteration": float(exp.iteration),
-        "env_steps": float(exp.env_steps),
-        "time/sps": exp.steps_per_iteration / elapsed,
-        "time/collect_s": t1 - t0,
-        "time/update_s": t2 - t1,
-        "time/iteration_s": elapsed,
-        "time/eta_s": remaining * exp.wall_s / max(exp.iteration, 1),
-    }
-
-
-def _summary(exp: Experiment, metrics: dict[str, float]) -> dict[str, Any]:
-    keep = {k: v for k, v in metrics.items() if k.startswith(("train/", "update/"))}
-    return {
-        "iterations": exp.iteration,
-        "env_steps": exp.env_steps,
-        "wall_s": round(exp.wall_s, 3),
-        **keep,
-        **exp.last_eval,
-        "checkpoint": str(exp.checkpoint.last_saved) if exp.checkpoint.last_saved else None,
-        "stopped_by": exp.stopper.stopped_by,
-        **({"skipped_iterations": exp.guard.skipped} if exp.guard.skipped else {}),
-    }

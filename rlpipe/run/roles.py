@@ -6,10 +6,10 @@ A single process is rank 0 of a world of one.
 from __future__ import annotations
 
 import contextlib
-import shutil
 from collections.abc import Iterator
 from typing import Any
 
+from rlpipe.artifacts.atomic import remove_entry
 from rlpipe.artifacts.checkpoints import clean_temporaries
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.lock import RunLock
@@ -120,7 +120,7 @@ def claim_run_dir(layout: RunLayout, ctx: DistContext, resume: bool, overwrite: 
                                   "--overwrite to replace it, or another trainer.exp_name")
             for entry in layout.root.iterdir():  # all but the lock this process holds
                 if entry != layout.lock:
-                    shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+                    remove_entry(entry)
         layout.root.mkdir(parents=True, exist_ok=True)
         clean_temporaries(layout.checkpoints)
         clean_temporaries(layout.root)  # params.yaml / metrics.json writes a killed run left behind

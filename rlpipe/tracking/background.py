@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from rlpipe.artifacts.fs import as_path
 from rlpipe.tracking import signals
 
 __all__ = ["FLUSH_TIMEOUT_S", "QUEUE_SIZE", "BackgroundRun"]
@@ -48,6 +49,7 @@ class BackgroundRun:
         self._opened = threading.Event()
         self._ended = threading.Event()
         self._closed = False
+        self._uri: str = open_message.get("uri", "")
         self._queue.put(json.dumps({"op": "open", **open_message}))
         assert self._proc.stdin is not None and self._proc.stdout is not None
         self._feeder = _thread(self._feed, self._proc.stdin, "rlpipe-mlflow-feed")
@@ -74,7 +76,7 @@ class BackgroundRun:
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
         """Queue the upload of a file or folder (it must stay in place until :meth:`end`)."""
-        self._send({"op": "artifact", "path": str(Path(path).resolve()), "artifact_path": artifact_path})
+        self._send({"op": "artifact", "path": str(as_path(path).resolve()), "artifact_path": artifact_path})
 
     def log_text(self, name: str, text: str, artifact_path: str | None = None) -> None:
         """Queue a small text artifact ``name`` with content ``text`` (written by the tracking process)."""
@@ -85,6 +87,16 @@ class BackgroundRun:
         """The MLflow run id, waiting for the run to open (``None`` when it could not be opened)."""
         self._opened.wait(FLUSH_TIMEOUT_S)
         return self._replies.get("run_id")
+
+    @property
+    def experiment_id(self) -> str | None:
+        """The run's MLflow experiment id, once the run is open (``None`` before, or without one)."""
+        return self._replies.get("experiment_id") if self._opened.is_set() else None
+
+    @property
+    def uri(self) -> str:
+        """The tracking URI the run is written to."""
+        return self._uri
 
     def end(self, status: str = "FINISHED", timeout: float = FLUSH_TIMEOUT_S) -> str | None:
         """Flush every queued write, end the run with ``status`` and wait for it; idempotent.

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from rlpipe.algorithms.optim import native_bf16
-from rlpipe.config import RunConfig
+from rlpipe.config import RunConfig, params_hash
+from rlpipe.tracking.mlflow_view import ui_command, ui_url
 
-__all__ = ["amp_words", "run_banner"]
+if TYPE_CHECKING:
+    from rlpipe.tracking.background import BackgroundRun
+
+__all__ = ["amp_words", "env_backend", "run_banner", "where_lines"]
+
+BACKENDS = {"EnvpoolEnv": "envpool", "GymnasiumEnv": "gymnasium", "RslRlEnv": "rsl_rl (vector env)",
+            "TorchEnv": "torch", "PushCube": "mujoco"}
+"""Env classes (or a base class) → the backend named in the banner."""
 
 
 def amp_words(requested: str, resolved: str, device: torch.device | str) -> str:
@@ -22,11 +31,12 @@ def amp_words(requested: str, resolved: str, device: torch.device | str) -> str:
 def run_banner(cfg: RunConfig, device: torch.device, algo_cfg: Any, malloc_tuned: bool) -> str:
     """One line printed before the first iteration, e.g.
 
-    ``rlpipe run cartpole_ppo: CartPole, 256 envs × 32 steps, ppo on cpu (2 threads), amp auto → none
+    ``rlpipe run cartpole_ppo: CartPole, 256 envs × 32 steps, ppo on cpu (1 thread), amp auto → none
     (CPU without avx512_bf16/AMX: bf16 would be emulated), allocator glibc (mmap off)``
     """
     trainer = cfg.trainer
-    threads = f" ({torch.get_num_threads()} threads)" if device.type == "cpu" else ""
+    count = torch.get_num_threads()
+    threads = f" ({count} thread{'s' * (count != 1)})" if device.type == "cpu" else ""
     parts = [f"rlpipe run {trainer.exp_name}: {cfg.env.id}, {trainer.num_envs} envs × "
              f"{trainer.buffer_size} steps", f"{cfg.algorithm.name} on {device}{threads}"]
     resolved = getattr(algo_cfg, "amp", None)
@@ -34,3 +44,28 @@ def run_banner(cfg: RunConfig, device: torch.device, algo_cfg: Any, malloc_tuned
         parts.append(amp_words(str(cfg.algorithm.cfg.get("amp", "none")), resolved, device))
     parts.append("allocator glibc (mmap off)" if malloc_tuned else "allocator unchanged")
     return ", ".join(parts)
+
+
+def env_backend(env: Any) -> str:
+    """Who simulates ``env``: ``torch``, ``envpool``, ``gymnasium``, … (else its class name)."""
+    for cls in type(env).__mro__:
+        if cls.__name__ in BACKENDS:
+            return BACKENDS[cls.__name__]
+    return type(env).__name__
+
+
+def where_lines(cfg: RunConfig, run_dir: Path, env: Any, mlflow: BackgroundRun | None) -> str:
+    """The banner's second and third lines: where the run writes, and how to see it in MLflow, e.g.
+
+    ``  run dir data/cartpole_ppo · env backend torch · params 3f2a9c1e``
+    ``  MLflow  run 5e1d0c2a… (experiment cartpole_ppo): mlflow ui --backend-store-uri sqlite:///…
+    → http://127.0.0.1:5000/#/experiments/1/runs?viewStateShareKey=rlpipe``
+    """
+    first = f"  run dir {run_dir} · env backend {env_backend(env)} · params {params_hash(cfg)}"
+    if mlflow is None:
+        return f"{first}\n  MLflow  off (tracking.backend: none); metrics in {run_dir / 'curve.csv'}"
+    run_id = mlflow.run_id
+    if run_id is None:
+        return f"{first}\n  MLflow  not opened (see the warning above); metrics in {run_dir / 'curve.csv'}"
+    return (f"{first}\n  MLflow  run {run_id} (experiment {cfg.trainer.exp_name}): {ui_command(mlflow.uri)}"
+            f" → {ui_url(mlflow.uri, mlflow.experiment_id)}")

@@ -7,17 +7,19 @@ the table is printed with rich and the learning curves are drawn with matplotlib
 from __future__ import annotations
 
 import math
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from rlpipe.tracking import RunRecord, TrackingError, metric_history, search_runs
 
 __all__ = ["DEFAULT_METRICS", "Comparison", "best_value", "compare", "differing_params", "plot_curves",
-           "render_table"]
+           "render_table", "run_labels"]
 
 DEFAULT_METRICS = ("eval/return_mean", "train/episode_return_mean")
 """What ``rlpipe compare`` shows without ``--metric``."""
@@ -27,6 +29,10 @@ TAG_PARAMS = {"rlpipe.kind": "kind", "rlpipe.dvc_exp_name": "dvc_exp"}
 """Tags compared like params (a replay run next to its training run differs in ``kind``)."""
 LEGEND_MAX_RUNS = 20
 """Above this many runs the plot has no legend (it would hide the curves)."""
+TABLE_WIDTH = 120
+"""Columns the table fits in without ``--wide``."""
+LABEL_PARAMS = 4
+"""Differing params named in a run's label; more are counted (``+N``)."""
 
 
 @dataclass
@@ -91,32 +97,82 @@ def _fmt(value: float | str | None) -> str:
     return f"{value:.4g}"
 
 
-def render_table(comparison: Comparison, console: Console | None = None) -> Table:
-    """Print one row per run: name, id, status, differing params, final/best metrics, env steps, wall time."""
-    table = Table(title=f"{len(comparison.runs)} runs", title_justify="left")
-    for header in ("run", "id", "status"):
-        table.add_column(header, no_wrap=True)
-    for key in comparison.params:
-        table.add_column(key, overflow="fold")
-    for key in comparison.metrics:
-        table.add_column(f"{key}\nfinal", justify="right")
-        table.add_column(f"{key}\nbest", justify="right")
-    table.add_column("env_steps", justify="right")
-    table.add_column("wall_s", justify="right")
+def _short_keys(keys: list[str]) -> dict[str, str]:
+    """The shortest dotted suffix of each key that no other key ends with (``clip_coef``, not the path)."""
+    short = {}
+    for key in keys:
+        parts = key.split(".")
+        for n in range(1, len(parts) + 1):
+            suffix = ".".join(parts[-n:])
+            if not any(o != key and (o == suffix or o.endswith(f".{suffix}")) for o in keys):
+                break
+        short[key] = suffix
+    return short
+
+
+def run_labels(comparison: Comparison, max_params: int = LABEL_PARAMS) -> dict[str, str]:
+    """A unique label per run id, made of the params that differ (``clip_coef=0.1 seed=2``).
+
+    Without differing params the run name; beyond ``max_params`` params ``+N``; runs that would
+    share a label (same params, or the same name) get ``#2``, ``#3`` … in start order.
+    """
+    short = _short_keys(comparison.params)
+    labels: dict[str, str] = {}
     for run in comparison.runs:
-        table.add_row(*_row(comparison, run))
-    # Piped output keeps the natural width instead of folding every column to 80 characters.
-    (console or Console(width=None if sys.stdout.isatty() else 250)).print(table)
+        params = run_params(run)
+        words = [f"{short[key]}={params.get(key, '-')}" for key in comparison.params[:max_params]]
+        extra = len(comparison.params) - max_params
+        labels[run.run_id] = " ".join(words) + (f" +{extra}" if extra > 0 else "") if words else run.name
+    seen: dict[str, int] = {}
+    for run in comparison.runs:
+        label = labels[run.run_id]
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            labels[run.run_id] = f"{label} #{seen[label]}"
+    return labels
+
+
+def render_table(comparison: Comparison, console: Console | None = None, wide: bool = False) -> Table:
+    """Print one row per run, at most :data:`TABLE_WIDTH` columns wide unless ``wide``.
+
+    Narrow: the run's label (what differs, see :func:`run_labels`), status, each metric's
+    final / best, env steps, wall time. ``wide``: also the run name and id and one column per
+    differing param, at the table's natural width.
+    """
+    labels = run_labels(comparison)
+    what = f"{len(comparison.runs)} runs" + (f", labelled by what differs ({len(comparison.params)} params)"
+                                              if comparison.params and not wide else "")
+    table = Table(title=what, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    table.add_column("run", overflow="fold")
+    if wide:
+        for header in ("name", "id"):
+            table.add_column(header, no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    if wide:
+        for key in comparison.params:
+            table.add_column(key, overflow="fold")
+    for key in comparison.metrics:
+        table.add_column(f"{key}\nfinal / best", justify="right", no_wrap=True)
+    table.add_column("env_steps", justify="right", no_wrap=True)
+    table.add_column("wall_s", justify="right", no_wrap=True)
+    for run in comparison.runs:
+        table.add_row(*_row(comparison, run, labels[run.run_id], wide))
+    if console is None:
+        term = shutil.get_terminal_size((TABLE_WIDTH, 24)).columns if sys.stdout.isatty() else None
+        console = Console(width=(term or 250) if wide else min(TABLE_WIDTH, term or TABLE_WIDTH))
+    console.print(table)
     return table
 
 
-def _row(comparison: Comparison, run: RunRecord) -> list[str]:
+def _row(comparison: Comparison, run: RunRecord, label: str, wide: bool) -> list[str]:
     params = run_params(run)
-    cells = [run.name, run.run_id[:8], run.status.lower(), *(params.get(k, "-") for k in comparison.params)]
+    cells = [label, *([run.name, run.run_id[:8]] if wide else []), run.status.lower()[:8]]
+    if wide:
+        cells += [params.get(k, "-") for k in comparison.params]
     for key in comparison.metrics:
-        cells += [_fmt(comparison.final(run, key)), _fmt(comparison.best(run, key))]
+        cells.append(f"{_fmt(comparison.final(run, key))} / {_fmt(comparison.best(run, key))}")
     steps = run.metrics.get("env_steps")
-    return [*cells, _fmt(int(steps)) if steps is not None else "-", f"{run.wall_s:.1f}"]
+    return [*cells, f"{int(steps):,}" if steps is not None else "-", f"{run.wall_s:.1f}"]
 
 
 def plot_curves(comparison: Comparison, path: Path) -> Path:
@@ -127,12 +183,13 @@ def plot_curves(comparison: Comparison, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     keys = comparison.metrics
+    labels = run_labels(comparison)
     fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.2), squeeze=False)
     for ax, key in zip(axes[0], keys):
         for run in comparison.runs:
             points = comparison.history.get(key, {}).get(run.run_id, [])
             if points:
-                ax.plot(*zip(*points), label=f"{run.name} ({run.run_id[:6]})", linewidth=1.2)
+                ax.plot(*zip(*points), label=labels[run.run_id], linewidth=1.2)
         ax.set(title=key, xlabel="env steps", ylabel=key)
         ax.grid(alpha=0.3)
         if 0 < len(comparison.runs) <= LEGEND_MAX_RUNS and ax.lines:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
 
-from rlpipe.artifacts.atomic import atomic_write_json
+from rlpipe.artifacts.atomic import atomic_write_json, atomic_write_text
 from rlpipe.artifacts.layout import RunLayout
 
 __all__ = ["COLUMNS", "ConsoleTable", "MetricsFiles", "flatten_params"]
@@ -51,18 +52,25 @@ def flatten_params(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 class ConsoleTable:
-    """One compact row per iteration; the header repeats every 25 rows."""
+    """One compact row per iteration (the header repeats every 25 rows); on a terminal, a progress bar.
 
-    def __init__(self, console: Console | None = None) -> None:
+    The bar (rich: iterations done of ``total``, elapsed, ETA) sits below the rows and is only drawn
+    when the console is a terminal, so logs, pipes and CI output stay plain rows.
+    """
+
+    def __init__(self, console: Console | None = None, total: int | None = None) -> None:
         if console is None:
             from rich.console import Console
 
             console = Console(highlight=False, soft_wrap=True)
         self.console = console
         self.rows = 0
+        self.total = total
+        self._progress: Any = None
+        self._task: Any = None
 
     def row(self, metrics: dict[str, float]) -> None:
-        """Print ``metrics`` as one row (missing values as ``-``)."""
+        """Print ``metrics`` as one row (missing values as ``-``) and advance the bar."""
         if self.rows % 25 == 0:
             self.console.print(" ".join(self._pad(name, fmt) for name, _, fmt in COLUMNS), style="bold")
         cells = []
@@ -72,6 +80,33 @@ class ConsoleTable:
             cells.append(fmt.format(value) if ok else self._pad("-", fmt))
         self.console.print(" ".join(cells))
         self.rows += 1
+        self._advance(int(metrics.get("iteration", self.rows)))
+
+    def _advance(self, iteration: int) -> None:
+        if self.total is None or not self.console.is_terminal:
+            return
+        if self._progress is None:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._progress = Progress(
+                TextColumn("iterations"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                TextColumn("ETA"), TimeRemainingColumn(), console=self.console, transient=True)
+            self._progress.start()
+            self._task = self._progress.add_task("train", total=self.total, completed=iteration - 1)
+        self._progress.update(self._task, completed=iteration)
+
+    def close(self) -> None:
+        """Remove the progress bar (the rows stay); idempotent."""
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
 
     @staticmethod
     def _pad(text: str, fmt: str) -> str:
@@ -91,21 +126,44 @@ class MetricsFiles:
         """Columns of ``curve.csv``; given when a resumed run appends to a kept curve."""
 
     def append_curve(self, metrics: dict[str, float]) -> None:
-        """Append one iteration; the columns are fixed by the first row (DVC plots need stable ones)."""
+        """Append one iteration; the first row fixes the columns (DVC plots need stable ones).
+
+        A metric first seen later (``eval/success_rate`` when the first eval comes at iteration 2)
+        widens the header once: the file is rewritten atomically with empty cells for earlier rows.
+        """
         if self._fields is None:
-            self._fields = ["iteration", "env_steps", *sorted(
-                k for k in metrics if k not in ("iteration", "env_steps")
-                and "/" in k and k.split("/")[0] != "advantage"
-            )]
+            self._fields = ["iteration", "env_steps", *sorted(_curve_keys(metrics))]
             self._fields += [k for k in CURVE_ALWAYS if k not in self._fields]
             with self.curve_path.open("w", newline="") as fh:
                 csv.writer(fh).writerow(self._fields)
+        new = sorted(set(_curve_keys(metrics)) - set(self._fields))
+        if new:
+            self._widen(new)
         with self.curve_path.open("a", newline="") as fh:
             csv.writer(fh).writerow([_csv_value(metrics.get(k)) for k in self._fields])
+
+    def _widen(self, new: list[str]) -> None:
+        """Add columns ``new`` to the header (rows so far get empty cells), rewritten atomically."""
+        assert self._fields is not None
+        try:
+            with self.curve_path.open(newline="") as fh:
+                rows = list(csv.reader(fh))[1:]
+        except OSError:
+            rows = []
+        self._fields = [*self._fields, *new]
+        text = io.StringIO()
+        csv.writer(text).writerows([self._fields, *(row + [""] * len(new) for row in rows)])
+        atomic_write_text(self.curve_path, text.getvalue())
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         """Write ``metrics.json`` atomically."""
         atomic_write_json(self.metrics_path, summary)
+
+
+def _curve_keys(metrics: dict[str, float]) -> list[str]:
+    """The ``group/name`` metrics a curve row holds (``advantage/…`` histograms stay out)."""
+    return [k for k in metrics if k not in ("iteration", "env_steps") and "/" in k
+            and k.split("/")[0] != "advantage"]
 
 
 def _csv_value(value: float | None) -> str:

@@ -115,22 +115,40 @@ def _client(uri: str) -> MlflowClient:
 
 
 def _experiment_id(client: MlflowClient, name: str, uri: str) -> str:
-    """Get or create experiment ``name``; artifacts of a SQLite store go beside the database."""
+    """Get or create experiment ``name``; artifacts of a SQLite store go beside the database.
+
+    The experiment is tagged so that the MLflow UI opens on its runs with rlpipe's key columns.
+    """
     from mlflow.exceptions import MlflowException
+
+    from rlpipe.tracking.mlflow_view import experiment_tags
 
     exp = client.get_experiment_by_name(name)
     if exp is None:
         db = _sqlite_path(uri)
         location = str(db.parent / "mlartifacts" / name) if db else None
         try:
-            return client.create_experiment(name, artifact_location=location)
+            return client.create_experiment(name, artifact_location=location, tags=experiment_tags(name))
         except MlflowException:  # created meanwhile by a parallel run (dvc exp run --queue -j N)
             exp = client.get_experiment_by_name(name)
             if exp is None:
                 raise
     if exp.lifecycle_stage == "deleted":
         client.restore_experiment(exp.experiment_id)
+    _tag_experiment(client, exp.experiment_id, name, exp.tags)
     return exp.experiment_id
+
+
+def _tag_experiment(client: MlflowClient, experiment_id: str, name: str, tags: dict[str, str]) -> None:
+    """Set the tags that open the UI on the runs view with rlpipe's columns (:mod:`.mlflow_view`)."""
+    from rlpipe.tracking.mlflow_view import experiment_tags
+
+    for key, value in experiment_tags(name).items():
+        if tags.get(key) != value:
+            try:
+                client.set_experiment_tag(experiment_id, key, value)
+            except Exception:  # a view nicety: never a reason to lose the run
+                return
 
 
 # --- one MLflow run ---------------------------------------------------------------------------------
@@ -142,8 +160,8 @@ class MlflowRun:
     A failed write is reported once, in one line on stderr; the run then ends ``FAILED``.
     """
 
-    def __init__(self, client: MlflowClient, run_id: str) -> None:
-        self.client, self.run_id = client, run_id
+    def __init__(self, client: MlflowClient, run_id: str, experiment_id: str | None = None) -> None:
+        self.client, self.run_id, self.experiment_id = client, run_id, experiment_id
         self.error: Exception | None = None
         self.ended = False
 
@@ -155,11 +173,12 @@ class MlflowRun:
 
         check_server(uri)
         client = _client(uri)
-        run = client.create_run(_experiment_id(client, experiment, uri), tags=tags, run_name=run_name)
+        experiment_id = _experiment_id(client, experiment, uri)
+        run = client.create_run(experiment_id, tags=tags, run_name=run_name)
         items = [Param(k, str(v)[:6000]) for k, v in params.items()]
         for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
             client.log_batch(run.info.run_id, params=items[i:i + MAX_PARAMS_PER_BATCH])
-        return cls(client, run.info.run_id)
+        return cls(client, run.info.run_id, experiment_id)
 
     @classmethod
     def reopen(cls, uri: str, run_id: str) -> MlflowRun | None:
@@ -172,7 +191,7 @@ class MlflowRun:
         if info.lifecycle_stage == "deleted":
             return None
         client.update_run(run_id, status="RUNNING")
-        return cls(client, run_id)
+        return cls(client, run_id, info.experiment_id)
 
     def log_metrics(self, metrics: dict[str, float], step: int, timestamp_ms: int | None = None) -> None:
         """Write one batch of the finite numeric ``metrics`` at ``step`` (one ``log_batch``)."""

@@ -10,7 +10,7 @@ JSON message per line on its stdin, in order:
   file written here, e.g. the resolved ``params.yaml``);
 * ``{"op": "end", "status"}``.
 
-It answers on stdout with one JSON line once the run is open (``{"run_id": ...}``, or
+It answers on stdout with one JSON line once the run is open (``{"run_id", "experiment_id"}``, or
 ``{"error": ...}`` when it could not be opened) and one when it ended (``{"ended": status}``).
 End of input without an ``end`` message (the trainer was killed) ends the run ``KILLED`` after every
 message received so far is written. A problem is said once, in one line on stderr; the process
@@ -63,7 +63,7 @@ def _apply(run: Any, message: dict[str, Any], scratch: Path) -> None:
     if op == "metrics":
         run.log_metrics(message["metrics"], message["step"], message.get("ts"))
     elif op == "artifact":
-        run.log_artifact(Path(message["path"]), message.get("artifact_path"))
+        run.log_artifact(_local_copy(message["path"], scratch), message.get("artifact_path"))
     elif op == "text":
         path = scratch / message["name"]
         path.write_text(message["text"])
@@ -115,6 +115,22 @@ def _read_ahead(lines: IO[str]) -> queue.Queue[str | None]:
     return messages
 
 
+def _local_copy(source: str, scratch: Path) -> Path:
+    """``source`` itself, or for a file on an object store (``s3://…``) a copy in ``scratch`` to upload.
+
+    MLflow then puts it under the run's artifact root, which may be the same object store
+    (``mlflow server --artifacts-destination s3://…``).
+    """
+    if "://" not in source:
+        return Path(source)
+    from rlpipe.config.location import ObjectPath
+
+    remote = ObjectPath(source)
+    local = scratch / remote.name
+    local.write_bytes(remote.read_bytes())
+    return local
+
+
 def serve(lines: IO[str], out: IO[str]) -> str:
     """Handle the messages of ``lines`` (see the module doc); return the status the run ended with."""
     first = lines.readline()
@@ -129,7 +145,7 @@ def serve(lines: IO[str], out: IO[str]) -> str:
         for _ in lines:  # drain, so the trainer never blocks on a full pipe
             pass
         return "none"
-    _say(out, {"run_id": run.run_id})
+    _say(out, {"run_id": run.run_id, "experiment_id": run.experiment_id})
     status = "KILLED"  # input ended without an end message: the trainer was killed
     messages, pending = _read_ahead(lines), _Pending(run)
     with tempfile.TemporaryDirectory(prefix="rlpipe-mlflow-") as scratch:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlpipe.artifacts.fs import as_path
 from rlpipe.tracking import signals
 from rlpipe.tracking.background import BackgroundRun
 from rlpipe.tracking.console import ConsoleTable, MetricsFiles, flatten_params
@@ -30,11 +31,12 @@ class Tracker:
 
     def __init__(self, cfg: RunConfig, run_dir: Path, console: Console | None = None,
                  mlflow_run: BackgroundRun | None = None, curve_fields: list[str] | None = None,
-                 silent: bool = False) -> None:
+                 silent: bool = False, progress: bool = True) -> None:
         self.cfg = cfg
         self.silent = silent
         """A silent tracker (ranks other than 0) prints no rows and writes no file and no MLflow run."""
-        self.table = ConsoleTable(console)
+        self.table = ConsoleTable(console, total=cfg.trainer.iterations if progress else None)
+        """``progress``: a bar of ``trainer.iterations`` on a terminal (training runs only)."""
         self.files = MetricsFiles(run_dir, curve_fields)
         self.mlflow = mlflow_run
         self._restore_signals = signals.install() if mlflow_run is not None else (lambda: None)
@@ -65,7 +67,7 @@ class Tracker:
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
         """Copy file ``path`` into the MLflow run's artifacts under ``artifact_path`` (no-op without one)."""
         if self.mlflow is not None:
-            self.mlflow.log_artifact(Path(path), artifact_path)
+            self.mlflow.log_artifact(as_path(path), artifact_path)
 
     def finish(self, summary: dict[str, Any], status: str = "FINISHED") -> None:
         """Write ``metrics.json`` (with the MLflow run id); log params YAML and checkpoint; end the run.
@@ -74,6 +76,7 @@ class Tracker:
         """
         if self.silent:
             return
+        self.table.close()
         self.files.write_summary({**summary, "mlflow_run_id": self.mlflow_run_id})
         if self.mlflow is None:
             return
@@ -84,11 +87,13 @@ class Tracker:
 
     def end(self, status: str) -> None:
         """End the MLflow run with ``status`` (``FAILED``, ``KILLED``) without a summary; idempotent."""
+        self.table.close()
         if self.mlflow is not None:
             self._end(status)
 
     def _end(self, status: str) -> None:
         assert self.mlflow is not None
+        self.table.close()
         try:
             self.mlflow.end(status)
         finally:
@@ -99,6 +104,7 @@ class Tracker:
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: Any) -> None:
         """End the MLflow run: ``KILLED`` on Ctrl-C/SIGTERM, ``FAILED`` on an error, else ``FINISHED``."""
+        self.table.close()
         if self.mlflow is None:
             return
         interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt | SystemExit)
@@ -113,8 +119,8 @@ def log_run_files(run: BackgroundRun, cfg: RunConfig, metrics_path: Path | None,
     run.log_text("params.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     if metrics_path is not None and metrics_path.is_file():
         run.log_artifact(metrics_path)
-    if checkpoint and Path(checkpoint).is_file():
-        run.log_artifact(Path(checkpoint), "checkpoints")
+    if checkpoint and as_path(checkpoint).is_file():
+        run.log_artifact(as_path(checkpoint), "checkpoints")
 
 
 def start_run(cfg: RunConfig, run_dir: Path, kind: str = "train", run_name: str | None = None,
@@ -148,7 +154,7 @@ def open_tracker(cfg: RunConfig, run_dir: Path, *, run_name: str | None = None,
 
     console = Console(highlight=False, soft_wrap=True, file=sys.stdout)
     return Tracker(cfg, run_dir, console, start_run(cfg, run_dir, kind, run_name, parent_run_id, run_id),
-                   curve_fields)
+                   curve_fields, progress=kind == "train")
 
 
 def log_single_run(cfg: RunConfig, metrics: dict[str, float], *, run_dir: Path, kind: str = "eval",
@@ -165,7 +171,7 @@ def log_single_run(cfg: RunConfig, metrics: dict[str, float], *, run_dir: Path, 
         run.log_metrics(metrics, step)
         log_run_files(run, cfg, None, checkpoint)
         for folder, path in (artifacts or {}).items():
-            run.log_artifact(Path(path), folder)
+            run.log_artifact(as_path(path), folder)
     finally:
         run.end("FINISHED")
     return run.run_id

@@ -261,3 +261,14 @@ def test_continuous_ppo_learns_pendulum(tmp_path):
         exp.algo.set_progress(exp.env_steps, total)
         best = max(best, run_iteration(exp).get("train/episode_return_mean", -math.inf))
     assert best >= -250, f"best training return {best:.1f} after {exp.env_steps} env steps"
+
+
+def test_ppo_refuses_a_policy_without_critic():
+    from rlpipe.algorithms.ppo import PPO
+    from rlpipe.config import ConfigError
+    from rlpipe.config.algorithms import PPOCfg
+
+    with pytest.raises(ConfigError, match=r"^policy\.name: actor_only has no critic, .*use policy\.name: "
+                                          r"actor_critic, or algorithm\.name: grpo$"):
+        PPO.check_run(PPOCfg(), 8, "actor_only", 16)
+    PPO.check_run(PPOCfg(), 8, "actor_critic", 16)  # the usual pairing passes

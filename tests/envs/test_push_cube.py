@@ -204,7 +204,7 @@ def test_push_cube_config_runs_two_iterations(tmp_path):
     data = tmp_path / "data"
     sets = {"trainer.data_dir": str(data), "trainer.iterations": 2, "trainer.num_envs": 4,
             "trainer.buffer_size": 10, "trainer.num_eval_envs": 2, "trainer.eval_freq": 40,
-            "tracking.backend": "none", "algorithm.cfg.num_mini_batches": 2,
+            "tracking.backend": "none", "algorithm.cfg.num_mini_batches": 2, "eval.video": "false",
             "policy.actor.network_cfg.hidden_sizes": "[16]",
             "policy.critic.network_cfg.hidden_sizes": "[16]"}
     args = [arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")]
@@ -217,26 +217,28 @@ def test_push_cube_config_runs_two_iterations(tmp_path):
     metrics = json.loads((data / "push_cube_ppo" / "metrics.json").read_text())
     assert metrics["iterations"] == 2 and metrics["env_steps"] == 2 * 4 * 10
     curve = (data / "push_cube_ppo" / "curve.csv").read_text().splitlines()
-    assert "eval/success_rate" in curve[0]
+    assert "eval/success_rate" in curve[0] and "eval/success_at_end" in curve[0]
     assert len(curve) == 3
 
 
 @pytest.mark.slow
 def test_push_cube_ppo_learns_to_push(tmp_path):
-    """A shortened configs/push_cube.yaml (14 of its iterations, 180k env steps, ~4 min on 2 cores)
-    already pushes the cube into the goal in at least 40% of deterministic eval episodes (the full
-    run passes 90% at 200k–300k env steps)."""
+    """A shortened configs/push_cube.yaml (28 of its iterations, 358k env steps, ~3 min on 2 idle
+    cores) already pushes the cube into the goal in at least 40% of deterministic eval episodes
+    (the full run of 2026-11-23: 0.71 at any step, 0.70 at the episode's end after these 28
+    iterations; success at the end first ≥ 0.9 at 857k env steps)."""
     data = tmp_path / "data"
-    sets = {"trainer.data_dir": str(data), "trainer.iterations": 14, "trainer.stop_when": "[]",
-            "tracking.backend": "none"}
+    sets = {"trainer.data_dir": str(data), "trainer.iterations": 28, "trainer.stop_when": "[]",
+            "tracking.backend": "none", "eval.video": "false"}
     args = [arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")]
     result = subprocess.run(
         [sys.executable, "-m", "rlpipe", "run", str(ROOT / "configs" / "push_cube.yaml"), *args],
-        capture_output=True, text=True, timeout=1800, cwd=tmp_path,
+        capture_output=True, text=True, timeout=3600, cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert result.returncode == 0, result.stderr[-2000:]
     metrics = json.loads((data / "push_cube_ppo" / "metrics.json").read_text())
-    assert metrics["env_steps"] == 14 * 256 * 50
+    assert metrics["env_steps"] == 28 * 256 * 50
     assert metrics["eval/success_rate"] >= 0.4, metrics
-    assert metrics["train/success_rate"] > 0.1, metrics
+    assert metrics["eval/success_at_end"] >= 0.3, metrics
+    assert metrics["train/success_rate"] > 0.3, metrics

@@ -17,6 +17,7 @@ from _fault_harness import (
 )
 
 
+@pytest.mark.slow
 def test_file_size_limit_at_the_first_checkpoint_then_resume_is_bit_exact(tmp_path, reference):
     limit = (reference / "checkpoints" / "ckpt-000001.pt").stat().st_size - 1  # rollout chunks fit
     assert max(p.stat().st_size for p in (reference / "rollouts").rglob("c/*/*/*") if p.is_file()) < limit
@@ -48,6 +49,7 @@ def read_only_dir(tmp_path):
     return str(folder / "data")
 
 
+@pytest.mark.slow
 def test_read_only_data_dir_is_one_line_and_exit_1(tmp_path):
     target = read_only_dir(tmp_path)
     result = rlpipe(*run_command(tmp_path, f"trainer.data_dir={target}"))
@@ -56,6 +58,7 @@ def test_read_only_data_dir_is_one_line_and_exit_1(tmp_path):
     assert line.startswith(f"Error: {target}") and ("not permitted" in line or "Permission denied" in line)
 
 
+@pytest.mark.slow
 def test_replay_into_a_read_only_folder_loses_nothing(tmp_path, reference):
     root = tmp_path / "run"
     shutil.copytree(reference, root)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
 from _fault_harness import assert_same_as_reference, error_line, rlpipe, run_command, run_dir, snapshot
 
 
@@ -53,6 +54,7 @@ def test_zeroed_latest_pointer_names_itself_and_falls_back(tmp_path, reference):
     assert_same_as_reference(root, reference)
 
 
+@pytest.mark.slow
 def test_zeroed_rollout_chunk_is_refused_naming_store_and_key(tmp_path, reference):
     root = copy_run(reference, tmp_path)
     store = root / "rollouts" / "iter-000002.zarr"
@@ -67,6 +69,7 @@ def test_zeroed_rollout_chunk_is_refused_naming_store_and_key(tmp_path, referenc
     assert good.returncode == 0, good.stderr
 
 
+@pytest.mark.slow
 def test_crafted_metadata_is_refused_before_allocation(tmp_path, reference):
     root = copy_run(reference, tmp_path)
     meta_path = root / "rollouts" / "iter-000001.zarr" / "obs" / "zarr.json"

@@ -47,6 +47,7 @@ def test_second_writer_is_refused_naming_pid_and_host(tmp_path, reference):
         holder.wait()
 
 
+@pytest.mark.slow
 def test_a_dead_writers_lock_is_taken_over_with_a_warning(tmp_path, reference):
     root = copy_run(reference, tmp_path)
     gone = subprocess.Popen([sys.executable, "-c", "pass"])

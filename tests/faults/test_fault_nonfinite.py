@@ -72,6 +72,7 @@ def test_nonfinite_obs_reward_and_gradients_are_refused(tmp_path, fault, key, it
         assert all(torch.isfinite(t).all() for t in load_checkpoint(ckpt)["policy"].values())
 
 
+@pytest.mark.slow
 def test_skip_mode_drops_the_iteration_and_goes_on(tmp_path):
     result = rlpipe(*run_command(tmp_path, "trainer.on_nonfinite=skip"),
                     env={"RLPIPE_FAULT_NAN_AT": "reward:2"})

@@ -41,6 +41,7 @@ def test_signal_stops_at_the_boundary_with_a_checkpoint_and_resumes_exactly(tmp_
     assert_same_as_reference(root, reference)
 
 
+@pytest.mark.slow
 def test_signal_before_the_first_checkpoint_keeps_the_first_iteration(tmp_path):
     stopped = rlpipe(*run_command(tmp_path, RARE_SAVES),
                      env={"RLPIPE_FAULT_SIGNAL_AT": "collect.start:1:SIGINT"})

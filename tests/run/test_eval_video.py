@@ -52,3 +52,13 @@ def test_an_env_that_cannot_draw_runs_on_with_one_warning_line(tmp_path, capsys)
     assert summary["iterations"] == 2 and "eval/return_mean" in summary
     assert not (cfg.run_dir / "eval").is_dir() or not list((cfg.run_dir / "eval").iterdir())
     assert capsys.readouterr().err.count("Warning: eval video off:") == 1
+
+
+def test_video_freq_films_every_kth_eval_and_the_last(tmp_path):
+    """Evals every 128 steps, video every 256: iteration 1 only scores, 2 and 3 (the last) are filmed."""
+    cfg = tiny_cfg(tmp_path, *VIDEO, "trainer.iterations=3", "eval.video_freq=256",
+                   "env.cfg.max_episode_steps=16")
+    summary = run(cfg)
+    videos = sorted(p.name for p in (cfg.run_dir / "eval").glob("*.mp4"))
+    assert videos == ["video-iter-000002.mp4", "video-iter-000003.mp4"]
+    assert "eval/return_mean" in summary

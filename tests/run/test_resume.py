@@ -120,6 +120,7 @@ def test_gymnasium_collector_continues_from_the_restarted_episodes(tmp_path):
     assert not exp.collect.episode_return.any() and not exp.collect.episode_length.any()
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_resume_completes_like_an_uninterrupted_run(tmp_path):
     iterations = 12
     args = set_args(tmp_path / "killed", f"trainer.iterations={iterations}")

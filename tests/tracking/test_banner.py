@@ -31,3 +31,45 @@ def test_auto_on_a_bf16_cpu_says_bf16(monkeypatch):
 def test_an_explicit_precision_is_stated_plainly(monkeypatch):
     line = banner(monkeypatch, "none", native=True, malloc_tuned=False)
     assert "amp none" in line and "auto" not in line and "allocator unchanged" in line
+
+
+class FakeRun:
+    run_id, experiment_id, uri = "5e1d0c2a", "3", "sqlite:////p/data/mlflow.db"
+
+
+def test_where_lines_name_run_dir_backend_params_hash_and_the_mlflow_ui(tmp_path):
+    from rlpipe.config import params_hash
+    from rlpipe.envs import build_env
+    from rlpipe.tracking.banner import where_lines
+
+    cfg = RunConfig.model_validate({})
+    env = build_env("CartPole", 2, "cpu", {})
+    lines = where_lines(cfg, tmp_path, env, FakeRun()).splitlines()
+    assert lines[0] == f"  run dir {tmp_path} · env backend torch · params {params_hash(cfg)}"
+    assert lines[1] == ("  MLflow  run 5e1d0c2a (experiment cartpole_ppo): mlflow ui --backend-store-uri "
+                        "sqlite:////p/data/mlflow.db → http://127.0.0.1:5000/#/experiments/3/runs"
+                        "?workflowType=machine_learning&viewStateShareKey=rlpipe")
+    off = where_lines(cfg, tmp_path, env, None).splitlines()[1]
+    assert off == f"  MLflow  off (tracking.backend: none); metrics in {tmp_path / 'curve.csv'}"
+
+
+def test_progress_bar_only_on_a_terminal():
+    import io
+
+    from rich.console import Console
+    from rich.text import Text
+
+    from rlpipe.tracking.console import ConsoleTable
+
+    row = {"iteration": 1.0, "env_steps": 64.0}
+    for terminal in (True, False):
+        out = io.StringIO()
+        table = ConsoleTable(Console(file=out, force_terminal=terminal, width=120), total=10)
+        table.row(row)
+        bar = table._progress
+        assert (bar is not None) == terminal
+        if terminal:  # iterations done of trainer.iterations, with elapsed time and ETA
+            assert (bar.tasks[0].completed, bar.tasks[0].total) == (1, 10)
+        table.close()
+        plain = Text.from_ansi(out.getvalue()).plain
+        assert table._progress is None and "   64" in plain  # the row itself either way

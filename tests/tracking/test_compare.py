@@ -1,17 +1,27 @@
 """rlpipe compare: the table shows only the params that differ, final/best metrics; the PNG has the curves."""
 
+import io
 import math
 import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 
 from rlpipe import config
 from rlpipe.cli import cli
 from rlpipe.run import run
 from rlpipe.tracking import RunRecord, TrackingError
-from rlpipe.tracking.compare import best_value, compare, differing_params, plot_curves
+from rlpipe.tracking.compare import (
+    Comparison,
+    best_value,
+    compare,
+    differing_params,
+    plot_curves,
+    render_table,
+    run_labels,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["trainer.num_envs=8", "trainer.buffer_size=8", "trainer.iterations=3", "trainer.num_eval_envs=2",
@@ -61,12 +71,31 @@ def test_compare_three_runs_table_and_png(three_runs, tmp_path):
                                       "--plot", str(png)])
     assert result.exit_code == 0, result.output
     out = result.output
-    assert "3 runs" in out and "algorithm.cfg.learning_rate" in out
-    assert "algorithm.cfg.clip_coef" not in out and "trainer.num_envs" not in out  # same in every run
-    for lr in RATES:
-        assert lr in out
+    assert "3 runs" in out and "clip_coef" not in out and "num_envs" not in out  # same in every run
+    for lr in RATES:  # each run is labelled by what differs: its learning rate (and its data_dir)
+        assert any(line.startswith(f"learning_rate={lr} ") for line in out.splitlines()), out
     assert "update/value_loss" in out and "192" in out  # a chosen metric; env steps
+    table = out.split("wrote ")[0]
+    assert max(len(line) for line in table.splitlines()) <= 120
+    assert f"wrote {png} (2 panels: train/episode_return_mean, update/value_loss; 3 runs)" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+
+def test_labels_name_what_differs_and_never_repeat():
+    runs = [record("r1", {"algorithm.cfg.lr": "1", "trainer.seed": "0"}),
+            record("r2", {"algorithm.cfg.lr": "2", "trainer.seed": "0"}),
+            record("r3", {"algorithm.cfg.lr": "2", "trainer.seed": "0"}),
+            record("r4", {"algorithm.cfg.lr": "2", "trainer.seed": "0", "replay.algorithm.cfg.lr": "3"})]
+    comparison = Comparison(runs, ("eval/return_mean",), differing_params(runs))
+    labels = run_labels(comparison)
+    # the shortest unambiguous key: "algorithm.cfg.lr" and "replay.algorithm.cfg.lr" both end in "lr"
+    assert labels == {"r1": "algorithm.cfg.lr=1 replay.algorithm.cfg.lr=-",
+                      "r2": "algorithm.cfg.lr=2 replay.algorithm.cfg.lr=-",
+                      "r3": "algorithm.cfg.lr=2 replay.algorithm.cfg.lr=- #2",
+                      "r4": "algorithm.cfg.lr=2 replay.algorithm.cfg.lr=3"}
+    same = [RunRecord(i, "train-1", "e", "FINISHED", 0, 1, {"x": "1"}, {}, {}) for i in ("i1", "i2")]
+    assert run_labels(Comparison(same, (), [])) == {"i1": "train-1", "i2": "train-1 #2"}  # same name
 
 
 def test_compare_api_final_best_and_one_curve_per_run(three_runs, tmp_path):
@@ -82,6 +111,9 @@ def test_compare_api_final_best_and_one_curve_per_run(three_runs, tmp_path):
 
     image = matplotlib.image.imread(plot_curves(comparison, tmp_path / "one.png"))
     assert image.shape[0] > 100 and image.shape[1] > 100
+    wide = io.StringIO()
+    render_table(comparison, Console(file=wide, width=400), wide=True)  # --wide: a column per param
+    assert "algorithm.cfg.learning_rate" in wide.getvalue() and "trainer.data_dir" in wide.getvalue()
 
 
 def test_compare_one_run_by_id(three_runs):
@@ -98,6 +130,7 @@ def test_unknown_experiment_and_missing_store_are_one_line_errors(three_runs, tm
     assert not (tmp_path / "none.db").exists()
 
 
+@pytest.mark.slow
 def test_compare_200_runs(tmp_path):
     import mlflow
     from mlflow.entities import Metric, Param

@@ -59,6 +59,7 @@ def read_back(uri, experiment):
                 "returns": len(client.get_metric_history(run_id, "update/policy_loss")),
                 "artifacts": sorted(a.path for d in (None, "checkpoints")
                                     for a in client.list_artifacts(run_id, d)),
+                "experiment_tags": client.get_experiment(run.info.experiment_id).tags,
             }})
         print(json.dumps(out))
     """)
@@ -110,6 +111,13 @@ def test_short_run_logs_params_metrics_per_iteration_and_checkpoint(tmp_path, st
     assert len(tags["mlflow.source.git.commit"]) == 40 and tags["rlpipe.git_dirty"] in ("true", "false")
     metrics = json.loads((cfg.run_dir / "metrics.json").read_text())
     assert metrics["mlflow_run_id"] == logged["run_id"]
+    # the UI opens the experiment on its runs, with the saved view of key params and metrics
+    experiment = logged["experiment_tags"]
+    assert experiment["mlflow.experimentKind"] == "custom_model_development"
+    assert "rlpipe compare --experiment logged" in experiment["mlflow.note.content"]
+    view = json.loads(experiment["mlflow.sharedViewState.rlpipe"])
+    assert "params.`algorithm.cfg.clip_coef`" in view["selectedColumns"]
+    assert "metrics.`eval/return_mean`" in view["selectedColumns"]
     untracked = run(cfg.replace(tracking=cfg.tracking.replace(backend="none"),
                                 trainer=cfg.trainer.replace(data_dir=str(tmp_path / "none"))))
     for key in ("update/policy_loss", "update/value_loss", "train/episode_return_mean"):
@@ -209,6 +217,7 @@ def test_a_crashed_run_is_marked_failed_not_left_running(tmp_path, store):
     assert crashed["status"] == "FAILED" and crashed["steps"] == [64]
 
 
+@pytest.mark.slow
 def test_replay_runs_point_back_to_their_source(tmp_path, store):
     cfg = tiny_cfg(tmp_path, f"tracking.uri={store}", "trainer.exp_name=sourced")
     tracker = open_tracker(cfg, tmp_path, kind="replay", parent_run_id="abc123", run_name="replay-1")
@@ -300,6 +309,7 @@ def _open_and_log(uri: str, name: str) -> str:
     return run.run_id
 
 
+@pytest.mark.slow
 def test_processes_creating_one_sqlite_store_at_once_all_succeed(tmp_path):
     # `dvc queue start --jobs 2`: parallel experiments open the same new data/mlflow.db together.
     import multiprocessing

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from rlpipe.artifacts.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
+from rlpipe.artifacts.fs import as_path
 from rlpipe.run.stages.base import Stage
 
 __all__ = ["Checkpointer"]
@@ -15,7 +16,7 @@ class Checkpointer(Stage):
     """Writes ``ckpt-NNNNNN.pt`` + ``latest`` under ``directory``; the caller assembles the state."""
 
     def __init__(self, directory: Path, keep_last: int | None = None) -> None:
-        self.directory = Path(directory)
+        self.directory = as_path(directory)
         self.keep_last = keep_last
         self.last_saved: Path | None = None
 

@@ -69,10 +69,23 @@ def test_envs_without_success_report_no_rate() -> None:
     assert "train/success_rate" not in stats and stats["collect/episodes"] == 4
 
 
+class Holding(Flagging):
+    """Like Flagging, but env 0 keeps its success to the episode's end (success at steps 2 and 3)."""
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        result = super().step(action)
+        result.info["success"] = result.info["success"] | ((self.t == 0) & (torch.arange(self.num_envs) == 0))
+        return result
+
+
 def test_evaluator_reports_the_success_rate() -> None:
     env = Flagging(4)
     metrics = Evaluator(env, small_policy(env), num_episodes=2, seed=0)()
     assert metrics["eval/episodes"] == 8 and metrics["eval/success_rate"] == 0.5
+    assert metrics["eval/success_at_end"] == 0.0  # every success was undone before the last step
+    held = Holding(4)
+    metrics = Evaluator(held, small_policy(held), num_episodes=2, seed=0)()
+    assert metrics["eval/success_rate"] == 0.5 and metrics["eval/success_at_end"] == 0.25
     plain = build_env("CartPole", 2, "cpu", {"max_episode_steps": 2})
     assert "eval/success_rate" not in Evaluator(plain, small_policy(plain), num_episodes=1, seed=0)()
 

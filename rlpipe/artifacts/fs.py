@@ -1,0 +1,275 @@
+"""The one filesystem abstraction of a run directory: a local folder, or an object store (fsspec URL).
+
+Every writer of a run directory asks this module for the few operations whose guarantees differ:
+
+=====================  =================================  ==========================================
+operation              local folder                       object store (``s3://…``)
+=====================  =================================  ==========================================
+whole-file write       temporary, fsync, rename           one PUT (an object appears whole or not)
+Zarr group publish     build under a temporary, rename    write the arrays, then the root
+                                                          ``zarr.json`` last: it is the commit marker
+exclusive create       ``O_CREAT | O_EXCL``               PUT with ``If-None-Match: *``
+conditional overwrite  (single writer: plain replace)     PUT with ``If-Match: <ETag>``
+delete a folder        rename away, then delete           delete every key under the prefix
+=====================  =================================  ==========================================
+
+A rollout group on an object store without its root ``zarr.json`` is uncommitted: listings skip it,
+readers refuse it, and the writer that holds the run lock removes it (a killed writer's leftovers).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from rlpipe.config.location import ObjectPath, StorageUnavailable, filesystem, url_problem, with_retries
+
+__all__ = [
+    "AnyPath",
+    "ObjectPath",
+    "PreconditionFailed",
+    "StorageUnavailable",
+    "UnusableLocation",
+    "as_path",
+    "chunk_sizes",
+    "create_exclusive",
+    "is_object",
+    "probe",
+    "read_versioned",
+    "remove_tree",
+    "replace_if",
+    "run_coroutine",
+    "tree_bytes",
+    "zarr_store",
+]
+
+AnyPath = Path | ObjectPath
+"""A run-directory path: local or on an object store."""
+
+
+class PreconditionFailed(RuntimeError):
+    """A conditional write lost: the object changed (or appeared) since it was read."""
+
+
+def is_object(path: object) -> bool:
+    """True for a path on an object store."""
+    return isinstance(path, ObjectPath)
+
+
+def as_path(path: str | AnyPath) -> AnyPath:
+    """``path`` as a ``Path`` or, for a URL, an :class:`ObjectPath` (never a mangled ``s3:/…`` Path)."""
+    if isinstance(path, ObjectPath):
+        return path
+    if isinstance(path, str) and "://" in path:
+        return ObjectPath(path)
+    return Path(path)
+
+
+def remove_tree(path: ObjectPath) -> None:
+    """Delete every key under the prefix ``path`` (and the object ``path`` itself)."""
+    fs = path.fs
+    keys = with_retries(path, lambda: fs.find(path.key, withdirs=False))
+    if with_retries(path, lambda: fs.isfile(path.key)):
+        keys.append(path.key)
+    if keys:
+        with_retries(path, lambda: fs.rm(keys))
+
+
+# -- conditional writes -------------------------------------------------------------------------
+def _split(path: ObjectPath) -> tuple[str, str]:
+    bucket, _, key = path.key.partition("/")
+    return bucket, key
+
+
+def _put(path: ObjectPath, data: bytes, **condition: str) -> str:
+    """One PUT with an S3 precondition; the new ETag. ``PreconditionFailed`` when it does not hold."""
+    fs = path.fs
+    if not hasattr(fs, "call_s3"):  # another fsspec store: best effort, create-only is its one guarantee
+        if "IfNoneMatch" in condition:
+            try:
+                with_retries(path, lambda: fs.pipe_file(path.key, data, mode="create"))
+            except FileExistsError:
+                raise PreconditionFailed(f"{path}: already exists") from None
+        else:
+            with_retries(path, lambda: fs.pipe_file(path.key, data))
+        return ""
+    bucket, key = _split(path)
+    try:
+        out = with_retries(path, lambda: fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data,
+                                                    **condition))
+    except (FileExistsError, OSError) as exc:
+        if isinstance(exc, StorageUnavailable) or not _is_precondition(exc):
+            raise
+        raise PreconditionFailed(f"{path}: changed since it was read") from None
+    return str(out.get("ETag", ""))
+
+
+def _is_precondition(exc: BaseException) -> bool:
+    return isinstance(exc, FileExistsError) or "pre-condition" in str(exc) or "PreconditionFailed" in str(exc)
+
+
+def create_exclusive(path: ObjectPath, data: bytes) -> str:
+    """Create ``path`` only if no object is there (``If-None-Match: *``); its ETag."""
+    return _put(path, data, IfNoneMatch="*")
+
+
+def replace_if(path: ObjectPath, data: bytes, etag: str | None) -> str:
+    """Overwrite ``path`` only if it still has ``etag`` (``None``: only if absent); the new ETag."""
+    if etag is None:
+        return create_exclusive(path, data)
+    return _put(path, data, IfMatch=etag)
+
+
+def read_versioned(path: ObjectPath) -> tuple[bytes, str] | None:
+    """``(bytes, ETag)`` of the object at ``path``, or ``None`` when there is none."""
+    fs = path.fs
+    if not hasattr(fs, "call_s3"):
+        try:
+            return path.read_bytes(), ""
+        except FileNotFoundError:
+            return None
+    bucket, key = _split(path)
+
+    def get() -> tuple[bytes, str]:
+        out = fs.call_s3("get_object", Bucket=bucket, Key=key)
+        return _read_body(fs, out["Body"]), str(out.get("ETag", ""))
+
+    try:
+        return with_retries(path, get)
+    except FileNotFoundError:
+        return None
+
+
+def _read_body(fs: Any, body: Any) -> bytes:
+    from fsspec.asyn import sync
+
+    async def read() -> bytes:
+        async with body as stream:
+            return await stream.read()
+
+    return sync(fs.loop, read)
+
+
+# -- Zarr over the store ------------------------------------------------------------------------
+def zarr_store(path: AnyPath, read_only: bool = False) -> Any:
+    """The Zarr v3 store rooted at ``path``: ``LocalStore`` or an ``FsspecStore`` on the async filesystem.
+
+    Call inside a coroutine run by :func:`run_coroutine` with the same ``path``.
+    """
+    if not is_object(path):
+        from zarr.storage import LocalStore
+
+        return LocalStore(path, read_only=read_only)
+    from zarr.storage import FsspecStore
+
+    return FsspecStore(fs=_async_fs(path.protocol), path=path.key, read_only=read_only)
+
+
+def _async_fs(protocol: str) -> Any:
+    """An async twin of the process's filesystem, bound to fsspec's I/O loop (where its coroutines run)."""
+    sync_fs = filesystem(protocol)
+    if not hasattr(sync_fs, "_async_twin"):
+        import fsspec
+        from fsspec.asyn import get_loop
+
+        from rlpipe.config.location import storage_options
+
+        twin = fsspec.filesystem(protocol, asynchronous=True, loop=get_loop(), **storage_options(protocol))
+        if not getattr(twin, "async_impl", False):
+            from zarr.storage._fsspec import _make_async
+
+            twin = _make_async(sync_fs)
+        sync_fs._async_twin = twin
+        atexit.register(_close_twin, twin)
+    return sync_fs._async_twin
+
+
+def _close_twin(twin: Any) -> None:
+    """Close the async twin's HTTP session at exit (else aiohttp warns about an unclosed session)."""
+    from fsspec.asyn import get_loop, sync
+
+    client = getattr(twin, "_s3", None)
+    if client is not None:
+        with contextlib.suppress(Exception):
+            sync(get_loop(), client.__aexit__, None, None, None, timeout=2)
+
+
+def run_coroutine(path: AnyPath, make: Callable[[], Coroutine[Any, Any, Any]],
+                  local: Callable[[Coroutine[Any, Any, Any]], Any]) -> Any:
+    """Run ``make()`` where ``path``'s store can serve it: ``local(coro)`` for a folder, else fsspec's loop.
+
+    Retried as a whole on transient store failures (a rollout write is idempotent until committed).
+    """
+    if not is_object(path):
+        return local(make())
+    from fsspec.asyn import get_loop, sync
+
+    return with_retries(path, lambda: sync(get_loop(), make))
+
+
+def chunk_sizes(folder: AnyPath) -> dict[str, int]:
+    """``{relative key: size}`` of every file below ``folder`` but ``zarr.json`` files (one listing)."""
+    if not is_object(folder):
+        import os
+
+        return {os.path.relpath(os.path.join(root, f), folder): os.path.getsize(os.path.join(root, f))
+                for root, _, files in os.walk(folder) for f in files if f != "zarr.json"}
+    found = with_retries(folder, lambda: folder.fs.find(folder.key, detail=True))
+    prefix = folder.key.rstrip("/") + "/"
+    return {name.removeprefix(prefix): int(info.get("size") or 0) for name, info in found.items()
+            if not name.endswith("/zarr.json") and name != folder.key}
+
+
+class UnusableLocation(ValueError):
+    """A run location that cannot be used at all: no endpoint, no bucket, refused credentials (exit 2)."""
+
+
+def probe(path: AnyPath) -> None:
+    """One quick request before anything is written: the store answers, the bucket exists, we may list it.
+
+    Raises :class:`UnusableLocation` naming the URL (one line); a local path passes untouched.
+    """
+    if not is_object(path):
+        return
+    problem = url_problem(str(path))
+    if problem:
+        raise UnusableLocation(problem)
+    fs = path.fs
+    bucket = path.key.split("/")[0]
+    try:
+        if hasattr(fs, "call_s3"):
+            fs.call_s3("list_objects_v2", Bucket=bucket, MaxKeys=1)
+        else:
+            fs.ls(bucket, detail=False)
+    except Exception as exc:
+        raise UnusableLocation(f"{path}: {_why(exc, bucket)}") from None
+
+
+def _why(exc: BaseException, bucket: str) -> str:
+    import os
+
+    text = " ".join(str(exc).split())[:160]
+    endpoint = (os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3")
+                or "the default endpoint")
+    if isinstance(exc, PermissionError) or any(code in text for code in (
+            "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "Forbidden", "credentials",
+            "Access Key")):
+        return (f"the store refused the credentials ({text}); check AWS_ACCESS_KEY_ID / "
+                "AWS_SECRET_ACCESS_KEY / AWS_PROFILE")
+    if isinstance(exc, FileNotFoundError) or "NoSuchBucket" in text or "does not exist" in text:
+        return f"bucket {bucket!r} does not exist at {endpoint}; create it or fix trainer.data_dir"
+    lowered = text.lower()
+    if "connect" in lowered or "timeout" in lowered or isinstance(exc, ConnectionError | TimeoutError):
+        return f"cannot reach the object store at {endpoint} ({text}); check AWS_ENDPOINT_URL and the network"
+    return f"the object store cannot be used ({type(exc).__name__}: {text})"
+
+
+def tree_bytes(path: AnyPath) -> int:
+    """Bytes of every file below ``path`` (an object store: one listing, not a request per file)."""
+    if not is_object(path):
+        return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+    found = with_retries(path, lambda: path.fs.find(path.key, detail=True))
+    return sum(int(info.get("size") or 0) for info in found.values())

@@ -1,0 +1,54 @@
+"""The end of ``rlpipe run``: final metrics, where everything is, and what to type next."""
+
+from __future__ import annotations
+
+import math
+import shlex
+from typing import Any
+
+from rlpipe.artifacts.layout import RunLayout
+from rlpipe.config import RunConfig
+from rlpipe.tracking.mlflow_view import ui_command, ui_url
+
+__all__ = ["FINAL_METRICS", "end_summary"]
+
+FINAL_METRICS = ("eval/return_mean", "eval/success_rate", "train/episode_return_mean",
+                 "train/success_rate", "update/value_loss", "update/approx_kl")
+"""Metrics the summary shows when the run has them, in this order."""
+
+
+def _final(summary: dict[str, Any]) -> str:
+    shown = [f"{key} {value:.4g}" for key in FINAL_METRICS
+             if isinstance(value := summary.get(key), int | float) and math.isfinite(value)]
+    return " · ".join(shown) if shown else "no finished episode yet"
+
+
+def end_summary(cfg: RunConfig, summary: dict[str, Any], mlflow_run_id: str | None,
+                mlflow_uri: str | None = None, experiment_id: str | None = None) -> str:
+    """Lines printed after a run: final metrics, checkpoint, rollouts, curves, the next commands.
+
+    ``mlflow_uri``/``experiment_id``: where the MLflow run is (``None`` without MLflow).
+    """
+    layout = RunLayout(cfg.run_dir)
+    run = shlex.quote(str(layout.root))
+    rollouts = layout.rollout_paths() if cfg.store.enabled else {}
+    lines = [
+        f"  final       {_final(summary)}",
+        f"  checkpoint  {summary.get('checkpoint') or 'none written'}",
+        f"  rollouts    {layout.rollouts}/ ({len(rollouts)} stored)" if cfg.store.enabled
+        else "  rollouts    not stored (store.enabled: false)",
+        f"  curves      {layout.curve} (one row per iteration), summary {layout.metrics}",
+    ]
+    if mlflow_run_id and mlflow_uri:
+        lines.append(f"  MLflow      run {mlflow_run_id}: {ui_command(mlflow_uri)} → "
+                     f"{ui_url(mlflow_uri, experiment_id)}")
+    lines += [
+        f"  next        rlpipe replay {run}    # re-optimize the stored rollouts → {run}/reupdate",
+        f"              rlpipe eval {run}      # fresh deterministic episodes → {run}/eval/metrics.json",
+        f"              rlpipe export {run}    # the policy as ONNX → {run}/export/policy.onnx",
+    ]
+    if cfg.tracking.backend == "mlflow":
+        lines.append(f"              rlpipe compare --experiment {shlex.quote(cfg.trainer.exp_name)} "
+                     f"--plot {run}/curves.png")
+    return "\n".join(lines)
+

@@ -1,0 +1,175 @@
+"""The commands of README.md's code blocks, in order, with the test's explicit rewrite and skip tables.
+
+``readme_commands()`` reads every fenced block that holds shell commands (```bash, ```sh, ```console
+or an unlabelled block; never ```python/```yaml/```toml) and returns each command line a reader would
+type: continuation lines joined, the trailing ``# comment`` removed (it is kept as ``note``), a
+``$ `` prompt removed. A command is a line whose program (after ``VAR=value`` assignments) is one of
+:data:`PROGRAMS`. What the README says a command prints is kept too: a ``# … (exit N)`` note gives the
+expected exit code, and an ``Error: …`` line after a ``$ `` command the expected stderr line.
+
+:data:`REWRITES` shortens long commands (each entry must match a README command: a stale entry fails
+the test); :data:`SKIPS` names every command that cannot run in the test and why (a GPU, a server,
+more than one machine, or the test suite itself).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+PROGRAMS = ("rlpipe", "python", "dvc", "torchrun", "mlflow", "make", "source", "ls", ".venv/bin/python")
+"""First words that make a code-block line a command."""
+SHELL_BLOCKS = ("", "bash", "sh", "shell", "console")
+"""Fence labels of blocks that hold commands (an unlabelled block may hold a ``$ `` session)."""
+
+REWRITES: tuple[tuple[str, str, str], ...] = (
+    # (regex on the command, replacement, why)
+    (r"^make run$", "rlpipe run params.yaml --overwrite",
+     "make run's recipe; its install step would re-point the shared venv at the copy"),
+    (r"^make repro$", "PATH=\"$PWD/.venv/bin:$PATH\" dvc repro", "make repro's recipe (same reason)"),
+    (r"^make exps$", "make -o .venv/.rlpipe-installed exps", "make exps without its install step"),
+    (r"^(rlpipe run params\.yaml --set \S+ --set trainer\.exp_name=(clip01|wide))$",
+     r"\1 --set trainer.iterations=2", "solved in about 15 iterations → 2"),
+    (r"^(python examples/\w+\.py --iterations) \d+$", r"\1 2", "2 iterations per example"),
+    (r"^torchrun --nproc_per_node 4 (.*)$", r"torchrun --nproc_per_node 2 \1 --set trainer.iterations=2",
+     "2 processes (2 cores) for 2 iterations"),
+    (r"^((?:MUJOCO_GL=egl )?rlpipe run configs/push_cube\.yaml)$",
+     r"\1 --set trainer.iterations=2 --set trainer.num_envs=8 --set trainer.num_eval_envs=2",
+     "2.05M env steps → 2 iterations of 8 envs"),
+    (r"^(rlpipe eval configs/push_cube\.yaml)$", r"\1 --set eval.num_envs=2 --set eval.num_episodes=1",
+     "256 episodes → 2"),
+    (r"^(rlpipe run configs/go1_envpool\.yaml)$",
+     r"\1 --set trainer.iterations=1 --set trainer.num_envs=8 --set trainer.num_eval_envs=2",
+     "a long locomotion run → 1 iteration of 8 envs"),
+    (r"^(rlpipe run configs/grpo_cartpole\.yaml)$", r"\1 --set trainer.iterations=1 --set trainer.num_envs=8",
+     "GRPO from scratch → 1 iteration of 8 envs"),
+    (r"--engines mujoco warp$", "--engines mujoco --envs 16 --steps 5 --repeats 1",
+     "MuJoCo Warp on CPU compiles its kernels for minutes; one small mujoco timing"),
+    (r"^(python benchmarks/startup\.py) --repeats 3", r"\1 --repeats 1 --skip-solve", "one short repeat"),
+    (r"^(\.venv/bin/python benchmarks/throughput\.py --guards)$", r"\1 --warmup 1 --iterations 1",
+     "one timed iteration per side"),
+    (r"^(\.venv/bin/python benchmarks/store_write\.py)$", r"\1 --num-envs 64 --repeats 1", "a small store"),
+    (r"^(rlpipe run params\.yaml --set algorithm\.cfg\.amp=auto .*)$", r"\1 --set trainer.iterations=1",
+     "1 iteration"),
+    (r"^(dvc exp run --queue -n clip0[13] -S algorithm\.cfg\.clip_coef=0\.[13])$",
+     r"\1 -S trainer.iterations=2", "2 iterations per experiment"),
+)
+
+SKIPS: tuple[tuple[str, str], ...] = (
+    # (regex on the command, why it cannot run here)
+    (r"^make test$", "the whole test suite (this test is part of it)"),
+    (r"^\.venv/bin/python -m pytest tests/faults", "the test suite runs these itself"),
+    (r"--nnodes 2", "needs two machines"),
+    (r"^MLFLOW_TRACKING_URI=http://", "needs an MLflow server"),
+    (r"^mlflow ui\b", "starts a server that runs until stopped"),
+    (r"\[--|\bDIR\b|\bFILE\b|\bckpt\.pt\b|\bROLLOUT\b", "a usage synopsis with placeholders"),
+)
+
+PLACEHOLDERS = {"<exp>": "cartpole_ppo"}
+"""Placeholders of runnable lines, filled with the run ``make run`` made."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One README command: the text as written, its comment, the expected exit code and stderr line."""
+
+    line: int
+    text: str
+    note: str = ""
+    exit_code: int = 0
+    error: str | None = None
+
+    @property
+    def words(self) -> list[str]:
+        """The command's words (shell quoting removed); ``VAR=value`` assignments dropped."""
+        words = shlex.split(self.text)
+        while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", words[0]):
+            words.pop(0)
+        return words
+
+
+def _blocks(text: str) -> list[tuple[int, list[str]]]:
+    """``(first line number, lines)`` of every fenced block whose label is in :data:`SHELL_BLOCKS`."""
+    blocks, current, label, start = [], None, "", 0
+    for number, line in enumerate(text.splitlines(), 1):
+        fence = re.match(r"^\s*```(\S*)", line)
+        if fence and current is None:
+            current, label, start = [], fence.group(1), number + 1
+        elif fence:
+            if label in SHELL_BLOCKS:
+                blocks.append((start, current))
+            current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
+def split_comment(line: str) -> tuple[str, str]:
+    """``(command, comment)``: the first ``#`` outside quotes that starts a word begins the comment."""
+    quote = None
+    for i, char in enumerate(line):
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i].rstrip(), line[i + 1:].strip()
+    return line.rstrip(), ""
+
+
+def _is_command(text: str) -> bool:
+    words = [w for w in text.split() if not re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", w)]
+    return bool(words) and words[0] in PROGRAMS
+
+
+def readme_commands(text: str | None = None) -> list[Command]:
+    """Every command of README.md's shell blocks, in order (see the module docstring)."""
+    text = README.read_text() if text is None else text
+    commands: list[Command] = []
+    for start, lines in _blocks(text):
+        i = 0
+        while i < len(lines):
+            number, raw = start + i, lines[i]
+            while raw.rstrip().endswith("\\") and i + 1 < len(lines):
+                i += 1
+                raw = raw.rstrip()[:-1].rstrip() + " " + lines[i].strip()
+            i += 1
+            prompt = raw.lstrip().startswith("$ ")
+            body, note = split_comment(raw.lstrip().removeprefix("$ "))
+            if not _is_command(body):
+                continue
+            error = None
+            if prompt and i < len(lines) and lines[i].startswith("Error: "):
+                error = lines[i]
+            code = re.search(r"\bexit (\d+)\b", note)
+            exit_code = int(code.group(1)) if code else (2 if error or note.startswith("Error:") else 0)
+            commands.append(Command(number, body, note, exit_code, error))
+    return commands
+
+
+def skip_reason(command: Command) -> str | None:
+    """Why ``command`` is not run (:data:`SKIPS`), or ``None``."""
+    return next((why for pattern, why in SKIPS if re.search(pattern, command.text)), None)
+
+
+def runnable(command: Command) -> str:
+    """The command as the test runs it: :data:`REWRITES` applied, placeholders filled."""
+    text = command.text
+    for pattern, replacement, _ in REWRITES:
+        text = re.sub(pattern, replacement, text)
+    for placeholder, value in PLACEHOLDERS.items():
+        text = text.replace(placeholder, value)
+    return text
+
+
+def synopsis_words(command: Command) -> list[str]:
+    """The words of a usage synopsis with ``[``, ``]`` and ``|`` removed (for option checks)."""
+    words = shlex.split(command.text.replace("[", " ").replace("]", " ").replace(" | ", " "))
+    while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", words[0]):
+        words.pop(0)
+    return words
