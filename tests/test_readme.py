@@ -141,8 +141,9 @@ def _check_command(command: Command) -> None:
     elif program == "make":
         assert re.search(rf"^{words[1]}:", (ROOT / "Makefile").read_text(), re.M), words
     elif program == "mlflow":
-        cli_source = Path(importlib.util.find_spec("mlflow").origin).with_name("cli") / "__init__.py"
-        assert all(f'"{w}"' in cli_source.read_text() for w in words[2:] if w.startswith("--")), words
+        package = Path(importlib.util.find_spec("mlflow").origin).parent
+        source = "".join((package / f).read_text() for f in ("cli/__init__.py", "utils/cli_args.py"))
+        assert all(f'"{w}"' in source for w in words[2:] if w.startswith("--")), words
     else:
         assert program in ("ls", "source"), program
 
