@@ -176,14 +176,16 @@ def serve(lines: IO[str], out: IO[str]) -> str:
 NICENESS = 10
 """The tracking process runs this much below the trainer's priority: when the cores are busy, the
 training loop gets them first (CFS gives a niceness-10 process about a tenth of a niceness-0 one's
-share), and the metrics, which nothing waits for before the run ends, are written a little later."""
+share), and the metrics, which nothing waits for before the run ends, are written a little later.
+``RLPIPE_TRACKING_NICENESS`` overrides it (0: the trainer's priority — for many short runs side by
+side, e.g. the test suite, where every run's end waits for its tracking process)."""
 
 
 def main() -> None:
     """Entry point of the tracking process: protocol on stdin/stdout, stray output to stderr."""
     try:
-        os.nice(NICENESS)
-    except (AttributeError, OSError):  # no nice (Windows) or not permitted: run at the same priority
+        os.nice(int(os.environ.get("RLPIPE_TRACKING_NICENESS", NICENESS)))
+    except (AttributeError, OSError, ValueError):  # no nice, not permitted, a bad value: same priority
         pass
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a library's print must not corrupt replies
