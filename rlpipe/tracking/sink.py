@@ -176,6 +176,10 @@ def main() -> None:
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a library's print must not corrupt replies
     try:
+        if os.environ.get("RLPIPE_SINK_PREWARM"):  # started ahead of its run (background.prewarm)
+            from rlpipe.tracking.mlflow_store import preload
+
+            preload()
         serve(sys.stdin, out)
     except Exception as exc:
         print(f"Warning: MLflow tracking process failed: {exc}".splitlines()[0], file=sys.stderr)
