@@ -57,6 +57,7 @@ from _bench import (
 
 from rlpipe.run import build
 from rlpipe.run.loop import OnlineRun
+from rlpipe.tracking.background import prewarm
 
 N_ENVS, N_STEPS, BATCH_SIZE, N_EPOCHS, LR = 8, 128, 256, 4, 2.5e-4
 SPEEDUP_TARGET = 1.5
@@ -116,6 +117,8 @@ def rlpipe_run(args: argparse.Namespace, backend: str, defaults: bool, uri: str)
             f"algorithm.cfg.learning_rate={LR}", f"store.enabled={str(defaults).lower()}",
             f"tracking.backend={'mlflow' if defaults else 'none'}", f"tracking.uri={uri}",
         ])
+        if defaults:
+            prewarm()  # as `rlpipe run` does: MLflow's import overlaps the build
         online = OnlineRun(build(cfg))
         with contextlib.redirect_stdout(io.StringIO()):
             online.start()

@@ -59,6 +59,7 @@ from _bench import DEFAULT_PARAMS, load_average, load_cfg, print_machine, set_th
 from rlpipe.run import build
 from rlpipe.run import loop as run_loop
 from rlpipe.run.loop import OnlineRun
+from rlpipe.tracking.background import prewarm
 
 N_ENVS, N_STEPS, BATCH_SIZE, N_EPOCHS, LR = 8, 128, 256, 4, 2.5e-4
 NET = "{hidden_sizes: [64, 64], activation: tanh}"
@@ -169,6 +170,8 @@ def profile(args: argparse.Namespace) -> dict[str, Any]:
     phases = Phases()
     with tempfile.TemporaryDirectory(prefix="rlpipe-w1-") as tmp:
         cfg = load_cfg(args.params, w1_overrides(args, Path(tmp)))
+        if args.tracking == "on":
+            prewarm()  # as `rlpipe run` does: MLflow's import overlaps the build
         exp = build(cfg)
         online = OnlineRun(exp)
         captured = io.StringIO()

@@ -12,6 +12,7 @@ same, so both write the same run directory, stores, checkpoints and MLflow run, 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from rlpipe.envs.plugins import wrap_env
 from rlpipe.envs.rsl_rl_env import is_rsl_rl_env
 from rlpipe.learner import Learner
 from rlpipe.run import Callback, Events, OnlineRun, build
+from rlpipe.tracking.background import prewarm
 
 __all__ = ["Trainer"]
 
@@ -92,6 +94,8 @@ class Trainer:
     def online(self) -> OnlineRun:
         """The run, built and started on first use."""
         if self._run is None:
+            if self.cfg.tracking.backend == "mlflow" and os.environ.get("RANK", "0") == "0":
+                prewarm()  # MLflow's import overlaps the build instead of the first iterations
             exp = build(self.cfg, env=self._live(self._env_spec, self.cfg.trainer.num_envs),
                         eval_env=self._live(self._eval_spec, self.cfg.trainer.num_eval_envs))
             if self.cfg.trainer.events.train or self.cfg.trainer.events.eval:

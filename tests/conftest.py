@@ -3,9 +3,7 @@
 ``make test`` runs ``-n 2`` on CI's two cores; two workers that each start torch with one thread per
 core (and subprocesses that inherit it) would oversubscribe the machine, which collapses torch's
 intra-op thread pool. Subprocesses inherit ``OMP_NUM_THREADS``; a params file's
-``trainer.num_threads`` still wins. The MLflow tracking process runs at the tests' priority: every
-short run's end waits for it, and niced beside the other busy worker it stretches each one
-several-fold (``RLPIPE_TRACKING_NICENESS``).
+``trainer.num_threads`` still wins.
 
 Also a real S3-compatible server (moto's server mode) on 127.0.0.1, one per test process, started
 on first use, and a fresh bucket per test that asks for one.
@@ -29,7 +27,6 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["MKL_NUM_THREADS"] = "1"
-    os.environ["RLPIPE_TRACKING_NICENESS"] = "0"
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
 

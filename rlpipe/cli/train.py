@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,10 @@ def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool,
     from rlpipe.config import load
 
     cfg = load(params, (*overrides, *(["trainer.distributed=true"] if distributed else [])))
+    if cfg.tracking.backend == "mlflow" and os.environ.get("RANK", "0") == "0":
+        from rlpipe.tracking.background import prewarm
+
+        prewarm()  # the tracking process imports MLflow while this one imports torch and builds
     from rlpipe.distributed import get_rank, shutdown  # after the params are valid: torch
     from rlpipe.run import EventError
     from rlpipe.trainer import Trainer

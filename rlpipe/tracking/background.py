@@ -27,7 +27,7 @@ from typing import IO, Any
 from rlpipe.artifacts.fs import as_path
 from rlpipe.tracking import signals
 
-__all__ = ["FLUSH_TIMEOUT_S", "QUEUE_SIZE", "BackgroundRun"]
+__all__ = ["FLUSH_TIMEOUT_S", "PREWARM_ENV", "QUEUE_SIZE", "BackgroundRun", "prewarm"]
 
 QUEUE_SIZE = 1024
 """Messages (about one per iteration) the tracking process may fall behind before ``log_metrics`` blocks."""
@@ -39,11 +39,7 @@ class BackgroundRun:
     """An MLflow run opened and written by the tracking process; same calls as ``MlflowRun``."""
 
     def __init__(self, open_message: dict[str, Any]) -> None:
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "rlpipe.tracking.sink"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, text=True, encoding="utf-8",
-            env={"MLFLOW_DISABLE_TELEMETRY": "true", **os.environ},
-        )
+        self._proc = _take_prewarmed() or _spawn(prewarm=False)
         self._queue: queue.Queue[str | None] = queue.Queue(maxsize=QUEUE_SIZE)
         self._replies: dict[str, Any] = {}
         self._opened = threading.Event()
@@ -165,6 +161,36 @@ class BackgroundRun:
     def _at_exit(self) -> None:
         """The process is exiting without ``end``: an error or a signal; flush and say which."""
         self.end("KILLED" if signals.received() is not None else "FAILED")
+
+
+PREWARM_ENV = "RLPIPE_SINK_PREWARM"
+"""Set for a tracking process started ahead of its run: it imports MLflow before reading its input."""
+_prewarmed: subprocess.Popen[str] | None = None
+
+
+def prewarm() -> None:
+    """Start the tracking process now, so it imports MLflow while the trainer imports torch and builds.
+
+    The next :class:`BackgroundRun` takes it over (only one waits at a time). MLflow's import is
+    most of the process's few CPU seconds; started with the run it competes with the first
+    iterations for the cores and delays the end of short runs, which wait for it to finish. An
+    unused one exits when this process does (its input ends).
+    """
+    global _prewarmed
+    if _prewarmed is None or _prewarmed.poll() is not None:
+        _prewarmed = _spawn(prewarm=True)
+
+
+def _take_prewarmed() -> subprocess.Popen[str] | None:
+    global _prewarmed
+    proc, _prewarmed = _prewarmed, None
+    return proc if proc is not None and proc.poll() is None else None
+
+
+def _spawn(prewarm: bool) -> subprocess.Popen[str]:
+    env = {"MLFLOW_DISABLE_TELEMETRY": "true", **os.environ, **({PREWARM_ENV: "1"} if prewarm else {})}
+    return subprocess.Popen([sys.executable, "-m", "rlpipe.tracking.sink"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, encoding="utf-8", env=env)
 
 
 def _thread(target: Any, pipe: IO[str], name: str) -> threading.Thread:

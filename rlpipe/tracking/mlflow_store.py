@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MlflowRun", "RunRecord", "TrackingError", "check_server", "git_tags", "metric_history",
-    "project_root", "resolve_uri", "run_tags", "search_runs", "source_run_id",
+    "preload", "project_root", "resolve_uri", "run_tags", "search_runs", "source_run_id",
 ]
 
 PROBE_TIMEOUT_S = 3.0
@@ -152,6 +152,12 @@ def _tag_experiment(client: MlflowClient, experiment_id: str, name: str, tags: d
 
 
 # --- one MLflow run ---------------------------------------------------------------------------------
+
+
+def preload() -> None:
+    """Import MLflow's client and SQL store now (a tracking process started ahead of its run)."""
+    import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
+    from mlflow.tracking import MlflowClient  # noqa: F401
 
 
 class MlflowRun:

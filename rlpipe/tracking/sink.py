@@ -18,9 +18,7 @@ then keeps reading, so the trainer never blocks on it. SIGINT and SIGTERM are ig
 trainer decides when the run ends (a Ctrl-C reaches the whole process group).
 
 Running in its own process keeps MLflow's import, its SQLite schema checks and every write off the
-trainer's interpreter lock, so iteration 1 starts while the run opens; it runs at a lower priority
-(:data:`NICENESS`), so on a busy machine its 4–6 CPU seconds per run (mostly importing MLflow and
-opening the store) come after the training loop's needs.
+trainer's interpreter lock, so iteration 1 starts while the run opens.
 """
 
 from __future__ import annotations
@@ -173,23 +171,15 @@ def serve(lines: IO[str], out: IO[str]) -> str:
     return final
 
 
-NICENESS = 10
-"""The tracking process runs this much below the trainer's priority: when the cores are busy, the
-training loop gets them first (CFS gives a niceness-10 process about a tenth of a niceness-0 one's
-share), and the metrics, which nothing waits for before the run ends, are written a little later.
-``RLPIPE_TRACKING_NICENESS`` overrides it (0: the trainer's priority — for many short runs side by
-side, e.g. the test suite, where every run's end waits for its tracking process)."""
-
-
 def main() -> None:
     """Entry point of the tracking process: protocol on stdin/stdout, stray output to stderr."""
-    try:
-        os.nice(int(os.environ.get("RLPIPE_TRACKING_NICENESS", NICENESS)))
-    except (AttributeError, OSError, ValueError):  # no nice, not permitted, a bad value: same priority
-        pass
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a library's print must not corrupt replies
     try:
+        if os.environ.get("RLPIPE_SINK_PREWARM"):  # started ahead of its run (background.prewarm)
+            from rlpipe.tracking.mlflow_store import preload
+
+            preload()
         serve(sys.stdin, out)
     except Exception as exc:
         print(f"Warning: MLflow tracking process failed: {exc}".splitlines()[0], file=sys.stderr)
