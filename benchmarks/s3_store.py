@@ -34,14 +34,7 @@ from typing import Any
 import torch
 from _bench import median, print_machine, write_json
 from store_write import cartpole_rollout
-from throughput import (
-    Sample,
-    build_rlpipe,
-    interleave,
-    report,
-    rlpipe_iteration,
-    store_block,
-)
+from throughput import Sample, build_rlpipe, rlpipe_iteration, store_on_vs_off
 
 from rlpipe.artifacts.store import write_rollout
 
@@ -101,14 +94,7 @@ def overhead(args: argparse.Namespace) -> dict[str, Any]:
         on = build_rlpipe(args, "s3://bench/overhead", store=True)
         off = build_rlpipe(args, str(Path(local) / "off"), store=False)
         print(f"store on S3 vs off: N={args.num_envs} T={args.horizon}, blocks of {args.block} iterations")
-        try:
-            samples = interleave({"store on s3": lambda: store_block(on, args.block),
-                                  "store off": lambda: store_block(off, args.block)},
-                                 args.warmup, args.iterations)
-        finally:
-            assert on.store is not None
-            on.store.close()
-    return report(samples, args.num_envs * args.horizon, TARGET)
+        return store_on_vs_off(on, off, args, "store on s3", TARGET)
 
 
 def upload(args: argparse.Namespace) -> dict[str, Any]:

@@ -343,14 +343,20 @@ def compare_store(args: argparse.Namespace) -> dict[str, Any]:
         store_off = build_rlpipe(args, str(Path(data_dir) / "off"), store=False)
         print(f"rlpipe store on vs off: N={args.num_envs} T={args.horizon}, blocks of {args.block} "
               f"iterations, writing under {data_dir}, threads={torch.get_num_threads()}")
-        try:
-            samples = interleave({"store on": lambda: store_block(store_on, args.block),
-                                  "store off": lambda: store_block(store_off, args.block)},
-                                 args.warmup, args.iterations)
-        finally:
-            assert store_on.store is not None
-            store_on.store.close()
-    return report(samples, args.num_envs * args.horizon, STORE_RATIO_TARGET)
+        return store_on_vs_off(store_on, store_off, args, "store on", STORE_RATIO_TARGET)
+
+
+def store_on_vs_off(on: Experiment, off: Experiment, args: argparse.Namespace, label: str,
+                    target: float) -> dict[str, Any]:
+    """Blocks of ``args.block`` iterations with the store on (``label``) and off, interleaved; the report."""
+    try:
+        samples = interleave({label: lambda: store_block(on, args.block),
+                              "store off": lambda: store_block(off, args.block)},
+                             args.warmup, args.iterations)
+    finally:
+        assert on.store is not None
+        on.store.close()
+    return report(samples, args.num_envs * args.horizon, target)
 
 
 class NoGuard(NonFiniteGuard):
