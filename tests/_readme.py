@@ -67,8 +67,8 @@ SKIPS: tuple[tuple[str, str], ...] = (
     (r"--nnodes 2", "needs two machines"),
     (r"^MLFLOW_TRACKING_URI=http://", "needs an MLflow server"),
     (r"^mlflow (ui|server)\b", "starts a server that runs until stopped"),
-    (r"s3://|^export AWS_", "needs an S3 object store (tests/run/test_object_store_run.py, tests/test_dvc_remote.py "
-                            "and tests/run/test_object_store_nodes.py run these against a moto server)"),
+    (r"s3://|^export AWS_", "needs an S3 object store (tests/run/test_object_store_run.py, "
+                            "tests/test_dvc_remote.py and test_object_store_nodes.py run them against moto)"),
     (r"\[--|\bDIR\b|\bFILE\b|\bckpt\.pt\b|\bROLLOUT\b", "a usage synopsis with placeholders"),
 )
 

@@ -26,7 +26,8 @@ def test_set_overrides_parse_yaml_values():
     ("override", "message"),
     [
         ("trainer.num_envs=0", r"trainer.num_envs: Input should be greater than or equal to 1 \(got 0\)"),
-        ("trainer.seeed=1", r"trainer.seeed: unknown key \(did you mean 'seed'\?\); accepted: exp_name, seed, device"),
+        ("trainer.seeed=1",
+         r"trainer.seeed: unknown key \(did you mean 'seed'\?\); accepted: exp_name, seed, device"),
         ("trainer.iterations=abc", r"trainer.iterations: Input should be a valid integer"),
         ("store.codec=zstd", r"store.codec: Input should be 'none' or 'blosc-lz4'"),
         ("trainer.device=tpu", r"trainer.device: got 'tpu'; accepted: auto, cpu, cuda, cuda:N$"),

@@ -48,7 +48,8 @@ def test_gymnasium_id_builds_the_adapter() -> None:
 
 def test_unknown_id_is_one_line_listing_what_is_accepted() -> None:
     assert config_error("CartPol") == (
-        "env.id: unknown env 'CartPol' for backend auto; accepted: a registered torch env "
+        "env.id: unknown env 'CartPol' for backend auto (did you mean 'CartPole'?); accepted: a registered "
+        "torch env "
         "(CartPole, Pendulum, PushCube, RepeatFirst); an envpool id such as HalfCheetah-v5 "
         "(rlpipe envs --backend envpool); a gymnasium id such as CartPole-v1; package.module:Factory"
     )
