@@ -49,7 +49,6 @@ def read_only_dir(tmp_path):
     return str(folder / "data")
 
 
-@pytest.mark.slow
 def test_read_only_data_dir_is_one_line_and_exit_1(tmp_path):
     target = read_only_dir(tmp_path)
     result = rlpipe(*run_command(tmp_path, f"trainer.data_dir={target}"))
