@@ -177,7 +177,7 @@ class Collector(Stage):
             done = step.terminated | step.truncated
             for key, item in (("obs", obs), ("action", action), ("sample_log_prob", log_prob),
                               ("value", value), ("reward", step.reward), ("terminated", step.terminated),
-                              ("truncated", step.truncated), ("done", done)):
+                              ("truncated", step.truncated)):
                 ro[key][:, t] = item
             self._final_obs[:, t], self._final_state[:, t] = step.final_obs, next_state
             self.success.track(t, step.info, done)
