@@ -22,7 +22,12 @@ from _s3 import s3_env
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Pin one thread per process before torch starts (workers import it only after this hook)."""
+    """Pin one thread per process before torch starts (workers import it only after this hook).
+
+    The load-average warning is switched off for the suite and its subprocesses: the load on a test
+    machine is the suite's own workers, and a warning line would break tests that count output lines.
+    """
+    os.environ["RLPIPE_LOAD_WARNING"] = "0"
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     os.environ["OMP_NUM_THREADS"] = "1"

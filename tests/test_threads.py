@@ -85,3 +85,10 @@ def test_num_threads_accepts_auto_a_positive_int_or_null_only(value):
         load("params.yaml", [f"trainer.num_threads={value}"])
     assert load("params.yaml", ["trainer.num_threads=3"]).trainer.num_threads == 3
     assert load("params.yaml", ["trainer.num_threads=null"]).trainer.num_threads is None
+
+
+def test_rlpipe_load_warning_zero_leaves_the_load_out(monkeypatch):
+    monkeypatch.setenv("RLPIPE_LOAD_WARNING", "0")
+    assert threads.load_average() is None
+    monkeypatch.setenv("RLPIPE_LOAD_WARNING", "1")
+    assert threads.load_average() is not None
