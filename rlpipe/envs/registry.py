@@ -56,9 +56,14 @@ def register_env(name: str, *, override: bool = False) -> Callable[[EnvT], EnvT]
     return decorate
 
 
-def _import_builtins() -> None:
-    """Register rlpipe's own torch envs (importing their modules runs ``@register_env``)."""
-    for module in BUILTIN_ENVS.values():
+def _import_builtins(env_id: str | None = None) -> None:
+    """Register rlpipe's own torch envs (importing their modules runs ``@register_env``).
+
+    ``env_id``: only the module of that built-in id (none for another id): PushCube's imports
+    MuJoCo (0.3 s), which a CartPole run does not need.
+    """
+    modules = BUILTIN_ENVS.values() if env_id is None else [BUILTIN_ENVS[env_id]] if env_id in BUILTIN_ENVS else []
+    for module in modules:
         importlib.import_module(module)
 
 
@@ -90,7 +95,7 @@ def build_env(
     cfg = dict(cfg or {})
     if backend not in BACKENDS:
         raise ConfigError(f"env.backend: got {backend!r}; accepted: {', '.join(BACKENDS)}")
-    _import_builtins()
+    _import_builtins(env_id)
     if is_plugin_id(env_id):
         return build_plugin_env(env_id, num_envs, device, cfg,
                                 lambda gym_id: _gymnasium(gym_id, num_envs, device, cfg))

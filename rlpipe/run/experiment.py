@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -22,6 +22,9 @@ from rlpipe.run.guards import NonFiniteGuard
 from rlpipe.run.stages import AdvantageStage, Checkpointer, Collector, UpdateStage, check_key_flow
 from rlpipe.run.stopping import Stopper
 from rlpipe.seeding import restore_rng_state, rng_state, seed_everything
+
+if TYPE_CHECKING:
+    from rlpipe.tracking.background import BackgroundRun
 
 __all__ = ["Experiment", "build"]
 
@@ -46,8 +49,15 @@ class Experiment:
     stopper: Stopper = field(default_factory=Stopper)
     dist: DistContext = field(default_factory=DistContext)
     guard: NonFiniteGuard = field(default_factory=NonFiniteGuard)
-    mlflow_run_id: str | None = None
-    """The run's MLflow run (kept in checkpoints: a resume reopens it)."""
+    mlflow_run: BackgroundRun | None = None
+    """The open MLflow run (rank 0 with tracking on); it may still be opening."""
+    restored_mlflow_run_id: str | None = None
+    """The MLflow run id a resumed checkpoint names (the run to reopen)."""
+
+    @property
+    def mlflow_run_id(self) -> str | None:
+        """The run's MLflow run id, kept in checkpoints so a resume reopens it; waits for it to open."""
+        return self.mlflow_run.run_id if self.mlflow_run is not None else self.restored_mlflow_run_id
 
     @property
     def device(self) -> torch.device:
@@ -123,7 +133,7 @@ class Experiment:
         self.wall_s = float(state["wall_s"])
         self.last_eval = dict(state["last_eval"])
         self.stopper.load_state_dict(state.get("stopper", {}))
-        self.mlflow_run_id = state.get("mlflow_run_id")
+        self.restored_mlflow_run_id = state.get("mlflow_run_id")
         restore_rng_state(state["rng"])
 
 

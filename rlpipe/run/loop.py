@@ -83,10 +83,6 @@ class OnlineRun:
         if events is None and (exp.cfg.trainer.events.train or exp.cfg.trainer.events.eval):
             self.events.add_config(exp.cfg.trainer.events)
         self.tracker: Tracker | None = None
-        self.mlflow_run_id: str | None = None
-        """The run's MLflow run id (``None`` without MLflow), known once started."""
-        self.mlflow_experiment_id: str | None = None
-        """Its MLflow experiment id, known once started."""
         self.metrics: dict[str, float] = {}
         self.summary: dict[str, Any] = {}
         self._collected: tuple[TensorDict, dict[str, float], float, float] | None = None
@@ -95,6 +91,16 @@ class OnlineRun:
         self._nothing_to_do = False
         if self.events.wants("eval_step") and exp.evaluate is not None:
             exp.evaluate.on_step = self._eval_step
+
+    @property
+    def mlflow_run_id(self) -> str | None:
+        """The run's MLflow run id (``None`` without MLflow or before :meth:`start`); waits for it to open."""
+        return self.exp.mlflow_run.run_id if self.exp.mlflow_run is not None else None
+
+    @property
+    def mlflow_experiment_id(self) -> str | None:
+        """Its MLflow experiment id (``None`` without one or while the run is still opening)."""
+        return self.exp.mlflow_run.experiment_id if self.exp.mlflow_run is not None else None
 
     @property
     def done(self) -> bool:
@@ -121,14 +127,14 @@ class OnlineRun:
                 return
             if exp.dist.is_main:
                 write_params(exp.layout, exp.cfg.to_dict())
-            self.tracker = roles.open_run_tracker(exp.cfg, exp.layout, exp.dist, header, exp.mlflow_run_id)
+            self.tracker = roles.open_run_tracker(exp.cfg, exp.layout, exp.dist, header,
+                                                   exp.restored_mlflow_run_id)
             if exp.dist.is_main:
                 print(run_banner(exp.cfg, exp.device, exp.algo.cfg, tune_malloc()), flush=True)
-            self.mlflow_run_id = exp.mlflow_run_id = self.tracker.mlflow_run_id
-            if self.tracker.mlflow is not None:
-                self.mlflow_experiment_id = self.tracker.mlflow.experiment_id
+            exp.mlflow_run = self.tracker.mlflow  # its id is read when needed: it may still be opening
             if exp.dist.is_main:
                 print(where_lines(exp.cfg, exp.layout.root, exp.env, self.tracker.mlflow), flush=True)
+                self.tracker.link_pending = self.tracker.mlflow is not None and not self.tracker.mlflow.ready
             self._held = held.pop_all()
         self._fire("run_start", env=exp.env)
 

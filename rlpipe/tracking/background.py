@@ -79,6 +79,11 @@ class BackgroundRun:
         self._send({"op": "text", "name": name, "text": text, "artifact_path": artifact_path})
 
     @property
+    def ready(self) -> bool:
+        """The run is open (or failed to open): :attr:`run_id` answers without waiting."""
+        return self._opened.is_set()
+
+    @property
     def run_id(self) -> str | None:
         """The MLflow run id, waiting for the run to open (``None`` when it could not be opened)."""
         self._opened.wait(FLUSH_TIMEOUT_S)

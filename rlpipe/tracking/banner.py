@@ -9,7 +9,7 @@ import torch
 
 from rlpipe.algorithms.optim import native_bf16
 from rlpipe.config import RunConfig, params_hash
-from rlpipe.tracking.mlflow_view import ui_command, ui_url
+from rlpipe.tracking.mlflow_view import run_line
 
 if TYPE_CHECKING:
     from rlpipe.tracking.background import BackgroundRun
@@ -55,17 +55,21 @@ def env_backend(env: Any) -> str:
 
 
 def where_lines(cfg: RunConfig, run_dir: Path, env: Any, mlflow: BackgroundRun | None) -> str:
-    """The banner's second and third lines: where the run writes, and how to see it in MLflow, e.g.
+    """The banner's second and third lines: where the run writes, and where its MLflow run is, e.g.
 
     ``  run dir data/cartpole_ppo · env backend torch · params 3f2a9c1e``
     ``  MLflow  run 5e1d0c2a… (experiment cartpole_ppo): mlflow ui --backend-store-uri sqlite:///…
     → http://127.0.0.1:5000/#/experiments/1/runs?viewStateShareKey=rlpipe``
+
+    The banner never waits for the MLflow run to open: while it opens the line names the store, and
+    the tracker prints the run's line before the first row after it opened (``Tracker.log``).
     """
     first = f"  run dir {run_dir} · env backend {env_backend(env)} · params {params_hash(cfg)}"
     if mlflow is None:
         return f"{first}\n  MLflow  off (tracking.backend: none); metrics in {run_dir / 'curve.csv'}"
-    run_id = mlflow.run_id
-    if run_id is None:
+    if not mlflow.ready:
+        return (f"{first}\n  MLflow  opening a run in experiment {cfg.trainer.exp_name} at {mlflow.uri}; "
+                "its link follows once it is open")
+    if mlflow.run_id is None:
         return f"{first}\n  MLflow  not opened (see the warning above); metrics in {run_dir / 'curve.csv'}"
-    return (f"{first}\n  MLflow  run {run_id} (experiment {cfg.trainer.exp_name}): {ui_command(mlflow.uri)}"
-            f" → {ui_url(mlflow.uri, mlflow.experiment_id)}")
+    return f"{first}\n{run_line(cfg.trainer.exp_name, mlflow.run_id, mlflow.uri, mlflow.experiment_id)}"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["KEY_METRICS", "KEY_PARAMS", "VIEW_KEY", "experiment_tags", "ui_command", "ui_url"]
+__all__ = ["KEY_METRICS", "KEY_PARAMS", "VIEW_KEY", "experiment_tags", "run_line", "ui_command", "ui_url"]
 
 KEY_PARAMS = ("env.id", "algorithm.name", "trainer.num_envs", "trainer.buffer_size", "trainer.seed",
               "algorithm.cfg.learning_rate", "algorithm.cfg.clip_coef", "rlpipe.params_hash")
@@ -71,3 +71,13 @@ def ui_url(uri: str, experiment_id: str | None) -> str:
         return base
     query = f"workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
     return f"{base}/#/experiments/{experiment_id}/runs?{query}"
+
+
+def run_line(experiment: str, run_id: str, uri: str, experiment_id: str | None) -> str:
+    """The console line that says where an MLflow run is and how to open it, e.g.
+
+    ``  MLflow  run 5e1d0c2a… (experiment cartpole_ppo): mlflow ui --backend-store-uri sqlite:///…
+    → http://127.0.0.1:5000/#/experiments/1/runs?…&viewStateShareKey=rlpipe``
+    """
+    return (f"  MLflow  run {run_id} (experiment {experiment}): {ui_command(uri)} → "
+            f"{ui_url(uri, experiment_id)}")

@@ -184,6 +184,11 @@ def main() -> None:
     except Exception as exc:
         print(f"Warning: MLflow tracking process failed: {exc}".splitlines()[0], file=sys.stderr)
         sys.exit(1)
+    # The run is ended and said so; skip tearing down MLflow's and SQLAlchemy's modules (the
+    # trainer's end waits for this process to exit).
+    out.close()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

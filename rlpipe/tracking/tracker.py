@@ -12,6 +12,7 @@ from rlpipe.artifacts.fs import as_path
 from rlpipe.tracking import signals
 from rlpipe.tracking.background import BackgroundRun
 from rlpipe.tracking.console import ConsoleTable, MetricsFiles, flatten_params
+from rlpipe.tracking.mlflow_view import run_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -39,6 +40,8 @@ class Tracker:
         """``progress``: a bar of ``trainer.iterations`` on a terminal (training runs only)."""
         self.files = MetricsFiles(run_dir, curve_fields)
         self.mlflow = mlflow_run
+        self.link_pending = False
+        """The banner said the MLflow run was still opening: its line comes before the next row."""
         self._restore_signals = signals.install() if mlflow_run is not None else (lambda: None)
 
     @property
@@ -62,7 +65,17 @@ class Tracker:
         if self.mlflow is not None:
             self.mlflow.log_metrics(metrics, step)
         self.files.append_curve(metrics)
+        self._say_mlflow_link()
         self.table.row(metrics)
+
+    def _say_mlflow_link(self) -> None:
+        """Once the run the banner saw opening is open, print its line (nothing if it failed: it warned)."""
+        if not self.link_pending or self.mlflow is None or not self.mlflow.ready:
+            return
+        self.link_pending = False
+        if (run_id := self.mlflow.run_id) is not None:
+            self.table.console.print(run_line(self.cfg.trainer.exp_name, run_id, self.mlflow.uri,
+                                              self.mlflow.experiment_id))
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
         """Copy file ``path`` into the MLflow run's artifacts under ``artifact_path`` (no-op without one)."""

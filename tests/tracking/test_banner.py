@@ -34,7 +34,13 @@ def test_an_explicit_precision_is_stated_plainly(monkeypatch):
 
 
 class FakeRun:
-    run_id, experiment_id, uri = "5e1d0c2a", "3", "sqlite:////p/data/mlflow.db"
+    run_id, experiment_id, uri, ready = "5e1d0c2a", "3", "sqlite:////p/data/mlflow.db", True
+
+    def log_metrics(self, metrics, step):
+        pass
+
+    def end(self, status):
+        pass
 
 
 def test_where_lines_name_run_dir_backend_params_hash_and_the_mlflow_ui(tmp_path):
@@ -51,6 +57,35 @@ def test_where_lines_name_run_dir_backend_params_hash_and_the_mlflow_ui(tmp_path
                         "?workflowType=machine_learning&viewStateShareKey=rlpipe")
     off = where_lines(cfg, tmp_path, env, None).splitlines()[1]
     assert off == f"  MLflow  off (tracking.backend: none); metrics in {tmp_path / 'curve.csv'}"
+
+
+def test_the_banner_never_waits_for_mlflow_and_the_link_comes_before_the_next_row(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from rlpipe.envs import build_env
+    from rlpipe.tracking.banner import where_lines
+    from rlpipe.tracking.tracker import Tracker
+
+    cfg = RunConfig.model_validate({})
+    run = FakeRun()
+    run.ready = False
+    opening = where_lines(cfg, tmp_path, build_env("CartPole", 2, "cpu", {}), run).splitlines()[1]
+    assert opening == ("  MLflow  opening a run in experiment cartpole_ppo at sqlite:////p/data/mlflow.db; "
+                       "its link follows once it is open")
+    out = io.StringIO()
+    tracker = Tracker(cfg, tmp_path, Console(file=out, width=300), mlflow_run=run, progress=False)
+    tracker.link_pending = True
+    tracker.log({"iteration": 1.0}, step=1)
+    assert "MLflow  run" not in out.getvalue()  # still opening: only the row
+    run.ready = True
+    tracker.log({"iteration": 2.0}, step=2)
+    tracker.log({"iteration": 3.0}, step=3)
+    lines = out.getvalue().splitlines()
+    assert [line.startswith("  MLflow  run 5e1d0c2a (experiment cartpole_ppo)") for line in lines] == [
+        False, False, True, False, False]  # header, row 1, the link once, row 2, row 3
+    tracker.end("FINISHED")  # restores the signal handlers
 
 
 def test_progress_bar_only_on_a_terminal():
