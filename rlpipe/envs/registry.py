@@ -62,7 +62,10 @@ def _import_builtins(env_id: str | None = None) -> None:
     ``env_id``: only the module of that built-in id (none for another id): PushCube's imports
     MuJoCo (0.3 s), which a CartPole run does not need.
     """
-    modules = BUILTIN_ENVS.values() if env_id is None else [BUILTIN_ENVS[env_id]] if env_id in BUILTIN_ENVS else []
+    if env_id is None:
+        modules = list(BUILTIN_ENVS.values())
+    else:
+        modules = [BUILTIN_ENVS[env_id]] if env_id in BUILTIN_ENVS else []
     for module in modules:
         importlib.import_module(module)
 
