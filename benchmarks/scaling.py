@@ -176,7 +176,7 @@ def workload_args(args: argparse.Namespace, n: int) -> argparse.Namespace:
     """throughput.py's namespace for N envs with minibatch N·T/minibatches."""
     return argparse.Namespace(params=DEFAULT_PARAMS, num_envs=n, horizon=args.horizon, hidden=args.hidden,
                               epochs=args.epochs, batch_size=n * args.horizon // args.minibatches,
-                              device=args.device, checkpoints=False)
+                              device=args.device, checkpoints=False, threads=args.threads)
 
 
 class CpuTimed:

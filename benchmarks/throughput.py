@@ -121,6 +121,8 @@ def rlpipe_overrides(args: argparse.Namespace, data_dir: str, store: bool) -> li
         f"store.enabled={str(store).lower()}", "tracking.backend=none", "trainer.enable_eval=false",
         f"trainer.device={args.device}", f"trainer.data_dir={data_dir}", f"trainer.iterations={NEVER}",
     ]
+    if getattr(args, "threads", None) is not None:  # the same torch threads as the plain loop
+        overrides.append(f"trainer.num_threads={args.threads}")
     return overrides if args.checkpoints else [*overrides, f"trainer.save_freq={NEVER}"]
 
 
