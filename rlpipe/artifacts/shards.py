@@ -18,7 +18,7 @@ from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import as_path, is_object
 from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name, shard_name
 from rlpipe.artifacts.store import RolloutStore
-from rlpipe.artifacts.zarr_io import read_attrs, read_rollout
+from rlpipe.artifacts.zarr_read import read_attrs, read_rollout
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import DIM_NAMES
 

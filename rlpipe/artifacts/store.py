@@ -22,14 +22,9 @@ from rlpipe.artifacts.atomic import clean_temporaries, delete_tree
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path, is_object
 from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name
-from rlpipe.artifacts.zarr_io import (
-    CODECS,
-    REQUIRED_KEYS,
-    check_writable,
-    read_arrays,
-    read_rollout,
-    write_rollout,
-)
+from rlpipe.artifacts.zarr_io import CODECS, REQUIRED_KEYS
+from rlpipe.artifacts.zarr_read import read_arrays, read_rollout
+from rlpipe.artifacts.zarr_write import check_writable, write_rollout
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import RefusedDataError
 

@@ -11,7 +11,7 @@ a thread per file, metadata objects per array): more than collecting a small rol
   little-endian bytes followed by their CRC32C (zarr's ``bytes`` + ``crc32c`` codecs); edge chunks
   are padded to the full chunk shape with the fill value, as zarr does.
 
-:mod:`rlpipe.artifacts.zarr_io` uses this for codec ``none`` and zarr's own writer for compressed
+:mod:`rlpipe.artifacts.zarr_write` uses this for codec ``none`` and zarr's own writer for compressed
 stores; ``tests/artifacts/test_zarr_direct.py`` checks every file against zarr's writer.
 """
 

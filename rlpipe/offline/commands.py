@@ -27,7 +27,7 @@ from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.video import recorder_for
-from rlpipe.artifacts.zarr_io import write_group
+from rlpipe.artifacts.zarr_write import write_group
 from rlpipe.config import RunConfig, params_hash
 from rlpipe.distributed import resolve_device
 from rlpipe.envs import build_eval_env

@@ -1,7 +1,7 @@
 """What is in a stored rollout: schema, layout, per-key statistics and episode statistics.
 
 ``describe_rollout(path)`` reads one ``iter-NNNNNN.zarr`` store through
-:func:`rlpipe.artifacts.zarr_io.read_arrays` (so a damaged store fails with the same one-line
+:func:`rlpipe.artifacts.zarr_read.read_arrays` (so a damaged store fails with the same one-line
 ``StoreError``) and returns a JSON-serializable summary; ``rlpipe inspect`` prints it.
 """
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rlpipe.artifacts.fs import as_path, tree_bytes
-from rlpipe.artifacts.zarr_io import read_arrays
+from rlpipe.artifacts.zarr_read import read_arrays
 
 if TYPE_CHECKING:
     from zarr import AsyncArray

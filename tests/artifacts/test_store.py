@@ -13,10 +13,10 @@ import zarr
 from tensordict import TensorDict
 
 import rlpipe.artifacts.store as store_mod
-import rlpipe.artifacts.zarr_io as zarr_io
+import rlpipe.artifacts.zarr_write as zarr_write
 from rlpipe.artifacts import zarr_direct
 from rlpipe.artifacts.store import RolloutStore, StoreError, read_rollout, write_rollout
-from rlpipe.artifacts.zarr_io import ChunkChecksumError
+from rlpipe.artifacts.zarr_read import ChunkChecksumError
 from rlpipe.config import StoreCfg
 from rlpipe.offline.describe import describe_rollout
 from rlpipe.rollout import SCHEMA_VERSION, allocate_rollout, validate
@@ -170,7 +170,7 @@ def test_failure_mid_write_leaves_no_store_and_no_temporary(
 
         monkeypatch.setattr(zarr_direct, "_write_array", fail_direct)
     else:  # written through zarr's async API
-        real = zarr_io._write_array
+        real = zarr_write._write_array
 
         async def fail_after_first(*args: object, **kwargs: object) -> None:
             calls.append(args[1])
@@ -178,7 +178,7 @@ def test_failure_mid_write_leaves_no_store_and_no_temporary(
                 raise OSError(5, "Input/output error")
             await real(*args, **kwargs)
 
-        monkeypatch.setattr(zarr_io, "_write_array", fail_after_first)
+        monkeypatch.setattr(zarr_write, "_write_array", fail_after_first)
     path = tmp_path / "iter-000001.zarr"
     with pytest.raises(OSError, match="Input/output error"):
         write_rollout(path, make_rollout(), {"iteration": 1}, codec=codec)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlpipe.artifacts import zarr_io
+from rlpipe.artifacts import zarr_io, zarr_read, zarr_write
 from rlpipe.artifacts.zarr_direct import write_store
 from rlpipe.rollout import DIM_NAMES, allocate_rollout
 
@@ -35,9 +35,9 @@ def _files(root: Path) -> dict[str, bytes]:
 ])
 def test_direct_store_is_byte_identical_to_zarrs(tmp_path, n, chunk_envs, obs, action):
     rollout = _rollout(n, obs, action)
-    arrays = {name: t.numpy() for name, t in zarr_io._leaves(rollout, tmp_path).items()}
+    arrays = {name: t.numpy() for name, t in zarr_write._leaves(rollout, tmp_path).items()}
     attrs = {"schema_version": 1, "iteration": 7, "env_id": "CartPole-v1", "nested": {"a": [1, 2.5, None]}}
-    zarr_io.sync(zarr_io._write_group(tmp_path / "zarr", arrays, attrs, zarr_io._CHECKSUM, chunk_envs))
+    zarr_io.sync(zarr_write._write_group(tmp_path / "zarr", arrays, attrs, zarr_io._CHECKSUM, chunk_envs))
     write_store(tmp_path / "direct", arrays, attrs, chunk_envs, DIM_NAMES)
     expected, written = _files(tmp_path / "zarr"), _files(tmp_path / "direct")
     assert len(expected) > 20 and sorted(written) == sorted(expected)
@@ -46,13 +46,13 @@ def test_direct_store_is_byte_identical_to_zarrs(tmp_path, n, chunk_envs, obs, a
 
 def test_write_rollout_without_codec_reads_back_and_detects_damage(tmp_path):
     rollout = _rollout(4, (4,), ())
-    zarr_io.write_rollout(tmp_path / "iter-000001.zarr", rollout, {"iteration": 1})
-    back, attrs = zarr_io.read_rollout(tmp_path / "iter-000001.zarr")
+    zarr_write.write_rollout(tmp_path / "iter-000001.zarr", rollout, {"iteration": 1})
+    back, attrs = zarr_read.read_rollout(tmp_path / "iter-000001.zarr")
     assert attrs["iteration"] == 1 and attrs["schema_version"] == 1
     assert all(torch.equal(back.get(k), v) for k, v in rollout.items(include_nested=True, leaves_only=True))
     chunk = tmp_path / "iter-000001.zarr" / "reward" / "c" / "0" / "0"
     data = bytearray(chunk.read_bytes())
     data[3] ^= 0x40
     chunk.write_bytes(bytes(data))
-    with pytest.raises(zarr_io.ChunkChecksumError, match="reward"):
-        zarr_io.read_rollout(tmp_path / "iter-000001.zarr")
+    with pytest.raises(zarr_read.ChunkChecksumError, match="reward"):
+        zarr_read.read_rollout(tmp_path / "iter-000001.zarr")

@@ -1,0 +1,198 @@
+"""Reading and verifying a rollout store: every check runs before anything is allocated or returned.
+
+The format is in :mod:`rlpipe.artifacts.zarr_io`. A missing, uncommitted, foreign or damaged store
+(a chunk file missing or truncated, a CRC32C mismatch, metadata that declares more than its files
+hold) is one :class:`~rlpipe.artifacts.errors.StoreError` naming the path and key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import zarr.api.asynchronous as zarr_async
+from tensordict import TensorDict
+from zarr import AsyncArray
+
+from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.fs import AnyPath, as_path, chunk_sizes, is_object, zarr_store
+from rlpipe.artifacts.zarr_io import REQUIRED_KEYS, run_at
+from rlpipe.rollout import DIM_NAMES, SCHEMA_VERSION, RefusedDataError
+
+__all__ = ["ChunkChecksumError", "check_bounds", "read_arrays", "read_attrs", "read_rollout"]
+
+
+def read_rollout(
+    path: Path, device: torch.device | str = "cpu"
+) -> tuple[TensorDict, dict[str, Any]]:
+    """Read a store back: the ``[N, T+1]`` rollout (dims ``("env", "time")``) and its attributes.
+
+    Values and dtypes are those written. Raises :class:`StoreError` naming the path when it is
+    missing, not an rlpipe store, of another schema version, or has a missing/truncated chunk.
+    """
+    path = as_path(path)
+    listing = _checked_listing(path)
+    attrs, arrays = run_at(path, lambda: _read_store(path, listing))
+    n, t1 = arrays["value"][1].shape[:2]
+    rollout = TensorDict({}, batch_size=[n, t1], names=list(DIM_NAMES))
+    for name, (_, data) in arrays.items():
+        rollout.set(tuple(name.split("/")), torch.from_numpy(data))
+    return rollout.to(device), attrs
+
+
+_Arrays = dict[str, tuple[AsyncArray, np.ndarray]]
+
+
+def _checked_listing(path: AnyPath) -> dict[str, int]:
+    """``{chunk key: size}`` of the store at ``path`` (one listing), once it is a committed group."""
+    if not path.exists():
+        raise StoreError(f"{path}: no rollout store here")
+    if not (path / "zarr.json").is_file():
+        if is_object(path):
+            raise StoreError(f"{path}: uncommitted rollout store (no root zarr.json: its writer did not "
+                             "finish); it is not read")
+        raise StoreError(f"{path}: not an rlpipe rollout store (no zarr.json: not a Zarr v3 group)")
+    return chunk_sizes(path)
+
+
+async def _read_store(path: AnyPath, listing: dict[str, int]) -> tuple[dict[str, Any], _Arrays]:
+    """Attributes and ``{name: (array, data)}`` of a checked store; arrays are read concurrently."""
+    attrs, arrays = await _open_store(path, listing)
+    data = await asyncio.gather(*(_read_array(path, name, arr, listing) for name, arr in arrays.items()))
+    return attrs, {name: (arr, values) for (name, arr), values in zip(arrays.items(), data)}
+
+
+async def _open_store(path: AnyPath, listing: dict[str, int]) -> tuple[dict[str, Any], dict[str, AsyncArray]]:
+    try:
+        group = await zarr_async.open_group(store=zarr_store(path, read_only=True), mode="r",
+                                            zarr_format=3)
+        members = [(name, node) async for name, node in group.members(max_depth=None)]
+    except Exception as exc:
+        raise StoreError(f"{path}: not an rlpipe rollout store ({_first_line(exc)})") from None
+    attrs = dict(group.attrs)
+    version = attrs.get("schema_version")
+    if version is None:
+        raise StoreError(f"{path}: not an rlpipe rollout store (no schema_version attribute)")
+    if version != SCHEMA_VERSION:
+        raise StoreError(f"{path}: rollout schema version {version}, this rlpipe reads version "
+                         f"{SCHEMA_VERSION}")
+    arrays = {name: node for name, node in sorted(members) if isinstance(node, AsyncArray)}
+    missing = [key for key in REQUIRED_KEYS
+               if key not in arrays and not any(name.startswith(f"{key}/") for name in arrays)]
+    if missing:
+        raise StoreError(f"{path}: not an rlpipe rollout store (no {missing[0]!r} array)")
+    for name, arr in arrays.items():
+        check_bounds(path, name, arr, listing)
+    batch = arrays["value"].shape[:2]
+    for name, arr in arrays.items():
+        if arr.shape[:2] != batch:
+            raise StoreError(f"{path}/{name}: shape {list(arr.shape)} does not start with the "
+                             f"rollout's [N, T+1] = {list(batch)}")
+    return attrs, arrays
+
+
+LZ4_MAX_RATIO = 256
+"""LZ4 cannot shrink data more than ~255:1, so a blosc-lz4 array's raw size is bounded by its files."""
+
+
+def check_bounds(path: AnyPath, name: str, arr: AsyncArray, listing: dict[str, int] | None = None) -> None:
+    """``StoreError`` unless ``arr``'s shape fits its chunk files on disk (checked before any allocation).
+
+    A crafted ``zarr.json`` with a huge shape would otherwise make a reader allocate it: the chunk
+    count may not exceed the files there by more than 1024 (a few missing chunks get their own
+    error), and the raw size may not exceed what those files can hold (raw: 4 times their size, so
+    a truncated chunk still gets its own error; blosc-lz4: 256 times it; another codec: the free
+    memory), each plus 1 MiB. ``listing``: ``{key: size}`` of the whole store (listed once).
+    """
+    folder = path / name
+    listing = chunk_sizes(path) if listing is None else listing
+    files = _own_chunks(listing, name)
+    chunks = math.prod(math.ceil(s / c) for s, c in zip(arr.shape, arr.chunks))
+    raw = math.prod(arr.shape) * arr.dtype.itemsize
+    on_disk = sum(files)
+    codecs = {type(c).__name__ for c in arr.metadata.codecs}
+    slack = 2**20  # leave truncated chunks to the chunk-level error, which names the file
+    if codecs <= {"BytesCodec", "Crc32cCodec", "TransposeCodec"}:
+        limit = 4 * on_disk + slack
+    elif codecs <= {"BytesCodec", "Crc32cCodec", "TransposeCodec", "BloscCodec"}:
+        limit = on_disk * LZ4_MAX_RATIO + slack
+    else:
+        limit = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if chunks > len(files) + 1024 or raw > limit:
+        raise StoreError(f"{folder}: zarr.json declares shape {list(arr.shape)} ({raw:,} bytes in {chunks:,} "
+                         f"chunks) but the store holds {len(files):,} chunk files of {on_disk:,} bytes "
+                         "(damaged or crafted metadata); nothing was read")
+
+
+def _own_chunks(listing: dict[str, int], name: str) -> list[int]:
+    """Sizes of the files below array ``name`` (its chunks) but its ``zarr.json``."""
+    prefix = f"{name}/"
+    return [size for key, size in listing.items() if key.startswith(prefix)]
+
+
+async def _read_array(path: AnyPath, name: str, arr: AsyncArray, listing: dict[str, int]) -> np.ndarray:
+    coords = _chunk_coords(arr)
+    for coord in coords:
+        chunk_file = path / name / arr.metadata.encode_chunk_key(coord)
+        if f"{name}/{arr.metadata.encode_chunk_key(coord)}" not in listing:
+            raise StoreError(f"{chunk_file}: chunk file missing (incomplete or damaged store)")
+    try:
+        return np.asarray(await arr.getitem(...))
+    except Exception as exc:
+        bad = await _first_bad_chunk(arr, coords)
+        where = path / name / arr.metadata.encode_chunk_key(bad) if bad else path / name
+        if "checksum" in str(exc).lower():
+            chunk = where.relative_to(path)
+            raise ChunkChecksumError(f"{path}: key {name!r}: checksum mismatch in chunk {chunk} (the "
+                                     "store is damaged)") from None
+        raise StoreError(f"{where}: truncated or unreadable ({_first_line(exc)})") from None
+
+
+_Coord = tuple[int, ...]
+
+
+class ChunkChecksumError(StoreError, RefusedDataError):
+    """A rollout chunk whose CRC32C does not match its bytes (exit code 3)."""
+
+
+def _chunk_coords(arr: AsyncArray) -> list[_Coord]:
+    grid = [range(math.ceil(s / c)) for s, c in zip(arr.shape, arr.chunks)]
+    return list(itertools.product(*grid))
+
+
+async def _first_bad_chunk(arr: AsyncArray, coords: list[_Coord]) -> _Coord | None:
+    for coord in coords:
+        selection = tuple(slice(i * c, (i + 1) * c) for i, c in zip(coord, arr.chunks))
+        try:
+            await arr.getitem(selection)
+        except Exception:
+            return coord
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def read_attrs(path: Path) -> dict[str, Any]:
+    """The group attributes of a store (no array is read); the same checks as :func:`read_rollout`."""
+    path = as_path(path)
+    listing = _checked_listing(path)
+    return run_at(path, lambda: _open_store(path, listing))[0]
+
+
+def read_arrays(path: Path) -> tuple[dict[str, Any], _Arrays]:
+    """Attributes and ``{name: (zarr array, values)}`` of a store, for :mod:`rlpipe.offline.describe`.
+
+    The same checks and errors as :func:`read_rollout`; the arrays carry their chunk/codec metadata.
+    """
+    path = as_path(path)
+    listing = _checked_listing(path)
+    return run_at(path, lambda: _read_store(path, listing))

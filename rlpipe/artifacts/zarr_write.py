@@ -1,0 +1,231 @@
+"""Writing a rollout (or a derived group) as a new Zarr v3 group, atomically.
+
+The format is in :mod:`rlpipe.artifacts.zarr_io`. A local store is written under a hidden sibling
+and renamed into place once complete (codec ``none`` file by file through
+:mod:`rlpipe.artifacts.zarr_direct`, compressed ones through zarr's async API); on an object store
+the group's root ``zarr.json`` is written last, as the commit marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import zarr.api.asynchronous as zarr_async
+from tensordict import TensorDict
+from zarr import AsyncGroup
+from zarr.abc.store import ByteRequest
+from zarr.core.buffer import Buffer, BufferPrototype
+from zarr.storage import WrapperStore
+
+from rlpipe import faults
+from rlpipe.artifacts.atomic import delete_tree, publish_dir, temporary_sibling
+from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.fs import AnyPath, as_path, is_object, zarr_store
+from rlpipe.artifacts.zarr_direct import write_store
+from rlpipe.artifacts.zarr_io import REQUIRED_KEYS, Codecs, compressors, run_at, sync
+from rlpipe.rollout import DIM_NAMES, SCHEMA_VERSION
+
+__all__ = ["check_writable", "write_group", "write_rollout"]
+
+
+def write_rollout(
+    path: Path, rollout: TensorDict, attrs: dict[str, Any], codec: str = "none",
+    chunk_envs: int = 1024,
+) -> None:
+    """Write ``rollout`` (``[N, T+1]``, any device) as a new Zarr group at ``path``, atomically.
+
+    Codec ``none`` is written file by file (:mod:`rlpipe.artifacts.zarr_direct`: the bytes zarr
+    writes), compressed stores concurrently through zarr's async API. ``attrs`` must be JSON-serializable;
+    ``schema_version`` is added. ``codec``: ``"none"`` or ``"blosc-lz4"``. Raises
+    :class:`StoreError` if ``path`` exists; on any failure no store and no temporary remain.
+    """
+    path = as_path(path)
+    arrays = {name: t.detach().cpu().numpy() for name, t in _leaves(rollout, path).items()}
+    group_attrs = _group_attrs(attrs, path)
+    codecs = compressors(codec)
+    _check_new(path)
+    if is_object(path):
+        _write_committed(path, arrays, group_attrs, codecs, chunk_envs)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_sibling(path)
+    try:
+        if codec == "none":  # plain files, the same bytes (zarr_direct); zarr's writer costs ~40 ms a store
+            write_store(tmp, arrays, group_attrs, chunk_envs, DIM_NAMES)
+        else:
+            sync(_write_group(tmp, arrays, group_attrs, codecs, chunk_envs))
+        faults.point("store.arrays_written")
+        try:
+            publish_dir(tmp, path)
+        except OSError:
+            _check_new(path)  # another writer may have won the race for this name
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def write_group(path: Path, arrays: dict[str, torch.Tensor], attrs: dict[str, Any], chunk_envs: int,
+                replace: bool = False) -> None:
+    """Write ``[N, T+1, ...]`` tensors as a plain Zarr v3 group (no rollout schema), atomically.
+
+    For derived data such as advantages; ``replace`` swaps an existing group for the new one.
+    """
+    path = as_path(path)
+    data = {name: t.detach().cpu().numpy() for name, t in arrays.items()}
+    if is_object(path):
+        if (path / "zarr.json").is_file() and not replace:
+            raise StoreError(f"{path}: already exists (entries are written once)")
+        _write_committed(path, data, attrs, (), chunk_envs)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_sibling(path)
+    try:
+        sync(_write_group(tmp, data, attrs, (), chunk_envs))
+        publish_dir(tmp, path, replace=replace)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _write_committed(path: AnyPath, arrays: dict[str, np.ndarray], attrs: dict[str, Any],
+                     compressors: Codecs, chunk_envs: int) -> None:
+    """Object store: clear what is at ``path``, write the arrays there, commit (root ``zarr.json``) last."""
+    if path.exists():
+        delete_tree(path)  # an uncommitted leftover of a killed writer, or the group ``replace`` swaps
+    run_at(path, lambda: _write_group(path, arrays, attrs, compressors, chunk_envs))
+    faults.point("store.arrays_written")
+
+
+class _CommitLast(WrapperStore):
+    """Holds back the root ``zarr.json`` until :meth:`commit`: the group exists only once complete."""
+
+    ROOT = "zarr.json"
+
+    def __init__(self, store: Any) -> None:
+        super().__init__(store)
+        self._root: Buffer | None = None
+
+    async def set(self, key: str, value: Buffer) -> None:
+        """Hold the root metadata; write every other key through."""
+        if key == self.ROOT:
+            self._root = value
+            return
+        await self._store.set(key, value)
+
+    async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
+                  ) -> Buffer | None:
+        """The held root metadata, or the wrapped store's key."""
+        if key == self.ROOT and self._root is not None:
+            return self._root
+        return await self._store.get(key, prototype, byte_range)
+
+    async def exists(self, key: str) -> bool:
+        """Whether ``key`` is held or stored."""
+        return (key == self.ROOT and self._root is not None) or await self._store.exists(key)
+
+    async def _set_many(self, values: Iterable[tuple[str, Buffer]]) -> None:
+        for key, value in values:
+            await self.set(key, value)
+
+    def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        """The wrapped store's keys (the held root is not listed before it is written)."""
+        return self._store.list_prefix(prefix)
+
+    async def commit(self) -> None:
+        """Write the root ``zarr.json``: from now on the group is visible."""
+        if self._root is None:
+            raise StoreError("no root metadata to commit")
+        await self._store.set(self.ROOT, self._root)
+
+
+def check_writable(rollout: TensorDict, path: Path) -> None:
+    """Raise ``StoreError`` now if ``path`` exists or ``rollout`` breaks the schema (before any I/O)."""
+    _check_new(path)
+    _leaves(rollout, path)
+
+
+def _check_new(path: AnyPath) -> None:
+    if (path / "zarr.json").is_file() if is_object(path) else path.exists():
+        raise StoreError(f"{path}: already exists; rollout stores are written once")
+
+
+def _leaves(rollout: TensorDict, path: Path) -> dict[str, torch.Tensor]:
+    """Check batch dims, schema keys and dtypes; return ``{"/"-joined key: tensor}``."""
+    if rollout.batch_dims != 2:
+        batch = list(rollout.batch_size)
+        raise StoreError(f"{path}: rollout batch_size must be [N, T+1], got {batch}")
+    missing = [key for key in REQUIRED_KEYS if key not in rollout.keys()]
+    if missing:
+        raise StoreError(f"{path}: rollout lacks schema key {missing[0]!r}")
+    leaves = {}
+    for key, value in rollout.items(include_nested=True, leaves_only=True):
+        name = _array_name(key, path)
+        if not isinstance(value, torch.Tensor):
+            raise StoreError(f"{path}: key {name!r} is a {type(value).__name__}, not a tensor")
+        try:
+            torch.empty(0, dtype=value.dtype).numpy()
+        except TypeError:  # e.g. bfloat16 has no numpy dtype
+            raise StoreError(f"{path}: key {name!r} has dtype {value.dtype}, which Zarr cannot "
+                             "store") from None
+        leaves[name] = value
+    return leaves
+
+
+def _array_name(key: str | tuple[str, ...], path: Path) -> str:
+    parts = (key,) if isinstance(key, str) else key
+    for part in parts:
+        if "/" in part or part in {"", ".", ".."} or part.startswith("__"):
+            raise StoreError(f"{path}: key {key!r} is not a valid Zarr node name")
+    return "/".join(parts)
+
+
+def _group_attrs(attrs: dict[str, Any], path: Path) -> dict[str, Any]:
+    if "schema_version" in attrs:
+        raise StoreError(f"{path}: attrs may not set 'schema_version' (always {SCHEMA_VERSION})")
+    merged = {"schema_version": SCHEMA_VERSION, **attrs}
+    try:
+        json.dumps(merged)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"{path}: attrs are not JSON-serializable ({exc})") from None
+    return merged
+
+
+async def _write_group(
+    tmp: AnyPath, arrays: dict[str, np.ndarray], attrs: dict[str, Any],
+    compressors: Codecs, chunk_envs: int,
+) -> None:
+    """Write the group at ``tmp`` (a local temporary, or the final name on an object store)."""
+    store = zarr_store(tmp)
+    committed = _CommitLast(store) if is_object(tmp) else None
+    group = await zarr_async.open_group(
+        store=committed or store, mode="w-", zarr_format=3, attributes=attrs
+    )
+    writes = (_write_array(group, name, a, compressors, chunk_envs) for name, a in arrays.items())
+    # return_exceptions: wait for every write (their I/O threads cannot be cancelled) before the
+    # caller removes the temporary, then raise the first failure.
+    results = await asyncio.gather(*writes, return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if errors:
+        raise errors[0]
+    if committed is not None:
+        await committed.commit()
+
+
+async def _write_array(
+    group: AsyncGroup, name: str, data: np.ndarray, compressors: Codecs, chunk_envs: int,
+) -> None:
+    """Create and fill one array ``[N, T+1, *feature]``, chunked along envs only."""
+    n, t1, *feature = data.shape
+    await group.create_array(
+        name, data=data, chunks=(min(chunk_envs, n), t1, *feature), compressors=compressors,
+        filters=None, dimension_names=(*DIM_NAMES, *(f"feat{i}" for i in range(len(feature)))),
+        config={"write_empty_chunks": True},  # every chunk has a file: a missing one is damage
+    )
