@@ -4,9 +4,11 @@ Inside a DVC experiment (``DVC_EXP_NAME`` set: ``dvc exp run`` in the workspace,
 ``--queue``) a stage trains into ``<project>/data/exps/<name>/<exp_name>/`` (:mod:`rlpipe.runs`),
 outside DVC's temporary workspace, and then *publishes* the small files DVC tracks —
 ``metrics.json``, ``curve.csv``, ``eval/metrics.json``, ``reupdate/…`` and ``run.json`` naming the
-run dir — into the workspace's ``data/<exp_name>/``, so ``dvc exp show/diff/plots`` and the
-experiment's commit carry them. Without ``DVC_EXP_NAME`` (``dvc repro``) the run dir is the
-workspace's ``data/<exp_name>`` as before.
+run dir — into the workspace's ``results/<exp_name>/``, so ``dvc exp show/diff/plots`` and the
+experiment's commit carry them. Without ``DVC_EXP_NAME`` (``dvc repro``) the run dir is
+``data/<exp_name>``, and its small files are published to ``results/<exp_name>/`` the same way.
+``data/`` is ignored by git as a whole: no git operation of DVC's touches a rollout (see
+:mod:`rlpipe.runs` for the ``dvc exp apply`` hazard this layout avoids).
 
 The downstream stages (``evaluate``, ``reupdate``) read ``run.json`` to find the run dir, so after
 ``dvc exp apply <exp>`` they work on that experiment's data. ``gc`` deletes the folders of
@@ -32,8 +34,8 @@ from rlpipe.artifacts.atomic import atomic_write_json, delete_tree
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.config import RunConfig
 from rlpipe.runs import (
+    RESULTS_DIR,
     RUN_POINTER,
-    data_root,
     experiment_data_dir,
     exps_dir,
     project_root,
@@ -64,7 +66,7 @@ class StageDirs:
     """Where the stage writes (``eval/``, ``reupdate/`` …): ``cfg.run_dir``, except in an
     experiment that re-runs only downstream stages on an earlier run's data: then its own folder."""
     workspace: Path
-    """``data/<exp_name>`` of the (possibly temporary) DVC workspace, as dvc.yaml names it."""
+    """``results/<exp_name>`` of the (possibly temporary) DVC workspace, as dvc.yaml names it."""
 
 
 def stage_config(params: str | Path = "params.yaml", stage: str = "train") -> StageDirs:
@@ -77,7 +79,7 @@ def stage_config(params: str | Path = "params.yaml", stage: str = "train") -> St
     gets a ``run.json`` naming the run it read, so no experiment overwrites another's outputs.
     """
     cfg = config.load(params)
-    workspace = Path(cfg.trainer.data_dir) / cfg.trainer.exp_name
+    workspace = Path(RESULTS_DIR) / cfg.trainer.exp_name
     name, root = os.environ.get("DVC_EXP_NAME"), project_root()
     own = experiment_data_dir(name, root, cfg.trainer.data_dir) / cfg.trainer.exp_name if name else None
     if stage == "train":
@@ -85,7 +87,7 @@ def stage_config(params: str | Path = "params.yaml", stage: str = "train") -> St
             cfg.trainer.data_dir = str(own.parent)
         return StageDirs(cfg, cfg.run_dir, workspace)
     pointer = read_pointer(workspace) or {}
-    run_dir = Path(pointer.get("run_dir") or workspace)
+    run_dir = Path(pointer.get("run_dir") or Path(cfg.trainer.data_dir) / cfg.trainer.exp_name)
     run_dir = run_dir if run_dir.is_absolute() else root / run_dir
     if run_dir.name != cfg.trainer.exp_name:
         raise config.ConfigError(f"{workspace / RUN_POINTER}: names {run_dir}, not a run of "
@@ -193,7 +195,8 @@ def experiment_names(root: Path) -> set[str]:
 
 def kept_run_dirs(root: Path) -> set[Path]:
     """Run dirs something still names: a workspace ``run.json`` or one in any git ref."""
-    pointers = [p for p in (read_pointer(f.parent) for f in data_root(root).glob(f"*/{RUN_POINTER}")) if p]
+    in_workspace = (read_pointer(f.parent) for f in (root / RESULTS_DIR).glob(f"*/{RUN_POINTER}"))
+    pointers = [p for p in in_workspace if p]
     pointers += list(_pointers_in_git(root))
     kept = set()
     for pointer in pointers:

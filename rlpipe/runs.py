@@ -6,8 +6,13 @@ deleted with DVC's temporary workspace::
 
     <project>/data/exps/<dvc-exp-name>/<trainer.exp_name>/   rollouts/, checkpoints/, params.yaml,
                                                              metrics.json, curve.csv, eval/, reupdate/
-    <workspace>/data/<trainer.exp_name>/run.json             which run dir the workspace's results
+    <workspace>/results/<trainer.exp_name>/run.json          which run dir the workspace's results
                                                              (metrics.json, curve.csv) came from
+
+``data/`` is ignored by git as a whole and ``results/`` holds only the small files DVC commits.
+They must not share a folder: ``dvc exp apply`` stashes the workspace's untracked files with
+libgit2, which deletes an untracked folder whole, ignored files included — every rollout and
+checkpoint of a run dir holding an uncommitted ``metrics.json`` (tests/test_dvc_exps.py).
 
 ``resolve_run_dir("clip01")`` → ``data/exps/clip01/cartpole_ppo``; ``resolve_path`` also maps
 ``clip01/rollouts/iter-000002.zarr`` below it. Existing paths are taken as they are.
@@ -26,7 +31,7 @@ from rlpipe.artifacts.layout import RunLayout
 from rlpipe.config.location import is_url, location
 
 __all__ = [
-    "EXPS_DIR", "RUN_POINTER", "RunDirError", "data_root", "experiment_data_dir", "exps_dir",
+    "EXPS_DIR", "RESULTS_DIR", "RUN_POINTER", "RunDirError", "data_root", "experiment_data_dir", "exps_dir",
     "known_experiments", "project_root", "read_pointer", "resolve_path", "resolve_run_dir", "resolve_target",
 ]
 
@@ -34,6 +39,8 @@ EXPS_DIR = "exps"
 """Folder below ``trainer.data_dir`` holding one folder per DVC experiment."""
 RUN_POINTER = "run.json"
 """Small file beside ``metrics.json`` in the workspace naming the run dir the results came from."""
+RESULTS_DIR = "results"
+"""Project folder of the DVC stages' small, git-tracked files: ``results/<trainer.exp_name>/``."""
 
 
 class RunDirError(ValueError):
@@ -144,7 +151,7 @@ def resolve_run_dir(name_or_path: str | Path, root: Path | None = None) -> Path:
     """The run dir meant by ``name_or_path``.
 
     * an existing run dir → itself; a folder holding a ``run.json`` but no data (the workspace's
-      ``data/<exp>``, or an experiment that only re-ran ``evaluate``/``reupdate``) → the run dir
+      ``results/<exp>``, or an experiment that only re-ran ``evaluate``/``reupdate``) → the run dir
       its ``run.json`` names;
     * ``data/exps/<name>`` → its single run;
     * a DVC experiment name (``clip01``) or ``name/<exp_name>`` → ``<data_dir>/exps/<name>/<exp_name>``.

@@ -1,10 +1,10 @@
 """DVC stage ``reupdate``: offline re-update of the stored rollouts with the ``replay`` overrides.
 
-deps:    stages/reupdate.py, the rlpipe code it runs, data/<exp_name>/{run.json,metrics.json}
+deps:    stages/reupdate.py, the rlpipe code it runs, results/<exp_name>/{run.json,metrics.json}
 params:  replay, algorithm, policy, env, trainer, checkpoint, tracking
-run dir: the one data/<exp_name>/run.json names; writes <run dir>/reupdate/ (checkpoints too), or
+run dir: the one results/<exp_name>/run.json names; writes <run dir>/reupdate/ (checkpoints too), or
          data/exps/<DVC_EXP_NAME>/<exp_name>/reupdate/ if that run is another experiment's
-metrics: data/<exp_name>/reupdate/metrics.json, plots: data/<exp_name>/reupdate/curve.csv (copied)
+metrics: results/<exp_name>/reupdate/metrics.json, plots: results/<exp_name>/reupdate/curve.csv (copied)
 """
 
 from rlpipe.artifacts.layout import RunLayout

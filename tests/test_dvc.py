@@ -109,7 +109,7 @@ def test_dvc_yaml_stages_are_thin_entry_files_with_their_own_params():
                 assert spec.get("cache") is False, f"{path}: heavy data must not be a DVC out"
                 assert path.endswith((".json", ".csv")), path
     outs = {next(iter(o)) for o in stages["train"]["outs"]}
-    assert outs == {"${trainer.data_dir}/${trainer.exp_name}/run.json"}
+    assert outs == {"results/${trainer.exp_name}/run.json"}
 
 
 @pytest.mark.parametrize(("stage", "entry"), [
@@ -140,23 +140,24 @@ def test_repro_train_noop_metrics_and_plots(repo):
 
     shown = json.loads(dvc(repo, "metrics", "show", "--json").stdout)
     (workspace,) = shown.values()  # keyed "" (the workspace) in DVC 3
-    metrics = workspace["data"]["data/cartpole_ppo/metrics.json"]["data"]
+    metrics = workspace["data"]["results/cartpole_ppo/metrics.json"]["data"]
     assert metrics["env_steps"] == 2 * 8 * 8
     (run,) = mlflow_runs(repo)  # DVC and MLflow point at each other
     assert metrics["mlflow_run_id"] == run.run_id
     plots = json.loads(dvc(repo, "plots", "show", "--json").stdout)
-    assert plots["data"]["data/cartpole_ppo/curve.csv"], plots.get("errors")
-    assert not [e for e in plots.get("errors", []) if e["name"] == "data/cartpole_ppo/curve.csv"]
+    assert plots["data"]["results/cartpole_ppo/curve.csv"], plots.get("errors")
+    assert not [e for e in plots.get("errors", []) if e["name"] == "results/cartpole_ppo/curve.csv"]
 
-    # Outside experiments the run dir is the workspace's data/<exp>, and run.json says so.
-    assert json.loads((repo / "data/cartpole_ppo/run.json").read_text()) == {
+    # Outside experiments the run dir is the workspace's data/<exp>, and results/<exp>/run.json says so.
+    assert json.loads((repo / "results/cartpole_ppo/run.json").read_text()) == {
         "dvc_exp_name": None, "run_dir": "data/cartpole_ppo"}
     assert (repo / "data/cartpole_ppo/params.yaml").is_file()  # the params snapshot
     heavy = ["data/cartpole_ppo/rollouts", "data/cartpole_ppo/checkpoints", "data/mlflow.db",
-             "data/exps/x/cartpole_ppo/rollouts", "data/cartpole_ppo/params.yaml"]
-    small = ["data/cartpole_ppo/metrics.json", "data/cartpole_ppo/curve.csv", "data/cartpole_ppo/run.json"]
+             "data/exps/x/cartpole_ppo/rollouts", "data/cartpole_ppo/params.yaml",
+             "data/cartpole_ppo/metrics.json"]
+    small = [f"results/cartpole_ppo/{name}" for name in ("metrics.json", "curve.csv", "run.json")]
     ignored = sh(repo, "git", "check-ignore", *heavy, *small, check=False)
-    assert ignored.stdout.split() == heavy  # metrics/plots files and run.json stay git-trackable
+    assert ignored.stdout.split() == heavy  # data/ is ignored whole; the published copies stay git-trackable
 
 
 # ---------------------------------------------------------------------------- experiments keep their data
@@ -209,7 +210,7 @@ def test_two_workspace_experiments_both_keep_their_data_and_replay_bit_exact(rep
     for name, clip in (("clip01", 0.1), ("clip03", 0.3)):
         dvc(repo, "exp", "run", "train", "-n", name, "-S", f"algorithm.cfg.clip_coef={clip}")
     assert sorted(p.name for p in (repo / "data" / "exps").iterdir()) == ["clip01", "clip03"]
-    assert json.loads((repo / "data/cartpole_ppo/run.json").read_text()) == {
+    assert json.loads((repo / "results/cartpole_ppo/run.json").read_text()) == {
         "dvc_exp_name": "clip03", "run_dir": "data/exps/clip03/cartpole_ppo"}
     assert not (repo / "data/cartpole_ppo/rollouts").exists()  # nothing heavy in DVC's workspace
     runs = {r.tags.get("rlpipe.dvc_exp_name"): r for r in mlflow_runs(repo)}
@@ -293,8 +294,8 @@ def test_three_queued_experiments_on_two_jobs_all_keep_their_data(repo, monkeypa
 
     # `dvc exp apply` restores the experiment's results; its data is then the workspace's.
     dvc(repo, "exp", "apply", "q2")
-    assert json.loads((repo / "data/cartpole_ppo/run.json").read_text())["dvc_exp_name"] == "q2"
-    shown = invoke(repo, monkeypatch, "inspect", "data/cartpole_ppo/rollouts/iter-000001.zarr", "--json")
+    assert json.loads((repo / "results/cartpole_ppo/run.json").read_text())["dvc_exp_name"] == "q2"
+    shown = invoke(repo, monkeypatch, "inspect", "results/cartpole_ppo/rollouts/iter-000001.zarr", "--json")
     stored = run_dir_of(repo, "q2") / "rollouts" / "iter-000001.zarr"
     assert Path(json.loads(shown)["path"]).resolve() == stored.resolve()
 
@@ -309,10 +310,10 @@ def test_full_pipeline_noop_and_replay_param_reruns_only_reupdate(repo):
     assert ran(dvc(repo, "repro")) == set(STAGES)
     assert ran(dvc(repo, "repro")) == set()
     for path in ("eval/metrics.json", "reupdate/metrics.json", "reupdate/curve.csv"):
-        assert (repo / "data" / "cartpole_ppo" / path).is_file(), path
+        assert (repo / "results" / "cartpole_ppo" / path).is_file(), path
     (workspace,) = json.loads(dvc(repo, "metrics", "show", "--json").stdout).values()
     assert "error" not in json.dumps(workspace), workspace
-    assert workspace["data"]["data/cartpole_ppo/eval/metrics.json"]["data"]["eval/return_mean"] > 0
+    assert workspace["data"]["results/cartpole_ppo/eval/metrics.json"]["data"]["eval/return_mean"] > 0
     plots = json.loads(dvc(repo, "plots", "show", "--json").stdout)
     assert not plots.get("errors") and plots["data"]["losses"], plots.get("errors")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -43,7 +44,7 @@ def test_train_stage_of_an_experiment_writes_outside_the_temporary_workspace(wor
     run_stage("train", fake_train)
     run_dir = main / "data" / "exps" / "clip01" / "cartpole_ppo"
     assert (run_dir / "rollouts" / "iter-000001.zarr").is_dir()
-    published = temp / "data" / "cartpole_ppo"
+    published = temp / "results" / "cartpole_ppo"
     assert sorted(p.name for p in published.iterdir()) == ["curve.csv", "metrics.json", "run.json"]
     assert json.loads((published / "run.json").read_text()) == {
         "dvc_exp_name": "clip01", "run_dir": "data/exps/clip01/cartpole_ppo"}
@@ -62,21 +63,22 @@ def test_downstream_stages_work_in_the_run_dir_run_json_names(workspace, monkeyp
     dirs = stage_config("params.yaml", "evaluate")
     assert dirs.cfg.run_dir == dirs.out == run_dir
     run_stage("evaluate", fake_eval)
-    assert json.loads((temp / "data/cartpole_ppo/eval/metrics.json").read_text())["eval/return_mean"] == 9.0
+    evaluated = json.loads((temp / "results/cartpole_ppo/eval/metrics.json").read_text())
+    assert evaluated["eval/return_mean"] == 9.0
     assert (run_dir / "eval" / "metrics.json").is_file()
 
 
 def test_an_experiment_that_only_reevaluates_writes_to_its_own_folder(workspace, monkeypatch):
     main, temp = workspace
     run_stage("train", fake_train)
-    before = (temp / "data/cartpole_ppo/run.json").read_text()
+    before = (temp / "results/cartpole_ppo/run.json").read_text()
     monkeypatch.setenv("DVC_EXP_NAME", "eval2")  # train skipped: its outputs are clip01's
     run_stage("evaluate", fake_eval)
     clip01, own = (main / "data" / "exps" / name / "cartpole_ppo" for name in ("clip01", "eval2"))
     assert not (clip01 / "eval").exists()  # clip01's outputs are not overwritten
     assert json.loads((own / "eval" / "metrics.json").read_text())["read"] == str(clip01)
     assert json.loads((own / "run.json").read_text())["run_dir"] == "data/exps/clip01/cartpole_ppo"
-    assert (temp / "data/cartpole_ppo/run.json").read_text() == before  # train's output untouched
+    assert (temp / "results/cartpole_ppo/run.json").read_text() == before  # train's output untouched
     from rlpipe.runs import resolve_run_dir
 
     assert resolve_run_dir("eval2", main) == clip01  # its name reaches the data it evaluated
@@ -88,8 +90,8 @@ def test_run_json_of_another_exp_name_is_refused(workspace):
     params = yaml.safe_load((temp / "params.yaml").read_text())
     params["trainer"]["exp_name"] = "other"
     (temp / "params.yaml").write_text(yaml.safe_dump(params))
-    (temp / "data" / "other").mkdir()
-    (temp / "data" / "cartpole_ppo" / "run.json").rename(temp / "data" / "other" / "run.json")
+    (temp / "results" / "other").mkdir()
+    (temp / "results" / "cartpole_ppo" / "run.json").rename(temp / "results" / "other" / "run.json")
     with pytest.raises(ConfigError, match=r"run.json: names .* not a run of trainer.exp_name='other'"):
         stage_config("params.yaml", "evaluate")
 
@@ -99,7 +101,34 @@ def test_plain_repro_keeps_the_workspace_run_dir(workspace, monkeypatch):
     monkeypatch.delenv("DVC_EXP_NAME")
     monkeypatch.setenv("DVC_ROOT", str(temp))
     dirs = stage_config("params.yaml", "train")
-    assert dirs.cfg.run_dir == dirs.out == dirs.workspace == Path("data/cartpole_ppo")
+    assert dirs.cfg.run_dir == dirs.out == Path("data/cartpole_ppo")
+    assert dirs.workspace == Path("results/cartpole_ppo")  # the small files DVC commits, apart from the data
+
+
+def test_dvc_exp_apply_stash_keeps_every_rollout(tmp_path):
+    """``dvc exp apply`` stashes untracked files through libgit2 (pygit2), which deletes an untracked
+    folder whole, ignored files included. With the project's ``.gitignore`` the run data sits in the
+    ignored ``data/`` and the untracked small files in ``results/``: the stash takes only those."""
+    from scmrepo.git import Git
+    from scmrepo.git.stash import Stash
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shutil.copy(ROOT / ".gitignore", repo / ".gitignore")
+    git(repo, "init", "-q")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-q", "-m", "baseline")
+    rollouts = [repo / "data" / "cartpole_ppo" / "rollouts" / "iter-000001.zarr" / "zarr.json",
+                repo / "data" / "exps" / "clip03" / "cartpole_ppo" / "checkpoints" / "ckpt-000002.pt"]
+    small = [repo / "results" / "cartpole_ppo" / name for name in ("metrics.json", "curve.csv", "run.json")]
+    for path in rollouts + small:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}")
+    assert git(repo, "status", "--porcelain") == "?? results/"  # data/ is ignored as a whole
+    stash = Stash(Git(repo, backends=["pygit2"]), "refs/exps/apply/stash")
+    stash.push(message="apply", include_untracked=True)
+    assert all(path.is_file() for path in rollouts)  # untouched by the stash
+    assert not any(path.exists() for path in small)  # stashed (dvc exp apply then restores them)
 
 
 # ----------------------------------------------------------------------------------------------- gc
@@ -113,7 +142,7 @@ def git(repo: Path, *args: str) -> str:
 
 
 def pointer(repo: Path, name: str | None) -> None:
-    folder = repo / "data" / "cartpole_ppo"
+    folder = repo / "results" / "cartpole_ppo"
     folder.mkdir(parents=True, exist_ok=True)
     target = f"data/exps/{name}/cartpole_ppo" if name else "data/cartpole_ppo"
     (folder / "run.json").write_text(json.dumps({"dvc_exp_name": name, "run_dir": target}))
@@ -131,10 +160,10 @@ def test_gc_frees_only_what_no_experiment_branch_or_workspace_names(tmp_path, mo
     for name, ref in (("exp_kept", "refs/exps/ab/cdef/exp_kept"), ("branch_kept", "refs/heads/promoted"),
                       ("removed", "refs/exps/ab/cdef/removed")):
         pointer(repo, name)
-        git(repo, "add", "-f", "data/cartpole_ppo/run.json")
+        git(repo, "add", "-f", "results/cartpole_ppo/run.json")
         tree = git(repo, "write-tree")
         git(repo, "update-ref", ref, git(repo, "commit-tree", tree, "-m", name))
-        git(repo, "rm", "-q", "--cached", "data/cartpole_ppo/run.json")
+        git(repo, "rm", "-q", "--cached", "results/cartpole_ppo/run.json")
     git(repo, "update-ref", "-d", "refs/exps/ab/cdef/removed")  # what `dvc exp remove removed` does
     git(repo, "update-ref", "refs/exps/ab/cdef/eval_only", "HEAD")  # an experiment, kept by its name
     pointer(repo, "ws_kept")
