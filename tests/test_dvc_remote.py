@@ -16,6 +16,7 @@ import torch
 from rlpipe.artifacts.checkpoints import save_checkpoint
 
 BIN = Path(sys.executable).parent
+ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow  # three DVC processes: ~10 s
 
 
@@ -32,24 +33,29 @@ def digest(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
 
 
-def test_checkpoints_and_params_push_to_and_pull_from_the_s3_remote(s3_server, s3_bucket, tmp_path):
+def test_checkpoints_push_to_and_pull_from_the_s3_remote(s3_server, s3_bucket, tmp_path):
+    """The README's recipe in a git project whose ``data/`` is git-ignored: ``dvc add -o`` copies the
+    checkpoints out of it, push sends them to the bucket, pull brings them back."""
     repo = tmp_path / "project"
     run_dir = repo / "data" / "cartpole_ppo"
     save_checkpoint(run_dir / "checkpoints", 2, {"w": torch.arange(4.0)}, keep_last=None)
-    (run_dir / "params.yaml").write_text("trainer: {seed: 1}\n")
-    run(repo, s3_server, "init", "--no-scm")
+    shutil.copy(ROOT / ".gitignore", repo / ".gitignore")
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    run(repo, s3_server, "init")
     run(repo, s3_server, "remote", "add", "-d", "s3store", f"{s3_bucket}/dvc")  # the README's commands
     run(repo, s3_server, "remote", "modify", "s3store", "endpointurl", s3_server)
-    run(repo, s3_server, "add", "data/cartpole_ppo/checkpoints", "data/cartpole_ppo/params.yaml")
+    (repo / "models").mkdir()
+    run(repo, s3_server, "add", "data/cartpole_ppo/checkpoints", "-o", "models/cartpole_ppo")
     before = digest(run_dir / "checkpoints")
-    assert "5 files pushed" in run(repo, s3_server, "push")  # ckpt, .sha256, latest, the .dir listing, params
+    assert digest(repo / "models" / "cartpole_ppo") == before
+    assert "4 files pushed" in run(repo, s3_server, "push")  # ckpt, .sha256, latest, the .dir listing
 
     s3 = boto3.client("s3", endpoint_url=s3_server, aws_access_key_id="testing",
                       aws_secret_access_key="testing", region_name="us-east-1")
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=s3_bucket[5:]).get("Contents", [])]
-    assert len(keys) == 5 and all(k.startswith("dvc/files/md5/") for k in keys), keys
+    assert len(keys) == 4 and all(k.startswith("dvc/files/md5/") for k in keys), keys
 
-    shutil.rmtree(run_dir / "checkpoints")
+    shutil.rmtree(repo / "models" / "cartpole_ppo")
     shutil.rmtree(repo / ".dvc" / "cache")
     run(repo, s3_server, "pull")
-    assert digest(run_dir / "checkpoints") == before
+    assert digest(repo / "models" / "cartpole_ppo") == before
