@@ -134,7 +134,7 @@ class OnlineRun:
             exp.mlflow_run = self.tracker.mlflow  # its id is read when needed: it may still be opening
             if exp.dist.is_main:
                 print(where_lines(exp.cfg, exp.layout.root, exp.env, self.tracker.mlflow), flush=True)
-                self.tracker.link_pending = self.tracker.mlflow is not None and not self.tracker.mlflow.ready
+                self.tracker.announce_mlflow()
             self._held = held.pop_all()
         self._fire("run_start", env=exp.env)
 

@@ -9,7 +9,6 @@ import torch
 
 from rlpipe.algorithms.optim import native_bf16
 from rlpipe.config import RunConfig, params_hash
-from rlpipe.tracking.mlflow_view import run_line
 
 if TYPE_CHECKING:
     from rlpipe.tracking.background import BackgroundRun
@@ -55,21 +54,15 @@ def env_backend(env: Any) -> str:
 
 
 def where_lines(cfg: RunConfig, run_dir: Path, env: Any, mlflow: BackgroundRun | None) -> str:
-    """The banner's second and third lines: where the run writes, and where its MLflow run is, e.g.
+    """The banner's second line (where the run writes) and, without MLflow, where its metrics go.
 
     ``  run dir data/cartpole_ppo · env backend torch · params 3f2a9c1e``
-    ``  MLflow  run 5e1d0c2a… (experiment cartpole_ppo): mlflow ui --backend-store-uri sqlite:///…
-    → http://127.0.0.1:5000/#/experiments/1/runs?viewStateShareKey=rlpipe``
+    ``  MLflow  off (tracking.backend: none); metrics in data/cartpole_ppo/curve.csv``
 
-    The banner never waits for the MLflow run to open: while it opens the line names the store, and
-    the tracker prints the run's line before the first row after it opened (``Tracker.log``).
+    With MLflow the tracker says where the run is (``Tracker.announce_mlflow``): the banner never
+    waits for the run to open.
     """
     first = f"  run dir {run_dir} · env backend {env_backend(env)} · params {params_hash(cfg)}"
     if mlflow is None:
         return f"{first}\n  MLflow  off (tracking.backend: none); metrics in {run_dir / 'curve.csv'}"
-    if not mlflow.ready:
-        return (f"{first}\n  MLflow  opening a run in experiment {cfg.trainer.exp_name} at {mlflow.uri}; "
-                "its link follows once it is open")
-    if mlflow.run_id is None:
-        return f"{first}\n  MLflow  not opened (see the warning above); metrics in {run_dir / 'curve.csv'}"
-    return f"{first}\n{run_line(cfg.trainer.exp_name, mlflow.run_id, mlflow.uri, mlflow.experiment_id)}"
+    return first

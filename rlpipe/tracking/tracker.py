@@ -40,8 +40,8 @@ class Tracker:
         """``progress``: a bar of ``trainer.iterations`` on a terminal (training runs only)."""
         self.files = MetricsFiles(run_dir, curve_fields)
         self.mlflow = mlflow_run
-        self.link_pending = False
-        """The banner said the MLflow run was still opening: its line comes before the next row."""
+        self._link_pending = False
+        """:meth:`announce_mlflow` found the run still opening: its line comes before the next row."""
         self._restore_signals = signals.install() if mlflow_run is not None else (lambda: None)
 
     @property
@@ -65,17 +65,40 @@ class Tracker:
         if self.mlflow is not None:
             self.mlflow.log_metrics(metrics, step)
         self.files.append_curve(metrics)
-        self._say_mlflow_link()
+        if self._link_pending:
+            self._say_mlflow_link()
         self.table.row(metrics)
 
-    def _say_mlflow_link(self) -> None:
-        """Once the run the banner saw opening is open, print its line (nothing if it failed: it warned)."""
-        if not self.link_pending or self.mlflow is None or not self.mlflow.ready:
+    def announce_mlflow(self) -> None:
+        """Say where the MLflow run is, without waiting for it to open.
+
+        Its line (id, ``mlflow ui``, link) when open, else that it is opening: its line then comes
+        before the first row after it opened.
+        """
+        if self.silent or self.mlflow is None:
             return
-        self.link_pending = False
+        if self.mlflow.ready:
+            self._say_mlflow_link(opened_late=False)
+            return
+        self._link_pending = True
+        self.table.console.print(f"  MLflow  opening a run in experiment {self.cfg.trainer.exp_name} at "
+                                 f"{self.mlflow.uri}; its link follows once it is open")
+
+    def _say_mlflow_link(self, opened_late: bool = True) -> None:
+        """The run's line once it is open.
+
+        A run that failed to open was warned about by the tracking process; at the start
+        (``opened_late`` false) the line then names where the metrics go instead.
+        """
+        if self.mlflow is None or not self.mlflow.ready:
+            return
+        self._link_pending = False
         if (run_id := self.mlflow.run_id) is not None:
             self.table.console.print(run_line(self.cfg.trainer.exp_name, run_id, self.mlflow.uri,
                                               self.mlflow.experiment_id))
+        elif not opened_late:
+            self.table.console.print(f"  MLflow  not opened (see the warning above); metrics in "
+                                     f"{self.files.curve_path}")
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
         """Copy file ``path`` into the MLflow run's artifacts under ``artifact_path`` (no-op without one)."""

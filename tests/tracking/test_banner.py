@@ -43,6 +43,19 @@ class FakeRun:
         pass
 
 
+def tracker_output(tmp_path, run):
+    import io
+
+    from rich.console import Console
+
+    from rlpipe.tracking.tracker import Tracker
+
+    out = io.StringIO()
+    tracker = Tracker(RunConfig.model_validate({}), tmp_path, Console(file=out, width=300), mlflow_run=run,
+                      progress=False)
+    return tracker, out
+
+
 def test_where_lines_name_run_dir_backend_params_hash_and_the_mlflow_ui(tmp_path):
     from rlpipe.config import params_hash
     from rlpipe.envs import build_env
@@ -51,38 +64,34 @@ def test_where_lines_name_run_dir_backend_params_hash_and_the_mlflow_ui(tmp_path
     cfg = RunConfig.model_validate({})
     env = build_env("CartPole", 2, "cpu", {})
     lines = where_lines(cfg, tmp_path, env, FakeRun()).splitlines()
-    assert lines[0] == f"  run dir {tmp_path} · env backend torch · params {params_hash(cfg)}"
-    assert lines[1] == ("  MLflow  run 5e1d0c2a (experiment cartpole_ppo): mlflow ui --backend-store-uri "
-                        "sqlite:////p/data/mlflow.db → http://127.0.0.1:5000/#/experiments/3/runs"
-                        "?workflowType=machine_learning&viewStateShareKey=rlpipe")
+    assert lines == [f"  run dir {tmp_path} · env backend torch · params {params_hash(cfg)}"]
+    tracker, out = tracker_output(tmp_path, FakeRun())
+    tracker.announce_mlflow()  # the run is open already: its line at once
+    assert out.getvalue().splitlines() == [
+        "  MLflow  run 5e1d0c2a (experiment cartpole_ppo): mlflow ui --backend-store-uri "
+        "sqlite:////p/data/mlflow.db → http://127.0.0.1:5000/#/experiments/3/runs"
+        "?workflowType=machine_learning&viewStateShareKey=rlpipe"]
+    tracker.log({"iteration": 1.0}, step=1)
+    assert out.getvalue().count("MLflow  run") == 1  # said once
+    tracker.end("FINISHED")  # restores the signal handlers
     off = where_lines(cfg, tmp_path, env, None).splitlines()[1]
     assert off == f"  MLflow  off (tracking.backend: none); metrics in {tmp_path / 'curve.csv'}"
 
 
 def test_the_banner_never_waits_for_mlflow_and_the_link_comes_before_the_next_row(tmp_path):
-    import io
-
-    from rich.console import Console
-
-    from rlpipe.envs import build_env
-    from rlpipe.tracking.banner import where_lines
-    from rlpipe.tracking.tracker import Tracker
-
-    cfg = RunConfig.model_validate({})
     run = FakeRun()
     run.ready = False
-    opening = where_lines(cfg, tmp_path, build_env("CartPole", 2, "cpu", {}), run).splitlines()[1]
-    assert opening == ("  MLflow  opening a run in experiment cartpole_ppo at sqlite:////p/data/mlflow.db; "
-                       "its link follows once it is open")
-    out = io.StringIO()
-    tracker = Tracker(cfg, tmp_path, Console(file=out, width=300), mlflow_run=run, progress=False)
-    tracker.link_pending = True
+    tracker, out = tracker_output(tmp_path, run)
+    tracker.announce_mlflow()
+    assert out.getvalue().splitlines() == [
+        "  MLflow  opening a run in experiment cartpole_ppo at sqlite:////p/data/mlflow.db; "
+        "its link follows once it is open"]
     tracker.log({"iteration": 1.0}, step=1)
     assert "MLflow  run" not in out.getvalue()  # still opening: only the row
     run.ready = True
     tracker.log({"iteration": 2.0}, step=2)
     tracker.log({"iteration": 3.0}, step=3)
-    lines = out.getvalue().splitlines()
+    lines = out.getvalue().splitlines()[1:]
     assert [line.startswith("  MLflow  run 5e1d0c2a (experiment cartpole_ppo)") for line in lines] == [
         False, False, True, False, False]  # header, row 1, the link once, row 2, row 3
     tracker.end("FINISHED")  # restores the signal handlers
