@@ -1,0 +1,132 @@
+"""Writing rollout stores (rlpipe/artifacts/zarr_write.py): round trips, layout, codecs, atomicity."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+import zarr
+from _rollouts import ATTRS, N, T, assert_same, make_rollout
+
+import rlpipe.artifacts.zarr_write as zarr_write
+from rlpipe.artifacts import zarr_direct
+from rlpipe.artifacts.store import RolloutStore, StoreError, read_rollout, write_rollout
+from rlpipe.config import StoreCfg
+from rlpipe.rollout import SCHEMA_VERSION
+
+# ------------------------------------------------------------------------------ round trip, layout
+
+
+@pytest.mark.parametrize("codec", ["none", "blosc-lz4"])
+@pytest.mark.parametrize("box", [False, True])
+def test_round_trip_values_dtypes_names_attrs(tmp_path: Path, codec: str, box: bool) -> None:
+    rollout = make_rollout(box=box)
+    path = tmp_path / "iter-000003.zarr"
+    write_rollout(path, rollout, ATTRS, codec=codec)
+    back, attrs = read_rollout(path)
+    assert_same(back, rollout)
+    assert back["done"].dtype == torch.bool
+    assert back["action"].dtype == (torch.float32 if box else torch.int64)
+    assert back.names == ["env", "time"]
+    assert attrs == {"schema_version": SCHEMA_VERSION, **ATTRS}
+
+
+def test_arrays_chunked_along_envs_only_with_dim_names(tmp_path: Path) -> None:
+    rollout = make_rollout(n=10, box=True)
+    path = tmp_path / "iter-000001.zarr"
+    write_rollout(path, rollout, {"iteration": 1}, codec="blosc-lz4", chunk_envs=4)
+    group = zarr.open_group(path, mode="r")
+    assert group["obs"].chunks == (4, T + 1, 4)
+    assert group["action"].chunks == (4, T + 1, 2)
+    assert group["done"].chunks == (4, T + 1)
+    assert group["recurrent/h"].chunks == (4, T + 1, 3)
+    assert group["obs"].metadata.dimension_names == ("env", "time", "feat0")
+    assert group["reward"].metadata.dimension_names == ("env", "time")
+    assert [c.to_dict()["name"] for c in group["obs"].compressors] == ["blosc", "crc32c"]
+    assert group["obs"].compressors[0].cname.value == "lz4"
+    assert group.metadata.consolidated_metadata is None
+    assert "consolidated_metadata" not in json.loads((path / "zarr.json").read_text())
+    assert sorted(p.name for p in (path / "obs" / "c").iterdir()) == ["0", "1", "2"]
+
+
+def test_default_chunk_covers_all_envs_and_codec_none(tmp_path: Path) -> None:
+    path = tmp_path / "iter-000001.zarr"
+    write_rollout(path, make_rollout(), {"iteration": 1})
+    group = zarr.open_group(path, mode="r")
+    assert group["obs"].chunks == (N, T + 1, 4)
+    assert [type(c).__name__ for c in group["obs"].compressors] == ["Crc32cCodec"]
+    assert (path / "obs" / "c" / "0" / "0" / "0").stat().st_size == N * (T + 1) * 4 * 4 + 4  # raw + CRC
+
+
+
+def test_unknown_codec_and_bad_attrs_are_store_errors(tmp_path: Path) -> None:
+    path = tmp_path / "iter-000001.zarr"
+    with pytest.raises(StoreError, match="codec 'gzip' is not known; accepted: none, blosc-lz4"):
+        write_rollout(path, make_rollout(), {}, codec="gzip")
+    with pytest.raises(StoreError, match="not JSON-serializable"):
+        write_rollout(path, make_rollout(), {"checkpoint": Path("x")})
+    with pytest.raises(StoreError, match="lacks schema key 'obs'"):
+        write_rollout(path, make_rollout().exclude("obs"), {})
+    assert not path.exists()
+
+
+# ---------------------------------------------------------------------------------- atomicity
+
+
+@pytest.mark.parametrize("codec", ["none", "blosc-lz4"])
+def test_failure_mid_write_leaves_no_store_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codec: str
+) -> None:
+    calls = []
+    if codec == "none":  # written file by file (zarr_direct)
+        real_direct = zarr_direct._write_array
+
+        def fail_direct(*args: object, **kwargs: object) -> None:
+            calls.append(args[0])
+            if len(calls) > 1:
+                raise OSError(5, "Input/output error")
+            real_direct(*args, **kwargs)
+
+        monkeypatch.setattr(zarr_direct, "_write_array", fail_direct)
+    else:  # written through zarr's async API
+        real = zarr_write._write_array
+
+        async def fail_after_first(*args: object, **kwargs: object) -> None:
+            calls.append(args[1])
+            if len(calls) > 1:
+                raise OSError(5, "Input/output error")
+            await real(*args, **kwargs)
+
+        monkeypatch.setattr(zarr_write, "_write_array", fail_after_first)
+    path = tmp_path / "iter-000001.zarr"
+    with pytest.raises(OSError, match="Input/output error"):
+        write_rollout(path, make_rollout(), {"iteration": 1}, codec=codec)
+    assert len(calls) > 1
+    assert not path.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_store_is_write_once(tmp_path: Path) -> None:
+    path = tmp_path / "iter-000001.zarr"
+    write_rollout(path, make_rollout(seed=1), {"iteration": 1})
+    with pytest.raises(StoreError, match="iter-000001.zarr: already exists"):
+        write_rollout(path, make_rollout(seed=2), {"iteration": 1})
+    assert_same(read_rollout(path)[0], make_rollout(seed=1))
+
+
+def test_leftover_temporaries_are_cleaned(tmp_path: Path) -> None:
+    write_rollout(tmp_path / "iter-000001.zarr", make_rollout(), {"iteration": 1})
+    dead = tmp_path / ".iter-000002.zarr.tmp-999999999-00ff00ff"  # no such pid
+    mine = tmp_path / f".iter-000003.zarr.tmp-{os.getpid()}-0a0b0c0d"
+    deleting = tmp_path / ".iter-000004.zarr.del-999999999-12345678"
+    live = tmp_path / ".iter-000005.zarr.tmp-1-deadbeef"  # pid 1 is alive: a concurrent writer
+    for leftover in (dead, mine, deleting, live):
+        (leftover / "obs").mkdir(parents=True)
+    store = RolloutStore(tmp_path, StoreCfg())
+    assert not dead.exists() and not mine.exists() and not deleting.exists()
+    assert live.exists()
+    assert store.iterations() == [1]
+    assert store.latest() == 1
