@@ -25,7 +25,8 @@ import torch
 from tensordict import TensorDict
 
 import rlpipe.artifacts.zarr_io as zarr_io
-from rlpipe.artifacts.store import RolloutStore, read_rollout, write_rollout
+from rlpipe.artifacts.store import RolloutStore, write_rollout
+from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import allocate_rollout, validate
 

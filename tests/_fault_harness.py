@@ -19,7 +19,7 @@ import torch
 from _offline_fixtures import PARAMS, ROOT, leaves, same_leaves
 
 from rlpipe.artifacts.checkpoints import load_checkpoint
-from rlpipe.artifacts.store import read_rollout
+from rlpipe.artifacts.zarr_read import read_rollout
 
 ITERATIONS = 4
 FAST = (

@@ -89,3 +89,19 @@ def test_grpo_params_are_checked_at_load_too(tmp_path):
                               tmp_path)
     assert result.returncode == 2 and "algorithm.cfg.group_size: must be >= 2" in result.stderr, result.stderr
     assert heavy(modules) == []
+
+
+def test_a_run_reaches_its_first_iteration_without_zarr(tmp_path):
+    """zarr (0.25 s) is first imported by the rollout writer, after iteration 1's rollout is collected."""
+    script = textwrap.dedent(f"""
+        import json, sys
+        from rlpipe.config import load
+        from rlpipe.run import build
+        cfg = load({str(ROOT / "params.yaml")!r}, ["trainer.data_dir={tmp_path}", "tracking.backend=none"])
+        exp = build(cfg)
+        print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "zarr")))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == []

@@ -18,7 +18,6 @@ from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import as_path, is_object
 from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name, shard_name
 from rlpipe.artifacts.store import RolloutStore
-from rlpipe.artifacts.zarr_read import read_attrs, read_rollout
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import DIM_NAMES
 
@@ -42,6 +41,8 @@ def read_any(path: Path, device: torch.device | str = "cpu") -> tuple[TensorDict
     A sharded iteration's attributes are rank 0's, without ``rank``; ``world_size`` says how many
     shards were joined. Raises ``StoreError`` when a shard is missing or disagrees on the world size.
     """
+    from rlpipe.artifacts.zarr_read import read_rollout  # zarr on first use (see rlpipe.artifacts.store)
+
     path = as_path(path)
     if not is_sharded(path):
         return read_rollout(path, device)
@@ -59,6 +60,8 @@ def read_any(path: Path, device: torch.device | str = "cpu") -> tuple[TensorDict
 
 def read_any_attrs(path: Path) -> dict[str, Any]:
     """The attributes of a store, or of rank 0's shard of a sharded iteration (no array is read)."""
+    from rlpipe.artifacts.zarr_read import read_attrs
+
     path = as_path(path)
     return read_attrs(shard_paths(path)[0] if is_sharded(path) else path)
 

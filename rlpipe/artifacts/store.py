@@ -1,7 +1,10 @@
 """The rollouts of one run: a background writer, listing, temporaries and retention.
 
 Each iteration is one immutable Zarr group in the format of :mod:`rlpipe.artifacts.zarr_io`
-(``<root>/iter-000012.zarr``), written off the training thread on a bounded queue.
+(``<root>/iter-000012.zarr``), written off the training thread on a bounded queue. zarr is
+imported on the first :func:`write_rollout`: in a run that is the writer thread, during the first
+update, so its 0.25 s import is not on the way to iteration 1. Reading is
+:mod:`rlpipe.artifacts.zarr_read`.
 """
 
 from __future__ import annotations
@@ -22,9 +25,7 @@ from rlpipe.artifacts.atomic import clean_temporaries, delete_tree
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path, is_object
 from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name
-from rlpipe.artifacts.zarr_io import CODECS, REQUIRED_KEYS
-from rlpipe.artifacts.zarr_read import read_arrays, read_rollout
-from rlpipe.artifacts.zarr_write import check_writable, write_rollout
+from rlpipe.artifacts.rollout_schema import CODECS, REQUIRED_KEYS, check_writable
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import RefusedDataError
 
@@ -35,12 +36,18 @@ __all__ = [
     "RejectedRolloutError",
     "RolloutStore",
     "StoreError",
-    "read_arrays",
-    "read_rollout",
     "refuse_rejected",
     "write_rejected",
     "write_rollout",
 ]
+
+def write_rollout(path: Path, rollout: TensorDict, attrs: dict[str, Any], codec: str = "none",
+                  chunk_envs: int = 1024) -> None:
+    """:func:`rlpipe.artifacts.zarr_write.write_rollout` (zarr imported on the first call)."""
+    from rlpipe.artifacts import zarr_write
+
+    zarr_write.write_rollout(path, rollout, attrs, codec, chunk_envs)
+
 
 @dataclass
 class _Job:

@@ -40,13 +40,9 @@ from zarr.codecs import BloscCodec, Crc32cCodec
 
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, run_coroutine
-from rlpipe.rollout import TRANSITION_KEYS
+from rlpipe.artifacts.rollout_schema import CODECS, REQUIRED_KEYS
 
 __all__ = ["CODECS", "REQUIRED_KEYS", "Codecs", "StoreError", "compressors", "run_at", "sync"]
-
-CODECS = ("none", "blosc-lz4")
-REQUIRED_KEYS = ("obs", "value", *TRANSITION_KEYS)
-"""Arrays every rollout store holds (the schema keys of :mod:`rlpipe.rollout`)."""
 
 
 _RUNNER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rlpipe-zarr")

@@ -28,8 +28,9 @@ from rlpipe import faults
 from rlpipe.artifacts.atomic import delete_tree, publish_dir, temporary_sibling
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path, is_object, zarr_store
+from rlpipe.artifacts.rollout_schema import check_new_store, check_writable, rollout_leaves
 from rlpipe.artifacts.zarr_direct import write_store
-from rlpipe.artifacts.zarr_io import REQUIRED_KEYS, Codecs, compressors, run_at, sync
+from rlpipe.artifacts.zarr_io import Codecs, compressors, run_at, sync
 from rlpipe.rollout import DIM_NAMES, SCHEMA_VERSION
 
 __all__ = ["check_writable", "write_group", "write_rollout"]
@@ -47,10 +48,10 @@ def write_rollout(
     :class:`StoreError` if ``path`` exists; on any failure no store and no temporary remain.
     """
     path = as_path(path)
-    arrays = {name: t.detach().cpu().numpy() for name, t in _leaves(rollout, path).items()}
+    arrays = {name: t.detach().cpu().numpy() for name, t in rollout_leaves(rollout, path).items()}
     group_attrs = _group_attrs(attrs, path)
     codecs = compressors(codec)
-    _check_new(path)
+    check_new_store(path)
     if is_object(path):
         _write_committed(path, arrays, group_attrs, codecs, chunk_envs)
         return
@@ -65,7 +66,7 @@ def write_rollout(
         try:
             publish_dir(tmp, path)
         except OSError:
-            _check_new(path)  # another writer may have won the race for this name
+            check_new_store(path)  # another writer may have won the race for this name
             raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -144,47 +145,6 @@ class _CommitLast(WrapperStore):
         if self._root is None:
             raise StoreError("no root metadata to commit")
         await self._store.set(self.ROOT, self._root)
-
-
-def check_writable(rollout: TensorDict, path: Path) -> None:
-    """Raise ``StoreError`` now if ``path`` exists or ``rollout`` breaks the schema (before any I/O)."""
-    _check_new(path)
-    _leaves(rollout, path)
-
-
-def _check_new(path: AnyPath) -> None:
-    if (path / "zarr.json").is_file() if is_object(path) else path.exists():
-        raise StoreError(f"{path}: already exists; rollout stores are written once")
-
-
-def _leaves(rollout: TensorDict, path: Path) -> dict[str, torch.Tensor]:
-    """Check batch dims, schema keys and dtypes; return ``{"/"-joined key: tensor}``."""
-    if rollout.batch_dims != 2:
-        batch = list(rollout.batch_size)
-        raise StoreError(f"{path}: rollout batch_size must be [N, T+1], got {batch}")
-    missing = [key for key in REQUIRED_KEYS if key not in rollout.keys()]
-    if missing:
-        raise StoreError(f"{path}: rollout lacks schema key {missing[0]!r}")
-    leaves = {}
-    for key, value in rollout.items(include_nested=True, leaves_only=True):
-        name = _array_name(key, path)
-        if not isinstance(value, torch.Tensor):
-            raise StoreError(f"{path}: key {name!r} is a {type(value).__name__}, not a tensor")
-        try:
-            torch.empty(0, dtype=value.dtype).numpy()
-        except TypeError:  # e.g. bfloat16 has no numpy dtype
-            raise StoreError(f"{path}: key {name!r} has dtype {value.dtype}, which Zarr cannot "
-                             "store") from None
-        leaves[name] = value
-    return leaves
-
-
-def _array_name(key: str | tuple[str, ...], path: Path) -> str:
-    parts = (key,) if isinstance(key, str) else key
-    for part in parts:
-        if "/" in part or part in {"", ".", ".."} or part.startswith("__"):
-            raise StoreError(f"{path}: key {key!r} is not a valid Zarr node name")
-    return "/".join(parts)
 
 
 def _group_attrs(attrs: dict[str, Any], path: Path) -> dict[str, Any]:

@@ -109,7 +109,7 @@ def _env_observations(policy: Policy, env: BatchedEnv, seed: int) -> tuple[torch
             if state is not None:
                 action, _, _, state = policy.sample_step(obs, state, deterministic=True)
             else:
-                action = policy.sample(obs, deterministic=True)[0]
+                action = policy.act(obs, deterministic=True)
             result = env.step(action)
             done = result.terminated | result.truncated
             if state is not None:
@@ -137,7 +137,7 @@ def _max_difference(policy: Policy, actor: DeployedActor, model: ExportedModel, 
         if not policy.is_recurrent:
             flat = obs.flatten(0, 1)
             return float(np.abs(model(flat.numpy())[0].astype(np.float64) - reference(
-                policy.sample(flat, deterministic=True)[0])).max())
+                policy.act(flat, deterministic=True))).max())
         worst = 0.0
         ref_state = policy.initial_state(obs.shape[0])
         file_state = ref_state.numpy().copy()

@@ -83,6 +83,10 @@ class Policy(nn.Module, ABC):
         action = self.deterministic_action(dist) if deterministic else dist.sample()
         return action, dist.log_prob(action)
 
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+        """The action alone ``[B, *act]`` (evaluation, deployment): ``sample`` without the log-probability."""
+        return self.sample(obs, deterministic)[0]
+
     def evaluate(
         self, obs: torch.Tensor, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

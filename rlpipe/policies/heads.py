@@ -39,6 +39,10 @@ class ActionHead(nn.Module):
         action = self.mode(dist) if deterministic else dist.sample()
         return action, dist.log_prob(action)
 
+    def act(self, out: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+        """The action of ``sample`` without its log-probability."""
+        return self.sample(out, deterministic)[0]
+
     def evaluate(self, out: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(log_prob [B], entropy [B])`` of ``action`` under the distribution of ``out``."""
         dist = self.distribution(out)
@@ -69,6 +73,10 @@ class CategoricalHead(ActionHead):
             probs = torch.softmax(logits, -1)
             action = torch.multinomial(probs.reshape(-1, self.out_dim), 1, True).view(out.shape[:-1])
         return action, _gather(logits, action)
+
+    def act(self, out: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+        """The argmax of the raw logits (as the exported policy acts), or a sample."""
+        return out.argmax(-1) if deterministic else self.sample(out)[0]
 
     def evaluate(self, out: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``Categorical(logits=out)``'s ``log_prob(action)`` and ``entropy()``, without the object."""
@@ -108,6 +116,10 @@ class GaussianHead(ActionHead):
             with torch.no_grad():  # Normal.sample draws without a graph
                 action = torch.normal(out, std)
         return action, _normal_log_prob(action, out, std)
+
+    def act(self, out: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+        """The mean, or a sample."""
+        return out if deterministic else self.sample(out)[0]
 
     def evaluate(self, out: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The Gaussian's ``log_prob(action)`` and ``entropy()`` summed over action dims."""

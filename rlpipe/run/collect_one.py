@@ -9,7 +9,7 @@ from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.layout import rollout_name
 from rlpipe.artifacts.lock import RunLock
-from rlpipe.artifacts.zarr_write import write_rollout
+from rlpipe.artifacts.store import write_rollout
 from rlpipe.config import RunConfig, params_hash, training_hash
 from rlpipe.run.experiment import build
 

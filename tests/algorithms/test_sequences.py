@@ -103,7 +103,7 @@ def test_a_recurrent_run_goes_through_the_pipeline_and_stores_its_states(tmp_pat
     from pathlib import Path
 
     from rlpipe import config
-    from rlpipe.artifacts.store import read_rollout
+    from rlpipe.artifacts.zarr_read import read_rollout
     from rlpipe.run import run
 
     params = Path(__file__).resolve().parents[2] / "params.yaml"

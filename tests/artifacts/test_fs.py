@@ -15,7 +15,8 @@ from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import PreconditionFailed, create_exclusive, probe, read_versioned, replace_if
 from rlpipe.artifacts.lock import LockedError, RunLock
 from rlpipe.artifacts.shards import ShardedStore, read_any
-from rlpipe.artifacts.store import RolloutStore, read_rollout, write_rollout
+from rlpipe.artifacts.store import RolloutStore, write_rollout
+from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.config import StoreCfg
 from rlpipe.config.location import ObjectPath, StorageUnavailable, location
 from rlpipe.rollout import TRANSITION_KEYS

@@ -10,7 +10,8 @@ import pytest
 from _rollouts import N, T, assert_same, make_rollout
 
 import rlpipe.artifacts.store as store_mod
-from rlpipe.artifacts.store import RolloutStore, StoreError, read_rollout
+from rlpipe.artifacts.store import RolloutStore, StoreError
+from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.config import StoreCfg
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlpipe.artifacts import zarr_io, zarr_read, zarr_write
+from rlpipe.artifacts import rollout_schema, zarr_io, zarr_read, zarr_write
 from rlpipe.artifacts.zarr_direct import write_store
 from rlpipe.rollout import DIM_NAMES, allocate_rollout
 
@@ -35,7 +35,7 @@ def _files(root: Path) -> dict[str, bytes]:
 ])
 def test_direct_store_is_byte_identical_to_zarrs(tmp_path, n, chunk_envs, obs, action):
     rollout = _rollout(n, obs, action)
-    arrays = {name: t.numpy() for name, t in zarr_write._leaves(rollout, tmp_path).items()}
+    arrays = {name: t.numpy() for name, t in rollout_schema.rollout_leaves(rollout, tmp_path).items()}
     attrs = {"schema_version": 1, "iteration": 7, "env_id": "CartPole-v1", "nested": {"a": [1, 2.5, None]}}
     zarr_io.sync(zarr_write._write_group(tmp_path / "zarr", arrays, attrs, zarr_io._CHECKSUM, chunk_envs))
     write_store(tmp_path / "direct", arrays, attrs, chunk_envs, DIM_NAMES)

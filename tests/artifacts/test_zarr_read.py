@@ -11,8 +11,8 @@ import torch
 import zarr
 from _rollouts import N, T, make_rollout
 
-from rlpipe.artifacts.store import StoreError, read_rollout, write_rollout
-from rlpipe.artifacts.zarr_read import ChunkChecksumError
+from rlpipe.artifacts.store import StoreError, write_rollout
+from rlpipe.artifacts.zarr_read import ChunkChecksumError, read_rollout
 from rlpipe.offline.describe import describe_rollout
 from rlpipe.rollout import SCHEMA_VERSION
 

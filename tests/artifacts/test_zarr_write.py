@@ -13,7 +13,8 @@ from _rollouts import ATTRS, N, T, assert_same, make_rollout
 
 import rlpipe.artifacts.zarr_write as zarr_write
 from rlpipe.artifacts import zarr_direct
-from rlpipe.artifacts.store import RolloutStore, StoreError, read_rollout, write_rollout
+from rlpipe.artifacts.store import RolloutStore, StoreError, write_rollout
+from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import SCHEMA_VERSION
 

@@ -10,7 +10,7 @@ import torch
 from _offline_fixtures import assert_same_learner, leaves, same_leaves, tiny_cfg
 
 from rlpipe.artifacts.checkpoints import load_checkpoint
-from rlpipe.artifacts.store import read_rollout
+from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.offline.replay import replay
 from rlpipe.run import run
 

@@ -114,7 +114,7 @@ def test_run_records_the_approximate_bootstrap_and_log_metrics(tmp_path, monkeyp
     """The README's example (examples/rsl_rl_counting_env.py) through ``rlpipe run``."""
     from _offline_fixtures import ROOT, tiny_cfg
 
-    from rlpipe.artifacts.store import read_rollout
+    from rlpipe.artifacts.zarr_read import read_rollout
     from rlpipe.run import run
 
     monkeypatch.chdir(ROOT)  # plugin modules import from the working directory

@@ -17,7 +17,7 @@ from _fault_harness import (
 )
 
 from rlpipe.artifacts.checkpoints import load_checkpoint
-from rlpipe.artifacts.store import read_rollout
+from rlpipe.artifacts.zarr_read import read_rollout
 
 
 def test_nan_reward_stops_before_the_update_and_resume_is_bit_exact(tmp_path, reference):

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from rlpipe.algorithms.gae import compute_gae
 from rlpipe.artifacts.checkpoints import load_checkpoint
-from rlpipe.artifacts.store import read_rollout
+from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.cli import cli
 from rlpipe.run import run
 

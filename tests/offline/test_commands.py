@@ -14,7 +14,8 @@ from _offline_fixtures import PARAMS, assert_same_learner, learner, same_leaves,
 from click.testing import CliRunner
 
 from rlpipe.artifacts.checkpoints import load_checkpoint
-from rlpipe.artifacts.store import StoreError, read_rollout
+from rlpipe.artifacts.store import StoreError
+from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.cli import cli
 from rlpipe.config import ConfigError
 from rlpipe.offline.commands import update_from_rollout

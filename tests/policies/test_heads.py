@@ -51,3 +51,15 @@ def test_evaluate_equals_the_distribution_in_values_and_gradients(head, shape):
     ref = torch.autograd.grad((ref_log_prob * 1.5 - ref_entropy).sum(), [dist_out, *params])
     for a, b in zip(grads, ref, strict=True):
         _same(a, b)
+
+
+@pytest.mark.parametrize(("head", "shape"), _heads())
+def test_act_is_the_action_of_sample_without_its_log_prob(head, shape):
+    out = torch.randn(*shape)
+    for deterministic in (False, True):
+        torch.manual_seed(4)
+        expected = head.sample(out, deterministic)[0]
+        torch.manual_seed(4)
+        _same(head.act(out, deterministic), expected)
+    if isinstance(head, CategoricalHead):  # the mode is the argmax of the raw logits, as exported
+        _same(head.act(out, True), out.argmax(-1))

@@ -14,7 +14,7 @@ from _offline_fixtures import STEPS, assert_same_learner, learner, tiny_cfg
 from click.testing import CliRunner
 
 from rlpipe.artifacts.shards import read_any
-from rlpipe.artifacts.store import read_rollout
+from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.cli import cli
 from rlpipe.offline.replay import replay
 from rlpipe.tracking.mlflow_store import search_runs

@@ -16,7 +16,7 @@ import torch
 from _offline_fixtures import PARAMS, ROOT, STEPS, leaves, same_leaves, set_args, tiny_cfg
 
 from rlpipe.artifacts.checkpoints import load_checkpoint
-from rlpipe.artifacts.store import read_rollout
+from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.config import ConfigError
 from rlpipe.rollout import validate
 from rlpipe.run import build, run
