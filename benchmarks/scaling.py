@@ -7,7 +7,9 @@
 Workload (as ``benchmarks/throughput.py``): torch CartPole, N envs × T=32 steps, separate actor and
 critic MLPs 256×256 ReLU, PPO 4 epochs × 8 minibatches of N·T/8, Adam, store off, one torch
 thread. Sides: ``rlpipe`` (``run_iteration``, fp32), ``plain`` (throughput.py's CleanRL-style
-loop, fp32) and ``rlpipe-bf16`` (``algorithm.cfg.amp=bf16``).
+loop, fp32), ``rlpipe-bf16`` (``algorithm.cfg.amp=bf16``) and ``rlpipe-whole`` (fp32 with
+``algorithm.cfg.chunk_rows=null``: whole minibatches, as before chunking; ``rlpipe`` runs the default,
+chunks of 4096 rows on CPU).
 
 Every (N, side) runs in its own process, so its peak RSS (``ru_maxrss``) and page faults are its
 own; sides alternate within a round (``--rounds`` repeats the whole alternation). A process does
@@ -49,7 +51,7 @@ from typing import Any
 
 from _bench import DEFAULT_PARAMS, PROJECT_ROOT, environment, load_average, load_cfg, median, print_table
 
-SIDES = ("rlpipe", "plain", "rlpipe-bf16")
+SIDES = ("rlpipe", "plain", "rlpipe-bf16", "rlpipe-whole")
 SIZES = (256, 1024, 4096, 16384)
 OBS_DIM, ACTIONS = 4, 2  # CartPole
 
@@ -217,7 +219,10 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     amp = "bf16" if side == "rlpipe-bf16" else "none"
     with tempfile.TemporaryDirectory(prefix="rlpipe-scaling-") as data_dir:
         overrides = rlpipe_overrides(wargs, data_dir, store=False)
-        cfg = load_cfg(wargs.params, [*overrides, f"algorithm.cfg.amp={amp}"])
+        chunks = "null" if side == "rlpipe-whole" else "auto"
+        cfg = load_cfg(wargs.params, [*overrides, f"algorithm.cfg.amp={amp}",
+                                      f"algorithm.cfg.chunk_rows={chunks}"])
+        chunk_rows = None
         if side == "plain":
             plain = PlainPPO(cfg, list(args.hidden), torch.device(args.device))
             plain.update = cpu_timed(plain.update, spent)  # type: ignore[method-assign]
@@ -225,6 +230,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
             step, rollout_bytes = (lambda: plain_iteration(plain)), plain_buffer_bytes(plain)
         else:
             exp = build(cfg)
+            chunk_rows = exp.learner.algorithm.chunk_rows
             exp.cfg.run_dir.mkdir(parents=True, exist_ok=True)
             rollout_bytes = exp.collect.rollout.bytes()
             exp.advantage, exp.update = cpu_timed(exp.advantage, spent), cpu_timed(exp.update, spent)
@@ -250,7 +256,8 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
             "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "rss_built": rss_built, "rollout_bytes": int(rollout_bytes),
             "flat_batch_bytes": flat_batch_bytes(batch),
-            "activation_bytes": activation_bytes(batch // args.minibatches, args.hidden, amp),
+            "activation_bytes": activation_bytes(min(batch // args.minibatches, chunk_rows or batch),
+                                                 args.hidden, amp),
             "load": [load_start, load_average()]}
 
 

@@ -52,6 +52,9 @@ class BaseAlgorithm(ABC):
     """Average the minibatch stats weighted by minibatch rows (true) or one weight per minibatch."""
     device: torch.device
 
+    AUTO_CHUNK_ROWS = 4096
+    """``chunk_rows: auto`` on CPU: 4096 rows of 256 features are 4 MiB per activation (cache-sized)."""
+
     def __init__(self, cfg: UpdateCfg, policy: Any) -> None:
         self.cfg = cfg
         self.policy = policy
@@ -98,6 +101,29 @@ class BaseAlgorithm(ABC):
     def diagnostics(self, rollout: TensorDict, batch: TensorDict) -> dict[str, torch.Tensor]:
         """Once-per-update 0-dim tensors reported after the minibatch stats (default: none)."""
         return {}
+
+    @property
+    def chunkable(self) -> bool:
+        """Whether :meth:`chunk_loss` exists: the loss is a mean over the minibatch's rows (default: no)."""
+        return False
+
+    def chunk_loss(self, mb: Minibatch, chunk: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``loss`` of rows ``chunk`` of minibatch ``mb``.
+
+        Whatever spans the minibatch (advantage normalization) is computed over all of ``mb``;
+        weighted by their share of the rows, the chunks' losses and stats add up to the minibatch's.
+        """
+        raise NotImplementedError(f"{type(self).__name__} runs whole minibatches")
+
+    @property
+    def chunk_rows(self) -> int | None:
+        """Rows per forward/backward pass (``cfg.chunk_rows`` resolved; ``None``: whole minibatches)."""
+        rows = self.cfg.chunk_rows
+        if not self.chunkable or rows is None:
+            return None
+        if rows == "auto":
+            return self.AUTO_CHUNK_ROWS if self.device.type == "cpu" else None
+        return rows
 
     @property
     def batch_shards(self) -> int:

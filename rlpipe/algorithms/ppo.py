@@ -102,10 +102,32 @@ class PPO(BaseAlgorithm):
 
     def loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """``(total loss, detached stats by name)`` of one minibatch."""
-        cfg = self.cfg
         with self.autocast():  # a sequence minibatch re-runs the recurrent core; ``mb`` comes back flat
             log_prob, entropy, value, mb = sequences.evaluate_minibatch(self.policy, mb)
-        advantage = normalize(mb["advantage"]) if cfg.normalize_advantage == "minibatch" else mb["advantage"]
+        return self._loss_terms(mb, self._advantage(mb["advantage"]), log_prob, entropy, value)
+
+    @property
+    def chunkable(self) -> bool:
+        """Feedforward policies: every term is a mean over rows (a recurrent one runs whole sequences)."""
+        return not getattr(self.policy, "is_recurrent", False)
+
+    def chunk_loss(self, mb: Minibatch, chunk: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``loss`` of rows ``chunk`` of ``mb``; ``normalize_advantage: minibatch`` uses all of ``mb``."""
+        part = {key: value[chunk] for key, value in mb.items()}
+        with self.autocast():
+            log_prob, entropy, value, _ = sequences.evaluate_minibatch(self.policy, part)
+        return self._loss_terms(part, self._advantage(mb["advantage"])[chunk], log_prob, entropy, value)
+
+    def _advantage(self, advantage: torch.Tensor) -> torch.Tensor:
+        """The minibatch's advantages ``[B]`` as the loss weighs them."""
+        return normalize(advantage) if self.cfg.normalize_advantage == "minibatch" else advantage
+
+    def _loss_terms(
+        self, mb: Minibatch, advantage: torch.Tensor, log_prob: torch.Tensor, entropy: torch.Tensor,
+        value: torch.Tensor,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The clipped surrogate, value and entropy terms over the rows of ``mb`` (all ``[B]``)."""
+        cfg = self.cfg
         policy_loss, log_ratio = clipped_surrogate(
             log_prob, mb["sample_log_prob"], advantage, cfg.clip_coef, cfg.dual_clip_coef
         )

@@ -7,6 +7,8 @@ Every algorithm runs through :func:`run_update`; it supplies only ``update_batch
   contiguous slices), ``num_mini_batches`` or ``batch_size`` rows, and — for one process over K
   ranks' rollouts (``algo.shards``) — every rank's own minibatch i side by side;
 * one optimizer step per minibatch, or per epoch with ``accumulate_grads``;
+* minibatches larger than ``algo.chunk_rows`` run forward and backward in chunks whose
+  row-weighted gradients add up (one optimizer step still), so activations stay in cache;
 * gradient averaging across ranks, clipping, the fp16 grad scaler;
 * the KL rules: adaptive learning rate and target-KL early stop, read from the ``approx_kl`` stat;
 * distributed ranks with fewer rows than others (GRPO's valid steps): they join the other ranks'
@@ -32,7 +34,8 @@ from rlpipe.distributed import average_gradients, global_minibatch_count, sharde
 if TYPE_CHECKING:
     from rlpipe.algorithms.base import BaseAlgorithm
 
-__all__ = ["Tally", "minibatch_indices", "minibatch_slices", "optimizer_step", "report", "run_epochs"]
+__all__ = ["Tally", "chunked_backward", "minibatch_indices", "minibatch_slices", "optimizer_step", "report",
+           "run_epochs"]
 
 KL_STAT = "approx_kl"
 """The stat the KL rules read (every loss reports it)."""
@@ -74,6 +77,7 @@ def run_epochs(algo: BaseAlgorithm, batch: TensorDict) -> Tally:
     weighted = algo.stats_weighted_by_rows
     columns = dict(batch.items())
     params = list(algo.policy.parameters())  # once per update, not twice per minibatch step
+    chunk_rows = algo.chunk_rows
     algo.optimizer.zero_grad(set_to_none=True)
     for epoch in range(1, cfg.n_epochs + 1):
         slices = itertools.chain(minibatch_slices(algo, rows, size, shards), itertools.repeat(None))
@@ -86,12 +90,19 @@ def run_epochs(algo: BaseAlgorithm, batch: TensorDict) -> Tally:
                     _sync_only_step(algo, params)
                 continue
             mb = _minibatch(columns, idx)
-            total, stats = algo.loss(mb)
-            tally.add(stats, float(mb.batch_size[0]) if weighted else None)
-            if algo._kl_control(stats[KL_STAT]):
-                tally.early_stop_epoch = epoch
-                return tally
-            algo.scaler.scale(total * scale).backward()
+            if chunk_rows is not None and mb.batch_size[0] > chunk_rows:
+                stats = chunked_backward(algo, mb, chunk_rows, scale)
+                tally.add(stats, float(mb.batch_size[0]) if weighted else None)
+                if algo._kl_control(stats[KL_STAT]):  # its gradient is never stepped
+                    tally.early_stop_epoch = epoch
+                    return tally
+            else:
+                total, stats = algo.loss(mb)
+                tally.add(stats, float(mb.batch_size[0]) if weighted else None)
+                if algo._kl_control(stats[KL_STAT]):
+                    tally.early_stop_epoch = epoch
+                    return tally
+                algo.scaler.scale(total * scale).backward()
             tally.minibatch_steps += 1
             if not cfg.accumulate_grads:
                 optimizer_step(algo, params)
@@ -100,6 +111,29 @@ def run_epochs(algo: BaseAlgorithm, batch: TensorDict) -> Tally:
             optimizer_step(algo, params)
             tally.optimizer_steps += 1
     return tally
+
+
+def chunked_backward(
+    algo: BaseAlgorithm, mb: TensorDict, chunk_rows: int, scale: float
+) -> dict[str, torch.Tensor]:
+    """Backward of minibatch ``mb`` ``[B]`` in chunks of ``chunk_rows``; the minibatch's stats.
+
+    Each chunk's loss and stats are weighted by its share of the B rows, so the accumulated gradient
+    and the stats are the minibatch's up to float rounding, while each chunk's activations
+    (``[chunk_rows, hidden]``) stay in cache instead of streaming ``[B, hidden]`` through memory.
+    """
+    rows = mb.batch_size[0]
+    names: tuple[str, ...] = ()
+    sums: torch.Tensor | None = None
+    for start in range(0, rows, chunk_rows):
+        chunk = slice(start, min(start + chunk_rows, rows))
+        share = (chunk.stop - chunk.start) / rows
+        total, stats = algo.chunk_loss(mb, chunk)
+        algo.scaler.scale(total * (scale * share)).backward()
+        values = torch.stack(list(stats.values())) * share
+        names, sums = tuple(stats), values if sums is None else sums + values
+    assert sums is not None
+    return dict(zip(names, sums.unbind()))
 
 
 def _minibatch(columns: dict[str, torch.Tensor | TensorDict], idx: torch.Tensor | slice) -> TensorDict:
