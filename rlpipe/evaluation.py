@@ -49,6 +49,14 @@ class EpisodeTally:
         self._lengths = torch.zeros(flat, device=device)
         self._success = torch.zeros(flat, dtype=torch.bool, device=device)
         self._at_end = torch.zeros(flat, dtype=torch.bool, device=device)
+        self.returns = self._returns[:-1].view(m, k)
+        """``[M, k]`` episode returns (views of the flat buffers: slots past ``count`` are zero)."""
+        self.lengths = self._lengths[:-1].view(m, k)
+        """``[M, k]`` episode lengths."""
+        self.success = self._success[:-1].view(m, k)
+        """``[M, k]``: success at any step of the episode."""
+        self.at_end = self._at_end[:-1].view(m, k)
+        """``[M, k]``: success on the episode's last step."""
         self._running_return = torch.zeros(m, device=device)
         self._running_success = torch.zeros(m, dtype=torch.bool, device=device)
         self._last_end = torch.full((m,), -1, dtype=torch.int64, device=device)  # step of the last end
@@ -98,26 +106,6 @@ class EpisodeTally:
         self._last_end = self._last_end.maximum(ends[-1])
         self._block_start += n
         self.pending = 0
-
-    @property
-    def returns(self) -> torch.Tensor:
-        """``[M, k]`` episode returns (slots past ``count`` are zero)."""
-        return self._returns[:-1].view(-1, self.k)
-
-    @property
-    def lengths(self) -> torch.Tensor:
-        """``[M, k]`` episode lengths."""
-        return self._lengths[:-1].view(-1, self.k)
-
-    @property
-    def success(self) -> torch.Tensor:
-        """``[M, k]``: success at any step of the episode."""
-        return self._success[:-1].view(-1, self.k)
-
-    @property
-    def at_end(self) -> torch.Tensor:
-        """``[M, k]``: success on the episode's last step."""
-        return self._at_end[:-1].view(-1, self.k)
 
 
 class _FeedforwardActor:

@@ -1,4 +1,4 @@
-"""Minibatches larger than ``chunk_rows`` run in chunks: the same optimizer steps, the same gradient up to rounding."""
+"""Minibatches above ``chunk_rows`` run in chunks: the same optimizer steps, the gradient up to rounding."""
 
 from __future__ import annotations
 
@@ -19,13 +19,15 @@ ROWS = 3000
 def make_ppo(chunk_rows, policy_cfg=None, **cfg):
     torch.manual_seed(0)
     policy = build_policy(policy_cfg or {"name": "actor_critic"}, OBS, ACT, "cpu")
-    return build_algo("ppo", {"batch_size": 1000, "n_epochs": 2, "chunk_rows": chunk_rows, **cfg}, policy, "cpu")
+    cfg = {"batch_size": 1000, "n_epochs": 2, "chunk_rows": chunk_rows, **cfg}
+    return build_algo("ppo", cfg, policy, "cpu")
 
 
 def batch() -> TensorDict:
     g = torch.Generator().manual_seed(1)
     columns = {"obs": torch.randn(ROWS, 5, generator=g), "action": torch.randn(ROWS, 2, generator=g),
-               "sample_log_prob": torch.randn(ROWS, generator=g) - 2, "advantage": torch.randn(ROWS, generator=g),
+               "sample_log_prob": torch.randn(ROWS, generator=g) - 2,
+               "advantage": torch.randn(ROWS, generator=g),
                "return": torch.randn(ROWS, generator=g), "value": torch.randn(ROWS, generator=g)}
     return TensorDict(columns, batch_size=[ROWS])
 
@@ -41,7 +43,7 @@ def train(algo) -> tuple[torch.Tensor, dict[str, float]]:
                                      {"accumulate_grads": True}, {"clip_value_loss": True}])
 def test_chunks_give_the_whole_minibatch_update_up_to_rounding(options):
     whole_params, whole = train(make_ppo(None, **options))
-    chunk_params, chunked = train(make_ppo(300, **options))  # 1000-row minibatches in chunks of 300, 300, 300, 100
+    chunk_params, chunked = train(make_ppo(300, **options))  # 1000-row minibatches: chunks of 300 ×3 and 100
     assert not torch.equal(whole_params, chunk_params)  # a different summation order, really chunked
     torch.testing.assert_close(chunk_params, whole_params, rtol=0, atol=1e-6)
     for key in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"):
