@@ -90,18 +90,16 @@ def run_epochs(algo: BaseAlgorithm, batch: TensorDict) -> Tally:
                     _sync_only_step(algo, params)
                 continue
             mb = _minibatch(columns, idx)
+            total: torch.Tensor | None = None  # chunks run their backward as they go
             if chunk_rows is not None and mb.batch_size[0] > chunk_rows:
                 stats = chunked_backward(algo, mb, chunk_rows, scale)
-                tally.add(stats, float(mb.batch_size[0]) if weighted else None)
-                if algo._kl_control(stats[KL_STAT]):  # its gradient is never stepped
-                    tally.early_stop_epoch = epoch
-                    return tally
             else:
                 total, stats = algo.loss(mb)
-                tally.add(stats, float(mb.batch_size[0]) if weighted else None)
-                if algo._kl_control(stats[KL_STAT]):
-                    tally.early_stop_epoch = epoch
-                    return tally
+            tally.add(stats, float(mb.batch_size[0]) if weighted else None)
+            if algo._kl_control(stats[KL_STAT]):  # an accumulated chunk gradient is never stepped
+                tally.early_stop_epoch = epoch
+                return tally
+            if total is not None:
                 algo.scaler.scale(total * scale).backward()
             tally.minibatch_steps += 1
             if not cfg.accumulate_grads:

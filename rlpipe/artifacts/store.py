@@ -41,6 +41,7 @@ __all__ = [
     "write_rollout",
 ]
 
+
 def write_rollout(path: Path, rollout: TensorDict, attrs: dict[str, Any], codec: str = "none",
                   chunk_envs: int = 1024) -> None:
     """:func:`rlpipe.artifacts.zarr_write.write_rollout` (zarr imported on the first call)."""
