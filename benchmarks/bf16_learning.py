@@ -6,7 +6,8 @@
 
 Tasks (each its shipped config, loaded through ``rlpipe.config.load``):
 
-* ``cartpole``: ``params.yaml`` (torch CartPole, 256 envs × 32 steps, 40 iterations, 328k steps);
+* ``cartpole``: ``params.yaml`` (torch CartPole, 128 envs × 32 steps; with evaluation off its
+  ``stop_when`` never fires, so it runs its 100-iteration cap unless ``--set trainer.iterations=K``);
 * ``pendulum``: ``configs/ppo_pendulum.yaml`` (torch Pendulum, 64 × 128, 60 iterations, 492k steps);
 * ``halfcheetah``: ``configs/ppo_halfcheetah.yaml`` (gymnasium HalfCheetah-v5, 1 env × 2048) cut to
   ``--halfcheetah-steps`` (default 200k of its 1M: the full budget takes hours on the 2-core CPU).
