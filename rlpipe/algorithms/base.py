@@ -104,14 +104,17 @@ class BaseAlgorithm(ABC):
 
     @property
     def chunkable(self) -> bool:
-        """Whether :meth:`chunk_loss` exists: the loss is a mean over the minibatch's rows (default: no)."""
+        """Whether the loss is a mean over the minibatch's rows, so chunks can run apart (default: no)."""
         return False
 
-    def chunk_loss(self, mb: Minibatch, chunk: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """``loss`` of rows ``chunk`` of minibatch ``mb``.
+    def chunk_minibatch(self, mb: Minibatch) -> Minibatch:
+        """``mb`` with what spans all its rows (advantage normalization) computed once, before chunking."""
+        raise NotImplementedError(f"{type(self).__name__} runs whole minibatches")
 
-        Whatever spans the minibatch (advantage normalization) is computed over all of ``mb``;
-        weighted by their share of the rows, the chunks' losses and stats add up to the minibatch's.
+    def chunk_loss(self, part: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``loss`` of some rows of a :meth:`chunk_minibatch` result.
+
+        Weighted by their share of the rows, the chunks' losses and stats add up to the minibatch's.
         """
         raise NotImplementedError(f"{type(self).__name__} runs whole minibatches")
 

@@ -111,12 +111,15 @@ class PPO(BaseAlgorithm):
         """Feedforward policies: every term is a mean over rows (a recurrent one runs whole sequences)."""
         return not getattr(self.policy, "is_recurrent", False)
 
-    def chunk_loss(self, mb: Minibatch, chunk: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """``loss`` of rows ``chunk`` of ``mb``; ``normalize_advantage: minibatch`` uses all of ``mb``."""
-        part = {key: value[chunk] for key, value in mb.items()}
+    def chunk_minibatch(self, mb: Minibatch) -> Minibatch:
+        """``mb`` whose ``advantage`` is already as the loss weighs it (normalized over all of ``mb``)."""
+        return {**dict(mb.items()), "advantage": self._advantage(mb["advantage"])}
+
+    def chunk_loss(self, part: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``loss`` of rows of :meth:`chunk_minibatch`'s result, their ``advantage`` taken as it is."""
         with self.autocast():
             log_prob, entropy, value, _ = sequences.evaluate_minibatch(self.policy, part)
-        return self._loss_terms(part, self._advantage(mb["advantage"])[chunk], log_prob, entropy, value)
+        return self._loss_terms(part, part["advantage"], log_prob, entropy, value)
 
     def _advantage(self, advantage: torch.Tensor) -> torch.Tensor:
         """The minibatch's advantages ``[B]`` as the loss weighs them."""

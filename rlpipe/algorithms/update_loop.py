@@ -121,17 +121,16 @@ def chunked_backward(
     (``[chunk_rows, hidden]``) stay in cache instead of streaming ``[B, hidden]`` through memory.
     """
     rows = mb.batch_size[0]
-    names: tuple[str, ...] = ()
-    sums: torch.Tensor | None = None
+    columns = dict(algo.chunk_minibatch(mb).items())
+    chunks = Tally()
     for start in range(0, rows, chunk_rows):
-        chunk = slice(start, min(start + chunk_rows, rows))
-        share = (chunk.stop - chunk.start) / rows
-        total, stats = algo.chunk_loss(mb, chunk)
+        part = _minibatch(columns, slice(start, start + chunk_rows))
+        share = part.batch_size[0] / rows
+        total, stats = algo.chunk_loss(part)
         algo.scaler.scale(total * (scale * share)).backward()
-        values = torch.stack(list(stats.values())) * share
-        names, sums = tuple(stats), values if sums is None else sums + values
-    assert sums is not None
-    return dict(zip(names, sums.unbind()))
+        chunks.add(stats, share)
+    assert chunks.totals is not None
+    return dict(zip(chunks.names, chunks.totals.unbind()))
 
 
 def _minibatch(columns: dict[str, torch.Tensor | TensorDict], idx: torch.Tensor | slice) -> TensorDict:
