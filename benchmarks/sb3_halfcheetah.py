@@ -70,24 +70,31 @@ def sb3_side(steps: int, seed: int, eval_episodes: int) -> dict[str, Any]:
             "eval_return_std": float(np.std(returns)), "load_avg": os.getloadavg()}
 
 
-def rlpipe_side(steps: int, seed: int, eval_episodes: int, num_envs: int, mode: str) -> dict[str, Any]:
-    """rlpipe PPO with the same hyperparameters on envpool HalfCheetah-v5."""
+def rlpipe_side(
+    steps: int, seed: int, eval_episodes: int, num_envs: int, mode: str, params: Path | None = None
+) -> dict[str, Any]:
+    """rlpipe PPO on envpool HalfCheetah-v5: the zoo's hyperparameters, or those of ``params`` (a YAML)."""
     from rlpipe import config
     from rlpipe.run import build, run_iteration
 
-    horizon = ZOO["n_steps"] // num_envs
+    if params is not None:
+        cfg = config.load(params)
+        num_envs, horizon = cfg.trainer.num_envs, cfg.trainer.buffer_size
+    else:
+        horizon = ZOO["n_steps"] // num_envs
     iterations = -(-steps // (num_envs * horizon))
     net = {"type": "mlp", "network_cfg": {"hidden_sizes": [256, 256], "activation": "relu"}}
     with tempfile.TemporaryDirectory() as tmp:
-        overrides = [
-            f"trainer.data_dir={tmp}", "trainer.exp_name=halfcheetah_envpool", f"trainer.seed={seed}",
-            "trainer.device=cpu", "trainer.num_threads=1", f"trainer.num_envs={num_envs}",
-            f"trainer.buffer_size={horizon}", f"trainer.iterations={iterations}",
-            "trainer.enable_eval=true", f"trainer.eval_freq={10 * steps}",
+        common = [
+            f"trainer.data_dir={tmp}", f"trainer.seed={seed}", "trainer.device=cpu", "trainer.num_threads=1",
+            f"trainer.iterations={iterations}", "trainer.enable_eval=true", f"trainer.eval_freq={10 * steps}",
             f"trainer.num_eval_envs={eval_episodes}", "trainer.num_eval_episodes=1",
             f"trainer.save_freq={10 * steps}", "store.enabled=false", "tracking.backend=none",
             "env.id=HalfCheetah-v5", "env.backend=envpool", f"env.cfg={{mode: {mode}, resume: restart}}",
-            "policy.obs_normalization=true", "policy.log_std_init=-2.0",
+        ]
+        overrides = common if params is not None else [*common,
+            "trainer.exp_name=halfcheetah_envpool", f"trainer.num_envs={num_envs}",
+            f"trainer.buffer_size={horizon}", "policy.obs_normalization=true", "policy.log_std_init=-2.0",
             f"policy.actor={json.dumps(net)}", f"policy.critic={json.dumps(net)}",
             "algorithm.name=ppo",
             "algorithm.cfg=" + json.dumps({
@@ -96,7 +103,7 @@ def rlpipe_side(steps: int, seed: int, eval_episodes: int, num_envs: int, mode: 
                 "clip_coef": ZOO["clip_range"], "ent_coef": ZOO["ent_coef"], "vf_coef": ZOO["vf_coef"],
                 "max_grad_norm": ZOO["max_grad_norm"], "normalize_rewards": True}),
         ]
-        exp = build(config.load(ROOT / "params.yaml", overrides))
+        exp = build(config.load(params or ROOT / "params.yaml", overrides))
         evaluate, exp.evaluate = exp.evaluate, None  # timed like SB3's learn: no evaluation inside
         start, cpu, metrics = time.perf_counter(), time.process_time(), {}
         for i in range(iterations):
@@ -108,7 +115,8 @@ def rlpipe_side(steps: int, seed: int, eval_episodes: int, num_envs: int, mode: 
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
         metrics = evaluate()
     done = iterations * num_envs * horizon
-    return {"side": "rlpipe", "env": f"envpool HalfCheetah-v5 ({num_envs} envs, {mode})",
+    label = f"{params.name}, " if params is not None else "zoo hyperparameters, "
+    return {"side": "rlpipe", "env": f"envpool HalfCheetah-v5 ({label}{num_envs} envs, {mode})",
             "steps": done, "wall_s": wall, "cpu_s": cpu, "steps_per_s": done / wall,
             "eval_return_mean": metrics.get("eval/return_mean"),
             "eval_return_std": metrics.get("eval/return_std"), "load_avg": os.getloadavg()}
@@ -122,6 +130,9 @@ def main() -> None:
     parser.add_argument("--side", choices=("both", "rlpipe", "sb3"), default="both")
     parser.add_argument("--rlpipe-envs", type=int, default=8)
     parser.add_argument("--mode", choices=("sync", "async"), default="sync")
+    parser.add_argument("--rlpipe-params", type=Path, default=None,
+                        help="rlpipe's own hyperparameters from this YAML (its num_envs and buffer_size) "
+                             "instead of the zoo's, e.g. configs/ppo_halfcheetah_envpool.yaml")
     parser.add_argument("--sb3-python", default=str(ROOT / "benchmarks" / ".venv-sb3" / "bin" / "python"),
                         help="Python of a venv with stable-baselines3 and mujoco (never the project's).")
     parser.add_argument("--json", type=Path, default=None)
@@ -134,7 +145,8 @@ def main() -> None:
            "--seed", str(args.seed), "--eval-episodes", str(args.eval_episodes)]
     if args.side == "both" and args.parallel:  # both sides at once: they share the machine's load
         child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        ours = rlpipe_side(args.steps, args.seed, args.eval_episodes, args.rlpipe_envs, args.mode)
+        ours = rlpipe_side(args.steps, args.seed, args.eval_episodes, args.rlpipe_envs, args.mode,
+                              args.rlpipe_params)
         out, _ = child.communicate()
         if child.returncode:
             raise SystemExit(f"the SB3 side failed (exit {child.returncode})")
@@ -147,7 +159,8 @@ def main() -> None:
                 out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
                 rows.append(json.loads(out.strip().splitlines()[-1]))
         if args.side in ("both", "rlpipe"):
-            rows.append(rlpipe_side(args.steps, args.seed, args.eval_episodes, args.rlpipe_envs, args.mode))
+            rows.append(rlpipe_side(args.steps, args.seed, args.eval_episodes, args.rlpipe_envs, args.mode,
+                              args.rlpipe_params))
     for row in rows:
         row["load_avg_start"] = load_start
     if args.side == "sb3":

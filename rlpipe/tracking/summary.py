@@ -42,11 +42,12 @@ def end_summary(cfg: RunConfig, summary: dict[str, Any], mlflow_run_id: str | No
     if mlflow_run_id and mlflow_uri:
         lines.append(f"  MLflow      run {mlflow_run_id}: {ui_command(mlflow_uri)} → "
                      f"{ui_url(mlflow_uri, experiment_id)}")
-    lines += [
-        f"  next        rlpipe replay {run}    # re-optimize the stored rollouts → {run}/reupdate",
-        f"              rlpipe eval {run}      # fresh deterministic episodes → {run}/eval/metrics.json",
-        f"              rlpipe export {run}    # the policy as ONNX → {run}/export/policy.onnx",
+    nexts = [  # replay needs stored rollouts: without them it would only refuse
+        *([f"rlpipe replay {run}    # re-optimize the stored rollouts → {run}/reupdate"] if rollouts else []),
+        f"rlpipe eval {run}      # fresh deterministic episodes → {run}/eval/metrics.json",
+        f"rlpipe export {run}    # the policy as ONNX → {run}/export/policy.onnx",
     ]
+    lines += [f"  {'next' if i == 0 else '':12s}{line}" for i, line in enumerate(nexts)]
     if cfg.tracking.backend == "mlflow":
         lines.append(f"              rlpipe compare --experiment {shlex.quote(cfg.trainer.exp_name)} "
                      f"--plot {run}/curves.png")

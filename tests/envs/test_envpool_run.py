@@ -65,3 +65,21 @@ def test_run_store_resume_and_replay_bit_for_bit(env_id: str, tmp_path: Path) ->
     summary = replay(whole, whole.run_dir / "rollouts", out)
     assert summary["iterations"] == 2 and summary["rebuilt_updates"] == 0
     assert_same_learner(whole.run_dir / ckpt, out / ckpt)
+
+
+def test_halfcheetah_envpool_config_is_1m_steps_and_runs(tmp_path: Path) -> None:
+    """configs/ppo_halfcheetah_envpool.yaml (the SB3 benchmark's rlpipe settings): 1M steps, envpool, runs."""
+    from rlpipe import config
+
+    path = Path(__file__).parents[2] / "configs" / "ppo_halfcheetah_envpool.yaml"
+    full = config.load(path)
+    per_iteration = full.trainer.num_envs * full.trainer.buffer_size
+    assert (full.trainer.iterations - 1) * per_iteration < 1_000_000 <= full.trainer.iterations * per_iteration
+    short = config.load(path, [f"trainer.data_dir={tmp_path}", "trainer.num_envs=4", "trainer.buffer_size=16",
+                               "trainer.iterations=2", "trainer.num_eval_envs=2", "trainer.eval_freq=64",
+                               "algorithm.cfg.batch_size=32", "store.enabled=true"])
+    metrics = run(short)
+    assert metrics["env_steps"] == 2 * 4 * 16
+    stored, attrs = rollout(short.run_dir, 2)
+    assert attrs["env_backend"] == "EnvpoolEnv" and stored["action"].shape[-1] == 6
+    assert torch.isfinite(torch.tensor(metrics["eval/return_mean"]))

@@ -36,3 +36,4 @@ def test_without_mlflow_or_store_it_says_so(tmp_path):
     text = end_summary(cfg, {}, None)
     assert "not stored (store.enabled: false)" in text and "no finished episode yet" in text
     assert "MLflow" not in text and "rlpipe compare" not in text  # compare reads MLflow
+    assert "rlpipe replay" not in text and "  next        rlpipe eval " in text  # replay needs rollouts
