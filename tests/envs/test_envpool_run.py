@@ -74,7 +74,8 @@ def test_halfcheetah_envpool_config_is_1m_steps_and_runs(tmp_path: Path) -> None
     path = Path(__file__).parents[2] / "configs" / "ppo_halfcheetah_envpool.yaml"
     full = config.load(path)
     per_iteration = full.trainer.num_envs * full.trainer.buffer_size
-    assert (full.trainer.iterations - 1) * per_iteration < 1_000_000 <= full.trainer.iterations * per_iteration
+    iterations = full.trainer.iterations
+    assert (iterations - 1) * per_iteration < 1_000_000 <= iterations * per_iteration
     short = config.load(path, [f"trainer.data_dir={tmp_path}", "trainer.num_envs=4", "trainer.buffer_size=16",
                                "trainer.iterations=2", "trainer.num_eval_envs=2", "trainer.eval_freq=64",
                                "algorithm.cfg.batch_size=32", "store.enabled=true"])
