@@ -146,7 +146,7 @@ def main() -> None:
     if args.side == "both" and args.parallel:  # both sides at once: they share the machine's load
         child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         ours = rlpipe_side(args.steps, args.seed, args.eval_episodes, args.rlpipe_envs, args.mode,
-                              args.rlpipe_params)
+                           args.rlpipe_params)
         out, _ = child.communicate()
         if child.returncode:
             raise SystemExit(f"the SB3 side failed (exit {child.returncode})")
@@ -160,7 +160,7 @@ def main() -> None:
                 rows.append(json.loads(out.strip().splitlines()[-1]))
         if args.side in ("both", "rlpipe"):
             rows.append(rlpipe_side(args.steps, args.seed, args.eval_episodes, args.rlpipe_envs, args.mode,
-                              args.rlpipe_params))
+                                    args.rlpipe_params))
     for row in rows:
         row["load_avg_start"] = load_start
     if args.side == "sb3":

@@ -25,47 +25,30 @@ NETWORK_TYPES = ("mlp",)
 MLP_KEYS = ("hidden_sizes", "activation")
 
 
-ACTIVATION_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "tanh": torch.tanh,
-    "relu": torch.relu_,  # in place, as nn.ReLU(inplace=True) below
-    "elu": F.elu,
-    "gelu": F.gelu,
-    "silu": F.silu,
-    "leaky_relu": F.leaky_relu,
-}
-"""What each activation module of :func:`build_mlp` computes, as the function :class:`MLP` calls."""
-
-
 class MLP(nn.Sequential):
-    """``Linear → act → … → Linear`` whose forward calls the functions, not the modules.
+    """``Linear → act → … → Linear`` whose forward skips the per-module call machinery.
 
     A module call costs more than a small layer's maths: on W1's 64×64 actor with 8 rows a
     ``Sequential`` forward took 160–180 µs on the 2-core CI machine, the same ``F.linear``/``tanh``
-    calls 70–100 µs. The modules stay (state-dict keys ``0.weight``, ``2.bias``, … and the printed
-    network are those of ``nn.Sequential``); the ops are the same, so results are bit-identical.
-    Module hooks need the module calls: with any hook registered the forward is ``Sequential``'s.
+    calls 70–100 µs. Linear layers run as ``F.linear`` on their parameters (``Linear.forward``
+    fetches them through ``Module.__getattr__``), activations through their own ``forward``. The
+    modules stay (state-dict keys ``0.weight``, ``2.bias``, … and the printed network are those of
+    ``nn.Sequential``); the ops are the same, so results are bit-identical. Module hooks need the
+    module calls: a layer with a hook (or any global hook) is called as a module.
     """
-
-    def __init__(self, *layers: nn.Module, activation: str) -> None:
-        super().__init__(*layers)
-        self.activation = activation
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, in_dim]`` → ``[B, out_dim]``."""
-        if self._has_hooks():
-            return super().forward(x)
-        act = ACTIVATION_FUNCTIONS[self.activation]
-        linears = list(self._modules.values())[::2]
-        for layer in linears[:-1]:
-            weights = layer._parameters
-            x = act(F.linear(x, weights["weight"], weights["bias"]))
-        weights = linears[-1]._parameters
-        return F.linear(x, weights["weight"], weights["bias"])
-
-    def _has_hooks(self) -> bool:
-        modules = (self, *self._modules.values())
-        return any(m._forward_hooks or m._forward_pre_hooks for m in modules) or bool(
-            nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks)
+        hooked = bool(nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks)
+        for module in self._modules.values():
+            if hooked or module._forward_hooks or module._forward_pre_hooks:
+                x = module(x)
+            elif type(module) is nn.Linear:
+                weights = module._parameters
+                x = F.linear(x, weights["weight"], weights["bias"])
+            else:
+                x = module.forward(x)
+        return x
 
 
 def build_mlp(in_dim: int, out_dim: int, hidden_sizes: list[int], activation: str) -> MLP:
@@ -82,7 +65,7 @@ def build_mlp(in_dim: int, out_dim: int, hidden_sizes: list[int], activation: st
         act = nn.ReLU(inplace=True) if activation == "relu" else ACTIVATIONS[activation]()
         layers += [nn.Linear(a, b), act]
     layers.append(nn.Linear(sizes[-1], out_dim))
-    return MLP(*layers, activation=activation)
+    return MLP(*layers)
 
 
 def build_mlp_from_cfg(
