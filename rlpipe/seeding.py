@@ -9,7 +9,7 @@ import numpy as np
 import rich.style  # noqa: F401  # draws from python's global RNG on first import: do it before any seeding
 import torch
 
-__all__ = ["restore_rng_state", "rng_state", "seed_everything"]
+__all__ = ["numpy_generator", "restore_rng_state", "rng_state", "seed_everything"]
 
 
 def seed_everything(seed: int) -> None:
@@ -50,3 +50,10 @@ def restore_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"].cpu())
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+
+
+def numpy_generator(state: dict[str, Any]) -> np.random.Generator:
+    """A numpy ``Generator`` continuing from ``generator.bit_generator.state`` (an env's ``np_random``)."""
+    bit_generator = getattr(np.random, state["bit_generator"])()
+    bit_generator.state = state
+    return np.random.Generator(bit_generator)

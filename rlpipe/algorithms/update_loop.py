@@ -100,7 +100,7 @@ def run_epochs(algo: BaseAlgorithm, batch: TensorDict) -> Tally:
                 tally.early_stop_epoch = epoch
                 return tally
             if total is not None:
-                algo.scaler.scale(total * scale).backward()
+                algo.scaler.scale(total if scale == 1.0 else total * scale).backward()  # ×1.0: a graph node
             tally.minibatch_steps += 1
             if not cfg.accumulate_grads:
                 optimizer_step(algo, params)

@@ -22,6 +22,7 @@ from rlpipe.config import ConfigError
 from rlpipe.envs.base import BatchedEnv, StepResult
 from rlpipe.envs.rendering import RenderUnavailable, gl_errors, gl_unavailable
 from rlpipe.envs.torch_env import num_groups
+from rlpipe.seeding import numpy_generator
 
 __all__ = ["GymnasiumEnv"]
 
@@ -147,8 +148,8 @@ class GymnasiumEnv(BatchedEnv):
                 f"state_dict holds {len(state['np_random'])} sub-env RNGs; "
                 f"this env has {self.num_envs}"
             )
-        self.vec_env.set_attr("np_random", [_generator(s) for s in state["np_random"]])
-        self._seed_rng = _generator(state["seed_rng"])
+        self.vec_env.set_attr("np_random", [numpy_generator(s) for s in state["np_random"]])
+        self._seed_rng = numpy_generator(state["seed_rng"])
         self.last_obs = self._to_obs(self.vec_env.reset()[0])
 
     def render(self, env_ids: list[int]) -> np.ndarray:
@@ -229,10 +230,3 @@ def _check_action_space(space: gymnasium.Space, env_id: str) -> Any:
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-
-
-def _generator(state: dict[str, Any]) -> np.random.Generator:
-    """Rebuild a numpy Generator from its ``bit_generator.state`` dict."""
-    bit_generator = getattr(np.random, state["bit_generator"])()
-    bit_generator.state = state
-    return np.random.Generator(bit_generator)

@@ -7,7 +7,8 @@ from rlpipe.envs.builtin import BUILTIN_ENVS, entry_point_ids
 __all__ = ["GROUPS", "env_ids_by_backend"]
 
 GROUPS = ("torch", "plugins", "envpool", "gymnasium")
-"""In the order ``backend: auto`` resolves an id (plugins: the ``rlpipe.envs`` entry points)."""
+"""In the order ``backend: auto`` resolves an id (plugins: the ``rlpipe.envs`` entry points), except
+that gymnasium's own vectorized classes (CartPole-v0/v1) come before envpool."""
 
 
 def env_ids_by_backend(groups: tuple[str, ...] = GROUPS) -> dict[str, list[str]]:

@@ -3,7 +3,9 @@
 ``build_env(id, num_envs, device, cfg, backend)`` resolves ``id`` in this order (``backend:
 auto``; another backend looks in its own place only): ``module:attr`` plugins
 (:mod:`rlpipe.envs.plugins`), the registered torch envs, the ``rlpipe.envs`` entry points,
-envpool's ids (:class:`~rlpipe.envs.envpool_env.EnvpoolEnv`), gymnasium's registry
+gymnasium ids with a vectorized class of their own such as CartPole-v1
+(:class:`~rlpipe.envs.gym_vector.GymnasiumVectorEnv`), envpool's ids
+(:class:`~rlpipe.envs.envpool_env.EnvpoolEnv`), gymnasium's registry
 (:class:`~rlpipe.envs.gym_adapter.GymnasiumEnv`). Every user mistake becomes a one-line
 :class:`~rlpipe.config.ConfigError` naming the key path (``env.id`` or ``env.cfg.<key>``) and what
 is accepted.
@@ -23,7 +25,8 @@ from rlpipe.config import ConfigError
 from rlpipe.config.errors import did_you_mean
 from rlpipe.envs.base import BatchedEnv
 from rlpipe.envs.builtin import BUILTIN_ENVS
-from rlpipe.envs.gym_adapter import GymnasiumEnv
+from rlpipe.envs.gym_adapter import VECTORIZATION_MODES, GymnasiumEnv
+from rlpipe.envs.gym_vector import GymnasiumVectorEnv, native_vector_class, native_vector_kwargs
 from rlpipe.envs.plugins import build_plugin_env, entry_point_ids, is_plugin_id
 from rlpipe.envs.rendering import RenderUnavailable, gl_errors, gl_unavailable
 
@@ -32,6 +35,10 @@ __all__ = ["BACKENDS", "build_env", "build_eval_env", "register_env", "registere
 BACKENDS = ("auto", "torch", "envpool", "gymnasium")
 
 EnvT = TypeVar("EnvT", bound=type[BatchedEnv])
+
+NATIVE = "vector_entry_point"
+"""``env.cfg.vectorization_mode`` of gymnasium's own vectorized classes (:mod:`rlpipe.envs.gym_vector`)."""
+GYMNASIUM_MODES = (NATIVE, *VECTORIZATION_MODES)
 
 _REGISTRY: dict[str, type[BatchedEnv]] = {}
 _SET_BY_TRAINER = {"num_envs": "trainer.num_envs", "device": "trainer.device", "env_id": "env.id"}
@@ -88,9 +95,12 @@ def build_env(
 
     A registered torch env gets ``cls(num_envs=..., device=..., **cfg)``; an envpool id gets
     ``EnvpoolEnv(env_id, num_envs, device, **cfg)`` (``mode``, ``num_threads``, ``resume``,
-    ``success_key`` and envpool's own config keys such as ``max_episode_steps``); any other id
-    known to gymnasium gets ``GymnasiumEnv(env_id, num_envs, device, **cfg)`` (``cfg`` then holds
-    ``vectorization_mode`` and ``gymnasium.make`` kwargs). Raises ConfigError on an unknown id or
+    ``success_key`` and envpool's own config keys such as ``max_episode_steps``); a gymnasium id
+    with a vectorized class of its own (CartPole-v1; under ``auto`` before envpool) gets
+    ``GymnasiumVectorEnv(env_id, num_envs, device, **cfg)`` (that class's kwargs); any other id
+    known to gymnasium, or ``vectorization_mode: sync | async``, gets ``GymnasiumEnv(env_id,
+    num_envs, device, **cfg)`` (``cfg`` then holds ``vectorization_mode`` and ``gymnasium.make``
+    kwargs). Raises ConfigError on an unknown id or
     backend, an unknown argument or an invalid value. ``render=True`` (eval videos) makes a
     gymnasium env with ``render_mode="rgb_array"`` (unless ``cfg`` sets one), vectorized in-process
     (``sync``); torch envs draw themselves, envpool envs cannot.
@@ -108,6 +118,10 @@ def build_env(
         return _construct(lambda: cls(num_envs=num_envs, device=device, **cfg), cfg)
     if backend == "auto" and env_id in entry_point_ids():
         return build_env(entry_point_ids()[env_id], num_envs, device, cfg)
+    if backend == "auto" and _prefers_native_vector(env_id, cfg, render):
+        return _gymnasium(env_id, num_envs, device, cfg)
+    if backend == "auto" and "vectorization_mode" in cfg and env_id in gymnasium.envs.registry:
+        return _gymnasium(env_id, num_envs, device, cfg, render)  # a key of gymnasium's alone
     if backend in ("auto", "envpool") and _envpool_knows(env_id, required=backend == "envpool"):
         return _envpool(env_id, num_envs, device, cfg)
     if backend in ("auto", "gymnasium") and env_id in gymnasium.envs.registry:
@@ -125,6 +139,17 @@ def _unknown(env_id: str, backend: str) -> str:
     known = [*registered_env_ids(), *(gymnasium.envs.registry if backend in ("auto", "gymnasium") else ())]
     return (f"env.id: unknown env {env_id!r} for backend {backend}{did_you_mean(env_id, known)}; "
             f"accepted: {'; '.join(accepted)}")
+
+
+def _prefers_native_vector(env_id: str, cfg: dict[str, Any], render: bool) -> bool:
+    """``auto``: gymnasium's own vectorized class before envpool where the id has one.
+
+    It is the faster of the two (W1's 8 CartPoles: 0.19 against 0.29 ms a step with the adapters,
+    ``benchmarks/w1_profile.py``), unless ``cfg`` holds keys only another backend takes.
+    """
+    if render or native_vector_class(env_id) is None or cfg.get("vectorization_mode", NATIVE) != NATIVE:
+        return False
+    return set(cfg) <= {*native_vector_kwargs(env_id), "vectorization_mode"}
 
 
 def _envpool_knows(env_id: str, required: bool) -> bool:
@@ -151,6 +176,17 @@ def _envpool(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[s
 
 def _gymnasium(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any],
                render: bool = False) -> BatchedEnv:
+    """A gymnasium id: its own vectorized class where it has one (as ``gymnasium.make_vec`` picks), else sync.
+
+    ``env.cfg.vectorization_mode`` chooses: ``vector_entry_point`` (the default where
+    :func:`~rlpipe.envs.gym_vector.native_vector_class` knows the id), ``sync`` or ``async``. Eval
+    videos always run ``sync``: each sub-env draws its own frames.
+    """
+    mode = cfg.get("vectorization_mode")
+    if mode not in (None, *GYMNASIUM_MODES):
+        raise ConfigError(f"env.cfg.vectorization_mode: got {mode!r}; accepted: {', '.join(GYMNASIUM_MODES)}")
+    if not render and (mode == NATIVE or (mode is None and native_vector_class(env_id))):
+        return _native_vector(env_id, num_envs, device, cfg)
     _check_arguments(env_id, GymnasiumEnv, cfg)
     if render:  # sync: each sub-env draws in this process, only when asked to
         cfg = {**cfg, "render_mode": cfg.get("render_mode", "rgb_array"), "vectorization_mode": "sync"}
@@ -161,6 +197,20 @@ def _gymnasium(env_id: str, num_envs: int, device: torch.device | str, cfg: dict
         return _construct(make, cfg, make_kwargs_of=env_id)
     except gl_errors() as exc:
         raise gl_unavailable(f"making {env_id} with render_mode='rgb_array'", exc) from None
+
+
+def _native_vector(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any]) -> BatchedEnv:
+    kwargs = {key: value for key, value in cfg.items() if key != "vectorization_mode"}
+    accepted = native_vector_kwargs(env_id)
+    for key in kwargs:
+        if key in _SET_BY_TRAINER:
+            raise ConfigError(f"env.cfg.{key}: set by {_SET_BY_TRAINER[key]}, not env.cfg")
+        if accepted and key not in accepted:
+            raise ConfigError(f"env.cfg.{key}: unknown argument of {env_id} ({native_vector_class(env_id)}, "
+                              f"vectorization_mode: {NATIVE}); accepted: {', '.join(accepted)}; other "
+                              "gymnasium.make kwargs need vectorization_mode: sync")
+    return _construct(lambda: GymnasiumVectorEnv(env_id, num_envs, device, **kwargs), cfg,
+                      make_kwargs_of=env_id)
 
 
 def build_eval_env(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any] | None,

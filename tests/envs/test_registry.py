@@ -40,7 +40,7 @@ def test_registered_id_builds_the_torch_env_with_cfg() -> None:
 
 
 def test_gymnasium_id_builds_the_adapter() -> None:
-    env = build_env("CartPole-v1", 2, "cpu", backend="gymnasium")
+    env = build_env("CartPole-v1", 2, "cpu", {"vectorization_mode": "sync"}, backend="gymnasium")
     assert isinstance(env, GymnasiumEnv) and env.num_envs == 2
     limited = build_env("Pendulum-v1", 2, "cpu", {"max_episode_steps": 9}, "gymnasium")
     assert isinstance(limited, GymnasiumEnv) and limited.max_episode_steps == 9
@@ -80,13 +80,13 @@ def test_invalid_value_names_the_key_and_the_accepted_values() -> None:
     assert config_error("Pendulum", {"max_episode_steps": -1}).startswith(
         "env.cfg.max_episode_steps: got -1"
     )
-    assert config_error("CartPole-v1", {"vectorization_mode": "gpu"}, "gymnasium").startswith(
-        "env.cfg.vectorization_mode: got 'gpu'; accepted: sync, async"
+    assert config_error("CartPole-v1", {"vectorization_mode": "gpu"}, "gymnasium") == (
+        "env.cfg.vectorization_mode: got 'gpu'; accepted: vector_entry_point, sync, async"
     )
 
 
 def test_bad_gymnasium_make_kwarg_is_a_config_error() -> None:
-    message = config_error("CartPole-v1", {"pole_length": 2.0}, "gymnasium")
+    message = config_error("CartPole-v1", {"pole_length": 2.0, "vectorization_mode": "sync"}, "gymnasium")
     assert message.startswith("env.cfg: ") and "pole_length" in message
 
 

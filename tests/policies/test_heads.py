@@ -13,7 +13,8 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> None:
 
 
 def _heads() -> list[tuple[object, tuple[int, ...]]]:
-    return [(CategoricalHead(3), (7, 3)), (CategoricalHead(5), (4, 6, 5)), (GaussianHead(2, -0.3), (7, 2))]
+    return [(CategoricalHead(3), (7, 3)), (CategoricalHead(5), (4, 6, 5)), (CategoricalHead(2), (1000, 2)),
+            (GaussianHead(2, -0.3), (7, 2))]
 
 
 @pytest.mark.parametrize(("head", "shape"), _heads())

@@ -66,6 +66,21 @@ def test_resumed_run_equals_the_uninterrupted_one(tmp_path, capsys):
     assert rows[5]["eval/return_mean"]  # evaluated at 6 in both, with the same eval seed
 
 
+def test_gymnasium_vectorized_cartpole_resumes_bit_for_bit(tmp_path):
+    """gymnasium's CartPoleVectorEnv keeps its state in plain arrays: its episodes continue exactly."""
+    every_2 = ("env.id=CartPole-v1", f"trainer.save_freq={2 * STEPS}")
+    whole = tiny_cfg(tmp_path / "whole", "trainer.iterations=4", *every_2)
+    run(whole)
+    run(tiny_cfg(tmp_path / "split", "trainer.iterations=2", *every_2))
+    split = tiny_cfg(tmp_path / "split", "trainer.iterations=4", *every_2)
+    run(split, resume=True)
+    a, b = (cfg.run_dir / "checkpoints" / "ckpt-000004.pt" for cfg in (whole, split))
+    state = full_state(a)
+    assert "/collector/env/arrays/state" in state
+    assert same_leaves(state, full_state(b))
+    assert_same_rollouts(whole.run_dir, split.run_dir, range(1, 5))
+
+
 def test_resume_drops_what_the_stopped_run_wrote_after_its_checkpoint(tmp_path):
     cfg = tiny_cfg(tmp_path, "trainer.iterations=3")
     run(cfg)  # checkpoints 2 and 3, rollouts 1–3, curve rows 1–3
@@ -99,7 +114,8 @@ def test_resume_refuses_other_params(tmp_path):
 
 def test_gymnasium_resume_is_reproducible(tmp_path):
     """Gymnasium envs cannot be snapshotted: resume restarts their episodes (reproducibly)."""
-    gym = ("env.id=CartPole-v1", "env.backend=gymnasium", f"trainer.save_freq={STEPS}")
+    gym = ("env.id=CartPole-v1", "env.backend=gymnasium", "env.cfg.vectorization_mode=sync",
+           f"trainer.save_freq={STEPS}")
     run(tiny_cfg(tmp_path / "a", "trainer.iterations=1", *gym))
     shutil.copytree(tmp_path / "a", tmp_path / "b")
     finals = []
@@ -111,7 +127,8 @@ def test_gymnasium_resume_is_reproducible(tmp_path):
 
 
 def test_gymnasium_collector_continues_from_the_restarted_episodes(tmp_path):
-    exp = build(tiny_cfg(tmp_path, "env.id=CartPole-v1", "env.backend=gymnasium"))
+    exp = build(tiny_cfg(tmp_path, "env.id=CartPole-v1", "env.backend=gymnasium",
+                         "env.cfg.vectorization_mode=sync"))
     exp.collect()
     state = exp.collect.state_dict()
     exp.collect.load_state_dict(state)
