@@ -32,6 +32,19 @@ def load_cfg(params: Path, overrides: Sequence[str]) -> RunConfig:
     return load(params, list(overrides))
 
 
+W1_BACKENDS = {
+    "auto": ["env.backend=auto"],  # CartPole-v1: gymnasium's CartPoleVectorEnv
+    "envpool": ["env.backend=envpool"],
+    "sync": ["env.backend=gymnasium", "env.cfg.vectorization_mode=sync"],  # one python env each, as SB3
+}
+"""The ``--backend(s)`` choices of the W1 benchmarks: what simulates ``CartPole-v1``."""
+
+
+def backend_overrides(name: str) -> list[str]:
+    """The ``--set`` overrides of W1 backend ``name`` (a key of :data:`W1_BACKENDS`)."""
+    return list(W1_BACKENDS[name])
+
+
 def set_threads(threads: int | None) -> None:
     """``torch.set_num_threads(threads)`` when given; the default is left alone otherwise."""
     if threads is not None:

@@ -1,15 +1,16 @@
 """Small-batch speed against Stable-Baselines3 (issue 15's W1): env steps per second with updates.
 
     .venv/bin/python benchmarks/sb3_compare.py [--total-steps 100000] [--rounds 3] [--threads N]
-        [--backends auto gymnasium] [--sb3-python benchmarks/.venv-sb3/bin/python] [--eval] [--json PATH]
+        [--backends auto envpool sync] [--sb3-python benchmarks/.venv-sb3/bin/python] [--eval] [--json PATH]
 
 Workload W1 (SB3's and CleanRL's classic CartPole setting): gymnasium ``CartPole-v1``, 8 envs × 128
 steps per rollout, PPO with 4 epochs × 4 minibatches of 256, separate 64×64 tanh actor and critic,
 lr 2.5e-4, CPU, the same total env steps on every side (rounded up to whole rollouts of 1024 steps).
 
 * rlpipe, in this process: ``params.yaml`` through ``rlpipe.config.load`` with ``env.id=CartPole-v1``
-  and ``env.backend`` from ``--backends`` (``auto`` is what ``rlpipe run`` picks for that id:
-  envpool; ``gymnasium`` steps gymnasium's own CartPole, like SB3), ``trainer.num_threads`` as
+  and the simulator from ``--backends`` (``auto`` is what ``rlpipe run`` picks for that id:
+  gymnasium's vectorized ``CartPoleVectorEnv``; ``envpool``; ``sync``: gymnasium's ``SyncVectorEnv``
+  of one Python env each, as SB3 steps them), ``trainer.num_threads`` as
   configured (``auto`` unless ``--threads``), evaluation off (SB3's ``learn`` does not evaluate
   either; ``--eval`` keeps it on), a temporary ``trainer.data_dir``. Two rows per backend: the
   defaults — every rollout stored, MLflow on (a sqlite store made before the rounds, as a user's
@@ -46,6 +47,8 @@ from typing import Any
 
 from _bench import (
     DEFAULT_PARAMS,
+    W1_BACKENDS,
+    backend_overrides,
     PROJECT_ROOT,
     load_cfg,
     median,
@@ -94,7 +97,8 @@ def parse_args() -> argparse.Namespace:
     add("--seed", type=int, default=0, help="seed of every run (default 0)")
     add("--threads", type=int, default=None,
         help="torch threads on both sides (default: rlpipe's trainer.num_threads auto, SB3 torch's default)")
-    add("--backends", nargs="+", default=["auto"], help="rlpipe env.backend rows (default: auto)")
+    add("--backends", nargs="+", default=["auto"], choices=sorted(W1_BACKENDS),
+        help="rlpipe simulator rows (default: auto)")
     add("--sb3-python", type=Path, default=DEFAULT_SB3_PYTHON, help="python of the SB3 virtualenv")
     add("--eval", action="store_true", help="keep rlpipe's periodic evaluation on")
     add("--json", type=Path, default=None, help="also write the results as JSON here")
@@ -108,7 +112,7 @@ def rlpipe_run(args: argparse.Namespace, backend: str, defaults: bool, uri: str)
     threads = args.threads if args.threads is not None else "auto"
     with tempfile.TemporaryDirectory(prefix="rlpipe-sb3cmp-") as data_dir:
         cfg = load_cfg(args.params, [
-            "env.id=CartPole-v1", f"env.backend={backend}", f"trainer.num_envs={N_ENVS}",
+            "env.id=CartPole-v1", *backend_overrides(backend), f"trainer.num_envs={N_ENVS}",
             f"trainer.buffer_size={N_STEPS}", f"trainer.iterations={iterations}", f"trainer.seed={args.seed}",
             "trainer.device=cpu", f"trainer.num_threads={threads}", "trainer.stop_when=[]",
             f"trainer.enable_eval={str(args.eval).lower()}", f"trainer.data_dir={data_dir}",

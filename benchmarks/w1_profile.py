@@ -1,6 +1,6 @@
 """Where a small workload's time goes: W1 (gymnasium CartPole-v1, 8 envs × 128 steps) phase by phase.
 
-    .venv/bin/python benchmarks/w1_profile.py [--total-steps 100000] [--backend auto|gymnasium]
+    .venv/bin/python benchmarks/w1_profile.py [--total-steps 100000] [--backend auto|envpool|sync]
         [--store on|off] [--tracking on|off] [--threads N] [--eval] [--json PATH]
 
 W1 is issue 15's small workload: ``CartPole-v1``, 8 envs × 128 steps, PPO with 4 epochs × 4
@@ -54,7 +54,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _bench import DEFAULT_PARAMS, load_average, load_cfg, print_machine, set_threads, write_json
+from _bench import (
+    DEFAULT_PARAMS,
+    W1_BACKENDS,
+    backend_overrides,
+    load_average,
+    load_cfg,
+    print_machine,
+    set_threads,
+    write_json,
+)
 
 from rlpipe.run import build
 from rlpipe.run import loop as run_loop
@@ -105,7 +114,8 @@ def parse_args() -> argparse.Namespace:
     add = parser.add_argument
     add("--params", type=Path, default=DEFAULT_PARAMS, help="params file (default: params.yaml)")
     add("--total-steps", type=int, default=100_000, help="env steps (default 100000)")
-    add("--backend", default="auto", help="env.backend (default auto: envpool for CartPole-v1)")
+    add("--backend", default="auto", choices=sorted(W1_BACKENDS),
+        help="simulator: auto (gymnasium's CartPoleVectorEnv), envpool, sync (gymnasium SyncVectorEnv)")
     add("--store", choices=("on", "off"), default="on", help="store.enabled (default on)")
     add("--tracking", choices=("on", "off"), default="on", help="MLflow tracking (default on)")
     add("--threads", default="auto", help="trainer.num_threads (default auto)")
@@ -118,7 +128,7 @@ def w1_overrides(args: argparse.Namespace, data_dir: Path) -> list[str]:
     iterations = math.ceil(args.total_steps / (N_ENVS * N_STEPS))
     uri = f"sqlite:///{data_dir}/mlflow.db"
     return [
-        "env.id=CartPole-v1", f"env.backend={args.backend}", f"trainer.num_envs={N_ENVS}",
+        "env.id=CartPole-v1", *backend_overrides(args.backend), f"trainer.num_envs={N_ENVS}",
         f"trainer.buffer_size={N_STEPS}", f"trainer.iterations={iterations}", "trainer.device=cpu",
         f"trainer.data_dir={data_dir}", "trainer.exp_name=w1", "trainer.stop_when=[]",
         f"trainer.enable_eval={str(args.eval).lower()}", f"trainer.num_threads={args.threads}",
