@@ -47,9 +47,9 @@ from typing import Any
 
 from _bench import (
     DEFAULT_PARAMS,
+    PROJECT_ROOT,
     W1_BACKENDS,
     backend_overrides,
-    PROJECT_ROOT,
     load_cfg,
     median,
     print_machine,
