@@ -226,9 +226,16 @@ def rank_zero_decides(flag: bool) -> bool:
     """Rank 0's ``flag`` on every rank (a stop decision read from rank-local metrics)."""
     if world_size() == 1:
         return flag
-    out = torch.tensor([float(flag)])
+    out = torch.tensor([float(flag)], device=_collective_device())
     dist.broadcast(out, src=0)
     return bool(out.item())
+
+
+def _collective_device() -> torch.device:
+    """Where the tensors of a collective must live: this rank's GPU under NCCL, the CPU under gloo."""
+    if dist.get_backend() == dist.Backend.NCCL:
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 def gather_objects(obj: object) -> list[object]:

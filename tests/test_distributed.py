@@ -71,6 +71,27 @@ def test_one_gpu_per_local_rank(monkeypatch: pytest.MonkeyPatch) -> None:
         rank_device("cuda:0", 0)
 
 
+def test_rank_zeros_stop_flag_travels_on_the_gpu_under_nccl(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NCCL-only process groups (CUDA runs) refuse CPU tensors: the broadcast flag must sit on the GPU."""
+    import torch.distributed as dist
+
+    from rlpipe import distributed
+
+    sent: list[torch.device] = []
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(dist, "broadcast", lambda tensor, src: sent.append(tensor.device))
+    made: list[torch.device] = []
+    real_tensor = torch.tensor
+    monkeypatch.setattr(torch, "tensor", lambda data, device=None: made.append(torch.device(device or "cpu"))
+                        or real_tensor(data))  # no CUDA here: record where it was asked for
+    monkeypatch.setattr(dist, "get_backend", lambda: dist.Backend.NCCL)
+    assert distributed.rank_zero_decides(True) is True
+    monkeypatch.setattr(dist, "get_backend", lambda: dist.Backend.GLOO)
+    assert distributed.rank_zero_decides(False) is False
+    assert made == [torch.device("cuda", 1), torch.device("cpu")] and len(sent) == 2
+
+
 def test_global_normalize_is_normalize_in_one_process() -> None:
     x = torch.randn(257, generator=torch.Generator().manual_seed(0)) * 3 + 1
     expected = (x - x.mean()) / (x.std() + 1e-8)
