@@ -136,9 +136,9 @@ def _multinomial_draw(probs: torch.Tensor) -> torch.Tensor:
     """``torch.multinomial(probs, 1, True)`` (``Categorical.sample``'s draw): ``[..., n]`` → ``[...]`` int64.
 
     The same exponential race that ``multinomial`` runs for one sample — argmax of ``p / q`` with
-    ``q ~ Exp(1)`` drawn from the same generator — without its input checks, which cost two thirds
-    of the call on a CPU and two host syncs on CUDA (a non-finite probability still shows: the
-    rollout's log-probability is then NaN, which the run's guards refuse).
+    ``q ~ Exp(1)`` drawn from the same generator — without its input checks, two thirds of the call
+    on a CPU (W1: 33 against 11 µs). A non-finite probability still shows: the rollout's
+    log-probability is then NaN, which the run's guards refuse.
     """
     return (probs / torch.empty_like(probs).exponential_(1)).argmax(-1)
 
