@@ -1,4 +1,4 @@
-"""Who steps CartPole-v1 fastest: gymnasium's vectorized class, gymnasium's sync loop, envpool — raw and through rlpipe.
+"""Who steps CartPole-v1 fastest: gymnasium's vectorized class, its sync loop or envpool, raw and in rlpipe.
 
     .venv/bin/python benchmarks/cartpole_step.py [--envs 8 64 1024] [--steps 2000] [--rounds 3] [--json PATH]
 
@@ -69,7 +69,8 @@ def time_side(step: Callable[[Any], Any], actions: torch.Tensor) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, nargs="+", default=[8, 64, 1024])
-    parser.add_argument("--steps", type=int, default=2000, help="steps per side and round (at 8 envs; fewer above)")
+    parser.add_argument("--steps", type=int, default=2000,
+                        help="steps per side and round at 8 envs (fewer above: steps × 8 / N, at least 200)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
