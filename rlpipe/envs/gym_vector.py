@@ -30,6 +30,7 @@ import torch
 
 from rlpipe.config import ConfigError
 from rlpipe.envs.base import BatchedEnv, StepResult
+from rlpipe.envs.rendering import RenderUnavailable
 from rlpipe.envs.torch_env import num_groups
 from rlpipe.seeding import numpy_generator
 
@@ -154,6 +155,11 @@ class GymnasiumVectorEnv(BatchedEnv):
             setattr(env, key, array.numpy().copy())
         env.np_random = numpy_generator(state["np_random"])
         self._seed_rng = numpy_generator(state["seed_rng"])
+
+    def render(self, env_ids: list[int]) -> np.ndarray:
+        """Not drawn: eval videos need ``env.cfg.vectorization_mode: sync`` (a ``RenderUnavailable``)."""
+        raise RenderUnavailable(f"{self.env_id} runs gymnasium's vectorized class, which rlpipe does not "
+                                "film; env.cfg.vectorization_mode: sync draws each env")
 
     def close(self) -> None:
         """Close the vector env."""

@@ -118,10 +118,9 @@ def build_env(
         return _construct(lambda: cls(num_envs=num_envs, device=device, **cfg), cfg)
     if backend == "auto" and env_id in entry_point_ids():
         return build_env(entry_point_ids()[env_id], num_envs, device, cfg)
-    if backend == "auto" and _prefers_native_vector(env_id, cfg, render):
-        return _gymnasium(env_id, num_envs, device, cfg)
-    if backend == "auto" and "vectorization_mode" in cfg and env_id in gymnasium.envs.registry:
-        return _gymnasium(env_id, num_envs, device, cfg, render)  # a key of gymnasium's alone
+    if backend == "auto" and (_prefers_native_vector(env_id, cfg)
+                              or ("vectorization_mode" in cfg and env_id in gymnasium.envs.registry)):
+        return _gymnasium(env_id, num_envs, device, cfg, render)  # (a vectorization_mode is gymnasium's)
     if backend in ("auto", "envpool") and _envpool_knows(env_id, required=backend == "envpool"):
         return _envpool(env_id, num_envs, device, cfg)
     if backend in ("auto", "gymnasium") and env_id in gymnasium.envs.registry:
@@ -141,14 +140,14 @@ def _unknown(env_id: str, backend: str) -> str:
             f"accepted: {'; '.join(accepted)}")
 
 
-def _prefers_native_vector(env_id: str, cfg: dict[str, Any], render: bool) -> bool:
+def _prefers_native_vector(env_id: str, cfg: dict[str, Any]) -> bool:
     """``auto``: gymnasium's own vectorized class before envpool where the id has one.
 
     It is the faster of the two through rlpipe's adapters (CartPole, 8 envs: 0.20 against 0.47 ms a
     step; 1,024 envs: 0.23 against 2.3 ms; ``benchmarks/cartpole_step.py``), unless ``cfg`` holds
     keys only another backend takes.
     """
-    if render or native_vector_class(env_id) is None or cfg.get("vectorization_mode", NATIVE) != NATIVE:
+    if native_vector_class(env_id) is None or cfg.get("vectorization_mode", NATIVE) != NATIVE:
         return False
     return set(cfg) <= {*native_vector_kwargs(env_id), "vectorization_mode"}
 
@@ -181,12 +180,13 @@ def _gymnasium(env_id: str, num_envs: int, device: torch.device | str, cfg: dict
 
     ``env.cfg.vectorization_mode`` chooses: ``vector_entry_point`` (the default where
     :func:`~rlpipe.envs.gym_vector.native_vector_class` knows the id), ``sync`` or ``async``. Eval
-    videos always run ``sync``: each sub-env draws its own frames.
+    videos run ``sync`` (each sub-env draws its own frames), except under ``vector_entry_point``:
+    that env does not draw, so the eval episodes stay those of the run without video.
     """
     mode = cfg.get("vectorization_mode")
     if mode not in (None, *GYMNASIUM_MODES):
         raise ConfigError(f"env.cfg.vectorization_mode: got {mode!r}; accepted: {', '.join(GYMNASIUM_MODES)}")
-    if not render and (mode == NATIVE or (mode is None and native_vector_class(env_id))):
+    if mode == NATIVE or (mode is None and native_vector_class(env_id)):
         return _native_vector(env_id, num_envs, device, cfg)
     _check_arguments(env_id, GymnasiumEnv, cfg)
     if render:  # sync: each sub-env draws in this process, only when asked to

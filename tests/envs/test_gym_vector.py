@@ -12,6 +12,8 @@ from rlpipe.envs import build_env
 from rlpipe.envs.envpool_env import EnvpoolEnv
 from rlpipe.envs.gym_adapter import GymnasiumEnv
 from rlpipe.envs.gym_vector import GymnasiumVectorEnv, native_vector_class
+from rlpipe.envs.registry import build_eval_env
+from rlpipe.envs.rendering import RenderUnavailable
 
 
 def _actions(steps: int, num_envs: int, seed: int = 0) -> torch.Tensor:
@@ -128,3 +130,13 @@ def test_bad_settings_are_one_line_config_errors() -> None:
     assert "accepted: max_episode_steps, render_mode, sutton_barto_reward" in str(unknown.value)
     with pytest.raises(ConfigError, match=r"^env.cfg.num_envs: set by trainer.num_envs, not env.cfg$"):
         build_env("CartPole-v1", 2, "cpu", {"num_envs": 3}, "gymnasium")
+
+
+def test_video_keeps_the_vectorized_env_and_says_how_to_film() -> None:
+    """The eval env is the same with video on or off (same episodes); the video itself is refused."""
+    env, problem = build_eval_env("CartPole-v1", 2, "cpu", {}, video=True)
+    assert isinstance(env, GymnasiumVectorEnv) and problem is None
+    with pytest.raises(RenderUnavailable, match="env.cfg.vectorization_mode: sync draws each env"):
+        env.render([0])
+    sync, _ = build_eval_env("CartPole-v1", 2, "cpu", {"vectorization_mode": "sync"}, video=True)
+    assert isinstance(sync, GymnasiumEnv) and sync.vec_env.render_mode == "rgb_array"
