@@ -54,8 +54,8 @@ def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
     path. ``params`` all have a ``grad``.
     """
     grads = [p.grad for p in params]
-    first = grads[0] if grads else None
-    if first is None or any(g.device != first.device or g.dtype != first.dtype or g.is_sparse for g in grads):
+    kinds = {(g.device, g.dtype, g.is_sparse) for g in grads}
+    if len(kinds) != 1 or next(iter(kinds))[2]:  # none, mixed or sparse: the library's grouping
         return torch.nn.utils.clip_grad_norm_(params, max_norm)
     total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
     torch._foreach_mul_(grads, torch.clamp(float(max_norm) / (total + 1e-6), max=1.0))

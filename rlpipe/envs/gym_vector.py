@@ -20,7 +20,6 @@ so a resumed run continues the same episodes bit for bit.
 from __future__ import annotations
 
 import importlib
-import inspect
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -34,7 +33,7 @@ from rlpipe.envs.rendering import RenderUnavailable
 from rlpipe.envs.torch_env import num_groups
 from rlpipe.seeding import numpy_generator
 
-__all__ = ["ROW_RESETS", "GymnasiumVectorEnv", "NativeVector", "native_vector_class", "native_vector_kwargs"]
+__all__ = ["ROW_RESETS", "GymnasiumVectorEnv", "NativeVector", "native_vector_class", "native_vector_type"]
 
 
 class NativeVector(NamedTuple):
@@ -73,14 +72,13 @@ def native_vector_class(env_id: str) -> str | None:
     return entry if isinstance(entry, str) and entry in ROW_RESETS else None
 
 
-def native_vector_kwargs(env_id: str) -> tuple[str, ...]:
-    """Keyword arguments of the id's vectorized class (``num_envs`` aside): what ``env.cfg`` may set."""
+def native_vector_type(env_id: str) -> type | None:
+    """The id's vectorized class itself (its constructor says what ``env.cfg`` may set), or None."""
     entry = native_vector_class(env_id)
     if entry is None:
-        return ()
+        return None
     module, _, name = entry.partition(":")
-    params = inspect.signature(getattr(importlib.import_module(module), name)).parameters
-    return tuple(key for key in params if key != "num_envs")
+    return getattr(importlib.import_module(module), name)
 
 
 class GymnasiumVectorEnv(BatchedEnv):

@@ -26,7 +26,7 @@ from rlpipe.config.errors import did_you_mean
 from rlpipe.envs.base import BatchedEnv
 from rlpipe.envs.builtin import BUILTIN_ENVS
 from rlpipe.envs.gym_adapter import VECTORIZATION_MODES, GymnasiumEnv
-from rlpipe.envs.gym_vector import GymnasiumVectorEnv, native_vector_class, native_vector_kwargs
+from rlpipe.envs.gym_vector import GymnasiumVectorEnv, native_vector_class, native_vector_type
 from rlpipe.envs.plugins import build_plugin_env, entry_point_ids, is_plugin_id
 from rlpipe.envs.rendering import RenderUnavailable, gl_errors, gl_unavailable
 
@@ -147,9 +147,14 @@ def _prefers_native_vector(env_id: str, cfg: dict[str, Any]) -> bool:
     step; 1,024 envs: 0.23 against 2.3 ms; ``benchmarks/cartpole_step.py``), unless ``cfg`` holds
     keys only another backend takes.
     """
-    if native_vector_class(env_id) is None or cfg.get("vectorization_mode", NATIVE) != NATIVE:
+    cls = native_vector_type(env_id)
+    if cls is None or cfg.get("vectorization_mode", NATIVE) != NATIVE:
         return False
-    return set(cfg) <= {*native_vector_kwargs(env_id), "vectorization_mode"}
+    try:
+        _check_arguments(env_id, cls, _without_mode(cfg))
+    except ConfigError:
+        return False
+    return True
 
 
 def _envpool_knows(env_id: str, required: bool) -> bool:
@@ -201,17 +206,17 @@ def _gymnasium(env_id: str, num_envs: int, device: torch.device | str, cfg: dict
 
 
 def _native_vector(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any]) -> BatchedEnv:
-    kwargs = {key: value for key, value in cfg.items() if key != "vectorization_mode"}
-    accepted = native_vector_kwargs(env_id)
-    for key in kwargs:
-        if key in _SET_BY_TRAINER:
-            raise ConfigError(f"env.cfg.{key}: set by {_SET_BY_TRAINER[key]}, not env.cfg")
-        if accepted and key not in accepted:
-            raise ConfigError(f"env.cfg.{key}: unknown argument of {env_id} ({native_vector_class(env_id)}, "
-                              f"vectorization_mode: {NATIVE}); accepted: {', '.join(accepted)}; other "
-                              "gymnasium.make kwargs need vectorization_mode: sync")
+    kwargs = _without_mode(cfg)
+    cls = native_vector_type(env_id)
+    if cls is not None:  # else GymnasiumVectorEnv names the ids that have one
+        _check_arguments(env_id, cls, kwargs)
     return _construct(lambda: GymnasiumVectorEnv(env_id, num_envs, device, **kwargs), cfg,
                       make_kwargs_of=env_id)
+
+
+def _without_mode(cfg: dict[str, Any]) -> dict[str, Any]:
+    """``cfg`` without ``vectorization_mode`` (the adapter's choice, not a constructor argument)."""
+    return {key: value for key, value in cfg.items() if key != "vectorization_mode"}
 
 
 def build_eval_env(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any] | None,
