@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 	touch $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check rlpipe tests benchmarks stages examples
+	$(BIN)/ruff check rlpipe tests benchmarks dvc_stages examples
 	$(BIN)/lint-imports
 
 clean:

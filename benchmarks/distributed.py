@@ -34,8 +34,8 @@ import torch.multiprocessing as mp
 from _bench import DEFAULT_PARAMS, NEVER, load_cfg, print_machine, write_json
 
 import rlpipe.algorithms.update_loop as update_loop
-from rlpipe.distributed import average_gradients, shutdown
 from rlpipe.run import build, run_iteration
+from rlpipe.runtime.distributed import average_gradients, shutdown
 
 
 def parse_args() -> argparse.Namespace:

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from _bench import load_average, median, paired_ratios, print_machine, print_table, write_json
 
-from rlpipe.envs.envpool_env import EnvpoolEnv
+from rlpipe.envs.backends.envpool_env import EnvpoolEnv
 from rlpipe.policies import build_policy
 from rlpipe.run.stages import Collector
 

@@ -21,7 +21,7 @@ import time
 import torch
 
 from rlpipe.envs import PushCube, build_env
-from rlpipe.envs.mujoco_batch import default_threads
+from rlpipe.envs.tasks.push_cube.physics import default_threads
 
 
 def parse() -> argparse.Namespace:

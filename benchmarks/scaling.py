@@ -29,7 +29,7 @@ the tables give medians. ``--also`` merges the rows of earlier runs' JSON. Repor
   square 1024³), fp32 and bf16.
 
 ``--malloc`` picks the allocator settings of every child: ``tuned`` (rlpipe's default,
-``rlpipe.allocator.tune_malloc``: glibc mmap off), ``threshold`` (the previous setting: mmap
+``rlpipe.runtime.allocator.tune_malloc``: glibc mmap off), ``threshold`` (the previous setting: mmap
 threshold 32 MiB, trim threshold 1 GiB) or ``system`` (glibc's defaults); rows of a setting other
 than ``tuned`` are labelled ``side [setting]``. Goals: env steps per CPU-s at the largest N ≥ 0.9 ×
 those at 1,024; fp32 update ≥ 75 % of the GEMM rate. Writes a PNG of env steps per CPU-s against N.
@@ -107,7 +107,7 @@ def update_flops(n: int, args: argparse.Namespace) -> float:
 
 def apply_malloc(mode: str) -> None:
     """The allocator settings of ``mode``, before any large allocation of this process."""
-    from rlpipe import allocator
+    from rlpipe.runtime import allocator
 
     if mode == "tuned":
         allocator.tune_malloc()

@@ -10,7 +10,7 @@ alternate sample by sample (``--repeats`` samples each) so load changes hit both
 the best (minimum) and the median time per step at each count, and the speed-up of ``--threads``
 over 1 thread, best against best (the closest a shared machine gets to a quiet one) and median
 against median (what a run on this machine would see). The last column is the rule
-``trainer.num_threads: auto`` applies (:func:`rlpipe.threads.auto_threads`), so a row where the
+``trainer.num_threads: auto`` applies (:func:`rlpipe.runtime.threads.auto_threads`), so a row where the
 rule picks more threads but the speed-up is below 1 shows the rule is wrong on this machine.
 """
 
@@ -25,7 +25,7 @@ import torch
 from _bench import median, print_machine, print_table, write_json
 
 from rlpipe.policies.mlp import build_mlp
-from rlpipe.threads import auto_threads, linear_shapes
+from rlpipe.runtime.threads import auto_threads, linear_shapes
 
 OBS_DIM, OUT_DIM = 32, 2
 

@@ -168,7 +168,7 @@ def instrument(online: OnlineRun, phases: Phases) -> None:
 
 def _conversion_modules() -> list[Any]:
     modules = []
-    for name in ("rlpipe.envs.envpool_env", "rlpipe.envs.gym_adapter"):
+    for name in ("rlpipe.envs.backends.envpool_env", "rlpipe.envs.backends.gym_adapter"):
         module = sys.modules.get(name)
         if module is not None and hasattr(module, "obs_to_torch"):
             modules.append(module)

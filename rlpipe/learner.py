@@ -26,9 +26,9 @@ from tensordict import TensorDict
 from rlpipe.algorithms import BaseAlgorithm, algo_class, build_algo, resolve_algo_cfg
 from rlpipe.algorithms.sequences import RECURRENT_STATE
 from rlpipe.config import RunConfig
-from rlpipe.distributed import broadcast_parameters
 from rlpipe.policies import Policy, build_policy
-from rlpipe.threads import configure_threads, linear_shapes
+from rlpipe.runtime.distributed import broadcast_parameters
+from rlpipe.runtime.threads import configure_threads, linear_shapes
 
 __all__ = ["Learner", "update_seed"]
 
@@ -73,14 +73,14 @@ class Learner:
     def largest_batch(self, num_envs: int, horizon: int) -> int:
         """Rows the networks see at once: an update minibatch of the ``[N, T]`` rollout or the N envs.
 
-        What ``trainer.num_threads: auto`` sizes the thread count by (:mod:`rlpipe.threads`).
+        What ``trainer.num_threads: auto`` sizes the thread count by (:mod:`rlpipe.runtime.threads`).
         """
         transitions = num_envs * horizon
         return max(num_envs, min(self.algorithm.cfg.minibatch_size(transitions), transitions))
 
     def configure_threads(self, setting: int | str | None, num_envs: int, horizon: int,
                           announce: bool = True) -> int:
-        """Set torch's CPU threads for this run (``trainer.num_threads``); see :mod:`rlpipe.threads`."""
+        """Set torch's CPU threads for this run (``trainer.num_threads``, :mod:`rlpipe.runtime.threads`)."""
         processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # ranks on this machine (torchrun)
         return configure_threads(setting, self.largest_batch(num_envs, horizon),
                                  linear_shapes(self.policy), processes, announce)

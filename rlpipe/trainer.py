@@ -25,12 +25,12 @@ from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.params import params_file
 from rlpipe.config import ConfigError, RunConfig
-from rlpipe.distributed import resolve_device
 from rlpipe.envs import BatchedEnv, GymnasiumEnv
-from rlpipe.envs.plugins import wrap_env
-from rlpipe.envs.rsl_rl_env import is_rsl_rl_env
+from rlpipe.envs.backends.plugins import wrap_env
+from rlpipe.envs.backends.rsl_rl_env import is_rsl_rl_env
 from rlpipe.learner import Learner
 from rlpipe.run import Callback, Events, OnlineRun, build
+from rlpipe.runtime.distributed import resolve_device
 from rlpipe.tracking.background import prewarm
 
 __all__ = ["Trainer"]

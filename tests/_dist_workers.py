@@ -13,8 +13,8 @@ from tensordict import TensorDict
 
 import rlpipe.algorithms.ppo as ppo_module
 import rlpipe.algorithms.update_loop as update_loop
-from rlpipe.distributed import shutdown
 from rlpipe.run import build, run
+from rlpipe.runtime.distributed import shutdown
 
 
 def torchrun_env(rank: int, world: int, port: int) -> None:

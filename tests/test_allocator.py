@@ -1,4 +1,4 @@
-"""``rlpipe.allocator``: glibc keeps large freed blocks mapped; elsewhere nothing changes, silently."""
+"""``rlpipe.runtime.allocator``: glibc keeps large freed blocks mapped; elsewhere nothing changes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from rlpipe import allocator
+from rlpipe.runtime import allocator
 
 GLIBC = sys.platform.startswith("linux") and allocator.glibc() is not None
 
@@ -17,7 +17,7 @@ GLIBC = sys.platform.startswith("linux") and allocator.glibc() is not None
 # last nine (the first always faults: the memory is new to the process).
 FAULTS_PER_REPEAT = """
 import ctypes, resource, sys
-from rlpipe.allocator import tune_malloc
+from rlpipe.runtime.allocator import tune_malloc
 applied = tune_malloc()
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p

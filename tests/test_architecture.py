@@ -14,6 +14,6 @@ def test_import_layers_run_one_way():
 
 
 def test_ruff_is_clean():
-    result = subprocess.run([str(BIN / "ruff"), "check", "rlpipe", "tests", "benchmarks", "stages"],
+    result = subprocess.run([str(BIN / "ruff"), "check", "rlpipe", "tests", "benchmarks", "dvc_stages"],
                             cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

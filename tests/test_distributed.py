@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from rlpipe.cli import cli
 from rlpipe.config import ConfigError
-from rlpipe.distributed import (
+from rlpipe.run import build
+from rlpipe.runtime.distributed import (
     DistContext,
     global_normalize,
     init_distributed,
@@ -22,7 +23,6 @@ from rlpipe.distributed import (
     rank_device,
     sharded_minibatch_indices,
 )
-from rlpipe.run import build
 
 N = 4
 """Envs per rank; the single-process reference runs 2N."""
@@ -75,7 +75,7 @@ def test_rank_zeros_stop_flag_travels_on_the_gpu_under_nccl(monkeypatch: pytest.
     """NCCL-only process groups (CUDA runs) refuse CPU tensors: the broadcast flag must sit on the GPU."""
     import torch.distributed as dist
 
-    from rlpipe import distributed
+    from rlpipe.runtime import distributed
 
     sent: list[torch.device] = []
     monkeypatch.setattr(distributed, "world_size", lambda: 2)

@@ -91,8 +91,8 @@ def test_dvc_yaml_stages_are_thin_entry_files_with_their_own_params():
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     assert set(stages) == set(STAGES)
     for name, stage in stages.items():
-        entry = ROOT / "stages" / f"{name}.py"
-        assert stage["cmd"] == f"python stages/{name}.py" and f"stages/{name}.py" in stage["deps"]
+        entry = ROOT / "dvc_stages" / f"{name}.py"
+        assert stage["cmd"] == f"python dvc_stages/{name}.py" and f"dvc_stages/{name}.py" in stage["deps"]
         body = [line for line in entry.read_text().split('"""')[-1].splitlines() if line.strip()]
         assert len(body) <= 5, f"{entry} should only call into rlpipe"
         doc = entry.read_text().split('"""')[1]
@@ -115,14 +115,15 @@ def test_dvc_yaml_stages_are_thin_entry_files_with_their_own_params():
 @pytest.mark.parametrize(("stage", "entry"), [
     ("train", "rlpipe.run.loop"), ("evaluate", "rlpipe.offline.commands"),
     ("reupdate", "rlpipe.offline.replay"),
-    ("train", "rlpipe.dvc_exps"), ("evaluate", "rlpipe.dvc_exps"), ("reupdate", "rlpipe.dvc_exps")])
+    ("train", "rlpipe.dvc.experiments"), ("evaluate", "rlpipe.dvc.experiments"),
+    ("reupdate", "rlpipe.dvc.experiments")])
 def test_code_deps_cover_the_import_closure(stage, entry):
     import grimp
 
     if not (ROOT / (entry.replace(".", "/") + ".py")).is_file():
         pytest.skip(f"{entry} is not there yet")
     deps = set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"][stage]["deps"])
-    assert entry.split(".")[1] in (ROOT / "stages" / f"{stage}.py").read_text()  # what the stage runs
+    assert entry.split(".")[1] in (ROOT / "dvc_stages" / f"{stage}.py").read_text()  # what the stage runs
     graph = grimp.build_graph("rlpipe")
     for module in graph.find_upstream_modules(entry) | {entry}:
         parts = module.split(".")

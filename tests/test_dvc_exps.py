@@ -1,4 +1,4 @@
-"""rlpipe.dvc_exps: each DVC experiment's own run dir, the files published to the workspace, gc."""
+"""rlpipe.dvc.experiments: each DVC experiment's own run dir, the files published to the workspace, gc."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from rlpipe.config import ConfigError
-from rlpipe.dvc_exps import ACTIVE_LOCK, gc, run_stage, stage_config
+from rlpipe.dvc.experiments import ACTIVE_LOCK, gc, run_stage, stage_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,7 +79,7 @@ def test_an_experiment_that_only_reevaluates_writes_to_its_own_folder(workspace,
     assert json.loads((own / "eval" / "metrics.json").read_text())["read"] == str(clip01)
     assert json.loads((own / "run.json").read_text())["run_dir"] == "data/exps/clip01/cartpole_ppo"
     assert (temp / "results/cartpole_ppo/run.json").read_text() == before  # train's output untouched
-    from rlpipe.runs import resolve_run_dir
+    from rlpipe.dvc.runs import resolve_run_dir
 
     assert resolve_run_dir("eval2", main) == clip01  # its name reaches the data it evaluated
 

@@ -1,4 +1,4 @@
-"""Exit codes and one-line messages of :mod:`rlpipe.exits`."""
+"""Exit codes and one-line messages of :mod:`rlpipe.cli.exits`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from rlpipe.artifacts.checkpoints import ChecksumError
 from rlpipe.artifacts.errors import StoreError
-from rlpipe.exits import describe
+from rlpipe.cli.exits import describe
 from rlpipe.rollout import NonFiniteError
 from rlpipe.run.signals import Interrupted
 

@@ -1,4 +1,4 @@
-"""rlpipe.runs: a run dir found by path, by the workspace's run.json, or by DVC experiment name."""
+"""rlpipe.dvc.runs: a run dir found by path, by the workspace's run.json, or by DVC experiment name."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlpipe.runs import (
+from rlpipe.dvc.runs import (
     RunDirError,
     experiment_data_dir,
     project_root,

@@ -6,9 +6,9 @@ import gymnasium as gym
 import pytest
 import torch
 
-from rlpipe import threads
 from rlpipe.config import ConfigError, load
 from rlpipe.learner import Learner
+from rlpipe.runtime import threads
 
 W1 = ["env.id=CartPole-v1", "trainer.num_envs=8", "trainer.buffer_size=128", "trainer.device=cpu",
       "algorithm.cfg.batch_size=256", "algorithm.cfg.n_epochs=4"]

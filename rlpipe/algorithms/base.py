@@ -24,7 +24,7 @@ from rlpipe.algorithms.schedules import Schedule
 from rlpipe.algorithms.update_cfg import Points, UpdateCfg
 from rlpipe.algorithms.update_loop import minibatch_indices, report, run_epochs
 from rlpipe.config import AlgorithmCfg, ConfigError
-from rlpipe.distributed import all_reduce_sum, world_size
+from rlpipe.runtime.distributed import all_reduce_sum, world_size
 
 __all__ = ["BaseAlgorithm", "Minibatch", "flatten_transitions", "minibatch_indices"]
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import torch
 
-from rlpipe import faults
+from rlpipe.testing import faults
 
 __all__ = ["GradientCheck", "clip_grad_norm", "first_nonfinite_tensor", "named_weights", "weights_finite"]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from rlpipe.distributed import batch_moments
+from rlpipe.runtime.distributed import batch_moments
 
 __all__ = ["RewardNormalizer", "RunningMeanStd", "discounted_returns"]
 

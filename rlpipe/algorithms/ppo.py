@@ -30,7 +30,7 @@ from rlpipe.algorithms.ppo_loss import (
 from rlpipe.algorithms.registry import register_algo
 from rlpipe.config import AlgorithmCfg, ConfigError
 from rlpipe.config.algorithms import PPOCfg
-from rlpipe.distributed import global_normalize
+from rlpipe.runtime.distributed import global_normalize
 
 __all__ = ["PPO", "PPOCfg"]
 

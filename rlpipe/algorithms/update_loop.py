@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import torch
 from tensordict import TensorDict
 
-from rlpipe.distributed import average_gradients, global_minibatch_count, sharded_minibatch_indices
+from rlpipe.runtime.distributed import average_gradients, global_minibatch_count, sharded_minibatch_indices
 
 if TYPE_CHECKING:
     from rlpipe.algorithms.base import BaseAlgorithm

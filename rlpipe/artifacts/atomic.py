@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from rlpipe import faults
 from rlpipe.artifacts.fs import AnyPath, ObjectPath, as_path, is_object, remove_tree
+from rlpipe.testing import faults
 
 __all__ = [
     "atomic_write",

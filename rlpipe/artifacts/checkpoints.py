@@ -9,7 +9,7 @@ Layout of a checkpoint directory::
     best             JSON: {"file": "ckpt-000010.pt", "metric": 487.5}; higher metric is better
 
 A checkpoint's ``state`` may hold only what ``torch.load(weights_only=True)`` accepts: tensors,
-numbers, strings, bools, ``None`` and lists/tuples/dicts of those (see :mod:`rlpipe.seeding`).
+numbers, strings, bools, ``None`` and lists/tuples/dicts of those (see :mod:`rlpipe.runtime.seeding`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from typing import Any
 
 import torch
 
-from rlpipe import faults
 from rlpipe.artifacts.atomic import atomic_write, atomic_write_text
 from rlpipe.artifacts.atomic import clean_temporaries as _clean
 from rlpipe.artifacts.errors import StoreError
@@ -42,6 +41,7 @@ from rlpipe.artifacts.layout import (
 )
 from rlpipe.artifacts.lock import LockedError
 from rlpipe.rollout import RefusedDataError
+from rlpipe.testing import faults
 
 __all__ = [
     "ChecksumError",

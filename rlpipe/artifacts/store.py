@@ -20,7 +20,6 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
-from rlpipe import faults
 from rlpipe.artifacts.atomic import clean_temporaries, delete_tree
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path, is_object
@@ -28,6 +27,7 @@ from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_
 from rlpipe.artifacts.rollout_schema import CODECS, REQUIRED_KEYS, check_writable
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import RefusedDataError
+from rlpipe.testing import faults
 
 __all__ = [
     "CODECS",

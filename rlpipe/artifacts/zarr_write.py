@@ -24,7 +24,6 @@ from zarr.abc.store import ByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.storage import WrapperStore
 
-from rlpipe import faults
 from rlpipe.artifacts.atomic import delete_tree, publish_dir, temporary_sibling
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path, is_object, zarr_store
@@ -32,6 +31,7 @@ from rlpipe.artifacts.rollout_schema import check_new_store, check_writable, rol
 from rlpipe.artifacts.zarr_direct import write_store
 from rlpipe.artifacts.zarr_io import Codecs, compressors, run_at, sync
 from rlpipe.rollout import DIM_NAMES, SCHEMA_VERSION
+from rlpipe.testing import faults
 
 __all__ = ["check_writable", "write_group", "write_rollout"]
 

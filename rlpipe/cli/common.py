@@ -37,7 +37,7 @@ RESUME_KEY = "rlpipe.resume_command"
 
 
 def user_errors(func: F) -> F:
-    """Every failure as one ``Error: …`` line on stderr and its exit code (:mod:`rlpipe.exits`).
+    """Every failure as one ``Error: …`` line on stderr and its exit code (:mod:`rlpipe.cli.exits`).
 
     2 bad input, 3 refused data, 1 runtime failure, 130/143 stopped by SIGINT/SIGTERM; the
     traceback only with ``rlpipe --debug``.
@@ -50,7 +50,7 @@ def user_errors(func: F) -> F:
         except (SystemExit, click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except BaseException as exc:  # noqa: BLE001  # every failure gets its one line and code
-            from rlpipe.exits import describe
+            from rlpipe.cli.exits import describe
 
             ctx = click.get_current_context(silent=True)
             meta = ctx.meta if ctx is not None else {}
@@ -107,7 +107,7 @@ class RunPath(Location):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         """Resolve an experiment name first, then check the path as :class:`click.Path` does."""
-        from rlpipe.runs import resolve_path
+        from rlpipe.dvc.runs import resolve_path
 
         if isinstance(value, str) and "://" not in value:
             value = resolve_path(value)
@@ -118,12 +118,12 @@ def load_config(target: Path, overrides: tuple[str, ...] | list[str]) -> RunConf
     """Params of a run directory (its ``params.yaml``, placed where the folder is now) or a params file.
 
     A DVC experiment's name, or a workspace ``data/<exp>`` whose ``run.json`` names an experiment's
-    run dir, stands for that run directory (:func:`rlpipe.runs.resolve_target`). Config is imported
+    run dir, stands for that run directory (:func:`rlpipe.dvc.runs.resolve_target`). Config is imported
     here, not at the top: ``--help`` and a params error never load torch.
     """
     from rlpipe.artifacts.params import params_file
     from rlpipe.config import load
-    from rlpipe.runs import resolve_target
+    from rlpipe.dvc.runs import resolve_target
 
     path, layout = params_file(resolve_target(target))
     where = [] if layout is None else [f"trainer.data_dir={layout.root.parent}",

@@ -50,7 +50,7 @@ def gc(dry_run: bool) -> None:
     Kept: every run dir named by a DVC experiment, a branch or tag (`dvc exp branch`), the
     workspace's data/<exp>/run.json, or held by a running experiment. Run after `dvc exp remove`.
     """
-    from rlpipe.dvc_exps import gc as collect_garbage
+    from rlpipe.dvc.experiments import gc as collect_garbage
 
     freed = collect_garbage(dry_run=dry_run)
     for folder, size in freed:

@@ -36,8 +36,8 @@ def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool,
         from rlpipe.tracking.background import prewarm
 
         prewarm()  # the tracking process imports MLflow while this one imports torch and builds
-    from rlpipe.distributed import get_rank, shutdown  # after the params are valid: torch
     from rlpipe.run import EventError
+    from rlpipe.runtime.distributed import get_rank, shutdown  # after the params are valid: torch
     from rlpipe.trainer import Trainer
 
     click.get_current_context().meta[RESUME_KEY] = resume_command(params, overrides, distributed)

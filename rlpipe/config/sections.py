@@ -179,7 +179,7 @@ class TrainerCfg(StrictModel):
     """Checkpoint whenever the env-step counter crosses a multiple of this; a final one is always written."""
     num_threads: int | Literal["auto"] | None = "auto"
     """Torch's CPU threads: ``auto`` (1 unless the networks' largest forward is large enough for
-    threads to pay, see ``rlpipe/threads.py``), a positive int, or ``null`` (torch's default: one
+    threads to pay, see ``rlpipe/runtime/threads.py``), a positive int, or ``null`` (torch's default: one
     per core, which collapses on a busy machine)."""
     data_dir: str = "data"
     """Root of every output (rollouts, checkpoints, metrics): a folder, or an fsspec URL such as

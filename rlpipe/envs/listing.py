@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlpipe.envs.builtin import BUILTIN_ENVS, entry_point_ids
+from rlpipe.envs.ids import BUILTIN_ENVS, entry_point_ids
 
 __all__ = ["GROUPS", "env_ids_by_backend"]
 

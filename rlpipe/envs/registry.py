@@ -2,11 +2,11 @@
 
 ``build_env(id, num_envs, device, cfg, backend)`` resolves ``id`` in this order (``backend:
 auto``; another backend looks in its own place only): ``module:attr`` plugins
-(:mod:`rlpipe.envs.plugins`), the registered torch envs, the ``rlpipe.envs`` entry points,
+(:mod:`rlpipe.envs.backends.plugins`), the registered torch envs, the ``rlpipe.envs`` entry points,
 gymnasium ids with a vectorized class of their own such as CartPole-v1
-(:class:`~rlpipe.envs.gym_vector.GymnasiumVectorEnv`), envpool's ids
-(:class:`~rlpipe.envs.envpool_env.EnvpoolEnv`), gymnasium's registry
-(:class:`~rlpipe.envs.gym_adapter.GymnasiumEnv`). Every user mistake becomes a one-line
+(:class:`~rlpipe.envs.backends.gym_vector.GymnasiumVectorEnv`), envpool's ids
+(:class:`~rlpipe.envs.backends.envpool_env.EnvpoolEnv`), gymnasium's registry
+(:class:`~rlpipe.envs.backends.gym_adapter.GymnasiumEnv`). Every user mistake becomes a one-line
 :class:`~rlpipe.config.ConfigError` naming the key path (``env.id`` or ``env.cfg.<key>``) and what
 is accepted.
 """
@@ -23,11 +23,11 @@ import torch
 
 from rlpipe.config import ConfigError
 from rlpipe.config.errors import did_you_mean
+from rlpipe.envs.backends.gym_adapter import VECTORIZATION_MODES, GymnasiumEnv
+from rlpipe.envs.backends.gym_vector import GymnasiumVectorEnv, native_vector_class, native_vector_type
+from rlpipe.envs.backends.plugins import build_plugin_env, entry_point_ids, is_plugin_id
 from rlpipe.envs.base import BatchedEnv
-from rlpipe.envs.builtin import BUILTIN_ENVS
-from rlpipe.envs.gym_adapter import VECTORIZATION_MODES, GymnasiumEnv
-from rlpipe.envs.gym_vector import GymnasiumVectorEnv, native_vector_class, native_vector_type
-from rlpipe.envs.plugins import build_plugin_env, entry_point_ids, is_plugin_id
+from rlpipe.envs.ids import BUILTIN_ENVS
 from rlpipe.envs.rendering import RenderUnavailable, gl_errors, gl_unavailable
 
 __all__ = ["BACKENDS", "build_env", "build_eval_env", "register_env", "registered_env_ids"]
@@ -37,7 +37,7 @@ BACKENDS = ("auto", "torch", "envpool", "gymnasium")
 EnvT = TypeVar("EnvT", bound=type[BatchedEnv])
 
 NATIVE = "vector_entry_point"
-"""``env.cfg.vectorization_mode`` of gymnasium's own vectorized classes (:mod:`rlpipe.envs.gym_vector`)."""
+"""``env.cfg.vectorization_mode`` of gymnasium's own vectorized classes (``backends.gym_vector``)."""
 GYMNASIUM_MODES = (NATIVE, *VECTORIZATION_MODES)
 
 _REGISTRY: dict[str, type[BatchedEnv]] = {}
@@ -163,7 +163,7 @@ def _envpool_knows(env_id: str, required: bool) -> bool:
     ``required`` turns a missing envpool into a ConfigError.
     """
     try:
-        from rlpipe.envs.envpool_env import envpool_ids
+        from rlpipe.envs.backends.envpool_env import envpool_ids
         return env_id in envpool_ids()
     except ImportError as exc:
         if required:
@@ -172,7 +172,7 @@ def _envpool_knows(env_id: str, required: bool) -> bool:
 
 
 def _envpool(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any]) -> BatchedEnv:
-    from rlpipe.envs.envpool_env import EnvpoolEnv
+    from rlpipe.envs.backends.envpool_env import EnvpoolEnv
 
     _check_arguments(env_id, EnvpoolEnv, cfg)
     make = lambda: EnvpoolEnv(env_id, num_envs, device, **cfg)
@@ -184,7 +184,7 @@ def _gymnasium(env_id: str, num_envs: int, device: torch.device | str, cfg: dict
     """A gymnasium id: its own vectorized class where it has one (as ``gymnasium.make_vec`` picks), else sync.
 
     ``env.cfg.vectorization_mode`` chooses: ``vector_entry_point`` (the default where
-    :func:`~rlpipe.envs.gym_vector.native_vector_class` knows the id), ``sync`` or ``async``. Eval
+    :func:`~rlpipe.envs.backends.gym_vector.native_vector_class` knows the id), ``sync`` or ``async``. Eval
     videos run ``sync`` (each sub-env draws its own frames), except under ``vector_entry_point``:
     that env does not draw, so the eval episodes stay those of the run without video.
     """

@@ -29,7 +29,6 @@ from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.video import recorder_for
 from rlpipe.artifacts.zarr_write import write_group
 from rlpipe.config import RunConfig, params_hash
-from rlpipe.distributed import resolve_device
 from rlpipe.envs import build_eval_env
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
 from rlpipe.offline.describe import describe_rollout
@@ -37,7 +36,8 @@ from rlpipe.offline.learners import build_learner, load_learner_state, load_roll
 from rlpipe.offline.replay import iteration_of, update_once
 from rlpipe.policies import build_policy
 from rlpipe.rollout import NonFiniteError
-from rlpipe.seeding import seed_everything
+from rlpipe.runtime.distributed import resolve_device
+from rlpipe.runtime.seeding import seed_everything
 from rlpipe.tracking import log_single_run, source_run_id
 
 __all__ = [

@@ -8,18 +8,18 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
-from rlpipe.allocator import tune_malloc
 from rlpipe.artifacts.checkpoints import checkpoint_fits, load_checkpoint, save_checkpoint
 from rlpipe.artifacts.errors import RefusedStoreError, StoreError
 from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.shards import read_any
 from rlpipe.artifacts.store import refuse_rejected
 from rlpipe.config import RunConfig, params_hash, training_hash, training_params
-from rlpipe.distributed import resolve_device
 from rlpipe.envs import space_from_dict
 from rlpipe.learner import Learner
 from rlpipe.rollout import RefusedDataError, RolloutError, validate
-from rlpipe.seeding import seed_everything
+from rlpipe.runtime.allocator import tune_malloc
+from rlpipe.runtime.distributed import resolve_device
+from rlpipe.runtime.seeding import seed_everything
 
 __all__ = ["build_learner", "load_learner_state", "load_rollout", "save_learner", "spaces_of"]
 

@@ -27,14 +27,14 @@ from rlpipe.artifacts.layout import EXPORT_FILES, RunLayout
 from rlpipe.artifacts.shards import read_any
 from rlpipe.artifacts.video import recorder_for
 from rlpipe.config import RunConfig, params_hash, training_hash
-from rlpipe.distributed import resolve_device
 from rlpipe.envs import BatchedEnv, build_env, build_eval_env
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
 from rlpipe.offline.commands import latest_of
 from rlpipe.policies import Policy, build_policy
 from rlpipe.policies.export import DeployedActor, export_metadata, export_onnx, export_torchscript
 from rlpipe.policies.exported import ExportedModel, ExportedPolicy
-from rlpipe.seeding import seed_everything
+from rlpipe.runtime.distributed import resolve_device
+from rlpipe.runtime.seeding import seed_everything
 from rlpipe.tracking import log_single_run, source_run_id
 from rlpipe.version import __version__
 

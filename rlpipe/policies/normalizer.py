@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from rlpipe.distributed import batch_moments
+from rlpipe.runtime.distributed import batch_moments
 
 __all__ = ["ObsNormalizer"]
 

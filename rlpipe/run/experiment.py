@@ -7,13 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rlpipe.allocator import tune_malloc
 from rlpipe.artifacts.fs import probe
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.store import RolloutStore
 from rlpipe.artifacts.video import recorder_for
 from rlpipe.config import RunConfig, params_hash, training_hash, training_params
-from rlpipe.distributed import DistContext, init_distributed
 from rlpipe.envs import BatchedEnv, build_env, build_eval_env, space_to_dict
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
 from rlpipe.learner import Learner
@@ -21,7 +19,9 @@ from rlpipe.run import roles
 from rlpipe.run.guards import NonFiniteGuard
 from rlpipe.run.stages import AdvantageStage, Checkpointer, Collector, UpdateStage, check_key_flow
 from rlpipe.run.stopping import Stopper
-from rlpipe.seeding import restore_rng_state, rng_state, seed_everything
+from rlpipe.runtime.allocator import tune_malloc
+from rlpipe.runtime.distributed import DistContext, init_distributed
+from rlpipe.runtime.seeding import restore_rng_state, rng_state, seed_everything
 
 if TYPE_CHECKING:
     from rlpipe.tracking.background import BackgroundRun

@@ -14,8 +14,6 @@ from typing import Any
 
 from tensordict import TensorDict
 
-from rlpipe import faults
-from rlpipe.allocator import tune_malloc
 from rlpipe.artifacts.params import write_params
 from rlpipe.config import RunConfig
 from rlpipe.rollout import NonFiniteError
@@ -35,6 +33,8 @@ from rlpipe.run.records import (
 )
 from rlpipe.run.resume import resume as continue_run
 from rlpipe.run.signals import GracefulStop, Interrupted, signal_name
+from rlpipe.runtime.allocator import tune_malloc
+from rlpipe.testing import faults
 from rlpipe.tracking import Tracker
 from rlpipe.tracking.banner import run_banner, where_lines
 

@@ -14,12 +14,12 @@ from typing import Any
 
 from tensordict import TensorDict
 
-from rlpipe import faults
 from rlpipe.artifacts.atomic import atomic_write_json
 from rlpipe.artifacts.layout import CHECKPOINT_NAME, iteration_from_name
 from rlpipe.config import params_hash, training_hash
 from rlpipe.run import roles
 from rlpipe.run.experiment import Experiment
+from rlpipe.testing import faults
 
 __all__ = ["checkpoint_now", "evaluate_now", "finished", "iteration_of", "nothing_to_do", "rollout_attrs",
            "run_summary", "store_rollout", "timing"]

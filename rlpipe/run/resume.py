@@ -6,12 +6,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rlpipe import faults
 from rlpipe.artifacts.checkpoints import checkpoint_fits, load_checkpoint
 from rlpipe.artifacts.curve import truncate_curve
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.config import ConfigError, RunConfig, training_diff, training_hash, training_params
 from rlpipe.run.experiment import Experiment
+from rlpipe.testing import faults
 
 __all__ = ["refuse_other_params", "restore", "resume", "resume_from_latest"]
 

@@ -16,11 +16,11 @@ from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.shards import ShardedStore
 from rlpipe.artifacts.store import RolloutStore
 from rlpipe.config import ConfigError, RunConfig
-from rlpipe.distributed import DistContext, barrier, gather_objects, rank_zero_decides
 from rlpipe.run.stages.checkpoint import Checkpointer
 from rlpipe.run.stages.collect import Collector
 from rlpipe.run.stopping import Stopper
-from rlpipe.seeding import rng_state
+from rlpipe.runtime.distributed import DistContext, barrier, gather_objects, rank_zero_decides
+from rlpipe.runtime.seeding import rng_state
 from rlpipe.tracking import Tracker, open_tracker
 
 __all__ = [

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlpipe.runs import project_root  # re-exported: where the default data/mlflow.db lives
+from rlpipe.dvc.runs import project_root  # re-exported: where the default data/mlflow.db lives
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -289,7 +289,7 @@ def _world_size() -> int:
     """torch.distributed's world size when torch is loaded and a group is up, else 1 (no torch import)."""
     if "torch" not in sys.modules:
         return 1
-    from rlpipe.distributed import world_size
+    from rlpipe.runtime.distributed import world_size
 
     return world_size()
 

@@ -22,7 +22,7 @@ from rlpipe.artifacts.checkpoints import (
 from rlpipe.artifacts.layout import checksum_path
 from rlpipe.artifacts.store import StoreError
 from rlpipe.rollout import RefusedDataError
-from rlpipe.seeding import restore_rng_state, rng_state
+from rlpipe.runtime.seeding import restore_rng_state, rng_state
 
 
 def make_state(iteration: int) -> dict[str, Any]:

@@ -89,7 +89,7 @@ def test_a_missing_gym_config_names_the_file(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without CUDA")
 def test_cuda_0_without_cuda_says_so_and_suggests_auto():
-    from rlpipe.distributed import resolve_device
+    from rlpipe.runtime.distributed import resolve_device
 
     with pytest.raises(ConfigError, match=r"^trainer\.device: 'cuda:0' requested but this machine has no "
                                           r"CUDA .*use trainer\.device: auto"):

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from rlpipe.envs import CartPole, StepResult
-from rlpipe.envs.cartpole import THETA_THRESHOLD, X_THRESHOLD
+from rlpipe.envs.tasks.cartpole import THETA_THRESHOLD, X_THRESHOLD
 
 Policy = Callable[[np.ndarray, int], int]
 

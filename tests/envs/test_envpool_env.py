@@ -11,7 +11,7 @@ from tensordict import TensorDict
 
 from rlpipe.config import ConfigError
 from rlpipe.envs import build_env
-from rlpipe.envs.envpool_env import EnvpoolEnv
+from rlpipe.envs.backends.envpool_env import EnvpoolEnv
 
 envpool = pytest.importorskip("envpool")
 

@@ -9,9 +9,9 @@ import torch
 
 from rlpipe.config import ConfigError
 from rlpipe.envs import build_env
-from rlpipe.envs.envpool_env import EnvpoolEnv
-from rlpipe.envs.gym_adapter import GymnasiumEnv
-from rlpipe.envs.gym_vector import GymnasiumVectorEnv, native_vector_class
+from rlpipe.envs.backends.envpool_env import EnvpoolEnv
+from rlpipe.envs.backends.gym_adapter import GymnasiumEnv
+from rlpipe.envs.backends.gym_vector import GymnasiumVectorEnv, native_vector_class
 from rlpipe.envs.registry import build_eval_env
 from rlpipe.envs.rendering import RenderUnavailable
 

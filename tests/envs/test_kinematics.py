@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from rlpipe.envs.kinematics import SiteKinematics, matrix_to_quat
-from rlpipe.envs.push_cube_scene import build_model, scene_ids
+from rlpipe.envs.tasks.push_cube.kinematics import SiteKinematics, matrix_to_quat
+from rlpipe.envs.tasks.push_cube.scene import build_model, scene_ids
 
 
 @pytest.fixture(scope="module")

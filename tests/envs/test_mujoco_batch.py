@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from rlpipe.envs.mujoco_batch import MujocoBatch
-from rlpipe.envs.push_cube_scene import REST_QPOS, build_model, scene_ids
+from rlpipe.envs.tasks.push_cube.physics import MujocoBatch
+from rlpipe.envs.tasks.push_cube.scene import REST_QPOS, build_model, scene_ids
 
 N, SUBSTEPS = 6, 5
 

@@ -13,8 +13,8 @@ import torch
 
 from rlpipe.config import ConfigError
 from rlpipe.envs import PushCube, build_env
-from rlpipe.envs import push_cube_task as task
-from rlpipe.envs.push_cube_scene import CUBE_HALF_SIZE, GOAL_RADIUS
+from rlpipe.envs.tasks.push_cube import task
+from rlpipe.envs.tasks.push_cube.scene import CUBE_HALF_SIZE, GOAL_RADIUS
 
 N = 4
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rlpipe.envs.raster import Painter
+from rlpipe.envs.tasks.raster import Painter
 
 RED, BLUE = (255, 0, 0), (0, 0, 255)
 

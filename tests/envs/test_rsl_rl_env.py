@@ -6,7 +6,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from rlpipe.envs.rsl_rl_env import RslRlEnv, is_rsl_rl_env
+from rlpipe.envs.backends.rsl_rl_env import RslRlEnv, is_rsl_rl_env
 
 rsl_env = pytest.importorskip("rsl_rl.env")
 

@@ -20,7 +20,7 @@ from _fault_harness import (
     snapshot,
 )
 
-from rlpipe.faults import KILL_POINTS
+from rlpipe.testing.faults import KILL_POINTS
 
 EXTRA = {
     "eval.start": ("trainer.enable_eval=true", "trainer.eval_freq=32"),

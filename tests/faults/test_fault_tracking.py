@@ -8,7 +8,8 @@ import pytest
 from _fault_harness import EXP, FAST, rlpipe, run_command, run_dir, snapshot
 from _offline_fixtures import PARAMS
 
-from rlpipe import config, faults
+from rlpipe import config
+from rlpipe.testing import faults
 from rlpipe.run import run
 from rlpipe.run.signals import Interrupted
 

@@ -6,8 +6,8 @@ import pytest
 
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.config import ConfigError
-from rlpipe.distributed import DistContext
 from rlpipe.run.roles import claim_run_dir
+from rlpipe.runtime.distributed import DistContext
 
 
 def earlier_run(tmp_path):

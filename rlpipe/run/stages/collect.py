@@ -8,13 +8,13 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
-from rlpipe import faults
 from rlpipe.algorithms.sequences import RECURRENT_STATE
 from rlpipe.envs import BatchedEnv
 from rlpipe.policies import Policy
 from rlpipe.rollout import allocate_rollout, obs_from_state, obs_state, time_slots, write_obs, zeros_obs
 from rlpipe.run.stages.base import Stage
 from rlpipe.run.stages.episode_info import SuccessTracker, act_and_step, episode_sums
+from rlpipe.testing import faults
 
 __all__ = ["Collector"]
 

@@ -14,9 +14,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlpipe.envs.raster import Painter
+from rlpipe.envs.backends.torch_native import TorchEnv
 from rlpipe.envs.registry import register_env
-from rlpipe.envs.torch_env import TorchEnv
+from rlpipe.envs.tasks.raster import Painter
 
 __all__ = ["Pendulum", "angle_normalize"]
 

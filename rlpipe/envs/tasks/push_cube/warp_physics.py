@@ -17,7 +17,7 @@ from typing import Any
 import mujoco
 import torch
 
-from rlpipe.envs.mujoco_batch import PhysicsBatch
+from rlpipe.envs.tasks.push_cube.physics import PhysicsBatch
 
 __all__ = ["WarpBatch", "import_warp"]
 

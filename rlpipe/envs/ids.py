@@ -10,10 +10,10 @@ from importlib.metadata import entry_points
 __all__ = ["BUILTIN_ENVS", "ENTRY_POINT_GROUP", "entry_point_ids"]
 
 BUILTIN_ENVS = {
-    "CartPole": "rlpipe.envs.cartpole",
-    "Pendulum": "rlpipe.envs.pendulum",
-    "PushCube": "rlpipe.envs.push_cube",
-    "RepeatFirst": "rlpipe.envs.memory",
+    "CartPole": "rlpipe.envs.tasks.cartpole",
+    "Pendulum": "rlpipe.envs.tasks.pendulum",
+    "PushCube": "rlpipe.envs.tasks.push_cube.env",
+    "RepeatFirst": "rlpipe.envs.tasks.memory",
 }
 """``{env id: module}`` of the torch-native envs rlpipe registers."""
 

@@ -4,10 +4,10 @@ A plugin id names an importable object; what it is decides the backend:
 
 * a :class:`~rlpipe.envs.base.BatchedEnv` subclass → ``cls(num_envs=N, device=D, **env.cfg)``;
 * a ``gymnasium.Env`` subclass → registered with gymnasium and vectorized by
-  :class:`~rlpipe.envs.gym_adapter.GymnasiumEnv`;
+  :class:`~rlpipe.envs.backends.gym_adapter.GymnasiumEnv`;
 * any other callable (a factory) → called with ``num_envs``/``device`` where its signature takes
   them, plus ``env.cfg``; it must return a ``BatchedEnv`` or an rsl_rl-style ``VecEnv`` (wrapped
-  by :class:`~rlpipe.envs.rsl_rl_env.RslRlEnv`);
+  by :class:`~rlpipe.envs.backends.rsl_rl_env.RslRlEnv`);
 * no such attribute, but importing the module registered ``Id`` with gymnasium →
   gymnasium's own ``module:Id-v0`` form.
 
@@ -33,7 +33,7 @@ import torch
 
 from rlpipe.config import ConfigError
 from rlpipe.envs.base import BatchedEnv
-from rlpipe.envs.builtin import ENTRY_POINT_GROUP, entry_point_ids
+from rlpipe.envs.ids import ENTRY_POINT_GROUP, entry_point_ids
 
 __all__ = ["ENTRY_POINT_GROUP", "build_plugin_env", "entry_point_ids", "is_plugin_id", "plugin_target"]
 
@@ -94,7 +94,7 @@ def build_plugin_env(
 
 def wrap_env(env_id: str, env: Any, device: torch.device | str) -> BatchedEnv:
     """A BatchedEnv as is; an rsl_rl-style VecEnv wrapped by ``RslRlEnv``; else a ConfigError."""
-    from rlpipe.envs.rsl_rl_env import RslRlEnv, is_rsl_rl_env
+    from rlpipe.envs.backends.rsl_rl_env import RslRlEnv, is_rsl_rl_env
 
     if isinstance(env, BatchedEnv):
         return env

@@ -1,8 +1,8 @@
 """PushCube: a Franka Panda pushes a 4 cm cube into a goal disc on a table (ManiSkill PushCube-v1).
 
-Scene: :mod:`~rlpipe.envs.push_cube_scene` (menagerie's Panda attached with MjSpec). Physics:
+Scene: :mod:`~rlpipe.envs.tasks.push_cube.scene` (menagerie's Panda attached with MjSpec). Physics:
 N copies stepped by ``mujoco.rollout``'s thread pool (``engine: mujoco``) or by MuJoCo Warp
-(``engine: warp``), see :mod:`~rlpipe.envs.mujoco_batch`. Task maths: :mod:`push_cube_task`.
+(``engine: warp``), see :mod:`~rlpipe.envs.tasks.push_cube.physics`. Task maths: :mod:`push_cube_task`.
 
 * Control at 20 Hz (``sim_substeps=5`` × ``timestep=0.01``, ManiSkill's 100 Hz simulation).
   ``joint_delta`` (default): action ``[N, 8]`` in [-1, 1] = arm joint targets relative to the
@@ -26,14 +26,14 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlpipe.envs import push_cube_task as task
+from rlpipe.envs.backends.torch_native import DEFAULT_SEED, num_groups
 from rlpipe.envs.base import BatchedEnv, StepResult
-from rlpipe.envs.kinematics import SiteKinematics
-from rlpipe.envs.mujoco_batch import MujocoBatch, PhysicsBatch
-from rlpipe.envs.mujoco_render import StateRenderer
-from rlpipe.envs.push_cube_scene import REST_QPOS, ROBOT_BASE, build_model, scene_ids
 from rlpipe.envs.registry import register_env
-from rlpipe.envs.torch_env import DEFAULT_SEED, num_groups
+from rlpipe.envs.tasks.push_cube import task
+from rlpipe.envs.tasks.push_cube.camera import StateRenderer
+from rlpipe.envs.tasks.push_cube.kinematics import SiteKinematics
+from rlpipe.envs.tasks.push_cube.physics import MujocoBatch, PhysicsBatch
+from rlpipe.envs.tasks.push_cube.scene import REST_QPOS, ROBOT_BASE, build_model, scene_ids
 
 __all__ = ["CONTROLS", "ENGINES", "PushCube"]
 
@@ -85,7 +85,7 @@ class PushCube(BatchedEnv):
 
     def _make_physics(self, substeps: int, num_threads: int | None) -> PhysicsBatch:
         if self.engine == "warp":
-            from rlpipe.envs.warp_batch import WarpBatch
+            from rlpipe.envs.tasks.push_cube.warp_physics import WarpBatch
 
             return WarpBatch(self.model, self.num_envs, substeps, self.device)
         return MujocoBatch(self.model, self.num_envs, substeps, num_threads)

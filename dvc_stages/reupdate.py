@@ -8,7 +8,7 @@ metrics: results/<exp_name>/reupdate/metrics.json, plots: results/<exp_name>/reu
 """
 
 from rlpipe.artifacts.layout import RunLayout
-from rlpipe.dvc_exps import run_stage
+from rlpipe.dvc.experiments import run_stage
 from rlpipe.offline.replay import replay
 
 if __name__ == "__main__":

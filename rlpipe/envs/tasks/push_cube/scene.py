@@ -3,7 +3,7 @@
 The geometry follows ManiSkill's ``PushCube-v1``: the robot base stands on the table top (z = 0)
 at x = -0.615 m, the cube (half-size 2 cm) starts within ±0.1 m of the origin and the goal disc
 (radius 0.1 m) lies 0.2 m in front of it. The robot is never written by hand: menagerie's Panda
-(:func:`~rlpipe.envs.assets.panda_spec`) is attached into the scene under the prefix ``robot/``.
+(:func:`.assets.panda_spec`) is attached into the scene under the prefix ``robot/``.
 
 Two models are compiled from the same spec: the *physics* model drops every visual-only geom
 (meshes, goal disc, floor) — the Panda's bodies carry explicit inertials, so its dynamics equal
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-from rlpipe.envs.assets import panda_spec
+from rlpipe.envs.tasks.push_cube.assets import panda_spec
 
 __all__ = [
     "CUBE_HALF_SIZE", "GOAL_RADIUS", "REST_QPOS", "ROBOT_BASE", "SceneIds", "build_model", "scene_ids",

@@ -7,7 +7,7 @@ against 17 ms; ``benchmarks/cartpole_step.py``). ``make_vec`` picks it by defaul
 
 Those envs auto-reset one step late (``NEXT_STEP``): the step after a done ignores its action and
 returns the first observation of the next episode. :class:`GymnasiumVectorEnv` hides that step as
-:class:`~rlpipe.envs.envpool_env.EnvpoolEnv` does: right after a step with done envs it resets those
+:class:`~rlpipe.envs.backends.envpool_env.EnvpoolEnv` does: right after a step with done envs it resets those
 rows itself, drawing from the env's own generator exactly what the env's next step would have
 drawn, so the observations are gymnasium's, minus the wasted transition. That needs to know the
 env's state layout: :data:`ROW_RESETS` holds one reset per supported class, and
@@ -28,10 +28,10 @@ import numpy as np
 import torch
 
 from rlpipe.config import ConfigError
+from rlpipe.envs.backends.torch_native import num_groups
 from rlpipe.envs.base import BatchedEnv, StepResult
 from rlpipe.envs.rendering import RenderUnavailable
-from rlpipe.envs.torch_env import num_groups
-from rlpipe.seeding import numpy_generator
+from rlpipe.runtime.seeding import numpy_generator
 
 __all__ = ["ROW_RESETS", "GymnasiumVectorEnv", "NativeVector", "native_vector_class", "native_vector_type"]
 

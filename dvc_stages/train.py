@@ -8,7 +8,7 @@ outs:    results/<exp_name>/run.json (names the run dir), metrics.json (records 
          curve.csv (one row per iteration): copied from the run dir, all cache: false
 """
 
-from rlpipe.dvc_exps import run_stage
+from rlpipe.dvc.experiments import run_stage
 from rlpipe.run import run
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ run dir: the one results/<exp_name>/run.json names (the last train, or the exper
 metrics: results/<exp_name>/eval/metrics.json (copied from there)
 """
 
-from rlpipe.dvc_exps import run_stage
+from rlpipe.dvc.experiments import run_stage
 from rlpipe.offline.commands import evaluate_checkpoint
 
 if __name__ == "__main__":

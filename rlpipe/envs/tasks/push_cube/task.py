@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from rlpipe.envs.kinematics import SiteKinematics, matrix_to_quat
-from rlpipe.envs.push_cube_scene import CUBE_HALF_SIZE, GOAL_RADIUS
+from rlpipe.envs.tasks.push_cube.kinematics import SiteKinematics, matrix_to_quat
+from rlpipe.envs.tasks.push_cube.scene import CUBE_HALF_SIZE, GOAL_RADIUS
 
 __all__ = [
     "JOINT_DELTA_SCALE", "EE_DELTA_SCALE", "OBS_DIM", "ee_delta_targets", "gripper_target",

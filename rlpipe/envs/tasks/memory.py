@@ -10,8 +10,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlpipe.envs.backends.torch_native import TorchEnv
 from rlpipe.envs.registry import register_env
-from rlpipe.envs.torch_env import TorchEnv
 
 __all__ = ["RepeatFirst"]
 

@@ -14,7 +14,7 @@ Every step starts from a zero constraint warm-start, which makes a step a pure f
 continues exactly. Sensor values are those MuJoCo computed during the last substep (i.e. before
 its integration).
 
-``engine: warp`` (:mod:`rlpipe.envs.warp_batch`) implements the same interface on MuJoCo Warp.
+``engine: warp`` (:mod:`.warp_physics`) implements the same interface on MuJoCo Warp.
 """
 
 from __future__ import annotations

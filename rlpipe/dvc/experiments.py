@@ -1,14 +1,14 @@
 """rlpipe as DVC stages: every experiment keeps its data, and ``rlpipe gc`` frees what DVC forgot.
 
 Inside a DVC experiment (``DVC_EXP_NAME`` set: ``dvc exp run`` in the workspace, ``--temp``,
-``--queue``) a stage trains into ``<project>/data/exps/<name>/<exp_name>/`` (:mod:`rlpipe.runs`),
+``--queue``) a stage trains into ``<project>/data/exps/<name>/<exp_name>/`` (:mod:`rlpipe.dvc.runs`),
 outside DVC's temporary workspace, and then *publishes* the small files DVC tracks —
 ``metrics.json``, ``curve.csv``, ``eval/metrics.json``, ``reupdate/…`` and ``run.json`` naming the
 run dir — into the workspace's ``results/<exp_name>/``, so ``dvc exp show/diff/plots`` and the
 experiment's commit carry them. Without ``DVC_EXP_NAME`` (``dvc repro``) the run dir is
 ``data/<exp_name>``, and its small files are published to ``results/<exp_name>/`` the same way.
 ``data/`` is ignored by git as a whole: no git operation of DVC's touches a rollout (see
-:mod:`rlpipe.runs` for the ``dvc exp apply`` hazard this layout avoids).
+:mod:`rlpipe.dvc.runs` for the ``dvc exp apply`` hazard this layout avoids).
 
 The downstream stages (``evaluate``, ``reupdate``) read ``run.json`` to find the run dir, so after
 ``dvc exp apply <exp>`` they work on that experiment's data. ``gc`` deletes the folders of
@@ -33,7 +33,7 @@ from rlpipe import config
 from rlpipe.artifacts.atomic import atomic_write_json, delete_tree
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.config import RunConfig
-from rlpipe.runs import (
+from rlpipe.dvc.runs import (
     RESULTS_DIR,
     RUN_POINTER,
     experiment_data_dir,

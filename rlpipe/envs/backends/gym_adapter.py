@@ -19,10 +19,10 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from rlpipe.config import ConfigError
+from rlpipe.envs.backends.torch_native import num_groups
 from rlpipe.envs.base import BatchedEnv, StepResult
 from rlpipe.envs.rendering import RenderUnavailable, gl_errors, gl_unavailable
-from rlpipe.envs.torch_env import num_groups
-from rlpipe.seeding import numpy_generator
+from rlpipe.runtime.seeding import numpy_generator
 
 __all__ = ["GymnasiumEnv"]
 
