@@ -20,7 +20,7 @@ def __getattr__(name: str) -> Any:
 
         return Trainer
     if name in ("Callback", "EventContext"):
-        from rlpipe.run import events
+        from rlpipe.trainer import events
 
         return getattr(events, name)
     raise AttributeError(f"module 'rlpipe' has no attribute {name!r}")

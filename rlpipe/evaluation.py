@@ -31,9 +31,9 @@ class EpisodeTally:
 
     Per step the loop adds the reward to each env's running return and copies ``[M]`` rows into
     block buffers ``[L, M]`` (L = ``SYNC_EVERY``): three small ops. Which episode ended where is
-    worked out once per block, vectorized, in :meth:`flush`; doing it per step took a dozen ops, a
-    quarter of a small eval's step. Returns are accumulated in the same order as a per-step tally
-    (the same float32 bits); lengths come from the steps between episode ends.
+    worked out once per block, vectorized, in :meth:`flush`, instead of a dozen ops on every step,
+    which would be a large share of a small eval's step. Returns are accumulated in the same order
+    as a per-step tally (the same float32 bits); lengths come from the steps between episode ends.
     """
 
     def __init__(self, num_envs: int, num_episodes: int, device: torch.device) -> None:

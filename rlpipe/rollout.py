@@ -1,4 +1,4 @@
-"""The ``[N, T+1]`` rollout schema: keys, allocation, the ``[N, T]`` transition view, validation.
+"""The ``[N, T+1]`` rollout schema (the only definition): keys, dtypes, padding, allocation, checks.
 
 One TensorDict per iteration, ``batch_size=[N, T+1]``, dims named ``("env", "time")``.
 
@@ -34,6 +34,11 @@ Padding slots hold zeros (``False`` for flags). Envs auto-reset inside ``step``:
 Dict observations (an ``ObsSpec`` mapping keys to shapes): ``obs`` is a nested TensorDict
 ``[N, T+1]`` with one ``[N, T+1, *shape]`` float32 entry per key (stored as one Zarr array per
 key, ``obs/<key>``); the policy selects and concatenates the keys it reads.
+
+:data:`KEY_DTYPES` lists the keys every rollout holds and their dtypes, :data:`TRANSITION_KEYS` those
+whose slot T is padding. :func:`check_schema` checks a rollout against them (where a rollout enters
+the store, and where a stored one is read back), :func:`check_finite` its values, :func:`validate`
+both.
 """
 
 from __future__ import annotations
@@ -44,7 +49,10 @@ import torch
 from tensordict import TensorDict
 
 __all__ = [
+    "DIM_NAMES",
     "FLAG_KEYS",
+    "KEY_DTYPES",
+    "REQUIRED_KEYS",
     "ObsSpec",
     "SCHEMA_VERSION",
     "NonFiniteError",
@@ -54,6 +62,8 @@ __all__ = [
     "RolloutError",
     "all_finite",
     "allocate_rollout",
+    "check_finite",
+    "check_schema",
     "first_nonfinite",
     "obs_from_state",
     "obs_state",
@@ -73,8 +83,21 @@ SCHEMA_VERSION = 1
 
 FLAG_KEYS = ("terminated", "truncated", "done")
 TRANSITION_KEYS = ("action", "sample_log_prob", "reward", "final_value", *FLAG_KEYS)
-"""Keys whose slot T is padding (everything except ``obs`` and ``value``)."""
+"""Keys whose slot T is padding (everything except ``obs`` and ``value``): zero, ``False`` for flags."""
+KEY_DTYPES: dict[str, tuple[torch.dtype, ...]] = {
+    "obs": (torch.float32,),  # every entry, for dict observations
+    "action": (torch.int64, torch.float32),  # Discrete, Box
+    "sample_log_prob": (torch.float32,),
+    "value": (torch.float32,),
+    "reward": (torch.float32,),
+    "final_value": (torch.float32,),
+    **{key: (torch.bool,) for key in FLAG_KEYS},
+}
+"""The keys every rollout holds and the dtypes each may have; policy extras come on top."""
+REQUIRED_KEYS = tuple(KEY_DTYPES)
+"""The keys every rollout, and every rollout store, holds."""
 DIM_NAMES = ("env", "time")
+"""Names of the two batch dims ``[N, T+1]``."""
 
 
 class RolloutError(ValueError):
@@ -234,47 +257,48 @@ def transition_view(rollout: TensorDict) -> TensorDict:
     return view
 
 
-_REQUIRED_DTYPES = {
-    "obs": (torch.float32,),
-    "sample_log_prob": (torch.float32,),
-    "value": (torch.float32,),
-    "reward": (torch.float32,),
-    "final_value": (torch.float32,),
-    "terminated": (torch.bool,),
-    "truncated": (torch.bool,),
-    "done": (torch.bool,),
-    "action": (torch.float32, torch.int64),
-}
+def check_schema(rollout: TensorDict, iteration: int | None = None) -> None:
+    """Check batch size, keys, dtypes, padding and ``done`` against the schema; raise :class:`RolloutError`.
 
-
-def validate(rollout: TensorDict, iteration: int | None = None) -> None:
-    """Check keys, shapes, dtypes, padding and finiteness; raise :class:`RolloutError`.
-
-    The message names the key, the first bad ``[env, time]`` index and the iteration.
+    Values are not checked otherwise (finiteness is :func:`check_finite`). One host sync when the
+    rollout is good; the message names the key, the first bad ``[env, time]`` index and the iteration.
     """
     where = f" (iteration {iteration})" if iteration is not None else ""
     if rollout.batch_dims != 2 or rollout.batch_size[1] < 2:
         raise RolloutError(f"rollout{where}: batch_size must be [N, T+1] with T >= 1, got "
                            f"{list(rollout.batch_size)}")
-    for key, dtypes in _REQUIRED_DTYPES.items():
+    for key, dtypes in KEY_DTYPES.items():
         if key not in rollout.keys():
-            raise RolloutError(f"rollout{where}: missing key {key!r}")
+            raise RolloutError(f"rollout{where} lacks schema key {key!r}")
         value = rollout.get(key)
-        if isinstance(value, TensorDict):  # dict observations: every entry must match
-            value = next(iter(value.values(include_nested=True, leaves_only=True)), torch.zeros(0))
-            if any(v.dtype not in dtypes for v in rollout.get(key).values(True, True)):
-                value = torch.zeros(0, dtype=torch.float64)
-        if value.dtype not in dtypes:
-            allowed = " or ".join(str(d).removeprefix("torch.") for d in dtypes)
-            raise RolloutError(f"rollout{where}: key {key!r} has dtype "
-                               f"{str(value.dtype).removeprefix('torch.')}, expected {allowed}")
-    _check_done_consistency(rollout, where)
-    for key in TRANSITION_KEYS:
-        pad = rollout.get(key)[:, -1]
+        leaves = value.values(True, True) if isinstance(value, TensorDict) else (value,)  # dict obs: each
+        wrong = next((leaf.dtype for leaf in leaves if leaf.dtype not in dtypes), None)
+        if wrong is not None:
+            allowed = " or ".join(_dtype_name(d) for d in dtypes)
+            raise RolloutError(f"rollout{where}: key {key!r} has dtype {_dtype_name(wrong)}, "
+                               f"expected {allowed}")
+    mismatch = (rollout["terminated"] | rollout["truncated"]) != rollout["done"]
+    pads = [rollout.get(key)[:, -1] for key in TRANSITION_KEYS]
+    if not bool(torch.stack([mismatch.any(), *(pad.any() for pad in pads)]).any()):
+        return
+    if mismatch.any():
+        env, t = (int(i) for i in mismatch.nonzero()[0])
+        raise RolloutError(f"rollout{where}: key 'done' != terminated | truncated at [{env}, {t}]")
+    for key, pad in zip(TRANSITION_KEYS, pads, strict=True):
         if pad.any():
             env = int(pad.reshape(pad.shape[0], -1).any(-1).nonzero()[0, 0])
             raise RolloutError(f"rollout{where}: key {key!r} padding slot is not zero at "
                                f"[{env}, {rollout.batch_size[1] - 1}]")
+
+
+def check_finite(rollout: TensorDict, iteration: int | None = None) -> None:
+    """Raise :class:`NonFiniteRolloutError` naming the key and first ``[env, time]`` of a NaN/Inf.
+
+    Every floating-point leaf is checked; one host sync when all are finite.
+    """
+    if bool(all_finite([rollout])):
+        return
+    where = f" (iteration {iteration})" if iteration is not None else ""
     for key, value in rollout.items(include_nested=True, leaves_only=True):
         if value.is_floating_point():
             bad = ~torch.isfinite(value.reshape(*rollout.batch_size, -1)).all(-1)
@@ -284,9 +308,11 @@ def validate(rollout: TensorDict, iteration: int | None = None) -> None:
                                             str(key), iteration)
 
 
-def _check_done_consistency(rollout: TensorDict, where: str) -> None:
-    expected = rollout["terminated"] | rollout["truncated"]
-    mismatch = expected != rollout["done"]
-    if mismatch.any():
-        env, t = (int(i) for i in mismatch.nonzero()[0])
-        raise RolloutError(f"rollout{where}: key 'done' != terminated | truncated at [{env}, {t}]")
+def validate(rollout: TensorDict, iteration: int | None = None) -> None:
+    """:func:`check_schema` and :func:`check_finite`: raise :class:`RolloutError` at the first problem."""
+    check_schema(rollout, iteration)
+    check_finite(rollout, iteration)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")

@@ -13,8 +13,9 @@ from tensordict import TensorDict
 
 import rlpipe.algorithms.ppo as ppo_module
 import rlpipe.algorithms.update_loop as update_loop
-from rlpipe.run import build, run
+from rlpipe.build import learn
 from rlpipe.runtime.distributed import shutdown
+from rlpipe.trainer import Trainer
 
 
 def torchrun_env(rank: int, world: int, port: int) -> None:
@@ -43,12 +44,14 @@ def one_update(rank: int, world: int, port: int, work: Path, overrides: list[str
     if not sync:
         update_loop.average_gradients = _no_sync
     try:
-        exp = build(tiny_cfg(work / "data", "trainer.distributed=true", *overrides))
-        exp.policy.load_state_dict(torch.load(work / "init.pt", weights_only=True))
+        cfg = tiny_cfg(work / "data", "trainer.distributed=true", *overrides)
+        exp = Trainer(cfg).parts
+        exp.algo.policy.load_state_dict(torch.load(work / "init.pt", weights_only=True))
         rollout = load_rollout(work / "rollout.pt")
         n = exp.env.num_envs
-        exp.learner.learn(rollout[rank * n:(rank + 1) * n].clone(), 1, 0, exp.total_env_steps)
-        torch.save(exp.policy.state_dict(), work / f"rank-{rank}.pt")
+        learn(exp.algo, rollout[rank * n:(rank + 1) * n].clone(), 1, 0,
+              cfg.trainer.iterations * exp.steps_per_iteration)
+        torch.save(exp.algo.policy.state_dict(), work / f"rank-{rank}.pt")
     finally:
         dist.destroy_process_group()
 
@@ -62,21 +65,21 @@ def collectives(rank: int, world: int, port: int, work: Path) -> None:
     torchrun_env(rank, world, port)
     torch.set_num_threads(1)
     try:
-        exp = build(tiny_cfg(work / "data", "trainer.distributed=true", "algorithm.cfg.target_kl=0.1",
-                              "trainer.enable_eval=true"))
-        initial = [p.detach().clone() for p in exp.policy.parameters()]
-        for p in exp.policy.parameters():
+        exp = Trainer(tiny_cfg(work / "data", "trainer.distributed=true", "algorithm.cfg.target_kl=0.1",
+                              "trainer.enable_eval=true")).parts
+        initial = [p.detach().clone() for p in exp.algo.policy.parameters()]
+        for p in exp.algo.policy.parameters():
             p.grad = torch.full_like(p, float(rank + 1))
-        update_loop.average_gradients(exp.policy.parameters())
+        update_loop.average_gradients(exp.algo.policy.parameters())
         x = torch.arange(5.0) + 10 * rank
         torch.save({
             "initial": initial,
-            "grads": [p.grad.clone() for p in exp.policy.parameters()],
+            "grads": [p.grad.clone() for p in exp.algo.policy.parameters()],
             "kl_mean": float(exp.algo._global_mean(torch.tensor(float(rank)))),
             "early_stop": exp.algo._kl_control(torch.tensor(float(rank))),
             "normalized": ppo_module.global_normalize(x),
             "steps_per_iteration": exp.steps_per_iteration,
-            "has_evaluator": exp.evaluate is not None,
+            "has_evaluator": exp.evaluator is not None,
         }, work / f"coll-{rank}.pt")
     finally:
         dist.destroy_process_group()
@@ -87,6 +90,6 @@ def train(rank: int, world: int, port: int, data_dir: Path, overrides: list[str]
     torchrun_env(rank, world, port)
     torch.set_num_threads(1)
     try:
-        run(tiny_cfg(data_dir, "trainer.distributed=true", *overrides), resume=resume)
+        Trainer(tiny_cfg(data_dir, "trainer.distributed=true", *overrides), resume=resume).train()
     finally:
         shutdown()

@@ -1,11 +1,14 @@
-"""The commands of README.md's code blocks, in order, with the test's explicit rewrite and skip tables.
+"""The commands of README.md and the docs pages, in order, with the test's explicit rewrite and skip tables.
 
-``readme_commands()`` reads every fenced block that holds shell commands (```bash, ```sh, ```console
-or an unlabelled block; never ```python/```yaml/```toml) and returns each command line a reader would
-type: continuation lines joined, the trailing ``# comment`` removed (it is kept as ``note``), a
-``$ `` prompt removed. A command is a line whose program (after ``VAR=value`` assignments) is one of
-:data:`PROGRAMS`. What the README says a command prints is kept too: a ``# … (exit N)`` note gives the
-expected exit code, and an ``Error: …`` line after a ``$ `` command the expected stderr line.
+``doc_commands()`` reads README.md, then every page of the docs site in the order of ``mkdocs.yml``'s
+nav (then any page the nav leaves out), so a later page may use what an earlier one made (the run of
+``make run``, the ``clip01`` run). In each it reads every fenced block that holds shell commands
+(```bash, ```sh, ```console or an unlabelled block; never ```python/```yaml/```toml/```text) and
+returns each command line a reader would type: continuation lines joined, the trailing ``# comment``
+removed (it is kept as ``note``), a ``$ `` prompt removed. A command is a line whose program (after
+``VAR=value`` assignments) is one of :data:`PROGRAMS`. What a page says a command prints is kept too:
+a ``# … (exit N)`` note gives the expected exit code, and an ``Error: …`` line after a ``$ `` command
+the expected stderr line.
 
 :data:`REWRITES` shortens long commands (each entry must match a README command: a stale entry fails
 the test); :data:`SKIPS` names every command that cannot run in the test and why (a GPU, a server,
@@ -19,8 +22,12 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+MKDOCS = ROOT / "mkdocs.yml"
 
 PROGRAMS = ("rlpipe", "python", "dvc", "torchrun", "mlflow", "make", "source", "ls", ".venv/bin/python")
 """First words that make a code-block line a command."""
@@ -46,8 +53,8 @@ REWRITES: tuple[tuple[str, str, str], ...] = (
     (r"^(rlpipe run configs/go1_envpool\.yaml)$",
      r"\1 --set trainer.iterations=1 --set trainer.num_envs=8 --set trainer.num_eval_envs=2",
      "a long locomotion run → 1 iteration of 8 envs"),
-    (r"^(python benchmarks/sb3_halfcheetah\.py --side rlpipe .*)$", r"\1 --steps 1024 --eval-episodes 2",
-     "1M env steps → 1,024"),
+    (r"^(python benchmarks/peers/sb3_halfcheetah\.py --side rlpipe .*)$",
+     r"\1 --steps 1024 --eval-episodes 2", "1M env steps → 1,024"),
     (r"^(rlpipe run configs/ppo_halfcheetah_envpool\.yaml)$",
      r"\1 --set trainer.iterations=1 --set trainer.num_envs=4 --set trainer.num_eval_envs=2",
      "1M env steps → 1 iteration of 4 envs"),
@@ -55,10 +62,12 @@ REWRITES: tuple[tuple[str, str, str], ...] = (
      "GRPO from scratch → 1 iteration of 8 envs"),
     (r"--engines mujoco warp$", "--engines mujoco --envs 16 --steps 5 --repeats 1",
      "MuJoCo Warp on CPU compiles its kernels for minutes; one small mujoco timing"),
-    (r"^(python benchmarks/startup\.py) --repeats 3", r"\1 --repeats 1 --skip-solve", "one short repeat"),
-    (r"^(\.venv/bin/python benchmarks/throughput\.py --guards)$", r"\1 --warmup 1 --iterations 1",
+    (r"^(python benchmarks/speed/startup\.py) --repeats 3", r"\1 --repeats 1 --skip-solve",
+     "one short repeat"),
+    (r"^(\.venv/bin/python benchmarks/peers/throughput\.py --guards)$", r"\1 --warmup 1 --iterations 1",
      "one timed iteration per side"),
-    (r"^(\.venv/bin/python benchmarks/store_write\.py)$", r"\1 --num-envs 64 --repeats 1", "a small store"),
+    (r"^(\.venv/bin/python benchmarks/speed/store_write\.py)$", r"\1 --num-envs 64 --repeats 1",
+     "a small store"),
     (r"^(rlpipe run params\.yaml --set algorithm\.cfg\.amp=auto .*)$", r"\1 --set trainer.iterations=1",
      "1 iteration"),
     (r"^(dvc exp run --queue -n clip0[13] -S algorithm\.cfg\.clip_coef=0\.[13])$",
@@ -78,6 +87,7 @@ SKIPS: tuple[tuple[str, str], ...] = (
     (r"\.venv-mjlab", "a second virtualenv with mjlab (minutes of installing; tests/envs/test_mjlab.py runs "
                       "the training command when RLPIPE_MJLAB_PYTHON names one)"),
     (r"/path/to/", "a placeholder path (a separate SB3 virtualenv, benchmarks/README.md)"),
+    (r"^python benchmarks/peers/sb3_compare\.py", "needs SB3's own virtualenv (make -C benchmarks sb3-venv)"),
     (r"^dvc (remote modify s3store|push|pull)\b|^dvc add .* -o models/|^mkdir -p models$",
      "the S3 DVC remote of the line before (tests/test_dvc_remote.py runs these against moto)"),
 )
@@ -88,13 +98,17 @@ PLACEHOLDERS = {"<exp>": "cartpole_ppo"}
 
 @dataclass(frozen=True)
 class Command:
-    """One README command: the text as written, its comment, the expected exit code and stderr line."""
+    """One documented command: the text as written, its comment, the expected exit code and stderr line.
+
+    ``source`` is the file it was read from (relative to the repository), ``line`` its line there.
+    """
 
     line: int
     text: str
     note: str = ""
     exit_code: int = 0
     error: str | None = None
+    source: str = "README.md"
 
     @property
     def words(self) -> list[str]:
@@ -139,9 +153,41 @@ def _is_command(text: str) -> bool:
     return bool(words) and words[0] in PROGRAMS
 
 
-def readme_commands(text: str | None = None) -> list[Command]:
-    """Every command of README.md's shell blocks, in order (see the module docstring)."""
-    text = README.read_text() if text is None else text
+class _NavLoader(yaml.SafeLoader):
+    """``mkdocs.yml`` with any ``!!python/…`` tag read as null (only the nav is wanted here)."""
+
+
+_NavLoader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: None)
+
+
+def _nav_files(nav: object) -> list[str]:
+    """The page files of an mkdocs nav, depth first, in order."""
+    if isinstance(nav, str):
+        return [nav] if nav.endswith(".md") else []
+    if isinstance(nav, dict):
+        return [f for value in nav.values() for f in _nav_files(value)]
+    if isinstance(nav, list):
+        return [f for item in nav for f in _nav_files(item)]
+    return []
+
+
+def doc_pages() -> list[Path]:
+    """README.md, then the docs pages in nav order, then the pages the nav leaves out (by name)."""
+    config = yaml.load(MKDOCS.read_text(), Loader=_NavLoader)
+    pages = [DOCS / name for name in _nav_files(config.get("nav", []))]
+    pages = [p for p in dict.fromkeys(pages) if p.is_file()]
+    rest = sorted(p for p in DOCS.rglob("*.md") if "hooks" not in p.relative_to(DOCS).parts)
+    return [README, *pages, *(p for p in rest if p not in pages)]
+
+
+def doc_commands(text: str | None = None, source: str = "README.md") -> list[Command]:
+    """Every command of the shell blocks of README.md and the docs pages (:func:`doc_pages`), in order.
+
+    With ``text``, the commands of that text alone (named ``source``).
+    """
+    if text is None:
+        return [c for page in doc_pages()
+                for c in doc_commands(page.read_text(), str(page.relative_to(ROOT)))]
     commands: list[Command] = []
     for start, lines in _blocks(text):
         i = 0
@@ -160,7 +206,7 @@ def readme_commands(text: str | None = None) -> list[Command]:
                 error = lines[i]
             code = re.search(r"\bexit (\d+)\b", note)
             exit_code = int(code.group(1)) if code else (2 if error or note.startswith("Error:") else 0)
-            commands.append(Command(number, body, note, exit_code, error))
+            commands.append(Command(number, body, note, exit_code, error, source))
     return commands
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -92,12 +93,16 @@ def run_fingerprint(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def run_default(workdir: Path, params: Path) -> Path:
-    """``rlpipe run params.yaml`` then ``rlpipe replay`` of it in ``workdir`` (tracking off); the run dir."""
+def run_default(workdir: Path, params: Path, env: dict[str, str] | None = None) -> Path:
+    """``rlpipe run params.yaml`` then ``rlpipe replay`` of it in ``workdir`` (tracking off); the run dir.
+
+    ``env``: environment variables set for both commands, on top of this process's environment.
+    """
     rlpipe = [sys.executable, "-m", "rlpipe"]
     for args in (["run", str(params), "--set", "tracking.backend=none", "--set", "trainer.data_dir=data"],
                  ["replay", "data/cartpole_ppo"]):
-        subprocess.run([*rlpipe, *args], cwd=workdir, check=True, capture_output=True, text=True)
+        subprocess.run([*rlpipe, *args], cwd=workdir, check=True, capture_output=True, text=True,
+                       env={**os.environ, **(env or {})})
     return workdir / "data" / "cartpole_ppo"
 
 

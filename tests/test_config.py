@@ -10,7 +10,7 @@ def test_default_params_load_with_seed_blocks(tmp_path):
     cfg = load("params.yaml")
     assert cfg.algorithm.name == "ppo"
     assert cfg.env.id == "CartPole"
-    assert cfg.policy.actor.network_cfg["hidden_sizes"] == [64, 64]
+    assert cfg.policy.actor.network_cfg.hidden_sizes == [64, 64]
     assert cfg.run_dir.name == cfg.trainer.exp_name
 
 
@@ -18,8 +18,8 @@ def test_set_overrides_parse_yaml_values():
     cfg = load("params.yaml", ["trainer.iterations=3", "policy.actor.network_cfg.hidden_sizes=[256,256]",
                                "algorithm.cfg.clip_coef=0.1"])
     assert cfg.trainer.iterations == 3
-    assert cfg.policy.actor.network_cfg["hidden_sizes"] == [256, 256]
-    assert cfg.algorithm.cfg["clip_coef"] == 0.1
+    assert cfg.policy.actor.network_cfg.hidden_sizes == [256, 256]
+    assert cfg.algorithm.cfg.clip_coef == 0.1
 
 
 @pytest.mark.parametrize(
@@ -89,7 +89,7 @@ def test_params_hash_changes_with_params():
     ("override", "message"),
     [
         ("trainer.num_envs=true",
-         r"trainer.num_envs: Input should be a valid integer, not true/false \(got True\)"),
+         r"trainer.num_envs: Input should be a valid integer, not true/false \(got true\)"),
         ('store.enabled="yes"', r"store.enabled: Input should be true or false \(got 'yes'\)"),
         ("store.enabled=1", r"store.enabled: Input should be true or false \(got 1\)"),
         ('trainer.seed="7"', r"trainer.seed: Input should be a valid integer, not a string"),
@@ -108,12 +108,12 @@ def test_no_coercion_between_bools_numbers_and_strings(override, message):
 def test_strict_types_still_take_ints_for_floats_lists_for_tuples_and_exponents():
     cfg = load("params.yaml", ["algorithm.cfg.learning_rate=1e-3", "trainer.exp_name=run_2.b",
                                "policy.log_std_init=0"])
-    assert cfg.algorithm.cfg["learning_rate"] == 0.001 and cfg.policy.log_std_init == 0.0
+    assert cfg.algorithm.cfg.learning_rate == 0.001 and cfg.policy.log_std_init == 0.0
     from rlpipe.algorithms import resolve_algo_cfg
 
     algo = resolve_algo_cfg("ppo", {"learning_rate": 1, "lr_schedule": [[0, 1e-3], [100, 1e-4]]}, "cpu")
     assert algo.learning_rate == 1.0 and algo.lr_schedule[1] == (100, 1e-4)
-    with pytest.raises(ConfigError, match=r"lr_schedule: Input should be a valid number, not a string"):
+    with pytest.raises(ConfigError, match=r"lr_schedule\.1\.1: Input should be a valid number, not a string"):
         resolve_algo_cfg("ppo", {"lr_schedule": [[0, 1e-3], [100, "2"]]}, "cpu")
 
 

@@ -12,9 +12,9 @@ from _dist_workers import collectives, one_update, save_rollout
 from _offline_fixtures import tiny_cfg
 from click.testing import CliRunner
 
+from rlpipe.build import learn
 from rlpipe.cli import cli
 from rlpipe.config import ConfigError
-from rlpipe.run import build
 from rlpipe.runtime.distributed import (
     DistContext,
     global_normalize,
@@ -23,6 +23,7 @@ from rlpipe.runtime.distributed import (
     rank_device,
     sharded_minibatch_indices,
 )
+from rlpipe.trainer import Trainer
 
 N = 4
 """Envs per rank; the single-process reference runs 2N."""
@@ -124,13 +125,14 @@ def reference(
     """A 2N-env rollout, the initial weights, and one single-process update over both halves."""
     work = tmp_path_factory.mktemp("equiv")
     (work / "extra.txt").write_text("\n".join(request.param))
-    exp = build(tiny_cfg(work / "data", f"trainer.num_envs={2 * N}", *EQUIV, *request.param))
-    rollout, _ = exp.collect()
+    cfg = tiny_cfg(work / "data", f"trainer.num_envs={2 * N}", *EQUIV, *request.param)
+    exp = Trainer(cfg).parts
+    rollout, _ = exp.collector()
     save_rollout(rollout, work / "rollout.pt")
-    torch.save(exp.policy.state_dict(), work / "init.pt")
+    torch.save(exp.algo.policy.state_dict(), work / "init.pt")
     exp.algo.shards = 2
-    exp.learner.learn(rollout, 1, 0, exp.total_env_steps)
-    return work, {k: v.clone() for k, v in exp.policy.state_dict().items()}
+    learn(exp.algo, rollout, 1, 0, cfg.trainer.iterations * exp.steps_per_iteration)
+    return work, {k: v.clone() for k, v in exp.algo.policy.state_dict().items()}
 
 
 def test_two_ranks_update_like_one_process_over_both(reference: tuple[Path, dict[str, torch.Tensor]]) -> None:

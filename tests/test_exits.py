@@ -10,7 +10,7 @@ from rlpipe.artifacts.checkpoints import ChecksumError
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.cli.exits import describe
 from rlpipe.rollout import NonFiniteError
-from rlpipe.run.signals import Interrupted
+from rlpipe.trainer.signals import Interrupted
 
 
 @pytest.mark.parametrize(("error", "advice"), [

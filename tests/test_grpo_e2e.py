@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from rlpipe import config
+from rlpipe.collector import Collector
 from rlpipe.envs import build_env
 from rlpipe.policies import build_policy
-from rlpipe.run import build, run
-from rlpipe.run.stages import Collector
+from rlpipe.trainer import Trainer
 
 GRPO_PARAMS = Path(__file__).parents[1] / "configs" / "grpo_cartpole.yaml"
 QUIET = ["tracking.backend=none", "store.enabled=false"]
@@ -51,10 +51,10 @@ def test_independent_group_resets_start_every_env_on_its_own(env_id):
 def test_pipeline_passes_group_reset_to_the_collector(tmp_path, group_reset, expected):
     cfg = config.load(GRPO_PARAMS, [*QUIET, f"trainer.data_dir={tmp_path}", "trainer.num_envs=8",
                                     f"algorithm.cfg.group_reset={group_reset}"])
-    exp = build(cfg)
-    assert exp.collect.group_size == expected and exp.collect.reset_every_rollout
+    exp = Trainer(cfg).parts
+    assert exp.collector.group_size == expected and exp.collector.reset_every_rollout
     assert exp.algo.ref_policy is None  # kl_coef: 0 in the example config
-    rollout, _ = exp.collect()
+    rollout, _ = exp.collector()
     assert distinct_rows(rollout["obs"][:, 0]) == 8 // expected
 
 
@@ -63,7 +63,7 @@ def test_grpo_learns_torch_cartpole_from_the_example_config(tmp_path):
     # example config (64 envs × 500 steps each, ~15 s on 2 idle cores) reach ~250 with seed 42.
     cfg = config.load(GRPO_PARAMS, [*QUIET, f"trainer.data_dir={tmp_path}", "trainer.iterations=4",
                                     "trainer.eval_freq=10000000", "trainer.num_eval_envs=8"])
-    summary = run(cfg)
+    summary = Trainer(cfg).train()
     assert summary["iterations"] == 4 and summary["env_steps"] == 4 * 64 * 500
     assert summary["eval/return_mean"] >= 100, summary
     assert summary["train/episode_return_mean"] > 30, summary

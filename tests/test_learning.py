@@ -10,14 +10,14 @@ import json
 import pytest
 
 from rlpipe.config import load
-from rlpipe.run import run
+from rlpipe.trainer import Trainer
 
 SOLVED = 475.0
 
 
 def test_default_cartpole_run_is_solved_and_stops_there(tmp_path):
     cfg = load("params.yaml", [f"trainer.data_dir={tmp_path}", "tracking.backend=none"])
-    summary = run(cfg)
+    summary = Trainer(cfg).train()
     metrics = json.loads((cfg.run_dir / "metrics.json").read_text())
     assert metrics["eval/return_mean"] >= SOLVED, metrics
     assert metrics["stopped_by"] == f"eval/return_mean >= 475 (got {metrics['eval/return_mean']:g})"
@@ -34,5 +34,5 @@ def test_default_cartpole_solves_at_least_4_of_5_seeds(tmp_path):
     for seed in range(5):
         cfg = load("params.yaml", [f"trainer.data_dir={tmp_path / str(seed)}", "tracking.backend=none",
                                    f"trainer.seed={seed}", "store.enabled=false"])
-        solved[seed] = run(cfg).get("eval/return_mean", 0.0) >= SOLVED
+        solved[seed] = Trainer(cfg).train().get("eval/return_mean", 0.0) >= SOLVED
     assert sum(solved.values()) >= 4, solved

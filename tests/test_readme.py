@@ -1,8 +1,9 @@
-"""README.md's commands: every one parses (fast), and all of them run in order on a fresh copy (slow).
+"""The documented commands (README.md, the docs pages): each parses (fast), and all run in order (slow).
 
 The slow test copies the working tree (tracked and untracked, not ignored files) into a temporary
-git repository, shares this interpreter's virtualenv, runs ``make run``'s recipe and then every README
-command in order (tests/_readme.py: what is shortened and what is skipped, each with its reason).
+git repository, shares this interpreter's virtualenv, and runs every command of README.md and of the
+docs pages in the nav's order, ``make run``'s recipe first (tests/_readme.py: the order, what is
+shortened and what is skipped, each with its reason).
 """
 
 from __future__ import annotations
@@ -19,17 +20,20 @@ from pathlib import Path
 import click
 import pytest
 from _readme import (
+    DOCS,
+    README,
     REWRITES,
     ROOT,
     SKIPS,
     Command,
-    readme_commands,
+    doc_commands,
+    doc_pages,
     runnable,
     skip_reason,
     synopsis_words,
 )
 
-COMMANDS = readme_commands()
+COMMANDS = doc_commands()
 
 
 # --- extraction ---------------------------------------------------------------------------------------
@@ -52,18 +56,30 @@ Error: params.yaml: trainer.num_envs: bad
 
 
 def test_extraction_joins_lines_strips_comments_and_reads_expected_errors():
-    first, second = readme_commands(SAMPLE)
+    first, second = doc_commands(SAMPLE, "docs/sample.md")
+    assert first.source == second.source == "docs/sample.md"
     assert first.text == "rlpipe run params.yaml --set a.b=1 --set 'c=[1,2]'"
     assert first.words[-1] == "c=[1,2]" and first.exit_code == 3 and first.line == 3
     assert second.text == "rlpipe run params.yaml --set trainer.num_envs=0"
     assert second.error == "Error: params.yaml: trainer.num_envs: bad" and second.exit_code == 2
 
 
-def test_every_rewrite_and_skip_matches_a_readme_command():
+def test_every_rewrite_and_skip_matches_a_documented_command():
     texts = [c.text for c in COMMANDS]
     stale = [p for p, *_ in (*REWRITES, *SKIPS) if not any(re.search(p, t) for t in texts)]
-    assert not stale, f"entries of tests/_readme.py that match no README command: {stale}"
+    assert not stale, f"entries of tests/_readme.py that match no documented command: {stale}"
     assert len(COMMANDS) > 50
+
+
+def test_commands_come_from_the_readme_then_every_docs_page_in_nav_order():
+    pages = doc_pages()
+    every_page = {p for p in DOCS.rglob("*.md") if "hooks" not in p.relative_to(DOCS).parts}
+    assert pages[0] == README and set(pages[1:]) == every_page and len(pages) == len(set(pages))
+    assert pages[1] == DOCS / "index.md"  # the nav's first page
+    sources = list(dict.fromkeys(c.source for c in COMMANDS))
+    assert sources[0] == "README.md" and sources == sorted(sources, key=lambda s: pages.index(ROOT / s))
+    assert {"docs/getting-started.md", "docs/offline.md", "docs/tracking-dvc.md"} <= set(sources)
+    assert COMMANDS[0].text == "make run"  # the run every later command may read
 
 
 # --- every command parses (default suite) --------------------------------------------------------------
@@ -148,15 +164,15 @@ def _check_command(command: Command) -> None:
         assert program in ("ls", "source"), program
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=[f"L{c.line}" for c in COMMANDS])
-def test_readme_command_parses(command: Command):
+@pytest.mark.parametrize("command", COMMANDS, ids=[f"{c.source}:L{c.line}" for c in COMMANDS])
+def test_documented_command_parses(command: Command):
     """The command, its options and (for ``rlpipe run FILE``) every ``--set`` key exist."""
     try:
         _check_command(command)
     except click.ClickException as exc:
-        pytest.fail(f"README line {command.line}: {command.text}\n  {exc.format_message()}")
+        pytest.fail(f"{command.source} line {command.line}: {command.text}\n  {exc.format_message()}")
     except SystemExit as exc:  # argparse (dvc)
-        pytest.fail(f"README line {command.line}: {command.text}\n  exits {exc.code}")
+        pytest.fail(f"{command.source} line {command.line}: {command.text}\n  exits {exc.code}")
 
 
 # --- every command runs, in order, on a fresh copy (slow) --------------------------------------------
@@ -190,7 +206,7 @@ def test_shows_error_reads_the_ellipsis_as_any_text():
 
 @pytest.mark.slow
 @pytest.mark.timeout(4 * 3600)
-def test_readme_commands_run_in_order_on_a_fresh_copy(tmp_path):
+def test_documented_commands_run_in_order_on_a_fresh_copy(tmp_path):
     repo = fresh_copy(tmp_path / "repo")
     env = {**os.environ, "PATH": f"{repo / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}",
            "PYTHONPATH": str(repo), "MUJOCO_GL": "egl", "HOME": str(tmp_path), "PYTHONUNBUFFERED": "1",
@@ -202,17 +218,18 @@ def test_readme_commands_run_in_order_on_a_fresh_copy(tmp_path):
     for command in COMMANDS:
         reason = skip_reason(command)
         if reason:
-            log.append(f"skip L{command.line} ({reason}): {command.text}")
+            log.append(f"skip {command.source}:L{command.line} ({reason}): {command.text}")
             continue
         text = runnable(command)
         result = subprocess.run(["bash", "-c", text], cwd=repo, env=env, capture_output=True, text=True,
                                 timeout=900)
         ok = result.returncode == command.exit_code and (
             command.error is None or shows_error(command.error, result.stderr))
-        log.append(f"{'ok  ' if ok else 'FAIL'} L{command.line} exit {result.returncode}: {text}")
+        where = f"{command.source}:L{command.line}"
+        log.append(f"{'ok  ' if ok else 'FAIL'} {where} exit {result.returncode}: {text}")
         if not ok:
             expected = f"{command.exit_code}{', ' + repr(command.error) if command.error else ''}"
-            failures.append(f"README line {command.line}: {shlex.quote(text)} exited {result.returncode} "
+            failures.append(f"{where}: {shlex.quote(text)} exited {result.returncode} "
                             f"(expected {expected})\n{(result.stdout + result.stderr)[-1500:]}")
     print("\n".join(log))
     assert not failures, "\n\n".join(failures)

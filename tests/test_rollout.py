@@ -40,7 +40,7 @@ def test_transition_view_drops_padding_and_adds_next_value():
         (lambda ro: ro["value"].__setitem__((0, 1), float("inf")), r"key 'value' is not finite at \[0, 1\]"),
         (lambda ro: ro["terminated"].__setitem__((1, 2), True),
          r"key 'done' != terminated \| truncated at \[1, 2\]"),
-        (lambda ro: ro.del_("final_value"), "missing key 'final_value'"),
+        (lambda ro: ro.del_("final_value"), "lacks schema key 'final_value'"),
     ],
 )
 def test_validate_names_key_and_first_bad_index(mutate, message):

@@ -108,8 +108,8 @@ def test_an_experiment_name_stands_for_its_run_dir_where_params_are_taken(projec
     assert resolve_target("a") == project / "data/exps/a/cartpole_ppo"
     cfg = load_config(Path("a"), ())
     assert cfg.run_dir.resolve() == (project / "data/exps/a/cartpole_ppo").resolve()
-    assert cfg.algorithm.cfg["clip_coef"] == 0.1  # the experiment's own params snapshot
-    assert load_config(Path("data/cartpole_ppo"), ()).algorithm.cfg["clip_coef"] == 0.3  # run.json → b
+    assert cfg.algorithm.cfg.clip_coef == 0.1  # the experiment's own params snapshot
+    assert load_config(Path("data/cartpole_ppo"), ()).algorithm.cfg.clip_coef == 0.3  # run.json → b
 
 
 @pytest.mark.parametrize("name", ["", "..", "a/b"])

@@ -96,9 +96,9 @@ def test_a_run_reaches_its_first_iteration_without_zarr(tmp_path):
     script = textwrap.dedent(f"""
         import json, sys
         from rlpipe.config import load
-        from rlpipe.run import build
+        from rlpipe.trainer import Trainer
         cfg = load({str(ROOT / "params.yaml")!r}, ["trainer.data_dir={tmp_path}", "tracking.backend=none"])
-        exp = build(cfg)
+        exp = Trainer(cfg).parts
         print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "zarr")))
     """)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,

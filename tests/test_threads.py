@@ -6,8 +6,8 @@ import gymnasium as gym
 import pytest
 import torch
 
+from rlpipe.build import build_algorithm, largest_batch, set_threads
 from rlpipe.config import ConfigError, load
-from rlpipe.learner import Learner
 from rlpipe.runtime import threads
 
 W1 = ["env.id=CartPole-v1", "trainer.num_envs=8", "trainer.buffer_size=128", "trainer.device=cpu",
@@ -40,12 +40,13 @@ def test_w1_learner_sets_one_thread_where_torch_had_more(monkeypatch, capsys):
     monkeypatch.setattr(threads, "load_average", lambda: 0.0)
     cfg = load("params.yaml", W1)
     assert cfg.trainer.num_threads == "auto"
-    learner = Learner.from_config(cfg, gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), CPU)
-    assert learner.largest_batch(8, 128) == 256
+    algo = build_algorithm(cfg, gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), CPU)
+    assert (cfg.trainer.num_envs, cfg.trainer.buffer_size) == (8, 128) and largest_batch(cfg, algo) == 256
     torch.set_num_threads(2)
-    assert learner.configure_threads(cfg.trainer.num_threads, 8, 128) == 1
+    assert set_threads(cfg, algo) == 1
     assert torch.get_num_threads() == 1
-    assert learner.configure_threads(2, 8, 128) == 2 and torch.get_num_threads() == 2  # still settable
+    two = cfg.model_copy(update={"trainer": cfg.trainer.replace(num_threads=2)})
+    assert set_threads(two, algo) == 2 and torch.get_num_threads() == 2  # still settable
 
 
 def test_a_busy_machine_is_named_once_in_one_line(monkeypatch, capsys):
@@ -63,8 +64,8 @@ def test_threads_times_processes_over_the_cores_is_named_with_the_fix(monkeypatc
     monkeypatch.setattr(threads, "available_cores", lambda: 2)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     cfg = load("params.yaml", W1)
-    learner = Learner.from_config(cfg, gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), CPU)
-    learner.configure_threads(2, 8, 128)
+    algo = build_algorithm(cfg, gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), CPU)
+    set_threads(cfg.model_copy(update={"trainer": cfg.trainer.replace(num_threads=2)}), algo)
     err = capsys.readouterr().err.strip()
     assert err == ("Warning: the CPU is oversubscribed (2 torch threads × 2 processes > 2 cores): "
                    "set trainer.num_threads: 1")

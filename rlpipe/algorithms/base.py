@@ -26,7 +26,7 @@ from rlpipe.algorithms.update_loop import minibatch_indices, report, run_epochs
 from rlpipe.config import AlgorithmCfg, ConfigError
 from rlpipe.runtime.distributed import all_reduce_sum, world_size
 
-__all__ = ["BaseAlgorithm", "Minibatch", "flatten_transitions", "minibatch_indices"]
+__all__ = ["BaseAlgorithm", "Minibatch", "flatten_transitions", "minibatch_indices", "update_seed"]
 
 Minibatch = TensorDict | Mapping[str, torch.Tensor]
 """What ``loss`` reads: a TensorDict ``[B]`` (plain mappings of ``[B, ...]`` tensors work too)."""
@@ -58,6 +58,8 @@ class BaseAlgorithm(ABC):
     def __init__(self, cfg: UpdateCfg, policy: Any) -> None:
         self.cfg = cfg
         self.policy = policy
+        self.seed = 0
+        """The run's seed: with the iteration it seeds each update's shuffle (:func:`update_seed`)."""
         self.device = torch.device(cfg.device)
         self.generator = torch.Generator(device=self.device)
         """Drives the minibatch shuffle only, so collection's sampling never shifts it."""
@@ -156,8 +158,18 @@ class BaseAlgorithm(ABC):
 
     # ------------------------------------------------------------------ the update
 
-    def update(self, rollout: TensorDict) -> dict[str, float]:
-        """Advantages if missing, schedules, then epochs × minibatches; returns averaged diagnostics."""
+    def update(self, rollout: TensorDict, iteration: int | None = None) -> dict[str, float]:
+        """One rollout's update ``[N, T+1]``: advantages if missing, schedules, epochs × minibatches.
+
+        ``iteration`` (counted from 1) seeds the minibatch shuffle from ``(seed, iteration)`` alone,
+        so re-updating a stored rollout from the same state reproduces the online update exactly
+        (``None``: the generator goes on as it is). The observation statistics merge this rollout's
+        ``obs[:, :T]`` after the update, so the update saw the statistics the rollout was collected
+        with. Returns averaged diagnostics.
+        """
+        if iteration is not None:
+            self.reseed(update_seed(self.seed, iteration))
+        self.policy.train()
         if "advantage" not in rollout.keys():
             self.compute_advantages(rollout)
         self.apply_schedules()
@@ -165,7 +177,19 @@ class BaseAlgorithm(ABC):
         tally = run_epochs(self, batch)
         metrics = report(self, tally, self.diagnostics(rollout, batch))
         self.env_steps += rollout.batch_size[0] * (rollout.batch_size[1] - 1)
+        self.policy.update_normalization(rollout["obs"][:, :-1])
         return metrics
+
+    @property
+    def rollout_reads(self) -> tuple[str, ...]:
+        """Every collected rollout key the advantage and the update read.
+
+        A recurrent policy's sequences also need ``done`` and its state.
+        """
+        from rlpipe.algorithms.sequences import RECURRENT_STATE  # sequences builds on this module
+
+        recurrent = ("done", RECURRENT_STATE) if getattr(self.policy, "is_recurrent", False) else ()
+        return tuple(dict.fromkeys((*self.advantage_reads, *self.update_reads, *recurrent)))
 
     def reseed(self, seed: int) -> None:
         """Reset the shuffle generator (once per iteration, from ``update_seed(seed, iteration)``)."""
@@ -246,7 +270,7 @@ class BaseAlgorithm(ABC):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore ``state_dict`` (older checkpoints holding only the optimizer load too)."""
+        """Restore ``state_dict``; a state holding only ``optimizer`` loads too (the rest from the config)."""
         self.optimizer.load_state_dict(state["optimizer"])
         if state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
@@ -254,6 +278,11 @@ class BaseAlgorithm(ABC):
         if "learning_rate" in state:
             self.set_learning_rate(float(state["learning_rate"]))
         self.ent_coef = float(state.get("ent_coef", self.cfg.ent_coef))
+
+
+def update_seed(seed: int, iteration: int) -> int:
+    """Seed of iteration ``iteration``'s minibatch shuffle: a function of ``(seed, iteration)`` only."""
+    return (seed * 1_000_003 + iteration) % 2**63
 
 
 def flatten_transitions(rollout: TensorDict, keys: tuple[str, ...]) -> dict[str, torch.Tensor]:

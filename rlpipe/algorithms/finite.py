@@ -6,16 +6,17 @@ from collections.abc import Iterable
 
 import torch
 
+from rlpipe import fast
 from rlpipe.testing import faults
 
-__all__ = ["GradientCheck", "clip_grad_norm", "first_nonfinite_tensor", "named_weights", "weights_finite"]
+__all__ = ["GradientCheck", "first_nonfinite_tensor", "named_weights", "weights_finite"]
 
 
 class GradientCheck:
     """Clips gradients like ``clip_grad_norm_`` and flags, without a host sync, a non-finite norm.
 
-    The driver reads :meth:`take` once per update (``run/guards.py``); an optimizer step with a
-    non-finite norm has then already moved the in-memory weights, which the driver discards (stop)
+    The trainer's non-finite guard reads :meth:`take` once per update; an optimizer step with a
+    non-finite norm has then already moved the in-memory weights, which the guard discards (stop)
     or restores (skip), so no checkpoint ever holds them.
     """
 
@@ -24,7 +25,7 @@ class GradientCheck:
 
     def clip(self, parameters: Iterable[torch.Tensor], max_norm: float,
              scaler_skips_inf: bool = False) -> torch.Tensor:
-        """``clip_grad_norm_(parameters, max_norm)``; note a non-finite total norm.
+        """Clip as ``clip_grad_norm_(parameters, max_norm)`` does; note a non-finite total norm.
 
         ``scaler_skips_inf``: an enabled AMP ``GradScaler`` skips such steps itself (fp16 overflow
         is routine there), so they are not counted.
@@ -32,7 +33,7 @@ class GradientCheck:
         params = [p for p in parameters if p.grad is not None]
         faults.poison("grad", params[0].grad if params else None)
         faults.point("update.step")
-        norm = clip_grad_norm(params, max_norm)
+        norm = fast.clip_grad_norm(params, max_norm)
         if not scaler_skips_inf:
             bad = ~torch.isfinite(norm)
             self._bad = bad if self._bad is None else self._bad | bad
@@ -42,24 +43,6 @@ class GradientCheck:
         """0-dim bool (device): some step since the last ``take`` had a non-finite norm; then reset."""
         bad, self._bad = self._bad, None
         return bad if bad is not None else torch.zeros((), dtype=torch.bool)
-
-
-@torch.no_grad()
-def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
-    """``torch.nn.utils.clip_grad_norm_(params, max_norm)``, the same ops and bits, without its grouping.
-
-    ``clip_grad_norm_`` groups the gradients by device and dtype in Python before and after its two
-    foreach kernels; with one device and dtype (every fp32 policy) that bookkeeping cost as much as
-    the maths on W1's 64×64 networks (270 against 130 µs a call). Mixed gradients take the library
-    path. ``params`` all have a ``grad``.
-    """
-    grads = [p.grad for p in params]
-    kinds = {(g.device, g.dtype, g.is_sparse) for g in grads}
-    if len(kinds) != 1 or next(iter(kinds))[2]:  # none, mixed or sparse: the library's grouping
-        return torch.nn.utils.clip_grad_norm_(params, max_norm)
-    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
-    torch._foreach_mul_(grads, torch.clamp(float(max_norm) / (total + 1e-6), max=1.0))
-    return total
 
 
 def first_nonfinite_tensor(named: Iterable[tuple[str, torch.Tensor]]) -> str | None:

@@ -38,12 +38,13 @@ def build_optimizer(
 ) -> torch.optim.Optimizer:
     """``OPTIMIZERS[name](params, lr=lr, **kwargs)``; keys are expected to be validated already.
 
-    Adam and AdamW default to ``fused`` (one kernel for every parameter: a third of ``foreach``'s
-    CPU time on W1's 64×64 networks, ``benchmarks/w1_profile.py``), the others to ``foreach``
-    (torch enables it only on CUDA, yet on CPU the per-parameter loop costs a small network's
-    update a few percent too). ``optimizer_kwargs`` naming either keeps the user's choice. A
-    checkpoint's optimizer state carries the flags it was trained with, so a resumed or replayed
-    run steps as the original did.
+    Adam and AdamW default to ``fused``: one kernel steps every parameter, where ``foreach`` runs
+    one multi-tensor op per term of the update rule, and on a small network those ops' overhead is
+    most of the optimizer step (the ``update`` phase of ``benchmarks/profile/w1_profile.py``). The
+    others default to ``foreach``: torch turns it on only on CUDA, yet on CPU too a per-parameter
+    loop costs a small network's update more than one batched op. ``optimizer_kwargs`` naming
+    either keeps the user's choice. A checkpoint's optimizer state carries the flags it was trained
+    with, so a resumed or replayed run steps as the original did.
     """
     kwargs = dict(kwargs or {})
     if "fused" not in kwargs and "foreach" not in kwargs:
@@ -74,7 +75,7 @@ def native_bf16(device: torch.device | str) -> tuple[bool, str]:
     if device.type == "cuda":
         try:
             native = torch.cuda.is_bf16_supported(including_emulation=False)
-        except TypeError:  # older torch: no emulation to exclude
+        except TypeError:  # a torch without ``including_emulation``: no emulation to exclude
             native = torch.cuda.is_bf16_supported()
         return native, "GPU runs bf16 natively" if native else "GPU has no native bf16"
     if device.type == "cpu":

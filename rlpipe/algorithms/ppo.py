@@ -162,7 +162,7 @@ class PPO(BaseAlgorithm):
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore ``state_dict`` (older checkpoints holding only the optimizer load too)."""
+        """Restore ``state_dict``; a state holding only ``optimizer`` loads too (see the base class)."""
         super().load_state_dict(state)
         if self.reward_normalizer is not None and state.get("reward_normalizer") is not None:
             self.reward_normalizer.load_state_dict(state["reward_normalizer"])

@@ -1,4 +1,8 @@
-"""Algorithm registry: ``register_algo`` and ``build_algo(name, cfg_kwargs, policy, device)``."""
+"""``register_algo`` and ``build_algo(name, cfg_kwargs, policy, device)`` over the one algorithm registry.
+
+The registry itself is :mod:`rlpipe.config.registry` (torch-free, so params are validated before torch
+loads): ``register_algo`` adds the algorithm class, with its ``cfg_class``, to the entry of its name.
+"""
 
 from __future__ import annotations
 
@@ -9,20 +13,21 @@ import torch
 
 from rlpipe.algorithms.optim import resolve_amp
 from rlpipe.config import AlgorithmCfg, ConfigError
+from rlpipe.config.registry import algorithm_names, register_algorithm, registered
 
 __all__ = ["algo_class", "build_algo", "get_registered_algo_names", "register_algo", "resolve_algo_cfg"]
 
-_ALGOS: dict[str, type] = {}
 T = TypeVar("T", bound=type)
 
 
 def register_algo(name: str) -> Callable[[T], T]:
-    """Class decorator adding an algorithm under ``name`` (``algorithm.name`` in params)."""
+    """Class decorator adding an algorithm under ``name`` (``algorithm.name`` in params).
+
+    ``cls.cfg_class`` (an ``AlgorithmCfg`` subclass) types ``algorithm.cfg`` of that name from then on.
+    """
 
     def add(cls: T) -> T:
-        if name in _ALGOS and _ALGOS[name] is not cls:
-            raise ValueError(f"algorithm {name!r} is already registered by {_ALGOS[name].__name__}")
-        _ALGOS[name] = cls
+        register_algorithm(name, cls.cfg_class, cls)
         return cls
 
     return add
@@ -30,35 +35,41 @@ def register_algo(name: str) -> Callable[[T], T]:
 
 def get_registered_algo_names() -> list[str]:
     """Names accepted by ``algorithm.name``."""
-    return sorted(_ALGOS)
+    return algorithm_names()
 
 
 def algo_class(name: str) -> type:
     """The class registered as ``name``; a one-line ``ConfigError`` otherwise."""
-    key = name.lower()
-    if key not in _ALGOS:
-        raise ConfigError(
-            f"algorithm.name: unknown algorithm {name!r}; accepted: {', '.join(get_registered_algo_names())}"
-        )
-    return _ALGOS[key]
+    algo = registered(name).algo
+    if algo is None:
+        raise ConfigError(f"algorithm.name: {name!r} has a config class but no algorithm class registered")
+    return algo
 
 
 def resolve_algo_cfg(
     name: str, cfg_kwargs: dict[str, Any] | AlgorithmCfg, device: torch.device | str | None = None
 ) -> AlgorithmCfg:
-    """Validate ``cfg_kwargs`` against the algorithm's config class; ``device: auto`` → ``device``.
+    """The config of algorithm ``name`` for ``device``, its ``auto`` values resolved.
 
-    ``amp: auto`` becomes ``bf16`` or ``none`` for that device (``optim.resolve_amp``).
+    ``device: auto`` → ``device``; ``amp: auto`` → ``bf16`` or ``none`` for that device
+    (``optim.resolve_amp``).
+
+    A config loaded from params is already an instance of the algorithm's config class and is not
+    validated again; a dict (the Python API's ``build_algo("ppo", {...})``) is validated here.
     """
-    cls = algo_class(name)
-    cfg = cfg_kwargs if isinstance(cfg_kwargs, AlgorithmCfg) else cls.cfg_class.from_dict(
+    cfg_class = registered(name).cfg_class
+    if isinstance(cfg_kwargs, AlgorithmCfg) and not isinstance(cfg_kwargs, cfg_class):
+        raise ConfigError(f"algorithm.cfg: {name!r} takes a {cfg_class.__name__}, "
+                          f"got a {type(cfg_kwargs).__name__}")
+    cfg = cfg_kwargs if isinstance(cfg_kwargs, AlgorithmCfg) else cfg_class.from_dict(
         dict(cfg_kwargs), "algorithm.cfg"
     )
     if cfg.device == "auto" and device is not None:
-        cfg = cfg.replace(device=str(device))
+        cfg = cfg.model_copy(update={"device": str(device)})
     if getattr(cfg, "amp", None) == "auto":
         target = device if device is not None else (None if cfg.device == "auto" else cfg.device)
-        cfg = cfg.replace(amp=resolve_amp("auto", target if target is not None else _default_device()))
+        amp = resolve_amp("auto", target if target is not None else _default_device())
+        cfg = cfg.model_copy(update={"amp": amp})
     return cfg
 
 
@@ -74,7 +85,6 @@ def build_algo(
     *,
     distributed: bool = False,
 ) -> Any:
-    """Build algorithm ``name`` for ``policy`` with ``cfg_kwargs`` validated by its config class."""
+    """Build algorithm ``name`` for ``policy``: ``cfg_kwargs`` a dict or its config class's instance."""
     cls = algo_class(name)
-    cfg = resolve_algo_cfg(name, cfg_kwargs, device)
-    return cls(cfg, policy)
+    return cls(resolve_algo_cfg(name, cfg_kwargs, device), policy)

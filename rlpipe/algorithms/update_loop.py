@@ -1,7 +1,7 @@
 """The one update skeleton: epochs × minibatches over a TensorDict ``[B]`` of update rows.
 
-Every algorithm runs through :func:`run_update`; it supplies only ``update_batch`` (the rows) and
-``loss`` (one minibatch's loss and named stats). The loop owns:
+``BaseAlgorithm.update`` runs :func:`run_epochs` for every algorithm; the algorithm supplies only
+``update_batch`` (the rows) and ``loss`` (one minibatch's loss and named stats). The loop owns:
 
 * minibatching: a fresh permutation per epoch from the algorithm's shuffle generator (or
   contiguous slices), ``num_mini_batches`` or ``batch_size`` rows, and — for one process over K
@@ -136,7 +136,7 @@ def chunked_backward(
 def _minibatch(columns: dict[str, torch.Tensor | TensorDict], idx: torch.Tensor | slice) -> TensorDict:
     """Rows ``idx`` of every column, as a TensorDict ``[B]``.
 
-    Indexing the columns one by one and wrapping them costs about half of indexing the batch
+    Indexing the columns one by one and wrapping them is cheaper than indexing the batch
     TensorDict itself (its generic ``__getitem__``), once per minibatch.
     """
     rows = {key: value[idx] for key, value in columns.items()}

@@ -44,6 +44,7 @@ from rlpipe.rollout import RefusedDataError
 from rlpipe.testing import faults
 
 __all__ = [
+    "Checkpointer",
     "ChecksumError",
     "checkpoint_fits",
     "best_checkpoint",
@@ -125,7 +126,7 @@ class ChecksumError(StoreError, RefusedDataError):
 def verify_checkpoint(path: Path, data: bytes | memoryview | None = None) -> None:
     """Raise :class:`ChecksumError` when ``path`` (or its bytes ``data``) does not match its sidecar.
 
-    A checkpoint without a sidecar (written before checksums existed) passes.
+    A checkpoint without a sidecar passes (there is nothing to check it against).
     """
     path = as_path(path)
     try:
@@ -249,3 +250,26 @@ def checkpoint_fits(path: Path) -> Iterator[None]:
         detail = lines[1] if len(lines) > 1 and lines[0].startswith("Error(s)") else lines[0]
         raise StoreError(f"{path}: checkpoint does not match the policy/algorithm built from the "
                          f"params ({detail})") from None
+
+class Checkpointer:
+    """Writes ``ckpt-NNNNNN.pt`` + ``latest`` under ``directory``; the caller assembles the state."""
+
+    def __init__(self, directory: Path, keep_last: int | None = None) -> None:
+        self.directory = as_path(directory)
+        self.keep_last = keep_last
+        self.last_saved: Path | None = None
+
+    def save(self, iteration: int, state: dict[str, Any], best_metric: float | None = None) -> Path:
+        """Write the checkpoint of ``iteration``; return its path."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.last_saved = save_checkpoint(self.directory, iteration, state, self.keep_last, best_metric)
+        return self.last_saved
+
+    def latest(self) -> Path | None:
+        """The newest complete checkpoint, or ``None``."""
+        return latest_checkpoint(self.directory) if self.directory.exists() else None
+
+    @staticmethod
+    def load(path: Path) -> dict[str, Any]:
+        """Load with ``weights_only=True``."""
+        return load_checkpoint(path)

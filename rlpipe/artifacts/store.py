@@ -1,10 +1,11 @@
 """The rollouts of one run: a background writer, listing, temporaries and retention.
 
 Each iteration is one immutable Zarr group in the format of :mod:`rlpipe.artifacts.zarr_io`
-(``<root>/iter-000012.zarr``), written off the training thread on a bounded queue. zarr is
-imported on the first :func:`write_rollout`: in a run that is the writer thread, during the first
-update, so its 0.25 s import is not on the way to iteration 1. Reading is
-:mod:`rlpipe.artifacts.zarr_read`.
+(``<root>/iter-000012.zarr``), written off the training thread on a bounded queue. A rollout is
+checked once, where it enters the store (:func:`rlpipe.artifacts.intake.check_rollout`, in
+:meth:`RolloutStore.submit` and :func:`write_rollout`). zarr is imported on the first write: in a
+run that is the writer thread, during the first update, so its import is not on the way to
+iteration 1. Reading is :mod:`rlpipe.artifacts.zarr_read`.
 """
 
 from __future__ import annotations
@@ -23,16 +24,14 @@ from tensordict import TensorDict
 from rlpipe.artifacts.atomic import clean_temporaries, delete_tree
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path, is_object
+from rlpipe.artifacts.intake import check_new_store, check_rollout
 from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name
-from rlpipe.artifacts.rollout_schema import CODECS, REQUIRED_KEYS, check_writable
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import RefusedDataError
 from rlpipe.testing import faults
 
 __all__ = [
-    "CODECS",
     "REJECTED_ATTR",
-    "REQUIRED_KEYS",
     "RejectedRolloutError",
     "RolloutStore",
     "StoreError",
@@ -44,7 +43,20 @@ __all__ = [
 
 def write_rollout(path: Path, rollout: TensorDict, attrs: dict[str, Any], codec: str = "none",
                   chunk_envs: int = 1024) -> None:
-    """:func:`rlpipe.artifacts.zarr_write.write_rollout` (zarr imported on the first call)."""
+    """Check ``rollout`` (``[N, T+1]``, any device) and write it as a new store at ``path``, now.
+
+    Raises :class:`StoreError` naming ``path`` when the rollout breaks the schema
+    (:func:`~rlpipe.artifacts.intake.check_rollout`), ``path`` exists or the write fails; see
+    :func:`rlpipe.artifacts.zarr_write.write_rollout` for ``attrs``, ``codec`` and ``chunk_envs``.
+    """
+    path = as_path(path)
+    check_rollout(rollout, path)
+    _write_checked(path, rollout, attrs, codec, chunk_envs)
+
+
+def _write_checked(path: Path, rollout: TensorDict, attrs: dict[str, Any], codec: str,
+                   chunk_envs: int) -> None:
+    """Write a rollout that passed ``check_rollout`` (zarr imported on the first call)."""
     from rlpipe.artifacts import zarr_write
 
     zarr_write.write_rollout(path, rollout, attrs, codec, chunk_envs)
@@ -143,9 +155,9 @@ class RolloutStore:
 
         The rollout is cloned on its device first (cheap on a GPU), so the caller may refill its
         buffer right away. Blocks, before cloning, while the store holds ``cfg.queue_size``
-        rollouts. Raises
-        :class:`StoreError` after an earlier write failed, when the store is closed, or when the
-        target already exists.
+        rollouts. Raises :class:`StoreError` after an earlier write failed, when the store is
+        closed, when the target already exists or when the rollout breaks the schema
+        (:func:`~rlpipe.artifacts.intake.check_rollout`, the rollout's one check).
         """
         if not self.cfg.enabled:
             return
@@ -157,7 +169,8 @@ class RolloutStore:
             raise StoreError(f"{self.root}: submit needs an integer attrs['iteration'], got "
                              f"{iteration!r}")
         path = self.path_for(iteration)
-        check_writable(rollout, path)  # schema errors surface on the caller's thread
+        check_new_store(path)  # on the caller's thread, where the error was made
+        check_rollout(rollout, path)
         self._slots.acquire()  # released by the writer once this rollout is on disk
         try:
             clone = rollout.clone()
@@ -218,7 +231,7 @@ class RolloutStore:
             job.rollout = host  # drop the device clone now
             with self._io_lock:
                 faults.point("store.write")
-                write_rollout(job.path, host, job.attrs, self.cfg.codec, self.cfg.chunk_envs)
+                _write_checked(job.path, host, job.attrs, self.cfg.codec, self.cfg.chunk_envs)
                 faults.point("store.published")
                 self._retain()
         except StoreError as exc:

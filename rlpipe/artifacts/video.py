@@ -24,6 +24,7 @@ import torch
 from rlpipe.artifacts.atomic import publish_file, temporary_sibling
 from rlpipe.artifacts.fs import as_path
 from rlpipe.config import EvalCfg
+from rlpipe.config.extras import require
 
 __all__ = ["BLOCK", "Mp4Writer", "VideoRecorder", "pad_to_block", "recorder_for", "video_off"]
 
@@ -65,8 +66,7 @@ class Mp4Writer:
         self.frames += 1
 
     def _open(self, size: tuple[int, int]) -> None:
-        import imageio_ffmpeg
-
+        imageio_ffmpeg = require("imageio_ffmpeg", "eval.video")
         self.size = (int(size[0]), int(size[1]))
         padded = (-(-size[1] // BLOCK) * BLOCK, -(-size[0] // BLOCK) * BLOCK)  # (W, H) for ffmpeg
         self.path.parent.mkdir(parents=True, exist_ok=True)

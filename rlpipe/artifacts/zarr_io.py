@@ -2,7 +2,7 @@
 
 Writing is :mod:`rlpipe.artifacts.zarr_write`, reading and verifying :mod:`rlpipe.artifacts.zarr_read`;
 this module holds what both share: the layout below, the codecs and the thread that runs zarr's
-coroutines.
+coroutines. The keys and dtypes a rollout holds are :mod:`rlpipe.rollout`'s schema.
 
 Layout of ``iter-000012.zarr``::
 
@@ -40,9 +40,11 @@ from zarr.codecs import BloscCodec, Crc32cCodec
 
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, run_coroutine
-from rlpipe.artifacts.rollout_schema import CODECS, REQUIRED_KEYS
 
-__all__ = ["CODECS", "REQUIRED_KEYS", "Codecs", "StoreError", "compressors", "run_at", "sync"]
+__all__ = ["CODECS", "Codecs", "StoreError", "compressors", "run_at", "sync"]
+
+CODECS = ("none", "blosc-lz4")
+"""Accepted ``store.codec`` values."""
 
 
 _RUNNER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rlpipe-zarr")

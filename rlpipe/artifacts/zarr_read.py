@@ -2,7 +2,8 @@
 
 The format is in :mod:`rlpipe.artifacts.zarr_io`. A missing, uncommitted, foreign or damaged store
 (a chunk file missing or truncated, a CRC32C mismatch, metadata that declares more than its files
-hold) is one :class:`~rlpipe.artifacts.errors.StoreError` naming the path and key.
+hold) is one :class:`~rlpipe.artifacts.errors.StoreError` naming the path and key. The files are
+untrusted: a rollout read back is checked against the schema of :mod:`rlpipe.rollout` again.
 """
 
 from __future__ import annotations
@@ -22,8 +23,15 @@ from zarr import AsyncArray
 
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path, chunk_sizes, is_object, zarr_store
-from rlpipe.artifacts.zarr_io import REQUIRED_KEYS, run_at
-from rlpipe.rollout import DIM_NAMES, SCHEMA_VERSION, RefusedDataError
+from rlpipe.artifacts.zarr_io import run_at
+from rlpipe.rollout import (
+    DIM_NAMES,
+    REQUIRED_KEYS,
+    SCHEMA_VERSION,
+    RefusedDataError,
+    RolloutError,
+    check_schema,
+)
 
 __all__ = ["ChunkChecksumError", "check_bounds", "read_arrays", "read_attrs", "read_rollout"]
 
@@ -34,7 +42,8 @@ def read_rollout(
     """Read a store back: the ``[N, T+1]`` rollout (dims ``("env", "time")``) and its attributes.
 
     Values and dtypes are those written. Raises :class:`StoreError` naming the path when it is
-    missing, not an rlpipe store, of another schema version, or has a missing/truncated chunk.
+    missing, not an rlpipe store, of another schema version, has a missing/truncated chunk, or
+    holds a rollout that breaks the schema (:func:`rlpipe.rollout.check_schema`).
     """
     path = as_path(path)
     listing = _checked_listing(path)
@@ -43,6 +52,10 @@ def read_rollout(
     rollout = TensorDict({}, batch_size=[n, t1], names=list(DIM_NAMES))
     for name, (_, data) in arrays.items():
         rollout.set(tuple(name.split("/")), torch.from_numpy(data))
+    try:
+        check_schema(rollout)
+    except RolloutError as exc:
+        raise StoreError(f"{path}: {exc}") from None
     return rollout.to(device), attrs
 
 

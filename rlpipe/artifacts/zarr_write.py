@@ -1,9 +1,10 @@
 """Writing a rollout (or a derived group) as a new Zarr v3 group, atomically.
 
 The format is in :mod:`rlpipe.artifacts.zarr_io`. A local store is written under a hidden sibling
-and renamed into place once complete (codec ``none`` file by file through
-:mod:`rlpipe.artifacts.zarr_direct`, compressed ones through zarr's async API); on an object store
-the group's root ``zarr.json`` is written last, as the commit marker.
+and renamed into place once complete, through zarr's async API (with ``RLPIPE_FAST`` on, codec
+``none`` file by file instead: :func:`rlpipe.fast.write_zarr_store`, the same bytes); on an object
+store the group's root ``zarr.json`` is written last, as the commit marker. A rollout comes here
+checked (:func:`rlpipe.artifacts.intake.check_rollout`).
 """
 
 from __future__ import annotations
@@ -24,31 +25,31 @@ from zarr.abc.store import ByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.storage import WrapperStore
 
+from rlpipe import fast
 from rlpipe.artifacts.atomic import delete_tree, publish_dir, temporary_sibling
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path, is_object, zarr_store
-from rlpipe.artifacts.rollout_schema import check_new_store, check_writable, rollout_leaves
-from rlpipe.artifacts.zarr_direct import write_store
+from rlpipe.artifacts.intake import check_new_store, rollout_arrays
 from rlpipe.artifacts.zarr_io import Codecs, compressors, run_at, sync
 from rlpipe.rollout import DIM_NAMES, SCHEMA_VERSION
 from rlpipe.testing import faults
 
-__all__ = ["check_writable", "write_group", "write_rollout"]
+__all__ = ["write_group", "write_rollout"]
 
 
 def write_rollout(
     path: Path, rollout: TensorDict, attrs: dict[str, Any], codec: str = "none",
     chunk_envs: int = 1024,
 ) -> None:
-    """Write ``rollout`` (``[N, T+1]``, any device) as a new Zarr group at ``path``, atomically.
+    """Write ``rollout`` (``[N, T+1]``, any device, checked) as a new Zarr group at ``path``, atomically.
 
-    Codec ``none`` is written file by file (:mod:`rlpipe.artifacts.zarr_direct`: the bytes zarr
-    writes), compressed stores concurrently through zarr's async API. ``attrs`` must be JSON-serializable;
-    ``schema_version`` is added. ``codec``: ``"none"`` or ``"blosc-lz4"``. Raises
+    Every array is written concurrently through zarr's async API (with ``RLPIPE_FAST`` on, codec
+    ``none`` file by file: :func:`rlpipe.fast.write_zarr_store`). ``attrs`` must be
+    JSON-serializable; ``schema_version`` is added. ``codec``: ``"none"`` or ``"blosc-lz4"``. Raises
     :class:`StoreError` if ``path`` exists; on any failure no store and no temporary remain.
     """
     path = as_path(path)
-    arrays = {name: t.detach().cpu().numpy() for name, t in rollout_leaves(rollout, path).items()}
+    arrays = {name: t.detach().cpu().numpy() for name, t in rollout_arrays(rollout).items()}
     group_attrs = _group_attrs(attrs, path)
     codecs = compressors(codec)
     check_new_store(path)
@@ -58,8 +59,8 @@ def write_rollout(
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_sibling(path)
     try:
-        if codec == "none":  # plain files, the same bytes (zarr_direct); zarr's writer costs ~40 ms a store
-            write_store(tmp, arrays, group_attrs, chunk_envs, DIM_NAMES)
+        if codec == "none" and fast.ENABLED:  # the files zarr's writer writes, without zarr
+            fast.write_zarr_store(tmp, arrays, group_attrs, chunk_envs, DIM_NAMES)
         else:
             sync(_write_group(tmp, arrays, group_attrs, codecs, chunk_envs))
         faults.point("store.arrays_written")

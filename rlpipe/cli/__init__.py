@@ -11,11 +11,9 @@ error never load them (tests/test_startup.py).
 
 from __future__ import annotations
 
-import contextlib
-from typing import NoReturn
-
 import click
 
+from rlpipe import fast
 from rlpipe.cli import manage, offline, train
 from rlpipe.cli.common import load_config
 
@@ -40,41 +38,17 @@ for _command in (train.run, manage.compare, offline.collect, offline.advantage, 
 
 
 def main() -> None:
-    """Console-script entry point: run the command, then end the process without tearing it down.
+    """Console-script entry point: run the command, then end the process with its exit code.
 
-    Tearing down torch's and tensordict's modules at interpreter exit took 1.1–1.5 s on the 2-core
-    machine (``benchmarks/startup.py``: time from the summary to the exit), after everything the
-    command writes is closed. So once the command returned or exited, the non-daemon threads are
-    joined, the ``atexit`` handlers run (the MLflow flush among them) and the streams are flushed,
-    as at a normal exit; then the process ends with ``os._exit``. An exception that escaped the
-    command takes the normal exit, traceback included.
+    The process ends through :func:`rlpipe.fast.exit_process`: a normal exit (``sys.exit``), or with
+    ``RLPIPE_FAST`` on, the steps of one that matter (threads joined, ``atexit`` handlers run,
+    streams flushed) without tearing down torch's and tensordict's modules, after everything the
+    command wrote is closed. An exception that escaped the command takes the normal exit, traceback
+    included.
     """
     try:
         cli()
+        code: object = 0
     except SystemExit as exc:
-        _exit_now(exc.code)
-    _exit_now(0)
-
-
-def _exit_now(code: object) -> NoReturn:
-    """Exit with ``code`` (``SystemExit`` semantics) after the steps of a normal exit that matter."""
-    import atexit
-    import os
-    import sys
-    import threading
-
-    if code is not None and not isinstance(code, int):
-        print(code, file=sys.stderr)
-        code = 1
-    shutdown = getattr(threading, "_shutdown", None)  # what the interpreter calls first at exit
-    if shutdown is not None:
-        shutdown()  # joins the non-daemon threads and runs threading's exit hooks (executors' queues)
-    else:
-        for thread in threading.enumerate():
-            if thread is not threading.main_thread() and not thread.daemon:
-                thread.join()
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code or 0)
+        code = exc.code
+    fast.exit_process(code)

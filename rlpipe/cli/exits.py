@@ -40,7 +40,7 @@ def describe(exc: BaseException, resume_command: str | None = None) -> tuple[int
     """``(exit code, one line)`` for ``exc``; ``resume_command`` is offered where a resume helps."""
     kinds = {cls.__name__ for cls in type(exc).__mro__}  # by name: a params error imports no torch
     resume = f"; resume with: {resume_command}" if resume_command else ""
-    if "Interrupted" in kinds:  # rlpipe.run.signals.Interrupted
+    if "Interrupted" in kinds:  # rlpipe.trainer.signals.Interrupted
         return 128 + int(getattr(exc, "signum", 2)), f"{exc}{resume}"
     if isinstance(exc, KeyboardInterrupt):
         return 130, "interrupted (SIGINT)"

@@ -36,7 +36,7 @@ def collect(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, o
     """Collect one rollout with a checkpoint (default: the run's latest) → iter-NNNNNN.zarr."""
     cfg = load_config(params, overrides)
     from rlpipe.artifacts.layout import RunLayout
-    from rlpipe.run import collect_rollout
+    from rlpipe.trainer.collect_one import collect_rollout
 
     click.echo(f"rollout → {collect_rollout(cfg, checkpoint, out or RunLayout(cfg.run_dir).collected)}")
 
@@ -131,6 +131,10 @@ def export(params: Path, overrides: tuple[str, ...], checkpoint: str | None, fmt
     Writes policy.onnx (or policy.pt) and a metadata JSON beside it after running the file on stored
     observations; if any action differs from the checkpoint's by more than 1e-5: exit 3, no file.
     """
+    if fmt == "onnx":
+        from rlpipe.config.extras import ONNX_EXPORT, require_all
+
+        require_all(ONNX_EXPORT, "rlpipe export --format onnx")
     cfg = load_config(params, overrides)
     from rlpipe.offline.shipping import ExportMismatch, export_run
 

@@ -28,7 +28,7 @@ __all__ = ["resume_command", "run"]
               help="Join torch.distributed (trainer.distributed=true); launch with torchrun.")
 @user_errors
 def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool, distributed: bool) -> None:
-    """Train: collect → advantage → update [→ eval] [→ checkpoint] for trainer.iterations."""
+    """Train: collect → advantage → update, then eval and checkpoint when due, for trainer.iterations."""
     from rlpipe.config import load
 
     cfg = load(params, (*overrides, *(["trainer.distributed=true"] if distributed else [])))
@@ -36,9 +36,8 @@ def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool,
         from rlpipe.tracking.background import prewarm
 
         prewarm()  # the tracking process imports MLflow while this one imports torch and builds
-    from rlpipe.run import EventError
     from rlpipe.runtime.distributed import get_rank, shutdown  # after the params are valid: torch
-    from rlpipe.trainer import Trainer
+    from rlpipe.trainer import EventError, Trainer
 
     click.get_current_context().meta[RESUME_KEY] = resume_command(params, overrides, distributed)
     try:

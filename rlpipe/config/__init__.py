@@ -1,17 +1,17 @@
 """Typed experiment config: the section classes, loading with one-line errors, and hashes."""
 
-from rlpipe.config.errors import format_validation_error
+from rlpipe.config.algorithms import AlgorithmCfg, GRPOCfg, PPOCfg, UpdateCfg
+from rlpipe.config.errors import ConfigError, format_validation_error
 from rlpipe.config.hashing import NOT_TRAINING, params_hash, training_diff, training_hash, training_params
 from rlpipe.config.loading import apply_overrides, load, read_params
+from rlpipe.config.registry import AlgorithmBlock, algorithm_names, register_algorithm, replay_algorithm
 from rlpipe.config.sections import (
-    AlgorithmBlock,
-    AlgorithmCfg,
     CheckpointCfg,
-    ConfigError,
     EnvCfg,
     EvalCfg,
     EventCfg,
     EventsCfg,
+    MLPCfg,
     NetworkBlock,
     PolicyCfg,
     RecurrentCfg,
@@ -33,7 +33,10 @@ __all__ = [
     "EvalCfg",
     "EventCfg",
     "EventsCfg",
+    "GRPOCfg",
+    "MLPCfg",
     "NetworkBlock",
+    "PPOCfg",
     "PolicyCfg",
     "RecurrentCfg",
     "ReplayCfg",
@@ -42,11 +45,15 @@ __all__ = [
     "StoreCfg",
     "TrackingCfg",
     "TrainerCfg",
+    "UpdateCfg",
+    "algorithm_names",
     "apply_overrides",
     "format_validation_error",
     "load",
     "params_hash",
     "read_params",
+    "register_algorithm",
+    "replay_algorithm",
     "training_diff",
     "training_hash",
     "training_params",

@@ -1,9 +1,9 @@
-"""The algorithms' config classes (``UpdateCfg``, ``PPOCfg``, ``GRPOCfg``), importable without torch.
+"""The algorithms' config classes (``AlgorithmCfg``, ``UpdateCfg``, ``PPOCfg``, ``GRPOCfg``), without torch.
 
-``rlpipe.config.load`` validates ``algorithm.cfg`` against them (:func:`check_algorithm`), so a bad
-hyperparameter is a one-line error before torch is imported; ``rlpipe.algorithms`` re-exports them
-next to the algorithms that use them. Only ``optimizer_kwargs`` needs torch (the optimizers'
-signatures), and only when it is set.
+``rlpipe.config.load`` validates ``algorithm.cfg`` against the class the algorithm registry holds for
+``algorithm.name`` (:mod:`rlpipe.config.registry`), so a bad hyperparameter is a one-line error
+before torch is imported; ``rlpipe.algorithms`` re-exports them next to the algorithms that use
+them. Only ``optimizer_kwargs`` needs torch (the optimizers' signatures), and only when it is set.
 """
 
 from __future__ import annotations
@@ -13,21 +13,20 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal, Self
 
-from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic import Field, field_validator, model_validator
 
-from rlpipe.config.sections import AlgorithmBlock, AlgorithmCfg, ConfigError
+from rlpipe.config.errors import ConfigError, located_error
+from rlpipe.config.strict import StrictModel
 
 __all__ = [
-    "ALGORITHM_CFGS",
     "OPTIMIZER_CLASSES",
+    "AlgorithmCfg",
     "GRPOCfg",
     "PPOCfg",
     "Points",
     "ScheduleKind",
     "SequenceCfg",
     "UpdateCfg",
-    "check_algorithm",
     "fail",
     "group_size_error",
     "optimizer_kwarg_names",
@@ -62,8 +61,26 @@ Points = list[tuple[int, float]]
 
 def fail(model: str, loc: tuple[str, ...], message: str) -> None:
     """Raise a validation error located at ``loc`` (so the message names ``algorithm.cfg.<loc>``)."""
-    error = PydanticCustomError("value_error", message)
-    raise ValidationError.from_exception_data(model, [InitErrorDetails(type=error, loc=loc, input={})])
+    raise located_error(model, [(loc, message, {})])
+
+
+class AlgorithmCfg(StrictModel):
+    """Fields every algorithm shares."""
+
+    device: str = "auto"
+    """Device for the update; ``auto`` follows ``trainer.device``."""
+    learning_rate: float = Field(3.0e-4, gt=0)
+    """Optimizer learning rate."""
+    batch_size: int = Field(64, ge=1)
+    """Minibatch size in transitions."""
+    gamma: float = Field(0.99, ge=0, le=1)
+    """Discount factor."""
+    gae_lambda: float = Field(0.95, ge=0, le=1)
+    """GAE lambda (bias/variance trade-off of the advantage)."""
+    max_grad_norm: float = Field(0.5, gt=0)
+    """Global gradient-norm clip."""
+    n_epochs: int = Field(10, ge=1)
+    """Passes over the rollout per update."""
 
 
 class UpdateCfg(AlgorithmCfg):
@@ -261,14 +278,3 @@ class GRPOCfg(UpdateCfg):
     def reset_group_size(self) -> int:
         """Envs that share one initial state at each reset: ``group_size`` when shared, else 1."""
         return self.group_size if self.group_reset == "shared" else 1
-
-
-ALGORITHM_CFGS: dict[str, type[AlgorithmCfg]] = {"ppo": PPOCfg, "grpo": GRPOCfg}
-"""Config class of each built-in algorithm (others, registered at run time, are checked at build)."""
-
-
-def check_algorithm(block: AlgorithmBlock) -> None:
-    """Validate ``algorithm.cfg`` against its algorithm's config class; ``ConfigError`` naming the key."""
-    cfg_class = ALGORITHM_CFGS.get(block.name.lower())
-    if cfg_class is not None:
-        cfg_class.from_dict(dict(block.cfg), "algorithm.cfg")

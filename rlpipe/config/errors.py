@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
-__all__ = ["ConfigError", "did_you_mean", "format_validation_error"]
+__all__ = ["ConfigError", "as_yaml", "did_you_mean", "field_model", "format_validation_error",
+           "located_error", "unknown_key"]
 
 
 class ConfigError(ValueError):
@@ -21,16 +23,45 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
     path = ".".join(str(p) for p in (prefix.split(".") if prefix else []) + list(err["loc"]))
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
-        accepted = _accepted_keys(exc.title, err["loc"][:-1])
-        if not accepted:
-            return f"{path}: unknown key"
-        guess = did_you_mean(str(err["loc"][-1]), accepted)
-        return f"{path}: unknown key{guess}; accepted: {', '.join(accepted)}"
+        return f"{path}: {unknown_key(_model_at(exc.title, err['loc'][:-1]), str(err['loc'][-1]))}"
     got = err.get("input")
-    quiet = err["type"] == "missing" or isinstance(got, dict) or "got " in msg
-    shown = "" if quiet else f" (got {got!r})"
+    quiet = (err["type"] == "missing" or isinstance(got, dict) or "got " in msg
+             or (isinstance(got, str) and (repr(got) in msg or msg.startswith(got))))
+    shown = "" if quiet else f" (got {as_yaml(got)})"
     extra = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"{path}: {msg}{shown}{extra}"
+
+
+def as_yaml(value: Any) -> str:
+    """``value`` as the params file spells it: ``true``, ``null``, ``[64, true]``; strings quoted."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, list | tuple):
+        return f"[{', '.join(as_yaml(item) for item in value)}]"
+    if isinstance(value, dict):
+        return f"{{{', '.join(f'{key}: {as_yaml(item)}' for key, item in value.items())}}}"
+    return repr(value)
+
+
+def unknown_key(model: type[BaseModel] | None, key: str) -> str:
+    """``unknown key (did you mean 'x'?); accepted: a, b`` for ``key`` in ``model`` (no list without one)."""
+    accepted = list(model.model_fields) if model is not None else []
+    if not accepted:
+        return "unknown key"
+    return f"unknown key{did_you_mean(key, accepted)}; accepted: {', '.join(accepted)}"
+
+
+def located_error(title: str, problems: Sequence[tuple[tuple[int | str, ...], str, Any]]) -> ValidationError:
+    """A ``ValidationError`` of ``(loc, message, input)`` problems.
+
+    Raised inside a validator, pydantic prefixes each ``loc`` with the field's own, so the message
+    names the exact key path.
+    """
+    details = [InitErrorDetails(type=PydanticCustomError("value_error", message), loc=loc, input=value)
+               for loc, message, value in problems]
+    return ValidationError.from_exception_data(title, details)
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
@@ -41,20 +72,32 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f" (did you mean {by_lower[close[0]]!r}?)" if close else ""
 
 
-def _accepted_keys(model_name: str, parent: tuple[Any, ...]) -> list[str]:
-    from rlpipe.config import algorithms, sections  # the classes import this module
+def _model_at(model_name: str, parent: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The config class named ``model_name``, then the model of each field along ``parent``."""
+    from rlpipe.config.strict import StrictModel  # the classes import this module
 
-    found = getattr(sections, model_name, None) or getattr(algorithms, model_name, None)
-    model: type[BaseModel] | None = found if _is_model(found) else None
+    return field_model(_subclass_named(StrictModel, model_name), parent)
+
+
+def field_model(model: type[BaseModel] | None, parent: Sequence[Any]) -> type[BaseModel] | None:
+    """The model of the field at ``parent`` below ``model`` (``None`` where it is not a model)."""
     for part in parent:
         if model is None:
             break
+        if isinstance(part, int):  # an item of a list field: the model is the item's
+            continue
         field = model.model_fields.get(str(part))
         annotation = field.annotation if field else None
         model = next(
             (a for a in (annotation, *getattr(annotation, "__args__", ())) if _is_model(a)), None
         )
-    return list(model.model_fields) if model else []
+    return model
+
+
+def _subclass_named(base: type[BaseModel], name: str) -> type[BaseModel] | None:
+    if base.__name__ == name:
+        return base
+    return next((found for sub in base.__subclasses__() if (found := _subclass_named(sub, name))), None)
 
 
 def _is_model(obj: Any) -> bool:

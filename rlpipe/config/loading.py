@@ -18,7 +18,6 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from rlpipe.config.algorithms import check_algorithm
 from rlpipe.config.documents import translate
 from rlpipe.config.errors import format_validation_error
 from rlpipe.config.location import location
@@ -136,8 +135,4 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RunCo
         cfg = RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{path}: {format_validation_error(exc)}") from None
-    try:
-        check_algorithm(cfg.algorithm)  # the algorithm's own config class, torch-free
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
     return cfg

@@ -27,9 +27,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["ObjectPath", "StorageUnavailable", "is_url", "location", "url_problem", "with_retries"]
+from rlpipe.config.extras import install_hint, is_installed, require
+
+__all__ = ["S3_SCHEMES", "ObjectPath", "StorageUnavailable", "is_url", "location", "url_problem",
+           "with_retries"]
 
 T = TypeVar("T")
+S3_SCHEMES = ("s3", "s3a")
+"""URL schemes served by s3fs (the ``s3`` extra)."""
 
 
 def is_url(value: object) -> bool:
@@ -53,6 +58,8 @@ def url_problem(value: str) -> str | None:
     scheme, _, rest = value.partition("://")
     if not scheme or not rest.strip("/"):
         return f"got {value!r}; a URL needs a scheme and a bucket or folder (s3://bucket/prefix)"
+    if scheme in S3_SCHEMES and not is_installed("s3fs"):
+        return install_hint("s3fs", value)
     from fsspec.registry import get_filesystem_class, known_implementations
 
     try:
@@ -289,6 +296,9 @@ def filesystem(protocol: str) -> Any:
     with _LOCK:
         if key not in _FILESYSTEMS:
             import fsspec
+
+            if protocol in S3_SCHEMES:
+                require("s3fs", f"{protocol}://")
 
             _FILESYSTEMS[key] = fsspec.filesystem(protocol, **storage_options(protocol))
         return _FILESYSTEMS[key]

@@ -4,31 +4,25 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from rlpipe.config.errors import ConfigError, format_validation_error
+from rlpipe.config.errors import ConfigError, located_error
 from rlpipe.config.location import location, url_problem
-from rlpipe.config.strict import coercion_problem
+from rlpipe.config.registry import AlgorithmBlock, merged_replay_block
+from rlpipe.config.strict import StrictModel
 
 __all__ = [
-    "AlgorithmBlock",
-    "AlgorithmCfg",
+    "ACTIVATIONS",
     "CheckpointCfg",
     "ConfigError",
     "EnvCfg",
     "EvalCfg",
     "EventCfg",
     "EventsCfg",
+    "MLPCfg",
+    "NETWORK_TYPES",
     "NetworkBlock",
     "PolicyCfg",
     "RecurrentCfg",
@@ -42,67 +36,6 @@ __all__ = [
 
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+=@-]{0,199}")
-
-
-class StrictModel(BaseModel):
-    """Base of every config class: unknown keys are errors, fields carry docstrings."""
-
-    model_config = ConfigDict(
-        extra="forbid", use_attribute_docstrings=True, validate_assignment=True, frozen=False
-    )
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_coercion(cls, value: Any, info: ValidationInfo) -> Any:
-        """No bool for a number, no ``"7"`` for 7 or ``"yes"`` for true (an int still fits a float)."""
-        field = cls.model_fields.get(info.field_name or "")
-        problem = coercion_problem(field.annotation, value) if field else None
-        if problem:
-            raise ValueError(problem)
-        return value
-
-    def replace(self, **changes: Any) -> Self:
-        """Return a validated copy with ``changes`` applied."""
-        return type(self).model_validate({**self.model_dump(), **changes})
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain nested dict, as written to ``params.yaml`` and logged as run params."""
-        return self.model_dump(mode="json")
-
-    def validate(self, prefix: str = "") -> list[str]:  # type: ignore[override]  # seed API name
-        """Return missing-field paths; pydantic already enforces types."""
-        return [f"{prefix}{name}" for name, value in self if value is None and self._required(name)]
-
-    @classmethod
-    def _required(cls, name: str) -> bool:
-        return cls.model_fields[name].is_required()
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], path: str = "") -> Self:
-        """Validate ``data``; raise :class:`ConfigError` naming ``path.key`` on failure."""
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise ConfigError(format_validation_error(exc, path)) from None
-
-
-class AlgorithmCfg(StrictModel):
-    """Fields every algorithm shares."""
-
-    device: str = "auto"
-    """Device for the update; ``auto`` follows ``trainer.device``."""
-    learning_rate: float = Field(3.0e-4, gt=0)
-    """Optimizer learning rate."""
-    batch_size: int = Field(64, ge=1)
-    """Minibatch size in transitions."""
-    gamma: float = Field(0.99, ge=0, le=1)
-    """Discount factor."""
-    gae_lambda: float = Field(0.95, ge=0, le=1)
-    """GAE lambda (bias/variance trade-off of the advantage)."""
-    max_grad_norm: float = Field(0.5, gt=0)
-    """Global gradient-norm clip."""
-    n_epochs: int = Field(10, ge=1)
-    """Passes over the rollout per update."""
 
 
 class StopConditionCfg(StrictModel):
@@ -261,18 +194,45 @@ class EnvCfg(StrictModel):
     """Keyword arguments of the env's constructor (unknown ones are errors)."""
 
 
+ACTIVATIONS = ("tanh", "relu", "elu", "gelu", "silu", "leaky_relu")
+"""``network_cfg.activation`` names (the modules of :data:`rlpipe.policies.mlp.ACTIVATIONS`)."""
+NETWORK_TYPES = ("mlp",)
+"""``type`` of an actor or critic network."""
+
+
+class MLPCfg(StrictModel):
+    """``network_cfg`` of an ``mlp``: ``Linear → activation → … → Linear``."""
+
+    hidden_sizes: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [64, 64])
+    """Widths of the hidden layers, input to output (``[]``: one linear layer)."""
+    activation: str = "tanh"
+    """Activation after every hidden layer: tanh, relu, elu, gelu, silu or leaky_relu."""
+
+    @field_validator("activation")
+    @classmethod
+    def _known_activation(cls, value: str) -> str:
+        if value not in ACTIVATIONS:
+            raise ValueError(f"unknown {value!r}; accepted: {', '.join(ACTIVATIONS)}")
+        return value
+
+
 class NetworkBlock(StrictModel):
     """``{"type": "mlp", "network_cfg": {...}}``: the network of an actor or critic."""
 
     type: str = "mlp"
     """Network type; ``mlp`` is built in."""
-    network_cfg: dict[str, Any] = Field(
-        default_factory=lambda: {"hidden_sizes": [64, 64], "activation": "tanh"}
-    )
+    network_cfg: MLPCfg = Field(default_factory=MLPCfg)
     """Arguments of the network builder (``hidden_sizes``, ``activation``)."""
     obs_keys: list[str] | None = None
     """Dict observations: the keys this network reads, concatenated in this order (``null``: every
     key, sorted); e.g. actor ``[state]``, critic ``[state, privileged_state]``."""
+
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, value: str) -> str:
+        if value not in NETWORK_TYPES:
+            raise ValueError(f"unknown network type {value!r}; accepted: {', '.join(NETWORK_TYPES)}")
+        return value
 
 
 class RecurrentCfg(StrictModel):
@@ -304,15 +264,6 @@ class PolicyCfg(StrictModel):
     obs_normalization: bool = False
     """Normalize observations with running mean/std (clipped to ±10), updated after each update
     from that rollout's observations and saved in checkpoints; frozen during collection and eval."""
-
-
-class AlgorithmBlock(StrictModel):
-    """``{name, cfg}``: the algorithm and its hyperparameters (validated by its config class)."""
-
-    name: str = "ppo"
-    """Registered algorithm name (``ppo``, ``grpo``)."""
-    cfg: dict[str, Any] = Field(default_factory=dict)
-    """Hyperparameters, validated against the algorithm's config class (``PPOCfg``, ``GRPOCfg``)."""
 
 
 class StoreCfg(StrictModel):
@@ -386,12 +337,25 @@ class RunConfig(StrictModel):
     trainer: TrainerCfg = Field(default_factory=TrainerCfg)
     env: EnvCfg = Field(default_factory=EnvCfg)
     policy: PolicyCfg = Field(default_factory=PolicyCfg)
-    algorithm: AlgorithmBlock = Field(default_factory=AlgorithmBlock)
+    algorithm: AlgorithmBlock = Field(default_factory=lambda: AlgorithmBlock.model_validate({}))
+    """``{name, cfg}``: one block class per registered algorithm, ``cfg`` typed by its config class."""
     store: StoreCfg = Field(default_factory=StoreCfg)
     checkpoint: CheckpointCfg = Field(default_factory=CheckpointCfg)
     tracking: TrackingCfg = Field(default_factory=TrackingCfg)
     replay: ReplayCfg = Field(default_factory=ReplayCfg)
     eval: EvalCfg = Field(default_factory=EvalCfg)
+
+    @model_validator(mode="after")
+    def _replay_overrides_fit(self) -> Self:
+        """``replay.algorithm`` merged over ``algorithm`` validates too: refused at load, not at replay."""
+        if self.replay.algorithm:
+            try:
+                merged_replay_block(self.algorithm, self.replay.algorithm)
+            except ValidationError as exc:
+                where = ("replay", "algorithm")
+                raise located_error("RunConfig", [((*where, *e["loc"]), e["msg"], e.get("input"))
+                                                  for e in exc.errors()]) from None
+        return self
 
     @property
     def run_dir(self) -> Path:

@@ -1,23 +1,31 @@
-"""Strict scalar types for every config field: no bool for a number, no string for a number or a bool.
+"""``StrictModel``, the base of every config class: no unknown keys, no coercion of bool/number/str.
 
 pydantic's lax mode turns ``true`` into 1, ``"7"`` into 7 and ``"yes"`` into ``True``; its strict mode
 also refuses a YAML list for a tuple field. This check sits in between: it refuses exactly the
-coercions between ``bool``, numbers and strings, walking unions, lists and tuples, and leaves
-everything else (an int for a float, a list for a tuple, nested models) to pydantic.
+coercions between ``bool``, numbers and strings, walking unions, lists, tuples and dicts, and leaves
+everything else (an int for a float, a list for a tuple, nested models) to pydantic. A problem
+carries its location inside the value (``(1,)`` for the second item of a list), so the error names
+the exact key path: ``policy.actor.network_cfg.hidden_sizes.1``.
 """
 
 from __future__ import annotations
 
 import types
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
 
-__all__ = ["coercion_problem"]
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+
+from rlpipe.config.errors import ConfigError, format_validation_error, located_error
+
+__all__ = ["Problem", "StrictModel", "coercion_problem"]
 
 _NUMBER = (int, float)
+Problem = tuple[tuple[int | str, ...], str]
+"""``(location inside the value, one sentence)``."""
 
 
-def coercion_problem(annotation: Any, value: Any) -> str | None:
-    """Why ``value`` would fit ``annotation`` only by coercion (one sentence), else ``None``."""
+def coercion_problem(annotation: Any, value: Any) -> Problem | None:
+    """Where and why ``value`` would fit ``annotation`` only by coercion, else ``None``."""
     origin = get_origin(annotation)
     if origin is Annotated:
         return coercion_problem(get_args(annotation)[0], value)
@@ -30,17 +38,29 @@ def coercion_problem(annotation: Any, value: Any) -> str | None:
         return None
     if origin in (list, tuple, set, frozenset) and isinstance(value, list | tuple):
         return _sequence_problem(origin, get_args(annotation), value)
-    return _scalar_problem(annotation, value)
+    if origin is dict and isinstance(value, dict) and len(get_args(annotation)) == 2:
+        for key, item in value.items():
+            problem = coercion_problem(get_args(annotation)[1], item)
+            if problem:
+                return (key, *problem[0]), problem[1]
+        return None
+    problem = _scalar_problem(annotation, value)
+    return ((), problem) if problem else None
 
 
-def _sequence_problem(origin: Any, args: tuple[Any, ...], value: list[Any] | tuple[Any, ...]) -> str | None:
+def _sequence_problem(origin: Any, args: tuple[Any, ...],
+                      value: list[Any] | tuple[Any, ...]) -> Problem | None:
     if not args:
         return None
     if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
         pairs = zip(args, value)
     else:
         pairs = ((args[0], item) for item in value)
-    return next((p for arm, item in pairs if (p := coercion_problem(arm, item))), None)
+    for index, (arm, item) in enumerate(pairs):
+        problem = coercion_problem(arm, item)
+        if problem:
+            return (index, *problem[0]), problem[1]
+    return None
 
 
 def _scalar_problem(annotation: Any, value: Any) -> str | None:
@@ -53,3 +73,52 @@ def _scalar_problem(annotation: Any, value: Any) -> str | None:
     if annotation is bool and not isinstance(value, bool) and isinstance(value, str | int | float):
         return "Input should be true or false"
     return None
+
+
+class StrictModel(BaseModel):
+    """Base of every config class: unknown keys are errors, fields carry docstrings."""
+
+    model_config = ConfigDict(
+        extra="forbid", use_attribute_docstrings=True, validate_assignment=True, frozen=False
+    )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_coercion(cls, value: Any, info: ValidationInfo) -> Any:
+        """No bool for a number, no ``"7"`` for 7 or ``"yes"`` for true (an int still fits a float)."""
+        field = cls.model_fields.get(info.field_name or "")
+        problem = coercion_problem(field.annotation, value) if field else None
+        if problem:
+            loc, message = problem
+            raise located_error(cls.__name__, [(loc, message, _item(value, loc))])
+        return value
+
+    def replace(self, **changes: Any) -> Self:
+        """Return a validated copy with ``changes`` applied."""
+        return type(self).model_validate({**self.model_dump(), **changes})
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict, as written to ``params.yaml`` and logged as run params."""
+        return self.model_dump(mode="json")
+
+    def validate(self, prefix: str = "") -> list[str]:  # type: ignore[override]  # seed API name
+        """Return missing-field paths; pydantic already enforces types."""
+        return [f"{prefix}{name}" for name, value in self if value is None and self._required(name)]
+
+    @classmethod
+    def _required(cls, name: str) -> bool:
+        return cls.model_fields[name].is_required()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], path: str = "") -> Self:
+        """Validate ``data``; raise :class:`ConfigError` naming ``path.key`` on failure."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(format_validation_error(exc, path)) from None
+
+
+def _item(value: Any, loc: tuple[int | str, ...]) -> Any:
+    for part in loc:
+        value = value[part]
+    return value

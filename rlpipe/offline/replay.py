@@ -27,16 +27,22 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
-from rlpipe.algorithms import resolve_algo_cfg
+from rlpipe.algorithms import BaseAlgorithm, resolve_algo_cfg
 from rlpipe.artifacts.checkpoints import load_checkpoint
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.layout import ROLLOUT_NAME, RunLayout, iteration_from_name, numbered, rollout_name
 from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.shards import read_any_attrs
+from rlpipe.build import learn, learner_state, load_learner_state
 from rlpipe.config import AlgorithmBlock, ConfigError, RunConfig, params_hash, training_hash
-from rlpipe.learner import Learner
-from rlpipe.offline.learners import build_learner, load_learner_state, load_rollout, save_learner, spaces_of
+from rlpipe.offline.rebuild import (
+    load_algorithm_state,
+    load_rollout,
+    rebuild_algorithm,
+    save_algorithm,
+    spaces_of,
+)
 from rlpipe.offline.replay_eval import evaluate_replayed, online_eval_metrics
 from rlpipe.rollout import rollout_dims
 from rlpipe.tracking import Tracker, open_tracker, source_run_id
@@ -77,7 +83,7 @@ def iteration_of(attrs: dict[str, Any], path: Path) -> int:
     return found
 
 
-def update_once(learner: Learner, rollout: TensorDict, attrs: dict[str, Any], iteration: int,
+def update_once(algo: BaseAlgorithm, rollout: TensorDict, attrs: dict[str, Any], iteration: int,
                 iterations: int) -> dict[str, float]:
     """Advantage + update of a stored rollout (``attrs``: its attributes) as online update ``iteration``.
 
@@ -87,8 +93,8 @@ def update_once(learner: Learner, rollout: TensorDict, attrs: dict[str, Any], it
     start = time.perf_counter()
     n, t = rollout_dims(rollout)
     before = int(attrs.get("env_steps", iteration * n * t)) - n * t
-    learner.shards = int(attrs.get("world_size", 1))
-    metrics = learner.learn(rollout, iteration, before, iterations * n * t)
+    algo.shards = int(attrs.get("world_size", 1))
+    metrics = learn(algo, rollout, iteration, before, iterations * n * t)
     return metrics | {"time/update_s": time.perf_counter() - start}
 
 
@@ -129,9 +135,9 @@ class _Reader:
 
 
 class _Replay:
-    """``online``: the online run's learner, rebuilt on demand; ``learner``: where re-updates happen.
+    """``online``: the online run's algorithm, rebuilt on demand; ``algo``: where re-updates happen.
 
-    With unchanged algorithm params the two are the same object; otherwise ``learner`` is built
+    With unchanged algorithm params the two are the same object; otherwise ``algo`` is built
     from the replay params and takes its start state from ``online``.
     """
 
@@ -140,9 +146,9 @@ class _Replay:
         self.cfg, self.rcfg, self.layout = cfg, replay_config(cfg), layout
         self.spaces = read_any_attrs(next(iter(stored.values()))).get("spaces")
         spaces = spaces_of({"spaces": self.spaces}, next(iter(stored.values())))
-        self.online = build_learner(cfg, spaces)
+        self.online = rebuild_algorithm(cfg, spaces)
         self.same = self.rcfg.algorithm == cfg.algorithm
-        self.learner = self.online if self.same else build_learner(self.rcfg, spaces)
+        self.algo = self.online if self.same else rebuild_algorithm(self.rcfg, spaces)
         self.initial = copy.deepcopy(self.online.state_dict())
         self.reader = _Reader(stored, self.online.device, allow_rejected)
         self.checkpoint_dir, self.checkpoints = layout.checkpoints, layout.checkpoint_paths()
@@ -160,7 +166,7 @@ class _Replay:
                 break  # what is in memory is at least as far as this checkpoint
             state = self._same_run(j, want)
             if state is not None:
-                load_learner_state(self.online, self.checkpoints[j], state)
+                load_algorithm_state(self.online, self.checkpoints[j], state)
                 self.at, self.from_disk = j, True
                 break
         else:
@@ -201,19 +207,19 @@ class _Replay:
         if start is None:
             self.reach(first - 1, want, first)
         else:
-            load_learner_state(self.online, start)
+            load_algorithm_state(self.online, start)
             self.at = None
         self.fork()
 
     def fork(self) -> None:
-        """Copy the online state into ``learner`` (a separate one only when the params changed)."""
+        """Copy the online state into ``algo`` (a separate one only when the params changed)."""
         if self.same:
             return
-        self.learner.load_state_dict(copy.deepcopy(self.online.state_dict()))
+        load_learner_state(self.algo, copy.deepcopy(learner_state(self.online)))
 
     def update(self, k: int, rollout: TensorDict, attrs: dict[str, Any]) -> dict[str, float]:
-        """Re-update rollout ``k`` on ``learner``."""
-        metrics = update_once(self.learner, rollout, attrs, k, self.cfg.trainer.iterations)
+        """Re-update rollout ``k`` on ``algo``."""
+        metrics = update_once(self.algo, rollout, attrs, k, self.cfg.trainer.iterations)
         if self.same:
             self.at = k if self.at == k - 1 else None
             self.from_disk = False
@@ -229,7 +235,7 @@ def replay(cfg: RunConfig, rollouts: Path, out: Path, iterations: tuple[int, int
     stored rollout). Each rollout k is re-updated with ``cfg`` plus the ``replay.algorithm``
     overrides, from the online state after k−1 (see the module docstring), or, with ``chain``,
     from the previous re-updated weights, starting from ``start`` or the online state before A.
-    Checkpoint k is written for every k (same file format as online, learner part only; retention
+    Checkpoint k is written for every k (same file format as online, policy and algorithm only; retention
     ``checkpoint.keep_last``). Rollouts the non-finite guard rejected are refused unless
     ``allow_rejected``. ``out`` is locked while it is written. Returns the summary (``metrics.json``).
     """
@@ -290,7 +296,7 @@ def _loop(job: _Replay, ks: list[int], chain: bool, start: Path | None, director
             job.fork()
         metrics = job.update(k, rollout, attrs)
         origin = {"rollout": str(job.reader.paths[k]), "start": str(start) if start else None}
-        path = save_learner(job.learner, job.rcfg, directory, k, int(attrs.get("env_steps", 0)), origin,
+        path = save_algorithm(job.algo, job.rcfg, directory, k, int(attrs.get("env_steps", 0)), origin,
                             job.spaces)
         n, t = rollout_dims(rollout)
         elapsed = time.perf_counter() - tick
@@ -298,7 +304,7 @@ def _loop(job: _Replay, ks: list[int], chain: bool, start: Path | None, director
         metrics |= {"iteration": float(k), "env_steps": float(attrs.get("env_steps", 0)),
                     "time/read_wait_s": waited, "time/iteration_s": elapsed, "time/sps": n * t / elapsed}
         if k == ks[-1]:  # the replayed policy, evaluated as the online run evaluated its own
-            metrics |= evaluate_replayed(job.rcfg, job.learner.policy, job.learner.device, job.layout)
+            metrics |= evaluate_replayed(job.rcfg, job.algo.policy, job.algo.device, job.layout)
         tracker.log(metrics, step=int(attrs.get("env_steps", 0)))
     wall = time.perf_counter() - begin
     return {

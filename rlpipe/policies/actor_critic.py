@@ -37,7 +37,7 @@ class MLPActorPolicy(Policy):
         return self.head.sample(self.actor(self.actor_obs(obs)), deterministic)
 
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
-        """The action ``[B, *act]`` alone: the mode skips the log-probability (a third of an eval step)."""
+        """The action ``[B, *act]`` alone: the mode skips the log-probability, which an eval never reads."""
         return self.head.act(self.actor(self.actor_obs(obs)), deterministic)
 
     def evaluate(

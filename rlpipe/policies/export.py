@@ -31,6 +31,8 @@ import gymnasium as gym
 import torch
 from torch import nn
 
+from rlpipe.config import ConfigError
+from rlpipe.config.extras import require
 from rlpipe.policies.base import Policy
 from rlpipe.policies.heads import CategoricalHead, GaussianHead
 from rlpipe.policies.normalizer import EPS
@@ -51,6 +53,8 @@ FORMATS = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
 METADATA_FILE = "rlpipe.json"
 """Name of the metadata inside a TorchScript archive."""
 OPSET = 18
+DYNAMO_EXPORT = (2, 5)
+"""The first torch whose ``torch.onnx.export`` takes ``dynamo=True``."""
 
 
 class ExportError(ValueError):
@@ -193,8 +197,11 @@ def export_onnx(actor: DeployedActor, path: Path, metadata: dict[str, Any]) -> P
 
     Each metadata entry is one property: strings as they are, anything else as JSON.
     """
-    import onnx
-
+    onnx = require("onnx", "--format onnx")
+    require("onnxscript", "--format onnx")  # torch's dynamo exporter
+    if _torch_version() < DYNAMO_EXPORT:
+        raise ConfigError(f"--format onnx needs torch>=2.5 (torch.onnx.export(dynamo=True)); this is torch "
+                          f"{torch.__version__}: use --format torchscript")
     inputs, outputs = io_names(actor)
     batch = torch.export.Dim("batch", min=1)
     with _quiet(), torch.no_grad():
@@ -209,6 +216,11 @@ def export_onnx(actor: DeployedActor, path: Path, metadata: dict[str, Any]) -> P
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
     return Path(path)
+
+
+def _torch_version() -> tuple[int, int]:
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
 
 
 def export_torchscript(actor: DeployedActor, path: Path, metadata: dict[str, Any]) -> Path:

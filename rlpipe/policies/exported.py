@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch.distributions import Distribution
 
+from rlpipe.config.extras import require
 from rlpipe.policies.base import Policy
 from rlpipe.policies.export import METADATA_FILE, ExportError
 
@@ -54,8 +55,7 @@ class ExportedModel:
 
 
 def _load_onnx(path: Path) -> tuple[Any, dict[str, Any]]:
-    import onnxruntime as ort
-
+    ort = require("onnxruntime", str(path))
     options = ort.SessionOptions()
     options.intra_op_num_threads = torch.get_num_threads()
     try:

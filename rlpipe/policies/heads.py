@@ -1,11 +1,12 @@
 """Action heads: turn actor outputs into torch distributions for Discrete and Box spaces.
 
-Besides ``distribution``, every head has a tensor fast path — :meth:`ActionHead.sample` (collection,
-once per env step) and :meth:`ActionHead.evaluate` (the update) — that computes exactly what the
-torch distribution computes, op for op (same values, same bits, same random draws), without
-building a ``Distribution`` object: on a small network that object costs more than the network
-(W1: about 3× the sampling time, ``benchmarks/w1_profile.py``). ``tests/policies/test_heads.py``
-checks the fast paths bit for bit against the distributions.
+Besides ``distribution``, every head computes what the torch distribution computes, op for op (same
+values, same bits, same random draws), without building a ``Distribution`` object:
+:meth:`ActionHead.sample` (collection, once per env step) and :meth:`ActionHead.evaluate` (the
+update). On a small network that object's construction and argument handling cost more than the
+network itself. The categorical draw is :func:`rlpipe.fast.categorical_draw` (behind the
+``RLPIPE_FAST`` switch). ``tests/policies/test_heads.py`` checks these methods bit for bit against
+the distributions.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import gymnasium as gym
 import torch
 from torch import nn
 from torch.distributions import Categorical, Distribution, Independent, Normal
+
+from rlpipe import fast
 
 __all__ = ["ActionHead", "CategoricalHead", "GaussianHead", "build_action_head"]
 
@@ -70,7 +73,7 @@ class CategoricalHead(ActionHead):
         if deterministic:
             action = logits.argmax(-1)
         else:
-            action = _multinomial_draw(torch.softmax(logits, -1))
+            action = fast.categorical_draw(torch.softmax(logits, -1))
         return action, _gather(logits, action)
 
     def act(self, out: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
@@ -130,17 +133,6 @@ class GaussianHead(ActionHead):
 def _normalized(out: torch.Tensor) -> torch.Tensor:
     """Log-probabilities ``[..., n]`` of logits ``out`` as ``Categorical`` normalizes them."""
     return out - out.logsumexp(dim=-1, keepdim=True)
-
-
-def _multinomial_draw(probs: torch.Tensor) -> torch.Tensor:
-    """``torch.multinomial(probs, 1, True)`` (``Categorical.sample``'s draw): ``[..., n]`` → ``[...]`` int64.
-
-    The same exponential race that ``multinomial`` runs for one sample — argmax of ``p / q`` with
-    ``q ~ Exp(1)`` drawn from the same generator — without its input checks, two thirds of the call
-    on a CPU (W1: 33 against 11 µs). A non-finite probability still shows: the rollout's
-    log-probability is then NaN, which the run's guards refuse.
-    """
-    return (probs / torch.empty_like(probs).exponential_(1)).argmax(-1)
 
 
 def _gather(logits: torch.Tensor, action: torch.Tensor) -> torch.Tensor:

@@ -28,13 +28,14 @@ MLP_KEYS = ("hidden_sizes", "activation")
 class MLP(nn.Sequential):
     """``Linear → act → … → Linear`` whose forward skips the per-module call machinery.
 
-    A module call costs more than a small layer's maths: on W1's 64×64 actor with 8 rows a
-    ``Sequential`` forward took 160–180 µs on the 2-core CI machine, the same ``F.linear``/``tanh``
-    calls 70–100 µs. Linear layers run as ``F.linear`` on their parameters (``Linear.forward``
-    fetches them through ``Module.__getattr__``), activations through their own ``forward``. The
-    modules stay (state-dict keys ``0.weight``, ``2.bias``, … and the printed network are those of
-    ``nn.Sequential``); the ops are the same, so results are bit-identical. Module hooks need the
-    module calls: a layer with a hook (or any global hook) is called as a module.
+    A module call costs more than a small layer's maths, so for a small actor over a few envs' rows
+    the call machinery is a large part of the forward (the ``policy forward`` phase of
+    ``benchmarks/profile/w1_profile.py``). Linear layers run as ``F.linear`` on their parameters
+    (``Linear.forward`` fetches them through ``Module.__getattr__``), activations through their own
+    ``forward``. The modules stay (state-dict keys ``0.weight``, ``2.bias``, … and the printed
+    network are those of ``nn.Sequential``); the ops are the same, so results are bit-identical.
+    Module hooks need the module calls: a layer with a hook (or any global hook) is called as a
+    module.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -55,7 +56,8 @@ def build_mlp(in_dim: int, out_dim: int, hidden_sizes: list[int], activation: st
     """``Linear → act → … → Linear``: ``[B, in_dim]`` → ``[B, out_dim]``.
 
     ReLU runs in place on the linear layer's output (which its backward does not need): one
-    ``[B, hidden]`` temporary less per layer, about 2 % of a large CPU update (benchmarks/scaling.py).
+    ``[B, hidden]`` temporary less per layer, which a large CPU update streams through memory
+    (``benchmarks/peers/scaling.py`` measures that workload).
     """
     if activation not in ACTIVATIONS:
         raise ConfigError(f"activation: unknown {activation!r}; accepted: {', '.join(ACTIVATIONS)}")

@@ -1,9 +1,9 @@
 """``ObsNormalizer``: running mean/std of observations kept as buffers, so checkpoints carry it.
 
 Empirical normalization: ``(obs − mean) / sqrt(var + eps)`` clipped to ``±clip``. The
-statistics change only in :meth:`ObsNormalizer.update` (the update stage calls it after each
-update with that rollout's observations); ``forward`` never changes them, so evaluation and
-collection see frozen statistics.
+statistics change only in :meth:`ObsNormalizer.update` (``BaseAlgorithm.update`` calls it, through
+``Policy.update_normalization``, after each update with that rollout's observations); ``forward``
+never changes them, so evaluation and collection see frozen statistics.
 """
 
 from __future__ import annotations

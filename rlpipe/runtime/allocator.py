@@ -3,13 +3,14 @@
 A CPU update of a large minibatch allocates and frees the same few tensors every minibatch (one
 32,768 × 256 fp32 activation is 32 MiB). glibc serves blocks above its mmap threshold — at most
 32 MiB even when raised — with a fresh ``mmap`` and returns them with ``munmap`` on free, so every
-minibatch faults its activations in again, page by page: 4.5 M page faults and a third of the
-iteration at 8,192 envs (issue 19). :func:`tune_malloc` switches glibc's mmap off for the process
+minibatch faults its activations in again, page by page, and at thousands of envs those faults
+are a large part of the iteration. :func:`tune_malloc` switches glibc's mmap off for the process
 (``M_MMAP_MAX = 0``: every block comes from the heap, whatever its size), keeps up to
 ``TRIM_THRESHOLD`` of freed memory at the top of the heap mapped instead of trimming it, and grows
-the heap ``TOP_PAD`` at a time. Chosen by measurement over a raised mmap threshold (the cliff stays
-above 32 MiB) and over jemalloc/tcmalloc (they replace malloc only when preloaded, i.e. when the
-user sets ``LD_PRELOAD`` or the process re-executes itself); see ``benchmarks/allocator.py``.
+the heap ``TOP_PAD`` at a time. A raised mmap threshold does not do it (the faults come back for
+blocks above 32 MiB), and jemalloc/tcmalloc replace malloc only when preloaded (the user sets
+``LD_PRELOAD`` or the process re-executes itself); ``benchmarks/profile/allocator.py`` compares
+the settings.
 
 Outside Linux/glibc (musl, macOS, Windows) nothing is changed and nothing is reported.
 ``RLPIPE_MALLOC=system`` leaves glibc's defaults alone too (for comparisons).
@@ -61,8 +62,9 @@ def mallopt(settings: dict[int, int]) -> bool:
 def tune_malloc() -> bool:
     """Apply ``SETTINGS`` once per process; ``True`` when glibc took them all, ``False`` otherwise.
 
-    Call it before the first large allocation (``rlpipe.pipeline.build`` does); blocks mapped
-    earlier are unaffected but freed as before. ``RLPIPE_MALLOC=system`` skips it (``False``).
+    Call it before the first large allocation (:func:`rlpipe.trainer.parts.build_parts` and
+    :func:`rlpipe.offline.rebuild.rebuild_algorithm` do); blocks mapped earlier are unaffected but
+    freed as before. ``RLPIPE_MALLOC=system`` skips it (``False``).
     """
     if os.environ.get(MALLOC_ENV, "tuned") == "system":
         return False

@@ -2,16 +2,16 @@
 
 Torch's own default, one intra-op thread per core, buys small networks nothing and collapses on a
 busy machine: every op splits over the threads and waits for the slowest, so one descheduled
-thread stalls the whole step (a W1 run — 8 CartPole envs, minibatches of 256 rows, 64×64 MLPs —
-took 755 s instead of 14.6 s on a busy 2-core machine, issue 15). ``auto`` therefore runs one
-thread unless the run's largest forward is big enough for threads to pay:
+thread stalls the whole step, and a small run (a few CartPole envs, 64×64 MLPs) on a loaded
+machine takes many times as long as at one thread. ``auto`` therefore runs one thread unless the
+run's largest forward is big enough for threads to pay:
 
     forward MACs = rows × Σ over the policy's Linear layers (in_features × out_features)
 
 with ``rows`` the larger of the update's minibatch and the collector's batch (N envs). At or above
 :data:`PARALLEL_MACS` ``auto`` takes every core this process may run on.
-The threshold comes from ``benchmarks/threads.py`` (update steps at 1 vs 2 threads, interleaved):
-below it 2 threads gained nothing or lost, above it they gained (see the README's figures).
+The threshold comes from ``benchmarks/profile/threads.py`` (update steps at 1 vs 2 threads,
+interleaved): below it 2 threads gained nothing or lost, above it they gained (``docs/distributed.md``).
 
 Independently of the choice, :func:`configure_threads` warns once per process, in one line, when the
 machine is oversubscribed: the 1-minute load average already reaches the core count before the run
@@ -47,9 +47,10 @@ __all__ = [
 AUTO = "auto"
 PARALLEL_MACS = 2**32
 """Forward multiply-accumulates (rows × Σ in×out) from which ``auto`` uses more than one thread:
-about 4.3 G. Measured on 2 cores at a load average of 12 (``benchmarks/threads.py``): 2 threads
-were 5–20× slower than 1 up to 16,384 rows through two 256×256 MLPs (2.4 G, 0.58×) and only
-gained at 16,384 rows through two 512×512 MLPs (9.1 G, 1.31×). W1 is 256 × 8,896 ≈ 2.3 M."""
+about 4.3 G. It lies between the largest forward where ``benchmarks/profile/threads.py`` found 2
+threads slower than 1 (16,384 rows through two 256×256 MLPs: 2.4 G) and the smallest where they
+gained (16,384 rows through two 512×512 MLPs: 9.1 G). Minibatches of 256 rows through a CartPole
+actor and critic of 64×64 are 256 × 8,896 ≈ 2.3 M."""
 
 _warned = False
 """The oversubscription warning was printed in this process (it is printed at most once)."""

@@ -1,9 +1,9 @@
 """Where metrics go: the console table, ``metrics.json``/``curve.csv`` for DVC, and MLflow.
 
-Stages never log: they return metrics and the pipeline hands them to a :class:`Tracker` once per
-iteration. ``rlpipe.tracking.mlflow_store`` is the only module of rlpipe that imports mlflow, and
-only inside the tracking process (:mod:`rlpipe.tracking.sink`) or ``rlpipe compare``: the training
-process never loads it (:mod:`rlpipe.tracking.background`).
+The steps of an iteration never log: they return metrics, and :class:`rlpipe.trainer.Trainer` hands
+them to a :class:`Tracker` once per iteration. ``rlpipe.tracking.mlflow_store`` is the only module
+of rlpipe that imports mlflow, and only inside the tracking process (:mod:`rlpipe.tracking.sink`)
+or ``rlpipe compare``: the training process never loads it (:mod:`rlpipe.tracking.background`).
 
 Names are resolved on first use (PEP 562), so ``import rlpipe.tracking`` costs nothing until one
 is needed, and the tracking process imports only what it writes with.

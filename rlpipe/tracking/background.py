@@ -177,7 +177,7 @@ def prewarm() -> None:
     """Start the tracking process now, so it imports MLflow while the trainer imports torch and builds.
 
     The next :class:`BackgroundRun` takes it over (only one waits at a time). MLflow's import is
-    most of the process's few CPU seconds; started with the run it competes with the first
+    most of the process's CPU time; started with the run it competes with the first
     iterations for the cores and delays the end of short runs, which wait for it to finish. An
     unused one exits when this process does (its input ends).
     """

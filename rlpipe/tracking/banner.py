@@ -40,7 +40,7 @@ def run_banner(cfg: RunConfig, device: torch.device, algo_cfg: Any, malloc_tuned
              f"{trainer.buffer_size} steps", f"{cfg.algorithm.name} on {device}{threads}"]
     resolved = getattr(algo_cfg, "amp", None)
     if resolved is not None:
-        parts.append(amp_words(str(cfg.algorithm.cfg.get("amp", "none")), resolved, device))
+        parts.append(amp_words(str(getattr(cfg.algorithm.cfg, "amp", "none")), resolved, device))
     parts.append("allocator glibc (mmap off)" if malloc_tuned else "allocator unchanged")
     return ", ".join(parts)
 

@@ -11,8 +11,8 @@ picks them. rlpipe therefore tags every experiment it writes to with:
 
 MLflow 3's UI starts in its GenAI mode whatever the experiment says (a per-browser setting), so
 :func:`ui_url` asks for the "Model training" mode in the link it builds:
-``#/experiments/<id>/runs?workflowType=machine_learning&viewStateShareKey=rlpipe`` (checked with
-headless chromium screenshots against MLflow 3.17).
+``#/experiments/<id>/runs?workflowType=machine_learning&viewStateShareKey=rlpipe`` (the URL
+parameters of MLflow 3.17's UI).
 
 Only the standard library is imported here: the trainer prints :func:`ui_command` in its banner.
 """

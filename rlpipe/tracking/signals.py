@@ -5,7 +5,7 @@ blocks or ``atexit`` handlers. While a tracker is open, :func:`install` makes SI
 ``SystemExit(143)`` in the main thread (at the next bytecode boundary, like Ctrl-C), so the run's
 normal unwinding and the tracking flush at exit happen; the MLflow run ends ``KILLED``. A second
 signal of the same kind gets the default behaviour again (kill now). Handlers already installed by
-someone else (a launcher, a graceful-stop handler of the pipeline) are left alone.
+someone else (a launcher, the trainer's :class:`~rlpipe.trainer.signals.GracefulStop`) are left alone.
 """
 
 from __future__ import annotations

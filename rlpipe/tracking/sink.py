@@ -38,6 +38,8 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import IO, Any  # noqa: E402
 
+from rlpipe import fast  # noqa: E402
+
 __all__ = ["main", "serve"]
 
 
@@ -75,9 +77,8 @@ COALESCE_S = 1.0
 class _Pending:
     """Metrics rows not yet written: one ``log_batch`` for all the iterations of up to ``COALESCE_S``.
 
-    A small run logs an iteration every few tens of milliseconds, and one SQLite transaction per
-    iteration then costs the tracking process more CPU than the trainer's own thread has left on a
-    2-core machine (about 18 ms a write, ``benchmarks/w1_profile.py``).
+    A small run logs many iterations a second; one SQLite transaction per iteration would take the
+    CPU the trainer needs, so rows are written together.
     """
 
     def __init__(self, run: Any) -> None:
@@ -184,11 +185,11 @@ def main() -> None:
     except Exception as exc:
         print(f"Warning: MLflow tracking process failed: {exc}".splitlines()[0], file=sys.stderr)
         sys.exit(1)
-    # The run is ended and said so; skip tearing down MLflow's and SQLAlchemy's modules (the
-    # trainer's end waits for this process to exit).
+    # The run is ended and said so. The trainer's end waits for this process to exit: with
+    # RLPIPE_FAST on, it exits without tearing down MLflow's and SQLAlchemy's modules.
     out.close()
     sys.stderr.flush()
-    os._exit(0)
+    fast.exit_process(0)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The :class:`Tracker` the pipeline talks to: console row, ``curve.csv`` and MLflow, once per iteration."""
+"""The :class:`Tracker` the trainer talks to: console row, ``curve.csv`` and MLflow, once per iteration."""
 
 from __future__ import annotations
 

@@ -249,18 +249,18 @@ def test_early_stop_threshold_is_one_and_a_half_target():
 def test_continuous_ppo_learns_pendulum(tmp_path):
     """configs/ppo_pendulum.yaml: training return ≥ −250 within 40 iterations (~330k env steps)."""
     from rlpipe.config import load
-    from rlpipe.run import build, run_iteration
+    from rlpipe.trainer import Trainer
 
     cfg = load("configs/ppo_pendulum.yaml", [f"trainer.data_dir={tmp_path}", "tracking.backend=none",
                                              "store.enabled=false", "trainer.enable_eval=false",
                                              "trainer.iterations=40"])
-    exp = build(cfg)
-    total = cfg.trainer.iterations * exp.steps_per_iteration
+    trainer = Trainer(cfg)
     best = -math.inf
-    while exp.iteration < cfg.trainer.iterations and best < -250:
-        exp.algo.set_progress(exp.env_steps, total)
-        best = max(best, run_iteration(exp).get("train/episode_return_mean", -math.inf))
-    assert best >= -250, f"best training return {best:.1f} after {exp.env_steps} env steps"
+    for metrics in trainer:
+        best = max(best, metrics.get("train/episode_return_mean", -math.inf))
+        if best >= -250:
+            break
+    assert best >= -250, f"best training return {best:.1f} after {trainer.env_steps} env steps"
 
 
 def test_ppo_refuses_a_policy_without_critic():

@@ -7,12 +7,12 @@ import torch
 
 from rlpipe.algorithms import PPO, PPOCfg, build_algo
 from rlpipe.algorithms.sequences import minibatch_rows, sequence_batch
+from rlpipe.build import learn
+from rlpipe.collector import Collector
 from rlpipe.config import ConfigError
 from rlpipe.envs import build_env
-from rlpipe.learner import Learner
 from rlpipe.policies import build_policy
 from rlpipe.rollout import allocate_rollout
-from rlpipe.run.stages import Collector
 
 LENGTH, N, T, L = 6, 64, 24, 8
 """RepeatFirst episodes of 6 steps; 64 envs × 24 steps per rollout; BPTT over 8 steps (crossing episodes)."""
@@ -68,10 +68,10 @@ def make_run(name: str, seed: int = 0):
 
 def train(name: str, iterations: int, seed: int = 0):
     policy, algo, collector = make_run(name, seed)
-    learner = Learner(policy, algo, seed)
+    algo.seed = seed
     for iteration in range(1, iterations + 1):
         rollout, _ = collector()
-        metrics = learner.learn(rollout, iteration, 0, iterations)
+        metrics = learn(algo, rollout, iteration, 0, iterations)
     return policy, metrics
 
 
@@ -104,7 +104,7 @@ def test_a_recurrent_run_goes_through_the_pipeline_and_stores_its_states(tmp_pat
 
     from rlpipe import config
     from rlpipe.artifacts.zarr_read import read_rollout
-    from rlpipe.run import run
+    from rlpipe.trainer import Trainer
 
     params = Path(__file__).resolve().parents[2] / "params.yaml"
     cfg = config.load(params, [
@@ -114,7 +114,7 @@ def test_a_recurrent_run_goes_through_the_pipeline_and_stores_its_states(tmp_pat
         "policy.recurrent={type: gru, hidden_size: 8}", "algorithm.cfg.seq_len=4",
         "algorithm.cfg.batch_size=16", "algorithm.cfg.n_epochs=1", "policy.obs_normalization=true",
     ])
-    summary = run(cfg)
+    summary = Trainer(cfg).train()
     assert summary["iterations"] == 2
     first, _ = read_rollout(cfg.run_dir / "rollouts" / "iter-000001.zarr")
     second, _ = read_rollout(cfg.run_dir / "rollouts" / "iter-000002.zarr")
@@ -124,4 +124,4 @@ def test_a_recurrent_run_goes_through_the_pipeline_and_stores_its_states(tmp_pat
     # state at every rollout start
     assert second["recurrent_state"][:, 0].abs().sum() == 0
     with pytest.raises(ConfigError, match="algorithm.cfg.seq_len"):
-        run(cfg.replace(algorithm=cfg.algorithm.replace(cfg={**cfg.algorithm.cfg, "seq_len": 3})))
+        Trainer(cfg.replace(algorithm=cfg.algorithm.replace(cfg={**cfg.algorithm.cfg, "seq_len": 3}))).train()

@@ -19,13 +19,21 @@ from rlpipe.artifacts.store import RolloutStore, write_rollout
 from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.config import StoreCfg
 from rlpipe.config.location import ObjectPath, StorageUnavailable, location
-from rlpipe.rollout import TRANSITION_KEYS
+from rlpipe.rollout import FLAG_KEYS, TRANSITION_KEYS, allocate_rollout
 
 
 def rollout(n: int = 4, t: int = 3, seed: int = 0) -> TensorDict:
+    """A schema-valid rollout of random values (slot T padding), with a nested key."""
     g = torch.Generator().manual_seed(seed)
-    data = {key: torch.randn(n, t + 1, generator=g) for key in ("obs", "value", *TRANSITION_KEYS)}
-    td = TensorDict(data, batch_size=[n, t + 1])
+    td = allocate_rollout(n, t, (), (), torch.float32, "cpu")
+    for key in ("obs", "value"):
+        td[key] = torch.randn(n, t + 1, generator=g)
+    for key in TRANSITION_KEYS:
+        if key not in FLAG_KEYS:
+            td[key][:, :t] = torch.randn(n, t, generator=g)
+    td["terminated"][:, :t] = torch.rand(n, t, generator=g) < 0.3
+    td["truncated"][:, :t] = torch.rand(n, t, generator=g) < 0.3
+    td["done"] = td["terminated"] | td["truncated"]
     td["extras", "action_mean"] = torch.randn(n, t + 1, 2, generator=g)
     return td
 

@@ -10,6 +10,7 @@ import pytest
 from _rollouts import N, T, assert_same, make_rollout
 
 import rlpipe.artifacts.store as store_mod
+from rlpipe.artifacts import intake
 from rlpipe.artifacts.store import RolloutStore, StoreError
 from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.config import StoreCfg
@@ -47,7 +48,7 @@ def test_the_store_holds_at_most_queue_size_rollouts_and_submit_blocks_before_cl
     store = RolloutStore(tmp_path, cfg)
     entered, gate = threading.Event(), threading.Event()
     held: list[int] = []  # rollouts the store holds (queued + being written) at each write
-    real = store_mod.write_rollout
+    real = store_mod._write_checked
 
     def slow_write(*args: object, **kwargs: object) -> None:
         held.append(store._queue.qsize() + 1)
@@ -55,7 +56,7 @@ def test_the_store_holds_at_most_queue_size_rollouts_and_submit_blocks_before_cl
         gate.wait(timeout=30)
         real(*args, **kwargs)
 
-    monkeypatch.setattr(store_mod, "write_rollout", slow_write)
+    monkeypatch.setattr(store_mod, "_write_checked", slow_write)
     store.submit(make_rollout(), {"iteration": 1})
     assert entered.wait(timeout=30)  # the writer holds rollout 1 ...
     store.submit(make_rollout(), {"iteration": 2})  # ... and rollout 2 fills the second slot
@@ -88,14 +89,14 @@ def test_the_default_keeps_one_rollout_beyond_the_collectors_buffer() -> None:
 def test_write_error_surfaces_on_flush_and_keeps_earlier_stores(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = store_mod.write_rollout
+    real = store_mod._write_checked
 
     def disk_full_at_3(path: Path, *args: object, **kwargs: object) -> None:
         if path.name == "iter-000003.zarr":
             raise OSError(28, "No space left on device")
         real(path, *args, **kwargs)
 
-    monkeypatch.setattr(store_mod, "write_rollout", disk_full_at_3)
+    monkeypatch.setattr(store_mod, "_write_checked", disk_full_at_3)
     store = RolloutStore(tmp_path, StoreCfg(queue_size=1))
     for it in (1, 2, 3):
         store.submit(make_rollout(), {"iteration": it})
@@ -123,12 +124,25 @@ def test_submit_checks_schema_and_write_once_on_callers_thread(tmp_path: Path) -
             store.submit(make_rollout(), {"iteration": 1})
 
 
+def test_a_rollout_is_checked_once_on_its_way_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    checked = []
+    real = intake.check_schema
+    monkeypatch.setattr(intake, "check_schema", lambda *args: (checked.append(1), real(*args)))
+    with RolloutStore(tmp_path, StoreCfg()) as store:
+        store.submit(make_rollout(), {"iteration": 1})
+        store.flush()
+        assert checked == [1]  # on submit; the writer thread writes it without checking again
+    store_mod.write_rollout(tmp_path / "iter-000002.zarr", make_rollout(), {"iteration": 2})
+    assert checked == [1, 1]
+    assert store.iterations() == [1, 2]
+
+
 def test_context_exit_keeps_the_body_exception(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(store_mod, "write_rollout", broken)
+    monkeypatch.setattr(store_mod, "_write_checked", broken)
     with pytest.raises(KeyboardInterrupt) as info:
         with RolloutStore(tmp_path, StoreCfg()) as store:
             store.submit(make_rollout(), {"iteration": 1})

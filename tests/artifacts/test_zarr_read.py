@@ -92,6 +92,25 @@ def test_group_missing_a_schema_array(tmp_path: Path) -> None:
         read_rollout(path)
 
 
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("reward", lambda r: r.__setitem__((2, T), 1.0), rf"key 'reward' padding slot is not zero at \[2, {T}\]"),
+    ("done", lambda r: r.__setitem__((1, 0), ~r[1, 0]), r"key 'done' != terminated \| truncated at \[1, 0\]"),
+    ("value", lambda r: r.astype("float64"), "key 'value' has dtype float64, expected float32"),
+])
+def test_a_stored_rollout_that_breaks_the_schema_is_refused_on_read(tmp_path: Path, key, value,
+                                                                    message) -> None:
+    path = tmp_path / "iter-000001.zarr"
+    write_rollout(path, make_rollout(), {"iteration": 1})
+    group = zarr.open_group(path, mode="r+")
+    data = group[key][...]
+    changed = value(data)
+    data = data if changed is None else changed
+    del group[key]
+    group.create_array(key, data=data, chunks=data.shape, dimension_names=("env", "time"))
+    with pytest.raises(StoreError, match=r"iter-000001\.zarr: rollout: " + message):
+        read_rollout(path)
+
+
 def test_other_schema_version(tmp_path: Path) -> None:
     path = tmp_path / "iter-000001.zarr"
     write_rollout(path, make_rollout(), {"iteration": 1})

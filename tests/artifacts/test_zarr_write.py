@@ -12,7 +12,7 @@ import zarr
 from _rollouts import ATTRS, N, T, assert_same, make_rollout
 
 import rlpipe.artifacts.zarr_write as zarr_write
-from rlpipe.artifacts import zarr_direct
+from rlpipe import fast
 from rlpipe.artifacts.store import RolloutStore, StoreError, write_rollout
 from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.config import StoreCfg
@@ -77,13 +77,14 @@ def test_unknown_codec_and_bad_attrs_are_store_errors(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------- atomicity
 
 
-@pytest.mark.parametrize("codec", ["none", "blosc-lz4"])
+@pytest.mark.parametrize(("codec", "fast_paths"), [("none", True), ("none", False), ("blosc-lz4", True)])
 def test_failure_mid_write_leaves_no_store_and_no_temporary(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codec: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codec: str, fast_paths: bool
 ) -> None:
+    monkeypatch.setattr(fast, "ENABLED", fast_paths)
     calls = []
-    if codec == "none":  # written file by file (zarr_direct)
-        real_direct = zarr_direct._write_array
+    if codec == "none" and fast_paths:  # written file by file (rlpipe.fast.write_zarr_store)
+        real_direct = fast._write_zarr_array
 
         def fail_direct(*args: object, **kwargs: object) -> None:
             calls.append(args[0])
@@ -91,7 +92,7 @@ def test_failure_mid_write_leaves_no_store_and_no_temporary(
                 raise OSError(5, "Input/output error")
             real_direct(*args, **kwargs)
 
-        monkeypatch.setattr(zarr_direct, "_write_array", fail_direct)
+        monkeypatch.setattr(fast, "_write_zarr_array", fail_direct)
     else:  # written through zarr's async API
         real = zarr_write._write_array
 

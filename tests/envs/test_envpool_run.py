@@ -12,7 +12,7 @@ from _offline_fixtures import assert_same_learner, leaves, same_leaves, tiny_cfg
 from rlpipe.artifacts.checkpoints import load_checkpoint
 from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.offline.replay import replay
-from rlpipe.run import run
+from rlpipe.trainer import Trainer
 
 pytest.importorskip("envpool")
 
@@ -38,7 +38,7 @@ def rollout(run_dir: Path, k: int):
 @pytest.mark.parametrize("env_id", list(CASES))
 def test_run_store_resume_and_replay_bit_for_bit(env_id: str, tmp_path: Path) -> None:
     whole = cfg(tmp_path / "whole", env_id)
-    run(whole)
+    Trainer(whole).train()
     stored, attrs = rollout(whole.run_dir, 2)
     assert attrs["env_backend"] == "EnvpoolEnv" and attrs["bootstrap"] == "exact"
     assert stored["truncated"][:, :-1].sum() == 4  # every env hit the 12-step limit once
@@ -48,9 +48,9 @@ def test_run_store_resume_and_replay_bit_for_bit(env_id: str, tmp_path: Path) ->
         assert attrs["actor_obs_keys"] == ["position"]
         assert (whole.run_dir / "rollouts" / "iter-000002.zarr" / "obs" / "velocity").is_dir()
 
-    run(cfg(tmp_path / "split", env_id, "trainer.iterations=1"))
+    Trainer(cfg(tmp_path / "split", env_id, "trainer.iterations=1")).train()
     split = cfg(tmp_path / "split", env_id)
-    run(split, resume=True)
+    Trainer(split, resume=True).train()
     for k in (1, 2):
         a, b = rollout(whole.run_dir, k)[0], rollout(split.run_dir, k)[0]
         assert all(torch.equal(a[key], b[key]) for key in a.keys(True, True)), k
@@ -79,7 +79,7 @@ def test_halfcheetah_envpool_config_is_1m_steps_and_runs(tmp_path: Path) -> None
     short = config.load(path, [f"trainer.data_dir={tmp_path}", "trainer.num_envs=4", "trainer.buffer_size=16",
                                "trainer.iterations=2", "trainer.num_eval_envs=2", "trainer.eval_freq=64",
                                "algorithm.cfg.batch_size=32", "store.enabled=true"])
-    metrics = run(short)
+    metrics = Trainer(short).train()
     assert metrics["env_steps"] == 2 * 4 * 16
     stored, attrs = rollout(short.run_dir, 2)
     assert attrs["env_backend"] == "EnvpoolEnv" and stored["action"].shape[-1] == 6

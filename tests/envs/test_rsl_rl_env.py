@@ -95,9 +95,9 @@ def test_group_resets_are_refused_and_resume_continues_from_the_sim() -> None:
 
 
 def test_collector_trains_on_it_with_asymmetric_keys() -> None:
+    from rlpipe.collector import Collector
     from rlpipe.config import PolicyCfg
     from rlpipe.policies import build_policy
-    from rlpipe.run.stages import Collector
 
     env = RslRlEnv(CountingVecEnv())
     cfg = PolicyCfg.from_dict({"actor": {"obs_keys": ["policy"]},
@@ -115,13 +115,13 @@ def test_run_records_the_approximate_bootstrap_and_log_metrics(tmp_path, monkeyp
     from _offline_fixtures import ROOT, tiny_cfg
 
     from rlpipe.artifacts.zarr_read import read_rollout
-    from rlpipe.run import run
+    from rlpipe.trainer import Trainer
 
     monkeypatch.chdir(ROOT)  # plugin modules import from the working directory
     cfg = tiny_cfg(tmp_path, "env.id=examples.rsl_rl_counting_env:make", "trainer.iterations=2",
                    "policy.actor.obs_keys=[policy]", "policy.critic.obs_keys=[policy,critic]",
                    "env.cfg.max_episode_length=10")
-    run(cfg)
+    Trainer(cfg).train()
     rollout, attrs = read_rollout(cfg.run_dir / "rollouts" / "iter-000002.zarr")
     assert attrs["bootstrap"] == "approximate" and attrs["env_backend"] == "RslRlEnv"
     assert attrs["critic_obs_keys"] == ["policy", "critic"]

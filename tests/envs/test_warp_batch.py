@@ -25,7 +25,7 @@ def test_missing_warp_is_a_config_error(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_warp)
-    with pytest.raises(ConfigError, match="env.cfg.engine: 'warp' needs mujoco-warp"):
+    with pytest.raises(ConfigError, match=r"^env.cfg.engine: warp needs mujoco-warp: pip install 'rlpipe\[warp\]'$"):
         build_env("PushCube", N, "cpu", {"engine": "warp"})
 
 

@@ -14,8 +14,8 @@ from rlpipe import config
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Run dir of the fast params trained without any fault (in this process)."""
-    from rlpipe.run import run
+    from rlpipe.trainer import Trainer
 
     data_dir = tmp_path_factory.mktemp("reference")
-    run(config.load(PARAMS, [*FAST, f"trainer.data_dir={data_dir}", f"trainer.exp_name={EXP}"]))
+    Trainer(config.load(PARAMS, [*FAST, f"trainer.data_dir={data_dir}", f"trainer.exp_name={EXP}"])).train()
     return data_dir / EXP

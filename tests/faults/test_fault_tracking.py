@@ -10,8 +10,8 @@ from _offline_fixtures import PARAMS
 
 from rlpipe import config
 from rlpipe.testing import faults
-from rlpipe.run import run
-from rlpipe.run.signals import Interrupted
+from rlpipe.trainer import Trainer
+from rlpipe.trainer.signals import Interrupted
 
 
 @pytest.fixture
@@ -30,14 +30,14 @@ def test_killed_run_ends_killed_and_its_resume_continues_the_same_mlflow_run(
                                "tracking.backend=mlflow", f"tracking.uri={uri}"])
     with pytest.raises(Interrupted, match=r"stopped by SIGTERM at the iteration boundary; checkpoint .*"
                                           r"ckpt-000002\.pt \(iteration 2\)"):
-        run(cfg)
+        Trainer(cfg).train()
     root = run_dir(tmp_path)
     run_id = json.loads((root / "metrics.json").read_text())["mlflow_run_id"]
     client = MlflowClient(uri)
     assert client.get_run(run_id).info.status == "KILLED"
 
     monkeypatch.setattr(faults, "_SIGNAL", None)
-    summary = run(cfg, resume=True)
+    summary = Trainer(cfg, resume=True).train()
     assert summary["iterations"] == 4
     assert json.loads((root / "metrics.json").read_text())["mlflow_run_id"] == run_id  # the same run
     assert client.get_run(run_id).info.status == "FINISHED"
@@ -47,7 +47,7 @@ def test_killed_run_ends_killed_and_its_resume_continues_the_same_mlflow_run(
 
     before = snapshot(root)
     capsys.readouterr()
-    again = run(cfg, resume=True)  # nothing left to do
+    again = Trainer(cfg, resume=True).train()  # nothing left to do
     assert again["iterations"] == 4 and snapshot(root) == before
     assert "is complete at iteration 4 (trainer.iterations is 4); nothing to do, no file changed" in (
         capsys.readouterr().err)

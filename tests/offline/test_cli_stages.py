@@ -16,14 +16,14 @@ from rlpipe.algorithms.gae import compute_gae
 from rlpipe.artifacts.checkpoints import load_checkpoint
 from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.cli import cli
-from rlpipe.run import run
+from rlpipe.trainer import Trainer
 
 
 @pytest.fixture(scope="module")
 def online(tmp_path_factory):
     """4 online iterations, rollouts 1–4 stored, checkpoints at iterations 2 and 4."""
     cfg = tiny_cfg(tmp_path_factory.mktemp("online"))
-    run(cfg)
+    Trainer(cfg).train()
     return cfg
 
 
@@ -77,7 +77,7 @@ def test_advantage_writes_outside_rollouts_and_never_touches_the_rollout(online)
     assert sorted(group.array_keys()) == ["advantage", "return"]
     assert group.attrs["rollout"] == "iter-000003.zarr" and group.attrs["iteration"] == 3
     data, _ = read_rollout(rollout)
-    advantage, returns = compute_gae(data, online.algorithm.cfg["gamma"], online.algorithm.cfg["gae_lambda"])
+    advantage, returns = compute_gae(data, online.algorithm.cfg.gamma, online.algorithm.cfg.gae_lambda)
     assert group["advantage"].shape == (8, 17)
     assert group["advantage"].metadata.dimension_names == ("env", "time")
     assert torch.equal(torch.from_numpy(group["advantage"][:, :-1]), advantage)

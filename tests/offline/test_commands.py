@@ -17,19 +17,19 @@ from rlpipe.artifacts.checkpoints import load_checkpoint
 from rlpipe.artifacts.store import StoreError
 from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.cli import cli
+from rlpipe.collector import Collector
 from rlpipe.config import ConfigError
 from rlpipe.offline.commands import update_from_rollout
 from rlpipe.offline.replay import replay
 from rlpipe.rollout import SCHEMA_VERSION
-from rlpipe.run import run
-from rlpipe.run.stages import Collector
+from rlpipe.trainer import Trainer
 
 
 @pytest.fixture(scope="module")
 def online(tmp_path_factory):
     """4 online iterations, rollouts 1–4 stored, checkpoints at iterations 2 and 4 only."""
     cfg = tiny_cfg(tmp_path_factory.mktemp("online"))
-    run(cfg)
+    Trainer(cfg).train()
     return cfg
 
 

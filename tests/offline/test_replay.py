@@ -12,4 +12,4 @@ def test_a_null_override_keeps_the_runs_value_so_sweeps_replay_bit_exact(tmp_pat
     cfg = tiny_cfg(tmp_path, "algorithm.cfg.clip_coef=0.1", "replay.algorithm={cfg: {clip_coef: null}}")
     assert replay_config(cfg).algorithm == cfg.algorithm
     changed = tiny_cfg(tmp_path, "algorithm.cfg.clip_coef=0.1", "replay.algorithm={cfg: {clip_coef: 0.3}}")
-    assert replay_config(changed).algorithm.cfg["clip_coef"] == 0.3
+    assert replay_config(changed).algorithm.cfg.clip_coef == 0.3

@@ -11,12 +11,12 @@ from rlpipe.artifacts.layout import RunLayout
 from rlpipe.cli import cli
 from rlpipe.offline.replay import replay
 from rlpipe.offline.replay_eval import evaluate_replayed, online_eval_metrics
-from rlpipe.run import run
+from rlpipe.trainer import Trainer
 
 
 def test_replay_reports_eval_metrics_beside_the_online_runs(tmp_path):
     cfg = tiny_cfg(tmp_path, "trainer.enable_eval=true", "trainer.iterations=2", f"trainer.eval_freq={STEPS}")
-    online = run(cfg)
+    online = Trainer(cfg).train()
     summary = replay(cfg, cfg.run_dir / "rollouts", tmp_path / "reupdate")
     # unchanged params: the same weights, the same eval envs and seed → the online final eval exactly
     assert summary["eval/return_mean"] == online["eval/return_mean"]

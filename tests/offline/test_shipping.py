@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from rlpipe.cli import cli
 from rlpipe.policies.export import DeployedActor
-from rlpipe.run import run
+from rlpipe.trainer import Trainer
 
 
 def invoke(*args: object, code: int = 0) -> str:
@@ -24,7 +24,7 @@ def invoke(*args: object, code: int = 0) -> str:
 def cartpole(tmp_path_factory):
     """4 iterations of PPO on CartPole with observation normalization, rollouts stored."""
     cfg = tiny_cfg(tmp_path_factory.mktemp("ship"), "policy.obs_normalization=true")
-    run(cfg)
+    Trainer(cfg).train()
     return cfg.run_dir
 
 
@@ -35,7 +35,7 @@ def recurrent_no_store(tmp_path_factory):
                    "trainer.iterations=2", "policy.name=recurrent_actor_critic",
                    "policy.recurrent.type=gru", "policy.recurrent.hidden_size=8", "algorithm.cfg.seq_len=8",
                    "eval.num_episodes=1")
-    run(cfg)
+    Trainer(cfg).train()
     return cfg.run_dir
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rlpipe import fast
 from rlpipe.policies import CategoricalHead, GaussianHead
 
 
@@ -17,17 +18,20 @@ def _heads() -> list[tuple[object, tuple[int, ...]]]:
             (GaussianHead(2, -0.3), (7, 2))]
 
 
+@pytest.mark.parametrize("fast_paths", [True, False])  # RLPIPE_FAST on and off
 @pytest.mark.parametrize(("head", "shape"), _heads())
-def test_sample_draws_the_distributions_actions_and_log_probs_bit_for_bit(head, shape):
+def test_sample_draws_the_distributions_actions_and_log_probs_bit_for_bit(head, shape, fast_paths,
+                                                                         monkeypatch):
+    monkeypatch.setattr(fast, "ENABLED", fast_paths)
     out = torch.randn(*shape)
     for deterministic in (False, True):
         torch.manual_seed(3)
-        fast = head.sample(out, deterministic)
+        sampled = head.sample(out, deterministic)
         torch.manual_seed(3)
         dist = head.distribution(out)
         action = head.mode(dist) if deterministic else dist.sample()
-        _same(fast[0], action)
-        _same(fast[1], dist.log_prob(action))
+        _same(sampled[0], action)
+        _same(sampled[1], dist.log_prob(action))
         assert torch.randint(0, 2**30, ()).item() == _draw_after(head, out, deterministic)  # same RNG use
 
 

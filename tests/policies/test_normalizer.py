@@ -8,11 +8,11 @@ import gymnasium as gym
 import torch
 
 from rlpipe.algorithms import build_algo
+from rlpipe.build import learn
+from rlpipe.collector import Collector
 from rlpipe.envs import build_env
 from rlpipe.evaluation import Evaluator
-from rlpipe.learner import Learner
 from rlpipe.policies import ObsNormalizer, build_policy
-from rlpipe.run.stages import Collector
 
 OBS = gym.spaces.Box(-1, 1, (4,))
 
@@ -79,7 +79,7 @@ def test_collect_and_eval_leave_the_statistics_frozen_and_the_update_stage_merge
     for key, value in policy.obs_normalizer.state_dict().items():
         assert torch.equal(value, frozen[key]), key
     algo = build_algo("ppo", {"batch_size": 16, "n_epochs": 1}, policy, "cpu")
-    Learner(policy, algo, seed=0).learn(rollout, iteration=1, env_steps_before=0, total_env_steps=32)
+    learn(algo, rollout, iteration=1, env_steps_before=0, total_env_steps=32)
     assert float(policy.obs_normalizer.count) == 10 + 4 * 8
     reference = ObsNormalizer((4,))
     reference.load_state_dict(frozen)

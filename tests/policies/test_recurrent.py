@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from rlpipe.algorithms.sequences import sequence_batch
+from rlpipe.collector import Collector
 from rlpipe.envs import build_env
 from rlpipe.policies import RecurrentActorCritic, RecurrentCore, build_policy
-from rlpipe.run.stages import Collector
 
 
 def recurrent_policy(kind: str = "lstm", layers: int = 1, env=None):

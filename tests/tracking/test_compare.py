@@ -11,7 +11,6 @@ from rich.console import Console
 
 from rlpipe import config
 from rlpipe.cli import cli
-from rlpipe.run import run
 from rlpipe.tracking import RunRecord, TrackingError
 from rlpipe.tracking.compare import (
     Comparison,
@@ -22,6 +21,7 @@ from rlpipe.tracking.compare import (
     render_table,
     run_labels,
 )
+from rlpipe.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["trainer.num_envs=8", "trainer.buffer_size=8", "trainer.iterations=3", "trainer.num_eval_envs=2",
@@ -42,7 +42,7 @@ def three_runs(tmp_path_factory):
     for lr in RATES:
         overrides = [f"trainer.data_dir={tmp / lr}", f"tracking.uri={uri}", "trainer.exp_name=sweep",
                      f"algorithm.cfg.learning_rate={lr}"]
-        run(config.load(ROOT / "params.yaml", [*TINY, *overrides]))
+        Trainer(config.load(ROOT / "params.yaml", [*TINY, *overrides])).train()
     return uri
 
 

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from rlpipe import config
 from rlpipe.cli import cli
 from rlpipe.config import TrackingCfg
-from rlpipe.run import run
 from rlpipe.tracking import MlflowRun, TrackingError, open_tracker, project_root, resolve_uri
+from rlpipe.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["trainer.num_envs=8", "trainer.buffer_size=8", "trainer.iterations=3", "trainer.num_eval_envs=2",
@@ -94,7 +94,7 @@ def test_project_root_is_dvc_root_else_nearest_project_folder(tmp_path, monkeypa
 def test_short_run_logs_params_metrics_per_iteration_and_checkpoint(tmp_path, store):
     cfg = tiny_cfg(tmp_path, f"tracking.uri={store}", "trainer.exp_name=logged",
                    "algorithm.cfg.clip_coef=0.15")
-    summary = run(cfg)
+    summary = Trainer(cfg).train()
     runs = read_back(store, "logged")
     assert len(runs) == 1
     logged = runs[0]
@@ -118,8 +118,8 @@ def test_short_run_logs_params_metrics_per_iteration_and_checkpoint(tmp_path, st
     view = json.loads(experiment["mlflow.sharedViewState.rlpipe"])
     assert "params.`algorithm.cfg.clip_coef`" in view["selectedColumns"]
     assert "metrics.`eval/return_mean`" in view["selectedColumns"]
-    untracked = run(cfg.replace(tracking=cfg.tracking.replace(backend="none"),
-                                trainer=cfg.trainer.replace(data_dir=str(tmp_path / "none"))))
+    untracked = Trainer(cfg.replace(tracking=cfg.tracking.replace(backend="none"),
+                                trainer=cfg.trainer.replace(data_dir=str(tmp_path / "none")))).train()
     for key in ("update/policy_loss", "update/value_loss", "train/episode_return_mean"):
         assert untracked[key] == summary[key], f"tracking changed the training result ({key})"
 
@@ -130,10 +130,10 @@ def test_backend_none_writes_nothing_and_never_imports_mlflow(tmp_path):
         import os, sys
         os.environ["MLFLOW_TRACKING_URI"] = "sqlite:///{db}"
         from rlpipe import config
-        from rlpipe.run import run
+        from rlpipe.trainer import Trainer
         cfg = config.load({str(ROOT / 'params.yaml')!r}, {TINY!r} + [
             "trainer.data_dir={tmp_path / 'data'}", "tracking.backend=none"])
-        run(cfg)
+        Trainer(cfg).train()
         assert "mlflow" not in sys.modules, "backend none imported mlflow"
     """)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
@@ -287,10 +287,10 @@ def test_training_process_never_imports_mlflow(tmp_path, store):
     script = textwrap.dedent(f"""
         import sys
         from rlpipe import config
-        from rlpipe.run import run
+        from rlpipe.trainer import Trainer
         cfg = config.load({str(ROOT / 'params.yaml')!r}, {TINY!r} + [
             "trainer.data_dir={tmp_path / 'data'}", "tracking.uri={store}", "trainer.exp_name=apart"])
-        summary = run(cfg)
+        summary = Trainer(cfg).train()
         assert "mlflow" not in sys.modules, "the training process imported mlflow"
     """)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,

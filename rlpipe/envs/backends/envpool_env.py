@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlpipe.config.extras import require
 from rlpipe.envs.backends.torch_native import num_groups
 from rlpipe.envs.base import BatchedEnv, Obs, StepResult
 from rlpipe.envs.conversion import flat_action_space, flat_obs_space, obs_to_torch, success_of
@@ -51,8 +52,7 @@ Policy = Callable[[Obs], tuple[torch.Tensor, torch.Tensor]]
 
 def envpool_ids() -> list[str]:
     """Every id envpool can make (imports envpool)."""
-    import envpool
-
+    envpool = require("envpool", "env.backend: envpool")
     return sorted(envpool.list_all_envs())
 
 
@@ -79,8 +79,7 @@ class EnvpoolEnv(BatchedEnv):
         success_key: str | None = None,
         **make_kwargs: Any,
     ) -> None:
-        import envpool
-
+        envpool = require("envpool", f"env.id: {env_id}")
         _check_choice("mode", mode, MODES)
         _check_choice("resume", resume, RESUME_MODES)
         if mode == "async" and num_envs % 2:

@@ -2,8 +2,8 @@
 
 Some gymnasium ids ship a natively vectorized implementation: ``gymnasium.make_vec("CartPole-v1",
 n)`` builds ``CartPoleVectorEnv``, one numpy array op per physics term for all n envs, instead of n
-Python envs behind ``SyncVectorEnv`` (8 envs: 0.15 against 0.26 ms per step; 1,024 envs: 0.28
-against 17 ms; ``benchmarks/cartpole_step.py``). ``make_vec`` picks it by default, and so does rlpipe.
+Python envs behind ``SyncVectorEnv``, whose Python loop grows with n (both are measured by
+``benchmarks/speed/cartpole_step.py``). ``make_vec`` picks it by default, and so does rlpipe.
 
 Those envs auto-reset one step late (``NEXT_STEP``): the step after a done ignores its action and
 returns the first observation of the next episode. :class:`GymnasiumVectorEnv` hides that step as

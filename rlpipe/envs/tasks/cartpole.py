@@ -42,7 +42,7 @@ RENDER_HEIGHT, RENDER_WIDTH = 240, 320
 class _Constants:
     """The physics constants as 0-dim tensors of the physics dtype on the env's device.
 
-    A Python float in a float32 op is turned into a tensor on every call, about a fifth of a small
+    A Python float in a float32 op is turned into a tensor on every call, a large share of a small
     batch's step; a 0-dim tensor of the same dtype gives the same bits without that.
     """
 
@@ -105,7 +105,7 @@ class CartPole(TorchEnv):
         """Euler step of ``[N, 4]`` under ``action`` ``[N]``; written in gymnasium's op order.
 
         The constants are 0-dim tensors in the physics dtype (:attr:`_k`): a Python float would be
-        converted to a tensor on every op (a fifth of a small batch's step), with the same bits.
+        converted to a tensor on every op (a large share of a small batch's step), with the same bits.
         """
         k = self._k
         x, x_dot, theta, theta_dot = state.unbind(-1)

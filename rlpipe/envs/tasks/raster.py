@@ -50,7 +50,8 @@ class Painter:
         """Row and column slices covering the pixel box ``lo``–``hi`` ``[k, 2]`` of every canvas.
 
         Shapes are evaluated on this window only (one small host read per shape; ``render`` is
-        never on a hot path), which makes drawing several times cheaper than whole canvases.
+        never on a hot path): a shape covers a small part of the canvas, so this is cheaper than
+        evaluating it on every pixel.
         """
         bounds = torch.cat((lo.min(0).values, hi.max(0).values)).floor().tolist()
         height, width = self.labels.shape[1:]

@@ -36,8 +36,9 @@ class StateRenderer:
         self._renderer: mujoco.Renderer | None = None
         self._data = mujoco.MjData(model)
         # Software GL (llvmpipe, what MUJOCO_GL=egl gives on a headless CPU machine) pays for 4x
-        # multisampling, shadow and reflection passes per frame: measured ~0.8 s → ~0.1 s per
-        # 320x240 Panda frame without them (2 loaded cores). Eval videos only need to show the task.
+        # multisampling, shadow and reflection passes on every frame, most of a frame's cost there.
+        # Eval videos only need to show the task: multisampling is off here, shadows and
+        # reflections when the renderer opens.
         model.vis.quality.offsamples = 0
 
     def _open(self) -> mujoco.Renderer:

@@ -2,13 +2,14 @@
 
 Scene: :mod:`~rlpipe.envs.tasks.push_cube.scene` (menagerie's Panda attached with MjSpec). Physics:
 N copies stepped by ``mujoco.rollout``'s thread pool (``engine: mujoco``) or by MuJoCo Warp
-(``engine: warp``), see :mod:`~rlpipe.envs.tasks.push_cube.physics`. Task maths: :mod:`push_cube_task`.
+(``engine: warp``), see :mod:`~rlpipe.envs.tasks.push_cube.physics`. Task maths:
+:mod:`~rlpipe.envs.tasks.push_cube.task`.
 
 * Control at 20 Hz (``sim_substeps=5`` × ``timestep=0.01``, ManiSkill's 100 Hz simulation).
   ``joint_delta`` (default): action ``[N, 8]`` in [-1, 1] = arm joint targets relative to the
   current joints (±0.1 rad) + gripper (−1 closed, +1 open). ``ee_delta``: action ``[N, 4]`` =
   tool displacement (±0.1 m in x, y, z; orientation held pointing down) + gripper.
-* Observation ``[N, 41]`` float32 (see :func:`push_cube_task.observe`).
+* Observation ``[N, 41]`` float32 (see :func:`~rlpipe.envs.tasks.push_cube.task.observe`).
 * Reward: the staged dense reward normalized to [0, 1] (1 on every step the cube is in the goal);
   ``info["success"]`` when the cube centre is within 0.1 m of the goal, ``info["is_grasped"]``
   when both fingers touch the cube. Episodes last 50 control steps; rlpipe's ``success_rate``

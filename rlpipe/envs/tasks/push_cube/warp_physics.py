@@ -17,6 +17,7 @@ from typing import Any
 import mujoco
 import torch
 
+from rlpipe.config.extras import require
 from rlpipe.envs.tasks.push_cube.physics import PhysicsBatch
 
 __all__ = ["WarpBatch", "import_warp"]
@@ -28,16 +29,9 @@ NJMAX = 160
 
 
 def import_warp() -> tuple[Any, Any]:
-    """Return ``(warp, mujoco_warp)``; ValueError ``engine: …`` when they are not installed."""
-    try:
-        import mujoco_warp
-        import warp
-    except ImportError as exc:
-        raise ValueError(
-            f"engine: 'warp' needs mujoco-warp ({exc.name} is missing); "
-            "pip install 'rlpipe[warp]', or use engine: mujoco"
-        ) from None
-    return warp, mujoco_warp
+    """Return ``(warp, mujoco_warp)``; a one-line ``ConfigError`` naming the extra when missing."""
+    mujoco_warp = require("mujoco_warp", "env.cfg.engine: warp")
+    return require("warp", "env.cfg.engine: warp"), mujoco_warp
 
 
 class WarpBatch(PhysicsBatch):

@@ -1,0 +1,71 @@
+"""Where a rollout enters the store: its one check, and the names of its arrays.
+
+:func:`check_rollout` is the rollout's check on the way into a store (``RolloutStore.submit`` on
+the caller's thread, ``write_rollout`` before it writes): the schema of :mod:`rlpipe.rollout`, plus
+what a Zarr store can hold (node names, dtypes numpy knows). It needs no zarr, so a schema error is
+raised where it was made, before zarr is imported by the writer thread. The writer then takes the
+checked rollout's arrays (:func:`rollout_arrays`) without checking them again.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import torch
+from tensordict import TensorDict
+
+from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.fs import AnyPath, is_object
+from rlpipe.rollout import RolloutError, check_schema
+
+__all__ = ["check_new_store", "check_rollout", "rollout_arrays"]
+
+
+def check_rollout(rollout: TensorDict, path: AnyPath) -> None:
+    """``StoreError`` naming ``path`` unless ``rollout`` fits the schema and every leaf can be stored.
+
+    The schema is :func:`rlpipe.rollout.check_schema` (batch size, keys, dtypes, padding, ``done``);
+    values are not checked for finiteness here (a refused rollout is stored for post-mortem). Every
+    leaf must be a tensor with a numpy dtype and a key that is a valid Zarr node name.
+    """
+    try:
+        check_schema(rollout)
+    except RolloutError as exc:
+        raise StoreError(f"{path}: {exc}") from None
+    for key, value in rollout.items(include_nested=True, leaves_only=True):
+        name = _array_name(key, path)
+        if not isinstance(value, torch.Tensor):
+            raise StoreError(f"{path}: key {name!r} is a {type(value).__name__}, not a tensor")
+        if not _has_numpy_dtype(value.dtype):
+            raise StoreError(f"{path}: key {name!r} has dtype {value.dtype}, which Zarr cannot store")
+
+
+def check_new_store(path: AnyPath) -> None:
+    """``StoreError`` if a store (committed, on an object store) already exists at ``path``."""
+    if (path / "zarr.json").is_file() if is_object(path) else path.exists():
+        raise StoreError(f"{path}: already exists; rollout stores are written once")
+
+
+def rollout_arrays(rollout: TensorDict) -> dict[str, torch.Tensor]:
+    """``{"/"-joined key: [N, T+1, ...] tensor}`` of a rollout that passed :func:`check_rollout`."""
+    return {key if isinstance(key, str) else "/".join(key): value
+            for key, value in rollout.items(include_nested=True, leaves_only=True)}
+
+
+@functools.cache
+def _has_numpy_dtype(dtype: torch.dtype) -> bool:
+    """Whether numpy (and so Zarr) knows ``dtype`` (bfloat16, for one, it does not)."""
+    try:
+        torch.empty(0, dtype=dtype).numpy()
+    except TypeError:
+        return False
+    return True
+
+
+def _array_name(key: str | tuple[str, ...], path: Path) -> str:
+    parts = (key,) if isinstance(key, str) else key
+    for part in parts:
+        if "/" in part or part in {"", ".", ".."} or part.startswith("__"):
+            raise StoreError(f"{path}: key {key!r} is not a valid Zarr node name")
+    return "/".join(parts)

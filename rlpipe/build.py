@@ -1,0 +1,97 @@
+"""From a ``RunConfig`` to the objects that learn: the policy with its algorithm, and the collector.
+
+The online run (:class:`rlpipe.trainer.Trainer`) and the offline commands (replay, update, collect)
+build through these functions, so a stored run rebuilds exactly what trained it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import gymnasium as gym
+import torch
+
+from rlpipe.algorithms import BaseAlgorithm, algo_class, build_algo, resolve_algo_cfg
+from rlpipe.collector import Collector
+from rlpipe.config import RunConfig
+from rlpipe.envs import BatchedEnv
+from rlpipe.policies import build_policy
+from rlpipe.runtime.distributed import broadcast_parameters
+from rlpipe.runtime.threads import configure_threads, linear_shapes
+
+__all__ = ["build_algorithm", "build_collector", "largest_batch", "learn", "learner_state",
+           "load_learner_state", "set_threads"]
+
+
+def build_algorithm(cfg: RunConfig, obs_space: gym.spaces.Space, action_space: gym.Space,
+                    device: torch.device, max_episode_steps: int | None = None) -> BaseAlgorithm:
+    """The algorithm ``cfg.algorithm`` names, owning a new policy for these spaces.
+
+    ``max_episode_steps`` is the env's time limit (``None``: none or unknown). Raises
+    ``ConfigError`` naming the key for bad combinations before any network exists. The policy's
+    initial weights draw from the global torch RNG (seed it first); in a distributed run every rank
+    gets rank 0's weights before the algorithm copies any of them (GRPO's reference).
+    """
+    trainer, name = cfg.trainer, cfg.algorithm.name
+    algo_cfg = resolve_algo_cfg(name, cfg.algorithm.cfg, device)
+    algo_class(name).check_run(algo_cfg, trainer.num_envs, cfg.policy.name, trainer.buffer_size,
+                               max_episode_steps)
+    policy = build_policy(cfg.policy, obs_space, action_space, device)
+    broadcast_parameters(policy)
+    algo = build_algo(name, algo_cfg, policy, device)
+    algo.seed = trainer.seed
+    return algo
+
+
+def largest_batch(cfg: RunConfig, algo: BaseAlgorithm) -> int:
+    """Rows the networks see at once: an update minibatch of the ``[N, T]`` rollout or the N envs."""
+    num_envs, transitions = cfg.trainer.num_envs, cfg.trainer.num_envs * cfg.trainer.buffer_size
+    return max(num_envs, min(algo.cfg.minibatch_size(transitions), transitions))
+
+
+def set_threads(cfg: RunConfig, algo: BaseAlgorithm, announce: bool = True) -> int:
+    """Set torch's CPU threads for this run (``trainer.num_threads``, :mod:`rlpipe.runtime.threads`).
+
+    ``auto`` sizes the count by :func:`largest_batch` and the policy's Linear layers.
+    """
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # ranks on this machine (torchrun)
+    return configure_threads(cfg.trainer.num_threads, largest_batch(cfg, algo), linear_shapes(algo.policy),
+                             processes, announce)
+
+
+def build_collector(cfg: RunConfig, env: BatchedEnv, algo: BaseAlgorithm, rank: int = 0) -> Collector:
+    """The collector of ``env`` for ``algo``'s policy, with the algorithm's collection options."""
+    trainer, algo_cfg = cfg.trainer, algo.cfg
+    options: dict[str, Any] = {
+        "reset_every_rollout": bool(getattr(algo_cfg, "reset_every_rollout", False)),
+        "group_size": int(getattr(algo_cfg, "reset_group_size", 1)),
+        "seq_len": getattr(algo_cfg, "seq_len", None),
+        "seqs_per_state_reset": int(getattr(algo_cfg, "seqs_per_state_reset", -1)),
+    }
+    return Collector(env, algo.policy, trainer.buffer_size, trainer.seed + rank,
+                     horizons_per_env_reset=trainer.horizons_per_env_reset,
+                     deterministic=trainer.deterministic_collect, **options)
+
+
+def learner_state(algo: BaseAlgorithm) -> dict[str, Any]:
+    """A checkpoint's ``policy`` and ``algo`` entries: weights + statistics, optimizer and schedules."""
+    return {"policy": algo.policy.state_dict(), "algo": algo.state_dict()}
+
+
+def load_learner_state(algo: BaseAlgorithm, state: dict[str, Any]) -> None:
+    """Restore :func:`learner_state` (a checkpoint's other entries are ignored)."""
+    algo.policy.load_state_dict(state["policy"])
+    algo.load_state_dict(state["algo"])
+
+
+def learn(algo: BaseAlgorithm, rollout: Any, iteration: int, env_steps_before: int,
+          total_env_steps: int) -> dict[str, float]:
+    """Advantage + update of ``rollout`` ``[N, T+1]`` as update ``iteration``: ``advantage/…``, ``update/…``.
+
+    The schedules are positioned at ``env_steps_before`` of ``total_env_steps``. It is what the
+    online iteration does between collecting and storing; offline re-updates call it.
+    """
+    metrics = {f"advantage/{k}": v for k, v in algo.compute_advantages(rollout).items()}
+    algo.set_progress(env_steps_before, total_env_steps)
+    return metrics | {f"update/{k}": v for k, v in algo.update(rollout, iteration).items()}

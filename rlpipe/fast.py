@@ -1,0 +1,212 @@
+"""Fast paths: every reimplementation of a library call in rlpipe, each beside the call it replaces.
+
+One switch, the environment variable ``RLPIPE_FAST``, read once when this module is imported: unset
+(or any value but ``0``) runs the fast paths, ``RLPIPE_FAST=0`` runs the library calls everywhere.
+A fast path gives what its library call gives — the same bits, the same random draws, the same
+files — and exists only because the library call does work rlpipe's use of it does not need, on a
+path taken every env step, every optimizer step, every rollout or every process:
+
+========================  ========================================  ======================================
+function                  library call                              what the fast path skips
+========================  ========================================  ======================================
+:func:`categorical_draw`  ``torch.multinomial(probs, 1, True)``     multinomial's input checks
+                          (``Categorical.sample``'s draw)           (reductions over the probabilities,
+                                                                    read back on the host, per draw)
+:func:`clip_grad_norm`    ``torch.nn.utils.clip_grad_norm_``        the Python grouping of gradients by
+                                                                    device and dtype around its kernels
+:func:`write_zarr_store`  zarr's writer                             zarr's event loop, threads and
+                          (``rlpipe.artifacts.zarr_write``)         metadata objects per store, which
+                                                                    hold the interpreter lock the
+                                                                    training thread needs
+:func:`exit_process`      ``sys.exit(code)``                        the interpreter's teardown of every
+                                                                    imported module (torch, MLflow, …)
+========================  ========================================  ======================================
+
+The private torch and CPython calls these need (``torch._foreach_*``, ``threading._shutdown``,
+``atexit._run_exitfuncs``, ``os._exit``) appear nowhere else in rlpipe. ``tests/test_fast.py``
+checks each fast path against its library call, and a default run with the switch on and off
+against the recorded run. Only the standard library is imported here; torch, numpy and zarr are
+imported by the functions that use them, so the CLI can call :func:`exit_process` without them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import math
+import os
+import struct
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+__all__ = ["ENABLED", "categorical_draw", "clip_grad_norm", "exit_process", "write_zarr_store",
+           "zarr_array_metadata", "zarr_group_metadata"]
+
+ENABLED: bool = os.environ.get("RLPIPE_FAST", "1") != "0"
+"""Whether the fast paths run (``RLPIPE_FAST`` is not ``0``); otherwise the library calls do."""
+
+
+# ------------------------------------------------------------------------------ sampling
+
+
+def categorical_draw(probs: torch.Tensor) -> torch.Tensor:
+    """One categorical draw per row: probabilities ``[..., n]`` → int64 indices ``[...]``.
+
+    Library call: ``torch.multinomial(probs, 1, True)`` over the rows (what
+    ``Categorical(probs).sample()`` runs). Fast path: the exponential race multinomial itself runs
+    for one sample — the argmax of ``p / q`` with ``q ~ Exp(1)`` drawn from the same generator —
+    without its checks that ``probs`` is finite, non-negative and sums above zero (reductions
+    whose results it reads back on the host). A non-finite probability still shows: the
+    log-probability of the draw is then NaN, which the non-finite guard refuses.
+    """
+    import torch
+
+    if not ENABLED:
+        rows = probs.reshape(-1, probs.shape[-1])
+        return torch.multinomial(rows, 1, True).reshape(probs.shape[:-1])
+    return (probs / torch.empty_like(probs).exponential_(1)).argmax(-1)
+
+
+# ------------------------------------------------------------------------------ gradients
+
+
+def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """Scale the gradients of ``params`` to a total 2-norm of at most ``max_norm``; return the norm before.
+
+    Library call: ``torch.nn.utils.clip_grad_norm_(params, max_norm)``. Fast path, when every
+    gradient is dense and on one device in one dtype (every fp32 policy): the library's two foreach
+    kernels, the same ops and bits, without its Python grouping of the gradients by device and dtype
+    before and after them; other gradients take the library call. ``params`` all have a ``grad``;
+    the result is a 0-dim tensor on their device.
+    """
+    import torch
+
+    grads = [p.grad for p in params]
+    kinds = {(g.device, g.dtype, g.is_sparse) for g in grads}
+    if not ENABLED or len(kinds) != 1 or next(iter(kinds))[2]:
+        return torch.nn.utils.clip_grad_norm_(params, max_norm)
+    with torch.no_grad():
+        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+        torch._foreach_mul_(grads, torch.clamp(float(max_norm) / (total + 1e-6), max=1.0))
+    return total
+
+
+# ------------------------------------------------------------------------------ zarr stores
+
+
+def write_zarr_store(root: Path, arrays: dict[str, np.ndarray], attributes: dict[str, Any],
+                     chunk_envs: int, dimension_names: tuple[str, ...]) -> None:
+    """Write a new uncompressed Zarr v3 group at ``root``: the files zarr's writer writes, byte for byte.
+
+    Library call: zarr's writer as :mod:`rlpipe.artifacts.zarr_write` runs it for codec ``none``
+    (``create_array`` per key with the ``bytes`` + ``crc32c`` codecs, ``write_empty_chunks``).
+    Fast path: plain file writes —
+
+    * ``zarr.json`` of the group (``attributes``) and of every intermediate group of a nested key;
+    * per array a ``zarr.json``, made by zarr itself in memory once per (shape, dtype, chunks)
+      (:func:`zarr_array_metadata`), and one file per chunk, ``c/<i>/0/…``, holding the chunk's raw
+      little-endian bytes followed by their CRC32C; the edge chunk is padded to the full chunk shape
+      with the fill value (zero / ``False``), as zarr pads it.
+
+    ``arrays``: ``{"/"-joined key: [N, T+1, ...] array}`` (nested keys become subgroups), chunked
+    ``(min(chunk_envs, N), T+1, ...)``; ``dimension_names`` name the first two dimensions (further
+    ones are ``feat0``, ``feat1``, …).
+    """
+    root.mkdir()
+    (root / "zarr.json").write_bytes(zarr_group_metadata(attributes))
+    for name, data in arrays.items():
+        _write_zarr_parents(root, name)
+        _write_zarr_array(root / name, data, chunk_envs, dimension_names)
+
+
+def zarr_group_metadata(attributes: dict[str, Any]) -> bytes:
+    """A group's ``zarr.json`` as zarr writes it (indent 2)."""
+    return json.dumps({"attributes": attributes, "zarr_format": 3, "node_type": "group"}, indent=2).encode()
+
+
+@functools.lru_cache(maxsize=512)
+def zarr_array_metadata(shape: tuple[int, ...], dtype: str, chunks: tuple[int, ...],
+                        dimension_names: tuple[str, ...]) -> bytes:
+    """The ``zarr.json`` zarr writes for an uncompressed, CRC32C-checked array (made by zarr, cached)."""
+    import zarr
+    from zarr.codecs import Crc32cCodec
+    from zarr.storage import MemoryStore
+
+    files: dict[str, Any] = {}
+    zarr.create_array(store=MemoryStore(files), shape=shape, dtype=dtype, chunks=chunks,
+                      compressors=(Crc32cCodec(),), filters=None, dimension_names=dimension_names,
+                      config={"write_empty_chunks": True}, zarr_format=3)
+    return files["zarr.json"].to_bytes()
+
+
+def _write_zarr_parents(root: Path, name: str) -> None:
+    """Intermediate groups of a nested key (``obs/state`` → group ``obs``), each written once."""
+    parts = name.split("/")[:-1]
+    for depth in range(1, len(parts) + 1):
+        folder = root.joinpath(*parts[:depth])
+        if not folder.exists():
+            folder.mkdir()
+            (folder / "zarr.json").write_bytes(zarr_group_metadata({}))
+
+
+def _write_zarr_array(folder: Path, data: np.ndarray, chunk_envs: int, dims: tuple[str, ...]) -> None:
+    """One array ``[N, *rest]`` at ``folder``: its ``zarr.json`` and a chunk file per ``chunk_envs`` rows."""
+    import google_crc32c
+    import numpy as np
+
+    n, *rest = data.shape
+    rows = min(chunk_envs, n)
+    chunks = (rows, *rest)
+    names = (*dims, *(f"feat{i}" for i in range(len(rest) - 1)))
+    folder.mkdir()
+    (folder / "zarr.json").write_bytes(zarr_array_metadata(data.shape, data.dtype.name, chunks, names))
+    little = data.astype(data.dtype.newbyteorder("<"), copy=False)
+    tail = "/".join("0" for _ in rest)
+    for i in range(math.ceil(n / rows)):
+        block = little[i * rows:(i + 1) * rows]
+        if block.shape[0] < rows:  # the edge chunk, padded with the fill value (zero / False)
+            block = np.concatenate([block, np.zeros((rows - block.shape[0], *rest), block.dtype)])
+        raw = np.ascontiguousarray(block).tobytes()
+        chunk = folder / "c" / str(i) / tail
+        chunk.parent.mkdir(parents=True, exist_ok=True)
+        chunk.write_bytes(raw + struct.pack("<I", google_crc32c.value(raw)))
+
+
+# ------------------------------------------------------------------------------ process exit
+
+
+def exit_process(code: object = 0) -> NoReturn:
+    """End the process with ``code``, as ``sys.exit(code)`` does: ``None`` is 0, a non-int is printed, then 1.
+
+    Library call: ``sys.exit(code)``. Fast path: the steps of a normal exit that matter — join the
+    non-daemon threads and run threading's exit hooks (executors' queues) as the interpreter does
+    first at exit, run the ``atexit`` handlers (an MLflow flush among them), flush the standard
+    streams — then ``os._exit``, skipping the interpreter's teardown of every imported module, which
+    nothing the process wrote depends on. Call it from the main thread.
+    """
+    if not ENABLED:
+        sys.exit(code)
+    import atexit
+    import threading
+
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    shutdown = getattr(threading, "_shutdown", None)  # what the interpreter calls first at exit
+    if shutdown is not None:
+        shutdown()
+    else:
+        for thread in threading.enumerate():
+            if thread is not threading.main_thread() and not thread.daemon:
+                thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code or 0)

@@ -1,0 +1,43 @@
+"""``--resume``: the newest complete checkpoint of a run, checked against the params it continues with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rlpipe.artifacts.checkpoints import load_checkpoint
+from rlpipe.artifacts.errors import StoreError
+from rlpipe.config import ConfigError, RunConfig, training_diff, training_hash, training_params
+
+__all__ = ["ONLINE_ENTRIES", "load_online_checkpoint", "refuse_other_params"]
+
+ONLINE_ENTRIES = ("policy", "algo", "iteration", "collector", "rng")
+"""What a checkpoint of an online run holds (replay and update checkpoints hold weights only)."""
+
+
+def load_online_checkpoint(path: Path, cfg: RunConfig | None = None) -> dict[str, Any]:
+    """Checkpoint ``path`` of an online run, refused if ``cfg``'s training params differ from its own."""
+    state = load_checkpoint(path)
+    missing = [key for key in ONLINE_ENTRIES if key not in state]
+    if missing:
+        raise StoreError(f"{path}: not an rlpipe training checkpoint (no {missing[0]!r} entry)")
+    if cfg is not None:
+        refuse_other_params(path, state, cfg)
+    return state
+
+
+def refuse_other_params(path: Path, state: dict[str, Any], cfg: RunConfig) -> None:
+    """``ConfigError`` naming each differing training param (both values) when ``state`` came from others."""
+    written = state.get("training_params")
+    if written is None:
+        if state.get("training_hash", training_hash(cfg)) != training_hash(cfg):
+            raise ConfigError(f"{path}: checkpoint was written with other training params")
+        return
+    diffs = training_diff(written, training_params(cfg))
+    if diffs:
+        shown = "; ".join(f"{key}: {a!r} in the checkpoint, {b!r} now" for key, a, b in diffs[:5])
+        more = f" (+{len(diffs) - 5} more)" if len(diffs) > 5 else ""
+        raise ConfigError(f"{path}: checkpoint was written with other training params ({shown}{more}); "
+                          "only where the run lives, its length, storage, tracking and eval may change")
+
+

@@ -1,0 +1,374 @@
+"""``Trainer``: one training run — ``train()`` is the pipeline, and the Python face of ``rlpipe run``.
+
+``rlpipe run params.yaml`` builds a ``Trainer`` and calls :meth:`Trainer.train`; a script does the
+same, so both write the same run directory, stores, checkpoints and MLflow run, bit for bit::
+
+    trainer = Trainer.from_params("params.yaml", overrides={"algorithm.cfg.clip_coef": 0.1})
+    trainer.add_event("after_update", lambda ctx: ctx.log("custom/x", 1.0))
+    summary = trainer.train()                # or: for metrics in trainer: ...
+    rollout = trainer.collect(); metrics = trainer.update(rollout)   # or one step at a time
+
+One iteration (:meth:`step`): collect → advantage → (guard) → store → update → (guard) → eval →
+events, stop rules and tracking → checkpoint. The trainer owns the env, the collector, the
+algorithm (which owns the policy and its optimizer), the rollout store, the checkpoints and the
+counters ``iteration`` and ``env_steps``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from tensordict import TensorDict
+
+from rlpipe.artifacts.layout import RunLayout
+from rlpipe.build import learner_state
+from rlpipe.config import ConfigError, RunConfig
+from rlpipe.envs import BatchedEnv
+from rlpipe.rollout import NonFiniteError
+from rlpipe.testing import faults
+from rlpipe.trainer import lifecycle
+from rlpipe.trainer.events import Callback, EventContext, Events
+from rlpipe.trainer.guards import nonfinite_rollout, nonfinite_update
+from rlpipe.trainer.parts import EnvLike, Parts, build_parts, from_params
+from rlpipe.trainer.signals import GracefulStop
+from rlpipe.trainer.state import RunState, crossed, timing
+
+__all__ = ["EnvLike", "Trainer"]
+
+
+class Trainer:
+    """One training run: build it from params (and optionally your own env), then train or step it.
+
+    Parts are built on first use (:attr:`parts`), so events and ``total_steps`` can be set before.
+    ``store``/``evaluate`` false build no rollout store / eval envs (``rlpipe collect`` needs neither).
+    """
+
+    def __init__(self, cfg: RunConfig, env: EnvLike | None = None, eval_env: EnvLike | None = None, *,
+                 resume: bool = False, overwrite: bool = False, store: bool = True,
+                 evaluate: bool = True) -> None:
+        self.cfg = cfg
+        self.resume, self.overwrite = resume, overwrite
+        self.events = Events()
+        self.tracker: Any = None
+        """The open tracker (console row, ``curve.csv``, MLflow) between :meth:`start` and the end."""
+        self.metrics: dict[str, float] = {}
+        """The last iteration's metrics."""
+        self.summary: dict[str, Any] = {}
+        """The run's summary (``metrics.json``) once it finished."""
+        self.state = RunState(cfg)
+        """The counters: ``iteration``, ``env_steps`` (every rank's), wall time, last eval."""
+        self.mlflow_run: Any = None
+        """The open MLflow run (rank 0 with tracking on, from :meth:`start`); it may still be opening."""
+        self._spec = (env, eval_env, store, evaluate)
+        self._parts: Parts | None = None
+        self._collected: tuple[TensorDict, dict[str, float], float, float] | None = None
+        self._held = contextlib.ExitStack()  # the run dir's lock and the signal handlers
+        self._stop = GracefulStop()
+        self._started = False
+
+    from_params = classmethod(from_params)
+
+    @classmethod
+    def load(cls, run_dir: str | Path, env: EnvLike | None = None, eval_env: EnvLike | None = None,
+             overrides: dict[str, Any] | list[str] | None = None) -> Trainer:
+        """A stored run, to continue (``train`` resumes from its newest checkpoint) or evaluate."""
+        return cls.from_params(run_dir, overrides, env, eval_env, resume=True)
+
+    # ------------------------------------------------------------------------------------- events
+
+    def add_event(self, event: str, handler: Callable[..., Any], every: int = 1, **params: Any) -> None:
+        """Call ``handler(ctx, **params)`` at every ``every``-th ``event`` (:mod:`rlpipe.trainer.events`)."""
+        self.events.add(event, handler, every=every, params=params)
+
+    def add_callback(self, callback: Callback) -> None:
+        """Register a :class:`~rlpipe.trainer.events.Callback` object's ``on_<event>`` methods."""
+        self.events.add_callback(callback)
+
+    # ---------------------------------------------------------------------------------- the loop
+
+    def train(self, total_steps: int | None = None) -> dict[str, Any]:
+        """Train until ``total_steps`` env steps (default: ``trainer.iterations``); return the summary.
+
+        ``resume`` continues from the last complete checkpoint (bit for bit on CPU). The run dir is
+        locked while the run writes it; SIGINT/SIGTERM stop at the next iteration boundary with a
+        checkpoint and raise :class:`~rlpipe.trainer.signals.Interrupted`.
+        """
+        for _ in self.iterate(total_steps):
+            pass
+        return self.summary
+
+    def iterate(self, total_steps: int | None = None) -> Iterator[dict[str, float]]:
+        """Yield every iteration's metrics (a notebook's loop); the run finishes when it ends."""
+        self.start(total_steps)
+        try:
+            while not self.done:
+                yield self.step()
+        except GeneratorExit:
+            self.finish()
+            raise
+        except BaseException as exc:
+            self.fail(exc)  # MLflow run FAILED/KILLED, no summary; the lock is released
+            raise
+        self.finish()
+
+    __iter__ = iterate
+
+    def step(self, checkpoint: bool = True) -> dict[str, float]:
+        """One iteration: :meth:`collect` then :meth:`update`.
+
+        With ``trainer.on_nonfinite: skip`` an iteration the non-finite guard refused is dropped
+        (weights as before it) and its metrics are the skip count; otherwise ``NonFiniteError``.
+        """
+        try:
+            return self.update(self.collect(), checkpoint=checkpoint)
+        except NonFiniteError as exc:
+            self._collected = None
+            return lifecycle.skip_iteration(self, exc)
+
+    def collect(self) -> TensorDict:
+        """Collect the next ``[N, T+1]`` rollout (reused buffer); fire ``after_collect``.
+
+        Starts the run if it has not started. :meth:`update` hands the rollout to the store once the
+        non-finite guard passed it.
+        """
+        self.start()
+        parts, t0 = self.parts, time.perf_counter()
+        self.state.iteration += 1
+        faults.point("collect.start")
+        rollout, metrics = parts.collector()
+        faults.point("collect.end")
+        metrics |= self._fire("after_collect", rollout=rollout, metrics=metrics)
+        self._collected = (rollout, metrics, t0, time.perf_counter())
+        return rollout
+
+    def update(self, rollout: TensorDict | None = None, checkpoint: bool = True) -> dict[str, float]:
+        """The rest of the iteration on the rollout :meth:`collect` returned; return its metrics.
+
+        advantage → guard → store → update → guard → eval → events, stop rules → log → checkpoint.
+        Logging needs :meth:`start` (without it the metrics are only returned).
+        """
+        if self._collected is None:
+            raise RuntimeError("update() needs a rollout: call collect() first")
+        if rollout is not None and rollout is not self._collected[0]:
+            raise ValueError("update(rollout): pass the rollout the last collect() returned")
+        (rollout, metrics, t0, t1), self._collected = self._collected, None
+        parts, state = self.parts, self.state
+        metrics |= {f"advantage/{k}": v for k, v in parts.algo.compute_advantages(rollout).items()}
+        faults.point("advantage.end")
+        self._refuse_if(nonfinite_rollout(rollout, parts.checked_keys), rollout)
+        self._store(rollout)
+        parts.guard.before_update(learner_state(parts.algo))
+        faults.point("update.start")
+        parts.algo.set_progress(state.env_steps, state.total_env_steps(parts))  # schedules' position
+        metrics |= {f"update/{k}": v for k, v in parts.algo.update(rollout, state.iteration).items()}
+        self._refuse_if(nonfinite_update(parts.algo, metrics), rollout, stored=True)
+        faults.point("update.end")
+        before, t2 = state.env_steps, time.perf_counter()
+        state.env_steps += parts.steps_per_iteration
+        metrics |= self._evaluate_if_due(before)
+        metrics |= timing(state, parts, t0, t1, t2)
+        metrics |= self._fire("after_update", metrics=metrics)  # events, stop rules, then one row
+        metrics |= lifecycle.check_stop(self, metrics)
+        metrics |= parts.guard.metrics()
+        self._log(metrics)
+        if checkpoint:
+            self._checkpoint_if_due(before)
+        parts.guard.passed()
+        faults.point("iteration.end")
+        self.metrics = metrics
+        return metrics
+
+    # ----------------------------------------------------------------------------- run lifecycle
+
+    @property
+    def parts(self) -> Parts:
+        """Env, algorithm, collector, evaluator, store and checkpoints: built on first use."""
+        if self._parts is None:
+            env, eval_env, store, evaluate = self._spec
+            self._parts = build_parts(self.cfg, env, eval_env, store=store, evaluate=evaluate)
+            if self.cfg.trainer.events.train or self.cfg.trainer.events.eval:
+                self.events.add_config(self.cfg.trainer.events)
+            if self.events.wants("eval_step") and self._parts.evaluator is not None:
+                self._parts.evaluator.on_step = self._eval_step
+        return self._parts
+
+    @property
+    def done(self) -> bool:
+        """The last iteration ran, or a stop condition or event ended the run."""
+        return (self.state.finished(self.parts) or self.state.nothing_to_do
+                or lifecycle.agree_flag(self._stop.requested, self.parts.dist))
+
+    def start(self, total_steps: int | None = None) -> None:
+        """Lock and claim the run dir, resume if asked, write ``params.yaml``, open tracking; ``run_start``.
+
+        A resume of a finished run says so and changes no file (the run is then ``done``).
+        """
+        if self._started:
+            return
+        if total_steps is not None:
+            self._set_total_steps(total_steps)
+        self._held = lifecycle.start(self, self._stop)
+        self._started = True
+        if not self.state.nothing_to_do:
+            self._fire("run_start")
+
+    def finish(self) -> dict[str, Any]:
+        """Flush the store, write ``metrics.json``, end tracking; fire ``run_end``; return the summary.
+
+        A run stopped by a signal first checkpoints its last complete iteration, ends its MLflow run
+        ``KILLED`` and then raises :class:`~rlpipe.trainer.signals.Interrupted`.
+        """
+        with self._held:  # the lock and the signal handlers go when this returns or raises
+            return lifecycle.finish(self, self._stop.signum)
+
+    def fail(self, exc: BaseException) -> None:
+        """End a run an iteration raised ``exc`` in: MLflow run ``FAILED`` (``KILLED`` for a signal)."""
+        with self._held:
+            lifecycle.fail(self, exc)
+
+    def stop(self, reason: str) -> None:
+        """End the run after the current iteration (a checkpoint is written as at a normal end)."""
+        self.parts.stopper.stopped_by = reason
+
+    def close(self) -> dict[str, Any]:
+        """Finish the run (flush the store, write ``metrics.json``, end the MLflow run)."""
+        return self.finish() if self._started else {}
+
+    # ---------------------------------------------------------------------- stages of an iteration
+
+    def evaluate(self, film: bool = True) -> dict[str, float]:
+        """Evaluate the current policy on the eval envs (``eval/…`` metrics), on finite weights.
+
+        ``film``: also record this eval's video (with ``eval.video``; ``eval.video_freq`` thins them).
+        """
+        parts = self.parts
+        if parts.evaluator is None:
+            raise ConfigError("trainer.enable_eval: evaluation is off (or a live env was given "
+                              "without eval_env)")
+        faults.point("eval.start")
+        lifecycle.check_weights(self, "evaluation")
+        video = parts.layout.eval_video(self.state.iteration) if film else None
+        self.state.last_eval = parts.evaluator(video)
+        return self.state.last_eval
+
+    def save_checkpoint(self) -> Path:
+        """Write a checkpoint of the current state now (the store flushed first); return its path."""
+        lifecycle.checkpoint(self, force=True)
+        assert self.parts.checkpointer.last_saved is not None
+        return self.parts.checkpointer.last_saved
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a bit-exact resume needs (weights_only-safe)."""
+        return self.state.state_dict(self.parts, self.mlflow_run_id)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (each rank takes its own env and RNG state)."""
+        self.state.load_state_dict(self.parts, state)
+
+    def _store(self, rollout: TensorDict) -> None:
+        """Hand the collected rollout to the background store (the advantage keys stay out)."""
+        if self.parts.store is not None:
+            self.parts.store.submit(rollout.exclude(*self.parts.algo.advantage_keys),
+                                    self.state.rollout_attrs(self.parts))
+
+    def _refuse_if(self, finding: tuple[str, str] | None, rollout: TensorDict, stored: bool = False) -> None:
+        if finding is not None:
+            lifecycle.refuse(self, rollout, *finding, stored=stored)
+
+    def _evaluate_if_due(self, before: int) -> dict[str, float]:
+        cfg, state = self.cfg, self.state
+        last = state.iteration == cfg.trainer.iterations
+        due = last or crossed(before, state.env_steps, cfg.trainer.eval_freq)
+        if self.parts.evaluator is None or not due:
+            return {}
+        every = cfg.eval.video_freq
+        evaluated = self.evaluate(film=last or every is None or crossed(before, state.env_steps, every))
+        return evaluated | self._fire("after_eval", env=self.parts.evaluator.env, metrics=dict(evaluated))
+
+    def _log(self, metrics: dict[str, float]) -> None:
+        """One row: console, ``curve.csv`` and MLflow (rank 0, after :meth:`start`), and the eval video."""
+        evaluator = self.parts.evaluator
+        if self.tracker is not None:
+            faults.point("curve.append")
+            self.tracker.log(metrics, step=self.state.env_steps)
+            if evaluator is not None and evaluator.last_video is not None:
+                self.tracker.log_artifact(evaluator.last_video, "eval")
+        if evaluator is not None:
+            evaluator.last_video = None
+
+    def _checkpoint_if_due(self, before: int) -> None:
+        cfg, state = self.cfg, self.state
+        last = (state.iteration == cfg.trainer.iterations or cfg.checkpoint.every_iteration
+                or self.parts.stopper.stopped_by is not None)
+        if last or crossed(before, state.env_steps, cfg.trainer.save_freq):
+            lifecycle.checkpoint(self)
+            self._fire("after_checkpoint", checkpoint=self.parts.checkpointer.last_saved)
+
+    def _fire(self, event: str, **fields: Any) -> dict[str, float]:
+        """Call ``event``'s handlers (none registered: nothing is built); return what they logged."""
+        if not self.events.wants(event):
+            return {}
+        env = fields.pop("env", self.parts.env)
+        ctx = EventContext(event, self.state.iteration, self.state.env_steps, self.run_dir, env=env, **fields)
+        if not self.events.fire(ctx):
+            self.stop(f"event {event}")
+        return ctx.logged
+
+    def _eval_step(self, env: Any, step: int) -> None:
+        self._fire("eval_step", env=env, metrics={"eval/step": float(step)})
+
+    def _set_total_steps(self, total_steps: int) -> None:
+        if self._started:
+            raise RuntimeError("train(total_steps): the run has started; set it before the first step")
+        per_iteration = self.cfg.trainer.num_envs * self.cfg.trainer.buffer_size
+        iterations = max(1, math.ceil(total_steps / per_iteration))
+        self.cfg = self.cfg.model_copy(update={"trainer": self.cfg.trainer.replace(iterations=iterations)})
+        self.state.cfg = self.cfg
+
+    # ------------------------------------------------------------------------------ what it holds
+
+    @property
+    def run_dir(self) -> Path:
+        """Where the run writes."""
+        return RunLayout(self.cfg.run_dir).root
+
+    @property
+    def mlflow_run_id(self) -> str | None:
+        """The MLflow run this run logs to (``None`` without tracking); waits for it to open."""
+        run = self.mlflow_run
+        return run.run_id if run is not None else self.state.restored_mlflow_run_id
+
+    @property
+    def mlflow_experiment_id(self) -> str | None:
+        """The MLflow experiment of that run (``None`` without one)."""
+        return self.mlflow_run.experiment_id if self.mlflow_run is not None else None
+
+    @property
+    def algo(self) -> Any:
+        """The algorithm (it owns the policy, optimizer, normalizers and schedules)."""
+        return self.parts.algo
+
+    @property
+    def policy(self) -> Any:
+        """The policy being trained."""
+        return self.parts.algo.policy
+
+    @property
+    def env(self) -> BatchedEnv:
+        """The training env."""
+        return self.parts.env
+
+    @property
+    def iteration(self) -> int:
+        """Iterations done so far."""
+        return self.state.iteration
+
+    @property
+    def env_steps(self) -> int:
+        """Env steps collected so far (every rank's)."""
+        return self.state.env_steps

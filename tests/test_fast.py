@@ -1,0 +1,191 @@
+"""rlpipe/fast.py: each fast path equals the library call it replaces; a default run is the same both ways."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from golden import FIXTURE, run_default, run_fingerprint
+
+from rlpipe import fast
+from rlpipe.artifacts import zarr_io, zarr_read, zarr_write
+from rlpipe.artifacts.intake import rollout_arrays
+from rlpipe.rollout import DIM_NAMES, TRANSITION_KEYS, allocate_rollout
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(params=[True, False], ids=["fast", "library"])
+def fast_paths(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """The switch, set both ways for the test (``RLPIPE_FAST`` unset and ``0``)."""
+    monkeypatch.setattr(fast, "ENABLED", request.param)
+    return request.param
+
+
+# ------------------------------------------------------------------------------ categorical_draw
+
+
+@pytest.mark.parametrize("shape", [(7, 3), (4, 6, 5), (1000, 2), (5,)])
+def test_categorical_draw_is_multinomials_draw_bit_for_bit(fast_paths, shape):
+    probs = torch.softmax(torch.randn(*shape), -1)
+    torch.manual_seed(3)
+    got = fast.categorical_draw(probs)
+    after = torch.randint(0, 2**30, ()).item()
+    torch.manual_seed(3)
+    expected = torch.multinomial(probs.reshape(-1, shape[-1]), 1, True).reshape(shape[:-1])
+    assert got.dtype == torch.int64 and got.shape == shape[:-1] and torch.equal(got, expected)
+    assert torch.randint(0, 2**30, ()).item() == after  # the same use of the generator
+
+
+def test_only_the_library_draw_checks_its_input(monkeypatch):
+    negative = torch.tensor([[0.5, -0.1, 0.6]])
+    monkeypatch.setattr(fast, "ENABLED", False)
+    with pytest.raises(RuntimeError, match="probability tensor contains"):
+        fast.categorical_draw(negative)
+    monkeypatch.setattr(fast, "ENABLED", True)
+    assert fast.categorical_draw(negative).shape == (1,)
+
+
+# ------------------------------------------------------------------------------ clip_grad_norm
+
+
+def _params(scale: float, dtypes: tuple[torch.dtype, ...] = (torch.float32,)) -> list[torch.nn.Parameter]:
+    torch.manual_seed(0)
+    shapes = [(64, 4), (64,), (64, 64), (64,), (2, 64), (2,)]
+    params = []
+    for i, shape in enumerate(shapes):
+        p = torch.nn.Parameter(torch.randn(shape, dtype=dtypes[i % len(dtypes)]))
+        p.grad = torch.randn(shape, dtype=p.dtype) * scale
+        params.append(p)
+    return params
+
+
+@pytest.mark.parametrize("scale", [0.001, 3.0])  # below and above max_norm
+@pytest.mark.parametrize("dtypes", [(torch.float32,), (torch.float32, torch.float64)])
+def test_clip_grad_norm_is_torchs_bit_for_bit(fast_paths, scale, dtypes):
+    ours, theirs = _params(scale, dtypes), _params(scale, dtypes)
+    norm = fast.clip_grad_norm(ours, 0.5)
+    expected = torch.nn.utils.clip_grad_norm_(theirs, 0.5)
+    assert torch.equal(norm, expected)
+    assert all(torch.equal(a.grad, b.grad) for a, b in zip(ours, theirs, strict=True))
+    total = math.sqrt(sum(float(p.grad.double().pow(2).sum()) for p in ours))
+    assert total == pytest.approx(min(float(norm), 0.5), rel=1e-5)  # clipped to max_norm when above
+
+
+# ------------------------------------------------------------------------------ write_zarr_store
+
+
+def _rollout(n: int, obs: tuple[int, ...] | dict[str, tuple[int, ...]], action: tuple[int, ...]):
+    """A schema-valid rollout of random values, with a nested key (a subgroup on disk)."""
+    gen = torch.Generator().manual_seed(n)
+    dtype = torch.float32 if action else torch.int64
+    extras = {"action_mean": ((2,), torch.float32)}
+    ro = allocate_rollout(n, 4, obs, action, dtype, "cpu", extras)
+    for _, value in ro.items(include_nested=True, leaves_only=True):
+        draw = torch.randint(0, 3 if value.is_floating_point() else 2, value.shape, generator=gen)
+        value.copy_(draw * 0.5 if value.is_floating_point() else draw)
+    for key in TRANSITION_KEYS:
+        ro[key][:, -1] = 0
+    ro["done"] = ro["terminated"] | ro["truncated"]
+    ro.set(("extras", "action_mean"), ro.pop("action_mean"))
+    return ro
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(("n", "chunk_envs", "obs", "action"), [
+    (8, 1024, (4,), ()),                       # one chunk per array
+    (5, 2, (3,), (2,)),                        # several env chunks, a padded edge chunk
+    (3, 1024, {"state": (3,), "priv": (2,)}, ()),  # dict observations: group obs/
+])
+def test_direct_store_is_byte_identical_to_zarrs(tmp_path, n, chunk_envs, obs, action):
+    rollout = _rollout(n, obs, action)
+    arrays = {name: t.numpy() for name, t in rollout_arrays(rollout).items()}
+    attrs = {"schema_version": 1, "iteration": 7, "env_id": "CartPole-v1", "nested": {"a": [1, 2.5, None]}}
+    zarr_io.sync(zarr_write._write_group(tmp_path / "zarr", arrays, attrs, zarr_io._CHECKSUM, chunk_envs))
+    fast.write_zarr_store(tmp_path / "direct", arrays, attrs, chunk_envs, DIM_NAMES)
+    expected, written = _files(tmp_path / "zarr"), _files(tmp_path / "direct")
+    assert len(expected) > 20 and sorted(written) == sorted(expected)
+    assert [name for name in expected if written[name] != expected[name]] == []
+
+
+def test_write_rollout_without_codec_reads_back_and_detects_damage(tmp_path, fast_paths):
+    rollout = _rollout(4, (4,), ())
+    zarr_write.write_rollout(tmp_path / "iter-000001.zarr", rollout, {"iteration": 1})
+    back, attrs = zarr_read.read_rollout(tmp_path / "iter-000001.zarr")
+    assert attrs["iteration"] == 1 and attrs["schema_version"] == 1
+    assert all(torch.equal(back.get(k), v) for k, v in rollout.items(include_nested=True, leaves_only=True))
+    chunk = tmp_path / "iter-000001.zarr" / "reward" / "c" / "0" / "0"
+    data = bytearray(chunk.read_bytes())
+    data[3] ^= 0x40
+    chunk.write_bytes(bytes(data))
+    with pytest.raises(zarr_read.ChunkChecksumError, match="reward"):
+        zarr_read.read_rollout(tmp_path / "iter-000001.zarr")
+
+
+# ------------------------------------------------------------------------------ exit_process
+
+_EXIT_SCRIPT = """
+import atexit, sys, threading, time
+atexit.register(lambda: print("torch" in sys.modules, file=sys.stderr))  # runs last
+atexit.register(lambda: print("atexit ran", flush=True))
+from rlpipe import fast
+def late():
+    time.sleep(0.2)
+    print("thread joined")
+threading.Thread(target=late).start()
+print("buffered", end=" ")
+fast.exit_process({code!r})
+print("not reached")
+"""
+
+
+def _exit(code: object, switch: str) -> tuple[int, str, str, bool]:
+    """``(returncode, stdout, stderr, torch imported)`` of a process ending in ``exit_process(code)``."""
+    result = subprocess.run([sys.executable, "-c", _EXIT_SCRIPT.format(code=code)], capture_output=True,
+                            text=True, cwd=REPO, timeout=60, env={**os.environ, "RLPIPE_FAST": switch})
+    *stderr, imported = result.stderr.splitlines()
+    return result.returncode, result.stdout, "\n".join(stderr), imported == "True"
+
+
+@pytest.mark.parametrize(("code", "returncode", "stderr"),
+                         [(0, 0, ""), (3, 3, ""), (None, 0, ""), ("a one-line error", 1, "a one-line error")])
+def test_exit_process_ends_the_process_as_sys_exit_does(code, returncode, stderr):
+    fast_run, library_run = _exit(code, "1"), _exit(code, "0")
+    assert fast_run == library_run
+    assert fast_run == (returncode, "buffered thread joined\natexit ran\n", stderr, False)
+
+
+# ------------------------------------------------------------------------------ a whole run
+
+
+def _differences(expected: dict, got: dict) -> list[str]:
+    """``section/entry`` names (checkpoints, rollouts, curve rows) where two fingerprints differ."""
+    out = []
+    for section in sorted(expected.keys() | got.keys()):
+        a, b = expected.get(section), got.get(section)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += [f"{section}/{k}" for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
+        elif a != b:
+            out.append(section)
+    return out
+
+
+def test_default_run_is_the_recorded_one_with_fast_paths_on_and_off(tmp_path):
+    expected = json.loads(FIXTURE.read_text())
+    runs = {}
+    for switch in ("1", "0"):
+        (tmp_path / f"fast-{switch}").mkdir()
+        run_dir = run_default(tmp_path / f"fast-{switch}", REPO / "params.yaml", env={"RLPIPE_FAST": switch})
+        runs[switch] = json.loads(json.dumps(run_fingerprint(run_dir)))
+    assert runs["1"]["checkpoints"] and len(runs["1"]["rollouts"]) == len(runs["1"]["curve"]) >= 10
+    assert _differences(runs["1"], runs["0"]) == []
+    assert _differences(expected, runs["1"]) == []
