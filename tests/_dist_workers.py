@@ -11,8 +11,8 @@ import torch.distributed as dist
 from _offline_fixtures import tiny_cfg
 from tensordict import TensorDict
 
+import rlpipe.algorithms.base as algo_base
 import rlpipe.algorithms.ppo as ppo_module
-import rlpipe.algorithms.update_loop as update_loop
 from rlpipe.build import learn
 from rlpipe.runtime.distributed import shutdown
 from rlpipe.trainer import Trainer
@@ -42,7 +42,7 @@ def one_update(rank: int, world: int, port: int, work: Path, overrides: list[str
     torchrun_env(rank, world, port)
     torch.set_num_threads(1)
     if not sync:
-        update_loop.average_gradients = _no_sync
+        algo_base.average_gradients = _no_sync
     try:
         cfg = tiny_cfg(work / "data", "trainer.distributed=true", *overrides)
         exp = Trainer(cfg).parts
@@ -70,7 +70,7 @@ def collectives(rank: int, world: int, port: int, work: Path) -> None:
         initial = [p.detach().clone() for p in exp.algo.policy.parameters()]
         for p in exp.algo.policy.parameters():
             p.grad = torch.full_like(p, float(rank + 1))
-        update_loop.average_gradients(exp.algo.policy.parameters())
+        algo_base.average_gradients(exp.algo.policy.parameters())
         x = torch.arange(5.0) + 10 * rank
         torch.save({
             "initial": initial,

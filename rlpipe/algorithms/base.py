@@ -3,13 +3,20 @@
 An algorithm contributes its config class (an ``UpdateCfg``), ``compute_advantages(rollout)``,
 ``update_batch(rollout)`` (the rows the update trains on, a TensorDict ``[B]``) and
 ``loss(minibatch) -> (total, named stats)``. Everything else — optimizer, grad scaler, schedules,
-the KL rules, the minibatch shuffle and the epochs × minibatches loop (``update_loop``) — lives
-here and works the same for every algorithm.
+the KL rules, the minibatch shuffle and the epochs × minibatches loop (:meth:`BaseAlgorithm.update`)
+— lives here and works the same for every algorithm. The loop also owns: one optimizer step per
+minibatch, or per epoch with ``accumulate_grads``; minibatches larger than ``chunk_rows`` run
+forward and backward in chunks whose row-weighted gradients add up (one optimizer step still);
+gradient averaging across ranks, clipping, the fp16 grad scaler; the KL rules (adaptive learning
+rate, target-KL early stop) read from the ``approx_kl`` stat; and distributed ranks with fewer rows
+than others join the other ranks' gradient all-reduce with zero gradients.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
@@ -19,12 +26,19 @@ from tensordict import TensorDict
 
 from rlpipe.algorithms import optim
 from rlpipe.algorithms.finite import GradientCheck
+from rlpipe.algorithms.minibatches import (
+    KL_STAT,
+    Tally,
+    minibatch_indices,
+    minibatch_slices,
+    report,
+    take_rows,
+)
 from rlpipe.algorithms.ppo_loss import adaptive_lr, kl_exceeds_target
 from rlpipe.algorithms.schedules import Schedule
 from rlpipe.algorithms.update_cfg import Points, UpdateCfg
-from rlpipe.algorithms.update_loop import minibatch_indices, report, run_epochs
 from rlpipe.config import AlgorithmCfg, ConfigError
-from rlpipe.runtime.distributed import all_reduce_sum, world_size
+from rlpipe.runtime.distributed import all_reduce_sum, average_gradients, global_minibatch_count, world_size
 
 __all__ = ["BaseAlgorithm", "Minibatch", "flatten_transitions", "minibatch_indices", "update_seed"]
 
@@ -174,7 +188,7 @@ class BaseAlgorithm(ABC):
             self.compute_advantages(rollout)
         self.apply_schedules()
         batch = self.update_batch(rollout)
-        tally = run_epochs(self, batch)
+        tally = self._epochs(batch)
         metrics = report(self, tally, self.diagnostics(rollout, batch))
         self.env_steps += rollout.batch_size[0] * (rollout.batch_size[1] - 1)
         self.policy.update_normalization(rollout["obs"][:, :-1])
@@ -190,6 +204,88 @@ class BaseAlgorithm(ABC):
 
         recurrent = ("done", RECURRENT_STATE) if getattr(self.policy, "is_recurrent", False) else ()
         return tuple(dict.fromkeys((*self.advantage_reads, *self.update_reads, *recurrent)))
+
+    def _epochs(self, batch: TensorDict) -> Tally:
+        """``n_epochs`` passes over ``batch`` (``[B]`` rows, K shards side by side when ``shards``)."""
+        cfg, tally = self.cfg, Tally()
+        shards = self.batch_shards
+        rows = batch.batch_size[0] // shards  # one rank's rows
+        size = self.minibatch_rows(batch[:rows])
+        per_epoch = global_minibatch_count(rows, size, self.device)  # the most any rank has
+        scale = 1.0 / math.ceil(rows / size) if cfg.accumulate_grads else 1.0
+        columns, chunk_rows, weighted = dict(batch.items()), self.chunk_rows, self.stats_weighted_by_rows
+        params = list(self.policy.parameters())  # once per update, not twice per minibatch step
+        self.optimizer.zero_grad(set_to_none=True)
+        for epoch in range(1, cfg.n_epochs + 1):
+            slices = itertools.chain(minibatch_slices(self, rows, size, shards), itertools.repeat(None))
+            for idx in itertools.islice(slices, per_epoch):
+                if idx is None:  # this rank ran out of rows: join the others' collectives only
+                    if self._kl_control(None):
+                        tally.early_stop_epoch = epoch
+                        return tally
+                    if not cfg.accumulate_grads:
+                        self._sync_only_step(params)
+                    continue
+                mb = take_rows(columns, idx)
+                total: torch.Tensor | None = None  # chunks run their backward as they go
+                if chunk_rows is not None and mb.batch_size[0] > chunk_rows:
+                    stats = self._chunked_backward(mb, chunk_rows, scale)
+                else:
+                    total, stats = self.loss(mb)
+                tally.add(stats, float(mb.batch_size[0]) if weighted else None)
+                if self._kl_control(stats[KL_STAT]):  # an accumulated chunk gradient is never stepped
+                    tally.early_stop_epoch = epoch
+                    return tally
+                if total is not None:
+                    self.scaler.scale(total if scale == 1.0 else total * scale).backward()
+                tally.minibatch_steps += 1
+                if not cfg.accumulate_grads:
+                    self._optimizer_step(params)
+                    tally.optimizer_steps += 1
+            if cfg.accumulate_grads:
+                self._optimizer_step(params)
+                tally.optimizer_steps += 1
+        return tally
+
+    def _chunked_backward(self, mb: TensorDict, chunk_rows: int, scale: float) -> dict[str, torch.Tensor]:
+        """Backward of minibatch ``mb`` ``[B]`` in chunks of ``chunk_rows``; the minibatch's stats.
+
+        Each chunk's loss and stats are weighted by its share of the B rows, so the accumulated
+        gradient and the stats are the minibatch's up to float rounding, while each chunk's
+        activations (``[chunk_rows, hidden]``) stay in cache instead of streaming ``[B, hidden]``.
+        """
+        rows = mb.batch_size[0]
+        columns = dict(self.chunk_minibatch(mb).items())
+        chunks = Tally()
+        for start in range(0, rows, chunk_rows):
+            part = take_rows(columns, slice(start, start + chunk_rows))
+            share = part.batch_size[0] / rows
+            total, stats = self.chunk_loss(part)
+            self.scaler.scale(total * (scale * share)).backward()
+            chunks.add(stats, share)
+        assert chunks.totals is not None
+        return dict(zip(chunks.names, chunks.totals.unbind()))
+
+    def _optimizer_step(self, params: list[torch.nn.Parameter]) -> None:
+        """Unscale, average over ranks, clip, step, zero: every rank steps with the same gradient."""
+        scaler = self.scaler
+        if scaler.is_enabled():
+            scaler.unscale_(self.optimizer)
+        average_gradients(params)
+        self.gradient_check.clip(params, self.cfg.max_grad_norm, scaler.is_enabled())  # NaN flag
+        if scaler.is_enabled():
+            scaler.step(self.optimizer)
+            scaler.update()
+        else:  # what a disabled GradScaler's step does, without its wrappers
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def _sync_only_step(self, params: list[torch.nn.Parameter]) -> None:
+        """A rank out of minibatches contributes zero gradients to the others' minibatch step."""
+        for p in params:
+            if p.requires_grad:
+                p.grad = torch.zeros_like(p)
+        self._optimizer_step(params)
 
     def reseed(self, seed: int) -> None:
         """Reset the shuffle generator (once per iteration, from ``update_seed(seed, iteration)``)."""

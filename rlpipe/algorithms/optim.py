@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -79,13 +80,23 @@ def native_bf16(device: torch.device | str) -> tuple[bool, str]:
             native = torch.cuda.is_bf16_supported()
         return native, "GPU runs bf16 natively" if native else "GPU has no native bf16"
     if device.type == "cpu":
-        flags = [name for name, probe in (("avx512_bf16", "_is_avx512_bf16_supported"),
-                                          ("AMX", "_is_amx_tile_supported"))
-                 if getattr(torch.cpu, probe, lambda: False)()]
+        present = cpu_flags()
+        flags = [name for name, flag in (("avx512_bf16", "avx512_bf16"), ("AMX", "amx_tile"))
+                 if flag in present]
         if flags:
             return True, f"CPU has {' and '.join(flags)}"
         return False, "CPU without avx512_bf16/AMX: bf16 would be emulated"
     return False, f"no native bf16 known for {device.type}"
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags as the kernel lists them (``/proc/cpuinfo``; empty where there is none)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    lines = (line for line in text.splitlines() if line.startswith(("flags", "Features")))
+    return {flag for line in lines for flag in line.split(":", 1)[1].split()}
 
 
 def resolve_amp(amp: str, device: torch.device | str) -> str:

@@ -2,7 +2,7 @@
 
 The loss maths lives in ``ppo_loss`` (one pure function per option), reward scaling in
 ``normalization``; the optimizer, schedules, KL rules and the epochs × minibatches loop are the
-shared ``BaseAlgorithm``/``update_loop``. PPO contributes GAE, its update rows (every transition,
+shared ``BaseAlgorithm.update``. PPO contributes GAE, its update rows (every transition,
 or ``seq_len`` sequences for a recurrent policy) and the clipped-surrogate loss.
 """
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -9,8 +11,8 @@ from rlpipe.algorithms import optim, resolve_algo_cfg
 
 
 def cpu_with(monkeypatch: pytest.MonkeyPatch, avx512_bf16: bool, amx: bool) -> None:
-    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16, raising=False)
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx, raising=False)
+    flags = {"sse2", *(["avx512_bf16"] if avx512_bf16 else []), *(["amx_tile"] if amx else [])}
+    monkeypatch.setattr(optim, "cpu_flags", lambda: flags)
 
 
 @pytest.mark.parametrize(("avx512_bf16", "amx", "expected"), [
@@ -46,3 +48,9 @@ def test_the_algorithm_config_holds_the_resolved_precision(monkeypatch, native):
 def test_an_unknown_amp_is_refused_with_the_accepted_values():
     with pytest.raises(Exception, match="auto"):
         resolve_algo_cfg("ppo", {"amp": "fp8"}, "cpu")
+
+
+def test_cpu_flags_are_the_kernels_list():
+    text = Path("/proc/cpuinfo").read_text()  # Linux, as on CI
+    flags = optim.cpu_flags()
+    assert len(flags) > 5 and all(f" {flag}" in text for flag in flags)

@@ -5,14 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlpipe.algorithms import resolve_algo_cfg
+from rlpipe.algorithms import optim, resolve_algo_cfg
 from rlpipe.config import RunConfig
 from rlpipe.tracking.banner import run_banner
 
 
 def banner(monkeypatch: pytest.MonkeyPatch, amp: str, native: bool, malloc_tuned: bool = True) -> str:
-    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native, raising=False)
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
+    monkeypatch.setattr(optim, "cpu_flags", lambda: {"avx512_bf16"} if native else {"sse2"})
     cfg = RunConfig.model_validate({"algorithm": {"name": "ppo", "cfg": {"amp": amp}}})
     algo_cfg = resolve_algo_cfg("ppo", cfg.algorithm.cfg, torch.device("cpu"))
     return run_banner(cfg, torch.device("cpu"), algo_cfg, malloc_tuned)

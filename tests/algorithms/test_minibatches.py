@@ -9,9 +9,9 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-import rlpipe.algorithms.update_loop as update_loop
+import rlpipe.algorithms.base as algo_base
 from rlpipe.algorithms import GRPOCfg, build_algo
-from rlpipe.algorithms.update_loop import Tally, minibatch_slices
+from rlpipe.algorithms.minibatches import Tally, minibatch_slices
 from rlpipe.config import ConfigError
 from rlpipe.policies import build_policy
 from rlpipe.rollout import allocate_rollout
@@ -123,12 +123,12 @@ def test_grpo_minibatches_a_k_rank_batch_as_one():
 
 def test_a_rank_with_fewer_minibatches_still_steps_with_the_others(monkeypatch):
     """Distributed ranks step together: a rank out of rows joins each remaining step with zero grads."""
-    monkeypatch.setattr(update_loop, "global_minibatch_count", lambda rows, size, device: 10)
+    monkeypatch.setattr(algo_base, "global_minibatch_count", lambda rows, size, device: 10)
     algo = make_grpo(n_epochs=2)
     calls = count_steps(algo)
     grads = []
-    average = update_loop.average_gradients
-    monkeypatch.setattr(update_loop, "average_gradients",
+    average = algo_base.average_gradients
+    monkeypatch.setattr(algo_base, "average_gradients",
                         lambda params: (grads.append([p.grad.clone() for p in params]), average([]))[1])
     stats = algo.update(rollout())  # 64 valid steps: 8 own minibatches + 2 sync-only steps per epoch
     assert len(calls) == 20 and stats["minibatch_steps"] == 16 == stats["optimizer_steps"]
