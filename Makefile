@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rlpipe-installed
 
-.PHONY: run test install lint repro exps clean
+.PHONY: run test install lint repro exps clean docs
 
 run: $(STAMP)
 	$(BIN)/rlpipe run params.yaml --overwrite
@@ -21,8 +21,12 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[all,test,docs]'
 	touch $(STAMP)
+
+# The docs site (docs/, mkdocs.yml) at http://127.0.0.1:8000, rebuilt on every change; `make test` builds it --strict.
+docs: $(STAMP)
+	$(BIN)/mkdocs serve
 
 lint: $(STAMP)
 	$(BIN)/ruff check rlpipe tests benchmarks dvc_stages examples
@@ -34,8 +38,9 @@ clean:
 repro: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 
-# `dvc exp show`, short: the params that differ between experiments and the key metrics (README).
+# `dvc exp show`, short (≤ 120 columns): the params that differ between experiments and the online eval
+# return of each (the train stage's metrics.json). Dropped: deps (paths), other files' metrics (file:name)
+# and names without a dot (metrics, Created); params are section.key.
 exps: $(STAMP)
-	$(BIN)/dvc exp show --only-changed \
-	  --drop '.*/|checkpoint$$|mlflow_run_id$$|iterations$$|.*run\.json$$|rev$$|typ$$|parent$$|Created$$' \
-	  --keep '(.*:)?eval/return_mean$$|train/episode_return_mean$$|env_steps$$|wall_s$$'
+	$(BIN)/dvc exp show --only-changed --drop '.*/|.*:|[^.]*$$' \
+	  --keep 'Experiment$$|(results/[^/]+/metrics\.json:)?eval/return_mean$$'

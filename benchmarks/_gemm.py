@@ -1,5 +1,6 @@
 """The machine's own matmul rate, measured in the calling process: the reference an update's GFLOP/s is
-compared with (``benchmarks/scaling.py``, and any benchmark that asks how close to the hardware it runs).
+compared with (``benchmarks/peers/scaling.py``, and any benchmark that asks how close to the hardware it
+runs).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Does bf16 autocast learn what fp32 learns? Learning curves of both on three tasks, 3 seeds each.
 
-    .venv/bin/python benchmarks/bf16_learning.py [--tasks cartpole pendulum halfcheetah] [--seeds 0 1 2]
-        [--halfcheetah-steps 200000] [--threads 1] [--json PATH] [--png PATH]
-    .venv/bin/python benchmarks/bf16_learning.py --plot-only --json PATH [--also PATH ...] --png PATH
+    .venv/bin/python benchmarks/learning/bf16_learning.py [--tasks cartpole pendulum halfcheetah]
+        [--seeds 0 1 2] [--halfcheetah-steps 200000] [--threads 1] [--json PATH] [--png PATH]
+    .venv/bin/python benchmarks/learning/bf16_learning.py --plot-only --json PATH [--also PATH ...] --png PATH
 
 Tasks (each its shipped config, loaded through ``rlpipe.config.load``):
 
@@ -29,10 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
 from _bench import NEVER, PROJECT_ROOT, environment, load_cfg, set_threads
 

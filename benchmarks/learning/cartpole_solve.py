@@ -1,6 +1,6 @@
 """Time to solve the default experiment (``make run``'s figure): CartPole, return ≥ 475.
 
-    .venv/bin/python benchmarks/cartpole_solve.py [--seeds 0 1 2] [--threshold 475] [--full]
+    .venv/bin/python benchmarks/learning/cartpole_solve.py [--seeds 0 1 2] [--threshold 475] [--full]
         [--params params.yaml] [--set KEY=VALUE ...] [--threads N] [--json PATH]
 
 For each seed, the default ``params.yaml`` is loaded through ``rlpipe.config.load`` with
@@ -25,10 +25,13 @@ By default a seed stops at its solve point; ``--full`` runs all ``trainer.iterat
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
 from _bench import DEFAULT_PARAMS, load_cfg, median, print_machine, print_table, set_threads, write_json
 

@@ -1,8 +1,8 @@
 """GRPO figures: time to solve torch CartPole (shared vs independent group resets) and update memory.
 
-    .venv/bin/python benchmarks/grpo.py                   # both parts
-    .venv/bin/python benchmarks/grpo.py --part solve --seeds 0 1 2 --max-iterations 40
-    .venv/bin/python benchmarks/grpo.py --part memory
+    .venv/bin/python benchmarks/learning/grpo.py                   # both parts
+    .venv/bin/python benchmarks/learning/grpo.py --part solve --seeds 0 1 2 --max-iterations 40
+    .venv/bin/python benchmarks/learning/grpo.py --part memory
 
 Solve: ``configs/grpo_cartpole.yaml`` (``kl_coef: 0``, from scratch) with an evaluation after every
 iteration (16 envs, deterministic actions); a run is solved at the first iteration whose mean eval
@@ -46,7 +46,7 @@ from rlpipe.rollout import allocate_rollout
 from rlpipe.run import build, run_iteration
 from rlpipe.run.stages import Evaluator
 
-PARAMS = Path(__file__).parents[1] / "configs" / "grpo_cartpole.yaml"
+PARAMS = Path(__file__).resolve().parents[2] / "configs" / "grpo_cartpole.yaml"
 SOLVED = 475.0
 STABLE = 3
 """Evaluations in a row >= SOLVED that count as a stable solve (a lucky greedy policy can hit 500 once)."""

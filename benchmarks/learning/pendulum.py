@@ -1,6 +1,6 @@
 """Continuous PPO learning check: env steps and time until the torch Pendulum reaches return ≥ −250.
 
-    .venv/bin/python benchmarks/pendulum.py [--seeds 0 1 2] [--threshold -250] [--amp none bf16]
+    .venv/bin/python benchmarks/learning/pendulum.py [--seeds 0 1 2] [--threshold -250] [--amp none bf16]
         [--params configs/ppo_pendulum.yaml] [--set KEY=VALUE ...] [--full] [--threads N] [--json PATH]
 
 For each ``--amp`` value and seed, ``configs/ppo_pendulum.yaml`` is loaded through
@@ -18,10 +18,13 @@ solve (stability) and the final deterministic eval return.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
 from _bench import PROJECT_ROOT, load_cfg, median, print_table, set_threads, write_json
 

@@ -4,8 +4,8 @@
     rlpipe eval data/push_cube_ppo
     rlpipe export data/push_cube_ppo
     rlpipe eval data/push_cube_ppo --policy data/push_cube_ppo/export/policy.onnx
-    python benchmarks/push_cube_learning.py data/push_cube_ppo --out benchmarks/push_cube_learning.png \
-        --json benchmarks/results/push_cube.json
+    python benchmarks/learning/push_cube_learning.py data/push_cube_ppo \
+        --out benchmarks/learning/push_cube_learning.png --json benchmarks/results/push_cube.json
 
 Prints the env steps and wall time at which the deterministic eval success (``--metric``, default
 ``eval/success_at_end``: the cube still in the goal when the episode ends) first reached

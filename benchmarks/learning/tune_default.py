@@ -1,6 +1,6 @@
 """Tune the default experiment: wall time of training until ``trainer.stop_when`` stops it, per candidate.
 
-    .venv/bin/python benchmarks/tune_default.py [--seeds 0 1 2 3 4] [--candidate NAME KEY=VALUE ...]
+    .venv/bin/python benchmarks/learning/tune_default.py [--seeds 0 1 2 3 4] [--candidate NAME KEY=VALUE ...]
         [--json PATH]
 
 Each candidate is the default ``params.yaml`` with some ``--set`` overrides; each runs once per
@@ -10,16 +10,19 @@ as in the default). Candidates and seeds are interleaved (every candidate runs s
 runs seed s+1). Reported per candidate: seeds solved (the final deterministic eval ≥ 475, as
 ``make run`` checks), iterations and the run's own training wall time (``wall_s``: collect, store
 hand-off, advantage, update, evaluations, checkpoints) — median and worst over the seeds.
-``make run``'s time to exit is this plus the start-up (``benchmarks/startup.py``).
+``make run``'s time to exit is this plus the start-up (``benchmarks/speed/startup.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
 from _bench import DEFAULT_PARAMS, load_cfg, print_machine, write_json
 

@@ -1,6 +1,6 @@
 """Small-batch speed against Stable-Baselines3 (issue 15's W1): env steps per second with updates.
 
-    .venv/bin/python benchmarks/sb3_compare.py [--total-steps 100000] [--rounds 3] [--threads N]
+    .venv/bin/python benchmarks/peers/sb3_compare.py [--total-steps 100000] [--rounds 3] [--threads N]
         [--backends auto envpool sync] [--sb3-python benchmarks/.venv-sb3/bin/python] [--eval] [--json PATH]
 
 Workload W1 (SB3's and CleanRL's classic CartPole setting): gymnasium ``CartPole-v1``, 8 envs × 128
@@ -40,10 +40,13 @@ import json
 import math
 import resource
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
 from _bench import (
     DEFAULT_PARAMS,

@@ -11,7 +11,7 @@ deterministic evaluation return over ``--eval-episodes`` episodes (SB3: normaliz
 frozen; rlpipe: its evaluator).
 
 The SB3 side runs as a subprocess with ``--sb3-python`` (a separate virtualenv: SB3 is never a
-project dependency). Run: ``.venv/bin/python benchmarks/sb3_halfcheetah.py [--steps 1000000]
+project dependency). Run: ``.venv/bin/python benchmarks/peers/sb3_halfcheetah.py [--steps 1000000]
 [--side both|rlpipe|sb3] [--parallel] [--json out.json]``. The two sides run one after the
 other (a 1M-step run cannot be interleaved; compare their load averages before quoting the ratio),
 or with ``--parallel`` at the same time, so that a machine shared with other jobs loads both alike.
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ZOO = {"n_steps": 512, "batch_size": 64, "n_epochs": 20, "gamma": 0.98, "learning_rate": 2.0633e-05,
        "ent_coef": 0.000401762, "clip_range": 0.1, "gae_lambda": 0.92, "max_grad_norm": 0.8,
        "vf_coef": 0.58096}

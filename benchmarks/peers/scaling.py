@@ -1,10 +1,11 @@
 """Scaling sweep: env steps/s, page faults, peak RSS and the update's GFLOP/s from 256 to 16,384 envs.
 
-    .venv/bin/python benchmarks/scaling.py [--sizes 256 1024 4096 16384] [--sides rlpipe plain rlpipe-bf16]
+    .venv/bin/python benchmarks/peers/scaling.py [--sizes 256 1024 4096 16384]
+        [--sides rlpipe plain rlpipe-bf16]
         [--malloc tuned threshold system] [--warmup 1] [--iterations 3] [--large-iterations 1]
         [--rounds 1] [--device cpu] [--also OLD.json ...] [--json PATH] [--png PATH]
 
-Workload (as ``benchmarks/throughput.py``): torch CartPole, N envs × T=32 steps, separate actor and
+Workload (as ``benchmarks/peers/throughput.py``): torch CartPole, N envs × T=32 steps, separate actor and
 critic MLPs 256×256 ReLU, PPO 4 epochs × 8 minibatches of N·T/8, Adam, store off, one torch
 thread. Sides: ``rlpipe`` (``run_iteration``, fp32), ``plain`` (throughput.py's CleanRL-style
 loop, fp32), ``rlpipe-bf16`` (``algorithm.cfg.amp=bf16``) and ``rlpipe-whole`` (fp32 with
@@ -48,6 +49,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
 from _bench import DEFAULT_PARAMS, PROJECT_ROOT, environment, load_average, load_cfg, median, print_table
 from _gemm import bf16_native, gemm_rates

@@ -1,11 +1,11 @@
 """Massive-batch throughput: one rlpipe PPO iteration against a plain-torch PPO loop doing the same work.
 
-    .venv/bin/python benchmarks/throughput.py [--warmup 3] [--iterations 10] [--threads N]
+    .venv/bin/python benchmarks/peers/throughput.py [--warmup 3] [--iterations 10] [--threads N]
         [--num-envs 4096] [--horizon 32] [--hidden 256 256] [--epochs 4] [--batch-size 16384]
         [--device cpu] [--checkpoints] [--json PATH]
-    .venv/bin/python benchmarks/throughput.py --store [--block 2] ...   # store on vs off
-    .venv/bin/python benchmarks/throughput.py --guards ...   # non-finite guard on vs off
-    .venv/bin/python benchmarks/throughput.py --profile [--profile-rows 15]  # where the time goes
+    .venv/bin/python benchmarks/peers/throughput.py --store [--block 2] ...   # store on vs off
+    .venv/bin/python benchmarks/peers/throughput.py --guards ...   # non-finite guard on vs off
+    .venv/bin/python benchmarks/peers/throughput.py --profile [--profile-rows 15]  # where the time goes
 
 Workload: torch CartPole (``rlpipe.envs.CartPole``), N=4096 envs × T=32 steps, separate actor and
 critic MLPs 256×256 ReLU, PPO with 4 epochs × 8 minibatches of 16384, Adam, grad clip 0.5.
@@ -56,11 +56,14 @@ import cProfile
 import io
 import pstats
 import resource
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
 import torch
 from _bench import (
@@ -75,6 +78,7 @@ from _bench import (
     timed,
     write_json,
 )
+from rlpipe.run.guards import NonFiniteGuard
 from torch import nn
 from torch.distributions import Categorical
 
@@ -83,7 +87,6 @@ from rlpipe.algorithms.ppo import PPOCfg
 from rlpipe.config import RunConfig
 from rlpipe.envs import CartPole
 from rlpipe.run import Experiment, build, run_iteration
-from rlpipe.run.guards import NonFiniteGuard
 
 RATIO_TARGET = 1.05
 STORE_RATIO_TARGET = 1.03

@@ -1,6 +1,6 @@
 """Cost of one PPO minibatch step in rlpipe's update loop against a bare torch loop, same nets.
 
-The rl-zoo HalfCheetah setting (``benchmarks/sb3_halfcheetah.py``): 512 transitions per update,
+The rl-zoo HalfCheetah setting (``benchmarks/peers/sb3_halfcheetah.py``): 512 transitions per update,
 20 epochs × minibatches of 64 = 160 optimizer steps per 512 env steps, 256×256 ReLU actor and
 critic, observation normalization, obs 17 / action 6. At that ratio the per-minibatch cost of the
 update decides the wall time of a 1M-step run, so this measures it in isolation:
@@ -14,9 +14,9 @@ minibatch step (one torch thread; CPU time is steadier than wall time on a share
 their ratio. ``--save FILE`` writes the weights after ``--updates`` rlpipe updates from a fixed
 seed, so two versions of the loop can be compared bit for bit:
 
-    python benchmarks/update_overhead.py --save /tmp/a.pt   # before a change
-    python benchmarks/update_overhead.py --save /tmp/b.pt   # after it
-    python benchmarks/update_overhead.py --compare /tmp/a.pt /tmp/b.pt
+    python benchmarks/peers/update_overhead.py --save /tmp/a.pt   # before a change
+    python benchmarks/peers/update_overhead.py --save /tmp/b.pt   # after it
+    python benchmarks/peers/update_overhead.py --compare /tmp/a.pt /tmp/b.pt
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Allocator settings against the update's cliff: CPU seconds and page faults of one PPO minibatch step.
 
-    .venv/bin/python benchmarks/allocator.py [--minibatch 32768 65536] [--steps 3] [--json PATH]
+    .venv/bin/python benchmarks/profile/allocator.py [--minibatch 32768 65536] [--steps 3] [--json PATH]
 
 The minibatches of the scaling workload at 8,192 and 16,384 envs (N·T/8 with T=32): actor and
 critic 256×256 ReLU MLPs over CartPole observations (rlpipe's ``build_mlp``), clipped surrogate +

@@ -1,6 +1,6 @@
 """When do intra-op threads pay? An update step (actor + critic MLP, backward, Adam) at 1 thread vs more.
 
-    .venv/bin/python benchmarks/threads.py [--rows 256 1024 4096 16384] [--hidden 64 256 512]
+    .venv/bin/python benchmarks/profile/threads.py [--rows 256 1024 4096 16384] [--hidden 64 256 512]
         [--threads 2] [--repeats 7] [--steps 20] [--json PATH]
 
 For every (minibatch rows, hidden width) the script times ``--steps`` update steps of two MLPs
@@ -17,9 +17,12 @@ rule picks more threads but the speed-up is below 1 shows the rule is wrong on t
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
 import torch
 from _bench import median, print_machine, print_table, write_json

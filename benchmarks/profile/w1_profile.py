@@ -1,6 +1,6 @@
 """Where a small workload's time goes: W1 (gymnasium CartPole-v1, 8 envs × 128 steps) phase by phase.
 
-    .venv/bin/python benchmarks/w1_profile.py [--total-steps 100000] [--backend auto|envpool|sync]
+    .venv/bin/python benchmarks/profile/w1_profile.py [--total-steps 100000] [--backend auto|envpool|sync]
         [--store on|off] [--tracking on|off] [--threads N] [--eval] [--json PATH]
 
 W1 is issue 15's small workload: ``CartPole-v1``, 8 envs × 128 steps, PPO with 4 epochs × 4
@@ -53,6 +53,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
 from _bench import (
     DEFAULT_PARAMS,

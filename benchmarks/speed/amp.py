@@ -1,6 +1,6 @@
 """Mixed precision of the PPO update: bf16 autocast against fp32 on the massive-batch workload.
 
-    .venv/bin/python benchmarks/amp.py [--threads 1 2] [--pairs 10] [--iteration] [--json PATH]
+    .venv/bin/python benchmarks/speed/amp.py [--threads 1 2] [--pairs 10] [--iteration] [--json PATH]
 
 Actor and critic are 256×256 ReLU MLPs over CartPole's observation (dim 4) and action space
 (Discrete(2)), built with ``rlpipe.policies.build_policy``; two PPOs (``algorithm.cfg.amp`` none and
@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
 import gymnasium as gym
 import torch

@@ -1,6 +1,7 @@
 """Who steps CartPole-v1 fastest: gymnasium's vectorized class, its sync loop or envpool, raw and in rlpipe.
 
-    .venv/bin/python benchmarks/cartpole_step.py [--envs 8 64 1024] [--steps 2000] [--rounds 3] [--json PATH]
+    .venv/bin/python benchmarks/speed/cartpole_step.py [--envs 8 64 1024] [--steps 2000] [--rounds 3]
+        [--json PATH]
 
 Sides, each stepping N envs with the same pre-drawn uniform random actions (auto-resets included):
 
@@ -20,10 +21,13 @@ per side, the median of its per-round ratios to ``rlpipe vector`` (what ``backen
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
 import gymnasium
 import numpy as np

@@ -1,6 +1,6 @@
 """Multi-process scaling on CPU: env steps/s with 1 vs K gloo processes, and the gradient all-reduce.
 
-    .venv/bin/python benchmarks/distributed.py [--procs 1 2] [--num-envs 4096] [--horizon 32]
+    .venv/bin/python benchmarks/speed/distributed.py [--procs 1 2] [--num-envs 4096] [--horizon 32]
         [--hidden 256 256] [--epochs 4] [--minibatches 8] [--warmup 1] [--iterations 5] [--json PATH]
 
 Workload (the massive-batch one of ``throughput.py``): torch CartPole, ``--num-envs`` envs in all
@@ -23,17 +23,20 @@ import argparse
 import os
 import socket
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from _bench import DEFAULT_PARAMS, NEVER, load_cfg, print_machine, write_json
 
-import rlpipe.algorithms.update_loop as update_loop
+import rlpipe.algorithms.base as algo_base
 from rlpipe.run import build, run_iteration
 from rlpipe.runtime.distributed import average_gradients, shutdown
 
@@ -96,7 +99,7 @@ def worker(rank: int, procs: int, port: int, args: argparse.Namespace, out: Path
     os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(procs), "LOCAL_RANK": str(rank),
                        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
     hook = TimedHook()
-    update_loop.average_gradients = hook
+    algo_base.average_gradients = hook
     with tempfile.TemporaryDirectory() as data_dir:
         exp = build(load_cfg(args.params, overrides(args, procs, data_dir)))
         exp.cfg.run_dir.mkdir(parents=True, exist_ok=True)

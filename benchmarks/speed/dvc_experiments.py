@@ -17,8 +17,8 @@ Two parts (``--part``):
           each experiment's disk (``data/exps/<name>``), the DVC cache and what is left in
           ``.dvc/tmp/exps``.
 
-Run: ``.venv/bin/python benchmarks/dvc_experiments.py --part cost --source /tmp/massive/cartpole_ppo``
-and ``.venv/bin/python benchmarks/dvc_experiments.py --part exps``.
+Run: ``.venv/bin/python benchmarks/speed/dvc_experiments.py --part cost --source /tmp/massive/cartpole_ppo``
+and ``.venv/bin/python benchmarks/speed/dvc_experiments.py --part exps``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
 from _bench import PROJECT_ROOT, environment, median, print_machine
 

@@ -6,16 +6,19 @@ uniform random numpy actions (the simulator's own speed, auto-reset included); `
 double-buffered halves) with the default 64×64 actor-critic, one rollout of ``--horizon`` steps
 per round, values included. Rounds alternate raw, sync, async (``--rounds``); the table shows median
 env steps per second and the median of per-round ratios to raw.
-Run: ``.venv/bin/python benchmarks/envpool_throughput.py [--ids HalfCheetah-v5 ...] [--envs 16 64 256]
+Run: ``.venv/bin/python benchmarks/speed/envpool_throughput.py [--ids HalfCheetah-v5 ...] [--envs 16 64 256]
 [--json out.json]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
 import numpy as np
 import torch

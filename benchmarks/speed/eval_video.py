@@ -1,6 +1,6 @@
 """Eval video costs nothing in training: train-iteration time with ``eval.video`` on vs off.
 
-    MUJOCO_GL=egl .venv/bin/python benchmarks/eval_video.py [--pairs 5] [--threads 1]
+    MUJOCO_GL=egl .venv/bin/python benchmarks/speed/eval_video.py [--pairs 5] [--threads 1]
         [--env Pendulum] [--num-envs 64] [--horizon 32] [--json PATH]
 
 Two runs of the same experiment are built side by side (the torch ``--env``, N envs × T steps, an
@@ -19,10 +19,13 @@ encoding of a 640×240 tiled frame, and — with a working ``MUJOCO_GL`` — a M
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
 import numpy as np
 from _bench import (

@@ -1,6 +1,6 @@
 """What events cost the loop: no handler, one no-op handler on every event, interleaved.
 
-    .venv/bin/python benchmarks/events.py [--iterations 20] [--num-envs 256] [--threads 1]
+    .venv/bin/python benchmarks/speed/events.py [--iterations 20] [--num-envs 256] [--threads 1]
 
 Three runs of the default CartPole experiment (store and tracking off, so only the loop is timed)
 are stepped alternately, one iteration each: ``none`` (no handler registered: the loop builds no
@@ -17,10 +17,10 @@ import tempfile
 import time
 
 import torch
+from rlpipe.run.events import EVENTS
 
 from rlpipe import config
 from rlpipe.run import Events, OnlineRun, build
-from rlpipe.run.events import EVENTS
 
 
 def make(kind: str, data_dir: str, args: argparse.Namespace) -> OnlineRun:

@@ -7,8 +7,8 @@ one-thread C engine at the same N. "physics" times the batched ``PhysicsBatch.st
 MuJoCo steps per control step), "env" the whole ``PushCube.step`` (controller, kinematics,
 reward, auto-reset).
 
-    python benchmarks/push_cube_throughput.py                       # C engine, 1 thread and all cores
-    python benchmarks/push_cube_throughput.py --engines mujoco warp # + Warp on CPU (first run compiles
+    python benchmarks/speed/push_cube_throughput.py                       # C engine, 1 thread and all cores
+    python benchmarks/speed/push_cube_throughput.py --engines mujoco warp # + Warp on CPU (first run compiles
                                                                     #   its kernels for minutes)
 """
 

@@ -1,6 +1,6 @@
 """Offline replay throughput against the online update, on the massive-batch workload.
 
-    .venv/bin/python benchmarks/replay.py [--warmup 1] [--blocks 3] [--block 2] [--threads N]
+    .venv/bin/python benchmarks/speed/replay.py [--warmup 1] [--blocks 3] [--block 2] [--threads N]
         [--num-envs 4096] [--horizon 32] [--hidden 256 256] [--epochs 4] [--batch-size 16384]
         [--device cpu] [--data-dir DIR] [--json PATH]
 
@@ -26,9 +26,12 @@ Target: ≥ 0.9×.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
 import torch
 from _bench import NEVER, add_workload_args, load_cfg, median, print_table, set_threads, write_json

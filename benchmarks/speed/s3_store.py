@@ -1,6 +1,7 @@
 """The rollout store on S3 (a local moto server) against the store off, upload MB/s, and back-pressure.
 
-    .venv/bin/python benchmarks/s3_store.py [--num-envs 4096] [--horizon 32] [--iterations 6] [--block 2]
+    .venv/bin/python benchmarks/speed/s3_store.py [--num-envs 4096] [--horizon 32] [--iterations 6]
+        [--block 2]
 
 Starts ``python -m moto.server`` on 127.0.0.1 in its own process (a separate server, as S3 is), then:
 
@@ -31,10 +32,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _bench and peers/throughput
+
 import torch
 from _bench import median, print_machine, write_json
+from peers.throughput import Sample, build_rlpipe, rlpipe_iteration, store_on_vs_off
 from store_write import cartpole_rollout
-from throughput import Sample, build_rlpipe, rlpipe_iteration, store_on_vs_off
 
 from rlpipe.artifacts.store import write_rollout
 
@@ -45,7 +48,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
-    add("--params", type=Path, default=Path(__file__).resolve().parent.parent / "params.yaml")
+    add("--params", type=Path, default=Path(__file__).resolve().parents[2] / "params.yaml")
     add("--num-envs", type=int, default=4096)
     add("--horizon", type=int, default=32)
     add("--hidden", type=int, nargs="+", default=[256, 256])

@@ -1,6 +1,6 @@
 """Start-up figures of issue 17: ``--help``, time to the first row (MLflow on/off), time to solve the default.
 
-    .venv/bin/python benchmarks/startup.py [--repeats 3] [--tree NAME=PATH ...] [--skip-solve]
+    .venv/bin/python benchmarks/speed/startup.py [--repeats 3] [--tree NAME=PATH ...] [--skip-solve]
         [--solve-trees NAME ...] [--fresh-store] [--json PATH]
 
 Every figure is the wall time of a fresh ``rlpipe`` process (the console script of this venv) from
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SOLVED = 475.0
 

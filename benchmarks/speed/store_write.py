@@ -1,6 +1,6 @@
 """Rollout store write speed and size: a massive-batch CartPole rollout written K times per codec.
 
-    .venv/bin/python benchmarks/store_write.py [--num-envs 4096] [--horizon 32] [--repeats 10]
+    .venv/bin/python benchmarks/speed/store_write.py [--num-envs 4096] [--horizon 32] [--repeats 10]
 
 Prints, per codec, the wall time of one ``write_rollout`` (min, median, mean in ms; MB/s of raw
 bytes at the median), the bytes on disk per stored transition (N*T transitions per rollout), the

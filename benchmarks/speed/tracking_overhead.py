@@ -1,6 +1,7 @@
 """What tracking costs: MLflow vs ``backend: none`` on the default run; ``dvc repro`` vs ``rlpipe run``.
 
-    .venv/bin/python benchmarks/tracking_overhead.py [--repeats 2] [--iterations N] [--skip-dvc] [--json PATH]
+    .venv/bin/python benchmarks/speed/tracking_overhead.py [--repeats 2] [--iterations N] [--skip-dvc]
+        [--json PATH]
 
 Part 1 runs ``params.yaml`` in-process (256 envs × 32 steps; only ``data_dir`` and the tracking URI
 changed) with ``backend: none`` and ``backend: mlflow`` interleaved (none, mlflow, none, mlflow …,
@@ -39,7 +40,7 @@ from typing import Any
 from rlpipe import config, pipeline
 from rlpipe.tracking import tracker as tracker_mod
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
@@ -185,8 +186,8 @@ def dvc_part(repeats: int, iterations: int | None, tmp: Path) -> dict[str, Any]:
     # Time the stage command inside DVC too, so overhead = DVC wall - its own command (same invocation).
     dvc_yaml = repo / "dvc.yaml"
     dvc_yaml.write_text(dvc_yaml.read_text().replace(
-        "cmd: python stages/train.py",
-        "cmd: date +%s.%N > .t0 && python stages/train.py && date +%s.%N > .t1", 1))
+        "cmd: python dvc_stages/train.py",
+        "cmd: date +%s.%N > .t0 && python dvc_stages/train.py && date +%s.%N > .t1", 1))
     run_cmd = [str(BIN / "python"), "-m", "rlpipe", "run", "params.yaml"]
     timed_cmd(repo, *run_cmd)  # warm-up: creates data/mlflow.db and the OS file cache
     plain, wrapped, inner = [], [], []

@@ -17,7 +17,7 @@ from rlpipe.artifacts.store import refuse_rejected
 from rlpipe.build import build_algorithm, learner_state, load_learner_state, set_threads
 from rlpipe.config import RunConfig, params_hash, training_hash, training_params
 from rlpipe.envs import space_from_dict
-from rlpipe.rollout import RefusedDataError, RolloutError, validate
+from rlpipe.rollout import RefusedDataError, RolloutError, check_finite
 from rlpipe.runtime.allocator import tune_malloc
 from rlpipe.runtime.distributed import resolve_device
 from rlpipe.runtime.seeding import seed_everything
@@ -80,7 +80,7 @@ def load_rollout(path: Path, device: torch.device | str = "cpu",
     rollout, attrs = read_any(as_path(path), device)  # a K-rank iteration: its shards, side by side
     refuse_rejected(as_path(path), attrs, allow_rejected)
     try:
-        validate(rollout, attrs.get("iteration"))
+        check_finite(rollout, attrs.get("iteration"))
     except RolloutError as exc:
         kind = RefusedStoreError if isinstance(exc, RefusedDataError) else StoreError
         raise kind(f"{path}: {exc}") from None

@@ -92,18 +92,29 @@ class Trainer:
     # ---------------------------------------------------------------------------------- the loop
 
     def train(self, total_steps: int | None = None) -> dict[str, Any]:
-        """Train until ``total_steps`` env steps (default: ``trainer.iterations``); return the summary.
+        """The loop: until ``total_steps`` env steps (default ``trainer.iterations``), collect then update.
 
-        ``resume`` continues from the last complete checkpoint (bit for bit on CPU). The run dir is
-        locked while the run writes it; SIGINT/SIGTERM stop at the next iteration boundary with a
-        checkpoint and raise :class:`~rlpipe.trainer.signals.Interrupted`.
+        :meth:`update` runs the rest of an iteration: advantage → store → update → eval → log →
+        checkpoint. ``resume`` continues from the last complete checkpoint (bit for bit on CPU). The
+        run dir is locked while the run writes it; SIGINT/SIGTERM stop at the next iteration
+        boundary with a checkpoint and raise :class:`~rlpipe.trainer.signals.Interrupted`. Returns
+        the run's summary (``metrics.json``).
         """
-        for _ in self.iterate(total_steps):
-            pass
-        return self.summary
+        self.start(total_steps)
+        try:
+            while not self.done:
+                try:
+                    self.update(self.collect())
+                except NonFiniteError as exc:  # re-raised unless trainer.on_nonfinite: skip
+                    self._collected = None
+                    lifecycle.skip_iteration(self, exc)
+        except BaseException as exc:
+            self.fail(exc)  # MLflow run FAILED/KILLED, no summary; the lock is released
+            raise
+        return self.finish()
 
     def iterate(self, total_steps: int | None = None) -> Iterator[dict[str, float]]:
-        """Yield every iteration's metrics (a notebook's loop); the run finishes when it ends."""
+        """:meth:`train` one iteration at a time: yield each iteration's metrics (a notebook's loop)."""
         self.start(total_steps)
         try:
             while not self.done:
@@ -112,14 +123,14 @@ class Trainer:
             self.finish()
             raise
         except BaseException as exc:
-            self.fail(exc)  # MLflow run FAILED/KILLED, no summary; the lock is released
+            self.fail(exc)
             raise
         self.finish()
 
     __iter__ = iterate
 
     def step(self, checkpoint: bool = True) -> dict[str, float]:
-        """One iteration: :meth:`collect` then :meth:`update`.
+        """One iteration of :meth:`train`: :meth:`collect` then :meth:`update`; its metrics.
 
         With ``trainer.on_nonfinite: skip`` an iteration the non-finite guard refused is dropped
         (weights as before it) and its metrics are the skip count; otherwise ``NonFiniteError``.

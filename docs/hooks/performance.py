@@ -1,0 +1,280 @@
+"""mkdocs hook: the Performance page's tables, generated from ``benchmarks/results/*.json`` at build time.
+
+``docs/performance.md`` holds the prose and a marker per table, ``<!-- results: NAME -->``; this hook
+replaces each marker with a Markdown table built from the JSON files the benchmark scripts wrote
+(:data:`TABLES`), followed by the machine each was measured on. No figure on that page is typed by
+hand: re-running a script with ``--json benchmarks/results/…`` changes the page. A results file no
+table reads is still shown (``<!-- results: others -->``), a marker naming no table or a missing file
+fails the build, and the benchmark figures (``benchmarks/**/*.png``) are published under
+``assets/benchmarks/``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.exceptions import PluginError
+from mkdocs.structure.files import File, Files
+from mkdocs.structure.pages import Page
+
+PAGE = "performance.md"
+MARKER = re.compile(r"<!-- results: (\w+) -->")
+
+
+def project_root(config: MkDocsConfig) -> Path:
+    """The folder of ``mkdocs.yml``: the repository root."""
+    return Path(config.config_file_path).parent
+
+
+class Results:
+    """The JSON files of ``benchmarks/results``; remembers which ones a table has read."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.read = folder, set()
+
+    def load(self, name: str) -> Any:
+        """The parsed ``benchmarks/results/<name>``; a missing file fails the build naming it."""
+        path = self.folder / name
+        if not path.is_file():
+            raise PluginError(f"benchmarks/results/{name}: no such file (docs/{PAGE} shows a table of it; "
+                              "re-run its benchmark with --json, or drop the table)")
+        self.read.add(name)
+        return json.loads(path.read_text())
+
+    def names(self, pattern: str) -> list[str]:
+        """The results file names matching a glob ``pattern``, sorted."""
+        return sorted(p.name for p in self.folder.glob(pattern))
+
+
+# --- formatting -------------------------------------------------------------------------------------
+
+
+def num(value: float, digits: int = 0) -> str:
+    """``12,345`` / ``1.61``: thousands separators, ``digits`` decimals."""
+    return f"{value:,.{digits}f}"
+
+
+def ratio(value: float) -> str:
+    """``1.61×``."""
+    return f"{value:.2f}×"
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def machine(env: dict[str, Any] | None, load: list[float] | None = None) -> str:
+    """One line naming the machine of a results file (what its ``environment`` block records)."""
+    if not env and not load:
+        return ""
+    parts = []
+    if env:
+        parts += [f"torch {env.get('torch', '?')}", f"{env.get('cpu_count', '?')} CPUs",
+                  f"{env.get('torch_threads', '?')} torch thread(s)"]
+        if "loadavg_1min_at_start" in env:
+            start, end = env["loadavg_1min_at_start"], env.get("loadavg_1min_at_end", "?")
+            parts.append(f"load average {start} → {end}")
+    elif load:
+        parts.append("load average " + " / ".join(f"{x:.1f}" for x in load))
+    return "*Measured with " + ", ".join(parts) + ".*"
+
+
+def source(*names: str) -> str:
+    """The line under a table naming the results files it was built from."""
+    return "Source: " + ", ".join(f"`benchmarks/results/{n}`" for n in names) + "."
+
+
+# --- the tables -------------------------------------------------------------------------------------
+
+
+def w1(results: Results) -> str:
+    """W1 against SB3 (``peers/sb3_compare.py``): one table per results file."""
+    blocks = []
+    for name in results.names("sb3_compare*.json"):
+        data = results.load(name)
+        rows = [[r["row"], num(r["median_sps"]), f"{num(r['min_sps'])}–{num(r['max_sps'])}",
+                 ratio(r["vs_sb3"]), num(r["median_cpu_s"], 1), ratio(r["cpu_vs_sb3"])] for r in data["rows"]]
+        header = ["row", "env steps/s (median)", "min–max", "vs SB3", "CPU s", "per CPU s vs SB3"]
+        blocks.append(f"**`{name}`** — {data['rounds']} interleaved rounds of {num(data['total_steps'])} env "
+                      f"steps per row (target: store and MLflow on ≥ {ratio(data['target_vs_sb3'])} SB3)\n\n"
+                      + table(header, rows) + "\n\n" + machine(data.get("environment")))
+    return "\n\n".join(blocks)
+
+
+def halfcheetah(results: Results) -> str:
+    """HalfCheetah-v5 against SB3 (``peers/sb3_halfcheetah.py``): every run, and rlpipe's speed-up."""
+    names = sorted(results.names("sb3_halfcheetah_*.json"), key=lambda n: -max(
+        r["steps"] for r in json.loads((results.folder / n).read_text())))
+    blocks = []
+    for name in names:
+        runs = results.load(name)
+        rows = [[r["side"], r["env"], r.get("seed", "–"), num(r["steps"]), num(r["wall_s"]),
+                 num(r["cpu_s"]) if "cpu_s" in r else "–", num(r["steps_per_s"]),
+                 f"{num(r['eval_return_mean'])} ± {num(r['eval_return_std'])}",
+                 " / ".join(f"{x:.1f}" for x in r["load_avg"])] for r in runs]
+        sb3 = next((r for r in runs if r["side"] == "sb3"), None)
+        setups = dict.fromkeys(r["env"] for r in runs if r["side"] == "rlpipe")
+        summary = "".join(speedup(sb3, [r for r in runs if r["env"] == env]) for env in setups if sb3)
+        blocks.append(f"**`{name}`**\n\n" + summary + "\n" + table(
+            ["side", "env", "seed", "env steps", "wall s", "CPU s", "env steps/s", "eval return (det.)",
+             "load average"], rows))
+    return "\n\n".join(blocks)
+
+
+def speedup(sb3: dict[str, Any], ours: list[dict[str, Any]]) -> str:
+    """One line: how much faster one rlpipe set-up trained than SB3 (medians over its seeds)."""
+    wall = statistics.median(r["wall_s"] for r in ours)
+    line = f"- {ours[0]['env']}, {len(ours)} seed(s): {ratio(sb3['wall_s'] / wall)} SB3's speed in wall time"
+    if "cpu_s" in sb3 and all("cpu_s" in r for r in ours):
+        line += f", {ratio(sb3['cpu_s'] / statistics.median(r['cpu_s'] for r in ours))} per CPU second"
+    returns = " / ".join(num(r["eval_return_mean"]) for r in ours)
+    return line + f"; eval return {returns} against SB3's {num(sb3['eval_return_mean'])}\n"
+
+
+def cuda_throughput(results: Results) -> str:
+    """The massive batch on CUDA against the plain loop (``peers/throughput.py --device cuda``)."""
+    rows, env, store = [], None, []
+    for name in results.names("cuda_throughput*.json"):
+        data = results.load(name)
+        sides = {r["side"]: r for r in data["rows"]}
+        env = env or data.get("environment")
+        if data["benchmark"] == "throughput-store":
+            on, off = sides["store on"], sides["store off"]
+            store.append([f"`{name}`", num(int(data["args"]["num_envs"])), num(on["median_s"], 3),
+                          num(off["median_s"], 3), ratio(data["ratio_median"]), ratio(data["target"])])
+            continue
+        ours, plain = sides["rlpipe"], sides["plain"]
+        rows.append([f"`{name}`", num(int(data["args"]["num_envs"])), data["args"]["batch_size"],
+                     f"{num(ours['median_s'], 3)} ({num(ours['collect_s'], 3)} + {num(ours['update_s'], 3)})",
+                     num(ours["sps"]), num(plain["median_s"], 3), num(plain["sps"]),
+                     ratio(data["ratio_median"]), ratio(ours["median_s"] / plain["median_s"])])
+    out = table(["file", "envs", "minibatch", "rlpipe s/iteration (collect + update)", "rlpipe env steps/s",
+                 "plain s/iteration", "plain env steps/s", "rlpipe / plain (paired median)",
+                 "ratio of medians"], rows)
+    if store:
+        out += "\n\nThe rollout store on CUDA, store on against off:\n\n" + table(
+            ["file", "envs", "store on s/iteration", "store off s/iteration", "on / off", "target"], store)
+    return out + "\n\n" + machine(env)
+
+
+def cuda_scaling(results: Results) -> str:
+    """Env steps per second of wall time against N on CUDA (``peers/scaling.py --device cuda``)."""
+    data = results.load("cuda_scaling.json")
+    sides = list(dict.fromkeys(r["side"] for r in data["rows"]))
+    by = {(r["n"], r["side"]): r for r in data["rows"]}
+    sizes = sorted({r["n"] for r in data["rows"]})
+    rows = [[num(n), num(by[n, sides[0]]["minibatch"])] + [num(by[n, s]["sps"]) if (n, s) in by else "–"
+                                                           for s in sides] for n in sizes]
+    return (table(["envs", "minibatch"] + [f"{s} env steps/s" for s in sides], rows) + "\n\n"
+            + machine(data.get("environment")))
+
+
+def cuda_sync(results: Results) -> str:
+    """Host–device synchronisations per iteration on CUDA, rlpipe against the plain loop."""
+    data = results.load("cuda_sync.json")
+    rows = []
+    for key in sorted((k for k in data if re.fullmatch(r"N\d+", k)), key=lambda k: int(k[1:])):
+        part = data[key]
+        calls = part["rlpipe_collect_profile"]["runtime_calls"]
+        rows.append([num(int(key[1:])), part["rlpipe_iteration"]["total"], part["plain_iteration"]["total"],
+                     num(calls.get("cudaLaunchKernel", 0) + calls.get("cudaLaunchKernelExC", 0))])
+    return table(["envs", "rlpipe syncs per iteration", "plain loop syncs per iteration",
+                  "kernel launches in rlpipe's collect (32 steps)"], rows)
+
+
+def cartpole_step(results: Results) -> str:
+    """µs per env step of CartPole-v1 per simulator and adapter (``speed/cartpole_step.py``)."""
+    data = results.load("cartpole_step.json")
+    sides = list(dict.fromkeys(r["side"] for r in data["rows"]))
+    envs = sorted({r["envs"] for r in data["rows"]})
+    by = {(r["envs"], r["side"]): r for r in data["rows"]}
+    rows = [[s] + [f"{num(by[n, s]['us_per_step'], 0)} µs ({ratio(by[n, s]['vs_rlpipe_vector'])})"
+                   for n in envs] for s in sides]
+    return (table(["side"] + [f"{n} envs: µs per step (vs rlpipe vector)" for n in envs], rows) + "\n\n"
+            + machine(data.get("environment")))
+
+
+def push_cube(results: Results) -> str:
+    """The PushCube run, its evaluations and the exported ONNX policy (``learning/push_cube_learning.py``)."""
+    data = results.load("push_cube.json")
+    metric, hit = data["metric"], data["first_hit"]
+    rows = [[f"`{metric}` ≥ {data['target']} first", f"iteration {num(hit['iteration'])}, "
+             f"{num(hit['env_steps'])} env steps, {num(hit['wall_s'])} s of training"],
+            ["stopped", f"iteration {num(data['final_iteration'])}, {num(data['env_steps'])} env steps, "
+             f"{num(data['train_wall_s'])} s of training: {data['summary']['stopped_by']}"]]
+    evals = (("online eval", "online_eval"), ("`rlpipe eval` of the final checkpoint", "checkpoint_eval"),
+             ("`rlpipe eval --policy policy.onnx`", "onnx_eval"))
+    for label, key in evals:
+        ev = data[key]
+        rows.append([label, f"{num(ev['eval/episodes'])} episodes: success at the end "
+                     f"{num(ev['eval/success_at_end'], 3)}, at any step {num(ev['eval/success_rate'], 3)}, "
+                     f"return {num(ev['eval/return_mean'], 1)} ± {num(ev['eval/return_std'], 1)}"])
+    return table(["what", "figure"], rows) + "\n\n" + machine(None, data.get("load_avg_now"))
+
+
+def others(results: Results) -> str:
+    """Every results file no other table read: its scalar fields, and its rows when it has a list."""
+    blocks = []
+    for name in results.names("*.json"):
+        if name in results.read:
+            continue
+        data = results.load(name)
+        rows = data.get("rows") if isinstance(data, dict) else data
+        if isinstance(rows, list) and rows and isinstance(rows[0], dict):
+            keys = [k for k in rows[0] if not isinstance(rows[0][k], (dict, list))]
+            body = table(keys, [[_cell(r.get(k)) for k in keys] for r in rows])
+        else:
+            body = table(["field", "value"], [[k, _cell(v)] for k, v in data.items()
+                                              if not isinstance(v, (dict, list))])
+        blocks.append(f"**`{name}`**\n\n{body}")
+    return "\n\n".join(blocks) if blocks else "Every results file is shown in a table above."
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return num(value, 3 if abs(value) < 100 else 0)
+    return str(value)
+
+
+TABLES: dict[str, Callable[[Results], str]] = {
+    "w1": w1, "halfcheetah": halfcheetah, "cuda_throughput": cuda_throughput, "cuda_scaling": cuda_scaling,
+    "cuda_sync": cuda_sync, "cartpole_step": cartpole_step, "push_cube": push_cube, "others": others,
+}
+"""Marker name → the function that builds its Markdown; ``others`` must come last on the page."""
+
+
+# --- mkdocs events ----------------------------------------------------------------------------------
+
+
+def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    """Replace every ``<!-- results: NAME -->`` marker of the Performance page with its table."""
+    if page.file.src_uri != PAGE:
+        return markdown
+    results, shown = Results(project_root(config) / "benchmarks" / "results"), set()
+
+    def render(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in TABLES:
+            raise PluginError(f"docs/{PAGE}: no results table {name!r}; accepted: {', '.join(TABLES)}")
+        text = TABLES[name](results)
+        new = sorted(results.read - shown)  # the files this table read first
+        shown.update(results.read)
+        return text + ("\n\n" + source(*new) if new else "")
+
+    return MARKER.sub(render, markdown)
+
+
+def on_files(files: Files, config: MkDocsConfig) -> Files:
+    """Publish the benchmark figures (``benchmarks/<group>/*.png``) as ``assets/benchmarks/<name>.png``."""
+    for png in sorted((project_root(config) / "benchmarks").glob("*/*.png")):
+        files.append(File.generated(config, f"assets/benchmarks/{png.name}", abs_src_path=str(png)))
+    return files
