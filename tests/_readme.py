@@ -82,14 +82,14 @@ SKIPS: tuple[tuple[str, str], ...] = (
     (r"^MLFLOW_TRACKING_URI=http://", "needs an MLflow server"),
     (r"^mlflow (ui|server)\b", "starts a server that runs until stopped"),
     (r"s3://|^export AWS_", "needs an S3 object store (tests/run/test_object_store_run.py, "
-                            "tests/test_dvc_remote.py and test_object_store_nodes.py run them against moto)"),
+                            "tests/dvc/test_remote.py and test_object_store_nodes.py run them against moto)"),
     (r"\[--|\bDIR\b|\bFILE\b|\bckpt\.pt\b|\bROLLOUT\b", "a usage synopsis with placeholders"),
     (r"\.venv-mjlab", "a second virtualenv with mjlab (minutes of installing; tests/envs/test_mjlab.py runs "
                       "the training command when RLPIPE_MJLAB_PYTHON names one)"),
     (r"/path/to/", "a placeholder path (a separate SB3 virtualenv, benchmarks/README.md)"),
     (r"^python benchmarks/peers/sb3_compare\.py", "needs SB3's own virtualenv (make -C benchmarks sb3-venv)"),
     (r"^dvc (remote modify s3store|push|pull)\b|^dvc add .* -o models/|^mkdir -p models$",
-     "the S3 DVC remote of the line before (tests/test_dvc_remote.py runs these against moto)"),
+     "the S3 DVC remote of the line before (tests/dvc/test_remote.py runs these against moto)"),
 )
 
 PLACEHOLDERS = {"<exp>": "cartpole_ppo"}

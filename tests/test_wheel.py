@@ -27,9 +27,8 @@ SOURCES = ("pyproject.toml", "README.md", "rlpipe")
 """What the wheel is built from (copied, so the build writes nothing into the checkout)."""
 MISSING = {
     "env.id=HalfCheetah-v5": "env.id: HalfCheetah-v5 needs envpool: pip install 'rlpipe[envpool]'",
-    "env.id=PushCube": "env.id: PushCube needs mujoco: pip install 'rlpipe[mujoco]'",
     "trainer.data_dir=s3://bucket/runs":
-        "trainer.data_dir: s3://bucket/runs needs s3fs: pip install 'rlpipe[s3]'",
+        "params.yaml: trainer.data_dir: s3://bucket/runs needs s3fs: pip install 'rlpipe[s3]'",
 }
 """``--set`` of a feature whose extra the core install lacks → the one line it must print."""
 

@@ -151,7 +151,7 @@ def part_cost(args: argparse.Namespace) -> dict[str, Any]:
 TINY = {"trainer.num_envs": 8, "trainer.buffer_size": 8, "trainer.iterations": 2, "trainer.num_eval_envs": 2,
         "trainer.num_threads": 1, "algorithm.cfg.batch_size": 32, "algorithm.cfg.n_epochs": 1,
         "eval.num_envs": 2, "eval.num_episodes": 1}
-"""The test suite's tiny sizes (tests/test_dvc.py), the default of ``--part exps``."""
+"""The test suite's tiny sizes (tests/dvc/test_pipeline.py), the default of ``--part exps``."""
 
 
 def copy_project(target: Path, params: dict[str, Any]) -> Path:

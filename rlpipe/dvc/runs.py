@@ -12,7 +12,7 @@ deleted with DVC's temporary workspace::
 ``data/`` is ignored by git as a whole and ``results/`` holds only the small files DVC commits.
 They must not share a folder: ``dvc exp apply`` stashes the workspace's untracked files with
 libgit2, which deletes an untracked folder whole, ignored files included — every rollout and
-checkpoint of a run dir holding an uncommitted ``metrics.json`` (tests/test_dvc_exps.py).
+checkpoint of a run dir holding an uncommitted ``metrics.json`` (tests/dvc/test_experiments.py).
 
 ``resolve_run_dir("clip01")`` → ``data/exps/clip01/cartpole_ppo``; ``resolve_path`` also maps
 ``clip01/rollouts/iter-000002.zarr`` below it. Existing paths are taken as they are.

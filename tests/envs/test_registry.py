@@ -106,3 +106,29 @@ def test_register_env_refuses_duplicates_unless_overridden() -> None:
 
 def test_registry_fixture_leaves_no_trace() -> None:
     assert "TestPole" not in registered_env_ids()
+
+
+def test_the_shipped_envpool_ids_are_the_installed_envpools() -> None:
+    # rlpipe/envs/envpool_ids.txt names envpool's ids without envpool installed (the envpool extra's line)
+    envpool = pytest.importorskip("envpool")
+    from rlpipe.envs.ids import shipped_envpool_ids
+
+    assert shipped_envpool_ids() == frozenset(envpool.list_all_envs()), "regenerate envs/envpool_ids.txt"
+
+
+def test_without_envpool_its_ids_name_the_extra_and_other_ids_still_resolve(monkeypatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "envpool", None)
+    assert config_error("Humanoid-v5") == "env.id: Humanoid-v5 needs envpool: pip install 'rlpipe[envpool]'"
+    assert build_env("CartPole-v1", 2, "cpu").num_envs == 2  # gymnasium's own vector class, as before
+    assert config_error("NoSuchEnv-v0").startswith("env.id: unknown env 'NoSuchEnv-v0'")
+
+
+def test_the_env_listing_skips_built_ins_whose_packages_are_missing() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['mujoco'] = None; from rlpipe.envs.registry import registered_env_ids; "
+            "ids = registered_env_ids(); assert 'CartPole' in ids and 'PushCube' not in ids, ids")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -25,7 +25,8 @@ def test_missing_warp_is_a_config_error(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_warp)
-    with pytest.raises(ConfigError, match=r"^env.cfg.engine: warp needs mujoco-warp: pip install 'rlpipe\[warp\]'$"):
+    expected = r"^env.cfg.engine: warp needs mujoco-warp: pip install 'rlpipe\[warp\]'$"
+    with pytest.raises(ConfigError, match=expected):
         build_env("PushCube", N, "cpu", {"engine": "warp"})
 
 

@@ -134,3 +134,14 @@ def test_dict_observations_are_refused_in_one_line():
     policy = build_policy(block, space, gym.spaces.Discrete(2), "cpu")
     with pytest.raises(ExportError, match="dict observations"):
         DeployedActor(policy, space, gym.spaces.Discrete(2))
+
+
+def test_onnx_export_on_a_torch_before_2_5_names_the_version(monkeypatch, tmp_path):
+    from rlpipe.config import ConfigError
+    from rlpipe.policies.export import export_onnx
+
+    monkeypatch.setattr(torch, "__version__", "2.4.1+cu121")
+    expected = r"^--format onnx needs torch>=2.5 .*this is torch 2\.4\.1\+cu121: use --format torchscript$"
+    with pytest.raises(ConfigError, match=expected):
+        export_onnx(None, tmp_path / "policy.onnx", {})
+    assert list(tmp_path.iterdir()) == []

@@ -13,7 +13,7 @@ import yaml
 from _offline_fixtures import assert_same_learner
 from click.testing import CliRunner
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 STAGES = ("train", "evaluate", "reupdate")
 
@@ -323,3 +323,18 @@ def test_full_pipeline_noop_and_replay_param_reruns_only_reupdate(repo):
     assert ran(dvc(repo, "repro")) == {"reupdate"}
     kinds = sorted(r.tags.get("rlpipe.kind") for r in mlflow_runs(repo))
     assert kinds.count("train") == 1 and "replay" in kinds and "eval" in kinds
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # two full `dvc exp run`s (train → evaluate → reupdate)
+def test_make_exps_fits_120_columns_with_the_changed_param_and_the_eval_return(repo):
+    for name, clip in (("clip01", 0.1), ("clip03", 0.3)):
+        dvc(repo, "exp", "run", "-n", name, "-S", f"algorithm.cfg.clip_coef={clip}")
+    shown = sh(repo, "make", "-s", "exps", f"BIN={BIN}", "STAMP=Makefile").stdout  # the Makefile's own recipe
+    lines = shown.strip("\n").splitlines()
+    assert max(len(line) for line in lines) <= 120, shown
+    header = next(line for line in lines if "Experiment" in line).split()
+    assert header == ["Experiment", "results/cartpole_ppo/metrics.json:eval/return_mean",
+                      "algorithm.cfg.clip_coef"], shown
+    rows = {line.split()[-3][1:-1]: line.split()[-1] for line in lines if "[clip0" in line}
+    assert rows == {"clip01": "0.1", "clip03": "0.3"}, shown

@@ -11,7 +11,7 @@ from rlpipe.envs import build_env
 from rlpipe.policies import build_policy
 from rlpipe.trainer import Trainer
 
-GRPO_PARAMS = Path(__file__).parents[1] / "configs" / "grpo_cartpole.yaml"
+GRPO_PARAMS = Path(__file__).parents[2] / "configs" / "grpo_cartpole.yaml"
 QUIET = ["tracking.backend=none", "store.enabled=false"]
 
 

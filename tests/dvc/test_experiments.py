@@ -15,7 +15,7 @@ import yaml
 from rlpipe.config import ConfigError
 from rlpipe.dvc.experiments import ACTIVE_LOCK, gc, run_stage, stage_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

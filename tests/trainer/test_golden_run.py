@@ -7,7 +7,7 @@ from pathlib import Path
 
 from golden import FIXTURE, run_default, run_fingerprint
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _first_difference(expected: object, got: object, path: str = "") -> str | None:

@@ -16,7 +16,7 @@ import torch
 from rlpipe.artifacts.checkpoints import save_checkpoint
 
 BIN = Path(sys.executable).parent
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # three DVC processes: ~10 s
 
 
