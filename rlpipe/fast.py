@@ -12,6 +12,8 @@ function                  library call                              what the fas
 :func:`categorical_draw`  ``torch.multinomial(probs, 1, True)``     multinomial's input checks
                           (``Categorical.sample``'s draw)           (reductions over the probabilities,
                                                                     read back on the host, per draw)
+:func:`sequential_forward` ``nn.Sequential.forward``             the module call machinery per layer
+                                                                    (hook dispatch, attribute lookups)
 :func:`clip_grad_norm`    ``torch.nn.utils.clip_grad_norm_``        the Python grouping of gradients by
                                                                     device and dtype around its kernels
 :func:`write_zarr_store`  zarr's writer                             zarr's event loop, threads and
@@ -22,7 +24,8 @@ function                  library call                              what the fas
                                                                     imported module (torch, MLflow, …)
 ========================  ========================================  ======================================
 
-The private torch and CPython calls these need (``torch._foreach_*``, ``threading._shutdown``,
+The private torch and CPython calls these need (``torch._foreach_*``, module hook tables,
+``threading._shutdown``,
 ``atexit._run_exitfuncs``, ``os._exit``) appear nowhere else in rlpipe. ``tests/test_fast.py``
 checks each fast path against its library call, and a default run with the switch on and off
 against the recorded run. Only the standard library is imported here; torch, numpy and zarr are
@@ -45,8 +48,8 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-__all__ = ["ENABLED", "categorical_draw", "clip_grad_norm", "exit_process", "write_zarr_store",
-           "zarr_array_metadata", "zarr_group_metadata"]
+__all__ = ["ENABLED", "categorical_draw", "clip_grad_norm", "exit_process", "sequential_forward",
+           "write_zarr_store", "zarr_array_metadata", "zarr_group_metadata"]
 
 ENABLED: bool = os.environ.get("RLPIPE_FAST", "1") != "0"
 """Whether the fast paths run (``RLPIPE_FAST`` is not ``0``); otherwise the library calls do."""
@@ -71,6 +74,35 @@ def categorical_draw(probs: torch.Tensor) -> torch.Tensor:
         rows = probs.reshape(-1, probs.shape[-1])
         return torch.multinomial(rows, 1, True).reshape(probs.shape[:-1])
     return (probs / torch.empty_like(probs).exponential_(1)).argmax(-1)
+
+
+# ------------------------------------------------------------------------------ networks
+
+
+def sequential_forward(sequential: torch.nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """``sequential(x)``: the layers in order, ``[B, in]`` → ``[B, out]``.
+
+    Library call: ``nn.Sequential.forward`` (each layer called as a module). Fast path: Linear
+    layers run as ``F.linear`` on their parameters and other layers through their own ``forward``,
+    skipping the per-module call machinery (hook dispatch, ``Module.__getattr__``), which costs more
+    than a small layer's maths; the same ops, so the same bits. A layer with a hook, or any global
+    module hook, takes the module call, so hooks still fire.
+    """
+    from torch import nn
+    from torch.nn import functional as F  # noqa: N812
+
+    if not ENABLED:
+        return nn.Sequential.forward(sequential, x)
+    hooked = bool(nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks)
+    for module in sequential._modules.values():
+        if hooked or module._forward_hooks or module._forward_pre_hooks:
+            x = module(x)
+        elif type(module) is nn.Linear:
+            weights = module._parameters
+            x = F.linear(x, weights["weight"], weights["bias"])
+        else:
+            x = module.forward(x)
+    return x
 
 
 # ------------------------------------------------------------------------------ gradients

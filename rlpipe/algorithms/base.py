@@ -195,15 +195,20 @@ class BaseAlgorithm(ABC):
         return metrics
 
     @property
-    def rollout_reads(self) -> tuple[str, ...]:
-        """Every collected rollout key the advantage and the update read.
+    def update_keys(self) -> tuple[str, ...]:
+        """Every rollout key the update reads: ``update_reads``, and the sequences' keys.
 
-        A recurrent policy's sequences also need ``done`` and its state.
+        A recurrent policy (its ``is_recurrent`` decides) also reads ``done`` and its state.
         """
         from rlpipe.algorithms.sequences import RECURRENT_STATE  # sequences builds on this module
 
         recurrent = ("done", RECURRENT_STATE) if getattr(self.policy, "is_recurrent", False) else ()
-        return tuple(dict.fromkeys((*self.advantage_reads, *self.update_reads, *recurrent)))
+        return tuple(dict.fromkeys((*self.update_reads, *recurrent)))
+
+    @property
+    def rollout_reads(self) -> tuple[str, ...]:
+        """Every collected rollout key the advantage and the update read."""
+        return tuple(dict.fromkeys((*self.advantage_reads, *self.update_keys)))
 
     def _epochs(self, batch: TensorDict) -> Tally:
         """``n_epochs`` passes over ``batch`` (``[B]`` rows, K shards side by side when ``shards``)."""

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from rlpipe import fast
 from rlpipe.config import ConfigError
 
 __all__ = ["ACTIVATIONS", "MLP", "build_mlp", "build_mlp_from_cfg"]
@@ -26,30 +26,18 @@ MLP_KEYS = ("hidden_sizes", "activation")
 
 
 class MLP(nn.Sequential):
-    """``Linear → act → … → Linear`` whose forward skips the per-module call machinery.
+    """``Linear → act → … → Linear`` (an ``nn.Sequential``) whose forward takes the fast path.
 
     A module call costs more than a small layer's maths, so for a small actor over a few envs' rows
-    the call machinery is a large part of the forward (the ``policy forward`` phase of
-    ``benchmarks/profile/w1_profile.py``). Linear layers run as ``F.linear`` on their parameters
-    (``Linear.forward`` fetches them through ``Module.__getattr__``), activations through their own
-    ``forward``. The modules stay (state-dict keys ``0.weight``, ``2.bias``, … and the printed
-    network are those of ``nn.Sequential``); the ops are the same, so results are bit-identical.
-    Module hooks need the module calls: a layer with a hook (or any global hook) is called as a
-    module.
+    the call machinery is a large part of the forward; :func:`rlpipe.fast.sequential_forward` runs
+    the same ops without it (``RLPIPE_FAST=0``: ``nn.Sequential.forward``). The modules stay
+    (state-dict keys ``0.weight``, ``2.bias``, … and the printed network are those of
+    ``nn.Sequential``).
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, in_dim]`` → ``[B, out_dim]``."""
-        hooked = bool(nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks)
-        for module in self._modules.values():
-            if hooked or module._forward_hooks or module._forward_pre_hooks:
-                x = module(x)
-            elif type(module) is nn.Linear:
-                weights = module._parameters
-                x = F.linear(x, weights["weight"], weights["bias"])
-            else:
-                x = module.forward(x)
-        return x
+        return fast.sequential_forward(self, x)
 
 
 def build_mlp(in_dim: int, out_dim: int, hidden_sizes: list[int], activation: str) -> MLP:

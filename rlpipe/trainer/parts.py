@@ -125,9 +125,8 @@ def build_parts(cfg: RunConfig, env: EnvLike | None = None, eval_env: EnvLike | 
 def check_key_flow(collected: Iterable[str], algo: BaseAlgorithm) -> None:
     """``ConfigError`` if the advantage or the update reads a key nothing upstream writes (build time)."""
     available = set(collected)
-    recurrent = ("done", "recurrent_state") if getattr(algo.policy, "is_recurrent", False) else ()
     for stage, reads, writes in (("advantage", algo.advantage_reads, algo.advantage_keys),
-                                 ("update", (*algo.update_reads, *recurrent), ())):
+                                 ("update", algo.update_keys, ())):
         missing = [key for key in reads if key not in available]
         if missing:
             raise ConfigError(f"pipeline: {type(algo).__name__}'s {stage} reads {missing[0]!r}, which no "

@@ -124,4 +124,4 @@ def test_a_recurrent_run_goes_through_the_pipeline_and_stores_its_states(tmp_pat
     # state at every rollout start
     assert second["recurrent_state"][:, 0].abs().sum() == 0
     with pytest.raises(ConfigError, match="algorithm.cfg.seq_len"):
-        Trainer(cfg.replace(algorithm=cfg.algorithm.replace(cfg={**cfg.algorithm.cfg, "seq_len": 3}))).train()
+        Trainer(cfg.replace(algorithm=cfg.algorithm.replace(cfg=cfg.algorithm.cfg.replace(seq_len=3)))).train()
