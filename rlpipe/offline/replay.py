@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
-from rlpipe.algorithms import BaseAlgorithm, resolve_algo_cfg
+from rlpipe.algorithms import BaseAlgorithm
 from rlpipe.artifacts.checkpoints import load_checkpoint
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import as_path
@@ -35,7 +35,7 @@ from rlpipe.artifacts.layout import ROLLOUT_NAME, RunLayout, iteration_from_name
 from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.shards import read_any_attrs
 from rlpipe.build import learn, learner_state, load_learner_state
-from rlpipe.config import AlgorithmBlock, ConfigError, RunConfig, params_hash, training_hash
+from rlpipe.config import ConfigError, RunConfig, params_hash, replay_algorithm, training_hash
 from rlpipe.offline.rebuild import (
     load_algorithm_state,
     load_rollout,
@@ -57,20 +57,7 @@ def replay_config(cfg: RunConfig) -> RunConfig:
     (so ``params.yaml`` can list a key for ``dvc exp run -S`` without changing anything). Raises
     ``ConfigError`` naming ``replay.algorithm…`` for unknown keys or values the algorithm rejects.
     """
-    override = cfg.replay.algorithm
-    unknown = sorted(set(override) - {"name", "cfg"})
-    if unknown or not isinstance(override.get("cfg", {}), dict):
-        what = f"unknown key {unknown[0]!r}" if unknown else "cfg must be a mapping"
-        raise ConfigError(f"replay.algorithm: {what}; accepted: name, cfg")
-    name = str(override.get("name", cfg.algorithm.name))
-    base = cfg.algorithm.cfg if name == cfg.algorithm.name else {}
-    changes = {key: value for key, value in override.get("cfg", {}).items() if value is not None}
-    block = {"name": name, "cfg": {**base, **changes}}
-    try:
-        resolve_algo_cfg(name, block["cfg"])
-    except ConfigError as exc:
-        raise ConfigError(f"replay.{exc}") from None
-    return cfg.model_copy(update={"algorithm": AlgorithmBlock.model_validate(block)})
+    return cfg.model_copy(update={"algorithm": replay_algorithm(cfg.algorithm, cfg.replay.algorithm)})
 
 
 def iteration_of(attrs: dict[str, Any], path: Path) -> int:

@@ -2,7 +2,14 @@
 
 from rlpipe.policies.actor_critic import ActorCritic, ActorOnly
 from rlpipe.policies.base import Policy
-from rlpipe.policies.heads import ActionHead, CategoricalHead, GaussianHead, build_action_head
+from rlpipe.policies.heads import (
+    ActionHead,
+    BetaHead,
+    CategoricalHead,
+    GaussianHead,
+    StateStdGaussianHead,
+    build_action_head,
+)
 from rlpipe.policies.mlp import build_mlp, build_mlp_from_cfg
 from rlpipe.policies.normalizer import ObsNormalizer
 from rlpipe.policies.recurrent import RecurrentActorCritic, RecurrentCore
@@ -12,12 +19,14 @@ __all__ = [
     "ActionHead",
     "ActorCritic",
     "ActorOnly",
+    "BetaHead",
     "CategoricalHead",
     "GaussianHead",
     "ObsNormalizer",
     "Policy",
     "RecurrentActorCritic",
     "RecurrentCore",
+    "StateStdGaussianHead",
     "build_action_head",
     "build_mlp",
     "build_mlp_from_cfg",

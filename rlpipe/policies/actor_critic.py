@@ -16,7 +16,7 @@ __all__ = ["ActorCritic", "ActorOnly", "MLPActorPolicy"]
 class MLPActorPolicy(Policy):
     """An actor network and an action head over flat observations ``[B, obs_dim]``.
 
-    ``actor``: ``[B, obs_dim]`` → ``[B, head.out_dim]`` (logits or Gaussian mean).
+    ``actor``: ``[B, obs_dim]`` → ``[B, head.out_dim]`` (logits, Gaussian mean [and log-std], Beta α/β).
     """
 
     def __init__(self, actor: nn.Module, head: ActionHead, device: torch.device | str) -> None:
@@ -29,7 +29,7 @@ class MLPActorPolicy(Policy):
         return self.head.distribution(self.actor(self.actor_obs(obs)))
 
     def deterministic_action(self, dist: Distribution) -> torch.Tensor:
-        """Argmax or mean."""
+        """The head's mode: argmax, Gaussian mean or the Beta's mapped mode."""
         return self.head.mode(dist)
 
     def sample(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:

@@ -7,8 +7,9 @@
   keeps the state, starts every episode from zeros and feeds ``next_state`` back.
 
 ``action`` is ``[B]`` int64 for Discrete spaces (the argmax of the logits) and ``[B, A]`` float32
-for Box spaces (the Gaussian mean, clipped to the space's finite bounds). The frozen observation
-normalizer (mean, std, ±clip) is baked in, and the batch dimension is dynamic.
+for Box spaces (the mode of the head's distribution — the Gaussian mean, or the Beta's mode mapped
+onto [low, high] — clipped to the space's finite bounds). The frozen observation normalizer (mean,
+std, ±clip) is baked in, and the batch dimension is dynamic.
 
 :func:`export_onnx` / :func:`export_torchscript` write the file with :func:`export_metadata`
 inside (ONNX ``metadata_props``; a TorchScript extra file ``rlpipe.json``).
@@ -34,7 +35,7 @@ from torch import nn
 from rlpipe.config import ConfigError
 from rlpipe.config.extras import require
 from rlpipe.policies.base import Policy
-from rlpipe.policies.heads import CategoricalHead, GaussianHead
+from rlpipe.policies.heads import ActionHead, BetaHead, CategoricalHead, GaussianHead, StateStdGaussianHead
 from rlpipe.policies.normalizer import EPS
 
 __all__ = [
@@ -78,6 +79,7 @@ class DeployedActor(nn.Module):
         self.core = copy.deepcopy(policy.core) if self.recurrent else None
         self.actor = copy.deepcopy(policy.actor)
         self.discrete = _is_discrete(policy.head)
+        self.head = copy.deepcopy(policy.head)
         self.normalize = policy.obs_normalizer is not None
         norm = policy.obs_normalizer
         self.obs_dim = math.prod(observation_space.shape)
@@ -100,9 +102,10 @@ class DeployedActor(nn.Module):
     def _action(self, out: torch.Tensor) -> torch.Tensor:
         if self.discrete:
             return out.argmax(-1)
+        action = self.head.act(out, deterministic=True)
         if self.clip_action:
-            return torch.minimum(torch.maximum(out, self.action_low), self.action_high)
-        return out
+            return torch.minimum(torch.maximum(action, self.action_low), self.action_high)
+        return action
 
     def forward(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> Any:
         """``action`` (feedforward) or ``(action, next_state)`` (recurrent)."""
@@ -113,12 +116,21 @@ class DeployedActor(nn.Module):
         return self._action(self.actor(features)), next_state
 
 
+MODES: dict[type[ActionHead], str] = {
+    GaussianHead: "Gaussian mean, clipped to [low, high]",
+    StateStdGaussianHead: "Gaussian mean (the first half of the actor's outputs), clipped to [low, high]",
+    BetaHead: "Beta mode low + (high - low) * (alpha - 1) / (alpha + beta - 2), within [low, high]",
+}
+"""The deterministic action of each continuous head, as the metadata describes it."""
+
+
 def _is_discrete(head: nn.Module) -> bool:
     if isinstance(head, CategoricalHead):
         return True
-    if isinstance(head, GaussianHead):
+    if type(head) in MODES:
         return False
-    raise ExportError(f"action head {type(head).__name__}: export supports CategoricalHead, GaussianHead")
+    supported = ", ".join(cls.__name__ for cls in (CategoricalHead, *MODES))
+    raise ExportError(f"action head {type(head).__name__}: export supports {supported}")
 
 
 def _bounds(space: gym.Space) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -159,7 +171,7 @@ def export_metadata(actor: DeployedActor, observation_space: gym.spaces.Box, act
         "inputs": inputs, "outputs": outputs,
         "observation": {"keys": ["obs"], "sizes": {"obs": obs_dim}, "shape": list(observation_space.shape),
                         "dtype": "float32"},
-        "action": _action_meta(action_space, actor),
+        "action": _action_meta(action_space, actor, MODES.get(type(actor.head), "")),
         "normalizer": None if norm is None else {
             "mean": norm.mean.tolist(), "var": norm.var.tolist(), "count": float(norm.count),
             "eps": EPS, "clip": float(norm.clip), "formula": "clip((obs - mean) / sqrt(var + eps), ±clip)"},
@@ -168,14 +180,14 @@ def export_metadata(actor: DeployedActor, observation_space: gym.spaces.Box, act
     }
 
 
-def _action_meta(space: gym.Space, actor: DeployedActor) -> dict[str, Any]:
+def _action_meta(space: gym.Space, actor: DeployedActor, mode: str) -> dict[str, Any]:
     if isinstance(space, gym.spaces.Discrete):
         return {"space": "Discrete", "n": int(space.n), "dtype": "int64", "shape": [],
                 "deterministic": "argmax of the logits"}
     return {"space": "Box", "shape": list(space.shape), "dtype": "float32",
             "low": [float(x) for x in space.low.reshape(-1)],
             "high": [float(x) for x in space.high.reshape(-1)],
-            "clipped": actor.clip_action, "deterministic": "Gaussian mean, clipped to [low, high]"}
+            "clipped": actor.clip_action, "deterministic": mode}
 
 
 @contextlib.contextmanager

@@ -141,7 +141,7 @@ class RecurrentActorCritic(Policy):
         return self.head.distribution(self.actor(features))
 
     def deterministic_action(self, dist: Distribution) -> torch.Tensor:
-        """Argmax or mean."""
+        """The head's mode: argmax, Gaussian mean or the Beta's mapped mode."""
         return self.head.mode(dist)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:

@@ -59,10 +59,10 @@ def build_policy(
         raise ConfigError(
             f"policy.name: unknown policy {cfg.name!r}; accepted: {', '.join(get_registered_policy_names())}"
         )
-    head = build_action_head(action_space, cfg.log_std_init)
-    if cfg.action_dim is not None and cfg.action_dim != head.out_dim:
+    head = build_action_head(action_space, cfg.log_std_init, cfg.distribution)
+    if cfg.action_dim is not None and cfg.action_dim != head.action_dim:
         raise ConfigError(
-            f"policy.action_dim: {cfg.action_dim} does not match the env's action dim {head.out_dim}"
+            f"policy.action_dim: {cfg.action_dim} does not match the env's action dim {head.action_dim}"
         )
     actor_keys, obs_dim = resolve_obs_keys(obs_space, cfg.actor.obs_keys, "policy.actor.obs_keys")
     critic_block = cfg.critic or cfg.actor

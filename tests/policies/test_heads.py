@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rlpipe import fast
-from rlpipe.policies import CategoricalHead, GaussianHead
+from rlpipe.policies import BetaHead, CategoricalHead, GaussianHead, StateStdGaussianHead
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> None:
@@ -15,7 +15,8 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> None:
 
 def _heads() -> list[tuple[object, tuple[int, ...]]]:
     return [(CategoricalHead(3), (7, 3)), (CategoricalHead(5), (4, 6, 5)), (CategoricalHead(2), (1000, 2)),
-            (GaussianHead(2, -0.3), (7, 2))]
+            (GaussianHead(2, -0.3), (7, 2)), (StateStdGaussianHead(2, -0.3), (7, 4)),
+            (BetaHead(torch.tensor([-2.0, 0.0]), torch.tensor([2.0, 0.5])), (7, 4))]
 
 
 @pytest.mark.parametrize("fast_paths", [True, False])  # RLPIPE_FAST on and off
