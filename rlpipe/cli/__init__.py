@@ -6,7 +6,7 @@ One module per kind of command: :mod:`~rlpipe.cli.train` (``run``), :mod:`~rlpip
 shared error wrapper and options. Start-up is kept instant: these modules import only click at the
 top; config (pydantic), torch, tensordict, zarr and mlflow are imported inside the command bodies,
 after the params were validated, so ``rlpipe --help``, ``rlpipe <command> --help`` and a params
-error never load them (tests/test_startup.py).
+error never load them (tests/cli/test_startup.py).
 """
 
 from __future__ import annotations

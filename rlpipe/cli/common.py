@@ -1,7 +1,7 @@
 """What every ``rlpipe`` command shares: the one-line error wrapper, the params/run-dir arguments and options.
 
 Imports only click at the top: config (pydantic), torch and the rest load inside the functions,
-after the arguments parsed, so ``--help`` and a params error stay instant (tests/test_startup.py).
+after the arguments parsed, so ``--help`` and a params error stay instant (tests/cli/test_startup.py).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import pytest
 
 from rlpipe.cli import cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "tensordict", "zarr", "mlflow", "dvc", "numpy", "gymnasium")
 """Modules a CLI answer that trains nothing must not import (numpy/gymnasium: torch's company)."""
 COMMANDS = sorted(cli.commands)
