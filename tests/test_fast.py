@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _gradients import random_params
 from golden import FIXTURE, run_default, run_fingerprint
 
 from rlpipe import fast
@@ -55,21 +56,10 @@ def test_only_the_library_draw_checks_its_input(monkeypatch):
 # ------------------------------------------------------------------------------ clip_grad_norm
 
 
-def _params(scale: float, dtypes: tuple[torch.dtype, ...] = (torch.float32,)) -> list[torch.nn.Parameter]:
-    torch.manual_seed(0)
-    shapes = [(64, 4), (64,), (64, 64), (64,), (2, 64), (2,)]
-    params = []
-    for i, shape in enumerate(shapes):
-        p = torch.nn.Parameter(torch.randn(shape, dtype=dtypes[i % len(dtypes)]))
-        p.grad = torch.randn(shape, dtype=p.dtype) * scale
-        params.append(p)
-    return params
-
-
 @pytest.mark.parametrize("scale", [0.001, 3.0])  # below and above max_norm
 @pytest.mark.parametrize("dtypes", [(torch.float32,), (torch.float32, torch.float64)])
 def test_clip_grad_norm_is_torchs_bit_for_bit(fast_paths, scale, dtypes):
-    ours, theirs = _params(scale, dtypes), _params(scale, dtypes)
+    ours, theirs = random_params(scale, dtypes), random_params(scale, dtypes)
     norm = fast.clip_grad_norm(ours, 0.5)
     expected = torch.nn.utils.clip_grad_norm_(theirs, 0.5)
     assert torch.equal(norm, expected)
