@@ -7,6 +7,8 @@ this folder first on ``sys.path``).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import platform
@@ -15,11 +17,14 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from rlpipe.config import RunConfig, load
+
+if TYPE_CHECKING:
+    from rlpipe.trainer import Trainer
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PARAMS = PROJECT_ROOT / "params.yaml"
@@ -43,6 +48,17 @@ W1_BACKENDS = {
 def backend_overrides(name: str) -> list[str]:
     """The ``--set`` overrides of W1 backend ``name`` (a key of :data:`W1_BACKENDS`)."""
     return list(W1_BACKENDS[name])
+
+
+def start_quietly(trainer: Trainer) -> Trainer:
+    """Start ``trainer``'s run (lock, ``params.yaml``, tracker) with its banner and console rows captured.
+
+    The tracker prints to the stdout it was opened with, so every later row goes to the same buffer
+    instead of between the benchmark's own lines; ``curve.csv`` is still written. Returns ``trainer``.
+    """
+    with contextlib.redirect_stdout(io.StringIO()):
+        trainer.start()
+    return trainer
 
 
 def set_threads(threads: int | None) -> None:

@@ -13,8 +13,9 @@ Tasks (each its shipped config, loaded through ``rlpipe.config.load``):
   ``--halfcheetah-steps`` (default 200k of its 1M: the full budget takes hours on the 2-core CPU).
 
 For every task and seed, ``algorithm.cfg.amp`` none (fp32) and bf16 run one after the other from
-the same seed (``trainer.seed=SEED``), store off, no tracking, no eval, no checkpoints, stepped with
-``run_iteration`` as ``rlpipe run`` does. The curve is ``train/episode_return_mean`` (the mean of
+the same seed (``trainer.seed=SEED``), store off, no tracking, no eval, no checkpoints, as a
+``rlpipe.trainer.Trainer`` (console rows captured) stepped with ``Trainer.step`` as ``rlpipe run``
+steps it. The curve is ``train/episode_return_mean`` (the mean of
 the last finished training episodes) against env steps. The summary compares the final return (mean
 of the last 10 % of iterations) of bf16 against fp32: the per-seed difference, and whether the
 bf16 mean lies within the fp32 seeds' spread (min..max widened by one fp32 standard deviation, or
@@ -37,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
-from _bench import NEVER, PROJECT_ROOT, environment, load_cfg, set_threads
+from _bench import NEVER, PROJECT_ROOT, environment, load_cfg, set_threads, start_quietly
 
 RETURN_KEY = "train/episode_return_mean"
 TASKS = {
@@ -79,18 +80,20 @@ def overrides(task: str, seed: int, amp: str, data_dir: str, halfcheetah_steps: 
 
 def run_one(task: str, seed: int, amp: str, halfcheetah_steps: int, extra: list[str]) -> dict[str, Any]:
     """Train one (task, seed, amp) to the end; the curve and the wall time."""
-    from rlpipe.run import build, run_iteration  # after set_threads
+    from rlpipe.trainer import Trainer  # after set_threads
 
     params = TASKS[task][0]
     with tempfile.TemporaryDirectory(prefix="rlpipe-bf16-") as data_dir:
         cfg = load_cfg(params, overrides(task, seed, amp, data_dir, halfcheetah_steps, extra))
-        exp = build(cfg)
-        cfg.run_dir.mkdir(parents=True, exist_ok=True)
+        trainer = start_quietly(Trainer(cfg))
         steps, returns, start = [], [], time.perf_counter()
-        while exp.iteration < cfg.trainer.iterations:
-            metrics = run_iteration(exp, checkpoint=False)
-            steps.append(exp.env_steps)
-            returns.append(metrics.get(RETURN_KEY, float("nan")))
+        try:
+            while trainer.iteration < cfg.trainer.iterations:
+                metrics = trainer.step(checkpoint=False)
+                steps.append(trainer.env_steps)
+                returns.append(metrics.get(RETURN_KEY, float("nan")))
+        finally:
+            trainer.close()
     return {"task": task, "seed": seed, "amp": amp, "env_steps": steps, "returns": returns,
             "wall_s": time.perf_counter() - start, "final_return": final_return(returns)}
 

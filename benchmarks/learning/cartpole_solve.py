@@ -5,17 +5,18 @@
 
 For each seed, the default ``params.yaml`` is loaded through ``rlpipe.config.load`` with
 ``trainer.seed=SEED``, ``tracking.backend=none`` and a temporary ``trainer.data_dir`` (the rollout
-store stays enabled and evaluation stays on, as in the default), built with
-``rlpipe.run.loop.build`` and stepped with ``rlpipe.run.loop.run_iteration``. The solve point is
-the first iteration after which ``train/episode_return_mean`` (mean return of the last 200
-finished training episodes) is ≥ the threshold. Reported per seed:
+store stays enabled and evaluation stays on, as in the default), run as a
+``rlpipe.trainer.Trainer`` (started with its console rows captured) and stepped with
+``Trainer.step``. The solve point is the first iteration after which ``train/episode_return_mean``
+(mean return of the last 200 finished training episodes) is ≥ the threshold. Reported per seed:
 
 * solve iteration and env steps;
 * training wall time to solve: the sum of the iterations' own times (``time/iteration_s``:
-  collect + store submit + advantage + update + eval + checkpoint), build excluded;
+  collect + store submit + advantage + update + eval), build excluded;
 * process CPU time over the same iterations (on a loaded machine the wall time grows, the CPU
   time much less: a large wall/CPU gap means the numbers were taken under contention);
-* total: build + every iteration run + flushing the rollout store, python start-up excluded.
+* total: build + every iteration run + ending the run (the rollout store flushed, ``metrics.json``),
+  python start-up excluded.
 
 By default a seed stops at its solve point; ``--full`` runs all ``trainer.iterations`` as
 ``make run`` does (and reports the final return). Target: median time to solve under 20 s on a
@@ -33,9 +34,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
-from _bench import DEFAULT_PARAMS, load_cfg, median, print_machine, print_table, set_threads, write_json
+from _bench import (
+    DEFAULT_PARAMS,
+    load_cfg,
+    median,
+    print_machine,
+    print_table,
+    set_threads,
+    start_quietly,
+    write_json,
+)
 
-from rlpipe.run import Experiment, build, run_iteration
+from rlpipe.trainer import Trainer
 
 RETURN_KEY = "train/episode_return_mean"
 TARGET_S = 20.0
@@ -64,19 +74,17 @@ def run_seed(params: Path, seed: int, overrides: list[str], threshold: float, fu
         cfg = load_cfg(params, [f"trainer.seed={seed}", "tracking.backend=none",
                                 f"trainer.data_dir={data_dir}", *overrides])
         start = time.perf_counter()
-        exp = build(cfg)
+        trainer = start_quietly(Trainer(cfg))
         build_s = time.perf_counter() - start
-        cfg.run_dir.mkdir(parents=True, exist_ok=True)
         try:
-            result = iterate(exp, threshold, full)
+            result = iterate(trainer, threshold, full)
         finally:
-            if exp.store is not None:
-                exp.store.close()
+            trainer.close()
         total_s = time.perf_counter() - start
     return {"seed": seed, **result, "build_s": build_s, "total_s": total_s}
 
 
-def iterate(exp: Experiment, threshold: float, full: bool) -> dict[str, Any]:
+def iterate(trainer: Trainer, threshold: float, full: bool) -> dict[str, Any]:
     """Run iterations until the solve (or to the end with ``full``); time each one."""
     train_s = 0.0
     cpu_start = time.process_time()
@@ -84,16 +92,16 @@ def iterate(exp: Experiment, threshold: float, full: bool) -> dict[str, Any]:
                              "solve_cpu_s": None}
     metrics: dict[str, float] = {}
     per_iteration: list[dict[str, float | None]] = []
-    while exp.iteration < exp.cfg.trainer.iterations:
-        metrics = run_iteration(exp)
+    while trainer.iteration < trainer.cfg.trainer.iterations:
+        metrics = trainer.step()
         train_s += metrics["time/iteration_s"]
         per_iteration.append({key: metrics.get(key) for key in TRACE_KEYS})
         if solve["solve_iteration"] is None and metrics.get(RETURN_KEY, 0.0) >= threshold:
-            solve = {"solve_iteration": exp.iteration, "solve_env_steps": exp.env_steps,
+            solve = {"solve_iteration": trainer.iteration, "solve_env_steps": trainer.env_steps,
                      "solve_train_s": train_s, "solve_cpu_s": time.process_time() - cpu_start}
             if not full:
                 break
-    return {**solve, "iterations_run": exp.iteration, "env_steps_run": exp.env_steps,
+    return {**solve, "iterations_run": trainer.iteration, "env_steps_run": trainer.env_steps,
             "train_s": train_s, "final_return": metrics.get(RETURN_KEY),
             "median_iteration_s": median([it["time/iteration_s"] or 0.0 for it in per_iteration]),
             "per_iteration": per_iteration}

@@ -6,12 +6,14 @@
 
 Solve: ``configs/grpo_cartpole.yaml`` (``kl_coef: 0``, from scratch) with an evaluation after every
 iteration (16 envs, deterministic actions); a run is solved at the first iteration whose mean eval
-return is >= 475 (the issue's criterion). ``stable_it`` also reports when it first held for 3
+return is >= 475. ``stable_it`` also reports when it first held for 3
 evaluations in a row, because a lucky greedy policy can score 500 once early. Reported:
 iterations, env steps (N·T per iteration, including the steps an env takes after its first done,
-which GRPO masks), and the wall and process-CPU seconds of collect + advantage + update
-(evaluation excluded), with one torch thread by default. On a shared machine wall time is noisy
-and CPU time is the steadier figure; iterations and env steps are exact for a seed.
+which GRPO masks), and the wall and process-CPU seconds of collect + advantage + update (one
+``Trainer.step`` of a ``rlpipe.trainer.Trainer`` whose console rows are captured; the evaluation,
+by an ``rlpipe.evaluation.Evaluator`` of its own, excluded), with one torch thread by default. On
+a shared machine wall time is noisy and CPU time is the steadier figure; iterations and env steps
+are exact for a seed.
 
 Memory: one update of GRPO (actor-only) against one update of PPO (actor + a critic of the same
 size) on the same all-valid rollout and minibatch size. Measured with ``torch.profiler``'s memory
@@ -28,23 +30,26 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 import warnings
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
+
 import gymnasium as gym
 import torch
+from _bench import start_quietly
 from torch.profiler import ProfilerActivity, profile
 
 from rlpipe import config
 from rlpipe.algorithms import build_algo
 from rlpipe.envs import build_env
-from rlpipe.evaluation import EVAL_SEED_OFFSET
+from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
 from rlpipe.policies import build_policy
 from rlpipe.rollout import allocate_rollout
-from rlpipe.run import build, run_iteration
-from rlpipe.run.stages import Evaluator
+from rlpipe.trainer import Trainer
 
 PARAMS = Path(__file__).resolve().parents[2] / "configs" / "grpo_cartpole.yaml"
 SOLVED = 475.0
@@ -71,28 +76,31 @@ def solve(seed: int, group_reset: str, max_iterations: int, overrides: list[str]
             "trainer.enable_eval=false", "trainer.save_freq=1000000000",
             "algorithm.cfg.kl_coef=0", f"algorithm.cfg.group_reset={group_reset}", *overrides,
         ])
-        exp = build(cfg)
-        evaluate = Evaluator(build_env(cfg.env.id, EVAL_ENVS, exp.device, cfg.env.cfg), exp.policy,
-                             num_episodes=1, seed=seed + EVAL_SEED_OFFSET)
+        trainer = start_quietly(Trainer(cfg))
+        eval_env = build_env(cfg.env.id, EVAL_ENVS, trainer.algo.device, cfg.env.cfg)
+        evaluate = Evaluator(eval_env, trainer.policy, num_episodes=1, seed=seed + EVAL_SEED_OFFSET)
         wall_s = cpu_s = 0.0
         first: dict = {"solved": False}
         curve: list[int] = []
-        while exp.iteration < max_iterations:
-            wall0, cpu0 = time.perf_counter(), time.process_time()
-            run_iteration(exp)  # collect → advantage → update, timed without the evaluation
-            wall_s += time.perf_counter() - wall0
-            cpu_s += time.process_time() - cpu0
-            curve.append(round(evaluate()["eval/return_mean"]))
-            if curve[-1] >= SOLVED and not first["solved"]:
-                first = {"solved": True, "iterations": exp.iteration, "env_steps": exp.env_steps,
-                         "wall_s": wall_s, "cpu_s": cpu_s}
-            if len(curve) >= STABLE and min(curve[-STABLE:]) >= SOLVED:
-                break
+        try:
+            while trainer.iteration < max_iterations:
+                wall0, cpu0 = time.perf_counter(), time.process_time()
+                trainer.step()  # collect → advantage → update, timed without the evaluation
+                wall_s += time.perf_counter() - wall0
+                cpu_s += time.process_time() - cpu0
+                curve.append(round(evaluate()["eval/return_mean"]))
+                if curve[-1] >= SOLVED and not first["solved"]:
+                    first = {"solved": True, "iterations": trainer.iteration, "env_steps": trainer.env_steps,
+                             "wall_s": wall_s, "cpu_s": cpu_s}
+                if len(curve) >= STABLE and min(curve[-STABLE:]) >= SOLVED:
+                    break
+        finally:
+            trainer.close()
         if not first["solved"]:
-            first = {"solved": False, "iterations": exp.iteration, "env_steps": exp.env_steps,
+            first = {"solved": False, "iterations": trainer.iteration, "env_steps": trainer.env_steps,
                      "wall_s": wall_s, "cpu_s": cpu_s}
         held = len(curve) >= STABLE and min(curve[-STABLE:]) >= SOLVED
-        return {**first, "stable": exp.iteration if held else None, "curve": curve}
+        return {**first, "stable": trainer.iteration if held else None, "curve": curve}
 
 
 def solve_table(seeds: list[int], max_iterations: int, overrides: list[str]) -> None:

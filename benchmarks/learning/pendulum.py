@@ -5,10 +5,10 @@
 
 For each ``--amp`` value and seed, ``configs/ppo_pendulum.yaml`` is loaded through
 ``rlpipe.config.load`` with ``trainer.seed=SEED``, ``algorithm.cfg.amp=AMP``,
-``tracking.backend=none``, the rollout store off and a temporary ``trainer.data_dir``, built with
-``rlpipe.run.loop.build`` and stepped with ``rlpipe.run.loop.run_iteration``; before each
-iteration ``algo.set_progress(env_steps, total_env_steps)`` positions the schedules, as the
-pipeline does. The solve point is the first iteration after which ``train/episode_return_mean``
+``tracking.backend=none``, the rollout store off and a temporary ``trainer.data_dir``, run as a
+``rlpipe.trainer.Trainer`` (started with its console rows captured) and stepped with
+``Trainer.step``, which positions the schedules (``algo.set_progress``) before every update, as
+``rlpipe run`` does. The solve point is the first iteration after which ``train/episode_return_mean``
 (mean of the last 200 finished training episodes, each 200 steps long) is ≥ the threshold. Reported
 per run: solve iteration, env steps, training wall time (sum of the iterations' own times, build
 excluded) and CPU time to solve; with ``--full`` also the final and the worst return after the
@@ -26,9 +26,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
-from _bench import PROJECT_ROOT, load_cfg, median, print_table, set_threads, write_json
+from _bench import PROJECT_ROOT, load_cfg, median, print_table, set_threads, start_quietly, write_json
 
-from rlpipe.run import Experiment, build, run_iteration
+from rlpipe.trainer import Trainer
 
 RETURN_KEY = "train/episode_return_mean"
 DEFAULT_PARAMS = PROJECT_ROOT / "configs" / "ppo_pendulum.yaml"
@@ -56,32 +56,32 @@ def run_one(params: Path, seed: int, amp: str, overrides: list[str], threshold: 
         cfg = load_cfg(params, [f"trainer.seed={seed}", f"algorithm.cfg.amp={amp}",
                                 "tracking.backend=none", "store.enabled=false",
                                 f"trainer.data_dir={data_dir}", *overrides])
-        exp = build(cfg)
-        cfg.run_dir.mkdir(parents=True, exist_ok=True)
-        return {"amp": amp, "seed": seed, **iterate(exp, threshold, full)}
+        trainer = start_quietly(Trainer(cfg))
+        try:
+            return {"amp": amp, "seed": seed, **iterate(trainer, threshold, full)}
+        finally:
+            trainer.close()
 
 
-def iterate(exp: Experiment, threshold: float, full: bool) -> dict[str, Any]:
+def iterate(trainer: Trainer, threshold: float, full: bool) -> dict[str, Any]:
     """Run iterations until the solve (or to the end with ``full``)."""
-    total_env_steps = exp.cfg.trainer.iterations * exp.steps_per_iteration
     train_s, cpu_start = 0.0, time.process_time()
     solve: dict[str, Any] = {"solve_iteration": None, "solve_env_steps": None, "solve_train_s": None,
                              "solve_cpu_s": None}
     metrics: dict[str, float] = {}
     after_solve: list[float] = []
-    while exp.iteration < exp.cfg.trainer.iterations:
-        exp.algo.set_progress(exp.env_steps, total_env_steps)
-        metrics = run_iteration(exp)
+    while trainer.iteration < trainer.cfg.trainer.iterations:
+        metrics = trainer.step()
         train_s += metrics["time/iteration_s"]
         ret = metrics.get(RETURN_KEY, float("-inf"))
         if solve["solve_iteration"] is not None:
             after_solve.append(ret)
         elif ret >= threshold:
-            solve = {"solve_iteration": exp.iteration, "solve_env_steps": exp.env_steps,
+            solve = {"solve_iteration": trainer.iteration, "solve_env_steps": trainer.env_steps,
                      "solve_train_s": train_s, "solve_cpu_s": time.process_time() - cpu_start}
             if not full:
                 break
-    return {**solve, "iterations_run": exp.iteration, "train_s": train_s,
+    return {**solve, "iterations_run": trainer.iteration, "train_s": train_s,
             "final_return": metrics.get(RETURN_KEY),
             "worst_after_solve": min(after_solve) if after_solve else None,
             "final_eval": metrics.get("eval/return_mean")}

@@ -4,12 +4,13 @@
         [--json PATH]
 
 Each candidate is the default ``params.yaml`` with some ``--set`` overrides; each runs once per
-seed, in this process (imports paid once), with ``tracking.backend=none`` (the default's MLflow run
-is written by another process) and a temporary ``trainer.data_dir`` (the rollout store stays on,
-as in the default). Candidates and seeds are interleaved (every candidate runs seed s before any
-runs seed s+1). Reported per candidate: seeds solved (the final deterministic eval ≥ 475, as
-``make run`` checks), iterations and the run's own training wall time (``wall_s``: collect, store
-hand-off, advantage, update, evaluations, checkpoints) — median and worst over the seeds.
+seed, in this process (imports paid once) as ``Trainer(cfg).train()``, with
+``tracking.backend=none`` (the default's MLflow run is written by another process) and a temporary
+``trainer.data_dir`` (the rollout store stays on, as in the default). Candidates and seeds are
+interleaved (every candidate runs seed s before any runs seed s+1). Reported per candidate: seeds
+solved (the final deterministic eval ≥ 475, as ``make run`` checks), iterations and the run's own
+training wall time (``wall_s``: collect, store hand-off, advantage, update, evaluations,
+checkpoints) — median and worst over the seeds.
 ``make run``'s time to exit is this plus the start-up (``benchmarks/speed/startup.py``).
 """
 
@@ -26,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the
 
 from _bench import DEFAULT_PARAMS, load_cfg, print_machine, write_json
 
-from rlpipe.run.loop import run
+from rlpipe.trainer import Trainer
 
 CANDIDATES: dict[str, list[str]] = {
     "default": [],
@@ -52,7 +53,7 @@ def one_run(overrides: list[str], seed: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rlpipe-tune-") as tmp:
         cfg = load_cfg(DEFAULT_PARAMS, [*overrides, f"trainer.seed={seed}", "tracking.backend=none",
                                         f"trainer.data_dir={tmp}"])
-        summary = run(cfg)
+        summary = Trainer(cfg).train()
     return {"seed": seed, "iterations": summary["iterations"], "wall_s": summary["wall_s"],
             "eval": summary.get("eval/return_mean", float("nan"))}
 

@@ -1,4 +1,4 @@
-"""Small-batch speed against Stable-Baselines3 (issue 15's W1): env steps per second with updates.
+"""Small-batch speed against Stable-Baselines3 (workload W1): env steps per second with updates.
 
     .venv/bin/python benchmarks/peers/sb3_compare.py [--total-steps 100000] [--rounds 3] [--threads N]
         [--backends auto envpool sync] [--sb3-python benchmarks/.venv-sb3/bin/python] [--eval] [--json PATH]
@@ -15,9 +15,10 @@ lr 2.5e-4, CPU, the same total env steps on every side (rounded up to whole roll
   either; ``--eval`` keeps it on), a temporary ``trainer.data_dir``. Two rows per backend: the
   defaults — every rollout stored, MLflow on (a sqlite store made before the rounds, as a user's
   ``data/mlflow.db`` exists after the first run), the console row per iteration (captured) — and
-  everything off (``store.enabled=false``, ``tracking.backend=none``). It runs through
-  :class:`rlpipe.run.loop.OnlineRun` as ``rlpipe run`` does. Timed: from the first iteration to
-  the end of ``finish`` (the store flushed, the MLflow run ended), start-up excluded.
+  everything off (``store.enabled=false``, ``tracking.backend=none``). It runs a
+  :class:`rlpipe.trainer.Trainer` as ``rlpipe run`` does (``start``, ``step`` until ``done``,
+  ``finish``). Timed: from the first iteration to the end of ``finish`` (the store flushed, the
+  MLflow run ended), building and ``start`` excluded.
 * SB3, in a subprocess of its own virtualenv (``--sb3-python``; see benchmarks/README.md):
   ``PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=8), n_steps=128, batch_size=256,
   n_epochs=4, learning_rate=2.5e-4, policy_kwargs=dict(net_arch=[64, 64], activation_fn=nn.Tanh),
@@ -61,9 +62,8 @@ from _bench import (
     write_json,
 )
 
-from rlpipe.run import build
-from rlpipe.run.loop import OnlineRun
 from rlpipe.tracking.background import prewarm
+from rlpipe.trainer import Trainer
 
 N_ENVS, N_STEPS, BATCH_SIZE, N_EPOCHS, LR = 8, 128, 256, 4, 2.5e-4
 SPEEDUP_TARGET = 1.5
@@ -109,7 +109,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def rlpipe_run(args: argparse.Namespace, backend: str, defaults: bool, uri: str) -> dict[str, Any]:
-    """One rlpipe run of ``--total-steps`` through ``OnlineRun``; ``defaults``: store and MLflow on."""
+    """One rlpipe run of ``--total-steps`` through ``Trainer``; ``defaults``: store and MLflow on."""
     iterations = math.ceil(args.total_steps / (N_ENVS * N_STEPS))
     net = "{hidden_sizes: [64, 64], activation: tanh}"
     threads = args.threads if args.threads is not None else "auto"
@@ -126,16 +126,16 @@ def rlpipe_run(args: argparse.Namespace, backend: str, defaults: bool, uri: str)
         ])
         if defaults:
             prewarm()  # as `rlpipe run` does: MLflow's import overlaps the build
-        online = OnlineRun(build(cfg))
+        trainer = Trainer(cfg)
         with contextlib.redirect_stdout(io.StringIO()):
-            online.start()
+            trainer.start()  # builds the parts: untimed, as the construction on SB3's side
             children = _children_cpu()
             start, cpu = time.perf_counter(), time.process_time()
-            while not online.done:
-                online.step()
-            online.finish()
+            while not trainer.done:
+                trainer.step()
+            trainer.finish()
             seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-        env_steps = online.exp.env_steps
+        env_steps = trainer.env_steps
     return {"env_steps": env_steps, "seconds": seconds, "sps": env_steps / seconds,
             "cpu_s": cpu + _children_cpu() - children}
 

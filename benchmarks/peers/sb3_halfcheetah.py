@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared helpers (rlpipe's side only)
 ZOO = {"n_steps": 512, "batch_size": 64, "n_epochs": 20, "gamma": 0.98, "learning_rate": 2.0633e-05,
        "ent_coef": 0.000401762, "clip_range": 0.1, "gae_lambda": 0.92, "max_grad_norm": 0.8,
        "vf_coef": 0.58096}
@@ -74,8 +75,10 @@ def rlpipe_side(
     steps: int, seed: int, eval_episodes: int, num_envs: int, mode: str, params: Path | None = None
 ) -> dict[str, Any]:
     """rlpipe PPO on envpool HalfCheetah-v5: the zoo's hyperparameters, or those of ``params`` (a YAML)."""
+    from _bench import start_quietly  # here: the SB3 side runs where rlpipe is not installed
+
     from rlpipe import config
-    from rlpipe.run import build, run_iteration
+    from rlpipe.trainer import Trainer
 
     if params is not None:
         cfg = config.load(params)
@@ -103,17 +106,22 @@ def rlpipe_side(
                 "clip_coef": ZOO["clip_range"], "ent_coef": ZOO["ent_coef"], "vf_coef": ZOO["vf_coef"],
                 "max_grad_norm": ZOO["max_grad_norm"], "normalize_rewards": True}),
         ]
-        exp = build(config.load(params or ROOT / "params.yaml", overrides))
-        evaluate, exp.evaluate = exp.evaluate, None  # timed like SB3's learn: no evaluation inside
-        start, cpu, metrics = time.perf_counter(), time.process_time(), {}
-        for i in range(iterations):
-            metrics = run_iteration(exp, checkpoint=False)
-            if i % 50 == 49:  # progress, so an unfinished run still says something
-                print(f"rlpipe {(i + 1) * num_envs * horizon} steps {time.perf_counter() - start:.0f} s "
-                      f"train return {metrics.get('train/episode_return_mean')}", file=sys.stderr,
-                      flush=True)
-        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-        metrics = evaluate()
+        trainer = start_quietly(Trainer(config.load(params or ROOT / "params.yaml", overrides)))
+        parts = trainer.parts
+        evaluate, parts.evaluator = parts.evaluator, None  # timed like SB3's learn: no evaluation inside
+        assert evaluate is not None
+        try:
+            start, cpu, metrics = time.perf_counter(), time.process_time(), {}
+            for i in range(iterations):
+                metrics = trainer.step(checkpoint=False)
+                if i % 50 == 49:  # progress, so an unfinished run still says something
+                    print(f"rlpipe {(i + 1) * num_envs * horizon} steps {time.perf_counter() - start:.0f} s "
+                          f"train return {metrics.get('train/episode_return_mean')}", file=sys.stderr,
+                          flush=True)
+            wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+            metrics = evaluate()
+        finally:
+            trainer.close()
     done = iterations * num_envs * horizon
     label = f"{params.name}, " if params is not None else "zoo hyperparameters, "
     return {"side": "rlpipe", "env": f"envpool HalfCheetah-v5 ({label}{num_envs} envs, {mode})",

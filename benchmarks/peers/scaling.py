@@ -7,10 +7,10 @@
 
 Workload (as ``benchmarks/peers/throughput.py``): torch CartPole, N envs × T=32 steps, separate actor and
 critic MLPs 256×256 ReLU, PPO 4 epochs × 8 minibatches of N·T/8, Adam, store off, one torch
-thread. Sides: ``rlpipe`` (``run_iteration``, fp32), ``plain`` (throughput.py's CleanRL-style
+thread. Sides: ``rlpipe`` (``Trainer.step``, fp32), ``plain`` (throughput.py's CleanRL-style
 loop, fp32), ``rlpipe-bf16`` (``algorithm.cfg.amp=bf16``) and ``rlpipe-whole`` (fp32 with
-``algorithm.cfg.chunk_rows=null``: whole minibatches, as before chunking; ``rlpipe`` runs the default,
-chunks of 4096 rows on CPU).
+``algorithm.cfg.chunk_rows=null``: whole minibatches in one forward and backward; ``rlpipe`` runs the
+default, chunks of 4096 rows on CPU).
 
 Every (N, side) runs in its own process, so its peak RSS (``ru_maxrss``) and page faults are its
 own; sides alternate within a round (``--rounds`` repeats the whole alternation). A process does
@@ -20,7 +20,7 @@ the tables give medians. ``--also`` merges the rows of earlier runs' JSON. Repor
 * env steps per CPU second = N·T / the process's CPU seconds per iteration (user + system, so page
   faults count), the headline figure because the shared machine's wall clock measures its load;
   with one thread on a quiet machine it equals env steps/s, which is reported too. Collect and update
-  CPU seconds (rlpipe: its collect stage, advantage + update stages), minor page faults per
+  CPU seconds (rlpipe: its collector, the algorithm's advantage + update), minor page faults per
   iteration, peak RSS and its parts (RSS after build, the rollout buffer, the update's flat batch
   and minibatch working set);
 * the update's achieved GFLOP/s: matmul FLOPs from the layer shapes, forward + backward ≈ 3 ×
@@ -30,8 +30,8 @@ the tables give medians. ``--also`` merges the rows of earlier runs' JSON. Repor
   square 1024³), fp32 and bf16.
 
 ``--malloc`` picks the allocator settings of every child: ``tuned`` (rlpipe's default,
-``rlpipe.runtime.allocator.tune_malloc``: glibc mmap off), ``threshold`` (the previous setting: mmap
-threshold 32 MiB, trim threshold 1 GiB) or ``system`` (glibc's defaults); rows of a setting other
+``rlpipe.runtime.allocator.tune_malloc``: glibc mmap off), ``threshold`` (mmap threshold 32 MiB,
+trim threshold 1 GiB) or ``system`` (glibc's defaults); rows of a setting other
 than ``tuned`` are labelled ``side [setting]``. Goals: env steps per CPU-s at the largest N ≥ 0.9 ×
 those at 1,024; fp32 update ≥ 75 % of the GEMM rate. Writes a PNG of env steps per CPU-s against N.
 The load average is recorded with every process: on a shared machine compare ratios.
@@ -40,6 +40,7 @@ The load average is recorded with every process: on a shared machine compare rat
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -52,7 +53,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
-from _bench import DEFAULT_PARAMS, PROJECT_ROOT, environment, load_average, load_cfg, median, print_table
+from _bench import (
+    DEFAULT_PARAMS,
+    PROJECT_ROOT,
+    environment,
+    load_average,
+    load_cfg,
+    median,
+    print_table,
+    start_quietly,
+)
 from _gemm import bf16_native, gemm_rates
 
 SIDES = ("rlpipe", "plain", "rlpipe-bf16", "rlpipe-whole")
@@ -134,8 +144,8 @@ def workload_args(args: argparse.Namespace, n: int) -> argparse.Namespace:
 
 
 class CpuTimed:
-    """A stage (any callable) that also appends its thread CPU seconds to ``spent``; its other
-    attributes (``writes``, ``reads`` …) read through."""
+    """A callable (the collector, an algorithm method) that also appends its thread CPU seconds to
+    ``spent``; its other attributes (``horizon``, ``writes``, ``rollout`` …) read through."""
 
     def __init__(self, fn: Any, spent: list[float]) -> None:
         self._fn, self._spent = fn, spent
@@ -163,13 +173,13 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from throughput import PlainPPO, plain_iteration, rlpipe_iteration, rlpipe_overrides
 
-    from rlpipe.run import build
+    from rlpipe.trainer import Trainer
 
     torch.set_num_threads(args.threads)
     wargs = workload_args(args, n)
     load_start, spent, collected = load_average(), [], []
     amp = "bf16" if side == "rlpipe-bf16" else "none"
-    with tempfile.TemporaryDirectory(prefix="rlpipe-scaling-") as data_dir:
+    with tempfile.TemporaryDirectory(prefix="rlpipe-scaling-") as data_dir, contextlib.ExitStack() as running:
         overrides = rlpipe_overrides(wargs, data_dir, store=False)
         chunks = "null" if side == "rlpipe-whole" else "auto"
         cfg = load_cfg(wargs.params, [*overrides, f"algorithm.cfg.amp={amp}",
@@ -181,13 +191,15 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
             plain.collect = cpu_timed(plain.collect, collected)  # type: ignore[method-assign]
             step, rollout_bytes = (lambda: plain_iteration(plain)), plain_buffer_bytes(plain)
         else:
-            exp = build(cfg)
-            chunk_rows = exp.learner.algorithm.chunk_rows
-            exp.cfg.run_dir.mkdir(parents=True, exist_ok=True)
-            rollout_bytes = exp.collect.rollout.bytes()
-            exp.advantage, exp.update = cpu_timed(exp.advantage, spent), cpu_timed(exp.update, spent)
-            exp.collect = cpu_timed(exp.collect, collected)
-            step = lambda: rlpipe_iteration(exp)  # noqa: E731
+            trainer = start_quietly(Trainer(cfg))
+            running.callback(trainer.close)  # before the run dir goes
+            parts, algo = trainer.parts, trainer.parts.algo
+            chunk_rows = algo.chunk_rows
+            rollout_bytes = parts.collector.rollout.bytes()
+            algo.compute_advantages = cpu_timed(algo.compute_advantages, spent)
+            algo.update = cpu_timed(algo.update, spent)
+            parts.collector = cpu_timed(parts.collector, collected)
+            step = lambda: rlpipe_iteration(trainer)  # noqa: E731
         rss_built = rss_bytes()
         for _ in range(args.warmup):
             step()

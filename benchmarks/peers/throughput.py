@@ -15,8 +15,9 @@ rlpipe is built from ``params.yaml`` through ``rlpipe.config.load`` with the ove
 ``algorithm.cfg.n_epochs``/``batch_size``, ``store.enabled=false``, ``tracking.backend=none``,
 ``trainer.enable_eval=false`` (plus ``trainer.iterations`` and ``trainer.save_freq`` pushed out of
 reach so no iteration is the "last" one and no checkpoint is written; ``--checkpoints`` keeps the
-params' ``save_freq``, which with this workload checkpoints every iteration), and one iteration is
-``rlpipe.run.loop.run_iteration``.
+params' ``save_freq``, which with this workload checkpoints every iteration). One
+``rlpipe.trainer.Trainer`` is started per side (its console rows captured) and one iteration is
+``Trainer.step``.
 
 The plain loop (``PlainPPO`` below) is what one writes by hand in the CleanRL style: time-major
 buffers, the same env class, its own Categorical actor and critic, collection under
@@ -40,10 +41,11 @@ one thread per core, whose parallel regions stall whenever a core is taken by an
 ``--block`` iterations; a store-on block's time includes waiting for its last write to reach
 disk, so background writes never leak into the store-off block that follows. Target: ≤ 1.03×.
 
-``--guards`` compares rlpipe with its non-finite guard (the checks at every stage boundary and the
-per-step gradient-norm flag) against the same loop with both switched off, interleaved iteration by
-iteration; it also times the guard's own calls inside the guarded iterations and reports them as a
-share of the iteration (the direct measure: robust to a busy machine). Target: < 1%.
+``--guards`` compares rlpipe with its non-finite guard (the checks at every stage boundary, the
+state it would restore in ``skip`` mode, and the per-step gradient-norm flag) against the same loop
+with all of them switched off, interleaved iteration by iteration; it also times the guard's own
+calls inside the guarded iterations and reports them as a share of the iteration (the direct
+measure: robust to a busy machine). Target: < 1%.
 
 ``--profile`` runs one warm-up and one profiled iteration of each side under ``torch.profiler``
 and prints the top ops by self CPU time, then rlpipe's functions by cumulative time (cProfile).
@@ -52,6 +54,7 @@ and prints the top ops by self CPU time, then rlpipe's functions by cumulative t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import pstats
@@ -59,7 +62,7 @@ import resource
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -75,18 +78,20 @@ from _bench import (
     print_machine,
     print_table,
     set_threads,
+    start_quietly,
     timed,
     write_json,
 )
-from rlpipe.run.guards import NonFiniteGuard
 from torch import nn
 from torch.distributions import Categorical
 
+import rlpipe.trainer.lifecycle as lifecycle_module
+import rlpipe.trainer.trainer as trainer_module
 from rlpipe.algorithms.finite import GradientCheck
 from rlpipe.algorithms.ppo import PPOCfg
 from rlpipe.config import RunConfig
 from rlpipe.envs import CartPole
-from rlpipe.run import Experiment, build, run_iteration
+from rlpipe.trainer import Trainer
 
 RATIO_TARGET = 1.05
 STORE_RATIO_TARGET = 1.03
@@ -129,11 +134,12 @@ def rlpipe_overrides(args: argparse.Namespace, data_dir: str, store: bool) -> li
     return overrides if args.checkpoints else [*overrides, f"trainer.save_freq={NEVER}"]
 
 
-def build_rlpipe(args: argparse.Namespace, data_dir: str, store: bool) -> Experiment:
-    """``rlpipe.run.loop.build`` of the workload, its run directory created as ``rlpipe run`` does."""
-    exp = build(load_cfg(args.params, rlpipe_overrides(args, data_dir, store)))
-    exp.cfg.run_dir.mkdir(parents=True, exist_ok=True)
-    return exp
+def build_rlpipe(args: argparse.Namespace, data_dir: str, store: bool) -> Trainer:
+    """A ``Trainer`` of the workload, started as ``rlpipe run`` starts (its console rows captured).
+
+    The caller closes it (``Trainer.close``: the store flushed, ``metrics.json`` written).
+    """
+    return start_quietly(Trainer(load_cfg(args.params, rlpipe_overrides(args, data_dir, store))))
 
 
 def synchronize(device: torch.device) -> None:
@@ -256,11 +262,11 @@ def minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-def rlpipe_iteration(exp: Experiment) -> Sample:
-    """One ``run_iteration``; its own collect/update split (``time/collect_s``, ``time/update_s``)."""
+def rlpipe_iteration(trainer: Trainer) -> Sample:
+    """One ``Trainer.step``; its own collect/update split (``time/collect_s``, ``time/update_s``)."""
     faults, start = minor_faults(), time.perf_counter()
-    metrics = run_iteration(exp)
-    synchronize(exp.device)
+    metrics = trainer.step()
+    synchronize(trainer.algo.device)
     return Sample(time.perf_counter() - start, metrics["time/collect_s"], metrics["time/update_s"],
                   minor_faults() - faults)
 
@@ -321,22 +327,26 @@ def report(samples: dict[str, list[Sample]], steps: int, target: float) -> dict[
 
 def compare_plain(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rlpipe-throughput-") as data_dir:
-        exp = build_rlpipe(args, data_dir, store=False)
-        plain = PlainPPO(exp.cfg, list(args.hidden), exp.device)
-        print(f"rlpipe vs plain torch: N={args.num_envs} T={args.horizon} hidden={args.hidden} "
-              f"epochs={args.epochs} batch={args.batch_size} device={exp.device} "
-              f"threads={torch.get_num_threads()}")
-        sides = {"rlpipe": lambda: rlpipe_iteration(exp), "plain": lambda: plain_iteration(plain)}
-        samples = interleave(sides, args.warmup, args.iterations)
+        trainer = build_rlpipe(args, data_dir, store=False)
+        try:
+            device = trainer.algo.device
+            plain = PlainPPO(trainer.cfg, list(args.hidden), device)
+            print(f"rlpipe vs plain torch: N={args.num_envs} T={args.horizon} hidden={args.hidden} "
+                  f"epochs={args.epochs} batch={args.batch_size} device={device} "
+                  f"threads={torch.get_num_threads()}")
+            sides = {"rlpipe": lambda: rlpipe_iteration(trainer), "plain": lambda: plain_iteration(plain)}
+            samples = interleave(sides, args.warmup, args.iterations)
+        finally:
+            trainer.close()
     return report(samples, args.num_envs * args.horizon, RATIO_TARGET)
 
 
-def store_block(exp: Experiment, block: int) -> Sample:
+def store_block(trainer: Trainer, block: int) -> Sample:
     """Per-iteration mean over ``block`` iterations, the wait for their writes included."""
     faults, start = minor_faults(), time.perf_counter()
-    parts = [rlpipe_iteration(exp) for _ in range(block)]
-    if exp.store is not None:
-        exp.store.flush()
+    parts = [rlpipe_iteration(trainer) for _ in range(block)]
+    if trainer.parts.store is not None:
+        trainer.parts.store.flush()
     wall, faults = time.perf_counter() - start, minor_faults() - faults
     return Sample(wall / block, sum(p.collect_s for p in parts) / block,
                   sum(p.update_s for p in parts) / block, faults / block)
@@ -351,28 +361,50 @@ def compare_store(args: argparse.Namespace) -> dict[str, Any]:
         return store_on_vs_off(store_on, store_off, args, "store on", STORE_RATIO_TARGET)
 
 
-def store_on_vs_off(on: Experiment, off: Experiment, args: argparse.Namespace, label: str,
+def store_on_vs_off(on: Trainer, off: Trainer, args: argparse.Namespace, label: str,
                     target: float) -> dict[str, Any]:
-    """Blocks of ``args.block`` iterations with the store on (``label``) and off, interleaved; the report."""
+    """Blocks of ``args.block`` iterations with the store on (``label``) and off, interleaved; the report.
+
+    Closes both trainers (``off`` first: it was started last).
+    """
     try:
         samples = interleave({label: lambda: store_block(on, args.block),
                               "store off": lambda: store_block(off, args.block)},
                              args.warmup, args.iterations)
     finally:
-        assert on.store is not None
-        on.store.close()
+        off.close()
+        on.close()
     return report(samples, args.num_envs * args.horizon, target)
 
 
-class NoGuard(NonFiniteGuard):
-    """The guard switched off: no check, no snapshot (the gradient flag is still drained)."""
+GUARD_CALLS = ((trainer_module, "nonfinite_rollout"), (trainer_module, "nonfinite_update"),
+               (lifecycle_module, "nonfinite_weight"))
+"""The non-finite guard's calls, where the trainer looks them up: the rollout and update checks and the
+weight check before checkpoints (``stop`` mode keeps no state to restore)."""
+Replace = Callable[[str, Callable[..., Any]], Callable[..., Any]]
+"""``replace(name, original)``: what a guard call is swapped for (``no_guard``, a ``TimedGuard``)."""
 
-    def check_rollout(self, *_: Any) -> None: ...
-    def before_update(self, *_: Any) -> None: ...
-    def check_weights(self, *_: Any) -> None: ...
 
-    def check_update(self, exp: Experiment, *_: Any) -> None:
-        exp.algo.gradient_check.take()
+@contextlib.contextmanager
+def guard_calls(replace: Replace) -> Iterator[None]:
+    """For the body, every guard call ``name`` is ``replace(name, original)`` (one trainer's iteration)."""
+    originals = [(module, name, getattr(module, name)) for module, name in GUARD_CALLS]
+    for module, name, original in originals:
+        setattr(module, name, replace(name, original))
+    try:
+        yield
+    finally:
+        for module, name, original in originals:
+            setattr(module, name, original)
+
+
+def no_guard(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """The guard switched off: no check finds anything, no state is kept (the gradient flag is drained)."""
+    if name == "nonfinite_update":
+        def drain(algo: Any, metrics: dict[str, float]) -> None:
+            algo.gradient_check.take()
+        return drain
+    return lambda *args: None
 
 
 class PlainClip(GradientCheck):
@@ -382,40 +414,45 @@ class PlainClip(GradientCheck):
         return torch.nn.utils.clip_grad_norm_(list(parameters), max_norm)
 
 
-class TimedGuard(NonFiniteGuard):
-    """The real guard, its calls timed (a CUDA device is synchronized around each)."""
+class TimedGuard:
+    """The real guard calls, timed (a CUDA device is synchronized around each): a ``guard_calls`` argument."""
 
     def __init__(self, device: torch.device) -> None:
-        super().__init__()
         self.device, self.seconds = device, 0.0
 
-    def _timed(self, fn: Callable[..., Any], *args: Any) -> None:
-        synchronize(self.device)
-        start = time.perf_counter()
-        fn(*args)
-        synchronize(self.device)
-        self.seconds += time.perf_counter() - start
+    def __call__(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def timed_call(*args: Any) -> Any:
+            synchronize(self.device)
+            start = time.perf_counter()
+            try:
+                return original(*args)
+            finally:
+                synchronize(self.device)
+                self.seconds += time.perf_counter() - start
+        return timed_call
 
-    def check_rollout(self, *args: Any) -> None:
-        self._timed(super().check_rollout, *args)
 
-    def check_update(self, *args: Any) -> None:
-        self._timed(super().check_update, *args)
-
-    def check_weights(self, *args: Any) -> None:
-        self._timed(super().check_weights, *args)
+def guarded_iteration(trainer: Trainer, replace: Replace) -> Sample:
+    """One ``rlpipe_iteration`` with the guard calls replaced (see ``guard_calls``)."""
+    with guard_calls(replace):
+        return rlpipe_iteration(trainer)
 
 
 def compare_guards(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rlpipe-guards-") as data_dir:
         on = build_rlpipe(args, str(Path(data_dir) / "on"), store=False)
         off = build_rlpipe(args, str(Path(data_dir) / "off"), store=False)
-        off.guard, off.algo.gradient_check = NoGuard(), PlainClip()
-        on.guard = timed_guard = TimedGuard(on.device)
-        print(f"rlpipe non-finite guard on vs off: N={args.num_envs} T={args.horizon} device={on.device} "
-              f"threads={torch.get_num_threads()}")
-        samples = interleave({"guard on": lambda: rlpipe_iteration(on),
-                              "guard off": lambda: rlpipe_iteration(off)}, args.warmup, args.iterations)
+        try:
+            off.algo.gradient_check = PlainClip()
+            timed_guard = TimedGuard(on.algo.device)
+            print(f"rlpipe non-finite guard on vs off: N={args.num_envs} T={args.horizon} "
+                  f"device={on.algo.device} threads={torch.get_num_threads()}")
+            samples = interleave({"guard on": lambda: guarded_iteration(on, timed_guard),
+                                  "guard off": lambda: guarded_iteration(off, no_guard)},
+                                 args.warmup, args.iterations)
+        finally:
+            off.close()
+            on.close()
     result = report(samples, args.num_envs * args.horizon, GUARD_RATIO_TARGET)
     rounds = args.warmup + args.iterations
     share = timed_guard.seconds / sum(s.wall_s for s in samples["guard on"]) * args.iterations / rounds
@@ -426,14 +463,17 @@ def compare_guards(args: argparse.Namespace) -> dict[str, Any]:
 
 def profile(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rlpipe-profile-") as data_dir:
-        exp = build_rlpipe(args, data_dir, store=False)
-        plain = PlainPPO(exp.cfg, list(args.hidden), exp.device)
-        results = {}
-        sides = {"rlpipe": lambda: rlpipe_iteration(exp), "plain": lambda: plain_iteration(plain)}
-        for name, fn in sides.items():
-            fn()  # warm-up
-            results[name] = torch_profile(name, fn, args.profile_rows)
-        results["rlpipe_functions"] = python_profile(lambda: rlpipe_iteration(exp), args.profile_rows)
+        trainer = build_rlpipe(args, data_dir, store=False)
+        try:
+            plain = PlainPPO(trainer.cfg, list(args.hidden), trainer.algo.device)
+            results = {}
+            sides = {"rlpipe": lambda: rlpipe_iteration(trainer), "plain": lambda: plain_iteration(plain)}
+            for name, fn in sides.items():
+                fn()  # warm-up
+                results[name] = torch_profile(name, fn, args.profile_rows)
+            results["rlpipe_functions"] = python_profile(lambda: rlpipe_iteration(trainer), args.profile_rows)
+        finally:
+            trainer.close()
     return results
 
 

@@ -6,7 +6,7 @@ The minibatches of the scaling workload at 8,192 and 16,384 envs (N·T/8 with T=
 critic 256×256 ReLU MLPs over CartPole observations (rlpipe's ``build_mlp``), clipped surrogate +
 value MSE + entropy, backward, grad clipping, Adam. Each allocator setting runs in a fresh process
 (mallopt is process-wide): ``system`` (glibc defaults), ``threshold`` (mmap threshold 32 MiB, trim
-1 GiB: rlpipe before issue 19) and ``tuned`` (``rlpipe.runtime.allocator.tune_malloc``: mmap off). After
+1 GiB) and ``tuned`` (``rlpipe.runtime.allocator.tune_malloc``: mmap off). After
 one warm-up step, ``--steps`` steps are timed in thread CPU time (page faults are system time, so
 they count; other processes on a shared machine do not) and their minor page faults counted.
 """

@@ -3,17 +3,18 @@
     .venv/bin/python benchmarks/profile/w1_profile.py [--total-steps 100000] [--backend auto|envpool|sync]
         [--store on|off] [--tracking on|off] [--threads N] [--eval] [--json PATH]
 
-W1 is issue 15's small workload: ``CartPole-v1``, 8 envs × 128 steps, PPO with 4 epochs × 4
-minibatches of 256, 64×64 tanh actor and critic, lr 2.5e-4, about 100k env steps, CPU, with the
-defaults otherwise on: every rollout stored, MLflow tracking (into a temporary sqlite store), the
-console row per iteration (captured, not shown). The run goes through :class:`rlpipe.run.loop.OnlineRun`
-as ``rlpipe run`` does; timed from the first iteration to the end of ``finish`` (store flushed,
-MLflow run ended), start-up excluded.
+W1 is the small workload of ``benchmarks/peers/sb3_compare.py``: ``CartPole-v1``, 8 envs × 128
+steps, PPO with 4 epochs × 4 minibatches of 256, 64×64 tanh actor and critic, lr 2.5e-4, about 100k
+env steps, CPU, with the defaults otherwise on: every rollout stored, MLflow tracking (into a
+temporary sqlite store), the console row per iteration (captured, not shown). The run is a
+:class:`rlpipe.trainer.Trainer` stepped as ``rlpipe run`` does (``start``, ``step`` until ``done``,
+``finish``); timed from the first iteration to the end of ``finish`` (store flushed, MLflow run
+ended), start-up excluded.
 
 Each phase is measured by wrapping the function that does it with a timer; times are exclusive
 (a wrapped call inside another is subtracted from the outer one), so the rows add up to the wall
-time, and "other" is what no wrapper covers (the loop's own bookkeeping). The wrappers cost about a
-microsecond per call (about 3 % of the total here). Phases:
+time, and "other" is what no wrapper covers (the loop's own bookkeeping). Each wrapper adds a
+little time per call to the phase it wraps. Phases:
 
 ================================  ================================================================
 env step (simulator)              the env's ``step`` minus the conversions below
@@ -21,15 +22,17 @@ tensor conversions                numpy ↔ torch in the env adapter (actions ou
 policy forward (actor MLP)        the actor network's forward, one call per env step
 sampling                          the policy's ``sample`` minus the forward: distribution, sample,
                                   log-probability
-collect bookkeeping               the collector's own work: rollout writes, episode statistics
+collect bookkeeping               ``Trainer.collect`` and the collector's own work: rollout
+                                  writes, episode statistics
 values (critic, batched)          the critic over the rollout's observations, once per rollout
-advantage (GAE)                   ``learner.compute_advantages``
-update                            ``learner.update``: 4 epochs × 4 minibatches
-guards                            the non-finite checks around advantage and update
+advantage (GAE)                   the algorithm's ``compute_advantages``
+update                            the algorithm's ``update``: 4 epochs × 4 minibatches
+guards                            the non-finite checks around advantage and update (and the
+                                  state the guard's ``skip`` mode would restore)
 rollout attrs                     the attributes stored with each rollout (hashes of the config)
 store (critical path)             ``RolloutStore.submit`` (checks, clone) and the final ``close``
 tracking (log call)               ``Tracker.log``: console row, curve.csv, queueing for MLflow
-finish                            ``OnlineRun.finish``: waits for the MLflow process to write what is
+finish                            ``Trainer.finish``: waits for the MLflow process to write what is
                                   queued and end the run; writes metrics.json
 checkpoint                        the final checkpoint
 ================================  ================================================================
@@ -67,10 +70,10 @@ from _bench import (
     write_json,
 )
 
-from rlpipe.run import build
-from rlpipe.run import loop as run_loop
-from rlpipe.run.loop import OnlineRun
+import rlpipe.trainer.lifecycle as lifecycle_module
+import rlpipe.trainer.trainer as trainer_module
 from rlpipe.tracking.background import prewarm
+from rlpipe.trainer import Trainer
 
 N_ENVS, N_STEPS, BATCH_SIZE, N_EPOCHS, LR = 8, 128, 256, 4, 2.5e-4
 NET = "{hidden_sizes: [64, 64], activation: tanh}"
@@ -141,11 +144,16 @@ def w1_overrides(args: argparse.Namespace, data_dir: Path) -> list[str]:
     ]
 
 
-def instrument(online: OnlineRun, phases: Phases) -> None:
-    """Wrap every phase's function of this run (see the module docstring)."""
-    exp = online.exp
-    env, policy, collector = exp.env, exp.learner.policy, exp.collect
-    phases.wrap(online, "collect", "collect bookkeeping")
+def instrument(trainer: Trainer, phases: Phases) -> None:
+    """Wrap every phase's function of this started run (see the module docstring).
+
+    The trainer's own calls are wrapped where it looks them up: on the trainer and its parts, and
+    the guard checks and checkpoints in the modules ``rlpipe.trainer.trainer`` and ``lifecycle``.
+    """
+    parts = trainer.parts
+    env, algo, collector = parts.env, parts.algo, parts.collector
+    policy = algo.policy
+    phases.wrap(trainer, "collect", "collect bookkeeping")
     phases.wrap(env, "step", "env step (simulator)")
     for name in ("_to_numpy", "_to_obs", "_to_torch"):  # the adapters' numpy <-> torch helpers
         phases.wrap(env, name, "tensor conversions")
@@ -154,18 +162,19 @@ def instrument(online: OnlineRun, phases: Phases) -> None:
     phases.wrap(policy.actor, "forward", "policy forward (actor MLP)")
     phases.wrap(policy, "sample", "sampling")
     phases.wrap(collector, "_fill_values", "values (critic, batched)")
-    phases.wrap(exp.learner, "compute_advantages", "advantage (GAE)")
-    phases.wrap(exp.learner, "update", "update")
-    for name in ("check_rollout", "before_update", "check_update"):
-        phases.wrap(exp.guard, name, "guards")
-    phases.wrap(run_loop, "_rollout_attrs", "rollout attrs")
-    phases.wrap(run_loop, "_checkpoint_now", "checkpoint")
-    if exp.store is not None:
-        phases.wrap(exp.store, "submit", "store (critical path)")
-        phases.wrap(exp.store, "close", "store (critical path)")
-    if online.tracker is not None:
-        phases.wrap(online.tracker, "log", "tracking (log call)")
-    phases.wrap(online, "finish", "finish (MLflow flush, metrics.json)")
+    phases.wrap(algo, "compute_advantages", "advantage (GAE)")
+    phases.wrap(algo, "update", "update")
+    for name in ("nonfinite_rollout", "nonfinite_update"):
+        phases.wrap(trainer_module, name, "guards")
+    phases.wrap(parts.guard, "before_update", "guards")
+    phases.wrap(trainer.state, "rollout_attrs", "rollout attrs")
+    phases.wrap(lifecycle_module, "checkpoint", "checkpoint")
+    if parts.store is not None:
+        phases.wrap(parts.store, "submit", "store (critical path)")
+        phases.wrap(parts.store, "close", "store (critical path)")
+    if trainer.tracker is not None:
+        phases.wrap(trainer.tracker, "log", "tracking (log call)")
+    phases.wrap(trainer, "finish", "finish (MLflow flush, metrics.json)")
 
 
 def _conversion_modules() -> list[Any]:
@@ -184,35 +193,34 @@ def profile(args: argparse.Namespace) -> dict[str, Any]:
         cfg = load_cfg(args.params, w1_overrides(args, Path(tmp)))
         if args.tracking == "on":
             prewarm()  # as `rlpipe run` does: MLflow's import overlaps the build
-        exp = build(cfg)
-        online = OnlineRun(exp)
+        trainer = Trainer(cfg)
         captured = io.StringIO()
         with contextlib.redirect_stdout(captured):
-            online.start()
-            instrument(online, phases)
+            trainer.start()
+            instrument(trainer, phases)
             process_cpu, thread_cpu = time.process_time(), time.thread_time()
             children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
             load_before = load_average()
             start = time.perf_counter()
-            while not online.done:
-                online.step()
-            online.finish()
+            while not trainer.done:
+                trainer.step()
+            trainer.finish()
             wall = time.perf_counter() - start
             other_threads = (time.process_time() - process_cpu) - (time.thread_time() - thread_cpu)
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        threads = exp.learner.device.type == "cpu" and __import__("torch").get_num_threads()
+        threads = trainer.algo.device.type == "cpu" and __import__("torch").get_num_threads()
     covered = sum(phases.seconds.values())
     rows = [{"phase": name, "seconds": s, "share": s / wall, "calls": phases.calls[name],
-             "us_per_env_step": s / exp.env_steps * 1e6}
+             "us_per_env_step": s / trainer.env_steps * 1e6}
             for name, s in sorted(phases.seconds.items(), key=lambda kv: -kv[1])]
     rows.append({"phase": "other (loop, metrics, events)", "seconds": wall - covered,
-                 "share": (wall - covered) / wall, "calls": exp.iteration,
-                 "us_per_env_step": (wall - covered) / exp.env_steps * 1e6})
+                 "share": (wall - covered) / wall, "calls": trainer.iteration,
+                 "us_per_env_step": (wall - covered) / trainer.env_steps * 1e6})
     tracking_cpu = (children.ru_utime + children.ru_stime) - (
         children_before.ru_utime + children_before.ru_stime)
-    return {"env_steps": exp.env_steps, "wall_s": wall, "sps": exp.env_steps / wall, "rows": rows,
+    return {"env_steps": trainer.env_steps, "wall_s": wall, "sps": trainer.env_steps / wall, "rows": rows,
             "other_threads_cpu_s": other_threads, "tracking_process_cpu_s": tracking_cpu,
-            "torch_threads": threads, "backend": type(exp.env).__name__,
+            "torch_threads": threads, "backend": type(trainer.env).__name__,
             "load_at_start": load_before, "load_at_end": load_average()}
 
 

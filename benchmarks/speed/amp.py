@@ -9,9 +9,10 @@ bf16) start from the same weights.
 * ``step`` (always): one minibatch of 16384 transitions — the policy's forward, the PPO loss, the
   backward and one Adam step — timed as ``algo.update`` on a 512 × 32 rollout with
   ``n_epochs: 1, num_mini_batches: 1`` (advantages are computed once, before timing).
-* ``iteration`` (``--iteration``): a whole ``rlpipe.run.loop.run_iteration`` of the throughput
-  workload (torch CartPole, N = 4096 envs × T = 32, 4 epochs × 8 minibatches of 16384, store off,
-  no eval): collection stays fp32, so this is the ratio a user sees per iteration.
+* ``iteration`` (``--iteration``): a whole iteration (``Trainer.step`` of a started
+  ``rlpipe.trainer.Trainer``, console rows captured) of the throughput workload (torch CartPole,
+  N = 4096 envs × T = 32, 4 epochs × 8 minibatches of 16384, store off, no eval): collection stays
+  fp32, so this is the ratio a user sees per iteration.
 
 fp32 and bf16 alternate (the order flips every pair) for ``--pairs`` pairs after a warm-up, for each
 ``--threads`` value (``torch.set_num_threads``); the table gives the median seconds and the median
@@ -32,12 +33,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the
 
 import gymnasium as gym
 import torch
-from _bench import DEFAULT_PARAMS, NEVER, load_cfg, median, paired_ratios, print_table, timed, write_json
+from _bench import (
+    DEFAULT_PARAMS,
+    NEVER,
+    load_cfg,
+    median,
+    paired_ratios,
+    print_table,
+    start_quietly,
+    timed,
+    write_json,
+)
 
 from rlpipe.algorithms import build_algo
 from rlpipe.policies import build_policy
 from rlpipe.rollout import allocate_rollout
-from rlpipe.run import build, run_iteration
+from rlpipe.trainer import Trainer
 
 NET = {"type": "mlp", "network_cfg": {"hidden_sizes": [256, 256], "activation": "relu"}}
 STEP_ENVS, STEP_T = 512, 32  # one minibatch of 16384
@@ -92,16 +103,19 @@ def step_workload() -> dict[str, Any]:
     return calls
 
 
-def iteration_workload(stack: list[Any]) -> dict[str, Any]:
-    """``{amp: zero-argument callable}``: one pipeline iteration of the throughput workload each."""
+def iteration_workload(stack: list[Trainer]) -> dict[str, Any]:
+    """``{amp: zero-argument callable}``: one iteration of the throughput workload each.
+
+    The started trainers are appended to ``stack`` (the caller closes them).
+    """
     calls = {}
     for amp in ("none", "bf16"):
         data_dir = tempfile.mkdtemp(prefix="rlpipe-amp-")
         cfg = load_cfg(DEFAULT_PARAMS, [*ITERATION_OVERRIDES, f"algorithm.cfg.amp={amp}",
                                         f"trainer.data_dir={data_dir}", "trainer.iterations=1000000"])
-        exp = build(cfg)
-        stack.append(exp)
-        calls[amp] = lambda exp=exp: run_iteration(exp)
+        trainer = start_quietly(Trainer(cfg))
+        stack.append(trainer)
+        calls[amp] = trainer.step
     return calls
 
 
@@ -133,9 +147,13 @@ def main() -> None:
                      **measure(step_workload(), args.pairs, args.warmup)})
         print(f"step, {threads} thread(s): ratio {rows[-1]['ratio']:.3f}", flush=True)
         if args.iteration:
-            keep: list[Any] = []
-            rows.append({"workload": "iteration", "threads": threads,
-                         **measure(iteration_workload(keep), max(args.pairs // 3, 2), 1)})
+            keep: list[Trainer] = []
+            try:
+                rows.append({"workload": "iteration", "threads": threads,
+                             **measure(iteration_workload(keep), max(args.pairs // 3, 2), 1)})
+            finally:
+                for trainer in reversed(keep):
+                    trainer.close()
             print(f"iteration, {threads} thread(s): ratio {rows[-1]['ratio']:.3f}", flush=True)
     print("\nPPO update, bf16 autocast vs fp32 (256x256 ReLU actor+critic, minibatch 16384)")
     print_table(rows, COLUMNS)

@@ -8,7 +8,9 @@ Workload (the massive-batch one of ``throughput.py``): torch CartPole, ``--num-e
 256×256 ReLU, PPO with ``--epochs`` × ``--minibatches`` minibatches per epoch (per rank:
 ``batch_size = N·T / (K · minibatches)``, so every K runs the same number of optimizer steps on
 the same global minibatch size). Each process uses one torch thread; K processes are spawned with
-``torch.multiprocessing`` and join a gloo group as ``torchrun`` would (``trainer.distributed``).
+``torch.multiprocessing`` and join a gloo group as ``torchrun`` would (``trainer.distributed``);
+each builds a ``rlpipe.trainer.Trainer`` of one shared run dir and steps it (``Trainer.step``
+without checkpoints, console rows captured).
 
 Per K the table gives the median iteration wall time of rank 0 (between barriers) and env steps/s
 over every rank's envs; ``allreduce_ms`` is the median time of rlpipe's gradient hook
@@ -34,11 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from _bench import DEFAULT_PARAMS, NEVER, load_cfg, print_machine, write_json
+from _bench import DEFAULT_PARAMS, NEVER, load_cfg, print_machine, start_quietly, write_json
 
 import rlpipe.algorithms.base as algo_base
-from rlpipe.run import build, run_iteration
 from rlpipe.runtime.distributed import average_gradients, shutdown
+from rlpipe.trainer import Trainer
 
 
 def parse_args() -> argparse.Namespace:
@@ -99,28 +101,31 @@ def worker(rank: int, procs: int, port: int, args: argparse.Namespace, out: Path
     os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(procs), "LOCAL_RANK": str(rank),
                        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
     hook = TimedHook()
-    algo_base.average_gradients = hook
-    with tempfile.TemporaryDirectory() as data_dir:
-        exp = build(load_cfg(args.params, overrides(args, procs, data_dir)))
-        exp.cfg.run_dir.mkdir(parents=True, exist_ok=True)
+    algo_base.average_gradients = hook  # the name BaseAlgorithm's optimizer step calls
+    cfg = load_cfg(args.params, overrides(args, procs, str(out / f"runs-{procs}")))  # shared by the ranks
+    trainer = start_quietly(Trainer(cfg))
+    try:
         for _ in range(args.warmup):
-            run_iteration(exp, checkpoint=False)
+            trainer.step(checkpoint=False)
         hook.times.clear()
         walls = []
         for _ in range(args.iterations):
             if procs > 1:
                 dist.barrier()
             start = time.perf_counter()
-            run_iteration(exp, checkpoint=False)
+            trainer.step(checkpoint=False)
             walls.append(time.perf_counter() - start)
-        numel = sum(p.numel() for p in exp.policy.parameters())
+        numel = sum(p.numel() for p in trainer.policy.parameters())
         bare = bare_allreduce_ms(numel) if procs > 1 else 0.0
         if rank == 0:
             wall = statistics.median(walls)
-            torch.save({"procs": procs, "iteration_s": wall, "sps": exp.steps_per_iteration / wall,
+            torch.save({"procs": procs, "iteration_s": wall,
+                        "sps": trainer.parts.steps_per_iteration / wall,
                         "allreduce_ms": 1e3 * statistics.median(hook.times) if procs > 1 else 0.0,
                         "bare_allreduce_ms": bare, "minibatch_steps": len(hook.times) // args.iterations,
                         "grad_numel": numel}, out / f"procs-{procs}.pt")
+    finally:
+        trainer.close()
     shutdown()
 
 

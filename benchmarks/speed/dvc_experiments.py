@@ -2,7 +2,7 @@
 
 Two parts (``--part``):
 
-``cost``  The mechanisms of issue 22 on real massive-batch data (``--source``: a run dir of
+``cost``  The ways of keeping experiment data on real massive-batch data (``--source``: a run dir of
           ``rlpipe run`` with the massive-batch workload, e.g. made by the command in the README of
           benchmarks/). In a fresh git + DVC repo per measurement, a one-stage pipeline writes the
           source's rollouts and checkpoints, either as DVC-cached outs (``cache.type`` hardlink,

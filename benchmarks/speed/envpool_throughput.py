@@ -2,7 +2,7 @@
 
 For every id × env count: ``raw`` steps an envpool pool (``envpool.make(id, num_envs=N)``) with
 uniform random numpy actions (the simulator's own speed, auto-reset included); ``sync`` and
-``async`` run ``rlpipe.stages.Collector`` over ``EnvpoolEnv`` (``mode: sync`` / ``mode: async``,
+``async`` run ``rlpipe.collector.Collector`` over ``EnvpoolEnv`` (``mode: sync`` / ``mode: async``,
 double-buffered halves) with the default 64×64 actor-critic, one rollout of ``--horizon`` steps
 per round, values included. Rounds alternate raw, sync, async (``--rounds``); the table shows median
 env steps per second and the median of per-round ratios to raw.
@@ -24,9 +24,9 @@ import numpy as np
 import torch
 from _bench import load_average, median, paired_ratios, print_machine, print_table, write_json
 
+from rlpipe.collector import Collector
 from rlpipe.envs.backends.envpool_env import EnvpoolEnv
 from rlpipe.policies import build_policy
-from rlpipe.run.stages import Collector
 
 IDS = ("HalfCheetah-v5", "CheetahRun-v1", "PandaPickCube-v1", "Go1JoystickFlatTerrain-v1")
 

@@ -3,10 +3,11 @@
     MUJOCO_GL=egl .venv/bin/python benchmarks/speed/eval_video.py [--pairs 5] [--threads 1]
         [--env Pendulum] [--num-envs 64] [--horizon 32] [--json PATH]
 
-Two runs of the same experiment are built side by side (the torch ``--env``, N envs × T steps, an
-evaluation after every iteration on 4 eval envs × 1 episode), one with ``eval.video=true``
-(``eval.video_envs=2``), and stepped alternately, iteration by iteration, so a drifting machine
-load hits both (the order swaps every pair). Per iteration: the train time is
+Two runs of the same experiment are started side by side as ``rlpipe.trainer.Trainer`` (console rows
+captured; the torch ``--env``, N envs × T steps, an evaluation after every iteration on 4 eval envs ×
+1 episode), one with ``eval.video=true`` (``eval.video_envs=2``), and stepped alternately with
+``Trainer.step``, iteration by iteration, so a drifting machine load hits both (the order swaps every
+pair). Per iteration: the train time is
 ``time/collect_s + time/update_s`` (collection, store hand-off, advantage and update — what video
 must not slow), the eval time is the rest of ``time/iteration_s``. Reported: medians of both per
 run and the median of the per-pair ratios (video / no video). Target: train ratio ≈ 1.0 (noise).
@@ -19,6 +20,7 @@ encoding of a 640×240 tiled frame, and — with a working ``MUJOCO_GL`` — a M
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 import time
@@ -37,12 +39,13 @@ from _bench import (
     print_machine,
     print_table,
     set_threads,
+    start_quietly,
     write_json,
 )
 
 from rlpipe.artifacts.video import Mp4Writer
 from rlpipe.envs import RenderUnavailable, build_eval_env
-from rlpipe.run import build, run_iteration
+from rlpipe.trainer import Trainer
 
 
 def overrides(args: argparse.Namespace, data_dir: Path, video: bool) -> list[str]:
@@ -59,19 +62,22 @@ def overrides(args: argparse.Namespace, data_dir: Path, video: bool) -> list[str
 
 def interleaved(args: argparse.Namespace) -> dict[str, Any]:
     """Train and eval seconds per iteration of both runs, stepped alternately."""
-    with tempfile.TemporaryDirectory() as tmp:
-        runs = {video: build(load_cfg(args.params, overrides(args, Path(tmp) / str(video), video)))
-                for video in (False, True)}
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as running:
+        runs = {}
+        for video in (False, True):
+            cfg = load_cfg(args.params, overrides(args, Path(tmp) / str(video), video))
+            runs[video] = start_quietly(Trainer(cfg))
+            running.callback(runs[video].close)  # the last started is closed first
         times: dict[bool, dict[str, list[float]]] = {v: {"train": [], "eval": []} for v in runs}
         for i in range(args.warmup + args.pairs):
             for video in (False, True) if i % 2 else (True, False):  # ABBA: no order bias
-                exp = runs[video]
-                m = run_iteration(exp, checkpoint=False)
+                m = runs[video].step(checkpoint=False)
                 if i >= args.warmup:
                     train = m["time/collect_s"] + m["time/update_s"]
                     times[video]["train"].append(train)
                     times[video]["eval"].append(m["time/iteration_s"] - train)
                 assert ("eval/video_frames" in m) == video, "filmed iff eval.video"
+        running.close()
         videos = sorted(p.name for p in (Path(tmp) / "True").rglob("*.mp4"))
     return {"times": times, "videos": len(videos)}
 

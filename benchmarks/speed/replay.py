@@ -9,9 +9,10 @@ Workload (as ``throughput.py``): torch CartPole, N=4096 envs × T=32 steps, acto
 ``--set``-style overrides only: the store on, ``checkpoint.every_iteration=true`` (so replay starts
 every rollout from its own checkpoint), no eval, ``tracking.backend=none``.
 
-Online: ``--warmup`` untimed iterations, then ``--blocks`` blocks of ``--block`` iterations of
-``rlpipe.run.loop.run_iteration``; a block's online figure is the sum of its iterations'
-``time/update_s`` (advantage + update only: collection, store and checkpoint excluded).
+Online: one ``rlpipe.trainer.Trainer`` (its console rows captured), ``--warmup`` untimed iterations
+of ``Trainer.step``, then ``--blocks`` blocks of ``--block`` iterations; a block's online figure is
+the sum of its iterations' ``time/update_s`` (advantage + update only: collection, store and
+checkpoint excluded).
 Offline: after each block, ``rlpipe.offline.replay`` re-updates that block's rollouts with the same
 params (non-chain: each from the online checkpoint before it); its figure is the replay loop's
 wall time — reading the rollout (prefetched on a thread), loading the checkpoint, advantage +
@@ -34,12 +35,21 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
 import torch
-from _bench import NEVER, add_workload_args, load_cfg, median, print_table, set_threads, write_json
+from _bench import (
+    NEVER,
+    add_workload_args,
+    load_cfg,
+    median,
+    print_table,
+    set_threads,
+    start_quietly,
+    write_json,
+)
 
 from rlpipe.artifacts.checkpoints import load_checkpoint
 from rlpipe.config import RunConfig
 from rlpipe.offline.replay import replay
-from rlpipe.run import build, run_iteration
+from rlpipe.trainer import Trainer
 
 RATIO_TARGET = 0.9
 
@@ -86,20 +96,21 @@ def same_learner(a: Path, b: Path) -> bool:
 
 def run_blocks(args: argparse.Namespace, data_dir: Path) -> list[dict[str, Any]]:
     cfg = workload(args, data_dir)
-    exp = build(cfg)
-    cfg.run_dir.mkdir(parents=True, exist_ok=True)
+    trainer = start_quietly(Trainer(cfg))
+    store = trainer.parts.store
+    assert store is not None  # the workload stores every rollout
     rollouts, online_ckpts = cfg.run_dir / "rollouts", cfg.run_dir / "checkpoints"
     rows = []
     try:
         for _ in range(args.warmup):
-            run_iteration(exp)
+            trainer.step()
         if args.warmup:
-            exp.store.flush()
+            store.flush()
             replay(cfg, rollouts, data_dir / "replay-warmup", iterations=(1, args.warmup))
         for block in range(args.blocks):
-            online_s = sum(run_iteration(exp)["time/update_s"] for _ in range(args.block))
-            exp.store.flush()
-            first, last = exp.iteration - args.block + 1, exp.iteration
+            online_s = sum(trainer.step()["time/update_s"] for _ in range(args.block))
+            store.flush()
+            first, last = trainer.iteration - args.block + 1, trainer.iteration
             out = data_dir / f"replay-{block}"
             summary = replay(cfg, rollouts, out, iterations=(first, last))
             transitions = summary["transitions"]
@@ -115,8 +126,7 @@ def run_blocks(args: argparse.Namespace, data_dir: Path) -> list[dict[str, Any]]
                 "identical": "yes" if identical else "NO",
             })
     finally:
-        if exp.store is not None:
-            exp.store.close()
+        trainer.close()
     return rows
 
 

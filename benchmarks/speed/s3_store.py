@@ -162,22 +162,26 @@ def back_pressure(args: argparse.Namespace, upload_s: float) -> dict[str, Any]:
         on = build_rlpipe(fast, "s3://bench/backpressure", store=True)
         off = build_rlpipe(fast, str(Path(local) / "off"), store=False)
         waits: list[float] = []
-        assert on.store is not None
-        submit = on.store.submit
+        store = on.parts.store
+        assert store is not None
+        submit = store.submit
 
         def timed_submit(*a: Any, **k: Any) -> None:
             start = time.perf_counter()
             submit(*a, **k)
             waits.append(time.perf_counter() - start)
 
-        on.store.submit = timed_submit  # type: ignore[method-assign]
+        store.submit = timed_submit  # type: ignore[method-assign]
         walls: dict[str, list[float]] = {"on": [], "off": []}
-        for i in range(args.bp_iterations + 1):
-            for side, exp in (("on", on), ("off", off)):
-                s: Sample = rlpipe_iteration(exp)
-                if i:
-                    walls[side].append(s.wall_s)
-        on.store.close()
+        try:
+            for i in range(args.bp_iterations + 1):
+                for side, trainer in (("on", on), ("off", off)):
+                    s: Sample = rlpipe_iteration(trainer)
+                    if i:
+                        walls[side].append(s.wall_s)
+        finally:
+            off.close()
+            on.close()
     row = {"train_s_store_off": median(walls["off"]), "iteration_s_store_on": median(walls["on"]),
            "submit_wait_s": median(waits[1:]), "upload_s": upload_s}
     print(f"back-pressure (epochs={fast.epochs}, hidden 32x32, +{args.bp_latency_ms:.0f} ms per S3 request): "

@@ -1,4 +1,4 @@
-"""Start-up figures of issue 17: ``--help``, time to the first row (MLflow on/off), time to solve the default.
+"""Start-up figures: ``--help``, time to the first row (MLflow on/off), time to solve the default.
 
     .venv/bin/python benchmarks/speed/startup.py [--repeats 3] [--tree NAME=PATH ...] [--skip-solve]
         [--solve-trees NAME ...] [--fresh-store] [--json PATH]
@@ -18,8 +18,8 @@ interleaved (each repetition runs every case of every tree once, in turn):
 * solve: ``rlpipe run params.yaml`` as ``make run`` runs it (MLflow on): time to the first row whose
   deterministic eval return is >= 475, time to exit, and whether the final eval is >= 475.
 
-Medians over the repetitions, and the first row's MLflow − none difference per repetition (the
-issue's goal: within 0.3 s). The machine is shared: compare within one run, not across runs.
+Medians over the repetitions, and the first row's MLflow − none difference per repetition (goal:
+within 0.3 s). The machine is shared: compare within one run, not across runs.
 """
 
 from __future__ import annotations

@@ -3,15 +3,16 @@
     .venv/bin/python benchmarks/speed/tracking_overhead.py [--repeats 2] [--iterations N] [--skip-dvc]
         [--json PATH]
 
-Part 1 runs ``params.yaml`` in-process (256 envs × 32 steps; only ``data_dir`` and the tracking URI
-changed) with ``backend: none`` and ``backend: mlflow`` interleaved (none, mlflow, none, mlflow …,
-one SQLite store created beforehand so schema creation is not counted). It times every
-``Tracker.log`` call (console row + curve.csv row + the MLflow enqueue) and every iteration, and
-reports per backend: median ``Tracker.log`` ms, median iteration ms, their ratio, the background
-writer's wall and CPU ms per ``log_batch`` (its CPU time bounds what it can take from the loop), and
-the iteration-time difference mlflow − none (end to end; only meaningful on a quiet machine).
-It also times ``open_tracker`` and ``Tracker.finish`` (artifacts) once per run, and one
-synchronous ``log_batch`` of an iteration's metrics — what the loop would pay without the writer thread.
+Part 1 runs ``params.yaml`` in-process as ``Trainer(cfg).train()`` (256 envs × 32 steps; only
+``data_dir`` and the tracking URI changed) with ``backend: none`` and ``backend: mlflow``
+interleaved (none, mlflow, none, mlflow …, one SQLite store created beforehand so schema creation is
+not counted). It times every ``Tracker.log`` call (console row + curve.csv row + the MLflow enqueue)
+and every iteration, and reports per backend: median ``Tracker.log`` ms, median iteration ms, their
+ratio, the background writer's wall and CPU ms per ``log_batch`` (its CPU time bounds what it can
+take from the loop), and the iteration-time difference mlflow − none (end to end; only meaningful on
+a quiet machine). It also times ``open_tracker`` and ``Tracker.finish`` (artifacts) once per run,
+and one synchronous ``log_batch`` of an iteration's metrics — what the loop would pay without the
+writer thread.
 
 Part 2 copies the working tree (``git ls-files``) into a temporary git repo and times, interleaved,
 ``python -m rlpipe run params.yaml`` against ``dvc repro -f train`` (the same loop wrapped by DVC, which
@@ -37,15 +38,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlpipe import config, pipeline
+from rlpipe import config
 from rlpipe.tracking import tracker as tracker_mod
+from rlpipe.trainer import Trainer
+from rlpipe.trainer import ranks as ranks_mod
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
 class Timings:
-    """Wraps Tracker.log/finish and open_tracker to collect per-call seconds."""
+    """Wraps Tracker.log/finish and the trainer's open_tracker to collect per-call seconds."""
 
     def __init__(self) -> None:
         self.log: list[float] = []
@@ -57,7 +60,8 @@ class Timings:
 
     @contextlib.contextmanager
     def installed(self):
-        log, finish, open_tracker = tracker_mod.Tracker.log, tracker_mod.Tracker.finish, pipeline.open_tracker
+        log, finish = tracker_mod.Tracker.log, tracker_mod.Tracker.finish
+        open_tracker = ranks_mod.open_tracker  # the name the trainer's start calls
 
         def timed_log(tracker, metrics, step):
             start = time.perf_counter()
@@ -88,12 +92,12 @@ class Timings:
                 self.write_cpu.append(time.thread_time() - cpu)
 
         tracker_mod.Tracker.log, tracker_mod.Tracker.finish = timed_log, timed_finish
-        pipeline.open_tracker, MlflowClient.log_batch = timed_open, timed_log_batch
+        ranks_mod.open_tracker, MlflowClient.log_batch = timed_open, timed_log_batch
         try:
             yield self
         finally:
             tracker_mod.Tracker.log, tracker_mod.Tracker.finish = log, finish
-            pipeline.open_tracker, MlflowClient.log_batch = open_tracker, log_batch
+            ranks_mod.open_tracker, MlflowClient.log_batch = open_tracker, log_batch
 
 
 def med_ms(values: list[float]) -> float:
@@ -106,7 +110,7 @@ def one_run(backend: str, uri: str, tmp: Path, iterations: int | None, index: in
     cfg = config.load(ROOT / "params.yaml", overrides)
     timings = Timings()
     with timings.installed(), contextlib.redirect_stdout(io.StringIO()):
-        pipeline.run(cfg)
+        Trainer(cfg).train()
     return timings
 
 

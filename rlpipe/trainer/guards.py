@@ -29,6 +29,7 @@ from tensordict import TensorDict
 
 from rlpipe.algorithms import BaseAlgorithm
 from rlpipe.algorithms.finite import first_nonfinite_tensor, named_weights, weights_finite
+from rlpipe.build import learner_state
 from rlpipe.rollout import NonFiniteError, all_finite, first_nonfinite
 
 __all__ = ["NonFiniteGuard", "nonfinite_rollout", "nonfinite_update", "nonfinite_weight"]
@@ -77,10 +78,10 @@ class NonFiniteGuard:
         self.in_a_row = 0
         self._snapshot: dict[str, Any] | None = None
 
-    def before_update(self, state: dict[str, Any]) -> None:
-        """In ``skip`` mode keep a copy of the algorithm's ``state``, to drop an update gone non-finite."""
+    def before_update(self, algo: BaseAlgorithm) -> None:
+        """In ``skip`` mode keep a copy of ``algo``'s state, to drop an update gone non-finite."""
         if self.mode == "skip":
-            self._snapshot = _clone(state)
+            self._snapshot = _clone(learner_state(algo))
 
     def passed(self) -> None:
         """An iteration went through every check."""

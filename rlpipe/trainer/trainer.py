@@ -26,7 +26,6 @@ from typing import Any
 from tensordict import TensorDict
 
 from rlpipe.artifacts.layout import RunLayout
-from rlpipe.build import learner_state
 from rlpipe.config import ConfigError, RunConfig
 from rlpipe.envs import BatchedEnv
 from rlpipe.rollout import NonFiniteError
@@ -173,7 +172,7 @@ class Trainer:
         faults.point("advantage.end")
         self._refuse_if(nonfinite_rollout(rollout, parts.checked_keys), rollout)
         self._store(rollout)
-        parts.guard.before_update(learner_state(parts.algo))
+        parts.guard.before_update(parts.algo)
         faults.point("update.start")
         parts.algo.set_progress(state.env_steps, state.total_env_steps(parts))  # schedules' position
         metrics |= {f"update/{k}": v for k, v in parts.algo.update(rollout, state.iteration).items()}
