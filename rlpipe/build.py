@@ -12,16 +12,17 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from rlpipe.algorithms import BaseAlgorithm, algo_class, build_algo, resolve_algo_cfg
+from rlpipe.algorithms import BaseAlgorithm, Distillation, algo_class, build_algo, resolve_algo_cfg
 from rlpipe.collector import Collector
 from rlpipe.config import RunConfig
 from rlpipe.envs import BatchedEnv
 from rlpipe.policies import build_policy
 from rlpipe.runtime.distributed import broadcast_parameters
-from rlpipe.runtime.threads import configure_threads, linear_shapes
+from rlpipe.runtime.threads import configure_threads, linear_shapes, thread_reason
+from rlpipe.teacher import load_student_init, load_teacher
 
-__all__ = ["build_algorithm", "build_collector", "largest_batch", "learn", "learner_state",
-           "load_learner_state", "set_threads"]
+__all__ = ["attach_teacher", "build_algorithm", "build_collector", "largest_batch", "learn", "learner_state",
+           "load_learner_state", "set_threads", "threads_reason"]
 
 
 def build_algorithm(cfg: RunConfig, obs_space: gym.spaces.Space, action_space: gym.Space,
@@ -41,13 +42,29 @@ def build_algorithm(cfg: RunConfig, obs_space: gym.spaces.Space, action_space: g
     broadcast_parameters(policy)
     algo = build_algo(name, algo_cfg, policy, device)
     algo.seed = trainer.seed
+    if isinstance(algo, Distillation):
+        attach_teacher(algo, obs_space, action_space, device)
     return algo
+
+
+def attach_teacher(algo: Distillation, obs_space: gym.spaces.Space, action_space: gym.Space,
+                   device: torch.device) -> None:
+    """Load the frozen teacher ``algorithm.cfg.teacher`` names (and the student's start weights)."""
+    teacher = load_teacher(algo.cfg.teacher, obs_space, action_space, device)
+    algo.attach_teacher(teacher.policy, teacher.record())
+    if algo.cfg.student_init is not None:
+        load_student_init(algo.cfg.student_init, algo.policy)
 
 
 def largest_batch(cfg: RunConfig, algo: BaseAlgorithm) -> int:
     """Rows the networks see at once: an update minibatch of the ``[N, T]`` rollout or the N envs."""
     num_envs, transitions = cfg.trainer.num_envs, cfg.trainer.num_envs * cfg.trainer.buffer_size
     return max(num_envs, min(algo.cfg.minibatch_size(transitions), transitions))
+
+
+def threads_reason(cfg: RunConfig, algo: BaseAlgorithm) -> str:
+    """Why :func:`set_threads` chose its count (the banner's words)."""
+    return thread_reason(cfg.trainer.num_threads, largest_batch(cfg, algo), linear_shapes(algo.policy))
 
 
 def set_threads(cfg: RunConfig, algo: BaseAlgorithm, announce: bool = True) -> int:
@@ -69,7 +86,7 @@ def build_collector(cfg: RunConfig, env: BatchedEnv, algo: BaseAlgorithm, rank: 
         "seq_len": getattr(algo_cfg, "seq_len", None),
         "seqs_per_state_reset": int(getattr(algo_cfg, "seqs_per_state_reset", -1)),
     }
-    return Collector(env, algo.policy, trainer.buffer_size, trainer.seed + rank,
+    return Collector(env, algo.acting_policy, trainer.buffer_size, trainer.seed + rank,
                      horizons_per_env_reset=trainer.horizons_per_env_reset,
                      deterministic=trainer.deterministic_collect, **options)
 

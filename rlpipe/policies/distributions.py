@@ -34,8 +34,12 @@ ONE_DRAW = torch.Size()
 
 
 def beta_concentrations(out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(α, β)``, each ``[B, A]`` and > 1, of actor outputs ``[B, 2A]``: ``softplus(out) + 1`` by halves."""
-    alpha, beta = out.chunk(2, dim=-1)
+    """``(α, β)``, each ``[B, A]`` and > 1, of actor outputs ``[B, 2A]``: ``softplus(out) + 1`` by halves.
+
+    Always float32 (a bf16 actor under ``amp`` included): ``lgamma(α + β)`` of a peaked Beta is tens
+    of nats, which bf16's 8 bits would round by a tenth of a nat, more than PPO's clip range.
+    """
+    alpha, beta = out.float().chunk(2, dim=-1)
     return functional.softplus(alpha) + 1.0, functional.softplus(beta) + 1.0
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "linear_shapes",
     "oversubscription",
     "resolve_threads",
+    "thread_reason",
 ]
 
 AUTO = "auto"
@@ -80,6 +81,24 @@ def available_cores() -> int:
 def auto_threads(rows: int, shapes: Iterable[tuple[int, int]], cores: int) -> int:
     """The ``auto`` rule: 1 thread below :data:`PARALLEL_MACS` forward MACs, else ``cores``."""
     return 1 if forward_macs(rows, shapes) < PARALLEL_MACS else max(1, cores)
+
+
+def thread_reason(setting: int | str | None, rows: int, shapes: Iterable[tuple[int, int]]) -> str:
+    """Why the run has its thread count, for the banner: the setting, and for ``auto`` the rule's input."""
+    if setting is None:
+        return "torch's default"
+    if setting != AUTO:
+        return "trainer.num_threads"
+    macs = forward_macs(rows, list(shapes))
+    side = "<" if macs < PARALLEL_MACS else "≥"
+    return f"auto: {_si(macs)} forward MACs {side} {_si(PARALLEL_MACS)}"
+
+
+def _si(value: float) -> str:
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.3g}"
 
 
 def resolve_threads(setting: int | str | None, rows: int, shapes: Iterable[tuple[int, int]],

@@ -21,7 +21,7 @@ from rlpipe.artifacts.curve import truncate_curve
 from rlpipe.artifacts.layout import CHECKPOINT_NAME, iteration_from_name, shard_name
 from rlpipe.artifacts.params import write_params
 from rlpipe.artifacts.store import write_rejected
-from rlpipe.build import load_learner_state
+from rlpipe.build import load_learner_state, threads_reason
 from rlpipe.rollout import NonFiniteError
 from rlpipe.runtime.allocator import tune_malloc
 from rlpipe.testing import faults
@@ -63,7 +63,8 @@ def start(trainer: Trainer, stop: GracefulStop) -> contextlib.ExitStack:
                                                  state.restored_mlflow_run_id)
         trainer.mlflow_run = trainer.tracker.mlflow  # its id is read when needed: it may still be opening
         if parts.dist.is_main:
-            print(run_banner(cfg, parts.algo.device, parts.algo.cfg, tune_malloc()), flush=True)
+            print(run_banner(cfg, parts.algo.device, parts.algo.cfg, tune_malloc(),
+                             threads_reason(cfg, parts.algo)), flush=True)
             print(where_lines(cfg, parts.layout.root, parts.env, trainer.tracker.mlflow), flush=True)
             trainer.tracker.announce_mlflow()
         return held.pop_all()

@@ -165,3 +165,28 @@ def test_recurrent_policies_use_the_beta_distribution_object():
                                                         torch.zeros(6, 1, dtype=torch.bool))
     torch.testing.assert_close(seq_log_prob[:, 0], log_prob)
     assert entropy.shape == (6, 1) and torch.isfinite(entropy).all()
+
+
+def test_beta_maths_stay_float32_under_bf16_autocast():
+    torch.manual_seed(5)
+    head, actor = BetaHead(LOW, HIGH), torch.nn.Linear(4, 6)
+    obs = torch.randn(64, 4)
+    with torch.no_grad():
+        actor.weight.mul_(20)  # peaked Betas: lgamma(α + β) of tens of nats
+        action = head.sample(actor(obs))[0]
+        expected = head.evaluate(actor(obs), action)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = actor(obs)
+            log_prob, entropy = head.evaluate(out, action)
+    assert out.dtype == torch.bfloat16 and log_prob.dtype == entropy.dtype == torch.float32
+    error = (log_prob - expected[0]).abs().max()  # from the bf16 actor output alone
+    assert error < 0.2 and (beta_log_prob_in_bf16(out, action) - expected[0]).abs().max() > 3 * error
+
+
+def beta_log_prob_in_bf16(out: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """The same formula with every op in bf16: what the clause in ``beta_concentrations`` avoids."""
+    alpha, beta = (torch.nn.functional.softplus(h) + 1 for h in out.chunk(2, -1))
+    x = ((action.bfloat16() - LOW.bfloat16()) / (HIGH - LOW).bfloat16()).clamp(1e-3, 1 - 1e-3)
+    per_dim = (torch.xlogy(alpha - 1, x) + torch.xlogy(beta - 1, 1 - x) + torch.lgamma(alpha + beta)
+               - torch.lgamma(alpha) - torch.lgamma(beta))
+    return (per_dim.sum(-1) - torch.log(HIGH - LOW).sum().bfloat16()).float()

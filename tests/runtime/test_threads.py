@@ -93,3 +93,12 @@ def test_rlpipe_load_warning_zero_leaves_the_load_out(monkeypatch):
     assert threads.load_average() is None
     monkeypatch.setenv("RLPIPE_LOAD_WARNING", "1")
     assert threads.load_average() is not None
+
+
+def test_the_reason_names_the_setting_or_the_rules_input():
+    assert threads.thread_reason(None, 256, W1_LAYERS) == "torch's default"
+    assert threads.thread_reason(2, 256, W1_LAYERS) == "trainer.num_threads"
+    small = threads.thread_reason("auto", 256, W1_LAYERS)
+    assert small.startswith("auto: 2.28 M forward MACs < ") and small.endswith(" G")
+    big = threads.thread_reason("auto", 10**6, [(512, 512)] * 40)
+    assert big.startswith("auto: 10.5 T forward MACs ≥ ")
