@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from rlpipe.config.extras import require
 from rlpipe.trainer.events import EventContext
 
 __all__ = ["record_camera_data_async"]
@@ -52,6 +53,8 @@ def _writer(path: Path, fps: int) -> Any:
     if path not in _writers:
         for old in [p for p in _writers if p.parent == path.parent]:
             _writers.pop(old).close()
+        require("imageio", "event record_camera_data_async")  # one line naming the video extra
+        require("imageio_ffmpeg", "event record_camera_data_async")
         import imageio.v2 as imageio  # only when a video is recorded
 
         path.parent.mkdir(parents=True, exist_ok=True)

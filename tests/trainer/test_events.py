@@ -73,3 +73,16 @@ def test_unknown_function_or_event_is_a_config_error(tmp_path):
     assert "trainer.events.train.x.func: cannot import 'no_such_module_xyz'" in result.output
     with pytest.raises(ValueError, match="accepted: " + ", ".join(EVENTS)):
         Events().add("after_lunch", print)
+
+
+def test_the_camera_event_without_imageio_names_the_video_extra(tmp_path, monkeypatch):
+    import sys
+
+    from rlpipe.config import ConfigError
+    from rlpipe.trainer import builtin_events
+
+    monkeypatch.setitem(sys.modules, "imageio", None)
+    with pytest.raises(ConfigError, match=r"^event record_camera_data_async needs imageio: "
+                                          r"pip install 'rlpipe\[video\]'"):
+        builtin_events._writer(tmp_path / "v" / "a.mp4", fps=10)
+    assert not (tmp_path / "v").exists()
