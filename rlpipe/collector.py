@@ -63,10 +63,10 @@ class Collector:
         n, dev = env.num_envs, env.device
         self.recurrent = bool(getattr(policy, "is_recurrent", False))
         self.rollout = allocate_rollout(n, horizon, env.obs_spec, env.action_shape,
-                                        env.action_dtype, dev, self._extras())
+                                        env.action_dtype, dev, self._extras(), env.obs_dtypes)
         if self.recurrent:
             self._init_recurrent(seq_len, seqs_per_state_reset)
-        self._final_obs = zeros_obs(env.obs_spec, (n, horizon), dev)
+        self._final_obs = zeros_obs(env.obs_spec, (n, horizon), dev, env.obs_dtypes)
         self._slotted: dict[str, Any] = {}
         self._slots: dict[str, list[Any]] = {}
         """Per-step views ``[N, ...]`` of the rollout's buffers and of the final observations."""

@@ -33,7 +33,10 @@ Padding slots hold zeros (``False`` for flags). Envs auto-reset inside ``step``:
 
 Dict observations (an ``ObsSpec`` mapping keys to shapes): ``obs`` is a nested TensorDict
 ``[N, T+1]`` with one ``[N, T+1, *shape]`` float32 entry per key (stored as one Zarr array per
-key, ``obs/<key>``); the policy selects and concatenates the keys it reads.
+key, ``obs/<key>``); the policy selects and concatenates the keys it reads. An *image group* is an
+entry of dtype uint8 and shape ``[N, T+1, C, H, W]`` (pixels 0–255, never scaled in the rollout,
+the store or a minibatch: the policy's encoder scales them); ``obs_dtypes`` of
+:func:`allocate_rollout` names those keys.
 
 :data:`KEY_DTYPES` lists the keys every rollout holds and their dtypes, :data:`TRANSITION_KEYS` those
 whose slot T is padding. :func:`check_schema` checks a rollout against them (where a rollout enters
@@ -51,6 +54,8 @@ from tensordict import TensorDict
 __all__ = [
     "DIM_NAMES",
     "FLAG_KEYS",
+    "IMAGE_DTYPE",
+    "IMAGE_RANK",
     "KEY_DTYPES",
     "REQUIRED_KEYS",
     "ObsSpec",
@@ -65,6 +70,7 @@ __all__ = [
     "check_finite",
     "check_schema",
     "first_nonfinite",
+    "image_problem",
     "obs_from_state",
     "obs_state",
     "rollout_dims",
@@ -78,6 +84,11 @@ __all__ = [
 ObsSpec = tuple[int, ...] | dict[str, tuple[int, ...]]
 """Shape of one observation, or ``{key: shape}`` for dict observations."""
 
+IMAGE_DTYPE = torch.uint8
+"""dtype of an image group: ``[N, T+1, C, H, W]`` pixels."""
+IMAGE_RANK = 3
+"""Feature dims of one image: ``[C, H, W]``."""
+
 SCHEMA_VERSION = 1
 """Bumped whenever a key, dtype or meaning above changes; stored with every rollout."""
 
@@ -85,7 +96,7 @@ FLAG_KEYS = ("terminated", "truncated", "done")
 TRANSITION_KEYS = ("action", "sample_log_prob", "reward", "final_value", *FLAG_KEYS)
 """Keys whose slot T is padding (everything except ``obs`` and ``value``): zero, ``False`` for flags."""
 KEY_DTYPES: dict[str, tuple[torch.dtype, ...]] = {
-    "obs": (torch.float32,),  # every entry, for dict observations
+    "obs": (torch.float32, IMAGE_DTYPE),  # every entry, for dict observations; uint8: image groups
     "action": (torch.int64, torch.float32),  # Discrete, Box
     "sample_log_prob": (torch.float32,),
     "value": (torch.float32,),
@@ -156,12 +167,34 @@ def first_nonfinite(rollout: TensorDict, keys: Sequence[str] | None = None,
     return None
 
 
+def image_problem(key: str, shape: Sequence[int], dtype: torch.dtype) -> str | None:
+    """Why observation group ``key`` of one env's ``shape`` and ``dtype`` cannot be stored, else ``None``.
+
+    float32 groups of any shape are vectors; a uint8 group is an image and must be ``[C, H, W]``.
+    """
+    if dtype == torch.float32:
+        return None
+    if dtype != IMAGE_DTYPE:
+        return (f"observation group {key!r} has dtype {_dtype_name(dtype)}; accepted: float32 (a vector) "
+                "or uint8 (an image [C, H, W])")
+    if len(shape) != IMAGE_RANK:
+        return (f"observation group {key!r} is uint8 of shape {list(shape)}; an image group must be "
+                "[C, H, W] (3 dims)")
+    return None
+
+
 def zeros_obs(
-    spec: Sequence[int] | dict[str, Sequence[int]], batch: Sequence[int], device: torch.device | str
+    spec: Sequence[int] | dict[str, Sequence[int]], batch: Sequence[int], device: torch.device | str,
+    dtypes: dict[str, torch.dtype] | None = None,
 ) -> torch.Tensor | TensorDict:
-    """Zero float32 observations ``[*batch, *shape]``, or a TensorDict ``batch`` of them per key."""
+    """Zero observations ``[*batch, *shape]``, or a TensorDict ``batch`` of them per key.
+
+    float32, except the keys of ``dtypes`` (``{key: torch.uint8}`` for image groups).
+    """
     if isinstance(spec, dict):
-        fields = {k: torch.zeros(*batch, *s, dtype=torch.float32, device=device) for k, s in spec.items()}
+        dtypes = dtypes or {}
+        fields = {k: torch.zeros(*batch, *s, dtype=dtypes.get(k, torch.float32), device=device)
+                  for k, s in spec.items()}
         return TensorDict(fields, batch_size=list(batch), device=device)
     return torch.zeros(*batch, *spec, dtype=torch.float32, device=device)
 
@@ -219,16 +252,18 @@ def allocate_rollout(
     action_dtype: torch.dtype,
     device: torch.device | str,
     extras: dict[str, tuple[Sequence[int], torch.dtype]] | None = None,
+    obs_dtypes: dict[str, torch.dtype] | None = None,
 ) -> TensorDict:
     """Zero-filled rollout of ``batch_size=[num_envs, horizon + 1]`` on ``device``.
 
     ``extras`` maps additional policy keys to ``(feature_shape, dtype)`` (e.g. ``action_mean``).
-    ``obs_shape`` as ``{key: shape}`` makes ``obs`` a nested TensorDict (dict observations).
+    ``obs_shape`` as ``{key: shape}`` makes ``obs`` a nested TensorDict (dict observations);
+    ``obs_dtypes`` gives the keys that are not float32 (``{"pixels": torch.uint8}``).
     """
     n, t1 = num_envs, horizon + 1
     float_kw = {"dtype": torch.float32, "device": device}
     fields = {
-        "obs": zeros_obs(obs_shape, (n, t1), device),
+        "obs": zeros_obs(obs_shape, (n, t1), device, obs_dtypes),
         "action": torch.zeros(n, t1, *action_shape, dtype=action_dtype, device=device),
         "sample_log_prob": torch.zeros(n, t1, **float_kw),
         "value": torch.zeros(n, t1, **float_kw),
@@ -271,12 +306,15 @@ def check_schema(rollout: TensorDict, iteration: int | None = None) -> None:
         if key not in rollout.keys():
             raise RolloutError(f"rollout{where} lacks schema key {key!r}")
         value = rollout.get(key)
-        leaves = value.values(True, True) if isinstance(value, TensorDict) else (value,)  # dict obs: each
-        wrong = next((leaf.dtype for leaf in leaves if leaf.dtype not in dtypes), None)
+        leaves = (list(value.items(True, True)) if isinstance(value, TensorDict)  # dict obs: each
+                  else [(key, value)])
+        wrong = next((leaf.dtype for _, leaf in leaves if leaf.dtype not in dtypes), None)
         if wrong is not None:
             allowed = " or ".join(_dtype_name(d) for d in dtypes)
             raise RolloutError(f"rollout{where}: key {key!r} has dtype {_dtype_name(wrong)}, "
                                f"expected {allowed}")
+        if key == "obs":
+            _check_images(leaves, where)
     mismatch = (rollout["terminated"] | rollout["truncated"]) != rollout["done"]
     pads = [rollout.get(key)[:, -1] for key in TRANSITION_KEYS]
     if not bool(torch.stack([mismatch.any(), *(pad.any() for pad in pads)]).any()):
@@ -312,6 +350,15 @@ def validate(rollout: TensorDict, iteration: int | None = None) -> None:
     """:func:`check_schema` and :func:`check_finite`: raise :class:`RolloutError` at the first problem."""
     check_schema(rollout, iteration)
     check_finite(rollout, iteration)
+
+
+def _check_images(leaves: list[tuple[object, torch.Tensor]], where: str) -> None:
+    """:class:`RolloutError` for a uint8 observation that is not ``[N, T+1, C, H, W]``."""
+    for name, leaf in leaves:
+        if leaf.dtype == IMAGE_DTYPE and leaf.dim() != 2 + IMAGE_RANK:
+            key = name if isinstance(name, str) else "/".join(name)
+            raise RolloutError(f"rollout{where}: image group 'obs/{key}' has shape {list(leaf.shape)}; "
+                               "uint8 observations must be [N, T+1, C, H, W]")
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

@@ -1,6 +1,7 @@
-"""Algorithms: GAE, PPO and GRPO on one shared update loop, schedules, running statistics, the registry."""
+"""Algorithms: GAE, PPO, GRPO and distillation on one shared update loop, schedules, statistics, registry."""
 
 from rlpipe.algorithms.base import BaseAlgorithm, flatten_transitions, minibatch_indices
+from rlpipe.algorithms.distillation import Distillation, DistillationCfg
 from rlpipe.algorithms.gae import compute_gae, generalized_advantage_estimate
 from rlpipe.algorithms.grpo import GRPO, GRPOCfg
 from rlpipe.algorithms.normalization import RewardNormalizer, RunningMeanStd
@@ -20,6 +21,8 @@ __all__ = [
     "GRPO",
     "PPO",
     "BaseAlgorithm",
+    "Distillation",
+    "DistillationCfg",
     "GRPOCfg",
     "PPOCfg",
     "RewardNormalizer",

@@ -49,8 +49,8 @@ Minibatch = TensorDict | Mapping[str, torch.Tensor]
 class BaseAlgorithm(ABC):
     """Optimizer, grad scaler, LR/entropy schedules, KL rules and the shared update loop.
 
-    ``update(rollout)`` accepts a raw rollout and computes advantages itself when the
-    ``advantage`` key is missing, so ``build_algo(...).update(rollout)`` works on its own.
+    ``update(rollout)`` accepts a raw rollout and computes advantages itself when one of the
+    ``advantage_keys`` is missing, so ``build_algo(...).update(rollout)`` works on its own.
     """
 
     cfg_class: type[UpdateCfg] = UpdateCfg
@@ -184,7 +184,7 @@ class BaseAlgorithm(ABC):
         if iteration is not None:
             self.reseed(update_seed(self.seed, iteration))
         self.policy.train()
-        if "advantage" not in rollout.keys():
+        if any(key not in rollout.keys() for key in self.advantage_keys):
             self.compute_advantages(rollout)
         self.apply_schedules()
         batch = self.update_batch(rollout)
@@ -193,6 +193,11 @@ class BaseAlgorithm(ABC):
         self.env_steps += rollout.batch_size[0] * (rollout.batch_size[1] - 1)
         self.policy.update_normalization(rollout["obs"][:, :-1])
         return metrics
+
+    @property
+    def acting_policy(self) -> Any:
+        """The policy the collector acts with (default: the trained one; distillation mixes in a teacher)."""
+        return self.policy
 
     @property
     def update_keys(self) -> tuple[str, ...]:

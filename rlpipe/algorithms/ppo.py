@@ -3,7 +3,10 @@
 The loss maths lives in ``ppo_loss`` (one pure function per option), reward scaling in
 ``normalization``; the optimizer, schedules, KL rules and the epochs × minibatches loop are the
 shared ``BaseAlgorithm.update``. PPO contributes GAE, its update rows (every transition,
-or ``seq_len`` sequences for a recurrent policy) and the clipped-surrogate loss.
+or ``seq_len`` sequences for a recurrent policy) and the clipped-surrogate loss. Two optional parts
+plug in where they act: RND curiosity (``rnd``) adds its intrinsic reward in the advantage stage and
+trains its predictor on the update's minibatches; symmetry (``symmetry``) mirrors each minibatch
+and/or adds the mirror loss.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ import torch
 from tensordict import TensorDict
 
 from rlpipe.algorithms import sequences
-from rlpipe.algorithms.base import BaseAlgorithm, Minibatch
+from rlpipe.algorithms.base import BaseAlgorithm, Minibatch, update_seed
 from rlpipe.algorithms.gae import generalized_advantage_estimate, truncation_bootstrap
 from rlpipe.algorithms.grpo import ACTOR_ONLY_POLICIES
+from rlpipe.algorithms.minibatches import minibatch_slices
 from rlpipe.algorithms.normalization import RewardNormalizer
 from rlpipe.algorithms.ppo_loss import (
     approx_kl,
@@ -28,6 +32,8 @@ from rlpipe.algorithms.ppo_loss import (
     value_mse,
 )
 from rlpipe.algorithms.registry import register_algo
+from rlpipe.algorithms.rnd import RND
+from rlpipe.algorithms.symmetry import Symmetry
 from rlpipe.config import AlgorithmCfg, ConfigError
 from rlpipe.config.algorithms import PPOCfg
 from rlpipe.runtime.distributed import global_normalize
@@ -49,6 +55,16 @@ class PPO(BaseAlgorithm):
     def __init__(self, cfg: PPOCfg, policy: Any) -> None:
         super().__init__(cfg, policy)
         self.reward_normalizer = RewardNormalizer(cfg.gamma, self.device) if cfg.normalize_rewards else None
+        self.rnd = RND(cfg.rnd, self.device) if cfg.rnd is not None else None
+        """Curiosity: intrinsic rewards in ``compute_advantages``, predictor training in ``update``."""
+        if self.rnd is not None:
+            self.advantage_reads = (*type(self).advantage_reads, "obs")
+        self.symmetry = Symmetry(cfg.symmetry) if cfg.symmetry is not None else None
+        """Mirrored minibatches and/or the mirror loss, in ``loss``."""
+        if self.symmetry is not None and getattr(policy, "is_recurrent", False):
+            raise ConfigError("algorithm.cfg.symmetry: mirrors transitions of feedforward policies; "
+                              "a recurrent policy is not supported (remove symmetry or use policy.name: "
+                              "actor_critic)")
 
     @classmethod
     def check_run(cls, cfg: AlgorithmCfg, num_envs: int, policy_name: str, horizon: int,
@@ -64,11 +80,17 @@ class PPO(BaseAlgorithm):
     def compute_advantages(self, rollout: TensorDict) -> dict[str, float]:
         """GAE into ``advantage`` and ``return`` (``[N, T+1]``, padding slot zero).
 
-        With ``normalize_rewards`` GAE sees scaled copies of the rewards; ``rollout["reward"]`` is untouched.
+        With ``normalize_rewards`` GAE sees scaled copies of the rewards, and with ``rnd`` the
+        intrinsic rewards added to them; ``rollout["reward"]`` is untouched.
         """
         reward, done = rollout["reward"][:, :-1].float(), rollout["done"][:, :-1]
         if self.reward_normalizer is not None:
             reward = self.reward_normalizer(reward, done)
+        diagnostics: dict[str, float] = {}
+        if self.rnd is not None:
+            intrinsic, diagnostics = self.rnd.intrinsic_reward(rollout, self.seed, self.env_steps,
+                                                               self.total_env_steps)
+            reward = reward + intrinsic
         value = rollout["value"].float()
         advantage, returns = generalized_advantage_estimate(
             reward, value[:, :-1], value[:, 1:], done, truncation_bootstrap(rollout).float(),
@@ -78,7 +100,7 @@ class PPO(BaseAlgorithm):
             padded = torch.zeros_like(rollout["value"])
             padded[:, :-1] = tensor
             rollout.set(key, padded)
-        return {}
+        return diagnostics
 
     def update_batch(self, rollout: TensorDict) -> TensorDict:
         """Every transition ``[N·T]`` (sequences ``[N·T/L]`` for a recurrent policy).
@@ -100,8 +122,34 @@ class PPO(BaseAlgorithm):
             outputs = self.policy.evaluate(obs, action)
         return tuple(t.float() for t in outputs)
 
+    def update(self, rollout: TensorDict, iteration: int | None = None) -> dict[str, float]:
+        """The shared update; with ``rnd``, then the predictor's steps on the same minibatches.
+
+        The predictor replays the shuffle the update drew (same generator state, same epochs and
+        minibatch sizes over the ``[N·T]`` transitions); it never reads the policy, so training it
+        after the policy's steps instead of between them changes nothing.
+        """
+        if self.rnd is None:
+            return super().update(rollout, iteration)
+        if iteration is not None:
+            self.reseed(update_seed(self.seed, iteration))
+        shuffle = self.generator.get_state()
+        if any(key not in rollout.keys() for key in self.advantage_keys):
+            self.compute_advantages(rollout)  # before the update merges this rollout's obs statistics
+        metrics = super().update(rollout)
+        after = self.generator.get_state()
+        self.generator.set_state(shuffle)
+        rows = rollout.batch_size[0] * (rollout.batch_size[1] - 1)
+        size, shards = self.cfg.minibatch_size(rows // self.batch_shards), self.batch_shards
+        epochs = (minibatch_slices(self, rows // shards, size, shards) for _ in range(self.cfg.n_epochs))
+        metrics["rnd_loss"] = float(self.rnd.fit(rollout, epochs))
+        self.generator.set_state(after)
+        return metrics
+
     def loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """``(total loss, detached stats by name)`` of one minibatch."""
+        if self.symmetry is not None:  # advantages normalized before the mirrored copies join (rsl_rl)
+            return self.chunk_loss(self.chunk_minibatch(mb))
         with self.autocast():  # a sequence minibatch re-runs the recurrent core; ``mb`` comes back flat
             log_prob, entropy, value, mb = sequences.evaluate_minibatch(self.policy, mb)
         return self._loss_terms(mb, self._advantage(mb["advantage"]), log_prob, entropy, value)
@@ -117,9 +165,29 @@ class PPO(BaseAlgorithm):
 
     def chunk_loss(self, part: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """``loss`` of rows of :meth:`chunk_minibatch`'s result, their ``advantage`` taken as it is."""
+        if self.symmetry is not None:
+            return self._symmetric_loss(part)
         with self.autocast():
             log_prob, entropy, value, _ = sequences.evaluate_minibatch(self.policy, part)
         return self._loss_terms(part, part["advantage"], log_prob, entropy, value)
+
+    def _symmetric_loss(self, part: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The PPO terms over ``part`` ``[B]`` and its mirrored copies ``[K·B]``, plus the mirror loss.
+
+        As rsl_rl: surrogate and value losses over every row; entropy, KL and clip fraction over
+        the B original rows; ``symmetry_loss`` reported, and added × ``mirror_loss_coef`` when on.
+        """
+        assert self.symmetry is not None
+        rows = part["advantage"].shape[0]
+        augmented = self.symmetry.augment(part)
+        with self.autocast():
+            log_prob, entropy, value, _ = sequences.evaluate_minibatch(self.policy, augmented)
+            mirror_loss = self.symmetry.mirror_loss(self.policy, part["obs"]).float()
+        total, stats = self._loss_terms(augmented, augmented["advantage"], log_prob, entropy[:rows], value,
+                                        stat_rows=rows)
+        if self.symmetry.cfg.mirror_loss:
+            total = total + self.symmetry.cfg.mirror_loss_coef * mirror_loss
+        return total, {**stats, "symmetry_loss": mirror_loss.detach()}
 
     def _advantage(self, advantage: torch.Tensor) -> torch.Tensor:
         """The minibatch's advantages ``[B]`` as the loss weighs them."""
@@ -127,9 +195,13 @@ class PPO(BaseAlgorithm):
 
     def _loss_terms(
         self, mb: Minibatch, advantage: torch.Tensor, log_prob: torch.Tensor, entropy: torch.Tensor,
-        value: torch.Tensor,
+        value: torch.Tensor, stat_rows: int | None = None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The clipped surrogate, value and entropy terms over the rows of ``mb`` (all ``[B]``)."""
+        """The clipped surrogate, value and entropy terms over the rows of ``mb`` (all ``[B]``).
+
+        ``stat_rows``: the KL and clip fraction read the first rows only (the originals of a
+        mirrored minibatch); ``None``: every row.
+        """
         cfg = self.cfg
         policy_loss, log_ratio = clipped_surrogate(
             log_prob, mb["sample_log_prob"], advantage, cfg.clip_coef, cfg.dual_clip_coef
@@ -143,8 +215,8 @@ class PPO(BaseAlgorithm):
         with torch.no_grad():
             stats = {
                 "policy_loss": policy_loss.detach(), "value_loss": value_loss.detach(),
-                "entropy": entropy_mean.detach(), "approx_kl": approx_kl(log_ratio),
-                "clip_fraction": clip_fraction(log_ratio, cfg.clip_coef),
+                "entropy": entropy_mean.detach(), "approx_kl": approx_kl(log_ratio[:stat_rows]),
+                "clip_fraction": clip_fraction(log_ratio[:stat_rows], cfg.clip_coef),
             }
         return total, stats
 
@@ -159,6 +231,8 @@ class PPO(BaseAlgorithm):
         """The shared optimizer/scaler/schedule state, plus the reward statistics."""
         state = super().state_dict()
         state["reward_normalizer"] = self.reward_normalizer.state_dict() if self.reward_normalizer else None
+        if self.rnd is not None:
+            state["rnd"] = self.rnd.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -166,3 +240,5 @@ class PPO(BaseAlgorithm):
         super().load_state_dict(state)
         if self.reward_normalizer is not None and state.get("reward_normalizer") is not None:
             self.reward_normalizer.load_state_dict(state["reward_normalizer"])
+        if self.rnd is not None and state.get("rnd") is not None:
+            self.rnd.load_state_dict(state["rnd"])

@@ -8,6 +8,7 @@ them. Only ``optimizer_kwargs`` needs torch (the optimizers' signatures), and on
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
 from collections.abc import Sequence
@@ -24,8 +25,10 @@ __all__ = [
     "GRPOCfg",
     "PPOCfg",
     "Points",
+    "RNDCfg",
     "ScheduleKind",
     "SequenceCfg",
+    "SymmetryCfg",
     "UpdateCfg",
     "fail",
     "group_size_error",
@@ -81,6 +84,10 @@ class AlgorithmCfg(StrictModel):
     """Global gradient-norm clip."""
     n_epochs: int = Field(10, ge=1)
     """Passes over the rollout per update."""
+
+    def lineage(self) -> dict[str, str]:
+        """Runs and files this algorithm's run learns from, by name (MLflow tags ``rlpipe.<name>``)."""
+        return {}
 
 
 class UpdateCfg(AlgorithmCfg):
@@ -205,6 +212,91 @@ class SequenceCfg(UpdateCfg):
                               f"algorithm.cfg.seq_len ({self.seq_len})")
 
 
+class SymmetryCfg(StrictModel):
+    """``algorithm.cfg.symmetry``: mirrored data and/or a mirror loss (rsl_rl's symmetry, Mittal et al. 2024).
+
+    ``function(obs=..., actions=..., env=None)`` returns ``(obs, actions)`` with the originals first and
+    their mirrored copies after them (``[K·B, ...]``); either input may be ``None``, and then so is its
+    output. The update runs without an env (also offline, on stored rollouts), so ``env`` is ``None``.
+    """
+
+    function: str
+    """``package.module:function`` of the mirror (e.g. ``rlpipe.envs.tasks.symmetry:pendulum_mirror``);
+    imported when the params are loaded."""
+    data_augmentation: bool = False
+    """Train on every minibatch together with its mirrored copy (old log-probs, advantages, returns and
+    values repeated for the copies)."""
+    mirror_loss: bool = False
+    """Add ``mirror_loss_coef`` × MSE between the policy's mean on mirrored observations and the mirrored
+    mean on the observations; off, the loss is still logged (``update/symmetry_loss``)."""
+    mirror_loss_coef: float = Field(0.0, ge=0)
+    """Weight of the mirror loss."""
+
+    @field_validator("function")
+    @classmethod
+    def _importable(cls, spec: str) -> str:
+        module_name, sep, attr = spec.partition(":")
+        if not (sep and module_name and attr):
+            raise ValueError(f"expected package.module:function (got {spec!r})")
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:
+            raise ValueError(f"cannot import {module_name!r} ({type(exc).__name__}: {exc})") from None
+        if not callable(getattr(module, attr, None)):
+            raise ValueError(f"{spec!r} is not a function; accepted: package.module:function")
+        return spec
+
+
+class RNDCfg(StrictModel):
+    """``algorithm.cfg.rnd``: random network distillation curiosity (Burda et al. 2018, arXiv:1810.12894).
+
+    A frozen random target network and a trained predictor read the chosen observations; the squared
+    prediction error of each next observation is the intrinsic reward, divided by the running std of
+    its discounted return, weighted and added to the extrinsic reward before GAE (one value head, as
+    rsl_rl). The predictor trains on the update's minibatches with its own Adam optimizer.
+    """
+
+    obs_keys: list[str] | None = None
+    """Dict observations: the keys the networks read, concatenated; ``null``: every key (flat obs as is)."""
+    hidden_sizes: list[int] = Field(default_factory=lambda: [256, 256])
+    """Hidden layers of the predictor and the target (ELU)."""
+    embedding_dim: int = Field(16, ge=1)
+    """Output size of both networks."""
+    learning_rate: float = Field(1.0e-3, gt=0)
+    """Adam learning rate of the predictor."""
+    weight: float = Field(1.0, ge=0)
+    """Intrinsic reward weight (the start value when ``weight_schedule_kind`` is linear/cosine)."""
+    weight_schedule: Points | None = None
+    """``[[env_steps, weight], ...]`` for kinds step/interp; null: constant ``weight``."""
+    weight_schedule_kind: ScheduleKind = "step"
+    """As ``lr_schedule_kind``, for the weight (decaying to ``weight_final``)."""
+    weight_final: float = Field(0.0, ge=0)
+    """Weight at the end of a linear/cosine decay."""
+    reward_normalization: bool = True
+    """Divide the intrinsic reward by the running std of its discounted return (the RND paper's choice)."""
+    state_normalization: bool = True
+    """Whiten the networks' input with running mean/std clipped to ±5 (the RND paper's choice)."""
+    gamma: float = Field(0.99, ge=0, le=1)
+    """Discount of the intrinsic return whose std normalizes the reward."""
+
+    @field_validator("weight_schedule")
+    @classmethod
+    def _increasing_points(cls, points: Points | None) -> Points | None:
+        error = None if points is None else points_error(points)
+        if error:
+            raise ValueError(error)
+        return points
+
+    @model_validator(mode="after")
+    def _points_need_kind(self) -> Self:
+        if self.weight_schedule is not None and self.weight_schedule_kind in ("linear", "cosine"):
+            fail(type(self).__name__, ("weight_schedule",),
+                 "points need weight_schedule_kind step or interp (linear/cosine take no points)")
+        if any(size < 1 for size in self.hidden_sizes):
+            fail(type(self).__name__, ("hidden_sizes",), "every size must be >= 1")
+        return self
+
+
 class PPOCfg(SequenceCfg):
     """Configuration for PPO: the classic defaults, then rl8's and rsl_rl's options (all off).
 
@@ -227,6 +319,10 @@ class PPOCfg(SequenceCfg):
     """Clip range of the value (in return units) when ``clip_value_loss``."""
     dual_clip_coef: float | None = Field(None, gt=1)
     """Dual clip c > 1 for negative advantages: max(min(surr1, surr2), c·A) (Ye et al. 2020); null: off."""
+    symmetry: SymmetryCfg | None = None
+    """Mirror augmentation and/or mirror loss (``SymmetryCfg``); null: off."""
+    rnd: RNDCfg | None = None
+    """Random network distillation curiosity (``RNDCfg``); null: off."""
 
     @field_validator("normalize_advantage", mode="before")
     @classmethod

@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from rlpipe.config.algorithms import AlgorithmCfg, GRPOCfg, PPOCfg
+from rlpipe.config.distillation import DistillationCfg
 from rlpipe.config.errors import ConfigError, field_model, format_validation_error, located_error, unknown_key
 from rlpipe.config.strict import StrictModel
 
@@ -232,3 +233,4 @@ def _in_block(exc: ValidationError, key: str) -> ValidationError:
 
 register_algorithm("ppo", PPOCfg, block=PPOBlock)
 register_algorithm("grpo", GRPOCfg, block=GRPOBlock)
+register_algorithm("distillation", DistillationCfg)

@@ -10,7 +10,8 @@ A ``BatchedEnv`` steps ``num_envs`` copies of one task at once and speaks torch 
   the first observation of the next episode, and ``final_obs`` holds the true last observation.
 * Dict observation spaces (envpool's Playground ``state`` / ``privileged_state``, rsl_rl groups):
   ``observation_space`` is a ``gym.spaces.Dict`` of flat Boxes and ``obs`` a ``TensorDict``
-  ``[N]`` with one ``[N, dim]`` float32 entry per key (:attr:`BatchedEnv.obs_spec`).
+  ``[N]`` with one ``[N, dim]`` float32 entry per key (:attr:`BatchedEnv.obs_spec`); an image
+  group is a uint8 Box ``[C, H, W]`` and its entry ``[N, C, H, W]`` uint8 (:attr:`BatchedEnv.obs_dtypes`).
 * ``state_dict()`` / ``load_state_dict()`` capture everything needed to continue bit for bit
   (physics state, step counters, RNG), so a resumed run equals an uninterrupted one.
 * ``render(env_ids)`` → ``[k, H, W, 3]`` uint8 frames of those envs (eval videos only); envs that
@@ -88,6 +89,14 @@ class BatchedEnv(ABC):
         if isinstance(space, gym.spaces.Dict):
             return {key: tuple(sub.shape) for key, sub in space.spaces.items()}
         return tuple(space.shape)
+
+    @property
+    def obs_dtypes(self) -> dict[str, torch.dtype]:
+        """``{key: torch.uint8}`` of the image groups of dict observations (every other key is float32)."""
+        space = self.observation_space
+        if not isinstance(space, gym.spaces.Dict):
+            return {}
+        return {key: torch.uint8 for key, sub in space.spaces.items() if sub.dtype == np.uint8}
 
     @property
     def action_shape(self) -> tuple[int, ...]:

@@ -282,6 +282,7 @@ def run_tags(cfg: RunConfig, run_dir: Path, kind: str, source_run: str | None) -
         tags["rlpipe.dvc_exp_name"] = os.environ["DVC_EXP_NAME"]
     if source_run:
         tags["rlpipe.source_run_id"] = source_run
+    tags |= {f"rlpipe.{key}": value for key, value in cfg.algorithm.cfg.lineage().items()}
     return tags
 
 

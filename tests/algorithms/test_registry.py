@@ -75,7 +75,8 @@ def test_the_config_is_validated_once_at_load_and_only_resolved_after():
     ("algorithm.cfg.clip_anneal=true",
      "algorithm.cfg.clip_anneal: Input should be a valid number, not true/false"),
     ("algorithm.cfg.clip_aneal=0.5", "algorithm.cfg.clip_aneal: unknown key (did you mean 'clip_anneal'?)"),
-    ("algorithm.name=annealed", "algorithm.name: unknown algorithm 'annealed'; accepted: annealed_ppo, grpo"),
+    ("algorithm.name=annealed",
+     "algorithm.name: unknown algorithm 'annealed'; accepted: annealed_ppo, distillation, grpo"),
 ])
 def test_the_user_config_class_types_its_errors(override, expected):
     with pytest.raises(ConfigError) as info:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 import torch
+from tensordict import TensorDict
 
 from rlpipe.envs.backends.torch_native import PHYSICS_DTYPES, TorchEnv
 from rlpipe.envs.registry import register_env
@@ -34,6 +35,12 @@ THETA_THRESHOLD = 12 * 2 * math.pi / 360
 X_THRESHOLD = 2.4
 INIT_BOUND = 0.05
 OBS_HIGH = np.array([X_THRESHOLD * 2, np.inf, THETA_THRESHOLD * 2, np.inf], dtype=np.float32)
+OBS_GROUPS = gym.spaces.Dict({
+    "proprio": gym.spaces.Box(-OBS_HIGH[0::2], OBS_HIGH[0::2], dtype=np.float32),
+    "privileged": gym.spaces.Box(-OBS_HIGH[1::2], OBS_HIGH[1::2], dtype=np.float32),
+})
+"""``obs_groups: true``: positions (cart position, pole angle) apart from velocities, which a
+teacher may read as privileged observations while its student infers them from memory."""
 RENDER_HEIGHT, RENDER_WIDTH = 240, 320
 """Frame size of ``render`` (multiples of 16, as video encoders like them)."""
 
@@ -76,7 +83,9 @@ class CartPole(TorchEnv):
     """Balance a pole on a cart by pushing it left (action 0) or right (action 1).
 
     State and observation ``[N, 4]``: cart position, cart velocity, pole angle, pole angular
-    velocity. Action ``[N]`` int64 in {0, 1}. Reward ``[N]`` is 1.0 every step.
+    velocity. Action ``[N]`` int64 in {0, 1}. Reward ``[N]`` is 1.0 every step. ``obs_groups``:
+    the observation is a TensorDict ``[N]`` of ``proprio`` (position, angle) and ``privileged``
+    (their velocities), ``[N, 2]`` each.
     """
 
     state_dim = 4
@@ -90,7 +99,13 @@ class CartPole(TorchEnv):
         device: torch.device | str,
         max_episode_steps: int | None = 500,
         physics_dtype: str = "float32",
+        obs_groups: bool = False,
     ) -> None:
+        if not isinstance(obs_groups, bool):
+            raise ValueError(f"obs_groups: got {obs_groups!r}; accepted: true, false")
+        self.obs_groups = obs_groups
+        if obs_groups:
+            self.observation_space = OBS_GROUPS
         self._k = _Constants.on(torch.device(device), PHYSICS_DTYPES.get(physics_dtype, torch.float32))
         super().__init__(num_envs, device, max_episode_steps, physics_dtype)
 
@@ -120,9 +135,13 @@ class CartPole(TorchEnv):
         next_state = state + rates * k.tau  # two ops (not FMA-fused) for gymnasium's four ``x + TAU * x_dot``
         return next_state, self._reward(state), self._terminated(next_state)
 
-    def _observe(self, state: torch.Tensor) -> torch.Tensor:
-        """Return the state as a float32 copy ``[N, 4]``."""
-        return state.to(torch.float32, copy=True)
+    def _observe(self, state: torch.Tensor) -> torch.Tensor | TensorDict:
+        """The state as a float32 copy ``[N, 4]`` (``obs_groups``: a TensorDict ``[N]`` of two ``[N, 2]``)."""
+        obs = state.to(torch.float32, copy=True)
+        if not self.obs_groups:
+            return obs
+        return TensorDict({"proprio": obs[:, 0::2], "privileged": obs[:, 1::2]}, batch_size=[obs.shape[0]],
+                          device=obs.device)
 
     def render(self, env_ids: list[int]) -> np.ndarray:
         """``[k, 240, 320, 3]`` uint8: track, cart and pole of envs ``env_ids`` (gymnasium's picture)."""
