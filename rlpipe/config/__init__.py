@@ -7,6 +7,7 @@ from rlpipe.config.loading import apply_overrides, load, read_params
 from rlpipe.config.registry import AlgorithmBlock, algorithm_names, register_algorithm, replay_algorithm
 from rlpipe.config.sections import (
     CheckpointCfg,
+    CNNCfg,
     EnvCfg,
     EvalCfg,
     EventCfg,
@@ -28,6 +29,7 @@ __all__ = [
     "AlgorithmBlock",
     "AlgorithmCfg",
     "CheckpointCfg",
+    "CNNCfg",
     "ConfigError",
     "EnvCfg",
     "EvalCfg",

@@ -15,6 +15,7 @@ from rlpipe.config.strict import StrictModel
 
 __all__ = [
     "ACTIVATIONS",
+    "CNNCfg",
     "CheckpointCfg",
     "ConfigError",
     "EnvCfg",
@@ -216,6 +217,38 @@ class MLPCfg(StrictModel):
         return value
 
 
+class CNNCfg(StrictModel):
+    """An image group's encoder: ``uint8 [C, H, W]`` / 255 → conv layers → flatten → Linear → features.
+
+    The default (16-32-32 channels, kernels 8-4-3, strides 4-2-1: a lighter Nature CNN) reduces
+    64×64 to 4×4 and 84×84 to 7×7.
+    """
+
+    channels: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [16, 32, 32])
+    """Output channels of each conv layer."""
+    kernel_sizes: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [8, 4, 3])
+    """Square kernel of each conv layer (one per entry of ``channels``)."""
+    strides: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [4, 2, 1])
+    """Stride of each conv layer (one per entry of ``channels``)."""
+    features: int = Field(128, ge=1)
+    """Width of the Linear layer after the convs: the features this group adds to the MLP's input."""
+    activation: str = "relu"
+    """Activation after every conv and the Linear layer (the names of ``network_cfg.activation``)."""
+
+    @field_validator("activation")
+    @classmethod
+    def _known_activation(cls, value: str) -> str:
+        if value not in ACTIVATIONS:
+            raise ValueError(f"unknown {value!r}; accepted: {', '.join(ACTIVATIONS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_per_layer(self) -> Self:
+        if not self.channels or not len(self.channels) == len(self.kernel_sizes) == len(self.strides):
+            raise ValueError("channels, kernel_sizes and strides need one entry per conv layer (at least one)")
+        return self
+
+
 class NetworkBlock(StrictModel):
     """``{"type": "mlp", "network_cfg": {...}}``: the network of an actor or critic."""
 
@@ -226,6 +259,10 @@ class NetworkBlock(StrictModel):
     obs_keys: list[str] | None = None
     """Dict observations: the keys this network reads, concatenated in this order (``null``: every
     key, sorted); e.g. actor ``[state]``, critic ``[state, privileged_state]``."""
+    encoders: dict[str, CNNCfg] = Field(default_factory=dict)
+    """Image groups (uint8 ``[C, H, W]``) this network reads: ``{group: cnn settings}``. Each image
+    group read gets its own CNN, whose features are concatenated with the vector groups (in
+    ``obs_keys`` order) before the MLP; a group not listed here gets the default :class:`CNNCfg`."""
 
     @field_validator("type")
     @classmethod
@@ -267,6 +304,9 @@ class PolicyCfg(StrictModel):
     is mapped onto [low, high], the mode is the deterministic action). Discrete spaces take ``auto``."""
     recurrent: RecurrentCfg = Field(default_factory=RecurrentCfg)
     """Recurrent core of recurrent policies (``recurrent_actor_critic``); ignored by the others."""
+    share_encoder: bool = False
+    """Actor and critic share one CNN per image group both read (its gradient gets both losses);
+    ``false``: each network has its own (the critic's settings from ``critic.encoders``)."""
     obs_normalization: bool = False
     """Normalize observations with running mean/std (clipped to ±10), updated after each update
     from that rollout's observations and saved in checkpoints; frozen during collection and eval."""

@@ -8,8 +8,8 @@ same, so both write the same run directory, stores, checkpoints and MLflow run, 
     summary = trainer.train()                # or: for metrics in trainer: ...
     rollout = trainer.collect(); metrics = trainer.update(rollout)   # or one step at a time
 
-One iteration (:meth:`step`): collect → advantage → (guard) → store → update → (guard) → eval →
-events, stop rules and tracking → checkpoint. The trainer owns the env, the collector, the
+One iteration of :meth:`train`: :meth:`collect`, then :meth:`update` — advantage → (guard) → store →
+update → (guard) → eval → events, stop rules and tracking → checkpoint. The trainer owns the env, the collector, the
 algorithm (which owns the policy and its optimizer), the rollout store, the checkpoints and the
 counters ``iteration`` and ``env_steps``.
 """
