@@ -38,9 +38,7 @@ clean:
 repro: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 
-# `dvc exp show`, short (≤ 120 columns): the params that differ between experiments and the online eval
-# return of each (the train stage's metrics.json). Dropped: deps (paths), other files' metrics (file:name)
-# and names without a dot (metrics, Created); params are section.key.
+# DVC's experiments in 120 columns: the params that differ (short names) and eval/return_mean
+# (`rlpipe exps --metric KEY` for others, `dvc exp show` for everything).
 exps: $(STAMP)
-	$(BIN)/dvc exp show --only-changed --drop '.*/|.*:|[^.]*$$' \
-	  --keep 'Experiment$$|(results/[^/]+/metrics\.json:)?eval/return_mean$$'
+	$(BIN)/rlpipe exps

@@ -35,7 +35,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 for _command in (train.run, manage.compare, offline.collect, offline.advantage, offline.update,
                  offline.evaluate, offline.export, offline.inspect, offline.replay, distill.distill,
-                 manage.gc, manage.envs):
+                 manage.gc, manage.envs, manage.exps):
     cli.add_command(_command)
 
 

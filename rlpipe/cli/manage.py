@@ -1,4 +1,4 @@
-"""Commands around runs rather than in them: compare MLflow runs, free experiment run dirs, list envs."""
+"""Commands around runs rather than in them: compare runs and experiments, free run dirs, list envs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import click
 
 from rlpipe.cli.common import user_errors
 
-__all__ = ["compare", "envs", "gc"]
+__all__ = ["compare", "envs", "exps", "gc"]
 
 
 @click.command()
@@ -84,3 +84,15 @@ def envs(groups: tuple[str, ...], as_json: bool) -> None:
         for env_id in ids:
             click.echo(f"  {env_id}")
     click.echo("Any package.module:ClassOrFactory works too (env.id); see README 'Environments'.")
+
+
+@click.command()
+@click.option("--metric", "metrics", multiple=True, default=("eval/return_mean",), show_default=True,
+              metavar="KEY", help="Metric column (a key of the stages' metrics files); repeatable.")
+@click.option("--wide", is_flag=True, help="Do not fit the table into 120 columns.")
+@user_errors
+def exps(metrics: tuple[str, ...], wide: bool) -> None:
+    """DVC experiments side by side: the params that differ (short names) and the metrics, in 120 columns."""
+    from rlpipe.dvc.table import experiment_rows, read_exp_show, render
+
+    click.echo(render(experiment_rows(read_exp_show()), metrics, None if wide else 120), nl=False)
