@@ -25,6 +25,7 @@ import torch
 from tensordict import TensorDict
 
 from rlpipe.algorithms import optim
+from rlpipe.algorithms.augmentation import shift_images
 from rlpipe.algorithms.finite import GradientCheck
 from rlpipe.algorithms.minibatches import (
     KL_STAT,
@@ -236,7 +237,7 @@ class BaseAlgorithm(ABC):
                     if not cfg.accumulate_grads:
                         self._sync_only_step(params)
                     continue
-                mb = take_rows(columns, idx)
+                mb = self.augment(take_rows(columns, idx))
                 total: torch.Tensor | None = None  # chunks run their backward as they go
                 if chunk_rows is not None and mb.batch_size[0] > chunk_rows:
                     stats = self._chunked_backward(mb, chunk_rows, scale)
@@ -256,6 +257,12 @@ class BaseAlgorithm(ABC):
                 self._optimizer_step(params)
                 tally.optimizer_steps += 1
         return tally
+
+    def augment(self, mb: TensorDict) -> TensorDict:
+        """Minibatch ``mb`` with its image groups augmented (``cfg.image_augmentation``), else as it is."""
+        if getattr(self.cfg, "image_augmentation", "none") == "shift":
+            return shift_images(mb, self.generator)
+        return mb
 
     def _chunked_backward(self, mb: TensorDict, chunk_rows: int, scale: float) -> dict[str, torch.Tensor]:
         """Backward of minibatch ``mb`` ``[B]`` in chunks of ``chunk_rows``; the minibatch's stats.

@@ -42,24 +42,25 @@ __all__ = [
 
 
 def write_rollout(path: Path, rollout: TensorDict, attrs: dict[str, Any], codec: str = "none",
-                  chunk_envs: int = 1024) -> None:
+                  chunk_envs: int = 1024, image_codec: str = "none") -> None:
     """Check ``rollout`` (``[N, T+1]``, any device) and write it as a new store at ``path``, now.
 
     Raises :class:`StoreError` naming ``path`` when the rollout breaks the schema
     (:func:`~rlpipe.artifacts.intake.check_rollout`), ``path`` exists or the write fails; see
-    :func:`rlpipe.artifacts.zarr_write.write_rollout` for ``attrs``, ``codec`` and ``chunk_envs``.
+    :func:`rlpipe.artifacts.zarr_write.write_rollout` for ``attrs``, ``codec``, ``chunk_envs`` and
+    ``image_codec``.
     """
     path = as_path(path)
     check_rollout(rollout, path)
-    _write_checked(path, rollout, attrs, codec, chunk_envs)
+    _write_checked(path, rollout, attrs, codec, chunk_envs, image_codec)
 
 
 def _write_checked(path: Path, rollout: TensorDict, attrs: dict[str, Any], codec: str,
-                   chunk_envs: int) -> None:
+                   chunk_envs: int, image_codec: str = "none") -> None:
     """Write a rollout that passed ``check_rollout`` (zarr imported on the first call)."""
     from rlpipe.artifacts import zarr_write
 
-    zarr_write.write_rollout(path, rollout, attrs, codec, chunk_envs)
+    zarr_write.write_rollout(path, rollout, attrs, codec, chunk_envs, image_codec)
 
 
 @dataclass
@@ -231,7 +232,8 @@ class RolloutStore:
             job.rollout = host  # drop the device clone now
             with self._io_lock:
                 faults.point("store.write")
-                _write_checked(job.path, host, job.attrs, self.cfg.codec, self.cfg.chunk_envs)
+                _write_checked(job.path, host, job.attrs, self.cfg.codec, self.cfg.chunk_envs,
+                               self.cfg.image_codec)
                 faults.point("store.published")
                 self._retain()
         except StoreError as exc:

@@ -14,7 +14,8 @@ Layout of ``iter-000012.zarr``::
     extras/action_mean/   a nested TensorDict key ("extras", "action_mean") is a nested Zarr group
 
 Nested keys are joined with "/" (so they become Zarr subgroups); key parts may not contain "/".
-Codec ``none`` stores raw little-endian bytes, ``blosc-lz4`` compressed ones; every chunk ends in a
+Codec ``none`` stores raw little-endian bytes, ``blosc-lz4``/``blosc-zstd``/``zstd`` compressed ones
+(image groups take ``store.image_codec``, every other array ``store.codec``); every chunk ends in a
 CRC32C checksum (zarr's standard ``crc32c`` codec), so a flipped, zeroed or truncated byte is a
 one-line error naming the store and key, never different data. Metadata is bounded before anything
 is allocated: an array's shape must fit the chunk files on disk (see :func:`check_bounds`).
@@ -36,15 +37,15 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from zarr.codecs import BloscCodec, Crc32cCodec
+from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
 
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, run_coroutine
 
 __all__ = ["CODECS", "Codecs", "StoreError", "compressors", "run_at", "sync"]
 
-CODECS = ("none", "blosc-lz4")
-"""Accepted ``store.codec`` values."""
+CODECS = ("none", "blosc-lz4", "blosc-zstd", "zstd")
+"""Accepted ``store.codec`` and ``store.image_codec`` values."""
 
 
 _RUNNER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rlpipe-zarr")
@@ -62,7 +63,7 @@ def run_at(path: AnyPath, make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
     return run_coroutine(path, make, sync)
 
 
-Codecs = tuple[BloscCodec | Crc32cCodec, ...]
+Codecs = tuple[BloscCodec | ZstdCodec | Crc32cCodec, ...]
 _CHECKSUM: Codecs = (Crc32cCodec(),)
 
 
@@ -72,4 +73,8 @@ def compressors(codec: str) -> Codecs:
         return _CHECKSUM
     if codec == "blosc-lz4":  # typesize/shuffle left tunable: zarr picks them from each dtype
         return (BloscCodec(cname="lz4", clevel=5, typesize=None, shuffle=None), *_CHECKSUM)
+    if codec == "blosc-zstd":  # bit shuffle: uint8 pixels have one byte, which byte shuffle leaves as is
+        return (BloscCodec(cname="zstd", clevel=3, typesize=None, shuffle="bitshuffle"), *_CHECKSUM)
+    if codec == "zstd":
+        return (ZstdCodec(level=3), *_CHECKSUM)
     raise StoreError(f"store codec {codec!r} is not known; accepted: {', '.join(CODECS)}")

@@ -39,19 +39,24 @@ __all__ = ["write_group", "write_rollout"]
 
 def write_rollout(
     path: Path, rollout: TensorDict, attrs: dict[str, Any], codec: str = "none",
-    chunk_envs: int = 1024,
+    chunk_envs: int = 1024, image_codec: str = "none",
 ) -> None:
     """Write ``rollout`` (``[N, T+1]``, any device, checked) as a new Zarr group at ``path``, atomically.
 
     Every array is written concurrently through zarr's async API (with ``RLPIPE_FAST`` on, codec
     ``none`` file by file: :func:`rlpipe.fast.write_zarr_store`). ``attrs`` must be
-    JSON-serializable; ``schema_version`` is added. ``codec``: ``"none"`` or ``"blosc-lz4"``. Raises
-    :class:`StoreError` if ``path`` exists; on any failure no store and no temporary remain.
+    JSON-serializable; ``schema_version`` is added. ``codec`` (every array) and ``image_codec`` (the
+    image groups, uint8 ``obs/<key>`` ``[N, T+1, C, H, W]``): a name of
+    :data:`~rlpipe.artifacts.zarr_io.CODECS`. Raises :class:`StoreError` if ``path`` exists; on any
+    failure no store and no temporary remain.
     """
     path = as_path(path)
     arrays = {name: t.detach().cpu().numpy() for name, t in rollout_arrays(rollout).items()}
     group_attrs = _group_attrs(attrs, path)
-    codecs = compressors(codec)
+    images = [name for name, a in arrays.items() if _is_image(name, a)]
+    codecs = {name: compressors(image_codec if name in images else codec) for name in arrays}
+    if image_codec != "none" and images:
+        codec = "mixed"  # the fast writer writes raw arrays only
     check_new_store(path)
     if is_object(path):
         _write_committed(path, arrays, group_attrs, codecs, chunk_envs)
@@ -98,7 +103,7 @@ def write_group(path: Path, arrays: dict[str, torch.Tensor], attrs: dict[str, An
 
 
 def _write_committed(path: AnyPath, arrays: dict[str, np.ndarray], attrs: dict[str, Any],
-                     compressors: Codecs, chunk_envs: int) -> None:
+                     compressors: Codecs | dict[str, Codecs], chunk_envs: int) -> None:
     """Object store: clear what is at ``path``, write the arrays there, commit (root ``zarr.json``) last."""
     if path.exists():
         delete_tree(path)  # an uncommitted leftover of a killed writer, or the group ``replace`` swaps
@@ -159,9 +164,14 @@ def _group_attrs(attrs: dict[str, Any], path: Path) -> dict[str, Any]:
     return merged
 
 
+def _is_image(name: str, array: np.ndarray) -> bool:
+    """Whether array ``name`` is an image group: ``obs/<key>`` uint8 ``[N, T+1, C, H, W]``."""
+    return name.startswith("obs/") and array.dtype == np.uint8 and array.ndim == 5
+
+
 async def _write_group(
     tmp: AnyPath, arrays: dict[str, np.ndarray], attrs: dict[str, Any],
-    compressors: Codecs, chunk_envs: int,
+    compressors: Codecs | dict[str, Codecs], chunk_envs: int,
 ) -> None:
     """Write the group at ``tmp`` (a local temporary, or the final name on an object store)."""
     store = zarr_store(tmp)
@@ -169,7 +179,8 @@ async def _write_group(
     group = await zarr_async.open_group(
         store=committed or store, mode="w-", zarr_format=3, attributes=attrs
     )
-    writes = (_write_array(group, name, a, compressors, chunk_envs) for name, a in arrays.items())
+    per_array = compressors if isinstance(compressors, dict) else dict.fromkeys(arrays, compressors)
+    writes = (_write_array(group, name, a, per_array[name], chunk_envs) for name, a in arrays.items())
     # return_exceptions: wait for every write (their I/O threads cannot be cancelled) before the
     # caller removes the temporary, then raise the first failure.
     results = await asyncio.gather(*writes, return_exceptions=True)

@@ -139,6 +139,10 @@ class UpdateCfg(AlgorithmCfg):
     amp: Literal["none", "bf16", "fp16", "auto"] = "none"
     """Mixed precision of the update's network forward: bf16 (CPU, CUDA) or fp16 (CUDA, grad scaler);
     ``auto``: bf16 where the device runs it natively (``algorithms.optim.native_bf16``), else none."""
+    image_augmentation: Literal["none", "shift"] = "none"
+    """Augment the image groups of every minibatch: ``shift`` pads each image by 4 pixels (edge
+    copies) and crops it back at a random offset per sample (DrQ, Kostrikov et al. 2020,
+    arXiv:2004.13649), drawn from the update's seeded generator so a replay is bit-exact."""
 
     @field_validator("lr_schedule", "ent_coef_schedule")
     @classmethod

@@ -245,7 +245,8 @@ class CNNCfg(StrictModel):
     @model_validator(mode="after")
     def _one_per_layer(self) -> Self:
         if not self.channels or not len(self.channels) == len(self.kernel_sizes) == len(self.strides):
-            raise ValueError("channels, kernel_sizes and strides need one entry per conv layer (at least one)")
+            raise ValueError("channels, kernel_sizes and strides need one entry per conv layer "
+                             "(at least one)")
         return self
 
 
@@ -319,8 +320,11 @@ class StoreCfg(StrictModel):
     """Write every rollout to ``<data_dir>/<exp_name>/rollouts/iter-NNNNNN.zarr``."""
     keep_last: int | None = Field(None, ge=1)
     """Keep only the newest K rollouts (``null``: keep all)."""
-    codec: Literal["none", "blosc-lz4"] = "none"
-    """Compression codec; ``blosc-lz4`` pays off for pixel observations."""
+    codec: Literal["none", "blosc-lz4", "blosc-zstd", "zstd"] = "none"
+    """Compression codec of every array but the image groups (float rollouts shrink by ~10%: none)."""
+    image_codec: Literal["none", "blosc-lz4", "blosc-zstd", "zstd"] = "zstd"
+    """Compression codec of the image groups (uint8 ``obs/<key>`` ``[N, T+1, C, H, W]``); the default
+    is chosen by ``benchmarks/speed/image_store.py`` on stored PixelCartPole rollouts."""
     queue_size: int = Field(1, ge=1)
     """Rollouts the background writer may hold (the one being written included) before ``submit``
     blocks (back-pressure); each is one rollout of memory beyond the collector's buffer."""

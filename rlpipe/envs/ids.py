@@ -14,6 +14,7 @@ __all__ = ["BUILTIN_ENVS", "BUILTIN_NEEDS", "ENTRY_POINT_GROUP", "entry_point_id
 BUILTIN_ENVS = {
     "CartPole": "rlpipe.envs.tasks.cartpole",
     "Pendulum": "rlpipe.envs.tasks.pendulum",
+    "PixelCartPole": "rlpipe.envs.tasks.pixel_cartpole",
     "PushCube": "rlpipe.envs.tasks.push_cube.env",
     "RepeatFirst": "rlpipe.envs.tasks.memory",
 }

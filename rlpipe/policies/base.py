@@ -20,6 +20,7 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 
+from rlpipe.policies.encoders import ObsEncoder
 from rlpipe.policies.normalizer import ObsNormalizer
 from rlpipe.policies.obs_keys import select_obs
 
@@ -42,20 +43,31 @@ class Policy(nn.Module, ABC):
     critic_obs_keys: tuple[str, ...] | None = None
     """Dict observations: keys the critic reads (asymmetric actor-critic)."""
 
+    actor_encoder: ObsEncoder | None
+    """Image observations: the actor's :class:`~rlpipe.policies.encoders.ObsEncoder` (CNN features and
+    vector groups → ``[B, actor_dim]``); ``None``: the actor reads its keys concatenated."""
+    critic_encoder: ObsEncoder | None
+    """The critic's encoder (with ``share_encoder``, over the actor's CNN modules)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.obs_normalizer = None  # a submodule once assigned (nn.Module moves it to _modules)
+        self.actor_encoder, self.critic_encoder = None, None
 
     def normalize_obs(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs`` ``[B, *obs]`` through the frozen normalizer statistics (identity when off)."""
         return obs if self.obs_normalizer is None else self.obs_normalizer(obs)
 
     def actor_obs(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
-        """Normalized actor input ``[B, actor_dim]`` (dict observations: ``actor_obs_keys``)."""
+        """Normalized actor input ``[B, actor_dim]`` (dict obs: ``actor_obs_keys``, images encoded)."""
+        if self.actor_encoder is not None:
+            return self.actor_encoder(self.normalize_obs(obs))
         return select_obs(self.normalize_obs(obs), self.actor_obs_keys)
 
     def critic_obs(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
-        """Normalized critic input ``[B, critic_dim]`` (dict observations: ``critic_obs_keys``)."""
+        """Normalized critic input ``[B, critic_dim]`` (dict obs: ``critic_obs_keys``, images encoded)."""
+        if self.critic_encoder is not None:
+            return self.critic_encoder(self.normalize_obs(obs))
         return select_obs(self.normalize_obs(obs), self.critic_obs_keys)
 
     def update_normalization(self, obs: torch.Tensor) -> None:

@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 
 import gymnasium as gym
+import numpy as np
 import torch
 from tensordict import TensorDict
 from torch import nn
@@ -52,20 +53,21 @@ class DictObsNormalizer(nn.Module):
     """One :class:`~rlpipe.policies.normalizer.ObsNormalizer` per key of a Dict observation space.
 
     ``forward`` maps a TensorDict ``[B]`` to a normalized TensorDict (only the keys it knows);
-    ``update`` merges every key's statistics.
+    ``update`` merges every key's statistics. Image groups (uint8) pass through unchanged: their
+    encoder scales them.
     """
 
     def __init__(self, obs_space: gym.spaces.Dict) -> None:
         from rlpipe.policies.normalizer import ObsNormalizer
 
         super().__init__()
-        self.keys = list(obs_space.spaces)
-        self.per_key = nn.ModuleDict({_safe(k): ObsNormalizer(s.shape)
-                                      for k, s in obs_space.spaces.items()})
+        self.images = [k for k, s in obs_space.spaces.items() if s.dtype == np.uint8]
+        self.keys = [k for k in obs_space.spaces if k not in self.images]
+        self.per_key = nn.ModuleDict({_safe(k): ObsNormalizer(obs_space.spaces[k].shape) for k in self.keys})
 
     def forward(self, obs: TensorDict) -> TensorDict:
-        """Normalized and clipped copy of ``obs`` ``[B]``."""
-        fields = {k: self.per_key[_safe(k)](obs[k]) for k in self.keys}
+        """Normalized and clipped copy of ``obs`` ``[B]`` (image groups as they are)."""
+        fields = {k: self.per_key[_safe(k)](obs[k]) for k in self.keys} | {k: obs[k] for k in self.images}
         return TensorDict(fields, batch_size=obs.batch_size, device=obs.device)
 
     @torch.no_grad()

@@ -46,8 +46,10 @@ def build_policy(
 
     Observations are flattened: ``obs_dim = prod(obs_space.shape)``. For a Dict space each
     network reads the concatenation of its ``obs_keys`` (default: every key); the recurrent core
-    is shared, so its actor and critic must read the same keys.
+    is shared, so its actor and critic must read the same keys. Image groups a network reads go
+    through a CNN each (:mod:`rlpipe.policies.encoders`), whose features take their place.
     """
+    from rlpipe.policies.encoders import build_obs_encoder, check_obs_space
     from rlpipe.policies.heads import build_action_head
     from rlpipe.policies.mlp import build_mlp_from_cfg
     from rlpipe.policies.obs_keys import resolve_obs_keys
@@ -67,12 +69,20 @@ def build_policy(
     actor_keys, obs_dim = resolve_obs_keys(obs_space, cfg.actor.obs_keys, "policy.actor.obs_keys")
     critic_block = cfg.critic or cfg.actor
     critic_keys, critic_dim = resolve_obs_keys(obs_space, critic_block.obs_keys, "policy.critic.obs_keys")
+    check_obs_space(obs_space)
+    actor_encoder, obs_dim = build_obs_encoder(obs_space, actor_keys, cfg.actor, "policy.actor")
     from_cfg = getattr(_POLICIES[cfg.name], "from_cfg", None)
+    critic_encoder = None
+    if from_cfg is None and getattr(_POLICIES[cfg.name], "has_critic", True):  # a critic of its own
+        critic_where = "policy.critic" if cfg.critic is not None else "policy.actor"
+        critic_encoder, critic_dim = build_obs_encoder(obs_space, critic_keys, critic_block, critic_where,
+                                                       actor_encoder if cfg.share_encoder else None)
     if from_cfg is not None:  # policies with their own layout (recurrent) build their networks
         if critic_keys != actor_keys:
             raise ConfigError(f"policy.critic.obs_keys: {cfg.name!r} shares one core between actor "
                               "and critic; give both the same obs_keys")
         policy = from_cfg(cfg, obs_dim, head, device)
+        _with_encoders(policy, actor_encoder, None)  # the shared core reads the actor's features
         return _with_normalizer(_with_keys(policy, actor_keys, critic_keys), cfg, obs_space)
     actor = actor or build_mlp_from_cfg(_network_cfg(cfg.actor), obs_dim, head.out_dim, "policy.actor")
     cls = _POLICIES[cfg.name]
@@ -84,6 +94,7 @@ def build_policy(
         policy = cls(actor=actor, critic=critic, head=head, device=device)
     else:
         policy = cls(actor=actor, head=head, device=device)
+    _with_encoders(policy, actor_encoder, critic_encoder)
     return _with_normalizer(_with_keys(policy, actor_keys, critic_keys), cfg, obs_space)
 
 
@@ -91,7 +102,15 @@ def _network_cfg(block: Any) -> dict[str, Any]:
     """A network block without ``obs_keys`` (the MLP builder does not take it)."""
     data = block.to_dict()
     data.pop("obs_keys", None)
+    data.pop("encoders", None)
     return data
+
+
+def _with_encoders(policy: nn.Module, actor: nn.Module | None, critic: nn.Module | None) -> None:
+    """Attach the image encoders (submodules on the policy's device; ``None``: no image group read)."""
+    device = next(policy.parameters()).device
+    policy.actor_encoder = None if actor is None else actor.to(device)
+    policy.critic_encoder = None if critic is None else critic.to(device)
 
 
 def _with_keys(policy: nn.Module, actor_keys: tuple[str, ...] | None,

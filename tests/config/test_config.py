@@ -29,7 +29,7 @@ def test_set_overrides_parse_yaml_values():
         ("trainer.seeed=1",
          r"trainer.seeed: unknown key \(did you mean 'seed'\?\); accepted: exp_name, seed, device"),
         ("trainer.iterations=abc", r"trainer.iterations: Input should be a valid integer"),
-        ("store.codec=zstd", r"store.codec: Input should be 'none' or 'blosc-lz4'"),
+        ("store.codec=gzip", r"store.codec: Input should be 'none', 'blosc-lz4', 'blosc-zstd' or 'zstd'"),
         ("trainer.device=tpu", r"trainer.device: got 'tpu'; accepted: auto, cpu, cuda, cuda:N$"),
         ("bogus.key=1", r"bogus: unknown key; accepted: trainer, env, policy, algorithm"),
     ],

@@ -50,7 +50,7 @@ def test_unknown_id_is_one_line_listing_what_is_accepted() -> None:
     assert config_error("CartPol") == (
         "env.id: unknown env 'CartPol' for backend auto (did you mean 'CartPole'?); accepted: a registered "
         "torch env "
-        "(CartPole, Pendulum, PushCube, RepeatFirst); an envpool id such as HalfCheetah-v5 "
+        "(CartPole, Pendulum, PixelCartPole, PushCube, RepeatFirst); an envpool id such as HalfCheetah-v5 "
         "(rlpipe envs --backend envpool); a gymnasium id such as CartPole-v1; package.module:Factory"
     )
 
@@ -58,7 +58,7 @@ def test_unknown_id_is_one_line_listing_what_is_accepted() -> None:
 def test_unknown_argument_names_the_key_and_the_accepted_ones() -> None:
     assert config_error("CartPole", {"max_steps": 10}) == (
         "env.cfg.max_steps: unknown argument of CartPole; "
-        "accepted: max_episode_steps, physics_dtype"
+        "accepted: max_episode_steps, physics_dtype, obs_groups"
     )
     assert config_error("Pendulum", {"gravity": 9.8}).startswith(
         "env.cfg.gravity: unknown argument of Pendulum; accepted: max_episode_steps"

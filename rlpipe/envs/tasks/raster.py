@@ -1,6 +1,7 @@
 """A tiny batched rasterizer: filled capsules, discs and boxes on k RGB canvases, in torch, no GL.
 
-Torch envs draw themselves with it (``CartPole.render``, ``Pendulum.render``). Every shape is a
+Torch envs draw themselves with it (``CartPole.render``, ``Pendulum.render``); pixel observations
+(``PixelCartPole``) use the anti-aliased coverage functions at the end. Every shape is a
 mask over the whole ``[k, H, W]`` pixel grid computed at once (no Python loop over envs or
 pixels), so drawing costs a few tensor ops per shape on the env's own device.
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["Painter"]
+__all__ = ["Painter", "box_coverage", "capsule_coverage"]
 
 Color = tuple[int, int, int]
 
@@ -95,3 +96,32 @@ class Painter:
     def hline(self, y: float, thickness: float, color: Color) -> None:
         """A full-width horizontal line at pixel row ``y`` (the same on every canvas)."""
         self.paint((self.ys - y).abs() <= thickness / 2, color)
+
+
+def capsule_coverage(xs: torch.Tensor, ys: torch.Tensor, p0: torch.Tensor, p1: torch.Tensor,
+                     radius: float) -> torch.Tensor:
+    """``[k, H, W]`` float in [0, 1]: how much of each pixel a segment ``p0``–``p1`` ``[k, 2]`` covers.
+
+    ``xs`` ``[1, 1, W]`` and ``ys`` ``[1, H, 1]`` are the pixel centres. The edge is a one-pixel ramp
+    (coverage ``radius + 0.5 − distance``), so a sub-pixel move changes the image: frames of a
+    slowly moving shape still differ, which is what makes velocity visible to a small CNN. The
+    whole grid is evaluated (no host read), so it runs inside a batched env step on any device.
+    """
+    x0, y0 = p0[:, 0].view(-1, 1, 1), p0[:, 1].view(-1, 1, 1)
+    ux, uy = p1[:, 0].view(-1, 1, 1) - x0, p1[:, 1].view(-1, 1, 1) - y0
+    dx, dy = xs - x0, ys - y0
+    t = ((dx * ux + dy * uy) / (ux * ux + uy * uy).clamp_min(1e-12)).clamp_(0.0, 1.0)
+    dist = ((dx - t * ux).square_() + (dy - t * uy).square_()).sqrt_()
+    return (radius + 0.5 - dist).clamp_(0.0, 1.0)
+
+
+def box_coverage(xs: torch.Tensor, ys: torch.Tensor, center: torch.Tensor, half: tuple[float, float]
+                 ) -> torch.Tensor:
+    """``[k, H, W]`` float in [0, 1]: coverage of an axis-aligned box ``center`` ``[k, 2]`` ± ``half`` px.
+
+    Edges ramp over one pixel as in :func:`capsule_coverage`.
+    """
+    cx, cy = center[:, 0].view(-1, 1, 1), center[:, 1].view(-1, 1, 1)
+    inside_x = (half[0] + 0.5 - (xs - cx).abs()).clamp_(0.0, 1.0)
+    inside_y = (half[1] + 0.5 - (ys - cy).abs()).clamp_(0.0, 1.0)
+    return inside_x * inside_y
