@@ -8,10 +8,10 @@ same, so both write the same run directory, stores, checkpoints and MLflow run, 
     summary = trainer.train()                # or: for metrics in trainer: ...
     rollout = trainer.collect(); metrics = trainer.update(rollout)   # or one step at a time
 
-One iteration of :meth:`train`: :meth:`collect`, then :meth:`update` — advantage → (guard) → store →
-update → (guard) → eval → events, stop rules and tracking → checkpoint. The trainer owns the env, the collector, the
-algorithm (which owns the policy and its optimizer), the rollout store, the checkpoints and the
-counters ``iteration`` and ``env_steps``.
+One iteration of :meth:`train`: :meth:`collect`, then :meth:`update` — advantage → (guard) →
+store → update → (guard) → eval → events, stop rules and tracking → checkpoint. The trainer owns
+the env, the collector, the algorithm (which owns the policy and its optimizer), the rollout store,
+the checkpoints and the counters ``iteration`` and ``env_steps``.
 """
 
 from __future__ import annotations
