@@ -9,6 +9,7 @@ A run directory (``<trainer.data_dir>/<trainer.exp_name>``)::
     eval/, reupdate/, updated/, collected/, advantages/   derived outputs (never inside rollouts/)
     eval/video-iter-000012.mp4   the eval video after iteration 12 (``eval.video``)
     export/policy.onnx           ``rlpipe export`` (+ ``policy.onnx.json``; ``policy.pt`` for TorchScript)
+    frames/iter-000003-pixels-env-0/t-000000.png   ``rlpipe inspect --frames`` (or ``….mp4``)
     metrics.json, curve.csv      small files for ``dvc metrics`` / ``dvc plots``
     .lock                        held by the one process writing here (pid, host)
 
@@ -161,6 +162,21 @@ class RunLayout:
     def export_metadata(exported: Path) -> Path:
         """The JSON beside an exported file: ``policy.onnx`` → ``policy.onnx.json``."""
         return exported.with_name(f"{exported.name}.json")
+
+    @property
+    def frames_dir(self) -> Path:
+        """``frames/``: the default output of ``rlpipe inspect --frames``."""
+        return self.root / "frames"
+
+    def frames(self, iteration: int, group: str, env: int, suffix: str = "",
+               directory: Path | None = None) -> Path:
+        """``frames/iter-NNNNNN-<group>-env-E<suffix>`` (in ``directory`` if given): a folder or an MP4."""
+        return as_path(directory or self.frames_dir) / f"iter-{iteration:06d}-{group}-env-{env}{suffix}"
+
+    @staticmethod
+    def frame_file(folder: Path, step: int) -> Path:
+        """``t-NNNNNN.png``: the frame of time step ``step`` in a frames folder."""
+        return folder / f"t-{step:06d}.png"
 
     @property
     def reupdate(self) -> Path:

@@ -154,9 +154,27 @@ def export(params: Path, overrides: tuple[str, ...], checkpoint: str | None, fmt
 @click.command()
 @click.argument("rollout", metavar="RUN_DIR|EXP|ROLLOUT", type=RunPath(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--frames", "group", default=None, metavar="GROUP",
+              help="Write the frames of image group GROUP (obs/GROUP, uint8 [N, T+1, C, H, W]) of a stored "
+                   "rollout instead of the summary: one PNG per time step, or one MP4.")
+@click.option("--env", "env_index", type=int, default=0, show_default=True,
+              help="With --frames: the env whose frames are written.")
+@click.option("--iteration", type=int, default=None, metavar="K",
+              help="With --frames on a run: the rollout of iteration K (default: the newest stored).")
+@click.option("--format", "fmt", type=click.Choice(["png", "mp4"]), default="png", show_default=True,
+              help="With --frames: png (lossless, one per time step, matplotlib) or mp4 (H.264; needs the "
+                   "video extra: pip install 'rlpipe[video]').")
+@click.option("--channels", type=click.Choice(["all", "first", "rgb"]), default="all", show_default=True,
+              help="With --frames: each channel side by side in gray (a frame stack, oldest first), the "
+                   "first channel only, or each 3 channels as one colour picture.")
+@out_option("<run_dir>/frames; files iter-NNNNNN-GROUP-env-E/t-TTTTTT.png or iter-NNNNNN-GROUP-env-E.mp4")
 @user_errors
-def inspect(rollout: Path, as_json: bool) -> None:
-    """Show a run (iterations, stores, checkpoints, params hash, last metrics) or one stored rollout."""
+def inspect(rollout: Path, as_json: bool, group: str | None, env_index: int, iteration: int | None,
+            fmt: str, channels: str, out: Path | None) -> None:
+    """Show a run (iterations, stores, checkpoints, params hash, last metrics) or one stored rollout.
+
+    With --frames, write the frames of one of its image groups instead.
+    """
     import json
 
     from rlpipe.artifacts.layout import RunLayout
@@ -164,6 +182,15 @@ def inspect(rollout: Path, as_json: bool) -> None:
     from rlpipe.offline import commands as offline
     from rlpipe.offline.render import render_rollout, render_run
 
+    frame_options = {"--env": env_index != 0, "--iteration": iteration is not None, "--format": fmt != "png",
+                     "--channels": channels != "all", "--out": out is not None}
+    if group is None and any(frame_options.values()):
+        raise click.UsageError(f"{next(k for k, v in frame_options.items() if v)}: only with --frames GROUP")
+    if group is not None:
+        if as_json:
+            raise click.UsageError("--json: not with --frames (it writes pictures, not a summary)")
+        _write_frames(rollout, group, env_index, iteration, fmt, channels, out)
+        return
     if RunLayout(rollout).params.is_file():
         from rlpipe.offline.run_summary import describe_run
 
@@ -178,6 +205,29 @@ def inspect(rollout: Path, as_json: bool) -> None:
     else:
         for info in infos:
             render_rollout(info)
+
+
+def _write_frames(target: Path, group: str, env: int, iteration: int | None, fmt: str, channels: str,
+                  out: Path | None) -> None:
+    """``inspect --frames``: the rollout of a run (``--iteration``, default the newest) or the one given."""
+    from rlpipe.artifacts.layout import RunLayout
+    from rlpipe.config import ConfigError
+    from rlpipe.offline.frames import write_frames
+
+    layout = RunLayout(target)
+    if layout.params.is_file():
+        stored = layout.rollout_paths()
+        if not stored:
+            raise ConfigError(f"{layout.rollouts}: no stored rollout to draw frames from")
+        if iteration is not None and iteration not in stored:
+            raise ConfigError(f"--iteration: {iteration} is not stored; stored: {min(stored)} to "
+                                   f"{max(stored)} ({len(stored)} rollouts)")
+        target = stored[max(stored) if iteration is None else iteration]
+    elif iteration is not None:
+        raise ConfigError("--iteration: give a run directory, or the rollout itself without --iteration")
+    result = write_frames(target, group, env, fmt, channels, out)
+    where = result.paths[0] if fmt == "mp4" else result.paths[0].parent
+    click.echo(f"{result.frames} frames of {group} (env {env}, {target.name}) → {where}")
 
 
 @click.command()

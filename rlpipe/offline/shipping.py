@@ -4,7 +4,8 @@
 (:mod:`rlpipe.policies.export`) with a metadata JSON beside it, runs the written file on a batch of
 observations — the run's latest stored rollout, or fresh env observations when the run stored
 none — and publishes the files only if every action equals the checkpoint's deterministic action
-within :data:`TOLERANCE`; otherwise :class:`ExportMismatch` and no file is left.
+within :data:`TOLERANCE`; otherwise :class:`ExportMismatch` and no file is left. Dict observations
+are fed group by group as stored (image groups uint8), as a deployment would feed them.
 
 :func:`evaluate_policy_file` scores an exported file in the env like ``rlpipe eval`` scores a
 checkpoint (same eval envs, seeds and metrics).
@@ -16,8 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
+from tensordict import TensorDict
 
 from rlpipe.artifacts.atomic import atomic_write_json, staged_files
 from rlpipe.artifacts.checkpoints import checkpoint_fits, load_checkpoint
@@ -86,26 +89,35 @@ def _trained_policy(cfg: RunConfig, path: Path, env: BatchedEnv) -> tuple[Policy
 # ---------------------------------------------------------------------------------- verification
 
 
-def _stored_observations(cfg: RunConfig) -> tuple[torch.Tensor, torch.Tensor, str] | None:
-    """``(obs [n, L, obs_dim], done [n, L], source)`` from the latest stored rollout, or ``None``."""
+Observations = torch.Tensor | TensorDict
+"""A verification batch ``[n, L]``: flat ``[n, L, obs_dim]`` float32, or a TensorDict of groups as stored."""
+
+
+def _stored_observations(cfg: RunConfig) -> tuple[Observations, torch.Tensor, str] | None:
+    """``(obs [n, L], done [n, L], source)`` from the latest stored rollout, or ``None``.
+
+    Dict observations keep every group in its stored dtype (image groups uint8).
+    """
     stored = RunLayout(cfg.run_dir).rollout_paths()
     if not stored:
         return None
     path = stored[max(stored)]
     rollout, _ = read_any(path)
     n, steps = min(VERIFY_ENVS, rollout.shape[0]), min(VERIFY_STEPS, rollout.shape[1] - 1)
-    obs = rollout.get("obs")[:n, :steps].flatten(2).float()
+    obs = rollout.get("obs")[:n, :steps]
+    obs = obs if isinstance(obs, TensorDict) else obs.flatten(2).float()
     done = rollout.get("done")[:n, :steps].bool()
     return obs, done, f"stored rollout {path.name}"
 
 
-def _env_observations(policy: Policy, env: BatchedEnv, seed: int) -> tuple[torch.Tensor, torch.Tensor, str]:
-    """``(obs [N, L, obs_dim], done [N, L], source)`` from the policy acting in ``env`` (store off)."""
+def _env_observations(policy: Policy, env: BatchedEnv, seed: int) -> tuple[Observations, torch.Tensor, str]:
+    """``(obs [N, L], done [N, L], source)`` from the policy acting in ``env`` (store off)."""
     obs, observations, dones = env.reset(seed=seed), [], []
     state = policy.initial_state(env.num_envs) if policy.is_recurrent else None
     with torch.inference_mode():
         for _ in range(VERIFY_STEPS):
-            observations.append(obs.flatten(1).float().cpu())
+            flat = not isinstance(obs, TensorDict)
+            observations.append(obs.flatten(1).float().cpu() if flat else obs.cpu().clone())
             if state is not None:
                 action, _, _, state = policy.sample_step(obs, state, deterministic=True)
             else:
@@ -120,9 +132,16 @@ def _env_observations(policy: Policy, env: BatchedEnv, seed: int) -> tuple[torch
     return torch.stack(observations, 1), torch.stack(dones, 1), source
 
 
-def _max_difference(policy: Policy, actor: DeployedActor, model: ExportedModel, obs: torch.Tensor,
+def _host(obs: Observations) -> np.ndarray | dict[str, np.ndarray]:
+    """What :class:`ExportedModel` takes: one array, or one per observation group."""
+    if isinstance(obs, TensorDict):
+        return {key: obs[key].numpy() for key in obs.keys()}
+    return obs.numpy()
+
+
+def _max_difference(policy: Policy, actor: DeployedActor, model: ExportedModel, obs: Observations,
                     done: torch.Tensor) -> float:
-    """Max |action of the file − checkpoint's deterministic action| over ``obs`` ``[n, L, obs_dim]``.
+    """Max |action of the file − checkpoint's deterministic action| over ``obs`` ``[n, L]``.
 
     Recurrent policies run each env's L steps in order from a zero state (reset after ``done``),
     the file carrying its own state, so the file is checked the way a robot runs it.
@@ -136,14 +155,14 @@ def _max_difference(policy: Policy, actor: DeployedActor, model: ExportedModel, 
     with torch.inference_mode():
         if not policy.is_recurrent:
             flat = obs.flatten(0, 1)
-            return float(np.abs(model(flat.numpy())[0].astype(np.float64) - reference(
+            return float(np.abs(model(_host(flat))[0].astype(np.float64) - reference(
                 policy.act(flat, deterministic=True))).max())
         worst = 0.0
         ref_state = policy.initial_state(obs.shape[0])
         file_state = ref_state.numpy().copy()
         for t in range(obs.shape[1]):
             expected, _, _, ref_state = policy.sample_step(obs[:, t], ref_state, deterministic=True)
-            got, file_state = model(obs[:, t].numpy(), file_state)
+            got, file_state = model(_host(obs[:, t]), file_state)
             worst = max(worst, float(np.abs(got.astype(np.float64) - reference(expected)).max()))
             keep = (~done[:, t]).unsqueeze(-1)
             ref_state, file_state = ref_state * keep, file_state * keep.numpy()
@@ -181,7 +200,7 @@ def export_run(cfg: RunConfig, checkpoint: Path | int | None, fmt: str, out: Pat
     return _write_verified(policy, actor, metadata, obs, done, source, target)
 
 
-def _write_verified(policy: Policy, actor: DeployedActor, metadata: dict[str, Any], obs: torch.Tensor,
+def _write_verified(policy: Policy, actor: DeployedActor, metadata: dict[str, Any], obs: Observations,
                     done: torch.Tensor, source: str, target: Path) -> ExportResult:
     """Write into a temporary folder beside ``target``, verify, then move both files into place."""
     sidecar = RunLayout.export_metadata(target)
@@ -237,12 +256,29 @@ def evaluate_policy_file(cfg: RunConfig, policy_file: Path, out: Path | None = N
 
 
 def _check_spaces(model: ExportedModel, env: BatchedEnv) -> None:
-    """One-line error when the file was exported for other observation or action sizes."""
-    obs_dim = int(np.prod(env.obs_shape))
+    """One-line error when the file was exported for other observation groups, sizes or actions."""
+    _check_observations(model, env.observation_space)
     action = model.metadata["action"]
     env_action = {"n": int(env.action_space.n)} if env.action_dtype == torch.int64 else {
         "shape": list(env.action_shape)}
     file_action = {key: action[key] for key in env_action if key in action}
-    if model.obs_dim != obs_dim or file_action != env_action:
-        raise StoreError(f"{model.path}: exported for observations of size {model.obs_dim} and action "
-                         f"{file_action}; env {env.observation_space.shape} / {env_action} differs")
+    if file_action != env_action:
+        raise StoreError(f"{model.path}: exported for action {file_action}; the env's {env_action} differs")
+
+
+def _check_observations(model: ExportedModel, space: gym.Space) -> None:
+    groups = space.spaces if isinstance(space, gym.spaces.Dict) else None
+    if model.obs_keys is None:
+        if groups is not None or model.obs_dim != int(np.prod(space.shape)):
+            given = f"groups {', '.join(groups)}" if groups is not None else f"shape {tuple(space.shape)}"
+            raise StoreError(f"{model.path}: exported for flat observations of size {model.obs_dim}; "
+                             f"the env's observation ({given}) differs")
+        return
+    for key, group in model.groups.items():
+        if groups is None or key not in groups:
+            has = ", ".join(groups) if groups is not None else "one flat observation"
+            raise StoreError(f"{model.path}: reads observation group {key!r}; the env has {has}")
+        env_group = (list(groups[key].shape), str(np.dtype(groups[key].dtype)))
+        if env_group != (group["shape"], group["dtype"]):
+            raise StoreError(f"{model.path}: observation group {key!r} exported as {group['dtype']} "
+                             f"{group['shape']}; the env gives {env_group[1]} {env_group[0]}")

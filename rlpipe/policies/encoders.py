@@ -79,6 +79,10 @@ class ObsEncoder(nn.Module):
                  for k in self.keys]
         return torch.cat(parts, dim=-1)
 
+    def cnn(self, key: str) -> CNNEncoder:
+        """The CNN of image group ``key`` (export copies it)."""
+        return self.cnns[_safe(key)]
+
 
 def image_keys(obs_space: gym.Space) -> tuple[str, ...]:
     """The image groups (uint8 Boxes) of a Dict observation space, in its order (none for a Box)."""

@@ -1,15 +1,19 @@
 """Policy export: the deterministic actor as one self-contained ONNX or TorchScript file.
 
-:class:`DeployedActor` turns a trained policy into a module (a CPU copy) a robot runs with nothing else:
+:class:`DeployedActor` turns a trained policy into a module (a CPU copy) a robot runs with nothing else.
+Its inputs are the observation inputs (:class:`ObsInput`), then the recurrent state:
 
-* feedforward: ``obs [B, obs_dim]`` float32 → ``action``;
-* recurrent: ``(obs [B, obs_dim], state [B, S])`` → ``(action, next_state [B, S])`` — the caller
-  keeps the state, starts every episode from zeros and feeds ``next_state`` back.
+* flat (Box) observations: one input ``obs`` ``[B, obs_dim]`` float32;
+* dict observations: one input per group the actor reads (its ``obs_keys``, in that order), named
+  ``obs/<group>``: an image group ``[B, C, H, W]`` uint8 (scaled to [0, 1] inside, as the policy's
+  CNN does), a vector group ``[B, *shape]`` float32;
+* recurrent policies add ``state`` ``[B, S]`` and return ``(action, next_state [B, S])`` — the
+  caller keeps the state, starts every episode from zeros and feeds ``next_state`` back.
 
 ``action`` is ``[B]`` int64 for Discrete spaces (the argmax of the logits) and ``[B, A]`` float32
 for Box spaces (the mode of the head's distribution — the Gaussian mean, or the Beta's mode mapped
 onto [low, high] — clipped to the space's finite bounds). The frozen observation normalizer (mean,
-std, ±clip) is baked in, and the batch dimension is dynamic.
+std, ±clip; vector groups only) is baked in, and the batch dimension is dynamic.
 
 :func:`export_onnx` / :func:`export_torchscript` write the file with :func:`export_metadata`
 inside (ONNX ``metadata_props``; a TorchScript extra file ``rlpipe.json``).
@@ -25,10 +29,12 @@ import logging
 import math
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
@@ -36,13 +42,14 @@ from rlpipe.config import ConfigError
 from rlpipe.config.extras import require
 from rlpipe.policies.base import Policy
 from rlpipe.policies.heads import ActionHead, BetaHead, CategoricalHead, GaussianHead, StateStdGaussianHead
-from rlpipe.policies.normalizer import EPS
+from rlpipe.policies.normalizer import EPS, ObsNormalizer
 
 __all__ = [
     "FORMATS",
     "METADATA_FILE",
     "DeployedActor",
     "ExportError",
+    "ObsInput",
     "export_metadata",
     "export_onnx",
     "export_torchscript",
@@ -62,42 +69,88 @@ class ExportError(ValueError):
     """The policy cannot be exported (an unsupported policy class or action head)."""
 
 
-class DeployedActor(nn.Module):
-    """Normalizer → [recurrent core] → actor → mode action → clip; see the module docstring."""
+@dataclass(frozen=True)
+class ObsInput:
+    """One observation input of the exported graph: ``[B, *shape]`` of ``dtype``.
 
-    def __init__(self, policy: Policy, observation_space: gym.spaces.Box, action_space: gym.Space) -> None:
+    ``group``: the observation group it carries (``None`` for a flat observation, input ``obs``);
+    ``image``: a uint8 image group the model scales itself.
+    """
+
+    name: str
+    group: str | None
+    shape: tuple[int, ...]
+    image: bool = False
+
+    @property
+    def dtype(self) -> str:
+        """``uint8`` (image groups) or ``float32``."""
+        return "uint8" if self.image else "float32"
+
+
+def _observation_inputs(policy: Policy, observation_space: gym.Space) -> list[ObsInput]:
+    """The observation inputs of ``policy``'s actor: ``obs``, or one per group of ``actor_obs_keys``."""
+    keys = policy.actor_obs_keys
+    if not isinstance(observation_space, gym.spaces.Dict):
+        return [ObsInput("obs", None, (math.prod(observation_space.shape),))]
+    if keys is None:
+        raise ExportError("dict observations without policy.actor_obs_keys: build the policy with "
+                          "build_policy")
+    spaces = observation_space.spaces
+    return [ObsInput(f"obs/{k}", k, tuple(spaces[k].shape), spaces[k].dtype == np.uint8) for k in keys]
+
+
+class DeployedActor(nn.Module):
+    """Normalizer → [encoders] → [recurrent core] → actor → mode action → clip; see the module docstring."""
+
+    def __init__(self, policy: Policy, observation_space: gym.Space, action_space: gym.Space) -> None:
         super().__init__()
         missing = [name for name in ("actor", "head")
                    if not isinstance(getattr(policy, name, None), nn.Module)]
         if missing:
             raise ExportError(f"{type(policy).__name__} has no {missing[0]!r} module; export supports "
                               "the actor_critic, actor_only and recurrent_actor_critic policies")
-        if policy.actor_obs_keys is not None or isinstance(observation_space, gym.spaces.Dict):
-            raise ExportError("dict observations (policy.actor.obs_keys): export supports flat (Box) "
-                              "observations only so far")
+        self.inputs = _observation_inputs(policy, observation_space)
         self.recurrent = bool(getattr(policy, "is_recurrent", False))
         self.core = copy.deepcopy(policy.core) if self.recurrent else None
         self.actor = copy.deepcopy(policy.actor)
         self.discrete = _is_discrete(policy.head)
         self.head = copy.deepcopy(policy.head)
-        self.normalize = policy.obs_normalizer is not None
-        norm = policy.obs_normalizer
-        self.obs_dim = math.prod(observation_space.shape)
-        mean = norm.mean.float() if norm is not None else torch.zeros(observation_space.shape)
-        std = (norm.var + EPS).sqrt().float() if norm is not None else torch.ones(observation_space.shape)
-        self.obs_clip = float(norm.clip) if norm is not None else math.inf
-        self.register_buffer("obs_mean", mean.detach().clone().cpu())
-        self.register_buffer("obs_std", std.detach().clone().cpu())
+        encoder = getattr(policy, "actor_encoder", None)
+        self.cnns = nn.ModuleList([copy.deepcopy(encoder.cnn(i.group)) if i.image else nn.Identity()
+                                   for i in self.inputs])
+        norms = _vector_normalizers(policy, self.inputs)
+        self.normalize = [n is not None for n in norms]
+        self.obs_clip = [float(n.clip) if n is not None else math.inf for n in norms]
+        for index, (spec, norm) in enumerate(zip(self.inputs, norms)):
+            mean = norm.mean.float().reshape(spec.shape) if norm is not None else torch.zeros(0)
+            std = (norm.var + EPS).sqrt().float().reshape(spec.shape) if norm is not None else torch.zeros(0)
+            self.register_buffer(f"obs_mean_{index}", mean.detach().clone().cpu())
+            self.register_buffer(f"obs_std_{index}", std.detach().clone().cpu())
         low, high = _bounds(action_space)
         self.clip_action = low is not None
         self.register_buffer("action_low", low if low is not None else torch.zeros(0))
         self.register_buffer("action_high", high if high is not None else torch.zeros(0))
         self.cpu().eval()
 
-    def _features(self, obs: torch.Tensor) -> torch.Tensor:
-        if self.normalize:  # the same float32 ops as ObsNormalizer.forward
-            obs = ((obs - self.obs_mean) / self.obs_std).clamp(-self.obs_clip, self.obs_clip)
-        return obs.flatten(1)
+    @property
+    def action_bounds(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``(low, high)`` ``[A]`` the action is clipped to, or ``None``."""
+        return (self.action_low, self.action_high) if self.clip_action else None
+
+    def _features(self, observations: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """``[B, in_dim]``: each input normalized or encoded, flattened, concatenated in input order."""
+        parts = []
+        for index, (spec, obs) in enumerate(zip(self.inputs, observations)):
+            if spec.image:
+                parts.append(self.cnns[index](obs))
+                continue
+            if self.normalize[index]:  # the same float32 ops as ObsNormalizer.forward
+                mean, std = getattr(self, f"obs_mean_{index}"), getattr(self, f"obs_std_{index}")
+                clip = self.obs_clip[index]
+                obs = ((obs - mean) / std).clamp(-clip, clip)
+            parts.append(obs.flatten(1))
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
     def _action(self, out: torch.Tensor) -> torch.Tensor:
         if self.discrete:
@@ -107,13 +160,24 @@ class DeployedActor(nn.Module):
             return torch.minimum(torch.maximum(action, self.action_low), self.action_high)
         return action
 
-    def forward(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> Any:
-        """``action`` (feedforward) or ``(action, next_state)`` (recurrent)."""
-        x = self._features(obs)
+    def forward(self, *inputs: torch.Tensor) -> Any:
+        """``action`` or ``(action, next_state)`` (recurrent) of the inputs, in :func:`io_names` order."""
+        x = self._features(inputs[: len(self.inputs)])
         if self.core is None:
             return self._action(self.actor(x))
-        features, next_state = self.core(x, state)
+        features, next_state = self.core(x, inputs[len(self.inputs)])
         return self._action(self.actor(features)), next_state
+
+
+def _vector_normalizers(policy: Policy, inputs: list[ObsInput]) -> list[ObsNormalizer | None]:
+    """The normalizer of each input (``None``: images, or normalization off)."""
+    norm = policy.obs_normalizer
+    if norm is None:
+        return [None] * len(inputs)
+    if isinstance(norm, ObsNormalizer):
+        return [norm]
+    per_group = dict(zip(norm.keys, norm.per_key.values()))  # DictObsNormalizer: vector groups only
+    return [None if spec.image else per_group[spec.group] for spec in inputs]
 
 
 MODES: dict[type[ActionHead], str] = {
@@ -146,38 +210,66 @@ def _bounds(space: gym.Space) -> tuple[torch.Tensor | None, torch.Tensor | None]
 
 def io_names(actor: DeployedActor) -> tuple[list[str], list[str]]:
     """Input and output names of the exported graph."""
+    inputs = [spec.name for spec in actor.inputs]
     if actor.recurrent:
-        return ["obs", "state"], ["action", "next_state"]
-    return ["obs"], ["action"]
+        return [*inputs, "state"], ["action", "next_state"]
+    return inputs, ["action"]
 
 
 def _example(actor: DeployedActor, batch: int = 2) -> tuple[torch.Tensor, ...]:
-    obs = torch.zeros(batch, actor.obs_dim)
-    return (obs, torch.zeros(batch, actor.core.state_size)) if actor.core is not None else (obs,)
+    obs = tuple(torch.zeros(batch, *spec.shape, dtype=getattr(torch, spec.dtype)) for spec in actor.inputs)
+    return (*obs, torch.zeros(batch, actor.core.state_size)) if actor.core is not None else obs
 
 
-def export_metadata(actor: DeployedActor, observation_space: gym.spaces.Box, action_space: gym.Space,
+def export_metadata(actor: DeployedActor, observation_space: gym.Space, action_space: gym.Space,
                     policy: Policy, **extra: Any) -> dict[str, Any]:
-    """What a deployment needs besides the graph: inputs/outputs, spaces, normalizer, recurrence, origin."""
-    obs_dim = math.prod(observation_space.shape)
+    """What a deployment needs besides the graph: inputs/outputs, observations, normalizer, recurrence.
+
+    ``observation`` says which observation keys the file reads: ``keys`` (``["obs"]`` for a flat
+    observation), ``sizes`` (floats per key) and, for dict observations, ``groups``: per key its
+    input name, shape (without the batch dim), dtype and whether it is an image.
+    """
     inputs, outputs = io_names(actor)
     state = None
     if actor.core is not None:
         core = actor.core
         state = {"type": core.kind, "num_layers": core.num_layers, "hidden_size": core.hidden_size,
                  "state_size": core.state_size, "initial": "zeros at every episode start"}
-    norm = policy.obs_normalizer
     return {
         "inputs": inputs, "outputs": outputs,
-        "observation": {"keys": ["obs"], "sizes": {"obs": obs_dim}, "shape": list(observation_space.shape),
-                        "dtype": "float32"},
+        "observation": _observation_meta(actor, observation_space),
         "action": _action_meta(action_space, actor, MODES.get(type(actor.head), "")),
-        "normalizer": None if norm is None else {
-            "mean": norm.mean.tolist(), "var": norm.var.tolist(), "count": float(norm.count),
-            "eps": EPS, "clip": float(norm.clip), "formula": "clip((obs - mean) / sqrt(var + eps), ±clip)"},
+        "normalizer": _normalizer_meta(policy, actor),
         "recurrent": state,
         **extra,
     }
+
+
+def _observation_meta(actor: DeployedActor, observation_space: gym.Space) -> dict[str, Any]:
+    if actor.inputs[0].group is None:
+        return {"keys": ["obs"], "sizes": {"obs": actor.inputs[0].shape[0]},
+                "shape": list(observation_space.shape), "dtype": "float32"}
+    groups = {spec.group: {"input": spec.name, "shape": list(spec.shape), "dtype": spec.dtype,
+                           "image": spec.image} for spec in actor.inputs}
+    meta = {"keys": list(groups), "sizes": {spec.group: math.prod(spec.shape) for spec in actor.inputs},
+            "groups": groups}
+    if any(spec.image for spec in actor.inputs):
+        meta["images"] = "uint8 [B, C, H, W], scaled by 1/255 inside the model; not normalized"
+    return meta
+
+
+def _normalizer_meta(policy: Policy, actor: DeployedActor) -> dict[str, Any] | None:
+    norm = policy.obs_normalizer
+    if norm is None:
+        return None
+    common = {"eps": EPS, "formula": "clip((obs - mean) / sqrt(var + eps), ±clip)"}
+    stats = _vector_normalizers(policy, actor.inputs)
+    if isinstance(norm, ObsNormalizer):
+        return {"mean": norm.mean.tolist(), "var": norm.var.tolist(), "count": float(norm.count),
+                "clip": float(norm.clip), **common}
+    groups = {spec.group: {"mean": n.mean.tolist(), "var": n.var.tolist(), "count": float(n.count),
+                           "clip": float(n.clip)} for spec, n in zip(actor.inputs, stats) if n is not None}
+    return {"groups": groups, **common}
 
 
 def _action_meta(space: gym.Space, actor: DeployedActor, mode: str) -> dict[str, Any]:
@@ -217,9 +309,9 @@ def export_onnx(actor: DeployedActor, path: Path, metadata: dict[str, Any]) -> P
     inputs, outputs = io_names(actor)
     batch = torch.export.Dim("batch", min=1)
     with _quiet(), torch.no_grad():
-        program = torch.onnx.export(
+        program = torch.onnx.export(  # forward(*inputs): one dynamic-shape spec per positional input
             actor, _example(actor), dynamo=True, opset_version=OPSET, input_names=inputs,
-            output_names=outputs, dynamic_shapes={name: {0: batch} for name in inputs}, verbose=False,
+            output_names=outputs, dynamic_shapes=(tuple({0: batch} for _ in inputs),), verbose=False,
         )
     model = program.model_proto
     for key, value in metadata.items():

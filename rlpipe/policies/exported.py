@@ -1,7 +1,8 @@
 """Running an exported policy file: ONNX through onnxruntime, TorchScript through ``torch.jit.load``.
 
 :class:`ExportedModel` loads ``policy.onnx`` or ``policy.pt`` with its metadata and maps numpy
-observations to actions (and recurrent states). :class:`ExportedPolicy` wraps it in the
+observations — one array, or one per observation group the file reads — to actions (and recurrent
+states). :class:`ExportedPolicy` wraps it in the
 :class:`~rlpipe.policies.base.Policy` methods the evaluator calls, so ``rlpipe eval --policy``
 scores the shipped file exactly like a checkpoint.
 """
@@ -10,11 +11,13 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from tensordict import TensorDict
 from torch.distributions import Distribution
 
 from rlpipe.config.extras import require
@@ -27,7 +30,9 @@ __all__ = ["ExportedModel", "ExportedPolicy"]
 class ExportedModel:
     """An exported policy file and its metadata; ``model(obs[, state])`` → ``action[, next_state]``.
 
-    ``obs``: ``[B, obs_dim]`` float32 numpy; ``state``: ``[B, S]`` float32 (recurrent files only).
+    ``obs``: ``[B, obs_dim]`` float32 numpy, or for a file exported from dict observations a mapping
+    ``{group: [B, *shape]}`` holding at least the groups of :attr:`obs_keys` (image groups uint8);
+    ``state``: ``[B, S]`` float32 (recurrent files only).
     """
 
     def __init__(self, path: Path) -> None:
@@ -43,15 +48,35 @@ class ExportedModel:
         self.recurrent = self.metadata.get("recurrent") is not None
         self.state_size = int(self.metadata["recurrent"]["state_size"]) if self.recurrent else 0
         self.obs_dim = int(sum(self.metadata["observation"]["sizes"].values()))
+        self.groups: dict[str, dict[str, Any]] = self.metadata["observation"].get("groups") or {}
+        """Per group ``{"input", "shape", "dtype", "image"}``, in input order (flat observations: ``{}``)."""
 
-    def __call__(self, obs: np.ndarray, state: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    @property
+    def obs_keys(self) -> tuple[str, ...] | None:
+        """The observation groups the file reads, in input order (``None``: one flat ``obs``)."""
+        return tuple(self.groups) if self.groups else None
+
+    def __call__(self, obs: np.ndarray | Mapping[str, np.ndarray],
+                 state: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
         """``(action,)`` or ``(action, next_state)``."""
-        inputs = [np.ascontiguousarray(obs, dtype=np.float32)]
+        inputs = self._observation_inputs(obs)
         if self.recurrent:
             if state is None:
                 raise ValueError(f"{self.path.name} is recurrent: pass the state [B, {self.state_size}]")
             inputs.append(np.ascontiguousarray(state, dtype=np.float32))
         return self._run(inputs)
+
+    def _observation_inputs(self, obs: np.ndarray | Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        if not self.groups:
+            return [np.ascontiguousarray(obs, dtype=np.float32)]
+        if not isinstance(obs, Mapping):
+            raise ValueError(f"{self.path.name} reads observation groups {', '.join(self.groups)}: "
+                             "pass a mapping {group: array}")
+        missing = [k for k in self.groups if k not in obs]
+        if missing:
+            raise ValueError(f"{self.path.name}: observation group {missing[0]!r} missing; "
+                             f"it reads {', '.join(self.groups)}")
+        return [np.ascontiguousarray(obs[k], dtype=np.dtype(g["dtype"])) for k, g in self.groups.items()]
 
 
 def _load_onnx(path: Path) -> tuple[Any, dict[str, Any]]:
@@ -105,8 +130,10 @@ def _check_metadata(path: Path, metadata: dict[str, Any]) -> None:
 class ExportedPolicy(Policy):
     """The evaluator's view of an :class:`ExportedModel`: mode actions only, no critic, no log-probs.
 
-    ``sample``/``sample_step`` return zero log-probs and values; ``deterministic`` is ignored (an
-    exported policy has only its deterministic action).
+    ``obs`` is the env's: a tensor ``[B, *obs]``, or a TensorDict ``[B]`` of groups (dict
+    observations; the file's groups are picked from it). ``sample``/``sample_step`` return zero
+    log-probs and values; ``deterministic`` is ignored (an exported policy has only its
+    deterministic action).
     """
 
     has_critic = False
@@ -116,9 +143,18 @@ class ExportedPolicy(Policy):
         self.model, self.device = model, torch.device(device)
         self.is_recurrent = model.recurrent
 
-    def _act(self, obs: torch.Tensor, state: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _act(self, obs: torch.Tensor | TensorDict, state: torch.Tensor | None
+             ) -> tuple[torch.Tensor, torch.Tensor | None]:
         host_state = None if state is None else state.cpu().numpy()
-        out = self.model(obs.flatten(1).cpu().numpy(), host_state)
+        keys = self.model.obs_keys
+        if keys is None:
+            host: np.ndarray | dict[str, np.ndarray] = obs.flatten(1).cpu().numpy()
+        elif isinstance(obs, TensorDict):
+            host = {k: obs[k].cpu().numpy() for k in keys}
+        else:
+            raise ValueError(f"{self.model.path.name} reads observation groups {', '.join(keys)}; the env "
+                             "gives one flat observation")
+        out = self.model(host, host_state)
         action = torch.from_numpy(out[0]).to(self.device)
         return action, (torch.from_numpy(out[1]).to(self.device) if len(out) > 1 else None)
 

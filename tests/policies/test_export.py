@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 
+import gymnasium as gym
 import numpy as np
 import onnx
 import pytest
 import torch
+from tensordict import TensorDict
 
 from rlpipe.envs import build_env
 from rlpipe.policies import build_policy
 from rlpipe.policies.export import (
+    FORMATS,
     DeployedActor,
     ExportError,
     export_metadata,
@@ -44,16 +47,17 @@ def trained(case: str):
     return env, policy.eval()
 
 
-def reference(policy, env, obs: torch.Tensor, state: torch.Tensor | None):
+def reference(policy, env, obs: torch.Tensor | TensorDict, state: torch.Tensor | None,
+              bounds: tuple[float, float] | None = None):
     """The checkpoint's deterministic action (clipped to a Box's bounds) and next state."""
     with torch.no_grad():
         if state is None:
             action, next_state = policy.sample(obs, deterministic=True)[0], None
         else:
             action, _, _, next_state = policy.sample_step(obs, state, deterministic=True)
-    if env.action_dtype == torch.float32:
-        action = action.clamp(float(env.action_space.low[0]), float(env.action_space.high[0]))
-    return action, next_state
+    if bounds is None and env.action_dtype == torch.float32:
+        bounds = float(env.action_space.low[0]), float(env.action_space.high[0])
+    return (action if bounds is None else action.clamp(*bounds)), next_state
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -126,14 +130,74 @@ def test_unsupported_policies_and_files_are_one_line_errors(tmp_path):
         ExportedModel(tmp_path / "policy.bin")
 
 
-def test_dict_observations_are_refused_in_one_line():
-    import gymnasium as gym
+IMAGE_SPACE = gym.spaces.Dict({"camera": gym.spaces.Box(0, 255, (3, 24, 24), np.uint8),
+                               "joints": gym.spaces.Box(-1, 1, (2, 3), np.float32),
+                               "privileged": gym.spaces.Box(-1, 1, (5,), np.float32)})
+"""An image group, a 2-D vector group and a group only the critic reads."""
+TINY_CNN = {"camera": {"channels": [4], "kernel_sizes": [6], "strides": [3], "features": 8}}
 
-    space = gym.spaces.Dict({"state": gym.spaces.Box(-1, 1, (3,)), "privileged": gym.spaces.Box(-1, 1, (2,))})
-    block = {"name": "actor_critic", "actor": {**SMALL, "obs_keys": ["state"]}, "critic": SMALL}
-    policy = build_policy(block, space, gym.spaces.Discrete(2), "cpu")
-    with pytest.raises(ExportError, match="dict observations"):
-        DeployedActor(policy, space, gym.spaces.Discrete(2))
+
+def image_policy(recurrent: bool):
+    """A policy over :data:`IMAGE_SPACE` with a Box action, normalized vectors and means past the bounds."""
+    torch.manual_seed(1)
+    actor = {**SMALL, "obs_keys": ["joints", "camera"], "encoders": TINY_CNN}
+    critic = actor if recurrent else {**SMALL, "obs_keys": ["joints", "privileged"]}  # one core: same keys
+    block = {"name": "recurrent_actor_critic" if recurrent else "actor_critic", "obs_normalization": True,
+             "actor": actor, "critic": critic,
+             "recurrent": {"type": "gru", "hidden_size": 8}}
+    action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    policy = build_policy(block, IMAGE_SPACE, action_space, "cpu")
+    policy.update_normalization(random_obs(256))
+    with torch.no_grad():
+        policy.actor[-1].weight.mul_(20)
+    return policy.eval(), action_space
+
+
+def random_obs(batch: int) -> TensorDict:
+    return TensorDict({"camera": torch.randint(0, 256, (batch, 3, 24, 24), dtype=torch.uint8),
+                       "joints": torch.randn(batch, 2, 3) * 2 + 1, "privileged": torch.randn(batch, 5)},
+                      batch_size=[batch])
+
+
+@pytest.mark.parametrize("recurrent", [False, True], ids=["mlp", "gru"])
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+def test_dict_observations_export_as_one_input_per_group_the_actor_reads(fmt, recurrent, tmp_path):
+    policy, action_space = image_policy(recurrent)
+    actor = DeployedActor(policy, IMAGE_SPACE, action_space)
+    metadata = export_metadata(actor, IMAGE_SPACE, action_space, policy)
+    assert metadata["inputs"] == ["obs/joints", "obs/camera", *(["state"] if recurrent else [])]
+    assert metadata["observation"]["keys"] == ["joints", "camera"]  # the actor's obs_keys, in its order
+    assert metadata["observation"]["groups"]["camera"] == {"input": "obs/camera", "shape": [3, 24, 24],
+                                                         "dtype": "uint8", "image": True}
+    assert metadata["observation"]["groups"]["joints"]["dtype"] == "float32"
+    assert list(metadata["normalizer"]["groups"]) == ["joints"]  # read, not an image
+    write = export_onnx if fmt == "onnx" else export_torchscript
+    model = ExportedModel(write(actor, tmp_path / FORMATS[fmt], metadata))
+    assert model.obs_keys == ("joints", "camera")
+    for batch in (1, 5):
+        obs = random_obs(batch)
+        state = torch.randn(batch, policy.state_size) if recurrent else None
+        expected, expected_state = reference(policy, None, obs, state, bounds=(-1.0, 1.0))
+        host = {k: obs[k].numpy() for k in obs.keys()}  # the file picks its groups
+        got = model(host, None if state is None else state.numpy())
+        assert got[0].dtype == np.float32 and np.abs(got[0] - expected.numpy()).max() <= 1e-5
+        if recurrent:
+            assert np.abs(got[1] - expected_state.numpy()).max() <= 1e-5
+    assert (np.abs(expected.numpy()) == 1.0).any() and (np.abs(expected.numpy()) < 1.0).any()
+    with pytest.raises(ValueError, match="observation group 'camera' missing"):
+        model({"joints": host["joints"]}, None if state is None else state.numpy())
+
+
+def test_the_exported_policy_feeds_the_envs_dict_observations_to_the_file(tmp_path):
+    policy, action_space = image_policy(recurrent=False)
+    actor = DeployedActor(policy, IMAGE_SPACE, action_space)
+    path = export_torchscript(actor, tmp_path / "policy.pt",
+                              export_metadata(actor, IMAGE_SPACE, action_space, policy))
+    shipped = ExportedPolicy(ExportedModel(path), "cpu")
+    obs = random_obs(4)
+    action, log_prob = shipped.sample(obs)
+    expected, _ = reference(policy, None, obs, None, bounds=(-1.0, 1.0))
+    assert torch.allclose(action, expected, atol=1e-6) and torch.equal(log_prob, torch.zeros(4))
 
 
 def test_onnx_export_on_a_torch_before_2_5_names_the_version(monkeypatch, tmp_path):
