@@ -3,13 +3,13 @@
     .venv/bin/python benchmarks/learning/rnd.py [--seeds 0 1 2] [--iterations 60] [--weight 1.0]
         [--set KEY=VALUE ...] [--threads N] [--json benchmarks/results/rnd.json]
 
-MountainCar-v0 (``env.backend: auto``, which picks envpool's implementation when installed) pays
-−1 per step until the car reaches the flag (position ≥ 0.5, the only termination); a time limit
-truncates each episode at 200 steps. The final policy is evaluated on gymnasium's own env. A
-random policy almost never reaches the flag, so PPO without exploration sees no signal. For each
-seed, the same config runs twice: plain PPO, and PPO with ``algorithm.cfg.rnd`` (intrinsic reward weight ``--weight``). Both
-load ``params.yaml`` with the overrides below, ``tracking.backend=none``, the rollout store off and
-a temporary ``trainer.data_dir``, and step a ``rlpipe.trainer.Trainer``. Reported per run:
+MountainCar-v0 (``env.backend: auto``, which picks envpool's implementation when installed) pays −1 per step
+until the car reaches the flag (position ≥ 0.5, the only termination); a time limit truncates each episode
+at 200 steps. The final policy is evaluated on gymnasium's own env. A random policy almost never reaches the
+flag, so PPO without exploration sees no signal. For each seed, the same config runs twice: plain PPO, and
+PPO with ``algorithm.cfg.rnd`` (intrinsic reward weight ``--weight``). Both load ``params.yaml`` with the
+overrides below, ``tracking.backend=none``, the rollout store off and a temporary ``trainer.data_dir``, and
+step a ``rlpipe.trainer.Trainer``. Reported per run:
 
 * ``first_goal_iteration``: the first iteration after which a training episode had reached the
   flag (``train/episode_length_mean`` < 200; that mean is over finished episodes, each ≤ 200 steps);
