@@ -88,18 +88,20 @@ def sequential_forward(sequential: torch.nn.Sequential, x: torch.Tensor) -> torc
     than a small layer's maths; the same ops, so the same bits. A layer with a hook, or any global
     module hook, takes the module call, so hooks still fire.
     """
-    from torch import nn
-    from torch.nn import functional as F  # noqa: N812
+    import torch  # a plain import: one dictionary lookup per call (``from … import`` costs more)
 
+    nn = torch.nn
     if not ENABLED:
         return nn.Sequential.forward(sequential, x)
-    hooked = bool(nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks)
+    hooks = nn.modules.module
+    hooked = bool(hooks._global_forward_hooks or hooks._global_forward_pre_hooks)
+    linear = nn.functional.linear
     for module in sequential._modules.values():
         if hooked or module._forward_hooks or module._forward_pre_hooks:
             x = module(x)
         elif type(module) is nn.Linear:
             weights = module._parameters
-            x = F.linear(x, weights["weight"], weights["bias"])
+            x = linear(x, weights["weight"], weights["bias"])
         else:
             x = module.forward(x)
     return x
