@@ -1,17 +1,17 @@
 """Torch's CPU thread count: the ``trainer.num_threads: auto`` rule and the oversubscription warning.
 
-Torch's own default, one intra-op thread per core, buys small networks nothing and collapses on a
-busy machine: every op splits over the threads and waits for the slowest, so one descheduled
-thread stalls the whole step, and a small run (a few CartPole envs, 64×64 MLPs) on a loaded
-machine takes many times as long as at one thread. ``auto`` therefore runs one thread unless the
-run's largest forward is big enough for threads to pay:
+Torch's own default, one intra-op thread per core, buys a small network little (its ops are too
+short to split well) and collapses on a busy machine: every op splits over the threads and waits
+for the slowest, so one descheduled thread stalls the whole step. ``auto`` therefore runs one thread
+unless the run's largest forward is big enough for threads to pay clearly on a quiet machine (the
+common case):
 
     forward MACs = rows × Σ over the policy's Linear layers (in_features × out_features)
 
 with ``rows`` the larger of the update's minibatch and the collector's batch (N envs). At or above
 :data:`PARALLEL_MACS` ``auto`` takes every core this process may run on.
 The threshold comes from ``benchmarks/profile/threads.py`` (update steps at 1 vs 2 threads,
-interleaved): below it 2 threads gained nothing or lost, above it they gained (``docs/distributed.md``).
+interleaved, on a quiet machine; ``benchmarks/results/threads.json``).
 
 Independently of the choice, :func:`configure_threads` warns once per process, in one line, when the
 machine is oversubscribed: the 1-minute load average already reaches the core count before the run
@@ -46,12 +46,11 @@ __all__ = [
 ]
 
 AUTO = "auto"
-PARALLEL_MACS = 2**32
+PARALLEL_MACS = 2**23
 """Forward multiply-accumulates (rows × Σ in×out) from which ``auto`` uses more than one thread:
-about 4.3 G. It lies between the largest forward where ``benchmarks/profile/threads.py`` found 2
-threads slower than 1 (16,384 rows through two 256×256 MLPs: 2.4 G) and the smallest where they
-gained (16,384 rows through two 512×512 MLPs: 9.1 G). Minibatches of 256 rows through a CartPole
-actor and critic of 64×64 are 256 × 8,896 ≈ 2.3 M."""
+about 8.4 M. Below it (minibatches of 256 rows through 64×64 MLPs, a few M) a second thread gains
+little on a quiet machine and loses much on a busy one; from about 10 M up (1,024 rows through
+64×64 MLPs) it gains clearly, and the more the larger the forward."""
 
 _warned = False
 """The oversubscription warning was printed in this process (it is printed at most once)."""
