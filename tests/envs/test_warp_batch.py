@@ -15,16 +15,10 @@ N = 4
 
 
 def test_missing_warp_is_a_config_error(monkeypatch):
-    import builtins
+    import sys
 
-    real_import = builtins.__import__
-
-    def no_warp(name, *args, **kwargs):
-        if name in ("mujoco_warp", "warp"):
-            raise ImportError(name=name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_warp)
+    for name in ("mujoco_warp", "warp"):  # what an environment without the warp extra has
+        monkeypatch.setitem(sys.modules, name, None)
     expected = r"^env.cfg.engine: warp needs mujoco-warp: pip install 'rlpipe\[warp\]'$"
     with pytest.raises(ConfigError, match=expected):
         build_env("PushCube", N, "cpu", {"engine": "warp"})
