@@ -32,6 +32,7 @@ def _first_difference(expected: object, got: object, path: str = "") -> str | No
 
 def test_default_run_and_replay_reproduce_the_recorded_fixture(tmp_path: Path) -> None:
     expected = json.loads(FIXTURE.read_text())
-    got = json.loads(json.dumps(run_fingerprint(run_default(tmp_path, REPO / "params.yaml", env={"RLPIPE_FAST": "1"}))))
+    run_dir = run_default(tmp_path, REPO / "params.yaml", env={"RLPIPE_FAST": "1"})
+    got = json.loads(json.dumps(run_fingerprint(run_dir)))
     assert _first_difference(expected, got) is None, _first_difference(expected, got)
     assert got["checkpoints"] and len(got["rollouts"]) == len(got["curve"]) >= 10
