@@ -46,11 +46,12 @@ __all__ = [
 ]
 
 AUTO = "auto"
-PARALLEL_MACS = 2**23
+PARALLEL_MACS = 2**25
 """Forward multiply-accumulates (rows × Σ in×out) from which ``auto`` uses more than one thread:
-about 8.4 M. Below it (minibatches of 256 rows through 64×64 MLPs, a few M) a second thread gains
-little on a quiet machine and loses much on a busy one; from about 10 M up (1,024 rows through
-64×64 MLPs) it gains clearly, and the more the larger the forward."""
+about 34 M. On a quiet machine a second thread gains 1.5–1.9× from here up (256 rows through
+256×256 MLPs: 38 M; the massive batch, 16,384 rows through 256×256: 2.4 G) and only 1.1–1.3× below
+(256 to 4,096 rows through 64×64 MLPs: 2.3–51 M), while on a busy machine — a test suite, several
+runs — it loses many times that; so forwards below it stay on one thread."""
 
 _warned = False
 """The oversubscription warning was printed in this process (it is printed at most once)."""

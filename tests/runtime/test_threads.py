@@ -28,7 +28,8 @@ def _restore_threads(monkeypatch):
 def test_auto_runs_small_workloads_on_one_thread_and_large_forwards_on_every_core():
     assert threads.forward_macs(256, W1_LAYERS) == 256 * 8896
     assert threads.auto_threads(256, W1_LAYERS, cores=16) == 1  # 2.3 M MACs
-    assert threads.auto_threads(1024, W1_LAYERS, cores=16) == 16  # 9.1 M: the default CartPole's update
+    assert threads.auto_threads(1024, W1_LAYERS, cores=16) == 1  # 9.1 M: the default CartPole's update
+    assert threads.auto_threads(256, [(32, 256), (256, 256), (256, 2)] * 2, cores=16) == 16  # 38 M
     big = [(32, 256), (256, 256), (256, 2), (32, 256), (256, 256), (256, 1)]
     assert threads.auto_threads(16384, big, cores=16) == 16  # 2.4 G: the massive batch
     huge = [(32, 512), (512, 512), (512, 2), (32, 512), (512, 512), (512, 1)]
@@ -100,6 +101,6 @@ def test_the_reason_names_the_setting_or_the_rules_input():
     assert threads.thread_reason(None, 256, W1_LAYERS) == "torch's default"
     assert threads.thread_reason(2, 256, W1_LAYERS) == "trainer.num_threads"
     small = threads.thread_reason("auto", 256, W1_LAYERS)
-    assert small == "auto: 2.28 M forward MACs < 8.39 M"
+    assert small == "auto: 2.28 M forward MACs < 33.6 M"
     big = threads.thread_reason("auto", 10**6, [(512, 512)] * 40)
     assert big.startswith("auto: 10.5 T forward MACs ≥ ")
