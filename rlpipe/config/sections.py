@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from rlpipe.config.errors import ConfigError, located_error
 from rlpipe.config.location import location, url_problem
@@ -201,20 +201,23 @@ NETWORK_TYPES = ("mlp",)
 """``type`` of an actor or critic network."""
 
 
+def _known_activation(value: str) -> str:
+    if value not in ACTIVATIONS:
+        raise ValueError(f"unknown {value!r}; accepted: {', '.join(ACTIVATIONS)}")
+    return value
+
+
+Activation = Annotated[str, AfterValidator(_known_activation)]
+"""An activation's name: tanh, relu, elu, gelu, silu or leaky_relu."""
+
+
 class MLPCfg(StrictModel):
     """``network_cfg`` of an ``mlp``: ``Linear → activation → … → Linear``."""
 
     hidden_sizes: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [64, 64])
     """Widths of the hidden layers, input to output (``[]``: one linear layer)."""
-    activation: str = "tanh"
+    activation: Activation = "tanh"
     """Activation after every hidden layer: tanh, relu, elu, gelu, silu or leaky_relu."""
-
-    @field_validator("activation")
-    @classmethod
-    def _known_activation(cls, value: str) -> str:
-        if value not in ACTIVATIONS:
-            raise ValueError(f"unknown {value!r}; accepted: {', '.join(ACTIVATIONS)}")
-        return value
 
 
 class CNNCfg(StrictModel):
@@ -232,15 +235,8 @@ class CNNCfg(StrictModel):
     """Stride of each conv layer (one per entry of ``channels``)."""
     features: int = Field(128, ge=1)
     """Width of the Linear layer after the convs: the features this group adds to the MLP's input."""
-    activation: str = "relu"
+    activation: Activation = "relu"
     """Activation after every conv and the Linear layer (the names of ``network_cfg.activation``)."""
-
-    @field_validator("activation")
-    @classmethod
-    def _known_activation(cls, value: str) -> str:
-        if value not in ACTIVATIONS:
-            raise ValueError(f"unknown {value!r}; accepted: {', '.join(ACTIVATIONS)}")
-        return value
 
     @model_validator(mode="after")
     def _one_per_layer(self) -> Self:
