@@ -12,9 +12,9 @@ import importlib
 import inspect
 import math
 from collections.abc import Sequence
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from rlpipe.config.errors import ConfigError, located_error
 from rlpipe.config.strict import StrictModel
@@ -59,7 +59,15 @@ def points_error(points: Sequence[Sequence[float]]) -> str | None:
     return None
 
 
-Points = list[tuple[int, float]]
+def _increasing(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    error = points_error(points)
+    if error:
+        raise ValueError(error)
+    return points
+
+
+Points = Annotated[list[tuple[int, float]], AfterValidator(_increasing)]
+"""``[[env_steps, value], ...]`` with env steps >= 0 and strictly increasing."""
 
 
 def fail(model: str, loc: tuple[str, ...], message: str) -> None:
@@ -143,14 +151,6 @@ class UpdateCfg(AlgorithmCfg):
     """Augment the image groups of every minibatch: ``shift`` pads each image by 4 pixels (edge
     copies) and crops it back at a random offset per sample (DrQ, Kostrikov et al. 2020,
     arXiv:2004.13649), drawn from the update's seeded generator so a replay is bit-exact."""
-
-    @field_validator("lr_schedule", "ent_coef_schedule")
-    @classmethod
-    def _increasing_points(cls, points: Points | None) -> Points | None:
-        error = None if points is None else points_error(points)
-        if error:
-            raise ValueError(error)
-        return points
 
     @field_validator("chunk_rows", mode="before")
     @classmethod
@@ -282,14 +282,6 @@ class RNDCfg(StrictModel):
     """Whiten the networks' input with running mean/std clipped to ±5 (the RND paper's choice)."""
     gamma: float = Field(0.99, ge=0, le=1)
     """Discount of the intrinsic return whose std normalizes the reward."""
-
-    @field_validator("weight_schedule")
-    @classmethod
-    def _increasing_points(cls, points: Points | None) -> Points | None:
-        error = None if points is None else points_error(points)
-        if error:
-            raise ValueError(error)
-        return points
 
     @model_validator(mode="after")
     def _points_need_kind(self) -> Self:

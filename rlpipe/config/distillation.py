@@ -13,7 +13,7 @@ from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from rlpipe.config.algorithms import Points, SequenceCfg, fail, points_error
+from rlpipe.config.algorithms import Points, SequenceCfg, fail
 
 __all__ = ["DISTILLATION_LOSSES", "DistillationCfg"]
 
@@ -64,12 +64,7 @@ class DistillationCfg(SequenceCfg):
     @field_validator("teacher_mix")
     @classmethod
     def _mix_points(cls, points: Points | None) -> Points | None:
-        if points is None:
-            return None
-        error = points_error(points)
-        if error:
-            raise ValueError(error)
-        if any(not 0.0 <= value <= 1.0 for _, value in points):
+        if points is not None and any(not 0.0 <= value <= 1.0 for _, value in points):
             raise ValueError(f"β must lie in [0, 1] (got {[value for _, value in points]})")
         return points
 
