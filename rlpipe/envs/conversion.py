@@ -3,6 +3,11 @@
 rlpipe envs speak flat float32 observations: a Box observation becomes ``[N, prod(shape)]``; a
 Dict observation becomes a ``TensorDict`` ``[N]`` with one flat ``[N, dim]`` entry per key
 (nested dicts are flattened with ``/``-free keys joined by ``.``).
+
+Images stay images: a uint8 Box of rank 3 (``[C, H, W]`` channels first, as envpool's Atari frame
+stacks and ``from_pixels`` observations are) is an image group, kept uint8 ``[N, C, H, W]``; a bare
+image observation becomes the group ``pixels`` of a ``TensorDict``. Channels-last images are not
+guessed at: an image group must have its channels first.
 """
 
 from __future__ import annotations
@@ -16,20 +21,31 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-__all__ = ["flat_action_space", "flat_obs_space", "obs_to_torch", "success_of"]
+__all__ = ["IMAGE_GROUP", "flat_action_space", "flat_obs_space", "is_image_space", "obs_to_torch",
+           "success_of"]
 
 F32_MAX = float(np.finfo(np.float32).max)
 SUCCESS_KEYS = ("success", "is_success")
 """Info keys read as the per-step success flag when the env config names none."""
+IMAGE_GROUP = "pixels"
+"""The group name of a bare image observation."""
+
+
+def is_image_space(space: gym.Space) -> bool:
+    """A uint8 Box of rank 3: an image ``[C, H, W]``."""
+    return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
 
 
 def flat_obs_space(space: gym.Space, env_id: str) -> gym.spaces.Box | gym.spaces.Dict:
-    """A flat float32 Box, or a Dict of flat float32 Boxes (one per leaf key)."""
+    """A flat float32 Box, or a Dict of flat float32 Boxes and uint8 images (one per leaf key)."""
+    if is_image_space(space):
+        return gym.spaces.Dict({IMAGE_GROUP: _image_box(space)})
     if isinstance(space, gym.spaces.Box):
         return _flat_box(space)
     if isinstance(space, gym.spaces.Dict):
         leaves = dict(_dict_leaves(space, env_id))
-        return gym.spaces.Dict({key: _flat_box(box) for key, box in leaves.items()})
+        return gym.spaces.Dict({key: _image_box(box) if is_image_space(box) else _flat_box(box)
+                                for key, box in leaves.items()})
     raise ValueError(f"env.id: {env_id} has a {type(space).__name__} observation space; "
                      "accepted: Box, Dict of Boxes")
 
@@ -46,10 +62,16 @@ def flat_action_space(space: gym.Space, env_id: str) -> gym.spaces.Box | gym.spa
 
 
 def obs_to_torch(obs: Any, num_envs: int, device: torch.device) -> torch.Tensor | TensorDict:
-    """Batched numpy obs (array or nested dict of arrays) → flat float32 tensor(s) on ``device``."""
+    """Batched numpy obs (array or nested dict of arrays) → flat float32 tensor(s) on ``device``.
+
+    Images (uint8 ``[N, C, H, W]``) stay uint8 and keep their shape; a bare image batch becomes the
+    ``pixels`` entry of a ``TensorDict`` ``[N]``.
+    """
     if isinstance(obs, Mapping):
         fields = {key: _flat(value, num_envs, device) for key, value in _leaves(obs)}
         return TensorDict(fields, batch_size=[num_envs], device=device)
+    if _is_image_batch(obs):
+        return TensorDict({IMAGE_GROUP: _flat(obs, num_envs, device)}, batch_size=[num_envs], device=device)
     return _flat(obs, num_envs, device)
 
 
@@ -63,9 +85,21 @@ def success_of(info: Mapping[str, Any], key: str | None, device: torch.device) -
     return {}
 
 
+def _is_image_batch(value: Any) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype == np.uint8 and value.ndim == 4
+
+
 def _flat(value: np.ndarray, num_envs: int, device: torch.device) -> torch.Tensor:
+    if _is_image_batch(value):  # a copy: the simulator may reuse its buffer on the next step
+        images = torch.from_numpy(np.array(value, dtype=np.uint8))
+        return images if device.type == "cpu" else images.to(device)
     flat = torch.from_numpy(np.asarray(value, dtype=np.float32).reshape(num_envs, -1))
     return flat if device.type == "cpu" else flat.to(device)
+
+
+def _image_box(space: gym.spaces.Box) -> gym.spaces.Box:
+    """The image group's space: uint8 ``[C, H, W]`` in [0, 255]."""
+    return gym.spaces.Box(0, 255, tuple(int(d) for d in space.shape), np.uint8)
 
 
 def _flat_box(space: gym.spaces.Box) -> gym.spaces.Box:

@@ -157,3 +157,25 @@ def test_backend_auto_picks_envpool_and_bad_cfg_is_one_line() -> None:
         build_env("HalfCheetah-v5", 2, "cpu", {"frame_skipp": 2})
     with pytest.raises(ConfigError, match="mode: async needs an even num_envs"):
         build_env("HalfCheetah-v5", 3, "cpu", {"mode": "async"})
+
+
+def test_from_pixels_that_cannot_render_is_one_line_naming_the_key(tmp_path) -> None:
+    """envpool's MuJoCo renderer needs its own GL context: where it has none, a ValueError, no crash.
+
+    Where it can render (a machine with a GPU driver), the env's observation is the image group.
+    """
+    from rlpipe.envs.backends.envpool_env import check_pixels_render
+
+    try:
+        check_pixels_render("HalfCheetah-v5", (("from_pixels", True),))
+    except ValueError as exc:
+        message = str(exc)
+        assert message.startswith("env.cfg.from_pixels: envpool cannot render HalfCheetah-v5 on this machine")
+        assert "\n" not in message and "accepted: false here" in message
+    else:
+        env = EnvpoolEnv("HalfCheetah-v5", 2, "cpu", from_pixels=True)
+        try:
+            assert env.observation_space["pixels"].dtype == np.uint8
+            assert env.reset(seed=0)["pixels"].dtype == torch.uint8
+        finally:
+            env.close()

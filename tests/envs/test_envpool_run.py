@@ -1,5 +1,6 @@
-"""Smoke: ``rlpipe run`` on envpool's CheetahRun-v1 (dict obs) and Playground PandaPickCube-v1 —
-run, store, resume bit for bit, replay bit for bit (CPU, few envs and iterations)."""
+"""Smoke: ``rlpipe run`` on envpool's CheetahRun-v1 (dict obs), Playground PandaPickCube-v1 and
+Pong-v5 (uint8 frame stacks) — run, store, resume bit for bit, replay bit for bit (CPU, few envs
+and iterations)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ CASES = {
     "CheetahRun-v1": ("env.id=CheetahRun-v1", "policy.obs_normalization=true",
                       "policy.actor.obs_keys=[position]", "policy.critic.obs_keys=[position,velocity]"),
     "PandaPickCube-v1": ("env.id=PandaPickCube-v1",),
+    "Pong-v5": ("env.id=Pong-v5", "policy.actor.encoders={pixels: {channels: [8, 8], kernel_sizes: [8, 4], "
+                "strides: [4, 2], features: 32}}"),  # uint8 [4, 84, 84] frame stacks: the image group pixels
 }
 
 

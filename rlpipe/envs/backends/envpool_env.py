@@ -21,6 +21,12 @@ With ``restart`` the state holds only the seeds; loading starts fresh episodes f
 (reproducible, not identical), like the gymnasium adapter; use it for very long runs where the
 action log would grow large.
 
+Pixels: image observations (Atari's frame stacks, ``from_pixels=True``) are the image group
+``pixels`` uint8 ``[N, C, H, W]`` (:mod:`rlpipe.envs.conversion`). envpool's MuJoCo renderer
+(``from_pixels=True``) needs an OpenGL context of its own; where it cannot make one it kills the
+process, so the first such env of a process is probed in a child process and refused with one
+line (``env.cfg.from_pixels``) when it cannot render.
+
 Modes: ``sync`` steps all envs in one pool. ``async`` splits them into two pools of N/2 and
 double-buffers through :meth:`act_and_step`: the second half's actions are computed while the
 first half steps in C++ threads.
@@ -28,6 +34,9 @@ first half steps in C++ threads.
 
 from __future__ import annotations
 
+import functools
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -87,6 +96,8 @@ class EnvpoolEnv(BatchedEnv):
         self.env_id, self.num_envs, self.device = env_id, num_envs, torch.device(device)
         self.mode, self.num_threads, self.resume_mode = mode, num_threads, resume
         self.success_key, self.make_kwargs = success_key, make_kwargs
+        if make_kwargs.get("from_pixels"):
+            check_pixels_render(env_id, tuple(sorted(make_kwargs.items())))
         with warnings.catch_warnings():  # envpool's own float64 bounds on float32 Boxes
             warnings.simplefilter("ignore", UserWarning)
             spec = envpool.make_spec(env_id, **make_kwargs)  # TypeError on an unknown kwarg
@@ -242,6 +253,31 @@ class EnvpoolEnv(BatchedEnv):
         shape = (rows or self.num_envs, *(self.action_space.shape or ()))
         dtype = np.int32 if not self.action_space.shape else np.float32
         return np.ascontiguousarray(array.reshape(shape), dtype=dtype)
+
+
+PROBE = """
+import ast, sys, envpool
+pool = envpool.make(sys.argv[1], env_type="gymnasium", num_envs=1, **ast.literal_eval(sys.argv[2]))
+pool.reset()
+"""
+"""Make one env with the user's arguments and reset it (envpool renders its first frame there)."""
+
+
+@functools.cache
+def check_pixels_render(env_id: str, make_kwargs: tuple[tuple[str, Any], ...]) -> None:
+    """ValueError naming ``env.cfg.from_pixels`` when envpool cannot render ``env_id`` here.
+
+    envpool's renderer ends the process (MuJoCo's fatal error) where it gets no OpenGL context, so
+    the check runs it in a child process; once per process and arguments.
+    """
+    done = subprocess.run([sys.executable, "-c", PROBE, env_id, repr(dict(make_kwargs))],
+                          capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0:
+        lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+        reason = (lines[-1] if lines else f"exit code {done.returncode}").removeprefix("ERROR: ")
+        raise ValueError(f"env.cfg.from_pixels: envpool cannot render {env_id} on this machine ({reason}); "
+                         "accepted: false here (envpool's MuJoCo renderer needs an OpenGL context of its "
+                         "own: a GPU driver); cameras that render headless: PixelCartPole, PushCube's camera")
 
 
 def _recv_and_reset(pool: Any) -> tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray, dict]:
