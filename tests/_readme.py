@@ -48,6 +48,12 @@ REWRITES: tuple[tuple[str, str, str], ...] = (
     (r"^((?:MUJOCO_GL=egl )?rlpipe run configs/push_cube\.yaml)$",
      r"\1 --set trainer.iterations=2 --set trainer.num_envs=8 --set trainer.num_eval_envs=2",
      "2.05M env steps → 2 iterations of 8 envs"),
+    (r"^(rlpipe run configs/push_cube_teacher\.yaml)$",
+     r"\1 --set trainer.iterations=2 --set trainer.num_envs=8 --set trainer.num_eval_envs=2",
+     "3.07M env steps → 2 iterations of 8 envs"),
+    (r"^(MUJOCO_GL=egl rlpipe run configs/push_cube_camera_student\.yaml)$",
+     r"\1 --set trainer.iterations=2 --set trainer.num_envs=4 --set trainer.num_eval_envs=2 "
+     r"--set eval.num_envs=2 --set eval.num_episodes=1", "640k env steps → 2 iterations of 4 envs"),
     (r"^(rlpipe eval configs/push_cube\.yaml)$", r"\1 --set eval.num_envs=2 --set eval.num_episodes=1",
      "256 episodes → 2"),
     (r"^(rlpipe run configs/go1_envpool\.yaml)$",
@@ -68,6 +74,9 @@ REWRITES: tuple[tuple[str, str, str], ...] = (
      "one timed iteration per side"),
     (r"^(\.venv/bin/python benchmarks/speed/store_write\.py)$", r"\1 --num-envs 64 --repeats 1",
      "a small store"),
+    (r"^(\.venv/bin/python benchmarks/peers/gpu_vs_rsl_rl\.py) --device (?:cuda --json \S+|cpu "
+     r"--num-envs 64 --rounds 2 (--json \S+))$", r"\1 --device cpu --num-envs 8 --horizon 4 --rounds 1 \2",
+     "no GPU here: 8 envs on the CPU, one round (the GPU command writes no results file)"),
     (r"^(rlpipe run params\.yaml --set algorithm\.cfg\.amp=auto .*)$", r"\1 --set trainer.iterations=1",
      "1 iteration"),
     (r"^(dvc exp run --queue -n clip0[13] -S algorithm\.cfg\.clip_coef=0\.[13])$",

@@ -14,6 +14,8 @@ For each seed, three routes, each a normal rlpipe run directory under one tempor
 3. **online student**: ``online_config`` from the offline student's last checkpoint, K iterations
    of DAgger (the student acts, the teacher labels).
 
+(``push_cube_camera`` replaces 2 and 3 by one route, DAgger from scratch; see below.)
+
 Every policy is then scored the same way: ``evaluate_checkpoint`` (deterministic, ``eval.num_envs``
 × ``eval.num_episodes`` fresh episodes, seed ``trainer.seed + EVAL_SEED_OFFSET``). Reported per
 seed: each route's eval return (and success for PushCube), the student/teacher ratios (goal ≥ 0.9),
@@ -24,14 +26,18 @@ Tasks:
 * ``cartpole``: CartPole with ``obs_groups`` — the teacher reads ``proprio`` (cart position, pole
   angle) and ``privileged`` (their velocities); the student is a GRU that reads ``proprio`` only and
   must infer the velocities from its memory.
-* ``push_cube_camera``: ``configs/push_cube_teacher.yaml`` (``proprio`` + ``privileged`` cube state)
-  → a student reading ``camera`` (uint8 frames through a CNN) + ``proprio``; the teacher's stores
-  must hold the camera group, so the teacher is trained with the camera on (it does not read it).
+* ``push_cube_camera``: ``configs/push_cube_teacher.yaml`` (``proprio`` + ``privileged``: the cube's
+  pose) → ``configs/push_cube_camera_student.yaml``, a student reading ``camera`` (uint8 64×64 RGB
+  frames through a CNN) + ``proprio``, trained by DAgger from scratch (route ``dagger``: the teacher's
+  actions executed with a probability decaying to 0, the student regressing the teacher's means);
+  the teacher was trained without rendering, so its stores hold no frames and there is no offline
+  route. ``--teacher data/push_cube_teacher`` reuses one teacher for every student seed.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import statistics
 import sys
 import tempfile
@@ -43,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the
 
 from _bench import DEFAULT_PARAMS, PROJECT_ROOT, load_cfg, print_table, set_threads, write_json
 
+from rlpipe.artifacts.checkpoints import load_checkpoint
 from rlpipe.offline.commands import evaluate_checkpoint
 from rlpipe.offline.distill import distill_config, distill_offline, online_config
 from rlpipe.trainer import Trainer
@@ -50,26 +57,21 @@ from rlpipe.trainer import Trainer
 TASKS: dict[str, dict[str, Any]] = {
     "cartpole": {
         "params": DEFAULT_PARAMS,
-        "teacher": ["env.cfg={obs_groups: true}"],
+        # 30 iterations, not stopped at the solve: the stores then hold the solved teacher's long episodes
+        "teacher": ["env.cfg={obs_groups: true}", "trainer.iterations=30", "trainer.stop_when=[]"],
         "student": ["policy.name=recurrent_actor_critic", "policy.actor.obs_keys=[proprio]",
                     "policy.critic.obs_keys=[proprio]", "algorithm.cfg.seq_len=16",
                     "algorithm.cfg.learning_rate=0.002", "algorithm.cfg.n_epochs=4"],
-        "passes": 3,
+        "passes": 4,
         "online_iterations": 10,
         "eval": ["eval.num_envs=16", "eval.num_episodes=4"],
         "metric": "eval/return_mean",
     },
     "push_cube_camera": {
         "params": PROJECT_ROOT / "configs" / "push_cube_teacher.yaml",
-        "teacher": ["env.cfg.camera={size: [64, 64]}", "store.enabled=true", "eval.video=false"],
-        "student": ["policy.actor.obs_keys=[camera, proprio]", "policy.critic.obs_keys=[camera, proprio]",
-                    "policy.obs_normalization=true",
-                    "policy.actor.encoders={camera: {channels: [16, 32, 32], kernel_sizes: [8, 4, 3], "
-                    "strides: [4, 2, 1], features: 128}}",
-                    "algorithm.cfg.loss=mse", "algorithm.cfg.learning_rate=0.0005",
-                    "algorithm.cfg.n_epochs=2", "algorithm.cfg.batch_size=1024"],
-        "passes": 2,
-        "online_iterations": 10,
+        "teacher": [],
+        "student_params": PROJECT_ROOT / "configs" / "push_cube_camera_student.yaml",
+        "student": [],
         "eval": ["eval.num_envs=64", "eval.num_episodes=2", "eval.video=false"],
         "metric": "eval/success_at_end",
     },
@@ -80,6 +82,8 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", choices=list(TASKS), default="cartpole")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="trainer.seed values")
+    parser.add_argument("--teacher", type=Path, default=None,
+                        help="an already trained teacher run to distil (default: train one per seed)")
     parser.add_argument("--passes", type=int, default=None, help="offline passes over the teacher's stores")
     parser.add_argument("--online-iterations", type=int, default=None, help="DAgger iterations after")
     parser.add_argument("--teacher-set", action="append", default=[], metavar="KEY=VALUE",
@@ -106,19 +110,41 @@ def load_cfg_from(cfg: Any, overrides: list[str]) -> Any:
     return RunConfig.model_validate(config_mod.apply_overrides(cfg.to_dict(), overrides))
 
 
-def run_seed(task: dict[str, Any], seed: int, args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
-    """Teacher, offline student and online student of one seed; their scores, env steps and times."""
+def train_teacher(task: dict[str, Any], seed: int, args: argparse.Namespace,
+                  data_dir: Path) -> tuple[Any, dict]:
+    """Train (or, with ``--teacher``, reuse) the teacher; its cfg and its score, env steps and time."""
     common = [f"trainer.seed={seed}", "tracking.backend=none", f"trainer.data_dir={data_dir}"]
-    teacher_cfg = load_cfg(task["params"], [*common, f"trainer.exp_name=teacher-{seed}", *task["teacher"],
-                                            *args.teacher_set])
+    if args.teacher is not None:
+        from rlpipe.config import load as load_params
+
+        cfg = load_params(args.teacher / "params.yaml")
+        checkpoint = max((args.teacher / "checkpoints").glob("ckpt-*.pt"))  # the newest, as distillation's
+        state = load_checkpoint(checkpoint)
+        curve = (args.teacher / "curve.csv").read_text().splitlines()
+        teacher = {"env_steps": int(state["env_steps"]), "iterations": int(state["iteration"]),
+                   "wall_s": sum(float(row["time/iteration_s"]) for row in csv.DictReader(curve)
+                                 if int(float(row["iteration"])) <= int(state["iteration"])),
+                   "reused": str(args.teacher), "checkpoint": str(checkpoint)}
+        return cfg, teacher | score(cfg, checkpoint, task["eval"], task["metric"], data_dir / f"t{seed}.json")
+    cfg = load_cfg(task["params"], [*common, f"trainer.exp_name=teacher-{seed}", *task["teacher"],
+                                    *args.teacher_set])
     tick = time.perf_counter()
-    trainer = Trainer(teacher_cfg)
+    trainer = Trainer(cfg)
     summary = trainer.train()
     teacher = {"env_steps": trainer.env_steps, "wall_s": time.perf_counter() - tick,
                "iterations": trainer.iteration}
-    teacher_ckpt = Path(summary["checkpoint"])
-    teacher |= score(teacher_cfg, teacher_ckpt, task["eval"], task["metric"], data_dir / f"t{seed}.json")
+    return cfg, teacher | score(cfg, Path(summary["checkpoint"]), task["eval"], task["metric"],
+                                data_dir / f"t{seed}.json")
 
+
+def run_seed(task: dict[str, Any], seed: int, args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
+    """Teacher, then the offline and online students (or DAgger from scratch) of one seed."""
+    teacher_cfg, teacher = train_teacher(task, seed, args, data_dir)
+    if "student_params" in task:
+        dagger = run_dagger(task, seed, args, data_dir, teacher_cfg.run_dir)
+        return {"seed": seed, "teacher": teacher, "dagger": dagger,
+                "dagger_ratio": ratio(dagger["score"], teacher["score"])}
+    common = [f"trainer.seed={seed}", "tracking.backend=none", f"trainer.data_dir={data_dir}"]
     passes = args.passes or task["passes"]
     student_cfg = distill_config(teacher_cfg.run_dir, [*common, f"trainer.exp_name=student-{seed}",
                                                        f"algorithm.cfg.offline_passes={passes}",
@@ -142,6 +168,22 @@ def run_seed(task: dict[str, Any], seed: int, args: argparse.Namespace, data_dir
             "online_ratio": ratio(online["score"], teacher["score"])}
 
 
+def run_dagger(task: dict[str, Any], seed: int, args: argparse.Namespace, data_dir: Path,
+               teacher_run: Path) -> dict[str, Any]:
+    """The student's params file trained online from scratch against ``teacher_run``."""
+    cfg = load_cfg(task["student_params"], [f"trainer.seed={seed}", "tracking.backend=none",
+                                            f"trainer.data_dir={data_dir}", f"trainer.exp_name=dagger-{seed}",
+                                            f"algorithm.cfg.teacher={Path(teacher_run).resolve()}",
+                                            *task["student"], *args.student_set])
+    tick = time.perf_counter()
+    trainer = Trainer(cfg)
+    summary = trainer.train()
+    dagger = {"env_steps": trainer.env_steps, "wall_s": time.perf_counter() - tick,
+              "iterations": trainer.iteration}
+    return dagger | score(cfg, Path(summary["checkpoint"]), task["eval"], task["metric"],
+                          data_dir / f"d{seed}.json")
+
+
 def ratio(student: float, teacher: float) -> float:
     """Student / teacher (``nan`` for a teacher scoring 0)."""
     return student / teacher if teacher else float("nan")
@@ -155,11 +197,13 @@ def mean_std(values: list[float]) -> dict[str, float]:
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean ± std over seeds of every route's score, ratio, env steps and wall time."""
     out: dict[str, Any] = {}
-    for route in ("teacher", "offline", "online"):
-        for key in ("score", "return", "env_steps", "wall_s"):
-            out[f"{route}_{key}"] = mean_std([float(r[route][key]) for r in rows])
-    for key in ("offline_ratio", "online_ratio"):
-        out[key] = mean_std([r[key] for r in rows])
+    for route in ("teacher", "offline", "online", "dagger"):
+        if route in rows[0]:
+            for key in ("score", "return", "env_steps", "wall_s"):
+                out[f"{route}_{key}"] = mean_std([float(r[route][key]) for r in rows])
+    for key in ("offline_ratio", "online_ratio", "dagger_ratio"):
+        if key in rows[0]:
+            out[key] = mean_std([r[key] for r in rows])
     return out
 
 
@@ -174,6 +218,11 @@ COLUMNS = [
 
 def flat(row: dict[str, Any]) -> dict[str, Any]:
     """One table row of a seed's nested result."""
+    if "dagger" in row:
+        return {"seed": row["seed"], "teacher_score": row["teacher"]["score"],
+                "teacher_steps": row["teacher"]["env_steps"], "teacher_s": row["teacher"]["wall_s"],
+                "online_score": row["dagger"]["score"], "online_steps": row["dagger"]["env_steps"],
+                "online_s": row["dagger"]["wall_s"], "online_ratio": row["dagger_ratio"]}
     return {"seed": row["seed"], "teacher_score": row["teacher"]["score"],
             "teacher_steps": row["teacher"]["env_steps"], "teacher_s": row["teacher"]["wall_s"],
             "offline_score": row["offline"]["score"], "offline_s": row["offline"]["wall_s"],
@@ -194,9 +243,8 @@ def main() -> None:
     print(f"\n{args.task}: teacher → student ({task['metric']}; deterministic eval)")
     print_table([flat(r) for r in rows], COLUMNS)
     summary = summarize(rows)
-    print(f"offline/teacher {summary['offline_ratio']['mean']:.3f} ± {summary['offline_ratio']['std']:.3f}, "
-          f"online/teacher {summary['online_ratio']['mean']:.3f} ± {summary['online_ratio']['std']:.3f} "
-          f"(goal ≥ 0.9)")
+    print(", ".join(f"{key} {value['mean']:.3f} ± {value['std']:.3f}" for key, value in summary.items()
+                    if key.endswith("_ratio")) + " (goal ≥ 0.9)")
     write_json(args.json, {"benchmark": "distillation", "task": args.task, "metric": task["metric"],
                            "teacher_overrides": [*task["teacher"], *args.teacher_set],
                            "student_overrides": [*task["student"], *args.student_set],

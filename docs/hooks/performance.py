@@ -221,6 +221,32 @@ def push_cube(results: Results) -> str:
     return table(["what", "figure"], rows) + "\n\n" + machine(None, data.get("load_avg_now"))
 
 
+def pixel_cartpole(results: Results) -> str:
+    """CartPole from pixels to a deterministic eval of 475, per seed (``learning/pixel_cartpole.py``)."""
+    data = results.load("pixel_cartpole.json")
+    rows = [[str(r["seed"]), "yes" if r["solved"] else "no", num(r["env_steps"]), num(r["train_min"], 1),
+             num(r["cpu_min"], 1), num(r["recheck_return"], 1)] for r in data["seeds"]]
+    return table(["seed", "solved", "env steps", "training min (wall)", "CPU min", "64-episode eval"], rows) \
+        + "\n\n" + machine(data.get("environment"))
+
+
+def distillation(results: Results) -> str:
+    """Teacher → student, per task and seed (``learning/distillation.py``)."""
+    blocks = []
+    for name in results.names("distillation_*.json"):
+        data = results.load(name)
+        routes = [r for r in ("offline", "online", "dagger") if r in data["seeds"][0]]
+        header = ["seed", "teacher", "teacher env steps", *[f"{r} student" for r in routes],
+                  *[f"{r} / teacher" for r in routes], *[f"{r} env steps" for r in routes],
+                  *[f"{r} wall s" for r in routes]]
+        rows = [[str(s["seed"]), num(s["teacher"]["score"], 3), num(s["teacher"]["env_steps"]),
+                 *[num(s[r]["score"], 3) for r in routes], *[num(s[f"{r}_ratio"], 3) for r in routes],
+                 *[num(s[r]["env_steps"]) for r in routes], *[num(s[r]["wall_s"]) for r in routes]]
+                for s in data["seeds"]]
+        blocks.append(f"**{data['task']}** (`{data['metric']}`)\n\n" + table(header, rows))
+    return "\n\n".join(blocks)
+
+
 def others(results: Results) -> str:
     """Every results file no other table read: its scalar fields, and its rows when it has a list."""
     blocks = []
@@ -247,7 +273,8 @@ def _cell(value: Any) -> str:
 
 TABLES: dict[str, Callable[[Results], str]] = {
     "w1": w1, "halfcheetah": halfcheetah, "cuda_throughput": cuda_throughput, "cuda_scaling": cuda_scaling,
-    "cuda_sync": cuda_sync, "cartpole_step": cartpole_step, "push_cube": push_cube, "others": others,
+    "cuda_sync": cuda_sync, "cartpole_step": cartpole_step, "push_cube": push_cube,
+    "pixel_cartpole": pixel_cartpole, "distillation": distillation, "others": others,
 }
 """Marker name → the function that builds its Markdown; ``others`` must come last on the page."""
 

@@ -1,7 +1,8 @@
 """The rollouts of one run: a background writer, listing, temporaries and retention.
 
 Each iteration is one immutable Zarr group in the format of :mod:`rlpipe.artifacts.zarr_io`
-(``<root>/iter-000012.zarr``), written off the training thread on a bounded queue. A rollout is
+(``<root>/iter-000012.zarr``), written off the training thread on a bounded queue; its host copy is
+made through reused (for CUDA rollouts pinned) buffers, :mod:`rlpipe.artifacts.staging`. A rollout is
 checked once, where it enters the store (:func:`rlpipe.artifacts.intake.check_rollout`, in
 :meth:`RolloutStore.submit` and :func:`write_rollout`). zarr is imported on the first write: in a
 run that is the writer thread, during the first update, so its import is not on the way to
@@ -12,13 +13,13 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import torch
 from tensordict import TensorDict
 
 from rlpipe.artifacts.atomic import clean_temporaries, delete_tree
@@ -26,6 +27,7 @@ from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path, is_object
 from rlpipe.artifacts.intake import check_new_store, check_rollout
 from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name
+from rlpipe.artifacts.staging import HostStaging, Staged
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import RefusedDataError
 from rlpipe.testing import faults
@@ -66,18 +68,18 @@ def _write_checked(path: Path, rollout: TensorDict, attrs: dict[str, Any], codec
 @dataclass
 class _Job:
     path: Path
-    rollout: TensorDict
+    staged: Staged
     attrs: dict[str, Any]
-    ready: torch.cuda.Event | None
 
 
 class RolloutStore:
     """The rollouts of one run under ``root``: background writes, listing, retention.
 
-    ``submit`` returns at once; a writer thread copies each rollout to the host and writes it. The
-    store holds at most ``cfg.queue_size`` rollouts, the one being written included: ``submit``
-    waits for a free slot before it clones (back-pressure), so with the default of 1 a run keeps
-    one rollout beyond the collector's buffer and the update's working set. Call
+    ``submit`` starts the rollout's host copy and returns; a writer thread writes it. The store
+    holds at most ``cfg.queue_size`` rollouts, the one being written included: ``submit`` waits for
+    a free slot before it copies (back-pressure: it never drops a rollout, and it returns how long
+    it waited), so with the default of 1 a run keeps one rollout beyond the collector's buffer and
+    the update's working set. Call
     ``flush`` before checkpointing or finishing, so no run goes past a rollout not yet on disk.
     The first write error stops further writes and is raised by ``flush``/``submit``/``close``;
     stores already written are kept. With ``cfg.enabled`` false, ``submit`` writes nothing.
@@ -88,7 +90,8 @@ class RolloutStore:
         self.cfg = cfg
         self._queue: queue.Queue[_Job | None] = queue.Queue()  # bounded by the slots
         self._slots = threading.BoundedSemaphore(cfg.queue_size)
-        """One per rollout the store holds (cloned, queued or being written)."""
+        """One per rollout the store holds (being copied, queued or being written)."""
+        self._staging = HostStaging(cfg.queue_size)
         self._io_lock = threading.Lock()  # one writer/cleaner of ``root`` at a time
         self._thread: threading.Thread | None = None
         self._error: StoreError | None = None
@@ -151,17 +154,19 @@ class RolloutStore:
             delete_tree(self.path_for(iteration))
         return iterations
 
-    def submit(self, rollout: TensorDict, attrs: dict[str, Any]) -> None:
+    def submit(self, rollout: TensorDict, attrs: dict[str, Any]) -> float:
         """Queue ``rollout`` (``[N, T+1]``, any device) to be written as ``attrs["iteration"]``.
 
-        The rollout is cloned on its device first (cheap on a GPU), so the caller may refill its
-        buffer right away. Blocks, before cloning, while the store holds ``cfg.queue_size``
-        rollouts. Raises :class:`StoreError` after an earlier write failed, when the store is
-        closed, when the target already exists or when the rollout breaks the schema
+        The host copy starts before this returns (:meth:`~rlpipe.artifacts.staging.HostStaging.stage`:
+        a CPU rollout is copied into a reused host buffer, a CUDA one cloned on its device), so the
+        caller may refill its buffer right away. Blocks, before copying, while the store holds
+        ``cfg.queue_size`` rollouts; returns the seconds it waited for that (0.0 with the store off).
+        Raises :class:`StoreError` after an earlier write failed, when the store is closed, when the
+        target already exists or when the rollout breaks the schema
         (:func:`~rlpipe.artifacts.intake.check_rollout`, the rollout's one check).
         """
         if not self.cfg.enabled:
-            return
+            return 0.0
         self._raise_if_failed()
         if self._closed:
             raise StoreError(f"{self.root}: rollout store is closed")
@@ -172,14 +177,17 @@ class RolloutStore:
         path = self.path_for(iteration)
         check_new_store(path)  # on the caller's thread, where the error was made
         check_rollout(rollout, path)
+        start = time.perf_counter()
         self._slots.acquire()  # released by the writer once this rollout is on disk
+        waited = time.perf_counter() - start
         try:
-            clone = rollout.clone()
+            staged = self._staging.stage(rollout)
         except BaseException:
             self._slots.release()
             raise
         self._ensure_thread()
-        self._queue.put(_Job(path, clone, dict(attrs), _ready_event(clone)))
+        self._queue.put(_Job(path, staged, dict(attrs)))
+        return waited
 
     def flush(self) -> None:
         """Block until every submitted rollout is on disk; raise the first write error."""
@@ -221,15 +229,15 @@ class RolloutStore:
                 if self._error is None:  # after a failure, drain without writing
                     self._write(job)
             finally:
-                held, job = job is not None, None  # drop the rollout before its slot frees
-                if held:
+                if job is not None:  # the buffer back to the pool, then the slot frees
+                    self._staging.release(job.staged.wait())
+                    job = None
                     self._slots.release()
                 self._queue.task_done()
 
     def _write(self, job: _Job) -> None:
         try:
-            host = _to_host(job.rollout, job.ready)
-            job.rollout = host  # drop the device clone now
+            host = job.staged.wait()  # the device clone goes now
             with self._io_lock:
                 faults.point("store.write")
                 _write_checked(job.path, host, job.attrs, self.cfg.codec, self.cfg.chunk_envs,
@@ -275,32 +283,3 @@ def refuse_rejected(path: Path, attrs: dict[str, Any], allow: bool = False) -> N
 
 class RejectedRolloutError(StoreError, RefusedDataError):
     """A rejected rollout given to replay/update without ``--allow-rejected`` (exit code 3)."""
-
-
-def _ready_event(rollout: TensorDict) -> torch.cuda.Event | None:
-    """Record a CUDA event after the on-device clone, so the writer's copy waits for it."""
-    device = rollout.device
-    if device is None or device.type != "cuda":
-        return None
-    event = torch.cuda.Event()
-    event.record(torch.cuda.current_stream(device))
-    return event
-
-
-def _to_host(rollout: TensorDict, ready: torch.cuda.Event | None) -> TensorDict:
-    """Copy to CPU; from CUDA into pinned memory with non-blocking copies, then one sync."""
-    device = rollout.device
-    if device is None or device.type != "cuda":
-        return rollout.to("cpu")
-    with torch.cuda.device(device):
-        stream = torch.cuda.current_stream(device)
-        if ready is not None:
-            stream.wait_event(ready)
-        host = rollout.apply(_pinned_copy, device="cpu")
-        stream.synchronize()
-    return host
-
-
-def _pinned_copy(tensor: torch.Tensor) -> torch.Tensor:
-    pinned = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
-    return pinned.copy_(tensor, non_blocking=True)

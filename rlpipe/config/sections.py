@@ -149,6 +149,10 @@ class TrainerCfg(StrictModel):
     or ``skip`` the iteration (its rollout goes to ``rollouts/rejected/``, the weights stay)."""
     max_skipped_in_a_row: int = Field(3, ge=1)
     """With ``on_nonfinite: skip``: stop (exit 3) after this many skipped iterations in a row."""
+    cuda_graphs: Literal["auto", "on", "off"] = "off"
+    """Replay captured CUDA graphs: ``off``, ``auto`` or ``on``. Capture is not built yet, so every run is
+    eager: without CUDA, ``auto`` and ``on`` say so once and run eager; on CUDA, ``auto`` runs eager
+    and ``on`` is refused (``rlpipe/runtime/cuda_graphs.py``). YAML's bare ``on``/``off`` are read as such."""
 
     @field_validator("device")
     @classmethod
@@ -156,6 +160,15 @@ class TrainerCfg(StrictModel):
         head, _, index = value.partition(":")
         if head not in {"auto", "cpu", "cuda"} or (index and not index.isdigit()):
             raise ValueError(f"got {value!r}; accepted: auto, cpu, cuda, cuda:N")
+        return value
+
+    @field_validator("cuda_graphs", mode="before")
+    @classmethod
+    def _graphs_switch(cls, value: Any) -> Any:
+        if isinstance(value, bool):  # YAML 1.1 reads a bare on/off as true/false
+            return "on" if value else "off"
+        if value not in ("auto", "on", "off"):
+            raise ValueError(f"got {value!r}; accepted: auto, on, off")
         return value
 
     @field_validator("num_threads", mode="before")

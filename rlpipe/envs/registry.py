@@ -262,7 +262,7 @@ def _check_arguments(env_id: str, cls: type[BatchedEnv], cfg: dict[str, Any]) ->
 def _construct(
     make: Callable[[], BatchedEnv], cfg: dict[str, Any], make_kwargs_of: str | None = None
 ) -> BatchedEnv:
-    """Call ``make``; a ValueError ``"<key>: …"`` about a ``cfg`` key becomes a ConfigError.
+    """Call ``make``; a ValueError ``"<key>[.<sub>]: …"`` about a ``cfg`` key becomes a ConfigError.
 
     With ``make_kwargs_of`` (a gymnasium id), a TypeError — a ``gymnasium.make`` kwarg that env
     does not take — becomes an ``env.cfg: …`` ConfigError too. Anything else propagates.
@@ -273,7 +273,7 @@ def _construct(
         raise
     except ValueError as exc:
         message = _first_line(exc)
-        if message.partition(":")[0] in cfg:
+        if message.partition(":")[0].partition(".")[0] in cfg:  # "key: …" or "key.sub: …"
             raise ConfigError(f"env.cfg.{message}") from None
         raise
     except TypeError as exc:

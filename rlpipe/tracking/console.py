@@ -23,6 +23,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("sps", "time/sps", "{:>8.0f}"),
     ("coll_s", "time/collect_s", "{:>6.2f}"),
     ("upd_s", "time/update_s", "{:>6.2f}"),
+    ("wait_s", "time/store_wait_s", "{:>6.2f}"),
     ("pi_loss", "update/policy_loss", "{:>8.4f}"),
     ("v_loss", "update/value_loss", "{:>8.3f}"),
     ("entropy", "update/entropy", "{:>7.3f}"),

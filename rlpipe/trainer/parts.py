@@ -28,6 +28,7 @@ from rlpipe.envs.backends.plugins import wrap_env
 from rlpipe.envs.backends.rsl_rl_env import is_rsl_rl_env
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
 from rlpipe.runtime.allocator import tune_malloc
+from rlpipe.runtime.cuda_graphs import check_cuda_graphs
 from rlpipe.runtime.distributed import DistContext, init_distributed
 from rlpipe.runtime.seeding import seed_everything
 from rlpipe.tracking.background import prewarm
@@ -103,6 +104,7 @@ def build_parts(cfg: RunConfig, env: EnvLike | None = None, eval_env: EnvLike | 
         prewarm()  # MLflow's import overlaps the build instead of the first iterations
     probe(cfg.run_dir)  # an object store: one quick request, before any env step or write
     ctx = init_distributed(trainer.device, trainer.distributed)
+    check_cuda_graphs(trainer.cuda_graphs, ctx.device, ctx.is_main)
     tune_malloc()
     seed_everything(trainer.seed + ctx.rank)
     live = env is not None

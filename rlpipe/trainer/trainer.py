@@ -171,7 +171,7 @@ class Trainer:
         metrics |= {f"advantage/{k}": v for k, v in parts.algo.compute_advantages(rollout).items()}
         faults.point("advantage.end")
         self._refuse_if(nonfinite_rollout(rollout, parts.checked_keys), rollout)
-        self._store(rollout)
+        store_wait = self._store(rollout)
         parts.guard.before_update(parts.algo)
         faults.point("update.start")
         parts.algo.set_progress(state.env_steps, state.total_env_steps(parts))  # schedules' position
@@ -181,7 +181,7 @@ class Trainer:
         before, t2 = state.env_steps, time.perf_counter()
         state.env_steps += parts.steps_per_iteration
         metrics |= self._evaluate_if_due(before)
-        metrics |= timing(state, parts, t0, t1, t2)
+        metrics |= timing(state, parts, t0, t1, t2) | store_wait
         metrics |= self._fire("after_update", metrics=metrics)  # events, stop rules, then one row
         metrics |= lifecycle.check_stop(self, metrics)
         metrics |= parts.guard.metrics()
@@ -280,11 +280,16 @@ class Trainer:
         """Restore :meth:`state_dict` (each rank takes its own env and RNG state)."""
         self.state.load_state_dict(self.parts, state)
 
-    def _store(self, rollout: TensorDict) -> None:
-        """Hand the collected rollout to the background store (the advantage keys stay out)."""
-        if self.parts.store is not None:
-            self.parts.store.submit(rollout.exclude(*self.parts.algo.advantage_keys),
-                                    self.state.rollout_attrs(self.parts))
+    def _store(self, rollout: TensorDict) -> dict[str, float]:
+        """Hand the collected rollout to the background store (the advantage keys stay out).
+
+        Returns ``{"time/store_wait_s": s}``, the time ``submit`` waited for the writer (back-pressure:
+        the disk is slower than training), or ``{}`` without a store.
+        """
+        if self.parts.store is None:
+            return {}
+        return {"time/store_wait_s": self.parts.store.submit(rollout.exclude(*self.parts.algo.advantage_keys),
+                                                             self.state.rollout_attrs(self.parts))}
 
     def _refuse_if(self, finding: tuple[str, str] | None, rollout: TensorDict, stored: bool = False) -> None:
         if finding is not None:

@@ -41,7 +41,7 @@ def test_submit_flush_writes_everything_and_caller_may_reuse_buffer(tmp_path: Pa
         store.submit(make_rollout(), {"iteration": 9})
 
 
-def test_the_store_holds_at_most_queue_size_rollouts_and_submit_blocks_before_cloning(
+def test_the_store_holds_at_most_queue_size_rollouts_and_submit_blocks_before_copying(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cfg = StoreCfg(queue_size=2)
@@ -61,23 +61,23 @@ def test_the_store_holds_at_most_queue_size_rollouts_and_submit_blocks_before_cl
     assert entered.wait(timeout=30)  # the writer holds rollout 1 ...
     store.submit(make_rollout(), {"iteration": 2})  # ... and rollout 2 fills the second slot
     third = make_rollout()
-    clones: list[int] = []
-    real_clone = type(third).clone
+    copies: list[int] = []
+    real_stage = store._staging.stage
 
-    def counting_clone(self: TensorDict, *args: object, **kwargs: object) -> TensorDict:
-        clones.append(1)
-        return real_clone(self, *args, **kwargs)
+    def counting_stage(rollout: TensorDict) -> object:
+        copies.append(1)
+        return real_stage(rollout)
 
-    monkeypatch.setattr(type(third), "clone", counting_clone)
+    monkeypatch.setattr(store._staging, "stage", counting_stage)
     blocked = threading.Thread(target=store.submit, args=(third, {"iteration": 3}))
     blocked.start()
     blocked.join(timeout=0.5)
     assert blocked.is_alive(), "submit returned although the store held queue_size rollouts"
-    assert clones == [], "submit cloned before a slot was free"
+    assert copies == [], "submit copied before a slot was free"
     gate.set()
     blocked.join(timeout=30)
     store.close()
-    assert clones == [1]
+    assert copies == [1]
     assert max(held) <= cfg.queue_size
     assert store.iterations() == [1, 2, 3]
 

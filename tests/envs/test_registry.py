@@ -50,7 +50,8 @@ def test_unknown_id_is_one_line_listing_what_is_accepted() -> None:
     assert config_error("CartPol") == (
         "env.id: unknown env 'CartPol' for backend auto (did you mean 'CartPole'?); accepted: a registered "
         "torch env "
-        "(CartPole, Pendulum, PixelCartPole, PushCube, RepeatFirst); an envpool id such as HalfCheetah-v5 "
+        "(CartPole, DeepSea, Pendulum, PixelCartPole, PushCube, RepeatFirst, RobotProxy); an envpool id "
+        "such as HalfCheetah-v5 "
         "(rlpipe envs --backend envpool); a gymnasium id such as CartPole-v1; package.module:Factory"
     )
 

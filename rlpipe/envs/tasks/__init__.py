@@ -1,3 +1,3 @@
-"""The tasks rlpipe ships: CartPole, Pendulum, RepeatFirst (memory) and PushCube (MuJoCo)."""
+"""The tasks rlpipe ships: CartPole, Pendulum, RepeatFirst (memory), DeepSea (exploration), PushCube."""
 
 __all__: list[str] = []

@@ -23,6 +23,7 @@ from rlpipe.envs.tasks.push_cube.assets import panda_spec
 
 __all__ = [
     "CUBE_HALF_SIZE", "GOAL_RADIUS", "REST_QPOS", "ROBOT_BASE", "SceneIds", "build_model", "scene_ids",
+    "scene_spec",
 ]
 
 ROBOT_BASE = (-0.615, 0.0, 0.0)
@@ -73,6 +74,11 @@ def build_model(timestep: float, visual: bool, robot_base_x: float = ROBOT_BASE[
 
     ``robot_base_x`` moves the Panda's base along x (ManiSkill: -0.615 m).
     """
+    return scene_spec(timestep, visual, robot_base_x).compile()
+
+
+def scene_spec(timestep: float, visual: bool, robot_base_x: float = ROBOT_BASE[0]) -> mujoco.MjSpec:
+    """The uncompiled scene of :func:`build_model`, for variants that add geoms (same state layout)."""
     scene = mujoco.MjSpec()
     scene.modelname = "push_cube"
     opt = scene.option
@@ -101,7 +107,7 @@ def build_model(timestep: float, visual: bool, robot_base_x: float = ROBOT_BASE[
         _add_visuals(scene, goal)
     else:
         _strip_visuals(scene)
-    return scene.compile()
+    return scene
 
 
 def _add_visuals(scene: mujoco.MjSpec, goal: mujoco.MjsBody) -> None:

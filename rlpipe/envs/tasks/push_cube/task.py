@@ -16,8 +16,9 @@ from rlpipe.envs.tasks.push_cube.kinematics import SiteKinematics, matrix_to_qua
 from rlpipe.envs.tasks.push_cube.scene import CUBE_HALF_SIZE, GOAL_RADIUS
 
 __all__ = [
-    "JOINT_DELTA_SCALE", "EE_DELTA_SCALE", "OBS_DIM", "ee_delta_targets", "gripper_target",
-    "joint_delta_targets", "observe", "staged_reward", "success",
+    "JOINT_DELTA_SCALE", "EE_DELTA_SCALE", "OBS_DIM", "PRIVILEGED_COLUMNS", "PROPRIO_COLUMNS",
+    "ee_delta_targets", "gripper_target", "joint_delta_targets", "observe", "split_groups",
+    "staged_reward", "success",
 ]
 
 JOINT_DELTA_SCALE = 0.1
@@ -38,6 +39,11 @@ IK_ITERATIONS = 3
 """Newton steps of the ``ee_delta`` IK (one linearization drifts by centimetres per 0.1 m)."""
 OBS_DIM = 9 + 9 + 7 + 7 + 3 + 3 + 3
 """qpos 9, qvel 9, tcp pose 7, cube pose 7, goal 3, tcp→cube 3, cube→goal 3."""
+PROPRIO_COLUMNS = (*range(0, 25), *range(32, 35))
+"""The 28 columns of :func:`observe` a real robot knows: qpos 9, qvel 9, tool pose 7 (its own
+kinematics) and the goal 3 (the command it is given)."""
+PRIVILEGED_COLUMNS = (*range(25, 32), *range(35, 41))
+"""The 13 columns only a simulator knows: cube pose 7, tool→cube 3, cube→goal 3."""
 
 
 def sample_start(
@@ -120,6 +126,16 @@ def observe(robot_qpos: torch.Tensor, robot_qvel: torch.Tensor, tcp_pos: torch.T
     parts = (robot_qpos, robot_qvel, tcp_pos, matrix_to_quat(relative), cube_pose, goal,
              cube_pos - tcp_pos, goal - cube_pos)
     return torch.cat([p.to(torch.float32) for p in parts], dim=-1)
+
+
+def split_groups(obs: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Observation ``[N, 41]`` → ``proprio [N, 28]`` and ``privileged [N, 13]`` (new tensors).
+
+    ``proprio`` = columns :data:`PROPRIO_COLUMNS` in order, ``privileged`` =
+    :data:`PRIVILEGED_COLUMNS`: together a permutation of the 41 columns.
+    """
+    return {"proprio": torch.cat((obs[:, 0:25], obs[:, 32:35]), dim=-1),
+            "privileged": torch.cat((obs[:, 25:32], obs[:, 35:41]), dim=-1)}
 
 
 def success(cube_pos: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,83 @@
+"""benchmarks/peers/gpu_vs_rsl_rl.py at a tiny N on the CPU, and its rlpipe env → rsl_rl VecEnv adapter."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from rlpipe.envs.tasks.robot_proxy import RobotProxy
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "peers" / "gpu_vs_rsl_rl.py"
+
+
+def load_benchmark():
+    spec = importlib.util.spec_from_file_location("gpu_vs_rsl_rl", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_benchmark_runs_both_trainers_at_a_tiny_n_and_writes_its_rows(tmp_path: Path):
+    out = tmp_path / "result.json"
+    command = [sys.executable, str(SCRIPT), "--device", "cpu", "--num-envs", "8", "--horizon", "4",
+               "--warmup", "1", "--rounds", "2", "--threads", "1", "--json", str(out)]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "RLPIPE_LOAD_WARNING": "0"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(out.read_text())
+    assert data["benchmark"] == "gpu_vs_rsl_rl" and data["device"] == "cpu"
+    rows = {row["side"]: row for row in data["rows"]}
+    assert set(rows) == {"rsl_rl", "rlpipe", "rlpipe+store"}
+    for side, row in rows.items():
+        assert row["num_envs"] == 8 and row["minibatch"] == 8 * 4 // 4, side
+        assert row["sps"] > 0 and row["collect_s"] > 0 and row["update_s"] > 0, side
+        assert row["sps"] == 8 * 4 / row["iteration_s"], side
+        assert row["rollout_mb"] > 0 and row["process_peak_rss_mb"] > 0, side
+    assert rows["rsl_rl"]["vs_rsl_rl"] == 1.0
+    assert rows["rlpipe+store"]["store_wait_s"] >= 0 and rows["rlpipe"]["store_wait_s"] is None
+    assert "rlpipe+store" in result.stdout and "steps/s" in result.stdout
+
+
+def test_the_adapter_speaks_rsl_rls_vecenv_contract():
+    bench = load_benchmark()
+    env = bench.VecEnvAdapter(RobotProxy(4, "cpu", max_episode_steps=3), seed=0)
+    assert (env.num_envs, env.num_actions, env.max_episode_length) == (4, 12, 3)
+    first = env.get_observations()
+    assert set(first.keys()) == {"policy", "privileged"}
+    for step in range(3):
+        obs, reward, dones, extras = env.step(torch.zeros(4, 12))
+        assert reward.shape == dones.shape == extras["time_outs"].shape == (4,)
+        assert dones.dtype == torch.int64 and extras["time_outs"].dtype == torch.bool
+        assert env.get_observations() is obs
+        assert dones.tolist() == ([1] * 4 if step == 2 else [0] * 4)
+    assert dones.tolist() == [1, 1, 1, 1]  # the time limit: done, and bootstrapped as a time-out ...
+    assert extras["time_outs"].tolist() == [True] * 4  # ... as no body fell within 3 steps
+    assert env.episode_length_buf.tolist() == [0, 0, 0, 0]
+
+
+def test_rsl_rl_and_rlpipe_get_the_same_learning_problem():
+    bench = load_benchmark()
+    cfg = bench.rsl_rl_cfg(24)
+    assert cfg["num_steps_per_env"] == 24 and cfg["obs_groups"]["critic"] == ["policy", "privileged"]
+    algo = cfg["algorithm"]
+    assert (algo["num_learning_epochs"], algo["num_mini_batches"], algo["schedule"]) == (5, 4, "adaptive")
+    from rlpipe.config import load
+
+    run = load(ROOT / "params.yaml", bench.rlpipe_overrides(64, 24, "cpu", False, "/tmp/unused"))
+    ppo = run.algorithm.cfg
+    assert (ppo.n_epochs, ppo.num_mini_batches, ppo.schedule, ppo.desired_kl) == (5, 4, "adaptive", 0.01)
+    assert (ppo.learning_rate, ppo.clip_coef, ppo.ent_coef, ppo.vf_coef, ppo.max_grad_norm) == (
+        algo["learning_rate"], algo["clip_param"], algo["entropy_coef"], algo["value_loss_coef"],
+        algo["max_grad_norm"])
+    assert ppo.clip_value_loss and (ppo.gamma, ppo.gae_lambda) == (algo["gamma"], algo["lam"])
+    for net, keys in ((run.policy.actor, ["policy"]), (run.policy.critic, ["policy", "privileged"])):
+        assert net.obs_keys == keys and net.network_cfg.hidden_sizes == cfg["actor"]["hidden_dims"]
+        assert net.network_cfg.activation == cfg["actor"]["activation"] == "elu"
+    assert run.env.id == "RobotProxy" and run.trainer.buffer_size == 24 and run.policy.log_std_init == 0.0
