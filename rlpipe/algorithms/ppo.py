@@ -4,9 +4,9 @@ The loss maths lives in ``ppo_loss`` (one pure function per option), reward scal
 ``normalization``; the optimizer, schedules, KL rules and the epochs × minibatches loop are the
 shared ``BaseAlgorithm.update``. PPO contributes GAE, its update rows (every transition,
 or ``seq_len`` sequences for a recurrent policy) and the clipped-surrogate loss. Two optional parts
-plug in where they act: RND curiosity (``rnd``) adds its intrinsic reward in the advantage stage and
-trains its predictor on the update's minibatches; symmetry (``symmetry``) mirrors each minibatch
-and/or adds the mirror loss.
+plug in where they act: RND curiosity (``rnd``) adds its intrinsic reward (or, with its own value
+network, its intrinsic advantage) in the advantage stage and trains its networks on the update's
+minibatches; symmetry (``symmetry``) mirrors each minibatch and/or adds the mirror loss.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from rlpipe.algorithms.ppo_loss import (
     value_mse,
 )
 from rlpipe.algorithms.registry import register_algo
-from rlpipe.algorithms.rnd import RND
+from rlpipe.algorithms.rnd import INTRINSIC_RETURN, RND
 from rlpipe.algorithms.symmetry import Symmetry
 from rlpipe.config import AlgorithmCfg, ConfigError
 from rlpipe.config.algorithms import PPOCfg
@@ -59,6 +59,9 @@ class PPO(BaseAlgorithm):
         """Curiosity: intrinsic rewards in ``compute_advantages``, predictor training in ``update``."""
         if self.rnd is not None:
             self.advantage_reads = (*type(self).advantage_reads, "obs")
+        if cfg.rnd is not None and cfg.rnd.intrinsic_critic:
+            self.advantage_keys = (*type(self).advantage_keys, INTRINSIC_RETURN)
+            self.update_reads = (*type(self).update_reads, INTRINSIC_RETURN)
         self.symmetry = Symmetry(cfg.symmetry) if cfg.symmetry is not None else None
         """Mirrored minibatches and/or the mirror loss, in ``loss``."""
         if self.symmetry is not None and getattr(policy, "is_recurrent", False):
@@ -81,22 +84,31 @@ class PPO(BaseAlgorithm):
         """GAE into ``advantage`` and ``return`` (``[N, T+1]``, padding slot zero).
 
         With ``normalize_rewards`` GAE sees scaled copies of the rewards, and with ``rnd`` the
-        intrinsic rewards added to them; ``rollout["reward"]`` is untouched.
+        intrinsic rewards added to them; ``rollout["reward"]`` is untouched. With the RND's
+        ``intrinsic_critic`` the advantage is ``extrinsic_coef·A_ext + weight·A_int`` instead,
+        ``return`` stays extrinsic and ``intrinsic_return`` (V_int's targets) is written too.
         """
         reward, done = rollout["reward"][:, :-1].float(), rollout["done"][:, :-1]
         if self.reward_normalizer is not None:
             reward = self.reward_normalizer(reward, done)
         diagnostics: dict[str, float] = {}
-        if self.rnd is not None:
-            intrinsic, diagnostics = self.rnd.intrinsic_reward(rollout, self.seed, self.env_steps,
-                                                               self.total_env_steps)
+        rnd = self.rnd
+        two_values = rnd is not None and rnd.cfg.intrinsic_critic
+        if rnd is not None and not two_values:
+            intrinsic, diagnostics = rnd.intrinsic_reward(rollout, self.seed, self.env_steps,
+                                                          self.total_env_steps)
             reward = reward + intrinsic
         value = rollout["value"].float()
         advantage, returns = generalized_advantage_estimate(
             reward, value[:, :-1], value[:, 1:], done, truncation_bootstrap(rollout).float(),
             self.cfg.gamma, self.cfg.gae_lambda,
         )
-        for key, tensor in (("advantage", advantage), ("return", returns)):
+        outputs = {"advantage": advantage, "return": returns}
+        if rnd is not None and two_values:
+            intrinsic, outputs[INTRINSIC_RETURN], diagnostics = rnd.intrinsic_advantage(
+                rollout, self.seed, self.env_steps, self.total_env_steps, self.cfg.gae_lambda)
+            outputs["advantage"] = rnd.cfg.extrinsic_coef * advantage + intrinsic
+        for key, tensor in outputs.items():
             padded = torch.zeros_like(rollout["value"])
             padded[:, :-1] = tensor
             rollout.set(key, padded)
@@ -142,7 +154,7 @@ class PPO(BaseAlgorithm):
         rows = rollout.batch_size[0] * (rollout.batch_size[1] - 1)
         size, shards = self.cfg.minibatch_size(rows // self.batch_shards), self.batch_shards
         epochs = (minibatch_slices(self, rows // shards, size, shards) for _ in range(self.cfg.n_epochs))
-        metrics["rnd_loss"] = float(self.rnd.fit(rollout, epochs))
+        metrics |= {name: float(loss) for name, loss in self.rnd.fit(rollout, epochs).items()}
         self.generator.set_state(after)
         return metrics
 

@@ -1,4 +1,4 @@
-"""Random network distillation curiosity (Burda et al. 2018, arXiv:1810.12894), as rsl_rl adds it to PPO.
+"""Random network distillation curiosity (Burda et al. 2018, arXiv:1810.12894), added to PPO.
 
 A target network with fixed random weights and a predictor network read the same observations
 (``obs_keys`` of a dict observation, concatenated; a flat observation as it is). The predictor learns
@@ -6,15 +6,21 @@ to match the target on the states the agent visits, so its error stays high on n
 
     r_int[:, t] = ‖predictor(s_{t+1}) − target(s_{t+1})‖²          (the next observation of step t)
 
-normalized by the running std of its discounted return (reward normalization), weighted (a
-schedule over env steps) and added to the extrinsic reward before GAE — one value head, rsl_rl's
-choice (the paper's second, non-episodic value head is not used). After an auto-reset
-``obs[:, t+1]`` is the next episode's first observation, so a done step's novelty is that state's.
+normalized by the std of its discounted return — running over the whole run (the paper), or of the
+current rollout alone (``reward_normalization: rollout``). After an auto-reset ``obs[:, t+1]`` is the
+next episode's first observation, so a done step's novelty is that state's. Two ways to use it:
 
-The network input is whitened with running mean/std clipped to ±5 (``state_normalization``); the
+* one value head (rsl_rl, the default): the weighted ``r_int`` is added to the extrinsic reward
+  before GAE, and the policy's critic learns the sum (episodic: ``done`` cuts it);
+* ``intrinsic_critic`` (the paper): a separate value network V_int, trained here on the update's
+  minibatches, learns the intrinsic return alone — non-episodic unless ``episodic``, so novelty
+  beyond an episode's end still counts — and the advantages are combined after two GAEs:
+  A = extrinsic_coef·A_ext + weight·A_int (the policy's critic learns the extrinsic return).
+
+The networks' input is whitened with running mean/std clipped to ±5 (``state_normalization``); the
 statistics merge each rollout's ``obs[:, 1:]`` before its rewards are computed. The networks are built
 at first use from the observation size, from their own seed (the global RNG is untouched), and
-their weights, the predictor's Adam state and both running statistics are in ``state_dict``.
+their weights, both Adam states and both running statistics are in ``state_dict``.
 """
 
 from __future__ import annotations
@@ -26,13 +32,17 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 
+from rlpipe.algorithms.gae import generalized_advantage_estimate
 from rlpipe.algorithms.normalization import RewardNormalizer, RunningMeanStd
+from rlpipe.algorithms.ppo_loss import value_mse
 from rlpipe.algorithms.schedules import Schedule
 from rlpipe.config.algorithms import RNDCfg
 from rlpipe.runtime.distributed import average_gradients
 
-__all__ = ["RND", "RNDCfg", "mlp", "rnd_state"]
+__all__ = ["INTRINSIC_RETURN", "RND", "RNDCfg", "RolloutRewardNormalizer", "mlp", "rnd_state"]
 
+INTRINSIC_RETURN = "intrinsic_return"
+"""Rollout key ``[N, T+1]`` of V_int's targets (``intrinsic_critic``; padding slot zero)."""
 STATE_CLIP = 5.0
 """Whitened network inputs are clipped to ±5 (the RND paper)."""
 TARGET_SEED_OFFSET = 7_919
@@ -65,34 +75,60 @@ def _features(x: torch.Tensor) -> torch.Tensor:
     return (x.flatten(2) if x.dim() > 2 else x.unsqueeze(-1)).float()
 
 
+class RolloutRewardNormalizer(RewardNormalizer):
+    """Divide rewards ``[N, T]`` by the std of this rollout's discounted returns (``[N]`` carried across).
+
+    :class:`RewardNormalizer`'s running variance remembers every rollout. When the predictor learns
+    the visited states within a few updates (low-dimensional or one-hot states), the novelty of the
+    first rollouts, orders of magnitude above the later one, sets that variance for the rest of the
+    run and the normalized intrinsic reward fades to nothing; this one forgets it.
+    """
+
+    def __call__(self, reward: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+        """Scaled copy of ``reward`` ``[N, T]``: statistics of this call's returns only."""
+        self.stats = RunningMeanStd((), self.device)
+        return super().__call__(reward, done)
+
+
 class RND:
-    """Target, predictor, their optimizer and statistics; intrinsic rewards of ``[N, T+1]`` rollouts."""
+    """Target, predictor, the optional V_int, their optimizers and statistics, over ``[N, T+1]`` rollouts."""
 
     def __init__(self, cfg: RNDCfg, device: torch.device) -> None:
         self.cfg, self.device = cfg, torch.device(device)
         points = cfg.weight_schedule and tuple((int(x), float(y)) for x, y in cfg.weight_schedule)
         self.weight_schedule = Schedule(cfg.weight_schedule_kind, cfg.weight, points, cfg.weight_final)
-        self.reward_normalizer = (RewardNormalizer(cfg.gamma, self.device) if cfg.reward_normalization
-                                  else None)
+        normalizers = {"running": RewardNormalizer, "rollout": RolloutRewardNormalizer}
+        normalizer = normalizers.get(cfg.reward_normalization)
+        self.reward_normalizer = normalizer(cfg.gamma, self.device) if normalizer is not None else None
+        self.episodic = cfg.episodic if cfg.episodic is not None else not cfg.intrinsic_critic
+        """Whether ``done`` cuts the intrinsic return (its GAE and the normalizer's discounted return)."""
         self.in_dim: int | None = None
         self.target: nn.Module | None = None
         self.predictor: nn.Module | None = None
         self.optimizer: torch.optim.Optimizer | None = None
+        self.critic: nn.Module | None = None
+        """V_int: network input ``[B, D]`` → ``[B, 1]`` (``intrinsic_critic``; else ``None``)."""
+        self.critic_optimizer: torch.optim.Optimizer | None = None
         self.state_stats: RunningMeanStd | None = None
 
     # ------------------------------------------------------------------ networks
 
     def build(self, in_dim: int, seed: int) -> None:
-        """Create both networks for ``in_dim`` inputs, drawn from ``seed`` (no effect on the global RNG)."""
+        """Create the networks for ``in_dim`` inputs, drawn from ``seed`` (no effect on the global RNG)."""
+        cfg = self.cfg
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed + TARGET_SEED_OFFSET)
-            target = mlp(in_dim, self.cfg.hidden_sizes, self.cfg.embedding_dim)
-            predictor = mlp(in_dim, self.cfg.hidden_sizes, self.cfg.embedding_dim)
+            target = mlp(in_dim, cfg.hidden_sizes, cfg.embedding_dim)
+            predictor = mlp(in_dim, cfg.hidden_sizes, cfg.embedding_dim)
+            critic = mlp(in_dim, cfg.critic_hidden_sizes, 1) if cfg.intrinsic_critic else None
         self.in_dim = in_dim
         self.target = target.to(self.device).requires_grad_(False).eval()
         self.predictor = predictor.to(self.device)
-        self.optimizer = torch.optim.Adam(self.predictor.parameters(), lr=self.cfg.learning_rate)
-        self.state_stats = RunningMeanStd((in_dim,), self.device) if self.cfg.state_normalization else None
+        self.optimizer = torch.optim.Adam(self.predictor.parameters(), lr=cfg.learning_rate)
+        if critic is not None:
+            self.critic = critic.to(self.device)
+            self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_learning_rate)
+        self.state_stats = RunningMeanStd((in_dim,), self.device) if cfg.state_normalization else None
 
     def inputs(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
         """Network input ``[..., D]`` of observations ``[..., obs]``: selected, whitened and clipped."""
@@ -106,16 +142,20 @@ class RND:
         assert self.predictor is not None and self.target is not None
         return (self.predictor(state) - self.target(state)).square().sum(-1)
 
+    def value(self, state: torch.Tensor) -> torch.Tensor:
+        """V_int ``[...]`` of network inputs ``[..., D]``."""
+        assert self.critic is not None
+        return self.critic(state).squeeze(-1)
+
     # ------------------------------------------------------------------ the advantage stage
 
     @torch.no_grad()
-    def intrinsic_reward(
-        self, rollout: TensorDict, seed: int, env_steps: int, total_env_steps: int | None
-    ) -> tuple[torch.Tensor, dict[str, float]]:
-        """``(weighted, normalized intrinsic reward [N, T], diagnostics)`` of a rollout ``[N, T+1]``.
+    def novelty(self, rollout: TensorDict, seed: int) -> torch.Tensor:
+        """Normalized, unweighted intrinsic reward ``[N, T]`` of a rollout ``[N, T+1]``.
 
         Merges the rollout's next observations into the input statistics (and the intrinsic returns
-        into the reward statistics) first; builds the networks on the first call.
+        into the reward statistics, cut at ``done`` only when ``episodic``) first; builds the networks
+        on the first call.
         """
         next_state = rnd_state(rollout["obs"][:, 1:], self.cfg.obs_keys)
         if self.predictor is None:
@@ -124,42 +164,90 @@ class RND:
             self.state_stats.update(next_state)
         reward = self.error(self.inputs(rollout["obs"][:, 1:]))
         if self.reward_normalizer is not None:
-            reward = self.reward_normalizer(reward, rollout["done"][:, :-1])
-        weight = self.weight_schedule(env_steps, total_env_steps)
-        reward = weight * reward
+            done = rollout["done"][:, :-1]
+            reward = self.reward_normalizer(reward, done if self.episodic else torch.zeros_like(done))
+        return reward
+
+    def weight(self, env_steps: int, total_env_steps: int | None) -> float:
+        """The intrinsic weight (reward weight, or A_int's coefficient) at ``env_steps``."""
+        return self.weight_schedule(env_steps, total_env_steps)
+
+    def intrinsic_reward(
+        self, rollout: TensorDict, seed: int, env_steps: int, total_env_steps: int | None
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """``(weighted, normalized intrinsic reward [N, T], diagnostics)`` of a rollout ``[N, T+1]``."""
+        weight = self.weight(env_steps, total_env_steps)
+        reward = weight * self.novelty(rollout, seed)
         return reward, {"intrinsic_reward_mean": float(reward.mean()), "rnd_weight": weight}
+
+    @torch.no_grad()
+    def intrinsic_advantage(
+        self, rollout: TensorDict, seed: int, env_steps: int, total_env_steps: int | None, gae_lambda: float
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+        """``(weight·A_int [N, T], intrinsic return [N, T], diagnostics)``: GAE of the novelty with V_int.
+
+        Non-episodic (``episodic`` off): no ``done`` cuts the trace, V_int(obs[:, t+1]) is always the
+        bootstrap — after a reset that of the next episode's first state. Episodic: ``done`` cuts it,
+        and a time-limit truncation bootstraps with V_int of the truncated step's own state.
+        """
+        reward = self.novelty(rollout, seed)
+        value = self.value(self.inputs(rollout["obs"]))
+        done = rollout["done"][:, :-1]
+        truncation_value = torch.zeros_like(reward)
+        if self.episodic:
+            cut = rollout["truncated"][:, :-1] & ~rollout["terminated"][:, :-1]
+            truncation_value = value[:, :-1] * cut
+        else:
+            done = torch.zeros_like(done)
+        advantage, returns = generalized_advantage_estimate(
+            reward, value[:, :-1], value[:, 1:], done, truncation_value, self.cfg.gamma, gae_lambda
+        )
+        weight = self.weight(env_steps, total_env_steps)
+        stats = {"intrinsic_reward_mean": float(reward.mean()), "rnd_weight": weight,
+                 "intrinsic_value_mean": float(value.mean())}
+        return weight * advantage, returns, stats
 
     # ------------------------------------------------------------------ the update
 
-    def fit(self, rollout: TensorDict, epochs: Iterable[Iterable[torch.Tensor | slice]]) -> torch.Tensor:
-        """Train the predictor on ``obs[:, :T]`` rows, one Adam step per minibatch; mean loss (0-dim).
+    def fit(
+        self, rollout: TensorDict, epochs: Iterable[Iterable[torch.Tensor | slice]]
+    ) -> dict[str, torch.Tensor]:
+        """Train the predictor (and V_int) on ``obs[:, :T]`` rows, one Adam step each per minibatch.
 
         ``epochs`` yields, per epoch, the row selections of the flattened ``[N·T]`` transitions
-        (the update's own minibatches). Gradients are averaged across ranks.
+        (the update's own minibatches). V_int regresses ``INTRINSIC_RETURN``. Gradients are averaged
+        across ranks. Returns the mean losses (0-dim): ``rnd_loss`` [, ``intrinsic_value_loss``].
         """
         assert self.predictor is not None and self.optimizer is not None
         state = self.inputs(rollout["obs"][:, :-1]).flatten(0, 1)
-        params = list(self.predictor.parameters())
-        total, count = torch.zeros((), device=self.device), 0
+        targets = rollout[INTRINSIC_RETURN][:, :-1].flatten() if self.critic is not None else None
+        nets = [(self.predictor, self.optimizer)]
+        if self.critic is not None and self.critic_optimizer is not None:
+            nets.append((self.critic, self.critic_optimizer))
+        totals, count = torch.zeros(len(nets), device=self.device), 0
         for selections in epochs:
             for idx in selections:
-                loss = self.error(state[idx]).mean()
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                average_gradients(params)
-                self.optimizer.step()
-                total, count = total + loss.detach(), count + 1
-        return total / max(count, 1)
+                losses = [self.error(state[idx]).mean()]
+                if targets is not None:
+                    losses.append(value_mse(self.value(state[idx]), targets[idx]))
+                for (net, optimizer), loss in zip(nets, losses):
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    average_gradients(list(net.parameters()))
+                    optimizer.step()
+                totals, count = totals + torch.stack(losses).detach(), count + 1
+        means = totals / max(count, 1)
+        return dict(zip(("rnd_loss", "intrinsic_value_loss"), means.unbind()))
 
     # ------------------------------------------------------------------ checkpoints
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks, predictor optimizer and statistics (``{"in_dim": None}`` before the first rollout)."""
+        """Networks, optimizers and statistics (``{"in_dim": None}`` before the first rollout)."""
         if self.predictor is None:
             return {"in_dim": None}
         assert self.target is not None and self.optimizer is not None
-        rewards = self.reward_normalizer
-        return {
+        rewards, critic = self.reward_normalizer, self.critic
+        state = {
             "in_dim": self.in_dim,
             "target": self.target.state_dict(),
             "predictor": self.predictor.state_dict(),
@@ -167,6 +255,9 @@ class RND:
             "state_stats": None if self.state_stats is None else self.state_stats.state_dict(),
             "reward_normalizer": None if rewards is None else rewards.state_dict(),
         }
+        if critic is not None and self.critic_optimizer is not None:
+            state |= {"critic": critic.state_dict(), "critic_optimizer": self.critic_optimizer.state_dict()}
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict`` (building the networks from the stored input size)."""
@@ -177,6 +268,9 @@ class RND:
         self.target.load_state_dict(state["target"])
         self.predictor.load_state_dict(state["predictor"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.critic is not None and self.critic_optimizer is not None and "critic" in state:
+            self.critic.load_state_dict(state["critic"])
+            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         if self.state_stats is not None and state.get("state_stats") is not None:
             self.state_stats.load_state_dict(state["state_stats"])
         if self.reward_normalizer is not None and state.get("reward_normalizer") is not None:
