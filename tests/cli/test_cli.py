@@ -16,7 +16,7 @@ FAST = ["--set", "trainer.num_envs=8", "--set", "trainer.buffer_size=8", "--set"
     [
         ("algorithm.cfg.batch_size=0", "algorithm.cfg.batch_size: Input should be greater than or equal"),
         ("env.id=NoSuchEnv", "env.id: unknown env 'NoSuchEnv' for backend auto; accepted: a registered torch "
-                             "env (CartPole, Pendulum"),
+                             "env (CartPole, DeepSea, Pendulum"),
         ("algorithm.name=sac", "algorithm.name: unknown algorithm 'sac'; accepted:"),
         ("trainer.foo=1", "trainer.foo: unknown key"),
         ("policy.actor.network_cfg.activation=swish", "policy.actor.network_cfg.activation: unknown 'swish'"),
