@@ -68,3 +68,29 @@ def test_grpo_learns_torch_cartpole_from_the_example_config(tmp_path):
     assert summary["eval/return_mean"] >= 100, summary
     assert summary["train/episode_return_mean"] > 30, summary
     assert (tmp_path / "cartpole_grpo" / "checkpoints" / "latest").exists()
+
+
+@pytest.mark.parametrize("distribution", ["beta", "gaussian_state_std"])
+def test_grpo_with_a_frozen_reference_takes_the_bounded_and_state_std_distributions(tmp_path, distribution):
+    """GRPO's actor-only policy with a Beta or state-dependent Gaussian: a reference KL measured against
+    the frozen start, a resumed run equal to an uninterrupted one, Beta's actions inside the bounds."""
+    pendulum = Path(__file__).resolve().parents[2] / "configs" / "ppo_pendulum.yaml"
+    overrides = [*QUIET, "algorithm.name=grpo", "algorithm.cfg={group_size: 4, n_epochs: 2, kl_coef: 0.05}",
+                 "policy.name=actor_only", f"policy.distribution={distribution}", "trainer.num_envs=16",
+                 "trainer.buffer_size=32", "trainer.eval_freq=10000000", "trainer.save_freq=512"]
+    whole = Trainer(config.load(pendulum, [*overrides, f"trainer.data_dir={tmp_path / 'a'}",
+                                           "trainer.iterations=2"]))
+    summary = whole.train()
+    assert summary["update/approx_ref_kl"] > 0 and torch.isfinite(torch.tensor(summary["update/policy_loss"]))
+    half = Trainer(config.load(pendulum, [*overrides, f"trainer.data_dir={tmp_path / 'b'}",
+                                          "trainer.iterations=1"]))
+    half.train()
+    resumed = Trainer(config.load(pendulum, [*overrides, f"trainer.data_dir={tmp_path / 'b'}",
+                                             "trainer.iterations=2"]), resume=True)
+    resumed.train()
+    for key, value in whole.policy.state_dict().items():
+        assert torch.equal(value, resumed.policy.state_dict()[key]), key
+    actions = whole.collect()["action"]
+    assert bool(torch.isfinite(actions).all())
+    if distribution == "beta":  # sampled inside the torque bounds, never clipped
+        assert bool((actions.abs() < 2.0).all())
