@@ -46,7 +46,10 @@ class DistillationCfg(SequenceCfg):
     stores: str | None = None
     """The folder of the teacher's rollout stores ``rlpipe distill`` trains on (the run's lineage)."""
     offline_passes: int = Field(1, ge=1)
-    """Passes of ``rlpipe distill`` over the teacher's stored rollouts (one update per store each)."""
+    """Passes of ``rlpipe distill`` over the teacher's stored rollouts (each store once per pass)."""
+    stores_per_update: int = Field(1, ge=1)
+    """Stores joined along the env axis into each offline update (``[k·N, T+1]``), so its shuffled
+    minibatches mix transitions of ``k`` stores; a pass then makes ⌈stores / k⌉ updates."""
     online_iterations: int = Field(0, ge=0)
     """Iterations of online distillation ``rlpipe distill`` runs after the offline passes (0: none)."""
     student_init: str | None = None

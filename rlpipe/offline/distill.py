@@ -116,6 +116,24 @@ def store_order(keys: list[int], passes: int, seed: int) -> list[int]:
     return order
 
 
+def update_plan(keys: list[int], passes: int, seed: int, per_update: int) -> list[list[int]]:
+    """The stores of updates 1, 2, …: each pass's :func:`store_order` cut into groups of ``per_update``.
+
+    The last group of a pass may be smaller, so every pass ends on an update boundary.
+    """
+    order, plan = store_order(keys, passes, seed), []
+    for p in range(passes):
+        one_pass = order[p * len(keys):(p + 1) * len(keys)]
+        plan += [one_pass[j:j + per_update] for j in range(0, len(one_pass), per_update)]
+    return plan
+
+
+def load_stores(paths: list[Path], device: Any) -> Any:
+    """The stored rollouts of ``paths`` joined along the env axis: ``[Σ N, T+1]``."""
+    rollouts = [load_rollout(path, device)[0] for path in paths]
+    return rollouts[0] if len(rollouts) == 1 else torch.cat(rollouts, dim=0)
+
+
 def distill_offline(cfg: RunConfig, resume: bool = False) -> dict[str, Any]:
     """Train the student from the teacher's stores into ``cfg.run_dir``; return its summary.
 
@@ -146,7 +164,8 @@ def distill_offline(cfg: RunConfig, resume: bool = False) -> dict[str, Any]:
 
 def _distill_locked(cfg: RunConfig, algo: Distillation, stored: dict[int, Path], layout: RunLayout,
                     spaces: dict[str, Any] | None, resume: bool) -> dict[str, Any]:
-    order = store_order(sorted(stored), cfg.algorithm.cfg.offline_passes, cfg.trainer.seed)
+    dcfg = cfg.algorithm.cfg
+    order = update_plan(sorted(stored), dcfg.offline_passes, cfg.trainer.seed, dcfg.stores_per_update)
     start, header = 0, None
     latest = latest_checkpoint(layout.checkpoints) if resume and layout.checkpoints.is_dir() else None
     if latest is not None:
@@ -163,22 +182,26 @@ def _distill_locked(cfg: RunConfig, algo: Distillation, stored: dict[int, Path],
     return summary
 
 
-def _loop(cfg: RunConfig, algo: Distillation, stored: dict[int, Path], order: list[int], start: int,
+def _loop(cfg: RunConfig, algo: Distillation, stored: dict[int, Path], order: list[list[int]], start: int,
           layout: RunLayout, spaces: dict[str, Any] | None, tracker: Any) -> dict[str, Any]:
     begin, metrics, path = time.perf_counter(), {}, None
-    per_pass = len(stored)
+    per_pass = len(order) // cfg.algorithm.cfg.offline_passes
     for i in range(start + 1, len(order) + 1):
         tick = time.perf_counter()
-        rollout, _ = load_rollout(stored[order[i - 1]], algo.device)
+        rollout = load_stores([stored[k] for k in order[i - 1]], algo.device)
         n, t = rollout_dims(rollout)
-        metrics = learn(algo, rollout, i, (i - 1) * n * t, len(order) * n * t)
-        metrics |= {"iteration": float(i), "env_steps": 0.0, "offline/store": float(order[i - 1]),
-                    "offline/transitions": float(i * n * t), "time/iteration_s": time.perf_counter() - tick}
+        per_store = n // len(order[i - 1]) * t  # the stores of one run share N and T
+        before, total = (sum(map(len, order[:i - 1])) * per_store, sum(map(len, order)) * per_store)
+        metrics = learn(algo, rollout, i, before, total)
+        metrics |= {"iteration": float(i), "env_steps": 0.0, "offline/store": float(order[i - 1][0]),
+                    "offline/stores": float(len(order[i - 1])), "offline/transitions": float(before + n * t),
+                    "time/iteration_s": time.perf_counter() - tick}
         if i == len(order) and cfg.trainer.enable_eval:
             metrics |= evaluate_student(cfg, algo)
-        tracker.log(metrics, step=i * n * t)
+        tracker.log(metrics, step=before + n * t)
         if cfg.checkpoint.every_iteration or i % per_pass == 0:
-            origin = {"teacher": algo.teacher_record.get("path"), "rollout": str(stored[order[i - 1]])}
+            origin = {"teacher": algo.teacher_record.get("path"),
+                      "rollout": ", ".join(str(stored[k]) for k in order[i - 1])}
             path = save_algorithm(algo, cfg, layout.checkpoints, i, 0, origin, spaces)
     return {
         "iterations": len(order), "stores": sorted(str(p) for p in stored.values()),

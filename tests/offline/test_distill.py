@@ -12,7 +12,7 @@ from _offline_fixtures import assert_same_learner, tiny_cfg
 from click.testing import CliRunner
 
 from rlpipe.cli import cli
-from rlpipe.offline.distill import distill_config, distill_offline, store_order
+from rlpipe.offline.distill import distill_config, distill_offline, store_order, update_plan
 from rlpipe.trainer import Trainer
 
 STUDENT = ("policy.name=recurrent_actor_critic", "policy.actor.obs_keys=[proprio]",
@@ -55,6 +55,28 @@ def test_offline_distillation_trains_names_its_lineage_and_resumes_bit_for_bit(t
     summary = json.loads((run / "metrics.json").read_text())
     assert len(summary["stores"]) == 3 and summary["teacher"]["path"].endswith("ckpt-000003.pt")
     assert store_order([1, 2, 3], 2, 0) != store_order([1, 2, 3], 2, 1)
+
+
+def test_an_update_can_mix_stores_and_every_pass_visits_each_once(tmp_path, teacher):
+    order = store_order([1, 2, 3], 2, 0)
+    assert update_plan([1, 2, 3], 2, 0, 2) == [order[:2], order[2:3], order[3:5], order[5:]]
+
+    def cfg(name: str, passes: int):
+        return distill_config(teacher, [f"trainer.data_dir={tmp_path}", f"trainer.exp_name={name}", *STUDENT,
+                                        f"algorithm.cfg.offline_passes={passes}",
+                                        "algorithm.cfg.stores_per_update=2"])
+
+    whole = distill_offline(cfg("whole", 2))
+    distill_offline(cfg("split", 1))
+    split = distill_offline(cfg("split", 2), resume=True)
+    assert whole["iterations"] == split["iterations"] == 4  # ⌈3 / 2⌉ updates per pass
+    assert_same_learner(Path(whole["checkpoint"]), Path(split["checkpoint"]))
+    with (tmp_path / "whole" / "curve.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["offline/stores"] for r in rows] == ["2", "1", "2", "1"]
+    seen = [float(r["offline/transitions"]) for r in rows]
+    # the rows of 2, 3, 5 and 6 stores: a joined rollout counts every store it holds
+    assert seen == [2 * seen[1] / 3, seen[1], seen[1] + 2 * seen[1] / 3, 2 * seen[1]]
 
 
 def test_cli_distills_then_continues_online(tmp_path, teacher):
