@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from rlpipe.config import RunConfig, load
+from rlpipe.config.loading import apply_overrides
 
 if TYPE_CHECKING:
     from rlpipe.trainer import Trainer
@@ -32,8 +33,13 @@ NEVER = 10**15
 """An env-step count no benchmark reaches: used to push eval/checkpoint frequencies out of the way."""
 
 
-def load_cfg(params: Path, overrides: Sequence[str]) -> RunConfig:
-    """``rlpipe.config.load`` with ``--set``-style overrides (the public API the CLI uses)."""
+def load_cfg(params: Path | RunConfig, overrides: Sequence[str]) -> RunConfig:
+    """``rlpipe.config.load`` with ``--set``-style overrides (the public API the CLI uses).
+
+    ``params`` may also be a loaded config: the overrides then apply to it, validated the same way.
+    """
+    if isinstance(params, RunConfig):
+        return RunConfig.model_validate(apply_overrides(params.to_dict(), list(overrides)))
     return load(params, list(overrides))
 
 

@@ -97,17 +97,9 @@ def parse_args() -> argparse.Namespace:
 
 def score(cfg: Any, checkpoint: Path, eval_overrides: list[str], metric: str, out: Path) -> dict[str, float]:
     """The checkpoint's deterministic eval: return mean (and ``metric``) over fresh episodes."""
-    eval_cfg = load_cfg_from(cfg, eval_overrides)
+    eval_cfg = load_cfg(cfg, eval_overrides)
     metrics = evaluate_checkpoint(eval_cfg, checkpoint, out=out)
     return {"return": metrics["eval/return_mean"], "score": metrics.get(metric, metrics["eval/return_mean"])}
-
-
-def load_cfg_from(cfg: Any, overrides: list[str]) -> Any:
-    """``cfg`` with ``overrides`` applied (through the same validation as a params file)."""
-    from rlpipe import config as config_mod
-    from rlpipe.config import RunConfig
-
-    return RunConfig.model_validate(config_mod.apply_overrides(cfg.to_dict(), overrides))
 
 
 def train_teacher(task: dict[str, Any], seed: int, args: argparse.Namespace,

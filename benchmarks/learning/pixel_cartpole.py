@@ -28,8 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the
 
 from _bench import PROJECT_ROOT, load_cfg, print_machine, print_table, set_threads, start_quietly, write_json
 
-from rlpipe import config as config_mod
-from rlpipe.config import RunConfig
 from rlpipe.offline.commands import evaluate_checkpoint
 from rlpipe.trainer import Trainer
 
@@ -66,17 +64,12 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
         finally:
             summary = trainer.close()
         solved = metrics.get(EVAL_KEY, 0.0) >= args.threshold
-        recheck = evaluate_checkpoint(with_overrides(cfg, RECHECK), None, out=Path(data_dir) / "recheck.json")
+        recheck = evaluate_checkpoint(load_cfg(cfg, RECHECK), None, out=Path(data_dir) / "recheck.json")
     return {"seed": seed, "solved": solved, "iteration": trainer.iteration, "env_steps": trainer.env_steps,
             "train_min": train_s / 60, "cpu_min": (time.process_time() - cpu_start) / 60,
             "online_eval": metrics.get(EVAL_KEY), "train_return": metrics.get("train/episode_return_mean"),
             "recheck_return": recheck[EVAL_KEY], "recheck_std": recheck.get("eval/return_std"),
             "stopped_by": summary.get("stopped_by")}
-
-
-def with_overrides(cfg: RunConfig, overrides: list[str]) -> RunConfig:
-    """``cfg`` with ``overrides`` applied through the params validation."""
-    return RunConfig.model_validate(config_mod.apply_overrides(cfg.to_dict(), overrides))
 
 
 def mean_std(values: list[float]) -> str:
