@@ -34,62 +34,80 @@ def load_rollout(path: Path) -> TensorDict:
     return TensorDict(saved["data"], batch_size=saved["batch_size"])
 
 
-def one_update(rank: int, world: int, port: int, work: Path, overrides: list[str], sync: bool) -> None:
-    """Rank ``rank``: load the shared initial weights, update once on its env slice, save the policy.
+def jobs(rank: int, world: int, port: int, todo: list[tuple[str, Path, list[str], bool]]) -> None:
+    """Rank ``rank``: run every job of ``todo`` in turn, in one process group.
 
-    ``sync=False`` disables the gradient all-reduce (the negative control).
+    A job is ``("collectives", folder, [], _)`` (:func:`collectives`) or ``("update", folder, overrides,
+    sync)`` (:func:`one_update`). Each job builds its own parts; the group is made once and reused.
     """
     torchrun_env(rank, world, port)
     torch.set_num_threads(1)
+    try:
+        for kind, work, overrides, sync in todo:
+            if kind == "collectives":
+                collectives(rank, work)
+            else:
+                one_update(rank, work, overrides, sync)
+    finally:
+        dist.destroy_process_group()
+
+
+def one_update(rank: int, work: Path, overrides: list[str], sync: bool) -> None:
+    """Load the shared initial weights, update once on this rank's env slice, save the policy.
+
+    Saves ``work/rank-{rank}-sync.pt``; ``sync=False`` disables the gradient all-reduce (the
+    negative control) and saves ``rank-{rank}-nosync.pt``.
+    """
+    real = algo_base.average_gradients
     if not sync:
         algo_base.average_gradients = _no_sync
     try:
-        cfg = tiny_cfg(work / "data", "trainer.distributed=true", *overrides)
+        tag = "sync" if sync else "nosync"
+        cfg = tiny_cfg(work / f"data-{tag}", "trainer.distributed=true", *overrides)
         exp = Trainer(cfg).parts
         exp.algo.policy.load_state_dict(torch.load(work / "init.pt", weights_only=True))
         rollout = load_rollout(work / "rollout.pt")
         n = exp.env.num_envs
         learn(exp.algo, rollout[rank * n:(rank + 1) * n].clone(), 1, 0,
               cfg.trainer.iterations * exp.steps_per_iteration)
-        torch.save(exp.algo.policy.state_dict(), work / f"rank-{rank}.pt")
+        torch.save(exp.algo.policy.state_dict(), work / f"rank-{rank}-{tag}.pt")
     finally:
-        dist.destroy_process_group()
+        algo_base.average_gradients = real
 
 
 def _no_sync(params: Any) -> None:
     del params
 
 
-def collectives(rank: int, world: int, port: int, work: Path) -> None:
-    """Rank ``rank``: feed rank-dependent values to every collective rlpipe uses; save what came back."""
+def collectives(rank: int, work: Path) -> None:
+    """Feed rank-dependent values to every collective rlpipe uses; save what came back."""
+    exp = Trainer(tiny_cfg(work / "data", "trainer.distributed=true", "algorithm.cfg.target_kl=0.1",
+                          "trainer.enable_eval=true")).parts
+    initial = [p.detach().clone() for p in exp.algo.policy.parameters()]
+    for p in exp.algo.policy.parameters():
+        p.grad = torch.full_like(p, float(rank + 1))
+    algo_base.average_gradients(exp.algo.policy.parameters())
+    x = torch.arange(5.0) + 10 * rank
+    torch.save({
+        "initial": initial,
+        "grads": [p.grad.clone() for p in exp.algo.policy.parameters()],
+        "kl_mean": float(exp.algo._global_mean(torch.tensor(float(rank)))),
+        "early_stop": exp.algo._kl_control(torch.tensor(float(rank))),
+        "normalized": ppo_module.global_normalize(x),
+        "steps_per_iteration": exp.steps_per_iteration,
+        "has_evaluator": exp.evaluator is not None,
+    }, work / f"coll-{rank}.pt")
+
+
+def train(rank: int, world: int, port: int, runs: list[tuple[Path, list[str], bool]]) -> None:
+    """Rank ``rank`` of ``world``-rank ``rlpipe run``s of the tiny params, one after the other.
+
+    ``runs``: ``(data_dir, overrides, resume)`` each; they share this process and its process group.
+    """
     torchrun_env(rank, world, port)
     torch.set_num_threads(1)
     try:
-        exp = Trainer(tiny_cfg(work / "data", "trainer.distributed=true", "algorithm.cfg.target_kl=0.1",
-                              "trainer.enable_eval=true")).parts
-        initial = [p.detach().clone() for p in exp.algo.policy.parameters()]
-        for p in exp.algo.policy.parameters():
-            p.grad = torch.full_like(p, float(rank + 1))
-        algo_base.average_gradients(exp.algo.policy.parameters())
-        x = torch.arange(5.0) + 10 * rank
-        torch.save({
-            "initial": initial,
-            "grads": [p.grad.clone() for p in exp.algo.policy.parameters()],
-            "kl_mean": float(exp.algo._global_mean(torch.tensor(float(rank)))),
-            "early_stop": exp.algo._kl_control(torch.tensor(float(rank))),
-            "normalized": ppo_module.global_normalize(x),
-            "steps_per_iteration": exp.steps_per_iteration,
-            "has_evaluator": exp.evaluator is not None,
-        }, work / f"coll-{rank}.pt")
-    finally:
-        dist.destroy_process_group()
-
-
-def train(rank: int, world: int, port: int, data_dir: Path, overrides: list[str], resume: bool) -> None:
-    """Rank ``rank`` of a ``world``-rank ``rlpipe run`` of the tiny params."""
-    torchrun_env(rank, world, port)
-    torch.set_num_threads(1)
-    try:
-        Trainer(tiny_cfg(data_dir, "trainer.distributed=true", *overrides), resume=resume).train()
+        for data_dir, overrides, resume in runs:
+            Trainer(tiny_cfg(data_dir, "trainer.distributed=true", *overrides), resume=resume).train()
     finally:
         shutdown()

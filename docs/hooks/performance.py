@@ -253,6 +253,9 @@ def others(results: Results) -> str:
     for name in results.names("*.json"):
         if name in results.read:
             continue
+        if name in ELSEWHERE:
+            blocks.append(f"**`{name}`** is shown on the {ELSEWHERE[name]} page.")
+            continue
         data = results.load(name)
         rows = data.get("rows") if isinstance(data, dict) else data
         if isinstance(rows, list) and rows and isinstance(rows[0], dict):
@@ -263,6 +266,10 @@ def others(results: Results) -> str:
                                               if not isinstance(v, (dict, list))])
         blocks.append(f"**`{name}`**\n\n{body}")
     return "\n\n".join(blocks) if blocks else "Every results file is shown in a table above."
+
+
+ELSEWHERE = {"zoo.json": "[Results](results.md)"}
+"""Results files another page's hook shows (``docs/hooks/zoo.py``): linked here, not tabled again."""
 
 
 def _cell(value: Any) -> str:

@@ -36,7 +36,7 @@ from rlpipe.algorithms.gae import generalized_advantage_estimate
 from rlpipe.algorithms.normalization import RewardNormalizer, RunningMeanStd
 from rlpipe.algorithms.ppo_loss import value_mse
 from rlpipe.algorithms.schedules import Schedule
-from rlpipe.config.algorithms import RNDCfg
+from rlpipe.config.rnd import RNDCfg
 from rlpipe.runtime.distributed import average_gradients
 
 __all__ = ["INTRINSIC_RETURN", "RND", "RNDCfg", "RolloutRewardNormalizer", "mlp", "rnd_state"]

@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rlpipe.config.algorithms import ScheduleKind, points_error
+from rlpipe.config.schedules import ScheduleKind, points_error
 
 __all__ = [
     "SCHEDULE_KINDS",

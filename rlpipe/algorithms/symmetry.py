@@ -27,7 +27,7 @@ from torch.distributions import Categorical, Distribution
 
 from rlpipe.algorithms.base import Minibatch
 from rlpipe.config import ConfigError
-from rlpipe.config.algorithms import SymmetryCfg
+from rlpipe.config.symmetry import SymmetryCfg
 
 __all__ = ["MirrorFn", "Symmetry", "action_mean", "resolve_mirror"]
 

@@ -6,6 +6,8 @@ GRPO; an algorithm's config class adds only its loss and advantage options. The 
 :mod:`rlpipe.config.algorithms` (torch-free, so params are checked before torch loads).
 """
 
-from rlpipe.config.algorithms import Points, UpdateCfg, fail
+from rlpipe.config.algorithms import UpdateCfg
+from rlpipe.config.errors import fail
+from rlpipe.config.schedules import Points
 
 __all__ = ["Points", "UpdateCfg", "fail"]

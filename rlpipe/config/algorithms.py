@@ -8,16 +8,17 @@ them. Only ``optimizer_kwargs`` needs torch (the optimizers' signatures), and on
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import math
-from collections.abc import Sequence
-from typing import Annotated, Any, Literal, Self
+from typing import Any, Literal, Self
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from rlpipe.config.errors import ConfigError, located_error
+from rlpipe.config.errors import ConfigError, fail
+from rlpipe.config.rnd import RNDCfg
+from rlpipe.config.schedules import Points, ScheduleKind, points_error
 from rlpipe.config.strict import StrictModel
+from rlpipe.config.symmetry import SymmetryCfg
 
 __all__ = [
     "OPTIMIZER_CLASSES",
@@ -36,7 +37,6 @@ __all__ = [
     "points_error",
 ]
 
-ScheduleKind = Literal["step", "interp", "linear", "cosine"]
 OPTIMIZER_CLASSES = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD", "rmsprop": "RMSprop"}
 """``algorithm.cfg.optimizer`` → the ``torch.optim`` class name."""
 RESERVED_OPTIMIZER_KWARGS = ("params", "lr")
@@ -49,30 +49,6 @@ def optimizer_kwarg_names(name: str) -> tuple[str, ...]:
 
     signature = inspect.signature(getattr(torch.optim, OPTIMIZER_CLASSES[name]).__init__)
     return tuple(p for p in signature.parameters if p not in ("self", *RESERVED_OPTIMIZER_KWARGS))
-
-
-def points_error(points: Sequence[Sequence[float]]) -> str | None:
-    """Why ``points`` is not a valid schedule (``None`` when it is): non-empty, env steps >= 0, increasing."""
-    steps = [p[0] for p in points]
-    if not steps or steps[0] < 0 or any(b <= a for a, b in zip(steps, steps[1:])):
-        return f"expected [[env_steps, value], ...] with env_steps >= 0 and strictly increasing (got {steps})"
-    return None
-
-
-def _increasing(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
-    error = points_error(points)
-    if error:
-        raise ValueError(error)
-    return points
-
-
-Points = Annotated[list[tuple[int, float]], AfterValidator(_increasing)]
-"""``[[env_steps, value], ...]`` with env steps >= 0 and strictly increasing."""
-
-
-def fail(model: str, loc: tuple[str, ...], message: str) -> None:
-    """Raise a validation error located at ``loc`` (so the message names ``algorithm.cfg.<loc>``)."""
-    raise located_error(model, [(loc, message, {})])
 
 
 class AlgorithmCfg(StrictModel):
@@ -214,111 +190,6 @@ class SequenceCfg(UpdateCfg):
         if self.seq_len is not None and horizon % self.seq_len:
             raise ConfigError(f"trainer.buffer_size ({horizon}) must be a multiple of "
                               f"algorithm.cfg.seq_len ({self.seq_len})")
-
-
-class SymmetryCfg(StrictModel):
-    """``algorithm.cfg.symmetry``: mirrored data and/or a mirror loss (rsl_rl's symmetry, Mittal et al. 2024).
-
-    ``function(obs=..., actions=..., env=None)`` returns ``(obs, actions)`` with the originals first and
-    their mirrored copies after them (``[K·B, ...]``); either input may be ``None``, and then so is its
-    output. The update runs without an env (also offline, on stored rollouts), so ``env`` is ``None``.
-    """
-
-    function: str
-    """``package.module:function`` of the mirror (e.g. ``rlpipe.envs.tasks.symmetry:pendulum_mirror``);
-    imported when the params are loaded."""
-    data_augmentation: bool = False
-    """Train on every minibatch together with its mirrored copy (old log-probs, advantages, returns and
-    values repeated for the copies)."""
-    mirror_loss: bool = False
-    """Add ``mirror_loss_coef`` × MSE between the policy's mean on mirrored observations and the mirrored
-    mean on the observations; off, the loss is still logged (``update/symmetry_loss``)."""
-    mirror_loss_coef: float = Field(0.0, ge=0)
-    """Weight of the mirror loss."""
-
-    @field_validator("function")
-    @classmethod
-    def _importable(cls, spec: str) -> str:
-        module_name, sep, attr = spec.partition(":")
-        if not (sep and module_name and attr):
-            raise ValueError(f"expected package.module:function (got {spec!r})")
-        try:
-            module = importlib.import_module(module_name)
-        except Exception as exc:
-            raise ValueError(f"cannot import {module_name!r} ({type(exc).__name__}: {exc})") from None
-        if not callable(getattr(module, attr, None)):
-            raise ValueError(f"{spec!r} is not a function; accepted: package.module:function")
-        return spec
-
-
-class RNDCfg(StrictModel):
-    """``algorithm.cfg.rnd``: random network distillation curiosity (Burda et al. 2018, arXiv:1810.12894).
-
-    The predictor's squared error against a frozen random target on each next observation is the
-    intrinsic reward; by default weighted and added to the extrinsic reward before GAE (one value head,
-    as rsl_rl), with ``intrinsic_critic`` given its own value network and GAE (the paper).
-    """
-
-    obs_keys: list[str] | None = None
-    """Dict observations: the keys the networks read, concatenated; ``null``: every key (flat obs as is)."""
-    hidden_sizes: list[int] = Field(default_factory=lambda: [256, 256])
-    """Hidden layers of the predictor and the target (ELU)."""
-    embedding_dim: int = Field(16, ge=1)
-    """Output size of both networks."""
-    learning_rate: float = Field(1.0e-3, gt=0)
-    """Adam learning rate of the predictor."""
-    weight: float = Field(1.0, ge=0)
-    """Intrinsic reward weight, or A_int's coefficient with ``intrinsic_critic`` (the start value when
-    ``weight_schedule_kind`` is linear/cosine)."""
-    weight_schedule: Points | None = None
-    """``[[env_steps, weight], ...]`` for kinds step/interp; null: constant ``weight``."""
-    weight_schedule_kind: ScheduleKind = "step"
-    """As ``lr_schedule_kind``, for the weight (decaying to ``weight_final``)."""
-    weight_final: float = Field(0.0, ge=0)
-    """Weight at the end of a linear/cosine decay."""
-    reward_normalization: Literal["running", "rollout", "off"] = "running"
-    """Divide the intrinsic reward by the std of its discounted return over every rollout so far
-    (``running``, the paper's), over this rollout's alone (``rollout``: a novelty that collapses within
-    a few updates keeps no trace of the first rollouts' scale), or ``off``; true/false: running/off."""
-    state_normalization: bool = True
-    """Whiten the networks' input with running mean/std clipped to ±5 (the RND paper's choice)."""
-    gamma: float = Field(0.99, ge=0, le=1)
-    """Discount of the intrinsic return (its normalization, and V_int's GAE)."""
-    intrinsic_critic: bool = False
-    """A separate value network V_int learns the intrinsic return (own GAE, ``gae_lambda``); advantages
-    are ``extrinsic_coef·A_ext + weight·A_int`` (the RND paper); false: one value head (rsl_rl)."""
-    critic_hidden_sizes: list[int] = Field(default_factory=lambda: [64, 64])
-    """Hidden layers of V_int (ELU), on the whitened network input."""
-    critic_learning_rate: float = Field(1.0e-3, gt=0)
-    """Adam learning rate of V_int (trained on the update's minibatches, beside the predictor)."""
-    extrinsic_coef: float = Field(2.0, ge=0)
-    """Coefficient of the extrinsic advantage with ``intrinsic_critic`` (the paper's 2)."""
-    episodic: bool | None = None
-    """Whether ``done`` cuts the intrinsic return; null: false with ``intrinsic_critic`` (the paper's
-    non-episodic novelty), true without (one value head sums it into the episodic return)."""
-
-    @field_validator("reward_normalization", mode="before")
-    @classmethod
-    def _bool_means_running(cls, value: Any) -> Any:
-        return ("running" if value else "off") if isinstance(value, bool) else value
-
-    @model_validator(mode="after")
-    def _points_need_kind(self) -> Self:
-        name = type(self).__name__
-        if self.weight_schedule is not None and self.weight_schedule_kind in ("linear", "cosine"):
-            fail(name, ("weight_schedule",), "points need weight_schedule_kind step or interp "
-                 "(linear/cosine take no points)")
-        for key in ("hidden_sizes", "critic_hidden_sizes"):
-            if any(size < 1 for size in getattr(self, key)):
-                fail(name, (key,), "every size must be >= 1")
-        if not self.intrinsic_critic:
-            if self.episodic is False:
-                fail(name, ("episodic",), "false needs intrinsic_critic: true (with one value head the "
-                     "intrinsic reward joins the episodic extrinsic return); accepted: true or null")
-            for key in ("extrinsic_coef", "critic_hidden_sizes", "critic_learning_rate"):
-                if key in self.model_fields_set:
-                    fail(name, (key,), "is read only with intrinsic_critic: true")
-        return self
 
 
 class PPOCfg(SequenceCfg):

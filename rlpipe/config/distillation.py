@@ -13,7 +13,9 @@ from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from rlpipe.config.algorithms import Points, SequenceCfg, fail
+from rlpipe.config.algorithms import SequenceCfg
+from rlpipe.config.errors import fail
+from rlpipe.config.schedules import Points
 
 __all__ = ["DISTILLATION_LOSSES", "DistillationCfg"]
 

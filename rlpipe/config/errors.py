@@ -102,3 +102,8 @@ def _subclass_named(base: type[BaseModel], name: str) -> type[BaseModel] | None:
 
 def _is_model(obj: Any) -> bool:
     return isinstance(obj, type) and issubclass(obj, BaseModel)
+
+
+def fail(model: str, loc: tuple[str, ...], message: str) -> None:
+    """Raise a validation error located at ``loc`` (so the message names ``algorithm.cfg.<loc>``)."""
+    raise located_error(model, [(loc, message, {})])

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,13 +22,19 @@ def load_benchmark():
     return module
 
 
-def test_the_benchmark_runs_both_trainers_at_a_tiny_n_and_writes_its_rows(tmp_path: Path):
+def test_the_benchmark_runs_both_trainers_at_a_tiny_n_and_writes_its_rows(tmp_path: Path, monkeypatch,
+                                                                          capsys):
+    """The script's ``main()`` with its command line, in this process (torch and rlpipe already loaded)."""
+    bench = load_benchmark()
     out = tmp_path / "result.json"
-    command = [sys.executable, str(SCRIPT), "--device", "cpu", "--num-envs", "8", "--horizon", "4",
-               "--warmup", "1", "--rounds", "2", "--threads", "1", "--json", str(out)]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "RLPIPE_LOAD_WARNING": "0"})
-    assert result.returncode == 0, result.stdout + result.stderr
+    argv = [str(SCRIPT), "--device", "cpu", "--num-envs", "8", "--horizon", "4", "--warmup", "1",
+            "--rounds", "2", "--threads", "1", "--json", str(out)]
+    monkeypatch.setattr(sys, "argv", argv)
+    threads = torch.get_num_threads()
+    try:
+        bench.main()
+    finally:
+        torch.set_num_threads(threads)
     data = json.loads(out.read_text())
     assert data["benchmark"] == "gpu_vs_rsl_rl" and data["device"] == "cpu"
     rows = {row["side"]: row for row in data["rows"]}
@@ -42,7 +46,8 @@ def test_the_benchmark_runs_both_trainers_at_a_tiny_n_and_writes_its_rows(tmp_pa
         assert row["rollout_mb"] > 0 and row["process_peak_rss_mb"] > 0, side
     assert rows["rsl_rl"]["vs_rsl_rl"] == 1.0
     assert rows["rlpipe+store"]["store_wait_s"] >= 0 and rows["rlpipe"]["store_wait_s"] is None
-    assert "rlpipe+store" in result.stdout and "steps/s" in result.stdout
+    stdout = capsys.readouterr().out
+    assert "rlpipe+store" in stdout and "steps/s" in stdout and "round 2/2" in stdout
 
 
 def test_the_adapter_speaks_rsl_rls_vecenv_contract():

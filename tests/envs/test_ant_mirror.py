@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from rlpipe.algorithms.symmetry import Symmetry
-from rlpipe.config.algorithms import SymmetryCfg
+from rlpipe.config.symmetry import SymmetryCfg
 from rlpipe.envs.tasks.symmetry import ant_mirror
 from rlpipe.policies import build_policy
 

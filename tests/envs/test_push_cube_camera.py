@@ -1,17 +1,20 @@
 """PushCube's observation groups and policy camera: the split, the frames, exact resumes, bad input.
 
 The camera needs an offscreen OpenGL context, and ``MUJOCO_GL`` must be set before mujoco loads:
-those checks (the ``_check_*`` functions) run in a fresh interpreter with ``MUJOCO_GL=egl``.
+those checks (the ``_check_*`` functions) run in one fresh interpreter with ``MUJOCO_GL=egl``, started
+once for the module, which reports each check's outcome to the test that asserts it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import io
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+import traceback
 from pathlib import Path
 
 import pytest
@@ -40,16 +43,46 @@ def actions(steps: int, seed: int, n: int = N) -> list[torch.Tensor]:
     return [torch.rand(n, 8, generator=gen) * 2 - 1 for _ in range(steps)]
 
 
-def in_egl(check: Callable[[], None]) -> None:
-    """Run ``check`` (a function of this module) in a fresh interpreter with ``MUJOCO_GL=egl``."""
+CHECKS = ("_check_frames", "_check_round_trip", "_check_student")
+"""The EGL checks, run in this order in one interpreter (``_check_student`` takes the work folder)."""
+
+
+@pytest.fixture(scope="module")
+def egl(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """``{check: "" or its traceback, "work": folder}`` of :data:`CHECKS` run with ``MUJOCO_GL=egl``."""
+    work = tmp_path_factory.mktemp("egl")
     module = Path(__file__).stem
-    code = f"import sys; sys.path.insert(0, {str(HERE)!r}); import {module}; {module}.{check.__name__}()"
+    code = (f"import sys; sys.path.insert(0, {str(HERE)!r}); import {module}; "
+            f"{module}._run_checks({str(work)!r})")
     env = {**os.environ, "MUJOCO_GL": "egl", "PYTHONPATH": str(ROOT)}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                            timeout=600)
-    if "camera: no working OpenGL" in result.stderr:
+                            timeout=600, cwd=work)
+    report = work / "report.json"
+    if not report.is_file() and "camera: no working OpenGL" in result.stderr:
         pytest.skip("no EGL on this machine")
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0 and report.is_file(), result.stderr[-3000:]
+    return {**json.loads(report.read_text()), "work": work}
+
+
+def passed(egl: dict[str, object], check: str) -> None:
+    """Assert ``check`` passed in the EGL interpreter (skip where the machine has no EGL)."""
+    outcome = egl[check]
+    if "camera: no working OpenGL" in outcome:
+        pytest.skip("no EGL on this machine")
+    assert outcome == "", outcome[-3000:]
+
+
+def _run_checks(work: str) -> None:
+    """Run :data:`CHECKS`, each to its end or its first failure; the outcomes go to ``work/report.json``."""
+    outcomes = {}
+    for name in CHECKS:
+        try:
+            check = globals()[name]
+            check(Path(work)) if name == "_check_student" else check()
+            outcomes[name] = ""
+        except BaseException:  # noqa: BLE001  # a failed assert, an error or an exit: the test reports it
+            outcomes[name] = traceback.format_exc()
+    (Path(work) / "report.json").write_text(json.dumps(outcomes))
 
 
 # ---------------------------------------------------------------- groups (no rendering)
@@ -125,37 +158,20 @@ def teacher_sets(data_dir: Path) -> list[str]:
 
 # ---------------------------------------------------------------- the camera (EGL)
 
-def test_camera_frames_show_cube_goal_and_gripper():
-    in_egl(_check_frames)
+def test_camera_frames_show_cube_goal_and_gripper(egl):
+    passed(egl, "_check_frames")
 
 
-def test_camera_frames_are_deterministic_and_resume_bit_for_bit():
-    in_egl(_check_round_trip)
+def test_camera_frames_are_deterministic_and_resume_bit_for_bit(egl):
+    passed(egl, "_check_round_trip")
 
 
-def test_camera_student_config_distills_two_iterations(tmp_path):
+def test_camera_student_config_distills_two_iterations(egl):
     """configs/push_cube_camera_student.yaml (CNN on the camera + proprio) from a tiny teacher."""
-    teacher = config.load(ROOT / "configs" / "push_cube_teacher.yaml", teacher_sets(tmp_path))
-    Trainer(teacher).train()
-    sets = {"trainer.data_dir": tmp_path, "trainer.iterations": 2, "trainer.num_envs": 2,
-            "trainer.buffer_size": 5, "trainer.num_eval_envs": 2, "trainer.eval_freq": 10,
-            "trainer.stop_when": "[]", "tracking.backend": "none", "eval.num_envs": 2, "eval.num_episodes": 1,
-            "algorithm.cfg.teacher": teacher.run_dir, "algorithm.cfg.batch_size": 5,
-            "env.cfg.camera.frame_stack": 2, "policy.actor.network_cfg.hidden_sizes": "[16]",
-            "policy.critic.network_cfg.hidden_sizes": "[16]"}
-    args = [arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")]
-    student = ROOT / "configs" / "push_cube_camera_student.yaml"
-    result = subprocess.run(
-        [sys.executable, "-m", "rlpipe", "run", str(student), *args],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "MUJOCO_GL": "egl"},
-    )
-    if "camera: no working OpenGL" in result.stderr:
-        pytest.skip("no EGL on this machine")
-    assert result.returncode == 0, result.stderr[-3000:]
+    passed(egl, "_check_student")
     from rlpipe.artifacts.zarr_read import read_rollout
 
-    run_dir = tmp_path / "push_cube_camera_student"
+    run_dir = egl["work"] / "push_cube_camera_student"
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["iterations"] == 2 and metrics["env_steps"] == 2 * 2 * 5
     assert "eval/success_at_end" in metrics
@@ -166,6 +182,28 @@ def test_camera_student_config_distills_two_iterations(tmp_path):
     # the bootstrap frame of rollout 1 is the first frame of rollout 2 (the carried observation)
     first, _ = read_rollout(run_dir / "rollouts" / "iter-000001.zarr")
     assert torch.equal(first["obs", "camera"][:, -1], camera[:, 0])
+
+
+def _check_student(work: Path) -> None:
+    """``rlpipe run`` of the camera student config, distilling a 2-iteration teacher trained here first."""
+    from rlpipe.cli import cli
+
+    teacher = config.load(ROOT / "configs" / "push_cube_teacher.yaml", teacher_sets(work))
+    Trainer(teacher).train()
+    sets = {"trainer.data_dir": work, "trainer.iterations": 2, "trainer.num_envs": 2,
+            "trainer.buffer_size": 5, "trainer.num_eval_envs": 2, "trainer.eval_freq": 10,
+            "trainer.stop_when": "[]", "tracking.backend": "none", "eval.num_envs": 2, "eval.num_episodes": 1,
+            "algorithm.cfg.teacher": teacher.run_dir, "algorithm.cfg.batch_size": 5,
+            "env.cfg.camera.frame_stack": 2, "policy.actor.network_cfg.hidden_sizes": "[16]",
+            "policy.critic.network_cfg.hidden_sizes": "[16]"}
+    args = [arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")]
+    student = ROOT / "configs" / "push_cube_camera_student.yaml"
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            cli.main(["run", str(student), *args], prog_name="rlpipe")
+    except SystemExit as exc:
+        assert exc.code in (0, None), stderr.getvalue()[-3000:]
 
 
 def _red(frames: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.multiprocessing as mp
-from _dist_workers import collectives, one_update, save_rollout
+from _dist_workers import jobs, save_rollout
 from _offline_fixtures import tiny_cfg
 from click.testing import CliRunner
 
@@ -107,57 +107,70 @@ def test_sharded_minibatches_are_every_rank_slice_side_by_side() -> None:
     assert [mb.tolist() for mb in joint] == [[*mb.tolist(), *(mb + 6).tolist()] for mb in own]
 
 
-def _two_rank_update(work: Path, sync: bool) -> list[dict[str, torch.Tensor]]:
-    extra = [line for line in (work / "extra.txt").read_text().splitlines() if line]
-    mp.spawn(one_update, args=(2, free_port(), work, [f"trainer.num_envs={N}", *EQUIV, *extra], sync),
-             nprocs=2, join=True)
-    return [torch.load(work / f"rank-{r}.pt", weights_only=True) for r in range(2)]
-
-
 NORMALIZED = ["policy.obs_normalization=true", "algorithm.cfg.normalize_rewards=true"]
 """Running statistics (observations, discounted returns) that must be global too."""
+VARIANTS = {"plain": [], "normalized": NORMALIZED}
 
 
-@pytest.fixture(scope="module", params=[[], NORMALIZED], ids=["plain", "normalized"])
-def reference(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[Path, dict[str, torch.Tensor]]:
-    """A 2N-env rollout, the initial weights, and one single-process update over both halves."""
-    work = tmp_path_factory.mktemp("equiv")
-    (work / "extra.txt").write_text("\n".join(request.param))
-    cfg = tiny_cfg(work / "data", f"trainer.num_envs={2 * N}", *EQUIV, *request.param)
+def reference(work: Path, extra: list[str]) -> dict[str, torch.Tensor]:
+    """Save a 2N-env rollout and the initial weights to ``work``; the policy after one update over both."""
+    cfg = tiny_cfg(work / "data", f"trainer.num_envs={2 * N}", *EQUIV, *extra)
     exp = Trainer(cfg).parts
     rollout, _ = exp.collector()
     save_rollout(rollout, work / "rollout.pt")
     torch.save(exp.algo.policy.state_dict(), work / "init.pt")
     exp.algo.shards = 2
     learn(exp.algo, rollout, 1, 0, cfg.trainer.iterations * exp.steps_per_iteration)
-    return work, {k: v.clone() for k, v in exp.algo.policy.state_dict().items()}
+    return {k: v.clone() for k, v in exp.algo.policy.state_dict().items()}
 
 
-def test_two_ranks_update_like_one_process_over_both(reference: tuple[Path, dict[str, torch.Tensor]]) -> None:
-    work, expected = reference
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path | dict[str, torch.Tensor]]:
+    """One spawn of two ranks runs every two-rank job of this module, after the single-process references.
+
+    ``{"coll": folder of coll-{rank}.pt, variant: folder of init.pt and rank-{rank}-{sync,nosync}.pt,
+    "expected/" + variant: the reference update}`` for each of :data:`VARIANTS`.
+    """
+    root = tmp_path_factory.mktemp("dist")
+    out: dict[str, Path | dict[str, torch.Tensor]] = {"coll": root / "coll"}
+    (root / "coll").mkdir()
+    todo = [("collectives", root / "coll", [], True)]
+    for name, extra in VARIANTS.items():
+        work = root / name
+        work.mkdir()
+        out[name], out[f"expected/{name}"] = work, reference(work, extra)
+        todo += [("update", work, [f"trainer.num_envs={N}", *EQUIV, *extra], sync) for sync in (True, False)]
+    mp.spawn(jobs, args=(2, free_port(), todo), nprocs=2, join=True)
+    return out
+
+
+def ranks(work: Path, tag: str) -> list[dict[str, torch.Tensor]]:
+    return [torch.load(work / f"rank-{r}-{tag}.pt", weights_only=True) for r in range(2)]
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_two_ranks_update_like_one_process_over_both(two_ranks: dict, variant: str) -> None:
+    work, expected = two_ranks[variant], two_ranks[f"expected/{variant}"]
     initial = torch.load(work / "init.pt", weights_only=True)
     assert any(not torch.equal(initial[k], v) for k, v in expected.items())  # the update moved
-    for state in _two_rank_update(work, sync=True):
+    for state in ranks(work, "sync"):
         assert state.keys() == expected.keys()
         for key, value in expected.items():
             torch.testing.assert_close(state[key], value, rtol=1e-5, atol=1e-6, msg=key)
 
 
-def test_without_gradient_sync_the_ranks_diverge(reference: tuple[Path, dict[str, torch.Tensor]]) -> None:
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_without_gradient_sync_the_ranks_diverge(two_ranks: dict, variant: str) -> None:
     """The negative control: the equivalence above depends on the all-reduce really happening."""
-    work, expected = reference
-    rank0, rank1 = _two_rank_update(work, sync=False)
+    expected = two_ranks[f"expected/{variant}"]
+    rank0, rank1 = ranks(two_ranks[variant], "nosync")
     assert any(not torch.allclose(rank0[k], rank1[k]) for k in expected)
     assert any(not torch.allclose(rank0[k], v, rtol=1e-5, atol=1e-6) for k, v in expected.items())
 
 
 @pytest.fixture(scope="module")
-def collective_results(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
-    work = tmp_path_factory.mktemp("coll")
-    mp.spawn(collectives, args=(2, free_port(), work), nprocs=2, join=True)
-    return [torch.load(work / f"coll-{r}.pt", weights_only=True) for r in range(2)]
+def collective_results(two_ranks: dict) -> list[dict]:
+    return [torch.load(two_ranks["coll"] / f"coll-{r}.pt", weights_only=True) for r in range(2)]
 
 
 def test_initial_parameters_are_rank_zeros(collective_results: list[dict]) -> None:

@@ -28,23 +28,32 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def train_2_ranks(data_dir: Path, *overrides: str, resume: bool = False) -> Path:
-    mp.spawn(train, args=(2, free_port(), data_dir, list(overrides), resume), nprocs=2, join=True)
-    return data_dir / RUN_DIR
+Online = tuple[Path, str, Path]
+"""The online run's directory, its MLflow URI, and the data dir of its 2-iteration twin."""
+
+
+def train_2_ranks(*runs: tuple[Path, list[str], bool]) -> None:
+    """``(data_dir, overrides, resume)`` runs, in turn, in one spawn of two ranks."""
+    mp.spawn(train, args=(2, free_port(), list(runs)), nprocs=2, join=True)
 
 
 @pytest.fixture(scope="module")
-def online(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """4 iterations on 2 ranks × 8 envs, tracked in a fresh MLflow store; eval on (rank 0 only)."""
+def online(tmp_path_factory: pytest.TempPathFactory) -> Online:
+    """4 iterations on 2 ranks × 8 envs, tracked in a fresh MLflow store; eval on (rank 0 only).
+
+    The same spawn then runs the first 2 iterations of it again elsewhere, untracked (the third
+    element: its data dir), for the resume test, whose resume runs in fresh processes.
+    """
     root = tmp_path_factory.mktemp("dist")
     uri = f"sqlite:///{root / 'mlflow.db'}"
-    run_dir = train_2_ranks(root / "data", "tracking.backend=mlflow", f"tracking.uri={uri}",
-                            "trainer.enable_eval=true")
-    return run_dir, uri
+    tracked = ["tracking.backend=mlflow", f"tracking.uri={uri}", "trainer.enable_eval=true"]
+    online_run = (root / "data", tracked, False)
+    train_2_ranks(online_run, (root / "split", ["trainer.iterations=2"], False))
+    return root / "data" / RUN_DIR, uri, root / "split"
 
 
-def test_two_shards_per_iteration_with_rank_and_world_size(online: tuple[Path, str]) -> None:
-    run_dir, _ = online
+def test_two_shards_per_iteration_with_rank_and_world_size(online: Online) -> None:
+    run_dir, _, _ = online
     iterations = sorted(p.name for p in (run_dir / "rollouts").iterdir())
     assert iterations == [f"iter-{k:06d}.zarr" for k in range(1, 5)]
     for k in range(1, 5):
@@ -58,8 +67,8 @@ def test_two_shards_per_iteration_with_rank_and_world_size(online: tuple[Path, s
         assert attrs["env_steps"] == k * 2 * STEPS
 
 
-def test_rank_zero_alone_checkpoints_and_logs(online: tuple[Path, str]) -> None:
-    run_dir, uri = online
+def test_rank_zero_alone_checkpoints_and_logs(online: Online) -> None:
+    run_dir, uri, _ = online
     assert sorted(p.name for p in (run_dir / "checkpoints").glob("ckpt-*.pt")) == [
         "ckpt-000001.pt", "ckpt-000002.pt", "ckpt-000003.pt", "ckpt-000004.pt"]  # save_freq: 2 × 128 steps
     summary = json.loads((run_dir / "metrics.json").read_text())
@@ -71,8 +80,8 @@ def test_rank_zero_alone_checkpoints_and_logs(online: tuple[Path, str]) -> None:
     assert len(runs) == 1 and runs[0].tags["rlpipe.world_size"] == "2"
 
 
-def test_inspect_shows_both_shards(online: tuple[Path, str]) -> None:
-    run_dir, _ = online
+def test_inspect_shows_both_shards(online: Online) -> None:
+    run_dir, _, _ = online
     result = CliRunner().invoke(cli, ["inspect", str(run_dir / "rollouts" / "iter-000001.zarr"), "--json"])
     assert result.exit_code == 0, result.output
     info = json.loads(result.output)
@@ -80,8 +89,8 @@ def test_inspect_shows_both_shards(online: tuple[Path, str]) -> None:
     assert [s["num_envs"] for s in info["shards"]] == [8, 8]
 
 
-def test_replay_in_one_process_equals_the_two_rank_run(online: tuple[Path, str], tmp_path: Path) -> None:
-    run_dir, _ = online
+def test_replay_in_one_process_equals_the_two_rank_run(online: Online, tmp_path: Path) -> None:
+    run_dir, _, _ = online
     cfg = tiny_cfg(run_dir.parent, "trainer.enable_eval=true")  # the online params
     replay(cfg, run_dir / "rollouts", tmp_path, chain=True)
     online_state, replayed = learner(run_dir / "checkpoints" / "ckpt-000004.pt"), learner(
@@ -93,10 +102,10 @@ def test_replay_in_one_process_equals_the_two_rank_run(online: tuple[Path, str],
         torch.testing.assert_close(replayed[key], online_state[key], rtol=1e-4, atol=1e-5, msg=key)
 
 
-def test_two_rank_resume_equals_the_uninterrupted_run(online: tuple[Path, str], tmp_path: Path) -> None:
-    run_dir, _ = online
-    resumed = train_2_ranks(tmp_path / "data", "trainer.iterations=2")
-    train_2_ranks(tmp_path / "data", "trainer.iterations=4", resume=True)
+def test_two_rank_resume_equals_the_uninterrupted_run(online: Online) -> None:
+    run_dir, _, split = online
+    train_2_ranks((split, ["trainer.iterations=4"], True))
+    resumed = split / RUN_DIR
     final = Path("checkpoints") / "ckpt-000004.pt"
     assert_same_learner(run_dir / final, resumed / final)
     for k in (3, 4):

@@ -1,0 +1,169 @@
+"""benchmarks/zoo.py on a test-size config: the JSON's rows and summary, the curve PNG, read-back and resume.
+
+Every run is a real ``rlpipe run`` subprocess of ``tests/fixtures/zoo/cartpole.yaml`` (the torch
+CartPole, 8 envs × 16 steps an iteration, the store on) for one or two iterations, MLflow off.
+Invocations that start no run call the script's ``main`` in this process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "zoo.py"
+CONFIGS = ROOT / "tests" / "fixtures" / "zoo"
+STEPS = 8 * 16  # env steps of one iteration of the fixture config
+
+
+def arguments(tmp: Path, out: Path | None, *args: str) -> list[str]:
+    """The fixture configs with MLflow off, run dirs and outputs under ``tmp`` (run dirs in ``out``)."""
+    return ["--configs", str(CONFIGS), "--set", "tracking.backend=none", "--out", str(out or tmp / "out"),
+            "--json", str(tmp / "zoo.json"), "--plots", str(tmp / "png"), *args]
+
+
+def zoo(tmp: Path, *args: str, out: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``benchmarks/zoo.py`` in its own process (it starts ``rlpipe run`` processes)."""
+    return subprocess.run([sys.executable, str(SCRIPT), *arguments(tmp, out, *args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "RLPIPE_LOAD_WARNING": "0"})
+
+
+@pytest.fixture(scope="module")
+def script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("zoo_benchmark", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass resolves annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def in_process(script: ModuleType):
+    """``main`` of the script in this process; torch's thread count is restored after."""
+    threads = torch.get_num_threads()
+    yield lambda tmp, *args, out=None: script.main(arguments(tmp, out, *args))
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    tmp = tmp_path_factory.mktemp("zoo")
+    result = zoo(tmp, "--seeds", "0", "1", "--iterations", "1", "--jobs", "2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count(": starting") == 2
+    return tmp, json.loads((tmp / "zoo.json").read_text())
+
+
+def test_each_seed_is_one_rlpipe_run_whose_figures_are_rows(first: tuple[Path, dict]):
+    tmp, data = first
+    assert data["benchmark"] == "zoo" and data["configs"] == "tests/fixtures/zoo" and data["failed"] == []
+    rows = data["rows"]
+    assert [(r["task"], r["seed"]) for r in rows] == [("cartpole", 0), ("cartpole", 1)]
+    for row in rows:
+        run_dir = tmp / "out" / "cartpole" / f"seed{row['seed']}" / "zoo_cartpole"
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        params = yaml.safe_load((run_dir / "params.yaml").read_text())
+        assert params["trainer"]["exp_name"] == "zoo_cartpole" and params["trainer"]["seed"] == row["seed"]
+        assert params["trainer"]["num_threads"] == 1 and params["trainer"]["save_freq"] == -(-STEPS // 10)
+        assert (run_dir / "rollouts" / "iter-000001.zarr").is_dir()  # the store was on
+        assert row["run_dir"] == str(run_dir) and row["config"] == "tests/fixtures/zoo/cartpole.yaml"
+        assert (row["env_id"], row["algorithm"], row["iterations"]) == ("CartPole", "ppo", 1)
+        assert row["env_steps"] == row["budget_env_steps"] == STEPS
+        assert row["eval_return"] == metrics["eval/return_mean"] and row["eval_episodes"] == 2
+        assert row["train_return"] == metrics["train/episode_return_mean"]
+        assert row["eval_success_rate"] is None  # CartPole reports no success
+        assert row["env_steps_per_s"] == STEPS / metrics["wall_s"]
+        assert row["cpu_s"] > 0 and row["command_wall_s"] > row["wall_s"]
+        assert (row["segments"], row["resumed"]) == (1, False)
+        assert row["curve"]["env_steps"] == row["curve"]["eval_env_steps"] == [STEPS]
+        assert row["curve"]["eval_return"] == [row["eval_return"]]
+
+
+def test_the_summary_is_the_mean_and_std_over_seeds_beside_the_reference(first: tuple[Path, dict]):
+    tmp, data = first
+    task = data["summary"]["cartpole"]
+    evals = [r["eval_return"] for r in data["rows"]]
+    assert task["seeds"] == [0, 1] and task["n"] == 2 and task["budget_env_steps"] == STEPS
+    assert task["eval_return_mean"] == pytest.approx(sum(evals) / 2)
+    assert task["eval_return_std"] == pytest.approx(abs(evals[0] - evals[1]) / 2)  # population std of two
+    assert task["cpu_s_mean"] == pytest.approx(statistics.fmean(r["cpu_s"] for r in data["rows"]))
+    assert task["reference"] == 500.0 and task["reference_budget"] == 100_000
+    assert "rl-baselines3-zoo benchmark.md" in task["reference_source"]
+    assert "CartPole-v1" in task["reference_source"]
+    assert task["ratio_to_reference"] == pytest.approx(task["eval_return_mean"] / 500.0)
+    png = tmp / "png" / "cartpole.png"
+    assert task["curve_png"] == str(png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_a_second_invocation_reads_finished_runs_back_instead_of_running_them(first, in_process, capsys):
+    tmp, data = first
+    assert in_process(tmp, "--seeds", "0", "1", "--iterations", "1") == 0
+    stdout = capsys.readouterr().out
+    assert stdout.count("finished earlier, read back") == 2 and "starting" not in stdout
+    for seed in (0, 1):
+        segments = json.loads((tmp / "out" / "cartpole" / f"seed{seed}" / "zoo_segments.json").read_text())
+        assert len(segments) == 1  # no second rlpipe process
+    again = json.loads((tmp / "zoo.json").read_text())
+    assert again["rows"] == data["rows"] and again["summary"] == data["summary"]
+
+
+def test_an_interrupted_run_continues_from_its_checkpoint(first: tuple[Path, dict], tmp_path: Path):
+    tmp, data = first
+    out = tmp_path / "out"
+    shutil.copytree(tmp / "out" / "cartpole" / "seed1", out / "cartpole" / "seed1")
+    (out / "cartpole" / "seed1" / "zoo_cartpole" / "metrics.json").unlink()  # a checkpoint, no final summary
+    result = zoo(tmp_path, "--seeds", "1", "--iterations", "2", out=out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "cartpole seed 1: resuming" in result.stdout
+    log = (out / "cartpole" / "seed1" / "rlpipe.log").read_text()
+    assert log.splitlines()[-1].startswith("done: 2 iterations") or "done: 2 iterations" in log
+    assert any(line.startswith("$ rlpipe run") and line.endswith("--resume") for line in log.splitlines())
+    assert "resume: continuing from" in log and "(iteration 1)" in log
+    row = json.loads((tmp_path / "zoo.json").read_text())["rows"][0]
+    assert (row["iterations"], row["env_steps"], row["segments"], row["resumed"]) == (2, 2 * STEPS, 2, True)
+    before = data["rows"][1]["curve"]
+    assert row["curve"]["eval_env_steps"] == [STEPS, 2 * STEPS]
+    assert row["curve"]["eval_return"][0] == before["eval_return"][0]  # iteration 1 kept, not re-run
+
+
+def test_a_finished_run_of_other_training_params_is_refused(first, in_process, capsys, tmp_path: Path):
+    tmp, _ = first
+    code = in_process(tmp_path, "--seeds", "0", "--iterations", "1", "--set", "algorithm.cfg.clip_coef=0.1",
+                      out=tmp / "out")
+    assert code == 1
+    refusal = "finished with other training params (algorithm.cfg.clip_coef: 0.2 there, 0.1 now)"
+    assert refusal in capsys.readouterr().err
+    assert json.loads((tmp_path / "zoo.json").read_text())["failed"][0]["seed"] == 0
+
+
+def test_user_errors_are_one_line_and_exit_2(in_process, capsys, tmp_path: Path):
+    with pytest.raises(SystemExit) as exit_:
+        in_process(tmp_path, "--tasks", "nope")
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        f"--tasks: no config {CONFIGS}/nope.yaml; accepted: cartpole")
+    with pytest.raises(SystemExit) as exit_:
+        in_process(tmp_path, "--set", "trainer.num_envs=0")
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().startswith(f"error: {CONFIGS}/cartpole.yaml: trainer.num_envs")
+    assert not (tmp_path / "out").exists()  # nothing ran
+
+
+def test_a_task_reference_wins_over_its_env_ids(script: ModuleType):
+    """CartPole without velocities runs on the torch CartPole, but is compared with rl-zoo's CartPoleNoVel."""
+    masked, plain = script.reference("CartPole", "ppo", "cartpole_novel"), script.reference("CartPole", "ppo")
+    assert "CartPoleNoVel-v1" in masked["source"] and "CartPoleNoVel" not in plain["source"]
+    assert script.reference("CartPole", "grpo", "cartpole_grpo")["source"] == "none found"
