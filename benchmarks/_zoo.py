@@ -58,7 +58,8 @@ def summarize(rows: list[dict[str, Any]], reference: Callable[[str, str, str], d
     """Per task: mean ± population std over seeds of the final eval return, the reference and the ratio.
 
     ``reference(env_id, algorithm, task)`` gives ``{value, budget, by, source}`` (``value``
-    ``None``: none); ``png(task)`` names the task's curve file. The ratio is left out (``None``) for a reference ≤ 0.
+    ``None``: none); ``png(task)`` names the task's curve file.
+    The ratio is left out (``None``) for a reference ≤ 0.
     """
     summary = {}
     for task in dict.fromkeys(r["task"] for r in rows):

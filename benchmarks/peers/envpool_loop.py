@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/peers/envpool_loop.py [--ids PandaPickCube-v1 Go1JoystickFlatTerrain-v1
         HalfCheetah-v5] [--num-envs 64] [--horizon 64] [--epochs 4] [--minibatches 4] [--hidden 256 256]
         [--warmup 1] [--rounds 5] [--iterations 2] [--threads 1] [--breakdown-iterations 3]
-        [--no-breakdown] [--profile-top 15] [--json PATH]
+        [--no-breakdown] [--profile-top 15] [--no-mlflow] [--json PATH]
 
 The same work on both sides, each on its own envpool pool of the id (``envpool.make(id,
 env_type="gymnasium", num_envs=N, num_threads=1)``, seeded alike), per iteration: N envs × T steps
@@ -16,12 +16,15 @@ minibatches of the clipped surrogate (0.2) + 0.5 × value MSE − 0.01 × entrop
 clipped to 0.5, Adam at lr 3e-4. Dict observations (Go1's ``state`` and ``privileged_state``): the
 actor reads ``state``, the critic every key.
 
-* ``plain``: :class:`PlainPPO` below, a CleanRL-style loop written out in this file (per step: the
-  actor and critic on the step's observations, ``envs.step``, the rollout tensors filled in place).
+* ``plain``: :class:`PlainPPO` of ``_plain_envpool_ppo.py`` beside this script, a CleanRL-style loop
+  written out in one file (per step: the actor and critic on the step's observations, ``envs.step``,
+  the rollout tensors filled in place).
 * ``rlpipe``: a :class:`rlpipe.trainer.Trainer` from ``params.yaml`` with the workload as overrides
   and the defaults otherwise — every rollout stored (Zarr, under a temporary ``trainer.data_dir``),
   MLflow on (a temporary sqlite store) — eval off, checkpoints out of reach, ``env.cfg``
-  ``{mode: sync, num_threads: 1}``. One iteration is ``Trainer.step()``.
+  ``{mode: sync, num_threads: 1}``. One iteration is ``Trainer.step()``. ``--no-mlflow`` sets
+  ``tracking.backend=none`` (no tracking process: a quick check of the script, whose figures then
+  leave MLflow's cost out).
 
 Timing: ``--warmup`` iterations per side, then ``--rounds`` rounds alternating plain, rlpipe, each
 side running ``--iterations`` iterations per round; an rlpipe round ends once its store has written
@@ -53,19 +56,18 @@ import pstats
 import sys
 import tempfile
 import time
-from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # peers/: the plain loop, also when imported
 
-import numpy as np
 import psutil
 import torch
 from _bench import (
     DEFAULT_PARAMS,
     NEVER,
+    Phases,
     load_cfg,
     median,
     paired_ratios,
@@ -73,8 +75,7 @@ from _bench import (
     print_table,
     write_json,
 )
-from torch import nn
-from torch.distributions import Normal
+from _plain_envpool_ppo import ACTOR_KEY, SEED, PlainPPO, Workload
 
 import rlpipe.artifacts.store as store_module
 import rlpipe.envs.backends.envpool_env as envpool_module
@@ -83,182 +84,17 @@ from rlpipe.tracking.background import prewarm
 from rlpipe.trainer import Trainer
 
 IDS = ("PandaPickCube-v1", "Go1JoystickFlatTerrain-v1", "HalfCheetah-v5")
-SEED = 1
 SETTLE_S = 1.0
 """Pause before reading the tracking process's CPU time, so it has written what was logged."""
-ACTOR_KEY = "state"
-"""The observation group the actor reads when observations are a dict (the critic reads every group)."""
-
-
-@dataclass(frozen=True)
-class Workload:
-    """Both sides' settings: ``--num-envs``, ``--horizon``, ``--epochs``, ``--minibatches``, ``--hidden``."""
-
-    num_envs: int
-    horizon: int
-    epochs: int
-    minibatches: int
-    hidden: tuple[int, ...]
-    lr: float = 3e-4
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip: float = 0.2
-    vf_coef: float = 0.5
-    ent_coef: float = 0.01
-    max_grad_norm: float = 0.5
-
-
-# ------------------------------------------------------------------------------------ the plain loop
-
-
-class RunningNorm:
-    """Observation normalization: running mean and variance (float64, merged per rollout), clipped to ±10."""
-
-    def __init__(self, dim: int) -> None:
-        self.mean, self.var = torch.zeros(dim, dtype=torch.float64), torch.ones(dim, dtype=torch.float64)
-        self.count = 0
-
-    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
-        return ((obs - self.mean.float()) / (self.var + 1e-8).sqrt().float()).clamp(-10.0, 10.0)
-
-    def update(self, obs: torch.Tensor) -> None:  # Chan et al.'s parallel merge
-        x, n = obs.double(), obs.shape[0]
-        mean, var, total = x.mean(0), x.var(0, unbiased=False), self.count + n
-        delta = mean - self.mean
-        self.var = (self.var * self.count + var * n + delta.square() * self.count * n / total) / total
-        self.mean, self.count = self.mean + delta * n / total, total
-
-
-def mlp(inputs: int, outputs: int, hidden: tuple[int, ...]) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for size in hidden:
-        layers += [nn.Linear(inputs, size), nn.ELU()]
-        inputs = size
-    return nn.Sequential(*layers, nn.Linear(inputs, outputs))
-
-
-class Agent(nn.Module):
-    """Gaussian actor on the first ``actor_dim`` observation columns, critic on all of them."""
-
-    def __init__(self, obs_dim: int, actor_dim: int, act_dim: int, hidden: tuple[int, ...]) -> None:
-        super().__init__()
-        self.actor, self.critic = mlp(actor_dim, act_dim, hidden), mlp(obs_dim, 1, hidden)
-        self.log_std = nn.Parameter(torch.zeros(act_dim))
-        self.norm, self.actor_dim = RunningNorm(obs_dim), actor_dim
-
-    def dist(self, x: torch.Tensor) -> Normal:
-        return Normal(self.actor(x[:, : self.actor_dim]), self.log_std.exp())
-
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(self.norm(obs)).squeeze(-1)
-
-    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        x = self.norm(obs)
-        dist = self.dist(x)
-        action = dist.sample()
-        return action, dist.log_prob(action).sum(-1), self.critic(x).squeeze(-1)
-
-    def evaluate(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        x = self.norm(obs)
-        dist = self.dist(x)
-        return dist.log_prob(action).sum(-1), dist.entropy().sum(-1), self.critic(x).squeeze(-1)
-
-
-class PlainPPO:
-    """The reference: collect → GAE → epochs × minibatches, in plain torch over one envpool pool."""
-
-    def __init__(self, env_id: str, w: Workload) -> None:
-        import envpool
-
-        torch.manual_seed(SEED)
-        self.w, n, t = w, w.num_envs, w.horizon
-        self.envs = envpool.make(env_id, env_type="gymnasium", num_envs=n, batch_size=n, num_threads=1,
-                                 seed=[SEED + i for i in range(n)])
-        first = self.envs.reset()[0]
-        self.keys = sorted(first, key=lambda k: k != ACTOR_KEY) if isinstance(first, dict) else None
-        self.obs = self.to_torch(first)
-        actor_dim = first[ACTOR_KEY].shape[1] if self.keys else self.obs.shape[1]
-        act_dim = self.envs.action_space.shape[0]
-        self.agent = Agent(self.obs.shape[1], actor_dim, act_dim, w.hidden)
-        self.optimizer = torch.optim.Adam(self.agent.parameters(), lr=w.lr)
-        self.b_obs = torch.zeros(t, n, self.obs.shape[1])
-        self.b_action = torch.zeros(t, n, act_dim)
-        self.b_logprob, self.b_reward, self.b_value = torch.zeros(t, n), torch.zeros(t, n), torch.zeros(t, n)
-        self.b_done = torch.zeros(t, n)
-        self.next_value = torch.zeros(n)
-
-    def to_torch(self, obs: Any) -> torch.Tensor:
-        """float64 observations (a dict: groups side by side, ``state`` first) → float32 ``[N, D]``."""
-        if self.keys is not None:
-            obs = np.concatenate([obs[key] for key in self.keys], 1)
-        return torch.from_numpy(obs.astype(np.float32))
-
-    def iteration(self) -> dict[str, float]:
-        start = time.perf_counter()
-        self.collect()
-        middle = time.perf_counter()
-        self.update()
-        return {"collect_s": middle - start, "update_s": time.perf_counter() - middle}
-
-    @torch.no_grad()
-    def collect(self) -> None:
-        for t in range(self.w.horizon):
-            self.b_obs[t] = self.obs
-            action, logprob, value = self.agent.act(self.obs)
-            obs, reward, terminated, truncated, _ = self.envs.step(action.numpy())
-            next_obs = self.to_torch(obs)
-            self.b_action[t], self.b_logprob[t], self.b_value[t] = action, logprob, value
-            self.b_reward[t] = torch.from_numpy(reward)
-            self.b_done[t] = torch.from_numpy(terminated | truncated)
-            time_limit = torch.from_numpy(truncated & ~terminated)
-            if time_limit.any():  # bootstrap from the true last observation
-                self.b_reward[t, time_limit] += self.w.gamma * self.agent.value(next_obs[time_limit])
-            done = np.flatnonzero(terminated | truncated)
-            if done.size:  # start their next episodes now (envpool would spend the next step on it)
-                next_obs[done] = self.to_torch(self.envs.reset(done)[0])
-            self.obs = next_obs
-        self.next_value = self.agent.value(self.obs)
-
-    def advantages(self) -> tuple[torch.Tensor, torch.Tensor]:
-        w, advantage = self.w, torch.zeros_like(self.b_reward)
-        last = torch.zeros(w.num_envs)
-        for t in reversed(range(w.horizon)):
-            next_value = self.next_value if t == w.horizon - 1 else self.b_value[t + 1]
-            not_done = 1.0 - self.b_done[t]
-            delta = self.b_reward[t] + w.gamma * next_value * not_done - self.b_value[t]
-            last = advantage[t] = delta + w.gamma * w.gae_lambda * not_done * last
-        return advantage, advantage + self.b_value
-
-    def update(self) -> None:
-        w = self.w
-        advantage, returns = (x.flatten() for x in self.advantages())
-        advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-        obs, action = self.b_obs.flatten(0, 1), self.b_action.flatten(0, 1)
-        old_logprob = self.b_logprob.flatten()
-        rows = obs.shape[0]
-        size = rows // w.minibatches
-        for _ in range(w.epochs):
-            perm = torch.randperm(rows)
-            for start in range(0, rows, size):
-                idx = perm[start : start + size]
-                logprob, entropy, value = self.agent.evaluate(obs[idx], action[idx])
-                ratio = (logprob - old_logprob[idx]).exp()
-                clipped = ratio.clamp(1 - w.clip, 1 + w.clip)
-                surrogate = torch.min(ratio * advantage[idx], clipped * advantage[idx])
-                loss = (-surrogate.mean() + w.vf_coef * (value - returns[idx]).square().mean()
-                        - w.ent_coef * entropy.mean())
-                self.optimizer.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(self.agent.parameters(), w.max_grad_norm)
-                self.optimizer.step()
-        self.agent.norm.update(obs)
 
 
 # ---------------------------------------------------------------------------------------- rlpipe
 
 
-def rlpipe_overrides(env_id: str, w: Workload, data_dir: str, groups: list[str] | None) -> list[str]:
-    """The workload as ``--set`` overrides of ``params.yaml`` (store and MLflow stay on).
+def rlpipe_overrides(env_id: str, w: Workload, data_dir: str, groups: list[str] | None,
+                     mlflow: bool = True) -> list[str]:
+    """The workload as ``--set`` overrides of ``params.yaml`` (the store stays on, MLflow unless ``mlflow``
+    is false).
 
     ``groups``: a dict observation's keys, :data:`ACTOR_KEY` first (``None``: a flat observation).
     """
@@ -276,20 +112,21 @@ def rlpipe_overrides(env_id: str, w: Workload, data_dir: str, groups: list[str] 
         f"trainer.data_dir={data_dir}", f"trainer.exp_name=envpool_loop_{env_id}",
         "policy.name=actor_critic", "policy.obs_normalization=true", "policy.log_std_init=0.0",
         f"policy.actor={{type: mlp, {actor_keys}{net}}}", f"policy.critic={{type: mlp, {critic_keys}{net}}}",
-        "algorithm.name=ppo", f"algorithm.cfg={algo}", "store.enabled=true", "tracking.backend=mlflow",
-        f"tracking.uri=sqlite:///{data_dir}/mlflow.db",
+        "algorithm.name=ppo", f"algorithm.cfg={algo}", "store.enabled=true",
+        *(["tracking.backend=mlflow", f"tracking.uri=sqlite:///{data_dir}/mlflow.db"] if mlflow
+          else ["tracking.backend=none"]),
     ]
 
 
 class RlpipeSide:
     """A started ``Trainer`` of the workload; :meth:`iteration` is ``step()``."""
 
-    def __init__(self, env_id: str, w: Workload, data_dir: str) -> None:
+    def __init__(self, env_id: str, w: Workload, data_dir: str, mlflow: bool = True) -> None:
         import envpool
 
         space = envpool.make_spec(env_id).observation_space
         groups = sorted(space.spaces, key=lambda k: k != ACTOR_KEY) if hasattr(space, "spaces") else None
-        cfg = load_cfg(DEFAULT_PARAMS, rlpipe_overrides(env_id, w, data_dir, groups))
+        cfg = load_cfg(DEFAULT_PARAMS, rlpipe_overrides(env_id, w, data_dir, groups, mlflow))
         self.trainer = Trainer(cfg)
         with contextlib.redirect_stdout(io.StringIO()):  # the banner; the rows go to the same buffer
             self.trainer.start()
@@ -352,51 +189,6 @@ def timed_round(side: Any, iterations: int) -> dict[str, float]:
             "collect_s": sum(s["collect_s"] for s in splits), "update_s": sum(s["update_s"] for s in splits)}
 
 
-class Phases:
-    """Exclusive wall and CPU time per phase: a timed call inside another is subtracted from the outer one.
-
-    CPU time is the process's (``process_time``): the envpool thread's work while the training thread
-    waits in ``recv`` counts in the env step; a background thread's (the store writer) counts in
-    whichever phase it overlaps.
-    """
-
-    def __init__(self) -> None:
-        self.wall: dict[str, float] = defaultdict(float)
-        self.cpu: dict[str, float] = defaultdict(float)
-        self._stack: list[list[float]] = []  # [wall start, cpu start, wall and cpu in nested timed calls]
-        self._wrapped: list[tuple[Any, str, Any]] = []
-
-    def wrap(self, owner: Any, name: str, phase: str) -> None:
-        """Replace ``owner.name`` by a timed wrapper until :meth:`restore`."""
-        fn, stack, wall, cpu = getattr(owner, name), self._stack, self.wall, self.cpu
-        self._wrapped.append((owner, name, vars(owner).get(name)))
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            frame = [time.perf_counter(), time.process_time(), 0.0, 0.0]
-            stack.append(frame)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                stack.pop()
-                spent_wall, spent_cpu = time.perf_counter() - frame[0], time.process_time() - frame[1]
-                wall[phase] += spent_wall - frame[2]
-                cpu[phase] += spent_cpu - frame[3]
-                if stack:
-                    stack[-1][2] += spent_wall
-                    stack[-1][3] += spent_cpu
-
-        setattr(owner, name, timed)
-
-    def restore(self) -> None:
-        """Put every wrapped attribute back as it was (an instance's own, or its class's again)."""
-        for owner, name, own in reversed(self._wrapped):
-            if own is None:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, own)
-        self._wrapped.clear()
-
-
 ENV_STEP = "collect: env step (envpool send, recv, reset)"
 
 
@@ -431,8 +223,11 @@ def instrument_rlpipe(side: RlpipeSide, phases: Phases) -> None:
     phases.wrap(trainer.tracker, "log", "tracking (console row, curve.csv, MLflow queue)")
 
 
-def breakdown(name: str, side: Any, iterations: int, pool_class: type) -> list[dict[str, Any]]:
-    """ms per iteration of each phase over ``iterations`` instrumented iterations (see the docstring)."""
+def breakdown(name: str, side: Any, iterations: int, pool_class: type, mlflow: bool) -> list[dict[str, Any]]:
+    """ms per iteration of each phase over ``iterations`` instrumented iterations (see the docstring).
+
+    ``mlflow``: rlpipe has a tracking process, whose CPU gets a row.
+    """
     phases, writer = Phases(), [0.0, 0.0]
     real_write = store_module._write_checked
 
@@ -470,7 +265,8 @@ def breakdown(name: str, side: Any, iterations: int, pool_class: type) -> list[d
     rows.append(row("= the iteration (process)", cpu, wall))
     if name == "rlpipe":
         rows.append(row("  of which the store writer thread (Zarr write)", writer[1], writer[0]))
-        rows.append(row("+ the MLflow tracking process", tracking_cpu(children, 1), None))
+        if mlflow:
+            rows.append(row("+ the MLflow tracking process", tracking_cpu(children, 1), None))
     return rows
 
 
@@ -489,14 +285,17 @@ def profile_top(side: RlpipeSide, iterations: int, top: int) -> list[dict[str, A
 
 
 def run_id(env_id: str, w: Workload, args: argparse.Namespace) -> dict[str, Any]:
+    mlflow = not args.no_mlflow
     with tempfile.TemporaryDirectory(prefix="rlpipe-envpool-loop-") as data_dir:
-        prewarm()  # as `rlpipe run` does: the MLflow process starts while the envs are built
+        if mlflow:
+            prewarm()  # as `rlpipe run` does: the MLflow process starts while the envs are built
         sides: dict[str, Any] = {"plain": PlainPPO(env_id, w)}
-        sides["rlpipe"] = RlpipeSide(env_id, w, data_dir)
+        sides["rlpipe"] = RlpipeSide(env_id, w, data_dir, mlflow)
         try:
             for side in sides.values():
                 timed_round(side, args.warmup)
-            wait_for_idle_children()
+            if mlflow:
+                wait_for_idle_children()
             samples: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
             children = children_cpu()
             for index in range(args.rounds):
@@ -505,7 +304,7 @@ def run_id(env_id: str, w: Workload, args: argparse.Namespace) -> dict[str, Any]
                 print(f"  {env_id} round {index + 1}/{args.rounds}: " + ", ".join(
                     f"{n} {samples[n][-1]['wall_s']:.2f} s wall, {samples[n][-1]['cpu_s']:.2f} s process CPU"
                     for n in sides), flush=True)
-            tracking = tracking_cpu(children, args.rounds)  # per rlpipe round
+            tracking = tracking_cpu(children, args.rounds) if mlflow else 0.0  # per rlpipe round
             for sample in samples["rlpipe"]:
                 sample["tracking_cpu_s"], sample["cpu_s"] = tracking, sample["cpu_s"] + tracking
             extra: dict[str, Any] = {}
@@ -513,7 +312,7 @@ def run_id(env_id: str, w: Workload, args: argparse.Namespace) -> dict[str, Any]
                 n, pool_class = args.breakdown_iterations, type(sides["plain"].envs)
                 extra["profile"] = profile_top(sides["rlpipe"], n, args.profile_top)
                 extra["breakdown"] = [row for name, side in sides.items()
-                                      for row in breakdown(name, side, n, pool_class)]
+                                      for row in breakdown(name, side, n, pool_class, mlflow)]
         finally:
             sides["rlpipe"].close()
     return summarize(env_id, w, args, samples) | extra
@@ -558,6 +357,8 @@ def parse_args() -> argparse.Namespace:
     add("--breakdown-iterations", type=int, default=3, help="breakdown iterations per side (default 3)")
     add("--no-breakdown", action="store_true", help="skip the phase breakdown and the profile")
     add("--profile-top", type=int, default=15, help="functions listed by the profile (default 15)")
+    add("--no-mlflow", action="store_true",
+        help="tracking.backend=none for rlpipe: no MLflow process (a quick check; MLflow's cost left out)")
     add("--json", type=Path, default=None, help="also write the results as JSON here")
     return parser.parse_args()
 
@@ -566,7 +367,8 @@ def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
     w = Workload(args.num_envs, args.horizon, args.epochs, args.minibatches, tuple(args.hidden))
-    print(f"plain torch PPO vs rlpipe (store + MLflow on) on envpool: N={w.num_envs} T={w.horizon} "
+    print(f"plain torch PPO vs rlpipe (store on, MLflow {'off' if args.no_mlflow else 'on'}) on envpool: "
+          f"N={w.num_envs} T={w.horizon} "
           f"{list(w.hidden)} ELU, {w.epochs} epochs x {w.minibatches} minibatches, "
           f"{args.iterations} iterations x {args.rounds} rounds, threads={torch.get_num_threads()}")
     rows = [run_id(env_id, w, args) for env_id in args.ids]

@@ -52,8 +52,6 @@ import resource
 import sys
 import tempfile
 import time
-from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the
 from _bench import (
     DEFAULT_PARAMS,
     W1_BACKENDS,
+    Phases,
     backend_overrides,
     load_average,
     load_cfg,
@@ -77,41 +76,6 @@ from rlpipe.trainer import Trainer
 
 N_ENVS, N_STEPS, BATCH_SIZE, N_EPOCHS, LR = 8, 128, 256, 4, 2.5e-4
 NET = "{hidden_sizes: [64, 64], activation: tanh}"
-
-
-class Phases:
-    """Exclusive wall time per phase: a wrapped call nested in another is subtracted from the outer one."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = defaultdict(float)
-        self.calls: dict[str, int] = defaultdict(int)
-        self._stack: list[list[float]] = []  # [start, time spent in nested wrapped calls]
-
-    def timed(self, phase: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        stack, seconds, calls, clock = self._stack, self.seconds, self.calls, time.perf_counter
-
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            frame = [clock(), 0.0]
-            stack.append(frame)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                stack.pop()
-                elapsed = clock() - frame[0]
-                seconds[phase] += elapsed - frame[1]
-                calls[phase] += 1
-                if stack:
-                    stack[-1][1] += elapsed
-
-        return wrapper
-
-    def wrap(self, owner: Any, name: str, phase: str) -> bool:
-        """Replace ``owner.name`` by a timed wrapper; False when ``owner`` has no such attribute."""
-        fn = getattr(owner, name, None)
-        if fn is None:
-            return False
-        setattr(owner, name, self.timed(phase, fn))
-        return True
 
 
 def parse_args() -> argparse.Namespace:
@@ -188,7 +152,7 @@ def _conversion_modules() -> list[Any]:
 
 def profile(args: argparse.Namespace) -> dict[str, Any]:
     """One W1 run, instrumented; returns the phase table and the background CPU."""
-    phases = Phases()
+    phases = Phases(cpu=False)  # wall time only, as the table shows
     with tempfile.TemporaryDirectory(prefix="rlpipe-w1-") as tmp:
         cfg = load_cfg(args.params, w1_overrides(args, Path(tmp)))
         if args.tracking == "on":
@@ -209,10 +173,10 @@ def profile(args: argparse.Namespace) -> dict[str, Any]:
             other_threads = (time.process_time() - process_cpu) - (time.thread_time() - thread_cpu)
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         threads = trainer.algo.device.type == "cpu" and __import__("torch").get_num_threads()
-    covered = sum(phases.seconds.values())
+    covered = sum(phases.wall.values())
     rows = [{"phase": name, "seconds": s, "share": s / wall, "calls": phases.calls[name],
              "us_per_env_step": s / trainer.env_steps * 1e6}
-            for name, s in sorted(phases.seconds.items(), key=lambda kv: -kv[1])]
+            for name, s in sorted(phases.wall.items(), key=lambda kv: -kv[1])]
     rows.append({"phase": "other (loop, metrics, events)", "seconds": wall - covered,
                  "share": (wall - covered) / wall, "calls": trainer.iteration,
                  "us_per_env_step": (wall - covered) / trainer.env_steps * 1e6})

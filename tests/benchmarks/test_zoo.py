@@ -1,18 +1,19 @@
 """benchmarks/zoo.py on a test-size config: the JSON's rows and summary, the curve PNG, read-back and resume.
 
 Every run is a real ``rlpipe run`` subprocess of ``tests/fixtures/zoo/cartpole.yaml`` (the torch
-CartPole, 8 envs × 16 steps an iteration, the store on) for one or two iterations, MLflow off.
-Invocations that start no run call the script's ``main`` in this process.
+CartPole, 8 envs × 16 steps an iteration, the store on) for one or two iterations, MLflow off: two
+seeds run once for the module, then one of them interrupted and resumed. The script itself is its
+``main`` called in this process (torch and rlpipe already loaded), as it is run from the command line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -33,13 +34,6 @@ def arguments(tmp: Path, out: Path | None, *args: str) -> list[str]:
             "--json", str(tmp / "zoo.json"), "--plots", str(tmp / "png"), *args]
 
 
-def zoo(tmp: Path, *args: str, out: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """``benchmarks/zoo.py`` in its own process (it starts ``rlpipe run`` processes)."""
-    return subprocess.run([sys.executable, str(SCRIPT), *arguments(tmp, out, *args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "RLPIPE_LOAD_WARNING": "0"})
-
-
 @pytest.fixture(scope="module")
 def script() -> ModuleType:
     spec = importlib.util.spec_from_file_location("zoo_benchmark", SCRIPT)
@@ -58,11 +52,17 @@ def in_process(script: ModuleType):
 
 
 @pytest.fixture(scope="module")
-def first(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    tmp = tmp_path_factory.mktemp("zoo")
-    result = zoo(tmp, "--seeds", "0", "1", "--iterations", "1", "--jobs", "2")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.count(": starting") == 2
+def first(script: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """Seeds 0 and 1 for one iteration, two ``rlpipe run`` processes at once: the runs the tests read."""
+    tmp, stdout, stderr = tmp_path_factory.mktemp("zoo"), io.StringIO(), io.StringIO()
+    threads = torch.get_num_threads()
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            code = script.main(arguments(tmp, None, "--seeds", "0", "1", "--iterations", "1", "--jobs", "2"))
+    finally:
+        torch.set_num_threads(threads)
+    assert code == 0, stdout.getvalue() + stderr.getvalue()
+    assert stdout.getvalue().count(": starting") == 2
     return tmp, json.loads((tmp / "zoo.json").read_text())
 
 
@@ -120,14 +120,15 @@ def test_a_second_invocation_reads_finished_runs_back_instead_of_running_them(fi
     assert again["rows"] == data["rows"] and again["summary"] == data["summary"]
 
 
-def test_an_interrupted_run_continues_from_its_checkpoint(first: tuple[Path, dict], tmp_path: Path):
+def test_an_interrupted_run_continues_from_its_checkpoint(first, in_process, capsys, tmp_path: Path):
     tmp, data = first
     out = tmp_path / "out"
     shutil.copytree(tmp / "out" / "cartpole" / "seed1", out / "cartpole" / "seed1")
     (out / "cartpole" / "seed1" / "zoo_cartpole" / "metrics.json").unlink()  # a checkpoint, no final summary
-    result = zoo(tmp_path, "--seeds", "1", "--iterations", "2", out=out)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "cartpole seed 1: resuming" in result.stdout
+    code = in_process(tmp_path, "--seeds", "1", "--iterations", "2", out=out)
+    captured = capsys.readouterr()
+    assert code == 0, captured.out + captured.err
+    assert "cartpole seed 1: resuming" in captured.out
     log = (out / "cartpole" / "seed1" / "rlpipe.log").read_text()
     assert log.splitlines()[-1].startswith("done: 2 iterations") or "done: 2 iterations" in log
     assert any(line.startswith("$ rlpipe run") and line.endswith("--resume") for line in log.splitlines())

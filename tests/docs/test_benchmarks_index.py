@@ -11,7 +11,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 def test_every_benchmark_script_is_listed_under_its_group():
     index = (BENCHMARKS / "README.md").read_text()
     sections = dict(re.findall(r"^## (\w+)/\n(.*?)(?=^## |\Z)", index, flags=re.M | re.S))
-    scripts = sorted(BENCHMARKS.glob("*/*.py"))
+    scripts = sorted(p for p in BENCHMARKS.glob("*/*.py") if not p.name.startswith("_"))  # _name.py: helpers
     assert {p.parent.name for p in scripts} == {"speed", "learning", "peers", "profile"}
     missing = [f"{p.parent.name}/{p.name}" for p in scripts
                if f"| `{p.name}` |" not in sections.get(p.parent.name, "")]
