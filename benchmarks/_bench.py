@@ -153,6 +153,12 @@ def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def mean_std(values: Sequence[float]) -> str:
+    """``mean ± std`` over seeds (sample std, 0 for one value), for a summary line."""
+    spread = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.fmean(values):,.1f} ± {spread:,.1f}"
+
+
 def paired_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
     """``a[i] / b[i]`` for interleaved pairs: robust to load drifting between pairs."""
     return [x / y for x, y in zip(a, b, strict=True)]

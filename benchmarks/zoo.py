@@ -121,6 +121,8 @@ REFERENCES: dict[tuple[str, str], Reference] = {
     ("CartPole", "ppo"): _rl_zoo("CartPole-v1 (the torch CartPole has its dynamics and 500-step limit)",
                                  500.0, 100_000),
     ("Pendulum-v1", "ppo"): _rl_zoo("Pendulum-v1", -172.225, 100_000),
+    ("Pendulum", "ppo"): _rl_zoo("Pendulum-v1 (the torch Pendulum has its dynamics, cost and 200-step limit)",
+                                 -172.225, 100_000),
     **{(env, "ppo"): _cleanrl(name, value) for env, (name, value) in _DM_CONTROL.items()},
 }
 """Published final returns by (env id, ``algorithm.name``). The rl-baselines3-zoo figures were measured

@@ -22,7 +22,6 @@ wall seconds of the whole seed, and the eval curve ``[[env_steps, eval/return_me
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -31,7 +30,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
-from _bench import PROJECT_ROOT, load_cfg, print_machine, print_table, set_threads, start_quietly, write_json
+from _bench import (
+    PROJECT_ROOT,
+    load_cfg,
+    mean_std,
+    print_machine,
+    print_table,
+    set_threads,
+    start_quietly,
+    write_json,
+)
 
 from rlpipe.offline.commands import evaluate_checkpoint
 from rlpipe.trainer import Trainer
@@ -83,12 +91,6 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
             "train_return": metrics.get("train/episode_return_mean"),
             "train_s": train_s, "wall_s": time.perf_counter() - wall_start,
             "cpu_s": time.process_time() - cpu_start, "eval_curve": curve}
-
-
-def mean_std(values: list[float]) -> str:
-    """``mean ± std`` over seeds."""
-    spread = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.fmean(values):,.1f} ± {spread:,.1f}"
 
 
 COLUMNS = [

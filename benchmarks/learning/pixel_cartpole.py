@@ -17,7 +17,6 @@ re-evaluation.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -26,7 +25,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
-from _bench import PROJECT_ROOT, load_cfg, print_machine, print_table, set_threads, start_quietly, write_json
+from _bench import (
+    PROJECT_ROOT,
+    load_cfg,
+    mean_std,
+    print_machine,
+    print_table,
+    set_threads,
+    start_quietly,
+    write_json,
+)
 
 from rlpipe.offline.commands import evaluate_checkpoint
 from rlpipe.trainer import Trainer
@@ -70,12 +78,6 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
             "online_eval": metrics.get(EVAL_KEY), "train_return": metrics.get("train/episode_return_mean"),
             "recheck_return": recheck[EVAL_KEY], "recheck_std": recheck.get("eval/return_std"),
             "stopped_by": summary.get("stopped_by")}
-
-
-def mean_std(values: list[float]) -> str:
-    """``mean ± std`` over seeds."""
-    spread = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.fmean(values):,.1f} ± {spread:,.1f}"
 
 
 COLUMNS = [
