@@ -230,6 +230,29 @@ def pixel_cartpole(results: Results) -> str:
         + "\n\n" + machine(data.get("environment"))
 
 
+def envpool_loop(results: Results) -> str:
+    """The full loop (store, MLflow on) beside a plain PPO loop on envpool (``peers/envpool_loop.py``)."""
+    data = results.load("envpool_loop.json")
+    rows = [[f"`{r['id']}`", num(r["num_envs"]), num(r["plain_sps_wall"]), num(r["rlpipe_sps_wall"]),
+             num(r["ratio_wall"], 2), num(r["plain_sps_cpu"]), num(r["rlpipe_sps_cpu"]),
+             num(r["ratio_cpu"], 2)]
+            for r in data["rows"]]
+    return table(["env", "envs", "plain loop steps/s", "rlpipe steps/s", "ratio", "plain steps/CPU s",
+                  "rlpipe steps/CPU s", "CPU ratio"], rows) + "\n\n" + breakdown(data["rows"]) \
+        + "\n\n" + machine(data.get("environment"))
+
+
+def breakdown(rows: list[dict[str, Any]]) -> str:
+    """Where each side's CPU time goes: ms per iteration and phase, one column per env and side."""
+    columns = [(r["id"], side) for r in rows for side in ("plain", "rlpipe")]
+    phases = list(dict.fromkeys(b["phase"] for r in rows for b in r["breakdown"]))
+    cpu = {(r["id"], b["side"], b["phase"]): b["cpu_ms"] for r in rows for b in r["breakdown"]}
+    body = [[phase, *(num(cpu[(env, side, phase)], 0) if (env, side, phase) in cpu else "–"
+                      for env, side in columns)] for phase in phases]
+    headers = ["phase", *(f"{env} {side}" for env, side in columns)]
+    return "CPU ms per iteration, by phase:\n\n" + table(headers, body)
+
+
 def distillation(results: Results) -> str:
     """Teacher → student, per task and seed (``learning/distillation.py``)."""
     blocks = []
@@ -281,7 +304,8 @@ def _cell(value: Any) -> str:
 TABLES: dict[str, Callable[[Results], str]] = {
     "w1": w1, "halfcheetah": halfcheetah, "cuda_throughput": cuda_throughput, "cuda_scaling": cuda_scaling,
     "cuda_sync": cuda_sync, "cartpole_step": cartpole_step, "push_cube": push_cube,
-    "pixel_cartpole": pixel_cartpole, "distillation": distillation, "others": others,
+    "pixel_cartpole": pixel_cartpole, "envpool_loop": envpool_loop, "distillation": distillation,
+    "others": others,
 }
 """Marker name → the function that builds its Markdown; ``others`` must come last on the page."""
 

@@ -43,7 +43,8 @@ def page_text(site: Path, page: str) -> str:
 
 def test_strict_build_passes_and_makes_every_nav_page(site: Path):
     for page in ("getting-started", "params", "envs", "algorithms", "python-api", "rollout-store", "offline",
-                 "faults", "tracking-dvc", "distributed", "performance", "architecture", "reference"):
+                 "faults", "tracking-dvc", "distributed", "performance", "results", "architecture",
+                 "reference"):
         assert (site / page / "index.html").is_file(), page
     assert (site / "index.html").is_file()
 
@@ -64,6 +65,10 @@ def test_performance_tables_show_the_figures_of_benchmarks_results(site: Path):
     push = json.loads((RESULTS / "push_cube.json").read_text())
     assert f"{push['checkpoint_eval']['eval/success_at_end']:.3f}" in text
     assert (site / "assets" / "benchmarks" / "scaling.png").is_file()
+    envpool = json.loads((RESULTS / "envpool_loop.json").read_text())
+    for row in envpool["rows"]:  # its own table, the CPU breakdown beside it
+        assert f"{row['ratio_cpu']:.2f}" in text and f"{row['rlpipe_sps_cpu']:,.0f}" in text, row["id"]
+    assert "CPU ms per iteration, by phase" in text
 
 
 def test_api_reference_documents_the_new_layout(site: Path):
