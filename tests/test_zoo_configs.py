@@ -92,6 +92,7 @@ def test_a_zoo_run_logs_to_mlflow_with_its_success_rate(tmp_path: Path, monkeypa
 
 
 DEFAULT_FOR = {"hopper": "mujoco_default", "walker2d": "mujoco_default", "humanoid": "mujoco_default",
+               "ant_default": "mujoco_default",
                "ant": "halfcheetah"}
 """Zoo configs that are another one with only ``env.id`` and ``trainer.exp_name`` changed."""
 
