@@ -14,6 +14,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -230,3 +231,45 @@ def add_workload_args(parser: argparse.ArgumentParser, device_help: str) -> None
     add("--epochs", type=int, default=4, help="PPO epochs (default 4)")
     add("--batch-size", type=int, default=16384, help="minibatch size (default 16384)")
     add("--device", default="cpu", help=device_help)
+
+
+EVAL_KEY = "eval/return_mean"
+RECHECK = ["eval.num_envs=16", "eval.num_episodes=4", "eval.deterministic=true", "eval.video=false"]
+"""The re-evaluation of a trained checkpoint: 64 fresh deterministic episodes."""
+
+
+def train_to_threshold(params: Path, seed: int, threshold: float, overrides: Sequence[str],
+                       stop_at_threshold: bool = True) -> dict[str, Any]:
+    """Train ``params`` for ``seed`` until its online eval reaches ``threshold`` (or the whole budget).
+
+    The store stays on (a temporary ``trainer.data_dir``), tracking is off. The final checkpoint is
+    then scored again on 64 fresh deterministic episodes (``evaluate_checkpoint``), so a lucky eval
+    cannot pass for a solve. Returns the env steps at the first eval ≥ ``threshold`` (``None``: never),
+    the final metrics and trainer summary, the eval curve ``[[env_steps, eval], ...]``, the re-check,
+    the training seconds (the iterations' own ``time/iteration_s``) and the process CPU and wall seconds.
+    """
+    from rlpipe.offline.commands import evaluate_checkpoint
+    from rlpipe.trainer import Trainer
+
+    stop = f"[{{metric: {EVAL_KEY}, min: {threshold}}}]" if stop_at_threshold else "[]"
+    wall_start, cpu_start = time.perf_counter(), time.process_time()
+    with tempfile.TemporaryDirectory(prefix="rlpipe-threshold-") as data_dir:
+        cfg = load_cfg(params, [f"trainer.seed={seed}", "tracking.backend=none",
+                                f"trainer.data_dir={data_dir}", f"trainer.stop_when={stop}", *overrides])
+        trainer = start_quietly(Trainer(cfg))
+        train_s, metrics, curve, solve_steps, summary = 0.0, {}, [], None, {}
+        try:
+            while not trainer.done:
+                metrics = trainer.step()
+                train_s += metrics["time/iteration_s"]
+                if EVAL_KEY in metrics:
+                    curve.append([trainer.env_steps, metrics[EVAL_KEY]])
+                    if solve_steps is None and metrics[EVAL_KEY] >= threshold:
+                        solve_steps = trainer.env_steps
+        finally:
+            summary = trainer.close()
+        recheck = evaluate_checkpoint(load_cfg(cfg, RECHECK), None, out=Path(data_dir) / "recheck.json")
+    return {"solve_env_steps": solve_steps, "iteration": trainer.iteration, "env_steps": trainer.env_steps,
+            "metrics": metrics, "summary": summary or {}, "eval_curve": curve, "recheck": recheck,
+            "train_s": train_s, "cpu_s": time.process_time() - cpu_start,
+            "wall_s": time.perf_counter() - wall_start}

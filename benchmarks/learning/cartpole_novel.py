@@ -23,31 +23,23 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
 from _bench import (
+    EVAL_KEY,
     PROJECT_ROOT,
-    load_cfg,
     mean_std,
     print_machine,
     print_table,
     set_threads,
-    start_quietly,
+    train_to_threshold,
     write_json,
 )
 
-from rlpipe.offline.commands import evaluate_checkpoint
-from rlpipe.trainer import Trainer
-
 PARAMS = PROJECT_ROOT / "configs" / "zoo" / "cartpole_novel.yaml"
-EVAL_KEY = "eval/return_mean"
-RECHECK = ["eval.num_envs=16", "eval.num_episodes=4", "eval.deterministic=true", "eval.video=false"]
-"""The re-evaluation of the final checkpoint: 64 fresh deterministic episodes."""
 
 
 def parse_args() -> argparse.Namespace:
@@ -65,32 +57,15 @@ def parse_args() -> argparse.Namespace:
 
 def run_seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """Train one seed to the threshold (or the whole budget); re-evaluate its final checkpoint."""
-    stop = "[]" if args.full_budget else f"[{{metric: {EVAL_KEY}, min: {args.threshold}}}]"
-    wall_start, cpu_start = time.perf_counter(), time.process_time()
-    with tempfile.TemporaryDirectory(prefix="rlpipe-novel-") as data_dir:
-        cfg = load_cfg(PARAMS, [f"trainer.seed={seed}", "tracking.backend=none",
-                                f"trainer.num_threads={args.threads}", f"trainer.data_dir={data_dir}",
-                                f"trainer.stop_when={stop}", *args.overrides])
-        trainer = start_quietly(Trainer(cfg))
-        train_s, metrics, curve, solve_steps = 0.0, {}, [], None
-        try:
-            while not trainer.done:
-                metrics = trainer.step()
-                train_s += metrics["time/iteration_s"]
-                if EVAL_KEY in metrics:
-                    curve.append([trainer.env_steps, metrics[EVAL_KEY]])
-                    if solve_steps is None and metrics[EVAL_KEY] >= args.threshold:
-                        solve_steps = trainer.env_steps
-        finally:
-            trainer.close()
-        recheck = evaluate_checkpoint(load_cfg(cfg, RECHECK), None, out=Path(data_dir) / "recheck.json")
+    run = train_to_threshold(PARAMS, seed, args.threshold, [f"trainer.num_threads={args.threads}",
+                                                             *args.overrides], not args.full_budget)
+    metrics, recheck = run["metrics"], run["recheck"]
+    solve_steps = run["solve_env_steps"]
     return {"seed": seed, "solved": solve_steps is not None, "solve_env_steps": solve_steps,
-            "env_steps": trainer.env_steps, "iteration": trainer.iteration,
-            "final_eval": metrics.get(EVAL_KEY), "recheck_return": recheck[EVAL_KEY],
-            "recheck_std": recheck.get("eval/return_std"),
-            "train_return": metrics.get("train/episode_return_mean"),
-            "train_s": train_s, "wall_s": time.perf_counter() - wall_start,
-            "cpu_s": time.process_time() - cpu_start, "eval_curve": curve}
+            "env_steps": run["env_steps"], "iteration": run["iteration"], "final_eval": metrics.get(EVAL_KEY),
+            "recheck_return": recheck[EVAL_KEY], "recheck_std": recheck.get("eval/return_std"),
+            "train_return": metrics.get("train/episode_return_mean"), "train_s": run["train_s"],
+            "wall_s": run["wall_s"], "cpu_s": run["cpu_s"], "eval_curve": run["eval_curve"]}
 
 
 COLUMNS = [

@@ -18,31 +18,23 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
 from _bench import (
+    EVAL_KEY,
     PROJECT_ROOT,
-    load_cfg,
     mean_std,
     print_machine,
     print_table,
     set_threads,
-    start_quietly,
+    train_to_threshold,
     write_json,
 )
 
-from rlpipe.offline.commands import evaluate_checkpoint
-from rlpipe.trainer import Trainer
-
 PARAMS = PROJECT_ROOT / "configs" / "pixel_cartpole.yaml"
-EVAL_KEY = "eval/return_mean"
-RECHECK = ["eval.num_envs=16", "eval.num_episodes=4", "eval.deterministic=true", "eval.video=false"]
-"""The re-evaluation of the solved checkpoint: 64 fresh deterministic episodes."""
 
 
 def parse_args() -> argparse.Namespace:
@@ -58,26 +50,13 @@ def parse_args() -> argparse.Namespace:
 
 def run_seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """Train one seed to the threshold; re-evaluate the solved checkpoint on 64 episodes."""
-    with tempfile.TemporaryDirectory(prefix="rlpipe-pixel-") as data_dir:
-        cfg = load_cfg(PARAMS, [f"trainer.seed={seed}", "tracking.backend=none",
-                                f"trainer.data_dir={data_dir}",
-                                f"trainer.stop_when=[{{metric: {EVAL_KEY}, min: {args.threshold}}}]",
-                                *args.overrides])
-        trainer = start_quietly(Trainer(cfg))
-        train_s, cpu_start, metrics, summary = 0.0, time.process_time(), {}, {}
-        try:
-            while not trainer.done:
-                metrics = trainer.step()
-                train_s += metrics["time/iteration_s"]
-        finally:
-            summary = trainer.close()
-        solved = metrics.get(EVAL_KEY, 0.0) >= args.threshold
-        recheck = evaluate_checkpoint(load_cfg(cfg, RECHECK), None, out=Path(data_dir) / "recheck.json")
-    return {"seed": seed, "solved": solved, "iteration": trainer.iteration, "env_steps": trainer.env_steps,
-            "train_min": train_s / 60, "cpu_min": (time.process_time() - cpu_start) / 60,
-            "online_eval": metrics.get(EVAL_KEY), "train_return": metrics.get("train/episode_return_mean"),
-            "recheck_return": recheck[EVAL_KEY], "recheck_std": recheck.get("eval/return_std"),
-            "stopped_by": summary.get("stopped_by")}
+    run = train_to_threshold(PARAMS, seed, args.threshold, args.overrides)
+    metrics, recheck = run["metrics"], run["recheck"]
+    return {"seed": seed, "solved": metrics.get(EVAL_KEY, 0.0) >= args.threshold,
+            "iteration": run["iteration"], "env_steps": run["env_steps"], "train_min": run["train_s"] / 60,
+            "cpu_min": run["cpu_s"] / 60, "online_eval": metrics.get(EVAL_KEY),
+            "train_return": metrics.get("train/episode_return_mean"), "recheck_return": recheck[EVAL_KEY],
+            "recheck_std": recheck.get("eval/return_std"), "stopped_by": run["summary"].get("stopped_by")}
 
 
 COLUMNS = [
