@@ -257,6 +257,8 @@ def other_params(run: Run) -> str | None:
 def execute(run: Run, mlflow_uri: str | None) -> dict[str, Any]:
     """``rlpipe run`` (``--resume`` when the run directory holds a run) until it exits; append its segment."""
     resume = run.layout.holds_run()
+    print(f"{run.task} seed {run.seed}: {'resuming' if resume else 'starting'} "
+          f"(log: {relative(run.data_dir / LOG)})", flush=True)
     args = ["run", str(run.config), *(a for o in run.overrides for a in ("--set", o))]
     args += ["--resume"] if resume else []
     env = {**os.environ, **({"MLFLOW_TRACKING_URI": mlflow_uri} if mlflow_uri else {})}
@@ -348,8 +350,6 @@ def main(argv: list[str] | None = None) -> int:
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             started = {}
             for run in todo:
-                print(f"{run.task} seed {run.seed}: {'resuming' if run.layout.holds_run() else 'starting'} "
-                      f"(log: {relative(run.data_dir / LOG)})", flush=True)
                 started[pool.submit(execute, run, args.mlflow_uri)] = run
             for future in as_completed(started):
                 run, segment = started[future], future.result()
