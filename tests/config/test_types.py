@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from rlpipe.cli import cli
 from rlpipe.config import ConfigError, load
-from rlpipe.config.sections import ACTIVATIONS
+from rlpipe.config.policy import ACTIVATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 PARAMS = ROOT / "params.yaml"
