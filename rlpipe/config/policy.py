@@ -120,6 +120,12 @@ class PolicyCfg(StrictModel):
     share_encoder: bool = False
     """Actor and critic share one CNN per image group both read (its gradient gets both losses);
     ``false``: each network has its own (the critic's settings from ``critic.encoders``)."""
+    init: Literal["torch", "orthogonal"] = "torch"
+    """Weights of the actor and critic MLPs: ``torch`` (PyTorch's default initialization) or
+    ``orthogonal`` (orthogonal weights, zero biases; gain √2 on hidden layers, 0.01 on the actor's
+    output so the first actions barely depend on the observation, 1 on the critic's output; the
+    initialization of Andrychowicz et al. 2020, arXiv:2006.05990, and of CleanRL / SB3). Encoders and
+    recurrent cores keep PyTorch's."""
     obs_normalization: bool = False
     """Normalize observations with running mean/std (clipped to ±10), updated after each update
     from that rollout's observations and saved in checkpoints; frozen during collection and eval."""

@@ -11,7 +11,7 @@ from torch import nn
 from rlpipe import fast
 from rlpipe.config import ConfigError
 
-__all__ = ["ACTIVATIONS", "MLP", "build_mlp", "build_mlp_from_cfg"]
+__all__ = ["ACTIVATIONS", "MLP", "build_mlp", "build_mlp_from_cfg", "orthogonal_init"]
 
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
     "tanh": nn.Tanh,
@@ -56,6 +56,22 @@ def build_mlp(in_dim: int, out_dim: int, hidden_sizes: list[int], activation: st
         layers += [nn.Linear(a, b), act]
     layers.append(nn.Linear(sizes[-1], out_dim))
     return MLP(*layers)
+
+
+HIDDEN_GAIN = 2.0 ** 0.5
+"""Gain of the orthogonal initialization of every hidden layer."""
+
+
+def orthogonal_init(net: nn.Module, output_gain: float) -> None:
+    """Orthogonal weights and zero biases for every ``nn.Linear`` of ``net``.
+
+    Gain √2 on the hidden layers, ``output_gain`` on the last one; drawn from torch's global
+    generator, as the default initialization is.
+    """
+    linears = [m for m in net.modules() if isinstance(m, nn.Linear)]
+    for i, layer in enumerate(linears):
+        nn.init.orthogonal_(layer.weight, gain=output_gain if i == len(linears) - 1 else HIDDEN_GAIN)
+        nn.init.zeros_(layer.bias)
 
 
 def build_mlp_from_cfg(

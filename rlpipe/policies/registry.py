@@ -82,6 +82,7 @@ def build_policy(
             raise ConfigError(f"policy.critic.obs_keys: {cfg.name!r} shares one core between actor "
                               "and critic; give both the same obs_keys")
         policy = from_cfg(cfg, obs_dim, head, device)
+        _with_init(policy, cfg)
         _with_encoders(policy, actor_encoder, None)  # the shared core reads the actor's features
         return _with_normalizer(_with_keys(policy, actor_keys, critic_keys), cfg, obs_space)
     actor = actor or build_mlp_from_cfg(_network_cfg(cfg.actor), obs_dim, head.out_dim, "policy.actor")
@@ -94,6 +95,7 @@ def build_policy(
         policy = cls(actor=actor, critic=critic, head=head, device=device)
     else:
         policy = cls(actor=actor, head=head, device=device)
+    _with_init(policy, cfg)
     _with_encoders(policy, actor_encoder, critic_encoder)
     return _with_normalizer(_with_keys(policy, actor_keys, critic_keys), cfg, obs_space)
 
@@ -104,6 +106,24 @@ def _network_cfg(block: Any) -> dict[str, Any]:
     data.pop("obs_keys", None)
     data.pop("encoders", None)
     return data
+
+
+ACTOR_OUTPUT_GAIN = 0.01
+"""Orthogonal gain of the actor's output layer: the first actions barely depend on the observation."""
+CRITIC_OUTPUT_GAIN = 1.0
+"""Orthogonal gain of the critic's output layer."""
+
+
+def _with_init(policy: nn.Module, cfg: PolicyCfg) -> None:
+    """Re-initialize the actor and critic MLPs when ``policy.init`` is ``orthogonal``."""
+    from rlpipe.policies.mlp import orthogonal_init
+
+    if cfg.init != "orthogonal":
+        return
+    for name, gain in (("actor", ACTOR_OUTPUT_GAIN), ("critic", CRITIC_OUTPUT_GAIN)):
+        net = getattr(policy, name, None)
+        if isinstance(net, nn.Module):
+            orthogonal_init(net, gain)
 
 
 def _with_encoders(policy: nn.Module, actor: nn.Module | None, critic: nn.Module | None) -> None:
