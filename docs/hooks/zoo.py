@@ -74,6 +74,17 @@ def machine(env: dict[str, Any] | None) -> str:
             f"{env.get('loadavg_1min_at_start', '?')} → {env.get('loadavg_1min_at_end', '?')}.*")
 
 
+def not_measured(data: dict[str, Any], root: Path, measured: set[str]) -> list[str]:
+    """One line naming the configs of the JSON's ``configs`` folder that have no row yet (or nothing)."""
+    if not data.get("configs"):
+        return []
+    missing = sorted(p.stem for p in (root / data["configs"]).glob("*.yaml") if p.stem not in measured)
+    if not missing:
+        return []
+    return [f"Not measured yet (configs of `{data['configs']}` with no finished run in the JSON): "
+            + ", ".join(f"`{name}`" for name in missing) + "."]
+
+
 def render(data: dict[str, Any], root: Path) -> str:
     """The Markdown that replaces the marker: the table, the references, the machine and the curves."""
     summary = list(data.get("summary", {}).values())
@@ -96,7 +107,7 @@ def render(data: dict[str, Any], root: Path) -> str:
     curves = [f"![{t['task']}: eval return against env steps]({ASSETS}/{t['task']}.png)" for t in summary]
     overrides = ", ".join(f"`{o}`" for o in data.get("overrides", [])) or "none"
     return "\n\n".join([
-        table(header, rows),
+        table(header, rows), *not_measured(data, root, {t["task"] for t in summary}),
         f"Configs: `{data.get('configs')}`; seeds {', '.join(map(str, data.get('seeds', [])))}; "
         f"`--iterations` {data.get('iterations') or 'as configured'}; `--set` {overrides}; "
         f"{data.get('jobs', 1)} run(s) at a time, {data.get('threads', 1)} torch thread(s) each.",

@@ -102,3 +102,16 @@ def test_the_curves_are_published_under_assets_zoo(hook: ModuleType, project: Pa
     zoo = project / "benchmarks" / "results" / "zoo"
     assert published == {"assets/zoo/hopper.png": zoo / "hopper.png",
                          "assets/zoo/push_cube_grpo.png": zoo / "push_cube_grpo.png"}
+
+
+def test_configs_without_a_row_are_named_as_not_measured_yet(hook: ModuleType, project: Path):
+    zoo = project / "configs" / "zoo"
+    zoo.mkdir(parents=True)
+    for name in ("hopper", "push_cube_grpo", "mw_push", "dmc_cheetah_run"):
+        (zoo / f"{name}.yaml").write_text("trainer: {}\n")
+    text = results_page(hook, MARKER, project)
+    assert ("Not measured yet (configs of `configs/zoo` with no finished run in the JSON): "
+            "`dmc_cheetah_run`, `mw_push`.") in text
+    for name in ("dmc_cheetah_run", "mw_push"):
+        (zoo / f"{name}.yaml").unlink()
+    assert "Not measured yet" not in results_page(hook, MARKER, project)
