@@ -171,7 +171,8 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     side, n = args.child[0], int(args.child[1])
     apply_malloc(args.malloc[0])
     import torch
-    from throughput import PlainPPO, plain_iteration, rlpipe_iteration, rlpipe_overrides
+    from _plain_cartpole_ppo import PlainPPO
+    from throughput import plain_iteration, rlpipe_iteration, rlpipe_overrides
 
     from rlpipe.trainer import Trainer
 
