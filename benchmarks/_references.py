@@ -89,7 +89,26 @@ TASK_REFERENCES: dict[str, Reference] = {
 """Published figures for a task whose env id alone does not name it (a variant of a listed env)."""
 
 
+PLAYGROUND_IDS = ("PandaPickCube-v1", "Go1JoystickFlatTerrain-v1")
+"""The MuJoCo Playground tasks of the zoo (envpool's ids)."""
+
+
+def why_none(env_id: str, algorithm: str) -> str:
+    """``none found``, with what was searched for when the suite says more."""
+    if algorithm == "grpo":
+        return "none found: no published GRPO figure on this env"
+    if env_id.startswith("MetaWorld/"):
+        return "none found: no published PPO return on Meta-World v3"
+    if env_id in PLAYGROUND_IDS:
+        return ("none found: MuJoCo Playground (arXiv 2502.08844) shows its PPO results as reward curves, "
+                "trained on a GPU for far more env steps, not as numbers")
+    if env_id == "PushCube":
+        return "none found: PushCube is rlpipe's own task"
+    return "none found"
+
+
 def reference(env_id: str, algorithm: str, task: str | None = None) -> dict[str, Any]:
     """The published figure of ``task`` or else (env id, algorithm): ``{value, budget, by, source}``."""
     ref = TASK_REFERENCES.get(task) or REFERENCES.get((env_id, algorithm))
-    return ref._asdict() if ref else {"value": None, "budget": None, "by": None, "source": "none found"}
+    return ref._asdict() if ref else {"value": None, "budget": None, "by": None,
+                                      "source": why_none(env_id, algorithm)}

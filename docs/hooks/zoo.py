@@ -53,9 +53,9 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def reference(task: dict[str, Any]) -> str:
-    """``2,410 (rl-baselines3-zoo, 1,000,000 steps)``, or ``none found``."""
+    """``2,410 (rl-baselines3-zoo, 1,000,000 steps)``, or ``none found`` (the list under it says why)."""
     if task["reference"] is None:
-        return task["reference_source"]
+        return "none found"
     return f"{num(task['reference'], 1)} ({task['reference_by']}, {num(task['reference_budget'])} steps)"
 
 

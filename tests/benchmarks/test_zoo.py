@@ -167,4 +167,15 @@ def test_a_task_reference_wins_over_its_env_ids(script: ModuleType):
     """CartPole without velocities runs on the torch CartPole, but is compared with rl-zoo's CartPoleNoVel."""
     masked, plain = script.reference("CartPole", "ppo", "cartpole_novel"), script.reference("CartPole", "ppo")
     assert "CartPoleNoVel-v1" in masked["source"] and "CartPoleNoVel" not in plain["source"]
-    assert script.reference("CartPole", "grpo", "cartpole_grpo")["source"] == "none found"
+    assert script.reference("CartPole", "grpo", "cartpole_grpo")["source"].startswith("none found")
+
+
+@pytest.mark.parametrize(("env_id", "algorithm", "why"), [
+    ("CartPole", "grpo", "GRPO"), ("MetaWorld/Push-v3", "ppo", "Meta-World v3"),
+    ("PandaPickCube-v1", "ppo", "MuJoCo Playground"), ("PushCube", "ppo", "rlpipe's own task"),
+])
+def test_a_missing_reference_says_what_was_looked_for(script: ModuleType, env_id: str, algorithm: str,
+                                                      why: str):
+    ref = script.reference(env_id, algorithm)
+    assert ref["value"] is None and ref["source"].startswith("none found: ") and why in ref["source"]
+    assert script.reference("Acrobot-v1", "ppo")["source"] == "none found"
