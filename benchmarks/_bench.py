@@ -75,6 +75,12 @@ def set_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
+def synchronize(device: torch.device) -> None:
+    """Wait for ``device``'s queued kernels (a CUDA device), so a timer reads finished work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     """``(seconds, fn())`` measured with ``perf_counter``."""
     start = time.perf_counter()

@@ -12,18 +12,13 @@ resolved config as rlpipe's.
 from __future__ import annotations
 
 import torch
-from _bench import timed
+from _bench import synchronize, timed
 from torch import nn
 from torch.distributions import Categorical
 
 from rlpipe.algorithms.ppo import PPOCfg
 from rlpipe.config import RunConfig
 from rlpipe.envs import CartPole
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def mlp(in_dim: int, hidden: list[int], out_dim: int) -> nn.Sequential:

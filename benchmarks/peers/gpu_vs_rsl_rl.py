@@ -60,6 +60,7 @@ from _bench import (
     print_table,
     set_threads,
     start_quietly,
+    synchronize,
     write_json,
 )
 from tensordict import TensorDict
@@ -224,11 +225,6 @@ def _bytes(value: Any) -> int:
 
 
 # ---------------------------------------------------------------------------------------- timing
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def timed_iteration(side: Any, device: torch.device) -> dict[str, float]:

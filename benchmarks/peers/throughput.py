@@ -75,10 +75,11 @@ from _bench import (
     print_table,
     set_threads,
     start_quietly,
+    synchronize,
     timed,
     write_json,
 )
-from _plain_cartpole_ppo import PlainPPO, synchronize
+from _plain_cartpole_ppo import PlainPPO
 
 import rlpipe.trainer.lifecycle as lifecycle_module
 import rlpipe.trainer.trainer as trainer_module
