@@ -167,7 +167,7 @@ class Distillation(BaseAlgorithm):
         if self.teacher is None:
             raise RuntimeError("distillation needs a teacher: call attach_teacher first")
         n, t1 = rollout.batch_size
-        obs = rollout.get("obs")[:, :-1].reshape(n * (t1 - 1))
+        obs = rollout.get("obs")[:, :-1].flatten(0, 1)  # [N·T, *obs]: a tensor or a TensorDict of groups
         with torch.no_grad(), self.autocast():
             out = actor_out(self.teacher, obs).float()
         padded = torch.zeros(n, t1, out.shape[-1], device=out.device)

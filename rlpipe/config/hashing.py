@@ -6,9 +6,11 @@ import hashlib
 import json
 from typing import Any
 
+from rlpipe.config.errors import ConfigError
 from rlpipe.config.sections import RunConfig
 
-__all__ = ["NOT_TRAINING", "params_hash", "training_diff", "training_hash", "training_params"]
+__all__ = ["NOT_TRAINING", "params_hash", "refuse_other_training", "training_diff", "training_hash",
+           "training_params"]
 
 def params_hash(cfg: RunConfig) -> str:
     """Stable short hash of the resolved params (ties rollouts and runs to their config)."""
@@ -55,3 +57,40 @@ def training_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> lis
         elif va != vb:
             diffs.append((path, va, vb))
     return diffs
+
+
+def refuse_other_training(where: str, state: dict[str, Any], cfg: RunConfig,
+                          length: tuple[tuple[str, ...], ...] = ()) -> None:
+    """``ConfigError`` naming each differing training param (both values) when ``state`` came from others.
+
+    ``state``: a checkpoint's entries (``training_params``, or only ``training_hash`` in older ones);
+    ``where``: the checkpoint, named first in the message. ``length``: key paths that count as the
+    run's length for this command (a distillation's ``algorithm.cfg.offline_passes``) and may change
+    like ``trainer.iterations``.
+    """
+    written = state.get("training_params")
+    if written is None:
+        if state.get("training_hash", training_hash(cfg)) != training_hash(cfg):
+            raise ConfigError(f"{where}: checkpoint was written with other training params")
+        return
+    now = training_params(cfg)
+    diffs = [d for d in training_diff(_explicit(written, cfg), _explicit(now, cfg))
+             if tuple(d[0].split(".")) not in length]
+    if diffs:
+        shown = "; ".join(f"{key}: {a!r} in the checkpoint, {b!r} now" for key, a, b in diffs[:5])
+        more = f" (+{len(diffs) - 5} more)" if len(diffs) > 5 else ""
+        raise ConfigError(f"{where}: checkpoint was written with other training params ({shown}{more}); "
+                          "only where the run lives, its length, storage, tracking and eval may change")
+
+
+def _explicit(params: dict[str, Any], cfg: RunConfig) -> dict[str, Any]:
+    """``params`` with ``algorithm.cfg``'s unset keys at ``cfg``'s algorithm defaults.
+
+    A params file (and so ``training_params``) leaves algorithm defaults implicit: a key set to its
+    default value is the same training as the key left out.
+    """
+    block = params.get("algorithm")
+    if not isinstance(block, dict) or not isinstance(block.get("cfg"), dict):
+        return params
+    defaults = type(cfg.algorithm.cfg).model_construct().model_dump(mode="json")
+    return {**params, "algorithm": {**block, "cfg": {**defaults, **block["cfg"]}}}

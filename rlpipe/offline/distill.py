@@ -2,43 +2,47 @@
 
 The student's params are the teacher run's (env, trainer) with ``algorithm: distillation`` whose
 ``teacher`` is the teacher's newest checkpoint and ``stores`` its rollout folder, then the
-``--set`` overrides (the student's policy and its ``obs_keys``). Every store is checked first: a
-store without an observation group the student or the teacher reads is refused before anything is
-written. Each offline iteration updates the student on one stored rollout, relabelled by the frozen
-teacher (its actor output on the stored observations); ``offline_passes`` passes visit the stores in
-a seeded order per pass. The student's run directory is a normal one — params.yaml, checkpoints (at
-the end of every pass), curve.csv, metrics.json, an MLflow run tagged with its teacher and stores —
-and resumes bit for bit. :func:`online_config` continues it online (``online_iterations``) as a run
-of its own, ``<exp>-online``, that starts from the offline student's weights.
+``--set`` overrides (the student's policy and its ``obs_keys``). Everything is checked before
+anything is written (:mod:`rlpipe.offline.distill_checks`): the stores' observation groups, the env
+against the stores' spaces, and on ``--resume`` the params and stores of the checkpoint continued.
+Each offline iteration updates the student on one stored rollout, relabelled by the frozen teacher
+(its actor output on the stored observations, flat or grouped); ``offline_passes`` passes visit the
+stores in a seeded order per pass. The student's run directory is a normal one — params.yaml,
+checkpoints (at the end of every pass, and where a signal stopped it), curve.csv, metrics.json, an
+MLflow run tagged with its teacher and stores — and resumes bit for bit; a start that fails before
+its first checkpoint leaves no directory. :func:`online_config` continues it online
+(``online_iterations``) as a run of its own, ``<exp>-online``, that starts from the offline
+student's weights.
 """
 
 from __future__ import annotations
 
+import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import torch
 from pydantic import ValidationError
 
 from rlpipe import config as config_mod
 from rlpipe.algorithms.base import update_seed
 from rlpipe.algorithms.distillation import Distillation
-from rlpipe.artifacts.checkpoints import latest_checkpoint
+from rlpipe.artifacts.checkpoints import latest_checkpoint, load_checkpoint
 from rlpipe.artifacts.curve import truncate_curve
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.layout import ROLLOUT_NAME, RunLayout, numbered
-from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.params import write_params
-from rlpipe.artifacts.shards import read_any_attrs
+from rlpipe.artifacts.provisional import held_run_dir
 from rlpipe.build import learn
 from rlpipe.config import ConfigError, RunConfig
 from rlpipe.config.distillation import DistillationCfg
 from rlpipe.config.registry import validate_algorithm
 from rlpipe.envs import build_eval_env
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
+from rlpipe.offline.distill_checks import check_env, check_resume, check_stores, derived_exp_name, store_names
 from rlpipe.offline.rebuild import (
     load_algorithm_state,
     load_rollout,
@@ -48,19 +52,21 @@ from rlpipe.offline.rebuild import (
 )
 from rlpipe.rollout import rollout_dims
 from rlpipe.teacher import teacher_checkpoint
+from rlpipe.testing import faults
 from rlpipe.tracking import open_tracker, source_run_id
 
-__all__ = ["check_stores", "distill_config", "distill_offline", "online_config", "store_order"]
+__all__ = ["check_stores", "distill_config", "distill_offline", "online_config", "online_name", "store_order"]
 
 
 def distill_config(teacher: Path, overrides: list[str] | tuple[str, ...] = (),
                    params: Path | None = None) -> RunConfig:
     """The student's params: ``params`` (default: the teacher run's), set to distil from ``teacher``.
 
-    Without ``params`` the student runs beside the teacher as ``<teacher>-student``, with the
-    teacher's env and trainer blocks and a fresh ``distillation`` algorithm block (no ``replay``
-    overrides). ``teacher`` and ``stores`` default to the teacher's newest checkpoint and rollout
-    folder (absolute paths: the run's lineage); ``overrides`` go last.
+    Without ``params`` the student runs beside the teacher as ``<teacher>-student`` (a name checked
+    like any ``trainer.exp_name``), with the teacher's env and trainer blocks and a fresh
+    ``distillation`` algorithm block (no ``replay`` overrides). ``teacher`` and ``stores`` default to
+    the teacher's newest checkpoint and rollout folder (absolute paths: the run's lineage);
+    ``overrides`` go last.
     """
     checkpoint, layout = teacher_checkpoint(teacher)
     data = config_mod.read_params(params if params is not None else layout.params)
@@ -70,41 +76,19 @@ def distill_config(teacher: Path, overrides: list[str] | tuple[str, ...] = (),
     block["cfg"] = {"teacher": str(checkpoint.resolve()), "stores": str(layout.rollouts.resolve()),
                     **(block.get("cfg") or {})}
     data["algorithm"] = block
+    derived = f"{layout.root.name}-student"
     if params is None:
         data.pop("replay", None)
         data.setdefault("trainer", {})
-        data["trainer"] |= {"exp_name": f"{layout.root.name}-student", "data_dir": str(layout.root.parent)}
+        data["trainer"] |= {"exp_name": derived, "data_dir": str(layout.root.parent)}
     data = config_mod.apply_overrides(data, list(overrides))
+    if params is None and (data.get("trainer") or {}).get("exp_name") == derived:
+        derived_exp_name(derived, f"the student's name, derived as <teacher run>-student from {layout.root}; "
+                         "choose one with --set trainer.exp_name=NAME")
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"params: {config_mod.format_validation_error(exc)}") from None
-
-
-def check_stores(cfg: RunConfig, stored: dict[int, Path]) -> dict[int, dict[str, Any]]:
-    """Every store's attributes; ``ConfigError`` naming the first store without a group that is read.
-
-    The groups read: the student's ``policy.actor.obs_keys`` / ``policy.critic.obs_keys`` and the
-    teacher's actor keys (from its own params).
-    """
-    _, teacher_run = teacher_checkpoint(cfg.algorithm.cfg.teacher)
-    teacher_keys = config_mod.load(teacher_run.params).policy.actor.obs_keys
-    wanted = [(key, "policy.actor.obs_keys") for key in cfg.policy.actor.obs_keys or ()]
-    if cfg.policy.critic is not None:
-        wanted += [(key, "policy.critic.obs_keys") for key in cfg.policy.critic.obs_keys or ()]
-    wanted += [(key, "the teacher's policy.actor.obs_keys") for key in teacher_keys or ()]
-    found = {}
-    for k, path in sorted(stored.items()):
-        attrs = read_any_attrs(path)
-        space = spaces_of(attrs, path)[0]
-        groups = sorted(space.spaces) if isinstance(space, gym.spaces.Dict) else []
-        for key, where in wanted:
-            if key not in groups:
-                have = ", ".join(groups) or "none: its observations are flat"
-                raise ConfigError(f"{path}: no observation group {key!r}, which {where} reads "
-                                  f"(its groups: {have})")
-        found[k] = attrs
-    return found
 
 
 def store_order(keys: list[int], passes: int, seed: int) -> list[int]:
@@ -134,11 +118,17 @@ def load_stores(paths: list[Path], device: Any) -> Any:
     return rollouts[0] if len(rollouts) == 1 else torch.cat(rollouts, dim=0)
 
 
-def distill_offline(cfg: RunConfig, resume: bool = False) -> dict[str, Any]:
+def distill_offline(cfg: RunConfig, resume: bool = False, stop: Any = None,
+                    env_from: str = "env.id") -> dict[str, Any]:
     """Train the student from the teacher's stores into ``cfg.run_dir``; return its summary.
 
-    ``resume``: continue from the run's newest checkpoint (bit for bit); otherwise a run directory
-    that already holds a run is refused. The summary names the last ``checkpoint``.
+    ``resume``: continue from the run's newest checkpoint (bit for bit), refused when its training
+    params or stores differ; otherwise a run directory that already holds a run is refused. A start
+    that fails before its first checkpoint leaves no run directory. ``stop``: a
+    :class:`~rlpipe.trainer.signals.GracefulStop`; once it caught a signal, the distillation ends at
+    the next update boundary with a checkpoint, and the summary names ``interrupted_by`` (the
+    signal's number) and the ``iteration``. ``env_from``: what an env unlike the stores is blamed on
+    (``--params FILE``). The summary names the last ``checkpoint``.
     """
     dcfg = cfg.algorithm.cfg
     if not isinstance(dcfg, DistillationCfg):
@@ -150,44 +140,63 @@ def distill_offline(cfg: RunConfig, resume: bool = False) -> dict[str, Any]:
     if not stored:
         raise StoreError(f"{folder}: no rollout stores (iter-NNNNNN.zarr) here")
     attrs = check_stores(cfg, stored)
+    first = min(stored)
+    check_env(cfg, attrs[first], stored[first], env_from)
     layout = RunLayout(cfg.run_dir)
-    if not resume and layout.params.is_file():
+    if not resume and layout.holds_run():
         raise StoreError(f"{layout.root}: already holds a run; pass --resume, or choose another "
                          "trainer.exp_name")
-    first = min(stored)
     algo = rebuild_algorithm(cfg, spaces_of(attrs[first], stored[first]))
     assert isinstance(algo, Distillation)
-    layout.root.mkdir(parents=True, exist_ok=True)
-    with RunLock(layout.root, "rlpipe distill"):
-        return _distill_locked(cfg, algo, stored, layout, attrs[first].get("spaces"), resume)
+    plan = _Plan(stored, update_plan(sorted(stored), dcfg.offline_passes, cfg.trainer.seed,
+                                     dcfg.stores_per_update), attrs[first].get("spaces"), stop)
+    with held_run_dir(layout, "rlpipe distill"):
+        return _distill_locked(cfg, algo, plan, layout, resume)
 
 
-def _distill_locked(cfg: RunConfig, algo: Distillation, stored: dict[int, Path], layout: RunLayout,
-                    spaces: dict[str, Any] | None, resume: bool) -> dict[str, Any]:
-    dcfg = cfg.algorithm.cfg
-    order = update_plan(sorted(stored), dcfg.offline_passes, cfg.trainer.seed, dcfg.stores_per_update)
+@dataclass
+class _Plan:
+    """What a distillation goes through: the stores, those of each update, and the signal to stop at."""
+
+    stored: dict[int, Path]
+    order: list[list[int]]
+    """The stores of updates 1, 2, … (:func:`update_plan`)."""
+    spaces: dict[str, Any] | None
+    """The spaces the stores recorded (kept in every checkpoint)."""
+    stop: Any
+    """A :class:`~rlpipe.trainer.signals.GracefulStop`, or ``None``."""
+
+
+def _distill_locked(cfg: RunConfig, algo: Distillation, plan: _Plan, layout: RunLayout,
+                    resume: bool) -> dict[str, Any]:
     start, header = 0, None
     latest = latest_checkpoint(layout.checkpoints) if resume and layout.checkpoints.is_dir() else None
     if latest is not None:
-        start = int(load_algorithm_state(algo, latest)["iteration"])
+        state = load_checkpoint(latest)
+        check_resume(latest, state, cfg, plan.stored)  # before anything is loaded or written
+        start = int(load_algorithm_state(algo, latest, state)["iteration"])
+        if start >= len(plan.order):
+            return {"iterations": len(plan.order), "checkpoint": str(latest), "nothing_to_do": True}
+        print(f"resume: continuing from {latest} (iteration {start} of {len(plan.order)})", file=sys.stderr)
+    if resume:
         header = truncate_curve(layout.curve, start)
-        if start >= len(order):
-            return {"iterations": len(order), "checkpoint": str(latest), "nothing_to_do": True}
     write_params(layout, cfg.to_dict())
     teacher_run = teacher_checkpoint(cfg.algorithm.cfg.teacher)[1].root
     with open_tracker(cfg, layout.root, kind="distill", parent_run_id=source_run_id(teacher_run),
                       curve_fields=header) as tracker:
-        summary = _loop(cfg, algo, stored, order, start, layout, spaces, tracker)
-        tracker.finish(summary)
+        summary = _loop(cfg, algo, plan, start, layout, tracker)
+        tracker.finish(summary, status="KILLED" if "interrupted_by" in summary else "FINISHED")
     return summary
 
 
-def _loop(cfg: RunConfig, algo: Distillation, stored: dict[int, Path], order: list[list[int]], start: int,
-          layout: RunLayout, spaces: dict[str, Any] | None, tracker: Any) -> dict[str, Any]:
-    begin, metrics, path = time.perf_counter(), {}, None
+def _loop(cfg: RunConfig, algo: Distillation, plan: _Plan, start: int, layout: RunLayout,
+          tracker: Any) -> dict[str, Any]:
+    begin, metrics, path, signum = time.perf_counter(), {}, None, None
+    stored, order = plan.stored, plan.order
     per_pass = len(order) // cfg.algorithm.cfg.offline_passes
     for i in range(start + 1, len(order) + 1):
         tick = time.perf_counter()
+        faults.point("update.start")
         rollout = load_stores([stored[k] for k in order[i - 1]], algo.device)
         n, t = rollout_dims(rollout)
         per_store = n // len(order[i - 1]) * t  # the stores of one run share N and T
@@ -199,15 +208,23 @@ def _loop(cfg: RunConfig, algo: Distillation, stored: dict[int, Path], order: li
         if i == len(order) and cfg.trainer.enable_eval:
             metrics |= evaluate_student(cfg, algo)
         tracker.log(metrics, step=before + n * t)
-        if cfg.checkpoint.every_iteration or i % per_pass == 0:
-            origin = {"teacher": algo.teacher_record.get("path"),
+        signum = plan.stop.signum if plan.stop is not None and i < len(order) else None  # the last: done
+        if cfg.checkpoint.every_iteration or i % per_pass == 0 or signum is not None:
+            origin = {"teacher": algo.teacher_record.get("path"), "stores": store_names(stored),
                       "rollout": ", ".join(str(stored[k]) for k in order[i - 1])}
-            path = save_algorithm(algo, cfg, layout.checkpoints, i, 0, origin, spaces)
+            path = save_algorithm(algo, cfg, layout.checkpoints, i, 0, origin, plan.spaces)
+        if signum is not None:
+            return _summary(algo, plan, metrics, begin, path) | {"interrupted_by": signum, "iteration": i}
+    return _summary(algo, plan, metrics, begin, path)
+
+
+def _summary(algo: Distillation, plan: _Plan, metrics: dict[str, float], begin: float,
+             checkpoint: Path | None) -> dict[str, Any]:
     return {
-        "iterations": len(order), "stores": sorted(str(p) for p in stored.values()),
+        "iterations": len(plan.order), "stores": sorted(str(p) for p in plan.stored.values()),
         "teacher": algo.teacher_record, "wall_s": round(time.perf_counter() - begin, 3),
         **{key: v for key, v in metrics.items() if key.startswith(("update/", "eval/"))},
-        "checkpoint": str(path),
+        "checkpoint": str(checkpoint),
     }
 
 
@@ -223,10 +240,16 @@ def evaluate_student(cfg: RunConfig, algo: Distillation) -> dict[str, float]:
         env.close()
 
 
+def online_name(cfg: RunConfig) -> str:
+    """``<exp>-online``: the online continuation's ``trainer.exp_name``, checked like any other."""
+    return derived_exp_name(f"{cfg.trainer.exp_name}-online", "the online continuation's name, derived as "
+                            "<trainer.exp_name>-online; choose a shorter trainer.exp_name")
+
+
 def online_config(cfg: RunConfig, checkpoint: Path, iterations: int) -> RunConfig:
     """The online continuation: ``<exp>-online``, ``iterations`` long, from ``checkpoint``'s student."""
     data = cfg.algorithm.to_dict()["cfg"] | {"student_init": str(as_path(checkpoint).resolve()),
                                              "online_iterations": 0}
-    trainer = cfg.trainer.replace(exp_name=f"{cfg.trainer.exp_name}-online", iterations=iterations)
+    trainer = cfg.trainer.replace(exp_name=online_name(cfg), iterations=iterations)
     return cfg.model_copy(update={"trainer": trainer,
                                   "algorithm": validate_algorithm({"name": "distillation", "cfg": data})})

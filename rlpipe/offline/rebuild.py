@@ -55,11 +55,12 @@ def load_algorithm_state(algo: BaseAlgorithm, path: Path,
 
 
 def save_algorithm(algo: BaseAlgorithm, cfg: RunConfig, directory: Path, iteration: int, env_steps: int,
-                 origin: dict[str, str | None], spaces: dict[str, Any] | None) -> Path:
+                 origin: dict[str, Any], spaces: dict[str, Any] | None) -> Path:
     """Write ``directory/ckpt-NNNNNN.pt`` with the algorithm's state (the online format, minus collection).
 
     ``policy``, ``algo`` (optimizer [+ reference policy]), ``iteration``, ``env_steps``, the params
-    hashes and ``origin``; no collector or RNG state (nothing was collected).
+    hashes and ``origin`` (where its update's data came from); no collector or RNG state (nothing
+    was collected).
     """
     state = {
         "iteration": iteration, "env_steps": env_steps, "wall_s": 0.0,

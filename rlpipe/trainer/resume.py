@@ -7,7 +7,8 @@ from typing import Any
 
 from rlpipe.artifacts.checkpoints import load_checkpoint
 from rlpipe.artifacts.errors import StoreError
-from rlpipe.config import ConfigError, RunConfig, training_diff, training_hash, training_params
+from rlpipe.config import RunConfig
+from rlpipe.config.hashing import refuse_other_training
 
 __all__ = ["ONLINE_ENTRIES", "load_online_checkpoint", "refuse_other_params"]
 
@@ -28,16 +29,4 @@ def load_online_checkpoint(path: Path, cfg: RunConfig | None = None) -> dict[str
 
 def refuse_other_params(path: Path, state: dict[str, Any], cfg: RunConfig) -> None:
     """``ConfigError`` naming each differing training param (both values) when ``state`` came from others."""
-    written = state.get("training_params")
-    if written is None:
-        if state.get("training_hash", training_hash(cfg)) != training_hash(cfg):
-            raise ConfigError(f"{path}: checkpoint was written with other training params")
-        return
-    diffs = training_diff(written, training_params(cfg))
-    if diffs:
-        shown = "; ".join(f"{key}: {a!r} in the checkpoint, {b!r} now" for key, a, b in diffs[:5])
-        more = f" (+{len(diffs) - 5} more)" if len(diffs) > 5 else ""
-        raise ConfigError(f"{path}: checkpoint was written with other training params ({shown}{more}); "
-                          "only where the run lives, its length, storage, tracking and eval may change")
-
-
+    refuse_other_training(str(path), state, cfg)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,109 @@ def test_stores_without_the_students_groups_are_refused(tmp_path):
     assert result.output.count("\n") == 1
     assert "iter-000001.zarr: no observation group 'proprio'" in result.output
     assert not (tmp_path / "teacher-student").exists()  # nothing written
+
+
+@pytest.fixture(scope="module")
+def flat_teacher(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """2 stored rollouts of a default CartPole teacher: flat observations, no groups."""
+    return teacher_run(tmp_path_factory.mktemp("flat"), "trainer.iterations=2")
+
+
+def distill_args(teacher: Path, data_dir: Path, *extra: str) -> list[str]:
+    sets = [arg for item in (f"trainer.data_dir={data_dir}", *extra) for arg in ("--set", item)]
+    return ["distill", str(teacher), *sets]
+
+
+def files_under(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_a_flat_teacher_distils_offline_then_online(tmp_path, flat_teacher):
+    result = CliRunner().invoke(cli, [*distill_args(flat_teacher, tmp_path), "--online-iterations", "1"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "teacher-student" / "checkpoints" / "ckpt-000002.pt").is_file()
+    assert (tmp_path / "teacher-student-online" / "checkpoints" / "ckpt-000001.pt").is_file()
+    with (tmp_path / "teacher-student" / "curve.csv").open(newline="") as fh:
+        assert [r["iteration"] for r in csv.DictReader(fh)] == ["1", "2"]
+
+
+def test_a_failed_start_leaves_no_run_dir_and_a_retry_works(tmp_path, flat_teacher, monkeypatch):
+    import rlpipe.offline.distill as module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the first update failed")
+
+    cfg = distill_config(flat_teacher, [f"trainer.data_dir={tmp_path}"])
+    with monkeypatch.context() as patched:
+        patched.setattr(module, "learn", broken)
+        with pytest.raises(RuntimeError, match="the first update failed"):
+            distill_offline(cfg)
+    assert not (tmp_path / "teacher-student").exists()  # no params.yaml, curve or lock left behind
+    assert distill_offline(cfg)["iterations"] == 2  # the retry starts clean
+    # a start killed before its first checkpoint (no clean-up ran) holds no run: a retry writes over it
+    killed = distill_config(flat_teacher, [f"trainer.data_dir={tmp_path}", "trainer.exp_name=killed"])
+    (tmp_path / "killed").mkdir()
+    (tmp_path / "killed" / "params.yaml").write_text("trainer: {}\n")
+    assert distill_offline(killed)["iterations"] == 2
+    rewritten = yaml.safe_load((tmp_path / "killed" / "params.yaml").read_text())
+    assert rewritten["trainer"]["exp_name"] == "killed"
+
+
+def test_resume_refuses_other_params_and_other_stores(tmp_path, teacher):
+    copy = tmp_path / "teacher"
+    shutil.copytree(teacher, copy)
+    teacher = copy
+    base = distill_args(teacher, tmp_path / "runs")
+    assert CliRunner().invoke(cli, base).exit_code == 0
+    student = tmp_path / "runs" / "teacher-student"
+    before = files_under(student)
+    cases = [
+        (["--set", "algorithm.cfg.learning_rate=0.01", "--set", "trainer.seed=3"],
+         "(algorithm.cfg.learning_rate: 0.001 in the checkpoint, 0.01 now; "
+         "trainer.seed: 42 in the checkpoint, 3 now)"),
+        (["--set", "algorithm.cfg.stores_per_update=2"],
+         "algorithm.cfg.stores_per_update: 1 in the checkpoint"),
+    ]
+    for extra, expected in cases:
+        result = CliRunner().invoke(cli, [*base, *extra, "--resume"])
+        assert result.exit_code == 2, result.output
+        assert result.output.count("\n") == 1 and expected in result.output, result.output
+        assert files_under(student) == before  # nothing rewritten
+    # the default made explicit is the same training; more passes are a longer run
+    same = CliRunner().invoke(cli, [*base, "--set", "algorithm.cfg.learning_rate=0.001", "--resume"])
+    assert same.exit_code == 0, same.output
+    shutil.rmtree(teacher / "rollouts" / "iter-000002.zarr")  # the other stores would change the plan
+    result = CliRunner().invoke(cli, [*base, "--set", "algorithm.cfg.offline_passes=2", "--resume"])
+    assert result.exit_code == 2, result.output
+    assert f"{teacher / 'rollouts' / 'iter-000002.zarr'}: is gone since {student}" in result.output
+    assert result.output.count("\n") == 1 and files_under(student) == before
+
+
+def test_params_of_another_env_are_refused_before_training(tmp_path, teacher):
+    params = yaml.safe_load((teacher / "params.yaml").read_text())
+    params["env"] = {"id": "Pendulum", "cfg": {}}
+    params["trainer"] |= {"exp_name": "pendulum_student", "data_dir": str(tmp_path), "enable_eval": True}
+    (tmp_path / "pendulum.yaml").write_text(yaml.safe_dump(params))
+    args = ["distill", str(teacher), "--params", str(tmp_path / "pendulum.yaml")]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1
+    assert (f"--params {tmp_path / 'pendulum.yaml'}: env 'Pendulum' observes Box(3,) float32 and acts in "
+            "Box(1,) float32, but the stores in") in result.output
+    assert ("hold observations {privileged: Box(2,) float32, proprio: Box(2,) float32} and actions "
+            "Discrete(2)") in result.output
+    assert not (tmp_path / "pendulum_student").exists()
+
+
+def test_derived_names_are_checked_like_exp_name_and_say_where_they_came_from(tmp_path, flat_teacher):
+    long_teacher = tmp_path / ("t" * 195)
+    shutil.copytree(flat_teacher, long_teacher)
+    result = CliRunner().invoke(cli, distill_args(long_teacher, tmp_path))
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("Error: trainer.exp_name: ") and result.output.count("\n") == 1
+    assert f"the student's name, derived as <teacher run>-student from {long_teacher}" in result.output
+    result = CliRunner().invoke(cli, [*distill_args(flat_teacher, tmp_path, f"trainer.exp_name={'s' * 195}"),
+                                      "--online-iterations", "1"])
+    assert result.exit_code == 2, result.output
+    assert "the online continuation's name, derived as <trainer.exp_name>-online" in result.output
+    assert not (tmp_path / ("s" * 195)).exists()  # refused before the offline run started
