@@ -105,3 +105,15 @@ def test_a_missing_teacher_is_a_config_error(tmp_path, teacher):
                                 "policy.critic.obs_keys=[joints]")).parts
     with pytest.raises(ConfigError, match="algorithm.cfg.loss: mse compares continuous actions"):
         _ = Trainer(student_cfg(tmp_path, teacher, "algorithm.cfg.loss=mse")).parts
+
+
+def test_online_distillation_labels_a_flat_teacher(tmp_path):
+    """CartPole's flat observations ``[N, T+1, 4]``: the labels are ``[N, T+1, D]`` as for groups."""
+    teacher = tiny_cfg(tmp_path / "teacher", "trainer.exp_name=flat", "trainer.iterations=1")
+    Trainer(teacher).train()
+    block = f"algorithm.cfg={{teacher: {teacher.run_dir}, batch_size: 64, n_epochs: 2}}"
+    trainer = Trainer(tiny_cfg(tmp_path, "trainer.exp_name=student", "trainer.iterations=2",
+                               "algorithm.name=distillation", block))
+    losses = [m["update/action_loss"] for m in trainer.iterate()]
+    assert len(losses) == 2 and all(loss >= 0.0 for loss in losses)
+    assert (trainer.run_dir / "checkpoints" / "ckpt-000002.pt").is_file()
