@@ -19,8 +19,8 @@ def distill(*extra: str) -> config.RunConfig:
 def test_a_default_made_explicit_is_the_same_training_and_a_change_names_both_values():
     written = {"training_params": training_params(distill())}  # learning_rate left at its default
     refuse_other_training("ckpt", written, distill("algorithm.cfg.learning_rate=0.001"))
-    both = r"algorithm.cfg.learning_rate: 0.001 in the checkpoint, 0.01 now\)"
-    with pytest.raises(ConfigError, match=r"^ckpt: checkpoint was written with other training params \(" + both):
+    line = r"^ckpt: checkpoint was written with other training params \(algorithm.cfg.learning_rate: 0.001 "
+    with pytest.raises(ConfigError, match=line + r"in the checkpoint, 0.01 now\)"):
         refuse_other_training("ckpt", written, distill("algorithm.cfg.learning_rate=0.01"))
 
 
