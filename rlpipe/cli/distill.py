@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import signal
 from pathlib import Path
 
 import click
@@ -49,7 +50,8 @@ def distill(teacher: Path, overrides: tuple[str, ...], params_file: Path | None,
         except Interrupted as exc:  # a second signal: stopped at once, the newest checkpoint stands
             raise _naming_checkpoint(exc, cfg.run_dir) from None
     if "interrupted_by" in summary:
-        raise Interrupted(summary["interrupted_by"], summary["iteration"], summary["checkpoint"])
+        signum = signal.Signals[summary["interrupted_by"]]
+        raise Interrupted(signum, summary["iteration"], summary["checkpoint"])
     click.echo(f"distilled {summary['iterations']} store updates → {summary['checkpoint']}")
     if iterations:
         from rlpipe.trainer import Trainer

@@ -17,6 +17,7 @@ student's weights.
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -127,8 +128,9 @@ def distill_offline(cfg: RunConfig, resume: bool = False, stop: Any = None,
     that fails before its first checkpoint leaves no run directory. ``stop``: a
     :class:`~rlpipe.trainer.signals.GracefulStop`; once it caught a signal, the distillation ends at
     the next update boundary with a checkpoint, and the summary names ``interrupted_by`` (the
-    signal's number) and the ``iteration``. ``env_from``: what an env unlike the stores is blamed on
-    (``--params FILE``). The summary names the last ``checkpoint``.
+    signal's name, as a stopped ``rlpipe run`` records it) and the ``iteration``. ``env_from``:
+    what an env unlike the stores is blamed on (``--params FILE``). The summary names the last
+    ``checkpoint``.
     """
     dcfg = cfg.algorithm.cfg
     if not isinstance(dcfg, DistillationCfg):
@@ -214,7 +216,8 @@ def _loop(cfg: RunConfig, algo: Distillation, plan: _Plan, start: int, layout: R
                       "rollout": ", ".join(str(stored[k]) for k in order[i - 1])}
             path = save_algorithm(algo, cfg, layout.checkpoints, i, 0, origin, plan.spaces)
         if signum is not None:
-            return _summary(algo, plan, metrics, begin, path) | {"interrupted_by": signum, "iteration": i}
+            stopped = {"interrupted_by": signal.Signals(signum).name, "iteration": i}
+            return _summary(algo, plan, metrics, begin, path) | stopped
     return _summary(algo, plan, metrics, begin, path)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 
@@ -39,6 +40,7 @@ def test_sigint_stops_at_the_update_boundary_and_the_printed_command_resumes_exa
                            f"(iteration 2); resume with: rlpipe distill {teacher} --set ")
     assert "SIGINT received; stopping after this iteration" in stopped.stderr
     assert sorted(p.name for p in (student / "checkpoints").glob("ckpt-*.pt")) == ["ckpt-000002.pt"]
+    assert json.loads((student / "metrics.json").read_text())["interrupted_by"] == "SIGINT"
 
     command = shlex.split(line.split("; resume with: ", 1)[1])
     assert command[:2] == ["rlpipe", "distill"] and command[-1] == "--resume"
