@@ -57,6 +57,7 @@ def test_set_value_with_an_alias_bomb_names_the_key():
 
 
 def test_small_anchors_still_load():
-    data = parse_yaml("base: &net {hidden_sizes: [64, 64]}\nactor: *net\ncritic: {<<: *net, activation: relu}\n")
+    data = parse_yaml("base: &net {hidden_sizes: [64, 64]}\nactor: *net\n"
+                      "critic: {<<: *net, activation: relu}\n")
     assert data["actor"] == {"hidden_sizes": [64, 64]}
     assert data["critic"] == {"hidden_sizes": [64, 64], "activation": "relu"}

@@ -49,7 +49,8 @@ def test_every_float_field_refuses_non_finite_values(owner, name, cls, value):
     assert ((name,), "finite_number") in problems, f"{owner}.{name} accepted {value}"
 
 
-@pytest.mark.parametrize("key", ["algorithm.cfg.learning_rate", "algorithm.cfg.ent_coef", "algorithm.cfg.vf_coef"])
+@pytest.mark.parametrize("key", ["algorithm.cfg.learning_rate", "algorithm.cfg.ent_coef",
+                                 "algorithm.cfg.vf_coef"])
 def test_inf_coefficients_are_refused_naming_the_key(key):
     with pytest.raises(ConfigError) as info:
         load("params.yaml", [f"{key}=.inf"])
