@@ -30,6 +30,7 @@ from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
 from rlpipe.runtime.allocator import tune_malloc
 from rlpipe.runtime.cuda_graphs import check_cuda_graphs
 from rlpipe.runtime.distributed import DistContext, init_distributed
+from rlpipe.runtime.memory import check_memory
 from rlpipe.runtime.seeding import seed_everything
 from rlpipe.tracking.background import prewarm
 from rlpipe.trainer import ranks
@@ -109,8 +110,10 @@ def build_parts(cfg: RunConfig, env: EnvLike | None = None, eval_env: EnvLike | 
     tune_malloc()
     seed_everything(trainer.seed + ctx.rank)
     live = env is not None
+    check_memory(cfg, device=ctx.device)  # sizes alone, before an env allocates its N states
     env = (_live(env, trainer.num_envs, ctx.device) if live else
            build_env(cfg.env.id, trainer.num_envs, ctx.device, cfg.env.cfg, cfg.env.backend))
+    check_memory(cfg, env.observation_space, env.action_space, ctx.device)
     algo = build_algorithm(cfg, env.observation_space, env.action_space, ctx.device, env.max_episode_steps)
     set_threads(cfg, algo, ctx.is_main)
     collector = build_collector(cfg, env, algo, ctx.rank)

@@ -37,3 +37,19 @@ def test_usable_locations_pass_and_leave_nothing(tmp_path):
     check_run_location(_cfg(tmp_path / "new" / "deeper"))
     check_run_location(_cfg(tmp_path))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_num_envs_beyond_memory_is_refused_before_the_env_is_built(tmp_path, monkeypatch):
+    """A torch env allocates its N states in its constructor: the check comes first."""
+    from rlpipe.trainer import Trainer, parts
+
+    def no_env(*args, **kwargs):
+        raise AssertionError("the env was built")
+
+    monkeypatch.setattr(parts, "build_env", no_env)
+    cfg = load("params.yaml", [f"trainer.data_dir={tmp_path}", "trainer.num_envs=1000000000",
+                               "tracking.backend=none"])
+    refused = r"^trainer.num_envs: the run needs about .* lower trainer.num_envs"
+    with pytest.raises(ConfigError, match=refused):
+        Trainer(cfg).parts  # noqa: B018  # building the parts is the act under test
+    assert list(tmp_path.iterdir()) == []
