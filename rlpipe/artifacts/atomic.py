@@ -32,6 +32,7 @@ __all__ = [
     "atomic_write_text",
     "clean_temporaries",
     "delete_tree",
+    "naming_the_file",
     "pid_alive",
     "publish_file",
     "remove_entry",
@@ -139,6 +140,21 @@ def publish_dir(tmp: Path, path: Path, replace: bool = False) -> None:
         shutil.rmtree(trash)
         return
     os.rename(tmp, path)
+
+
+@contextlib.contextmanager
+def naming_the_file(path: AnyPath) -> Iterator[None]:
+    """Give an ``OSError`` that names no file (a failed ``write(2)``: disk full, ``ulimit -f``) ``path``.
+
+    Libraries that write through their own file objects (PIL, ffmpeg) raise such errors; the one-line
+    message then names the file being written instead of "a file".
+    """
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None and exc.errno is not None:
+            raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
+        raise
 
 
 @contextlib.contextmanager

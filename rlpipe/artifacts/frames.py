@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlpipe.artifacts.atomic import staged_files
+from rlpipe.artifacts.atomic import naming_the_file, staged_files
 from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.video import Mp4Writer
@@ -35,7 +35,8 @@ def write_pngs(frames: np.ndarray, folder: Path) -> list[Path]:
     folder = as_path(folder)
     with staged_files(folder, "frames") as tmp:
         for step, frame in enumerate(frames):
-            imsave(RunLayout.frame_file(tmp, step), frame, format="png")
+            with naming_the_file(RunLayout.frame_file(folder, step)):
+                imsave(RunLayout.frame_file(tmp, step), frame, format="png")
     return [RunLayout.frame_file(folder, step) for step in range(frames.shape[0])]
 
 
@@ -45,9 +46,11 @@ def write_mp4(frames: np.ndarray, path: Path, fps: int, feature: str) -> Path:
     require_all(VIDEO, feature)
     writer = Mp4Writer(path, fps)
     try:
-        for frame in frames:
-            writer.append(frame)
+        with naming_the_file(path):
+            for frame in frames:
+                writer.append(frame)
     except BaseException:
         writer.abort()
         raise
-    return writer.close()
+    with naming_the_file(path):
+        return writer.close()

@@ -36,6 +36,7 @@ __all__ = [
     "as_path",
     "chunk_sizes",
     "create_exclusive",
+    "folder_problem",
     "is_object",
     "probe",
     "read_versioned",
@@ -273,3 +274,32 @@ def tree_bytes(path: AnyPath) -> int:
         return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
     found = with_retries(path, lambda: path.fs.find(path.key, detail=True))
     return sum(int(info.get("size") or 0) for info in found.values())
+
+
+def folder_problem(path: AnyPath) -> str | None:
+    """Why no run directory can be made at the local ``path``, else ``None`` (an object store: ``None``).
+
+    Checked before anything is built or written: the nearest existing part of ``path`` is a file, or
+    no folder can be created in it (``/proc``, a vanished mount). A folder made for the check is
+    removed at once; a folder merely closed to writes is left to the write that will name it.
+    """
+    import errno
+    import os
+    import tempfile
+
+    if is_object(path):
+        return None
+    path = Path(path).absolute()
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is None:
+        return None
+    if not existing.is_dir():
+        return f"{existing} is a file, not a directory"
+    if existing == path:
+        return None
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".rlpipe-probe-", dir=existing))
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EINVAL):
+            return f"no folder can be created in {existing} ({exc.strerror})"
+    return None

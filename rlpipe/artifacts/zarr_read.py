@@ -33,7 +33,8 @@ from rlpipe.rollout import (
     check_schema,
 )
 
-__all__ = ["ChunkChecksumError", "check_bounds", "read_arrays", "read_attrs", "read_rollout"]
+__all__ = ["WRITTEN_CODECS", "ChunkChecksumError", "check_bounds", "check_codecs", "check_spaces",
+           "read_arrays", "read_attrs", "read_rollout"]
 
 
 def read_rollout(
@@ -101,6 +102,9 @@ async def _open_store(path: AnyPath, listing: dict[str, int]) -> tuple[dict[str,
     if missing:
         raise StoreError(f"{path}: not an rlpipe rollout store (no {missing[0]!r} array)")
     for name, arr in arrays.items():
+        check_codecs(path, name, arr)
+    check_spaces(path, attrs.get("spaces"), arrays)
+    for name, arr in arrays.items():
         check_bounds(path, name, arr, listing)
     batch = arrays["value"].shape[:2]
     for name, arr in arrays.items():
@@ -108,6 +112,73 @@ async def _open_store(path: AnyPath, listing: dict[str, int]) -> tuple[dict[str,
             raise StoreError(f"{path}/{name}: shape {list(arr.shape)} does not start with the "
                              f"rollout's [N, T+1] = {list(batch)}")
     return attrs, arrays
+
+
+WRITTEN_CODECS = {"BytesCodec": None, "Crc32cCodec": None, "TransposeCodec": None,
+                  "BloscCodec": ("lz4", "zstd"), "ZstdCodec": None}
+"""The codecs of the stores rlpipe writes (``store.codec``/``image_codec``: none, blosc-lz4,
+blosc-zstd, zstd), with the compressors accepted inside blosc; any other is refused unread."""
+SCHEMA_DTYPES = {"sample_log_prob": "f", "value": "f", "reward": "f", "final_value": "f",
+                 "terminated": "b", "truncated": "b", "done": "b"}
+"""The ``[N, T+1]`` arrays of every rollout and the dtype kind each holds (numpy's ``dtype.kind``)."""
+
+
+def check_codecs(path: AnyPath, name: str, arr: AsyncArray) -> None:
+    """``StoreError`` if ``arr`` uses a codec rlpipe does not write (checked before any chunk is read).
+
+    A foreign compressor (bz2, gzip, …) has no ratio bound and no reason to be in a run's store.
+    """
+    for codec in arr.metadata.codecs:
+        kind = type(codec).__name__
+        inner = getattr(getattr(codec, "cname", None), "value", None)
+        if kind not in WRITTEN_CODECS or (WRITTEN_CODECS[kind] and inner not in WRITTEN_CODECS[kind]):
+            label = getattr(codec, "codec_name", None) or (f"blosc-{inner}" if inner else kind)
+            raise StoreError(f"{path / name}: codec {label} is not one rlpipe writes (accepted: bytes, "
+                             "crc32c, blosc-lz4, blosc-zstd, zstd); nothing was read")
+
+
+def check_spaces(path: AnyPath, spaces: Any, arrays: dict[str, AsyncArray]) -> None:
+    """``StoreError`` unless every array's shape past ``[N, T+1]`` and dtype fit the recorded spaces.
+
+    ``spaces``: the ``{"observation", "action"}`` record of the store's attributes (as
+    ``rlpipe.envs.space_to_dict`` writes it; a store without one is checked for the schema arrays
+    only). ``obs`` is ``[N, T+1, *shape]`` of a Box (``obs/<key>`` per group of a Dict), uint8 for
+    an image group; ``action`` is ``[N, T+1, *shape]`` float of a Box or ``[N, T+1]`` integer of a
+    Discrete; the schema arrays are ``[N, T+1]``. Checked on the metadata, before any chunk is read,
+    so a declared shape beyond the run's spaces allocates nothing.
+    """
+    expected = {name: ((), kind) for name, kind in SCHEMA_DTYPES.items()}
+    if isinstance(spaces, dict):
+        expected |= _space_arrays("obs", spaces.get("observation"), observation=True)
+        expected |= _space_arrays("action", spaces.get("action"), observation=False)
+    for name, arr in arrays.items():
+        if name not in expected:
+            continue
+        shape, kinds = expected[name]
+        if tuple(arr.shape[2:]) != shape or arr.dtype.kind not in kinds:
+            raise StoreError(f"{path / name}: stored as {arr.dtype} {list(arr.shape)}, but the run's "
+                             f"recorded spaces give [N, T+1{''.join(f', {d}' for d in shape)}] of "
+                             f"{_KIND_NAMES[kinds]}; nothing was read")
+
+
+_KIND_NAMES = {"f": "floats", "b": "booleans", "u": "uint8", "iu": "integers", "fiu": "numbers"}
+
+
+def _space_arrays(name: str, space: Any, observation: bool) -> dict[str, tuple[tuple[int, ...], str]]:
+    """``{array name: (shape past [N, T+1], dtype kinds)}`` that a recorded space fixes."""
+    if not isinstance(space, dict):
+        return {}
+    kind = space.get("type")
+    if kind == "dict" and isinstance(space.get("spaces"), dict):
+        return {key: value for group, sub in space["spaces"].items()
+                for key, value in _space_arrays(f"{name}/{group}", sub, observation).items()}
+    if kind == "box" and isinstance(space.get("shape"), list):
+        image = observation and space.get("dtype") == "uint8"
+        kinds = "u" if image else "fiu" if observation else "f"
+        return {name: (tuple(int(d) for d in space["shape"]), kinds)}
+    if kind == "discrete" and not observation:
+        return {name: ((), "iu")}
+    return {}
 
 
 LZ4_MAX_RATIO = 256

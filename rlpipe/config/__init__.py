@@ -3,6 +3,7 @@
 from rlpipe.config.algorithms import AlgorithmCfg, GRPOCfg, PPOCfg, UpdateCfg
 from rlpipe.config.errors import ConfigError, format_validation_error
 from rlpipe.config.hashing import NOT_TRAINING, params_hash, training_diff, training_hash, training_params
+from rlpipe.config.identity import check_exp_name
 from rlpipe.config.loading import apply_overrides, load, read_params
 from rlpipe.config.registry import AlgorithmBlock, algorithm_names, register_algorithm, replay_algorithm
 from rlpipe.config.sections import (
@@ -50,6 +51,7 @@ __all__ = [
     "UpdateCfg",
     "algorithm_names",
     "apply_overrides",
+    "check_exp_name",
     "format_validation_error",
     "load",
     "params_hash",

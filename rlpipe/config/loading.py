@@ -26,17 +26,60 @@ from rlpipe.config.sections import (
     RunConfig,
 )
 
-__all__ = ["apply_overrides", "load", "parse_yaml", "read_params"]
+__all__ = ["MAX_YAML_VALUES", "AliasExpansionError", "apply_overrides", "load", "parse_yaml", "read_params"]
 
 REQUIRED_SECTIONS = ("trainer", "env", "policy", "algorithm")
+MAX_YAML_VALUES = 100_000
+"""Most values (scalars, lists, mappings) a params document may hold once every YAML alias is
+expanded; the default ``params.yaml`` holds a few hundred. Aliases nested a few levels deep ("billion
+laughs") would otherwise expand to billions of values in the first copy of the data."""
+
+
+class AliasExpansionError(yaml.YAMLError):
+    """A document whose aliases expand beyond :data:`MAX_YAML_VALUES` values, or refer to themselves."""
+
+    def __init__(self, line: int, reason: str) -> None:
+        super().__init__(reason)
+        self.line, self.reason = line, reason
 
 
 class _Loader(yaml.SafeLoader):
     """YAML 1.1 safe loading, except that ``1e-3`` is a float (as in YAML 1.2), not the string "1e-3".
 
     Config types are strict (a string is never coerced to a number), so an exponent written without
-    a dot must already be a number when it is read.
+    a dot must already be a number when it is read. Before any value is built, the document's size
+    with every alias expanded is counted (each node once, so the count is as cheap as the text) and
+    a document over :data:`MAX_YAML_VALUES` values, or with an alias inside its own anchor, is
+    refused with :class:`AliasExpansionError`.
     """
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        """Count the expanded values first, then build the Python data."""
+        _expanded_size(node, {}, set())
+        return super().construct_document(node)
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int]) -> int:
+    """Values under ``node`` with every alias expanded; memoized per node, so shared anchors cost once."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_nodes:
+        raise AliasExpansionError(node.start_mark.line + 1, "an alias refers to its own anchor "
+                                  "(a recursive structure); write the values out")
+    open_nodes.add(key)
+    children: list[yaml.Node] = []
+    if isinstance(node, yaml.SequenceNode):
+        children = list(node.value)
+    elif isinstance(node, yaml.MappingNode):
+        children = [item for pair in node.value for item in pair]
+    size = 1 + sum(_expanded_size(child, sizes, open_nodes) for child in children)
+    open_nodes.discard(key)
+    if size > MAX_YAML_VALUES:
+        raise AliasExpansionError(node.start_mark.line + 1, f"YAML aliases expand to more than "
+                                  f"{MAX_YAML_VALUES} values; write the values out or use fewer aliases")
+    sizes[key] = size
+    return size
 
 
 _Loader.add_implicit_resolver(
@@ -66,6 +109,8 @@ def read_params(path: str | Path) -> dict[str, Any]:
         data = parse_yaml(text) if path.suffix != ".json" else json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    except AliasExpansionError as exc:
+        raise ConfigError(f"{path}:{exc.line}: {exc.reason}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(_yaml_error(path, exc)) from None
     if not isinstance(data, dict):
@@ -112,6 +157,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. trainer.iterations=50")
         try:
             value = parse_yaml(raw)
+        except AliasExpansionError as exc:
+            raise ConfigError(f"--set {key}: {exc.reason}") from None
         except yaml.YAMLError:
             raise ConfigError(f"--set {key}: value {raw!r} is not valid YAML") from None
         node = data

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Literal, Self
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from rlpipe.config.errors import ConfigError, located_error
+from rlpipe.config.identity import Seed, exp_name_problem
 from rlpipe.config.location import location, url_problem
 from rlpipe.config.policy import (
     ACTIVATIONS,
@@ -43,9 +43,6 @@ __all__ = [
     "TrackingCfg",
     "TrainerCfg",
 ]
-
-
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+=@-]{0,199}")
 
 
 class StopConditionCfg(StrictModel):
@@ -99,9 +96,9 @@ class TrainerCfg(StrictModel):
 
     exp_name: str = "cartpole_ppo"
     """Experiment name: outputs go to ``<data_dir>/<exp_name>/``; a plain folder name (letters,
-    digits, ``._-+=@``), never a path."""
-    seed: int = 42
-    """Seed for python, numpy, torch and every env reset."""
+    digits, ``._-+=@``) of at most 200 characters, never a path."""
+    seed: Seed = 42
+    """Seed for python, numpy, torch and every env reset: 0 to 2**31 - 1."""
     device: str = "auto"
     """``auto`` (CUDA when present), ``cpu``, ``cuda`` or ``cuda:N``."""
     num_envs: int = Field(256, ge=1)
@@ -199,8 +196,9 @@ class TrainerCfg(StrictModel):
     @field_validator("exp_name")
     @classmethod
     def _plain_name(cls, value: str) -> str:
-        if not _PLAIN_NAME.fullmatch(value) or value in {".", ".."}:
-            raise ValueError(f"got {value!r}; a plain folder name (letters, digits, ._-+=@), not a path")
+        problem = exp_name_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
 
@@ -264,8 +262,9 @@ class EvalCfg(StrictModel):
     """Finished episodes per eval env."""
     deterministic: bool = True
     """Act with the policy's mode (``true``) or sample from it (``false``)."""
-    seed: int | None = None
-    """Seed of the eval envs; ``null``: derived from ``trainer.seed`` (a stream disjoint from training)."""
+    seed: Seed | None = None
+    """Seed of the eval envs (0 to 2**31 - 1); ``null``: derived from ``trainer.seed`` (a stream
+    disjoint from training)."""
     video: bool = False
     """Record the eval episodes of the first ``video_envs`` eval envs to
     ``<run_dir>/eval/video-iter-NNNNNN.mp4`` (MLflow artifacts under ``eval/``) — at every online

@@ -76,10 +76,17 @@ def _scalar_problem(annotation: Any, value: Any) -> str | None:
 
 
 class StrictModel(BaseModel):
-    """Base of every config class: unknown keys are errors, fields carry docstrings."""
+    """Base of every config class: unknown keys are errors, fields carry docstrings, floats are finite.
+
+    ``allow_inf_nan=False`` makes every ``float`` field of every config class (and of every class a
+    plugin registers) refuse ``.inf``, ``-.inf`` and ``.nan`` at load, naming the key, instead of
+    failing at the first update. Free-form blocks (``env.cfg``, ``params`` of events) are ``Any``
+    and left to their consumers.
+    """
 
     model_config = ConfigDict(
-        extra="forbid", use_attribute_docstrings=True, validate_assignment=True, frozen=False
+        extra="forbid", use_attribute_docstrings=True, validate_assignment=True, frozen=False,
+        allow_inf_nan=False,
     )
 
     @field_validator("*", mode="before")

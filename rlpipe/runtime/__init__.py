@@ -1,3 +1,3 @@
-"""What the process runs on: torch threads, the allocator, seeding, the device and torch.distributed."""
+"""What the process runs on: threads, the allocator, seeding, the device, torch.distributed, memory."""
 
 __all__: list[str] = []

@@ -15,7 +15,7 @@ import torch
 from rlpipe import config as config_mod
 from rlpipe.algorithms import BaseAlgorithm
 from rlpipe.artifacts.checkpoints import Checkpointer
-from rlpipe.artifacts.fs import as_path, probe
+from rlpipe.artifacts.fs import as_path, folder_problem, probe
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.params import params_file
 from rlpipe.artifacts.store import RolloutStore
@@ -30,6 +30,7 @@ from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
 from rlpipe.runtime.allocator import tune_malloc
 from rlpipe.runtime.cuda_graphs import check_cuda_graphs
 from rlpipe.runtime.distributed import DistContext, init_distributed
+from rlpipe.runtime.memory import check_memory
 from rlpipe.runtime.seeding import seed_everything
 from rlpipe.tracking.background import prewarm
 from rlpipe.trainer import ranks
@@ -39,7 +40,7 @@ from rlpipe.trainer.stopping import Stopper
 if TYPE_CHECKING:
     from rlpipe.trainer.trainer import Trainer
 
-__all__ = ["EnvLike", "Parts", "build_parts", "check_key_flow", "from_params"]
+__all__ = ["EnvLike", "Parts", "build_parts", "check_key_flow", "check_run_location", "from_params"]
 
 EnvLike = Any
 """A live env — an rlpipe ``BatchedEnv``, a gymnasium vector env (``SAME_STEP`` autoreset) or an
@@ -103,13 +104,16 @@ def build_parts(cfg: RunConfig, env: EnvLike | None = None, eval_env: EnvLike | 
     if cfg.tracking.backend == "mlflow" and os.environ.get("RANK", "0") == "0":
         prewarm()  # MLflow's import overlaps the build instead of the first iterations
     probe(cfg.run_dir)  # an object store: one quick request, before any env step or write
+    check_run_location(cfg)
     ctx = init_distributed(trainer.device, trainer.distributed)
     check_cuda_graphs(trainer.cuda_graphs, ctx.device, ctx.is_main)
     tune_malloc()
     seed_everything(trainer.seed + ctx.rank)
     live = env is not None
+    check_memory(cfg, device=ctx.device)  # sizes alone, before an env allocates its N states
     env = (_live(env, trainer.num_envs, ctx.device) if live else
            build_env(cfg.env.id, trainer.num_envs, ctx.device, cfg.env.cfg, cfg.env.backend))
+    check_memory(cfg, env.observation_space, env.action_space, ctx.device)
     algo = build_algorithm(cfg, env.observation_space, env.action_space, ctx.device, env.max_episode_steps)
     set_threads(cfg, algo, ctx.is_main)
     collector = build_collector(cfg, env, algo, ctx.rank)
@@ -122,6 +126,14 @@ def build_parts(cfg: RunConfig, env: EnvLike | None = None, eval_env: EnvLike | 
                  ranks.open_run_store(cfg, layout, ctx) if store else None,
                  Checkpointer(layout.checkpoints, cfg.checkpoint.keep_last), Stopper(trainer.stop_when),
                  NonFiniteGuard(trainer.on_nonfinite, trainer.max_skipped_in_a_row))
+
+
+def check_run_location(cfg: RunConfig) -> None:
+    """``ConfigError`` naming ``trainer.data_dir`` (or ``exp_name``) where no run directory can be made."""
+    problem = folder_problem(cfg.run_dir)
+    if problem:
+        key = "trainer.exp_name" if problem.startswith(f"{cfg.run_dir.absolute()} ") else "trainer.data_dir"
+        raise ConfigError(f"{key}: {problem}; choose a folder rlpipe can create and write")
 
 
 def check_key_flow(collected: Iterable[str], algo: BaseAlgorithm) -> None:
