@@ -62,13 +62,14 @@ def call_mirror(function: Callable[..., Any], spec: str, obs: Batch | None,
         raise ConfigError(f"{KEY}: {spec} raised {type(exc).__name__}: {text} (called with obs "
                           f"{_describe(obs)}, actions {_describe(actions)}); {ACCEPTED}") from exc
     if not (isinstance(result, tuple | list) and len(result) == 2):
-        raise ConfigError(f"{KEY}: {spec} returned {_describe(result)}, not a pair (obs, actions); {ACCEPTED}")
+        raise ConfigError(f"{KEY}: {spec} returned {_describe(result)}, not a pair (obs, actions); "
+                          f"{ACCEPTED}")
     return result[0], result[1]
 
 
 def check_mirror(function: Callable[..., Any], spec: str, obs_space: gym.Space, action_space: gym.Space,
                  device: torch.device | str) -> None:
-    """Call ``function`` as training will, on :data:`SAMPLE_ROWS` rows of the spaces; ``ConfigError`` if it breaks.
+    """Call ``function`` as training will, on a few rows of the spaces; a ``ConfigError`` if it breaks.
 
     A space with no sample form here (neither Box, Dict of Box nor Discrete) is not checked.
     """
@@ -82,7 +83,8 @@ def check_mirror(function: Callable[..., Any], spec: str, obs_space: gym.Space, 
         copies["observations alone"] = _copies(call_mirror(function, spec, obs, None)[0], obs,
                                                "observations", spec)
     if actions is not None:
-        copies["actions alone"] = _copies(call_mirror(function, spec, None, actions)[1], actions, "actions", spec)
+        copies["actions alone"] = _copies(call_mirror(function, spec, None, actions)[1], actions,
+                                          "actions", spec)
     if isinstance(action_space, gym.spaces.Discrete):
         copies["action indices"] = _index_images(function, spec, int(action_space.n), device)
     if len(set(copies.values())) > 1:
@@ -111,7 +113,7 @@ def sample_rows(space: gym.Space, device: torch.device | str, rows: int = SAMPLE
 
 
 def _copies(out: Any, given: Batch, what: str, spec: str) -> int:
-    """K of ``out`` ``[K·B, ...]`` mirroring ``given`` ``[B, ...]``, its B originals first; else a ``ConfigError``."""
+    """K of ``out`` ``[K·B, ...]`` mirroring ``given`` ``[B, ...]``, originals first; else ``ConfigError``."""
     rows = given.shape[0]
     expected = f"[K·{rows}{_trailing(given)}]"
     if not isinstance(out, type(given)) or out.ndim == 0 or out.shape[0] % rows or out.shape[0] == 0 \

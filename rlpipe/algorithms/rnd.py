@@ -122,12 +122,13 @@ class RND:
         if keys is None:
             return
         if not isinstance(obs_space, gym.spaces.Dict):
-            raise ConfigError(f"{where}: the env's observations are not a dict of groups; remove obs_keys "
-                              "(or set it to null)")
+            raise ConfigError(f"{where}: the env's observations are flat, not a dict of groups; "
+                              "remove obs_keys")
         available = ", ".join(sorted(obs_space.spaces))
         unknown = [key for key in keys if key not in obs_space.spaces]
         if unknown:
-            raise ConfigError(f"{where}: the env has no observation group {unknown[0]!r}; accepted: {available}")
+            raise ConfigError(f"{where}: the env has no observation group {unknown[0]!r}; "
+                              f"accepted: {available}")
         if not keys or len(set(keys)) != len(keys):
             raise ConfigError(f"{where}: needs distinct groups (got {list(keys)}); accepted: {available}")
 
