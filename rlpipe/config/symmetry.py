@@ -25,8 +25,8 @@ class SymmetryCfg(StrictModel):
 
     function: str
     """``package.module:function`` of the mirror (e.g. ``rlpipe.envs.tasks.symmetry:pendulum_mirror``);
-    imported from the installed packages and ``PYTHONPATH`` by the commands that train (``run``,
-    ``replay``, ``update``, ``advantage``); loading params only checks its form."""
+    imported from the installed packages and ``PYTHONPATH`` by the commands that build the algorithm
+    (``run``, ``collect``, ``replay``, ``update``, ``advantage``); loading params only checks its form."""
     data_augmentation: bool = False
     """Train on every minibatch together with its mirrored copy (old log-probs, advantages, returns and
     values repeated for the copies)."""
