@@ -1,6 +1,6 @@
 """mjlab tasks (MuJoCo-Warp; Isaac Lab's API) as rlpipe envs through their rsl_rl ``VecEnv`` wrapper.
 
-``rlpipe run params.yaml --set env.id=examples.mjlab_env:make
+``PYTHONPATH=. rlpipe run params.yaml --set env.id=examples.mjlab_env:make
 --set env.cfg.task=Mjlab-Velocity-Flat-Unitree-Go1`` (mjlab installed, e.g. in a separate venv;
 CUDA when present, else CPU, where Warp first compiles its kernels for many minutes). mjlab's
 observation groups (``actor``, ``critic``) become ``policy.actor.obs_keys`` / ``policy.critic.obs_keys``.

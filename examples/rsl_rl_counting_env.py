@@ -1,6 +1,7 @@
 """A tiny rsl_rl-style ``VecEnv`` (the contract Isaac Lab and mjlab hand to trainers), runnable on CPU.
 
-Train it: ``rlpipe run params.yaml --set env.id=examples.rsl_rl_counting_env:make
+Train it (from the repository root): ``PYTHONPATH=. rlpipe run params.yaml
+--set env.id=examples.rsl_rl_counting_env:make
 --set policy.actor.obs_keys=[policy] --set policy.critic.obs_keys=[policy,critic]``.
 
 Each env walks a point towards a target on a line: the ``policy`` group sees the position error,

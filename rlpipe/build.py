@@ -30,7 +30,9 @@ def build_algorithm(cfg: RunConfig, obs_space: gym.spaces.Space, action_space: g
     """The algorithm ``cfg.algorithm`` names, owning a new policy for these spaces.
 
     ``max_episode_steps`` is the env's time limit (``None``: none or unknown). Raises
-    ``ConfigError`` naming the key for bad combinations before any network exists. The policy's
+    ``ConfigError`` naming the key for bad combinations before any network exists, and for options
+    that do not fit the spaces (``algorithm.cfg.rnd.obs_keys``, the mirror function) once the
+    algorithm is built — before any env step or file write. The policy's
     initial weights draw from the global torch RNG (seed it first); in a distributed run every rank
     gets rank 0's weights before the algorithm copies any of them (GRPO's reference).
     """
@@ -41,6 +43,7 @@ def build_algorithm(cfg: RunConfig, obs_space: gym.spaces.Space, action_space: g
     policy = build_policy(cfg.policy, obs_space, action_space, device)
     broadcast_parameters(policy)
     algo = build_algo(name, algo_cfg, policy, device)
+    algo.check_spaces(obs_space, action_space)
     algo.seed = trainer.seed
     if isinstance(algo, Distillation):
         attach_teacher(algo, obs_space, action_space, device)

@@ -171,6 +171,12 @@ class BaseAlgorithm(ABC):
         if isinstance(cfg, UpdateCfg) and cfg.device != "auto":
             optim.check_amp_device(cfg.amp, cfg.device)
 
+    def check_spaces(self, obs_space: Any, action_space: Any) -> None:
+        """Reject options that do not fit the env's spaces, before any env step or file write.
+
+        Raises ``ConfigError`` naming the key path; the default accepts any spaces.
+        """
+
     # ------------------------------------------------------------------ the update
 
     def update(self, rollout: TensorDict, iteration: int | None = None) -> dict[str, float]:

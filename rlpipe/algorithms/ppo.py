@@ -80,6 +80,13 @@ class PPO(BaseAlgorithm):
             cfg.check_sequences(horizon)
         super().check_run(cfg, num_envs, policy_name, horizon, max_episode_steps)
 
+    def check_spaces(self, obs_space: Any, action_space: Any) -> None:
+        """``rnd.obs_keys`` against the observation groups; the mirror function on a sample batch."""
+        if self.rnd is not None:
+            self.rnd.check_observations(obs_space)
+        if self.symmetry is not None:
+            self.symmetry.check(obs_space, action_space, self.device)
+
     def compute_advantages(self, rollout: TensorDict) -> dict[str, float]:
         """GAE into ``advantage`` and ``return`` (``[N, T+1]``, padding slot zero).
 

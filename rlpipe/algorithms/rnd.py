@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import gymnasium as gym
 import torch
 from tensordict import TensorDict
 from torch import nn
@@ -36,6 +37,7 @@ from rlpipe.algorithms.gae import generalized_advantage_estimate
 from rlpipe.algorithms.normalization import RewardNormalizer, RunningMeanStd
 from rlpipe.algorithms.ppo_loss import value_mse
 from rlpipe.algorithms.schedules import Schedule
+from rlpipe.config import ConfigError
 from rlpipe.config.rnd import RNDCfg
 from rlpipe.runtime.distributed import average_gradients
 
@@ -110,6 +112,25 @@ class RND:
         """V_int: network input ``[B, D]`` → ``[B, 1]`` (``intrinsic_critic``; else ``None``)."""
         self.critic_optimizer: torch.optim.Optimizer | None = None
         self.state_stats: RunningMeanStd | None = None
+
+    def check_observations(self, obs_space: gym.Space) -> None:
+        """``ConfigError`` naming ``algorithm.cfg.rnd.obs_keys`` unless it picks groups of ``obs_space``.
+
+        Flat observations take no keys; a dict observation takes distinct keys it has (``null``: all).
+        """
+        keys, where = self.cfg.obs_keys, "algorithm.cfg.rnd.obs_keys"
+        if keys is None:
+            return
+        if not isinstance(obs_space, gym.spaces.Dict):
+            raise ConfigError(f"{where}: the env's observations are flat, not a dict of groups; "
+                              "remove obs_keys")
+        available = ", ".join(sorted(obs_space.spaces))
+        unknown = [key for key in keys if key not in obs_space.spaces]
+        if unknown:
+            raise ConfigError(f"{where}: the env has no observation group {unknown[0]!r}; "
+                              f"accepted: {available}")
+        if not keys or len(set(keys)) != len(keys):
+            raise ConfigError(f"{where}: needs distinct groups (got {list(keys)}); accepted: {available}")
 
     # ------------------------------------------------------------------ networks
 

@@ -17,16 +17,18 @@ may be ``None``, and then so is its output (rsl_rl's contract). Two uses, either
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
+import gymnasium as gym
 import torch
 from tensordict import TensorDict
 from torch.distributions import Categorical, Distribution
 
 from rlpipe.algorithms.base import Minibatch
+from rlpipe.algorithms.mirror_contract import ACCEPTED, KEY, call_mirror, check_mirror, check_signature
 from rlpipe.config import ConfigError
+from rlpipe.config.references import import_reference
 from rlpipe.config.symmetry import SymmetryCfg
 
 __all__ = ["MirrorFn", "Symmetry", "action_mean", "resolve_mirror"]
@@ -38,16 +40,15 @@ REPEATED = ("sample_log_prob", "advantage", "return", "value")
 
 
 def resolve_mirror(spec: str) -> MirrorFn:
-    """``package.module:function`` → the function; a ``ConfigError`` naming the key otherwise."""
-    module_name, _, attr = spec.partition(":")
-    try:
-        func = getattr(importlib.import_module(module_name), attr, None)
-    except Exception as exc:
-        raise ConfigError(f"algorithm.cfg.symmetry.function: cannot import {module_name!r} "
-                          f"({type(exc).__name__}: {exc})") from None
+    """``package.module:function`` → the function; a ``ConfigError`` naming the key otherwise.
+
+    Imported from the installed packages and ``PYTHONPATH`` (never the working directory), only by
+    the commands that build the algorithm.
+    """
+    func = import_reference(spec, KEY)
     if not callable(func):
-        raise ConfigError(f"algorithm.cfg.symmetry.function: {spec!r} is not a function; "
-                          "accepted: package.module:function")
+        raise ConfigError(f"{KEY}: {spec!r} is not a function; {ACCEPTED}")
+    check_signature(func, spec)
     return func
 
 
@@ -63,6 +64,14 @@ class Symmetry:
         self.cfg = cfg
         self.function = resolve_mirror(cfg.function)
 
+    def check(self, obs_space: gym.Space, action_space: gym.Space, device: torch.device | str) -> None:
+        """Call the function on a sample batch of the env's spaces: a broken one fails before training."""
+        check_mirror(self.function, self.cfg.function, obs_space, action_space, device)
+
+    def mirror(self, obs: Any, actions: Any) -> tuple[Any, Any]:
+        """The function on ``obs``/``actions`` (either ``None``); raising or no pair is a ``ConfigError``."""
+        return call_mirror(self.function, self.cfg.function, obs, actions)
+
     def augment(self, mb: Minibatch) -> Minibatch:
         """``mb`` ``[B]`` with its mirrored copies appended: ``[K·B]`` (``mb`` itself without augmentation).
 
@@ -71,11 +80,11 @@ class Symmetry:
         if not self.cfg.data_augmentation:
             return mb
         rows = mb["action"].shape[0]
-        obs, action = self.function(obs=mb["obs"], actions=mb["action"], env=None)
+        obs, action = self.mirror(mb["obs"], mb["action"])
         copies = action.shape[0] // rows
         if copies * rows != action.shape[0] or obs.shape[0] != action.shape[0]:
-            raise ValueError(f"algorithm.cfg.symmetry.function: returned {obs.shape[0]} observations and "
-                             f"{action.shape[0]} actions for {rows} rows; expected K·{rows} of both")
+            raise ConfigError(f"{KEY}: returned {obs.shape[0]} observations and "
+                              f"{action.shape[0]} actions for {rows} rows; expected K·{rows} of both")
         columns: dict[str, Any] = {"obs": obs, "action": action}
         columns |= {key: mb[key].repeat(copies, *([1] * (mb[key].dim() - 1)))
                     for key in REPEATED if key in mb.keys()}
@@ -88,7 +97,7 @@ class Symmetry:
         detached entirely unless ``mirror_loss`` is on, so it is only logged.
         """
         rows = obs.shape[0]
-        all_obs, _ = self.function(obs=obs, actions=None, env=None)
+        all_obs, _ = self.mirror(obs, None)
         dist = policy.distribution(all_obs)
         mean = action_mean(dist)
         mirror = self.mirror_probs if isinstance(dist, Categorical) else self.mirror_actions
@@ -98,7 +107,7 @@ class Symmetry:
 
     def mirror_actions(self, actions: torch.Tensor) -> torch.Tensor:
         """Continuous ``actions`` ``[B, A]`` (or means) with their mirrored copies appended ``[K·B, A]``."""
-        return self.function(obs=None, actions=actions, env=None)[1]
+        return self.mirror(None, actions)[1]
 
     def mirror_probs(self, probs: torch.Tensor) -> torch.Tensor:
         """Categorical ``probs`` ``[B, n]`` with their mirrored copies appended ``[K·B, n]``.
@@ -106,7 +115,7 @@ class Symmetry:
         The function's image of each action index says where that index's probability goes.
         """
         n = probs.shape[-1]
-        _, images = self.function(obs=None, actions=torch.arange(n, device=probs.device), env=None)
+        _, images = self.mirror(None, torch.arange(n, device=probs.device))
         # copy k sends index a to image[a]: q[:, image[a]] = p[:, a], i.e. q = p[:, argsort(image)]
         copies = images.reshape(-1, n)
         return torch.cat([probs[:, torch.argsort(image)] for image in copies])

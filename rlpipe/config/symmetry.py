@@ -1,15 +1,15 @@
 """``algorithm.cfg.symmetry``'s config class (``SymmetryCfg``), without torch.
 
-The mirror function is imported when the params are loaded, so a wrong ``package.module:function``
-is a one-line error before training starts; :mod:`rlpipe.algorithms.symmetry` applies it.
+Loading the params checks only how the mirror function is written: reading params imports no code.
+:mod:`rlpipe.algorithms.symmetry` imports it when a command builds the algorithm, and checks it on a
+sample batch before training writes anything.
 """
 
 from __future__ import annotations
 
-import importlib
-
 from pydantic import Field, field_validator
 
+from rlpipe.config.references import check_form
 from rlpipe.config.strict import StrictModel
 
 __all__ = ["SymmetryCfg"]
@@ -25,7 +25,8 @@ class SymmetryCfg(StrictModel):
 
     function: str
     """``package.module:function`` of the mirror (e.g. ``rlpipe.envs.tasks.symmetry:pendulum_mirror``);
-    imported when the params are loaded."""
+    imported from the installed packages and ``PYTHONPATH`` by the commands that build the algorithm
+    (``run``, ``collect``, ``replay``, ``update``, ``advantage``); loading params only checks its form."""
     data_augmentation: bool = False
     """Train on every minibatch together with its mirrored copy (old log-probs, advantages, returns and
     values repeated for the copies)."""
@@ -37,14 +38,5 @@ class SymmetryCfg(StrictModel):
 
     @field_validator("function")
     @classmethod
-    def _importable(cls, spec: str) -> str:
-        module_name, sep, attr = spec.partition(":")
-        if not (sep and module_name and attr):
-            raise ValueError(f"expected package.module:function (got {spec!r})")
-        try:
-            module = importlib.import_module(module_name)
-        except Exception as exc:
-            raise ValueError(f"cannot import {module_name!r} ({type(exc).__name__}: {exc})") from None
-        if not callable(getattr(module, attr, None)):
-            raise ValueError(f"{spec!r} is not a function; accepted: package.module:function")
-        return spec
+    def _written_as_reference(cls, spec: str) -> str:
+        return check_form(spec)

@@ -19,13 +19,13 @@ With no handler registered nothing is called and nothing is built.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rlpipe.config import ConfigError, EventsCfg
+from rlpipe.config.references import import_module
 
 __all__ = ["EVENTS", "Callback", "EventContext", "EventError", "Events", "resolve_function"]
 
@@ -146,15 +146,14 @@ class Events:
 
 
 def resolve_function(spec: str, key: str) -> Callable[..., Any]:
-    """``package.module:function`` (or a built-in event function's name) → the function."""
+    """``package.module:function`` (or a built-in event function's name) → the function.
+
+    Imported from the installed packages and ``PYTHONPATH`` when the run is built, never at load.
+    """
     module_name, sep, attr = spec.partition(":")
     if not sep:
         module_name, attr = "rlpipe.trainer.builtin_events", spec
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        raise ConfigError(f"{key}: cannot import {module_name!r} ({type(exc).__name__}: {exc})") from None
-    func = getattr(module, attr, None)
+    func = getattr(import_module(module_name, key), attr, None)
     if not callable(func):
         accepted = "package.module:function" if sep else "a built-in event (rlpipe.trainer.builtin_events)"
         raise ConfigError(f"{key}: {spec!r} is not a function; accepted: {accepted}")

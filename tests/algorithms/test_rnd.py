@@ -5,7 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 import torch
-from _offline_fixtures import PARAMS, STEPS, leaves, same_leaves, tiny_cfg
+from _offline_fixtures import PARAMS, STEPS, leaves, same_leaves, set_args, tiny_cfg
 from click.testing import CliRunner
 from tensordict import TensorDict
 
@@ -270,6 +270,33 @@ def test_the_cli_refuses_a_bad_rnd_config_in_one_line_with_exit_2(tmp_path, monk
     lines = result.output.strip().splitlines()
     assert len(lines) == 1
     assert lines[0].startswith(f"Error: {PARAMS}: algorithm.cfg.rnd.episodic: false needs")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_obs_keys_must_name_groups_of_the_env():
+    box = gym.spaces.Box(-1, 1, (2,))
+    groups = gym.spaces.Dict({"proprio": box, "privileged": box})
+    flat = gym.spaces.Box(-1, 1, (4,))
+    RND(RNDCfg(obs_keys=["proprio"]), "cpu").check_observations(groups)
+    RND(RNDCfg(), "cpu").check_observations(flat)
+    for keys, space, message in [
+        (["nope"], groups, "the env has no observation group 'nope'; accepted: privileged, proprio"),
+        (["proprio"] * 2, groups, r"needs distinct groups \(got \['proprio', 'proprio'\]\); accepted: "),
+        (["proprio"], flat, "the env's observations are flat, not a dict of groups; remove obs_keys"),
+    ]:
+        with pytest.raises(ConfigError, match=r"^algorithm\.cfg\.rnd\.obs_keys: " + message):
+            RND(RNDCfg(obs_keys=keys), "cpu").check_observations(space)
+
+
+@pytest.mark.parametrize("env_cfg, message", [
+    ("env.cfg.obs_groups=true", "the env has no observation group 'nope'; accepted: privileged, proprio"),
+    ("env.cfg.obs_groups=false", "the env's observations are flat, not a dict of groups; remove obs_keys"),
+])
+def test_the_cli_refuses_obs_keys_the_env_lacks_before_writing(tmp_path, env_cfg, message):
+    result = CliRunner().invoke(cli, ["run", str(PARAMS), *set_args(tmp_path, env_cfg,
+                                                                   "algorithm.cfg.rnd={obs_keys: [nope]}")])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [f"Error: algorithm.cfg.rnd.obs_keys: {message}"]
     assert list(tmp_path.iterdir()) == []
 
 

@@ -151,19 +151,28 @@ def test_ppo_with_augmentation_trains_on_the_mirrored_rows_too():
     assert stats["entropy"].item() == pytest.approx(plain["entropy"].item(), rel=1e-6)
 
 
-def test_symmetry_config_names_the_function_key():
+def test_symmetry_config_checks_the_form_and_imports_at_build(monkeypatch):
     key = r"^algorithm\.cfg\.symmetry\.function: "
-    with pytest.raises(ConfigError, match=key + "cannot import 'no_such_mod'"):
-        PPOCfg.from_dict({"symmetry": {"function": "no_such_mod:mirror"}}, "algorithm.cfg")
+    with pytest.raises(ConfigError, match=key + "expected package.module:function"):
+        PPOCfg.from_dict({"symmetry": {"function": "mirror.py"}}, "algorithm.cfg")
+    monkeypatch.delitem(sys.modules, "this", raising=False)
+    cfg = PPOCfg.from_dict({"symmetry": {"function": "this:s"}}, "algorithm.cfg")  # the Zen of Python
+    assert cfg.symmetry.function == "this:s" and "this" not in sys.modules  # loading imported nothing
+    with pytest.raises(ConfigError, match=key + "cannot import module 'no_such_mod'.*PYTHONPATH"):
+        Symmetry(SymmetryCfg(function="no_such_mod:mirror"))
     with pytest.raises(ConfigError, match=key + ".*not a function"):
-        PPOCfg.from_dict({"symmetry": {"function": "math:pi"}}, "algorithm.cfg")
+        Symmetry(SymmetryCfg(function="math:pi"))
 
 
-def test_cli_refuses_a_bad_mirror_function_with_exit_2(tmp_path):
+def test_cli_refuses_a_bad_mirror_function_with_exit_2_before_writing(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "rlpipe", "run", "params.yaml", "--set", "tracking.backend=none",
-         "--set", f"trainer.data_dir={tmp_path}", "--set", "algorithm.cfg.symmetry.function=os.path:nope"],
+         "--set", "trainer.num_envs=4", "--set", f"trainer.data_dir={tmp_path}",
+         "--set", "algorithm.cfg.symmetry.function=os:system"],
         capture_output=True, text=True, cwd=str(Path(__file__).resolve().parents[2]),
     )
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1].count("algorithm.cfg.symmetry.function") == 1
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("Error: algorithm.cfg.symmetry.function: os:system takes (command), "
+                           "not obs=, actions=, env=; accepted: ")
+    assert list(tmp_path.iterdir()) == []

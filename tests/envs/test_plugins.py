@@ -107,3 +107,16 @@ def test_entry_points_are_built_and_listed(user_module: str, monkeypatch: pytest
     listing = env_ids_by_backend(("torch", "plugins", "gymnasium"))
     assert listing["plugins"] == ["MyPole-v0 = my_sim:MyPole"]
     assert "CartPole" in listing["torch"] and "CartPole-v1" in listing["gymnasium"]
+
+
+def test_a_module_in_the_working_directory_is_not_imported(tmp_path, monkeypatch):
+    (tmp_path / "cwd_sim.py").write_text(MODULE)
+    monkeypatch.chdir(tmp_path)
+    path_before = list(sys.path)
+    assert error_of("cwd_sim:make_pole") == (
+        "env.id: cannot import module 'cwd_sim' (ModuleNotFoundError: No module named 'cwd_sim'); it is "
+        "imported from the installed packages and PYTHONPATH, never the working directory")
+    assert sys.path == path_before and "cwd_sim" not in sys.modules
+    monkeypatch.syspath_prepend(str(tmp_path))  # the documented way: PYTHONPATH=.
+    assert type(build_env("cwd_sim:MyPole", 2, "cpu")).__name__ == "MyPole"
+    sys.modules.pop("cwd_sim", None)

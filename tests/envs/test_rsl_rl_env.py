@@ -117,7 +117,7 @@ def test_run_records_the_approximate_bootstrap_and_log_metrics(tmp_path, monkeyp
     from rlpipe.artifacts.zarr_read import read_rollout
     from rlpipe.trainer import Trainer
 
-    monkeypatch.chdir(ROOT)  # plugin modules import from the working directory
+    monkeypatch.syspath_prepend(str(ROOT))  # as PYTHONPATH=. does: rlpipe never imports from the cwd
     cfg = tiny_cfg(tmp_path, "env.id=examples.rsl_rl_counting_env:make", "trainer.iterations=2",
                    "policy.actor.obs_keys=[policy]", "policy.critic.obs_keys=[policy,critic]",
                    "env.cfg.max_episode_length=10")

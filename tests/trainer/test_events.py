@@ -70,7 +70,7 @@ def test_unknown_function_or_event_is_a_config_error(tmp_path):
     result = CliRunner().invoke(cli, ["run", str(PARAMS), *set_args(
         tmp_path, "trainer.events={train: {x: {func: 'no_such_module_xyz:f'}}}")])
     assert result.exit_code == 2
-    assert "trainer.events.train.x.func: cannot import 'no_such_module_xyz'" in result.output
+    assert "trainer.events.train.x.func: cannot import module 'no_such_module_xyz'" in result.output
     with pytest.raises(ValueError, match="accepted: " + ", ".join(EVENTS)):
         Events().add("after_lunch", print)
 

@@ -17,14 +17,15 @@ Packages announce ids in ``pyproject.toml``::
     MyTask-v0 = "my_pkg.envs:make_my_task"
 
 ``env.id: MyTask-v0`` then builds ``my_pkg.envs:make_my_task``, and ``rlpipe envs`` lists it.
+
+The module is imported from the Python path the user set up (installed packages, ``PYTHONPATH``)
+and only by a command that builds the env: rlpipe adds neither the working directory nor a run
+directory to ``sys.path``, so a run directory someone sent cannot bring the code its params name.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,7 @@ import gymnasium
 import torch
 
 from rlpipe.config import ConfigError
+from rlpipe.config.references import import_module
 from rlpipe.envs.base import BatchedEnv
 from rlpipe.envs.ids import ENTRY_POINT_GROUP, entry_point_ids
 
@@ -47,19 +49,13 @@ def plugin_target(env_id: str) -> tuple[str, Any]:
     """Import ``module`` of ``module:attr``; return ``(attr, object or None)``.
 
     ``None`` means the module has no such attribute (gymnasium's ``module:Id-v0`` form). An import
-    failure is a one-line ConfigError naming the module and the error.
+    failure is a one-line ConfigError naming the module and the error (see
+    :func:`rlpipe.config.references.import_module`).
     """
     module_name, _, attr = env_id.partition(":")
     if not module_name or not attr:
         raise ConfigError(f"env.id: {env_id!r} is not of the form package.module:ClassOrFactory")
-    if os.getcwd() not in sys.path:  # a module in the project directory, as with `python -m`
-        sys.path.append(os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # any error inside the user's module
-        text = (str(exc).strip().splitlines() or [""])[0]
-        raise ConfigError(f"env.id: cannot import module {module_name!r} "
-                          f"({type(exc).__name__}: {text})") from None
+    module = import_module(module_name, "env.id")
     target: Any = module
     for part in attr.split("."):
         target = getattr(target, part, None)
