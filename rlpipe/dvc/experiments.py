@@ -183,7 +183,7 @@ def _git(root: Path, *args: str) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise _unreadable(root, f"git {args[0]} could not run ({exc})") from None
     if result.returncode != 0:
-        said = (result.stderr.strip().splitlines() or [""])[-1][:200]
+        said = (result.stderr.strip().splitlines() or [""])[0].strip()[:200]  # git's "fatal: …" line
         raise _unreadable(root, f"git {args[0]} failed (exit {result.returncode}: {said})")
     return result.stdout
 

@@ -85,7 +85,8 @@ def resume(trainer: Trainer) -> list[str] | None:
     if latest is None:
         stored = parts.layout.rollout_paths()
         if stored:
-            raise ConfigError(f"{parts.layout.rollouts}: {len(stored)} rollout stores but no valid "
+            count = f"{len(stored)} rollout store{'s' if len(stored) > 1 else ''}"
+            raise ConfigError(f"{parts.layout.rollouts}: {count} but no valid "
                               f"checkpoint under {parts.checkpointer.directory} to resume from; --resume "
                               "never deletes stores without one: restore a checkpoint, or start over with "
                               "--overwrite (deletes this run)")

@@ -199,7 +199,8 @@ def failing_git(tmp_path: Path, monkeypatch, but: str = "") -> None:
     """
     bin_dir, real = tmp_path / "bin", shutil.which("git")
     bin_dir.mkdir()
-    (bin_dir / "git").write_text(f"#!/bin/sh\ncase \" $* \" in *\" {but or '-'} \"*) exec {real} \"$@\";; esac\n"
+    (bin_dir / "git").write_text("#!/bin/sh\n"
+                                 f"case \" $* \" in *\" {but or '-'} \"*) exec {real} \"$@\";; esac\n"
                                  "echo \"fatal: detected dubious ownership in repository\" >&2\nexit 128\n")
     (bin_dir / "git").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")

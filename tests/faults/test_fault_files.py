@@ -50,17 +50,17 @@ def test_the_only_checkpoint_damaged_no_advice_and_no_resume_deletes_a_rollout(t
     refused = rlpipe(*run_command(tmp_path), "--resume")
     assert refused.returncode == 3
     assert error_line(refused).endswith(
-        "the file is damaged; no earlier checkpoint is here to fall back to: restore it from a copy, or start "
-        "the run over with --overwrite (a --resume without a checkpoint refuses and deletes nothing)")
+        "the file is damaged; no earlier checkpoint is here to fall back to: restore it from a copy, or "
+        "start the run over with --overwrite (a --resume without a checkpoint refuses and deletes nothing)")
     checkpoint.unlink()  # what the advice used to say ("delete it … to fall back to the previous checkpoint")
     checkpoint.with_name("ckpt-000004.pt.sha256").unlink()
     before = snapshot(root)
     again = rlpipe(*run_command(tmp_path), "--resume")
     assert again.returncode == 2, again.stderr
     assert error_line(again) == (
-        f"Error: {root / 'rollouts'}: 4 rollout stores but no valid checkpoint under {root / 'checkpoints'} to "
-        "resume from; --resume never deletes stores without one: restore a checkpoint, or start over with "
-        "--overwrite (deletes this run)")
+        f"Error: {root / 'rollouts'}: 4 rollout stores but no valid checkpoint under "
+        f"{root / 'checkpoints'} to resume from; --resume never deletes stores without one: restore a "
+        "checkpoint, or start over with --overwrite (deletes this run)")
     assert snapshot(root) == before  # every rollout store kept, byte for byte
 
 

@@ -39,8 +39,8 @@ def test_overwrite_refuses_a_run_dir_that_is_a_link_and_leaves_its_target_alone(
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "v").symlink_to(victim, target_is_directory=True)
     before = sorted(str(p.relative_to(victim)) for p in victim.rglob("*"))
-    with pytest.raises(ConfigError, match=r"data/v: is a symbolic link \(to .*/exp\); --overwrite never deletes "
-                                          r"through a link: remove the link"):
+    with pytest.raises(ConfigError, match=r"data/v: is a symbolic link \(to .*/exp\); --overwrite never "
+                                          r"deletes through a link: remove the link"):
         claim_run_dir(RunLayout(tmp_path / "data" / "v"), DistContext(), resume=False, overwrite=True)
     assert sorted(str(p.relative_to(victim)) for p in victim.rglob("*")) == before
     assert (tmp_path / "data" / "v").is_symlink()

@@ -101,7 +101,7 @@ def test_resume_without_a_checkpoint_refuses_to_delete_the_stores(tmp_path):
     Trainer(cfg).train()
     shutil.rmtree(cfg.run_dir / "checkpoints")  # as if killed before its first checkpoint
     stored = read_rollout(cfg.run_dir / "rollouts" / "iter-000001.zarr")[0]
-    with pytest.raises(ConfigError, match=r"rollouts: 1 rollout stores but no valid checkpoint under .*; "
+    with pytest.raises(ConfigError, match=r"rollouts: 1 rollout store but no valid checkpoint under .*; "
                                           r"--resume never deletes stores without one: restore a checkpoint, "
                                           r"or start over with --overwrite"):
         Trainer(cfg, resume=True).train()
