@@ -3,7 +3,8 @@
 Every writer of a run directory goes through here. A file is written to a hidden temporary
 sibling (``.<name>.tmp-<pid>-<token>``), fsynced and renamed into place; a folder (a Zarr group) is
 built under such a temporary and renamed when complete. Deletions rename to ``.<name>.del-…``
-first, so a reader sees a whole entry or none. Temporaries of dead processes are cleaned at start.
+first, so a reader sees a whole entry or none (:mod:`rlpipe.artifacts.removal`, where every delete
+goes). Temporaries of dead processes are cleaned at start.
 
 On an object store (an :class:`~rlpipe.artifacts.fs.ObjectPath`) a file is one PUT, which is
 atomic by itself, and a folder is deleted key by key (see :mod:`rlpipe.artifacts.fs`).
@@ -15,33 +16,28 @@ import contextlib
 import io
 import json
 import os
-import re
-import secrets
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from rlpipe.artifacts.fs import AnyPath, ObjectPath, as_path, is_object, remove_tree
+from rlpipe.artifacts.fs import AnyPath, ObjectPath, as_path
+from rlpipe.artifacts.layout import temporary_name
+from rlpipe.artifacts.removal import delete
 from rlpipe.testing import faults
 
 __all__ = [
     "atomic_write",
     "atomic_write_json",
     "atomic_write_text",
-    "clean_temporaries",
     "delete_tree",
     "naming_the_file",
-    "pid_alive",
     "publish_file",
-    "remove_entry",
     "publish_dir",
     "staged_files",
     "temporary_sibling",
 ]
-
-_TEMP = re.compile(r"^\.(?P<name>.+)\.(?:tmp|del)-(?P<pid>\d+)-[0-9a-f]+$")
 
 
 def temporary_sibling(path: AnyPath, kind: str = "tmp") -> Path:
@@ -52,7 +48,7 @@ def temporary_sibling(path: AnyPath, kind: str = "tmp") -> Path:
     if isinstance(path, ObjectPath):
         return Path(tempfile.mkdtemp(prefix="rlpipe-upload-")) / path.name
     path = Path(path)
-    return path.with_name(f".{path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}")
+    return path.with_name(temporary_name(path.name, kind))
 
 
 def publish_file(tmp: Path, path: AnyPath) -> None:
@@ -135,9 +131,9 @@ def publish_dir(tmp: Path, path: Path, replace: bool = False) -> None:
         if not replace:
             raise FileExistsError(f"{path}: already exists (entries are written once)")
         trash = temporary_sibling(path, "del")
-        os.rename(path, trash)
+        os.rename(path, trash)  # a link is moved as a link, and then unlinked: never followed
         os.rename(tmp, path)
-        shutil.rmtree(trash)
+        delete(trash)
         return
     os.rename(tmp, path)
 
@@ -183,61 +179,9 @@ def staged_files(directory: Path, name: str) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def delete_tree(path: AnyPath) -> None:
-    """Remove folder ``path`` so that no reader ever sees it half-deleted (rename, then delete).
-
-    On an object store every key under the prefix is deleted (a rollout group's root ``zarr.json``
-    goes with the rest, so readers see it whole, then uncommitted, then gone).
-    """
-    if isinstance(path, ObjectPath):
-        remove_tree(path)
-        return
-    trash = temporary_sibling(path, "del")
-    os.rename(path, trash)
-    shutil.rmtree(trash)
-
-
-def remove_entry(path: AnyPath) -> None:
-    """Remove a file or a whole folder (``--overwrite`` clearing a run directory)."""
-    if isinstance(path, ObjectPath):
-        remove_tree(path)
-    elif path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink()
-
-
-def clean_temporaries(directory: Path, names: re.Pattern[str] | None = None) -> list[Path]:
-    """Remove temporaries of dead processes (and of this one) in ``directory``; return them.
-
-    ``names`` restricts the clean-up to temporaries whose final name matches it. A temporary of this
-    process counts as dead: call this before the process writes anything there. An object store
-    has no temporaries (its writes are single PUTs; uncommitted groups are the store's to clean).
-    """
-    if is_object(directory):
-        return []
-    directory = Path(directory)
-    removed: list[Path] = []
-    for path in directory.iterdir() if directory.is_dir() else ():
-        match = _TEMP.match(path.name)
-        if not match or (names is not None and not names.match(match["name"])):
-            continue
-        pid = int(match["pid"])
-        if pid == os.getpid() or not pid_alive(pid):
-            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
-            removed.append(path)
-    return removed
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this host (a temporary it owns may still be being written)."""
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):
-        return False
-    except PermissionError:  # exists, owned by another user
-        pass
-    return True
+def delete_tree(path: AnyPath, within: AnyPath | None = None) -> None:
+    """Remove ``path`` (a folder, file or link) so that no reader sees it half-deleted; see :func:`delete`."""
+    delete(path, within)
 
 
 def _fsync_dir(directory: Path) -> None:

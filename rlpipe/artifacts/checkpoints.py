@@ -26,7 +26,6 @@ from typing import Any
 import torch
 
 from rlpipe.artifacts.atomic import atomic_write, atomic_write_text
-from rlpipe.artifacts.atomic import clean_temporaries as _clean
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, PreconditionFailed, as_path, is_object, read_versioned, replace_if
 from rlpipe.artifacts.layout import (
@@ -40,6 +39,8 @@ from rlpipe.artifacts.layout import (
     numbered,
 )
 from rlpipe.artifacts.lock import LockedError
+from rlpipe.artifacts.removal import check_confined, delete
+from rlpipe.artifacts.removal import clean_temporaries as _clean
 from rlpipe.rollout import RefusedDataError
 from rlpipe.testing import faults
 
@@ -137,8 +138,19 @@ def verify_checkpoint(path: Path, data: bytes | memoryview | None = None) -> Non
     actual = hashlib.sha256(data).hexdigest()
     if not recorded or recorded[0] != actual:
         raise ChecksumError(f"{path}: checksum mismatch (sha256 {actual[:12]}…, recorded "
-                            f"{(recorded or ['nothing'])[0][:12]}…): the file is damaged; delete it (and "
-                            f"its {CHECKSUM_SUFFIX}) to fall back to the previous checkpoint")
+                            f"{(recorded or ['nothing'])[0][:12]}…): the file is damaged; "
+                            f"{_damaged_advice(path)}")
+
+
+def _damaged_advice(path: AnyPath) -> str:
+    """What to do about the damaged checkpoint ``path``: fall back to an earlier one only if there is one."""
+    iteration = iteration_from_name(path, CHECKPOINT_NAME)
+    earlier = [p for k, p in _checkpoints(path.parent).items() if iteration is not None and k < iteration]
+    if earlier:
+        return (f"delete it (and its {CHECKSUM_SUFFIX}) to fall back to the previous checkpoint, "
+                f"{earlier[-1].name}")
+    return ("no earlier checkpoint is here to fall back to: restore it from a copy, or start the run over "
+            "with --overwrite (a --resume without a checkpoint refuses and deletes nothing)")
 
 
 def _checkpoints(directory: Path) -> dict[int, Path]:
@@ -166,8 +178,8 @@ def _apply_retention(directory: Path, keep_last: int, protect: Path) -> None:
         keep.add(best["file"])
     for path in _checkpoints(directory).values():
         if path.name not in keep:
-            path.unlink(missing_ok=True)
-            checksum_path(path).unlink(missing_ok=True)
+            delete(path, within=directory.parent, missing_ok=True)
+            delete(checksum_path(path), within=directory.parent, missing_ok=True)
 
 
 def clean_temporaries(directory: Path) -> list[Path]:
@@ -252,11 +264,17 @@ def checkpoint_fits(path: Path) -> Iterator[None]:
                          f"params ({detail})") from None
 
 class Checkpointer:
-    """Writes ``ckpt-NNNNNN.pt`` + ``latest`` under ``directory``; the caller assembles the state."""
+    """Writes ``ckpt-NNNNNN.pt`` + ``latest`` under ``directory``; the caller assembles the state.
+
+    Retention (``keep_last``) deletes inside ``directory``'s parent (the run directory) and never
+    through a link: a ``directory`` that is a symbolic link is refused here, before any write.
+    """
 
     def __init__(self, directory: Path, keep_last: int | None = None) -> None:
         self.directory = as_path(directory)
         self.keep_last = keep_last
+        if keep_last is not None:
+            check_confined(checkpoint_path(self.directory, 0), self.directory.parent)
         self.last_saved: Path | None = None
 
     def save(self, iteration: int, state: dict[str, Any], best_metric: float | None = None) -> Path:

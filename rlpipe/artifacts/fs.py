@@ -70,10 +70,13 @@ def as_path(path: str | AnyPath) -> AnyPath:
 
 
 def remove_tree(path: ObjectPath) -> None:
-    """Delete every key under the prefix ``path`` (and the object ``path`` itself)."""
+    """Delete every key under the prefix ``path`` (and the object ``path`` itself).
+
+    Call it through :func:`rlpipe.artifacts.removal.delete`, the one door of every delete.
+    """
     fs = path.fs
     keys = with_retries(path, lambda: fs.find(path.key, withdirs=False))
-    if with_retries(path, lambda: fs.isfile(path.key)):
+    if path.key not in keys and with_retries(path, lambda: fs.isfile(path.key)):
         keys.append(path.key)
     if keys:
         with_retries(path, lambda: fs.rm(keys))

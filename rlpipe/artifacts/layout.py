@@ -12,13 +12,17 @@ A run directory (``<trainer.data_dir>/<trainer.exp_name>``)::
     frames/iter-000003-pixels-env-0/t-000000.png   ``rlpipe inspect --frames`` (or ``….mp4``)
     metrics.json, curve.csv      small files for ``dvc metrics`` / ``dvc plots``
     .lock                        held by the one process writing here (pid, host)
+    run.json                     a DVC experiment's pointer to the run it read (rlpipe.dvc.runs)
+    .<name>.tmp-<pid>-<hex>      a write in progress (``.del-``: a delete); a dead process's goes at start
 
 No other module spells one of these names or patterns: they ask this one.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,8 +35,10 @@ __all__ = [
     "EXPORT_FILES",
     "LATEST",
     "LOCK",
+    "RUN_POINTER",
     "ROLLOUT_NAME",
     "SHARD_NAME",
+    "TEMPORARY_NAME",
     "RunLayout",
     "checkpoint_name",
     "checksum_path",
@@ -41,6 +47,7 @@ __all__ = [
     "numbered",
     "rollout_name",
     "shard_name",
+    "temporary_name",
 ]
 
 ROLLOUT_NAME = re.compile(r"^iter-(\d{6,})\.zarr$")
@@ -52,6 +59,16 @@ LATEST = "latest"
 BEST = "best"
 LOCK = ".lock"
 CHECKSUM_SUFFIX = ".sha256"
+RUN_POINTER = "run.json"
+"""Small file beside ``metrics.json`` in the workspace (and in an experiment's own folder) naming the run
+dir the results came from (see :mod:`rlpipe.dvc.runs`)."""
+TEMPORARY_NAME = re.compile(r"^\.(?P<name>.+)\.(?:tmp|del)-(?P<pid>\d+)-[0-9a-f]+$")
+"""A hidden temporary of process ``pid``: a write (``tmp``) or delete (``del``) of ``name`` in progress."""
+
+
+def temporary_name(name: str, kind: str = "tmp") -> str:
+    """``.<name>.<kind>-<pid>-<hex>``: a fresh hidden temporary of ``name`` owned by this process."""
+    return f".{name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
 def rollout_name(iteration: int) -> str:
@@ -231,6 +248,20 @@ class RunLayout:
     def holds_run(self) -> bool:
         """True when rollouts or checkpoints of a run are here (a fresh run would destroy them)."""
         return any(d.is_dir() and any(d.iterdir()) for d in (self.rollouts, self.checkpoints))
+
+    def written_entries(self) -> list[Path]:
+        """The entries of ``root`` that rlpipe writes (files, folders, temporaries), the lock aside.
+
+        What ``--overwrite`` clears; any other entry there is someone else's and is left alone.
+        """
+        own = {path.name for path in (
+            self.params, self.rollouts, self.checkpoints, self.metrics, self.curve, self.eval_dir,
+            self.reupdate, self.updated, self.collected, self.advantages, self.export_dir, self.frames_dir,
+            self.root / RUN_POINTER)}
+        if not self.root.is_dir():
+            return []
+        return sorted(path for path in self.root.iterdir()
+                      if path.name in own or TEMPORARY_NAME.match(path.name))
 
     @classmethod
     def of_rollouts(cls, rollouts: Path) -> RunLayout:

@@ -105,7 +105,7 @@ def _stale(holder: dict[str, Any]) -> bool:
     if not holder or float(holder.get("expires", 0)) < time.time():
         return True
     if holder.get("host") == socket.gethostname() and isinstance(holder.get("pid"), int):
-        from rlpipe.artifacts.atomic import pid_alive
+        from rlpipe.artifacts.removal import pid_alive
 
         # this very process: it does not hold the lock (acquire is not re-entered), so it is a leftover
         return holder["pid"] == os.getpid() or not pid_alive(holder["pid"])

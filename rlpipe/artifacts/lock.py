@@ -25,10 +25,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from rlpipe.artifacts.atomic import pid_alive
 from rlpipe.artifacts.fs import as_path, is_object
 from rlpipe.artifacts.layout import lock_path
 from rlpipe.artifacts.lease import LeaseLock
+from rlpipe.artifacts.removal import pid_alive
 
 __all__ = ["LockedError", "RunLock"]
 

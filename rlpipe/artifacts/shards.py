@@ -13,10 +13,10 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
-from rlpipe.artifacts.atomic import clean_temporaries
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import as_path, is_object
 from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name, shard_name
+from rlpipe.artifacts.removal import clean_temporaries
 from rlpipe.artifacts.store import RolloutStore
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import DIM_NAMES

@@ -22,11 +22,11 @@ from typing import Any
 
 from tensordict import TensorDict
 
-from rlpipe.artifacts.atomic import clean_temporaries, delete_tree
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path, is_object
 from rlpipe.artifacts.intake import check_new_store, check_rollout
 from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name
+from rlpipe.artifacts.removal import check_confined, clean_temporaries, delete
 from rlpipe.artifacts.staging import HostStaging, Staged
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import RefusedDataError
@@ -83,6 +83,10 @@ class RolloutStore:
     ``flush`` before checkpointing or finishing, so no run goes past a rollout not yet on disk.
     The first write error stops further writes and is raised by ``flush``/``submit``/``close``;
     stores already written are kept. With ``cfg.enabled`` false, ``submit`` writes nothing.
+
+    Deletes (retention, :meth:`discard_after`) stay inside ``root``'s parent (the run directory)
+    and never go through a link: with ``cfg.keep_last`` set, a ``root`` that is a symbolic link is
+    refused here, before anything is written.
     """
 
     def __init__(self, root: Path, cfg: StoreCfg) -> None:
@@ -96,6 +100,8 @@ class RolloutStore:
         self._thread: threading.Thread | None = None
         self._error: StoreError | None = None
         self._closed = False
+        if cfg.enabled and cfg.keep_last:
+            check_confined(self.path_for(0), self.root.parent)
         self.clean_temporaries()
 
     def path_for(self, iteration: int) -> Path:
@@ -130,7 +136,7 @@ class RolloutStore:
         for path in groups:
             sharded = any(SHARD_NAME.match(p.name) for p in path.iterdir())
             if not sharded and not (path / "zarr.json").is_file():
-                delete_tree(path)
+                delete(path)
                 removed.append(path)
         return removed
 
@@ -151,7 +157,7 @@ class RolloutStore:
     def _delete(self, iterations: list[int]) -> list[int]:
         for iteration in iterations:
             faults.point("store.retention")
-            delete_tree(self.path_for(iteration))
+            delete(self.path_for(iteration), within=self.root.parent)
         return iterations
 
     def submit(self, rollout: TensorDict, attrs: dict[str, Any]) -> float:
@@ -267,8 +273,8 @@ def write_rejected(path: Path, rollout: TensorDict, attrs: dict[str, Any], reaso
     An earlier rejected store of the same iteration (a resumed run that hit it again) is replaced.
     """
     path = as_path(path)
-    if path.exists():
-        delete_tree(path)
+    if path.exists() or path.is_symlink():
+        delete(path)
     write_rollout(path, rollout.to("cpu"), {**attrs, REJECTED_ATTR: reason})
     return path
 

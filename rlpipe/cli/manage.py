@@ -49,6 +49,8 @@ def gc(dry_run: bool) -> None:
 
     Kept: every run dir named by a DVC experiment, a branch or tag (`dvc exp branch`), the
     workspace's data/<exp>/run.json, or held by a running experiment. Run after `dvc exp remove`.
+    A symbolic link there is unlinked, never followed. Outside a git/DVC project, or when git fails,
+    it refuses and deletes nothing.
     """
     from rlpipe.dvc.experiments import gc as collect_garbage
 

@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from rlpipe import config
-from rlpipe.artifacts.atomic import atomic_write_json, delete_tree
+from rlpipe.artifacts.atomic import atomic_write_json
 from rlpipe.artifacts.layout import RunLayout
+from rlpipe.artifacts.removal import delete
 from rlpipe.config import RunConfig
 from rlpipe.dvc.runs import (
     RESULTS_DIR,
@@ -43,7 +44,8 @@ from rlpipe.dvc.runs import (
 )
 
 __all__ = [
-    "ACTIVE_LOCK", "StageDirs", "gc", "kept_run_dirs", "publish", "run_stage", "running", "stage_config",
+    "ACTIVE_LOCK", "ExperimentsUnreadable", "StageDirs", "gc", "kept_run_dirs", "publish", "run_stage",
+    "running", "stage_config",
 ]
 
 ACTIVE_LOCK = ".active.lock"
@@ -169,10 +171,47 @@ def _is_active(folder: Path) -> bool:
 # ----------------------------------------------------------------------------------------------- gc
 
 
+class ExperimentsUnreadable(ValueError):
+    """``rlpipe gc`` cannot tell which experiments exist (no git/DVC project, git failing): nothing goes."""
+
+
 def _git(root: Path, *args: str) -> str:
-    result = subprocess.run(["git", "--no-optional-locks", *args], cwd=root, capture_output=True,
-                            text=True, timeout=60)
-    return result.stdout if result.returncode == 0 else ""
+    """``git ARGS`` in ``root``; its output, or :class:`ExperimentsUnreadable` when git fails in any way."""
+    try:
+        result = subprocess.run(["git", "--no-optional-locks", *args], cwd=root, capture_output=True,
+                                text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise _unreadable(root, f"git {args[0]} could not run ({exc})") from None
+    if result.returncode != 0:
+        said = (result.stderr.strip().splitlines() or [""])[0].strip()[:200]  # git's "fatal: …" line
+        raise _unreadable(root, f"git {args[0]} failed (exit {result.returncode}: {said})")
+    return result.stdout
+
+
+def _unreadable(root: Path, why: str) -> ExperimentsUnreadable:
+    return ExperimentsUnreadable(f"{root}: cannot tell which DVC experiments exist: {why}; rlpipe gc deletes "
+                                 "nothing it cannot prove unused")
+
+
+def _check_project(root: Path) -> None:
+    """:class:`ExperimentsUnreadable` unless ``root`` is inside a git repository and a DVC project."""
+    toplevel = Path(_git(root, "rev-parse", "--show-toplevel").strip()).resolve()
+    folders = [root, *(p for p in root.parents if p.is_relative_to(toplevel))]
+    if not any((folder / ".dvc").is_dir() for folder in folders):
+        raise _unreadable(root, f"not a DVC project (no .dvc/ folder in {root} or above it up to {toplevel}; "
+                                "run `dvc init` first)")
+
+
+def _workspace_pointers(root: Path) -> list[dict[str, Any]]:
+    """Every ``results/*/run.json`` of the workspace; one it cannot read is :class:`ExperimentsUnreadable`."""
+    pointers = []
+    for path in sorted((root / RESULTS_DIR).glob(f"*/{RUN_POINTER}")):
+        try:
+            pointers.append(json.loads(path.read_text()))
+        except (OSError, ValueError) as exc:
+            where = path.relative_to(root)
+            raise _unreadable(root, f"{where}: unreadable ({exc}); fix or remove it") from None
+    return pointers
 
 
 def _pointers_in_git(root: Path) -> Iterator[dict[str, Any]]:
@@ -195,9 +234,7 @@ def experiment_names(root: Path) -> set[str]:
 
 def kept_run_dirs(root: Path) -> set[Path]:
     """Run dirs something still names: a workspace ``run.json`` or one in any git ref."""
-    in_workspace = (read_pointer(f.parent) for f in (root / RESULTS_DIR).glob(f"*/{RUN_POINTER}"))
-    pointers = [p for p in in_workspace if p]
-    pointers += list(_pointers_in_git(root))
+    pointers = _workspace_pointers(root) + list(_pointers_in_git(root))
     kept = set()
     for pointer in pointers:
         if isinstance(pointer, dict) and pointer.get("run_dir"):
@@ -209,23 +246,31 @@ def kept_run_dirs(root: Path) -> set[Path]:
 def gc(root: Path | None = None, dry_run: bool = False) -> list[tuple[Path, int]]:
     """Delete ``data/exps/<name>`` folders no longer named by any experiment, branch or workspace.
 
-    A folder whose experiment is still running (its ``flock`` held) is kept. Returns the deleted
-    (or, with ``dry_run``, deletable) folders with their sizes in bytes.
+    A folder whose experiment is still running (its ``flock`` held) is kept. A symbolic link there
+    is unlinked, never followed (size 0). When the experiments cannot be read (not a git repository
+    or DVC project, git failing, an unreadable workspace ``run.json``) nothing is deleted:
+    :class:`ExperimentsUnreadable`. Returns the deleted (or, with ``dry_run``, deletable) entries
+    with their sizes in bytes.
     """
     root = (root or project_root()).resolve()
     folder = exps_dir(root)
     if not folder.is_dir():
         return []
+    _check_project(root)
     kept, names = kept_run_dirs(root), experiment_names(root)
     freed = []
-    for exp in sorted(p for p in folder.iterdir() if p.is_dir()):
-        runs = {p.resolve() for p in exp.iterdir() if p.is_dir()}
-        if exp.name in names or runs & kept or _is_active(exp):
+    for exp in sorted(p for p in folder.iterdir() if p.is_dir() or p.is_symlink()):
+        if exp.name in names or _runs(exp) & kept or _is_active(exp):
             continue
-        freed.append((exp, _size(exp)))
+        freed.append((exp, 0 if exp.is_symlink() else _size(exp)))
         if not dry_run:
-            delete_tree(exp)
+            delete(exp, within=folder)
     return freed
+
+
+def _runs(exp: Path) -> set[Path]:
+    """The run dirs in experiment folder ``exp``, resolved (none for a dangling link)."""
+    return {p.resolve() for p in exp.iterdir() if p.is_dir()} if exp.is_dir() else set()
 
 
 def _size(folder: Path) -> int:

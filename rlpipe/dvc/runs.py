@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from rlpipe.artifacts.layout import RunLayout
+from rlpipe.artifacts.layout import RUN_POINTER, RunLayout
 from rlpipe.config.location import is_url, location
 
 __all__ = [
@@ -37,8 +37,6 @@ __all__ = [
 
 EXPS_DIR = "exps"
 """Folder below ``trainer.data_dir`` holding one folder per DVC experiment."""
-RUN_POINTER = "run.json"
-"""Small file beside ``metrics.json`` in the workspace naming the run dir the results came from."""
 RESULTS_DIR = "results"
 """Project folder of the DVC stages' small, git-tracked files: ``results/<trainer.exp_name>/``."""
 

@@ -22,6 +22,7 @@ from rlpipe.artifacts.layout import CHECKPOINT_NAME, iteration_from_name, shard_
 from rlpipe.artifacts.params import write_params
 from rlpipe.artifacts.store import write_rejected
 from rlpipe.build import load_learner_state, threads_reason
+from rlpipe.config import ConfigError
 from rlpipe.rollout import NonFiniteError
 from rlpipe.runtime.allocator import tune_malloc
 from rlpipe.testing import faults
@@ -73,15 +74,22 @@ def start(trainer: Trainer, stop: GracefulStop) -> contextlib.ExitStack:
 def resume(trainer: Trainer) -> list[str] | None:
     """Load the newest complete checkpoint; drop newer stores and curve rows; return the kept curve's header.
 
-    Rollout stores newer than the checkpoint (written by the run that was stopped; all of them when
-    there is no checkpoint) are deleted, so the continued run writes the same stores as an
-    uninterrupted one. A checkpoint of other training params is a ``ConfigError`` naming them.
+    Rollout stores newer than the checkpoint (written by the run that was stopped) are deleted, so
+    the continued run writes the same stores as an uninterrupted one. Without a valid checkpoint a
+    run that has stores is refused (nothing supersedes them; ``--overwrite`` starts over), and one
+    without starts from iteration 0. A checkpoint of other training params is a ``ConfigError``
+    naming them.
     """
     parts, state = trainer.parts, trainer.state
     latest = parts.checkpointer.latest()
     if latest is None:
-        if parts.store is not None:
-            parts.store.discard_after(0)
+        stored = parts.layout.rollout_paths()
+        if stored:
+            count = f"{len(stored)} rollout store{'s' if len(stored) > 1 else ''}"
+            raise ConfigError(f"{parts.layout.rollouts}: {count} but no valid "
+                              f"checkpoint under {parts.checkpointer.directory} to resume from; --resume "
+                              "never deletes stores without one: restore a checkpoint, or start over with "
+                              "--overwrite (deletes this run)")
         if parts.dist.is_main:
             print(f"resume: no checkpoint under {parts.checkpointer.directory}; starting from iteration 0",
                   file=sys.stderr)

@@ -6,13 +6,14 @@ A single process is rank 0 of a world of one.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from typing import Any
 
-from rlpipe.artifacts.atomic import remove_entry
 from rlpipe.artifacts.checkpoints import Checkpointer, clean_temporaries
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.lock import RunLock
+from rlpipe.artifacts.removal import delete
 from rlpipe.artifacts.shards import ShardedStore
 from rlpipe.artifacts.store import RolloutStore
 from rlpipe.collector import Collector
@@ -109,18 +110,32 @@ def claim_run_dir(layout: RunLayout, ctx: DistContext, resume: bool, overwrite: 
     """Refuse (or, with ``overwrite``, clear) a run dir holding an earlier run; then create it.
 
     ``overwrite`` removes everything the earlier run wrote, derived outputs (``eval/``, ``reupdate/``…)
-    included, so no file of it survives into the new run. Rank 0 alone checks and deletes (and
-    removes dead checkpoint temporaries); the others wait for it.
+    included, so no file of it survives into the new run; entries rlpipe does not write are kept
+    (and named), links inside the run dir are unlinked, never followed. A run dir that is itself a
+    symbolic link is refused: clearing it would empty a folder rlpipe did not create. Rank 0 alone
+    checks and deletes (and removes dead checkpoint temporaries); the others wait for it.
     """
     if ctx.is_main:
         if layout.holds_run() and not resume:
             if not overwrite:
                 raise ConfigError(f"{layout.root}: holds an earlier run; use --resume to continue it, "
                                   "--overwrite to replace it, or another trainer.exp_name")
-            for entry in layout.root.iterdir():  # all but the lock this process holds
-                if entry != layout.lock:
-                    remove_entry(entry)
+            _clear_earlier_run(layout)
         layout.root.mkdir(parents=True, exist_ok=True)
         clean_temporaries(layout.checkpoints)
         clean_temporaries(layout.root)  # params.yaml / metrics.json writes a killed run left behind
     barrier()
+
+
+def _clear_earlier_run(layout: RunLayout) -> None:
+    """``--overwrite``: delete what rlpipe wrote in the run dir (not the lock this process holds)."""
+    if layout.root.is_symlink():
+        raise ConfigError(f"{layout.root}: is a symbolic link (to {layout.root.resolve()}); --overwrite "
+                          "never deletes through a link: remove the link to start afresh here, or clear the "
+                          "earlier run where it points yourself")
+    for entry in layout.written_entries():
+        delete(entry, within=layout.root)
+    foreign = sorted(p.name for p in layout.root.iterdir() if p != layout.lock)
+    if foreign:
+        print(f"Warning: --overwrite kept {len(foreign)} entries of {layout.root} that rlpipe did not write: "
+              f"{', '.join(foreign[:5])}{' …' if len(foreign) > 5 else ''}", file=sys.stderr)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 
-from rlpipe.artifacts.atomic import atomic_write_json, clean_temporaries, publish_dir, temporary_sibling
+from rlpipe.artifacts.atomic import atomic_write_json, publish_dir, temporary_sibling
 from rlpipe.artifacts.layout import CHECKPOINT_NAME, RunLayout, iteration_from_name, numbered
+from rlpipe.artifacts.removal import clean_temporaries
 
 
 def test_layout_names_and_listing(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from rlpipe.config import ConfigError
-from rlpipe.dvc.experiments import ACTIVE_LOCK, gc, run_stage, stage_config
+from rlpipe.dvc.experiments import ACTIVE_LOCK, ExperimentsUnreadable, gc, run_stage, stage_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -155,6 +155,7 @@ def test_gc_frees_only_what_no_experiment_branch_or_workspace_names(tmp_path, mo
         (repo / "data" / "exps" / name / "cartpole_ppo" / "rollouts").mkdir(parents=True)
         (repo / "data" / "exps" / name / "cartpole_ppo" / "rollouts" / "x").write_bytes(b"1" * 1000)
     (repo / "dvc.yaml").write_text("stages: {}\n")
+    (repo / ".dvc").mkdir()
     git(repo, "init", "-q")
     git(repo, "commit", "-q", "--allow-empty", "-m", "baseline")
     for name, ref in (("exp_kept", "refs/exps/ab/cdef/exp_kept"), ("branch_kept", "refs/heads/promoted"),
@@ -176,3 +177,82 @@ def test_gc_frees_only_what_no_experiment_branch_or_workspace_names(tmp_path, mo
     left = sorted(p.name for p in (repo / "data" / "exps").iterdir())
     assert left == ["branch_kept", "eval_only", "exp_kept", "running", "ws_kept"]
     assert [p.name for p, _ in gc(repo)] == ["running"]  # its stage has ended without an experiment
+
+
+def exps_repo(tmp_path: Path, *names: str) -> Path:
+    """A DVC project (git + ``.dvc/``) whose ``data/exps`` holds one 1000-byte run dir per name."""
+    repo = tmp_path / "repo"
+    for name in names:
+        (repo / "data" / "exps" / name / "cartpole_ppo").mkdir(parents=True)
+        (repo / "data" / "exps" / name / "cartpole_ppo" / "x").write_bytes(b"1" * 1000)
+    (repo / ".dvc").mkdir(parents=True)
+    (repo / "dvc.yaml").write_text("stages: {}\n")
+    git(repo, "init", "-q")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "baseline")
+    return repo
+
+
+def failing_git(tmp_path: Path, monkeypatch, but: str = "") -> None:
+    """A ``git`` first on PATH that fails as git does on a repo it may not read (exit 128).
+
+    ``but``: a git subcommand passed to the real git (the repository looks fine up to there).
+    """
+    bin_dir, real = tmp_path / "bin", shutil.which("git")
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text("#!/bin/sh\n"
+                                 f"case \" $* \" in *\" {but or '-'} \"*) exec {real} \"$@\";; esac\n"
+                                 "echo \"fatal: detected dubious ownership in repository\" >&2\nexit 128\n")
+    (bin_dir / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+@pytest.mark.parametrize("but", ["", "rev-parse"], ids=["every-call", "listing-the-refs"])
+def test_gc_refuses_when_git_fails_and_deletes_nothing(tmp_path, monkeypatch, but):
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    repo = exps_repo(tmp_path, "myexp")
+    git(repo, "update-ref", "refs/exps/ab/cdef/myexp", "HEAD")  # the experiment exists
+    failing_git(tmp_path, monkeypatch, but)
+    for dry_run in (True, False):
+        with pytest.raises(ExperimentsUnreadable, match=r"cannot tell which DVC experiments exist: git "
+                                                        r".*exit 128: fatal: detected dubious ownership"):
+            gc(repo, dry_run=dry_run)
+    assert (repo / "data" / "exps" / "myexp" / "cartpole_ppo" / "x").is_file()
+
+
+def test_gc_refuses_outside_a_git_and_dvc_project(tmp_path, monkeypatch):
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))  # no repository above tmp_path either
+    folder = tmp_path / "plain"
+    (folder / "data" / "exps" / "myexp" / "cartpole_ppo").mkdir(parents=True)
+    (folder / "pyproject.toml").write_text("")
+    with pytest.raises(ExperimentsUnreadable, match=r"not a git repository"):
+        gc(folder, dry_run=True)  # it used to offer every run dir under data/exps
+    git(folder, "init", "-q")
+    with pytest.raises(ExperimentsUnreadable, match=r"not a DVC project \(no \.dvc/ folder"):
+        gc(folder)
+    assert (folder / "data" / "exps" / "myexp" / "cartpole_ppo").is_dir()
+
+
+def test_gc_refuses_a_workspace_run_json_it_cannot_read(tmp_path, monkeypatch):
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    repo = exps_repo(tmp_path, "ws_named")
+    (repo / "results" / "cartpole_ppo").mkdir(parents=True)
+    (repo / "results" / "cartpole_ppo" / "run.json").write_text('{"run_dir": "data/exps/ws_na')  # cut short
+    with pytest.raises(ExperimentsUnreadable, match=r"results/cartpole_ppo/run.json: unreadable"):
+        gc(repo)
+    assert (repo / "data" / "exps" / "ws_named").is_dir()
+
+
+def test_gc_unlinks_a_link_under_data_exps_and_frees_the_rest(tmp_path, monkeypatch):
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    repo = exps_repo(tmp_path, "removed")
+    elsewhere = tmp_path / "elsewhere" / "cartpole_ppo"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "keep.txt").write_text("not rlpipe's")
+    (repo / "data" / "exps" / "linked").symlink_to(elsewhere.parent, target_is_directory=True)
+    (repo / "data" / "exps" / "dangling").symlink_to(tmp_path / "gone")
+    freed = gc(repo)
+    assert [(p.name, size) for p, size in freed] == [("dangling", 0), ("linked", 0), ("removed", 1000)]
+    assert list((repo / "data" / "exps").iterdir()) == []
+    assert (elsewhere / "keep.txt").read_text() == "not rlpipe's"  # never followed
+    assert gc(repo) == []  # nothing renamed and left behind for the next run

@@ -30,7 +30,7 @@ def test_flipped_checkpoint_byte_is_refused_then_the_advice_resumes_exactly(tmp_
     line = error_line(refused)
     assert line.startswith(f"Error: {checkpoint}: checksum mismatch (sha256 ")
     assert line.endswith("the file is damaged; delete it (and its .sha256) to fall back to the previous "
-                         "checkpoint")
+                         "checkpoint, ckpt-000003.pt")
     assert snapshot(root) == before
     checkpoint.unlink()  # what the message says to do
     checkpoint.with_name("ckpt-000004.pt.sha256").unlink()
@@ -38,6 +38,30 @@ def test_flipped_checkpoint_byte_is_refused_then_the_advice_resumes_exactly(tmp_
     assert resumed.returncode == 0, resumed.stderr
     assert "(iteration 3)" in resumed.stderr
     assert_same_as_reference(root, reference)
+
+
+def test_the_only_checkpoint_damaged_no_advice_and_no_resume_deletes_a_rollout(tmp_path, reference):
+    root = copy_run(reference, tmp_path)
+    for k in (1, 2, 3):
+        (root / "checkpoints" / f"ckpt-00000{k}.pt").unlink()
+        (root / "checkpoints" / f"ckpt-00000{k}.pt.sha256").unlink()
+    checkpoint = root / "checkpoints" / "ckpt-000004.pt"
+    flip(checkpoint)
+    refused = rlpipe(*run_command(tmp_path), "--resume")
+    assert refused.returncode == 3
+    assert error_line(refused).endswith(
+        "the file is damaged; no earlier checkpoint is here to fall back to: restore it from a copy, or "
+        "start the run over with --overwrite (a --resume without a checkpoint refuses and deletes nothing)")
+    checkpoint.unlink()  # what the advice used to say ("delete it … to fall back to the previous checkpoint")
+    checkpoint.with_name("ckpt-000004.pt.sha256").unlink()
+    before = snapshot(root)
+    again = rlpipe(*run_command(tmp_path), "--resume")
+    assert again.returncode == 2, again.stderr
+    assert error_line(again) == (
+        f"Error: {root / 'rollouts'}: 4 rollout stores but no valid checkpoint under "
+        f"{root / 'checkpoints'} to resume from; --resume never deletes stores without one: restore a "
+        "checkpoint, or start over with --overwrite (deletes this run)")
+    assert snapshot(root) == before  # every rollout store kept, byte for byte
 
 
 def test_zeroed_latest_pointer_names_itself_and_falls_back(tmp_path, reference):

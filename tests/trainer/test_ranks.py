@@ -31,3 +31,31 @@ def test_without_overwrite_nothing_is_touched(tmp_path):
     with pytest.raises(ConfigError, match="holds an earlier run; use --resume"):
         claim_run_dir(layout, DistContext(), resume=False, overwrite=False)
     assert (layout.root / "reupdate" / "metrics.json").is_file()
+
+
+def test_overwrite_refuses_a_run_dir_that_is_a_link_and_leaves_its_target_alone(tmp_path):
+    victim = earlier_run(tmp_path).root  # a run written through the link, beside the user's own files
+    (victim / "thesis.tex").write_text("mine")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "v").symlink_to(victim, target_is_directory=True)
+    before = sorted(str(p.relative_to(victim)) for p in victim.rglob("*"))
+    with pytest.raises(ConfigError, match=r"data/v: is a symbolic link \(to .*/exp\); --overwrite never "
+                                          r"deletes through a link: remove the link"):
+        claim_run_dir(RunLayout(tmp_path / "data" / "v"), DistContext(), resume=False, overwrite=True)
+    assert sorted(str(p.relative_to(victim)) for p in victim.rglob("*")) == before
+    assert (tmp_path / "data" / "v").is_symlink()
+
+
+def test_overwrite_unlinks_links_inside_the_run_dir_and_keeps_what_rlpipe_did_not_write(tmp_path, capsys):
+    layout = earlier_run(tmp_path)
+    elsewhere = tmp_path / "big-disk" / "eval"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "metrics.json").write_text("{}")
+    (layout.root / "eval").rename(tmp_path / "old-eval")
+    (layout.root / "eval").symlink_to(elsewhere, target_is_directory=True)
+    (layout.root / "notes.md").write_text("the user's")
+    claim_run_dir(layout, DistContext(), resume=False, overwrite=True)
+    assert sorted(p.name for p in layout.root.iterdir()) == ["notes.md"]
+    assert (elsewhere / "metrics.json").is_file()  # the link went, not what it points at
+    assert f"--overwrite kept 1 entries of {layout.root} that rlpipe did not write: notes.md" in (
+        capsys.readouterr().err)
