@@ -14,10 +14,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from rlpipe.artifacts.atomic import clean_temporaries, delete_tree
+from rlpipe.artifacts.atomic import delete_tree
 from rlpipe.artifacts.fs import is_object
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.lock import RunLock
+from rlpipe.artifacts.removal import clean_temporaries
 
 __all__ = ["held_run_dir"]
 
