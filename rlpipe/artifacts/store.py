@@ -2,11 +2,14 @@
 
 Each iteration is one immutable Zarr group in the format of :mod:`rlpipe.artifacts.zarr_io`
 (``<root>/iter-000012.zarr``), written off the training thread on a bounded queue; its host copy is
-made through reused (for CUDA rollouts pinned) buffers, :mod:`rlpipe.artifacts.staging`. A rollout is
-checked once, where it enters the store (:func:`rlpipe.artifacts.intake.check_rollout`, in
-:meth:`RolloutStore.submit` and :func:`write_rollout`). zarr is imported on the first write: in a
-run that is the writer thread, during the first update, so its import is not on the way to
-iteration 1. Reading is :mod:`rlpipe.artifacts.zarr_read`.
+made through reused (for CUDA rollouts pinned) buffers, :mod:`rlpipe.artifacts.staging`. The writes
+run in a writer process fed from shared-memory buffers (``store.writer: process``,
+:mod:`rlpipe.artifacts.writer_process`), or in a thread of this process (``thread``; always on an
+object store); either way a thread of this process hands the rollouts over in order and frees
+their slots. A rollout is checked once, where it enters the store
+(:func:`rlpipe.artifacts.intake.check_rollout`, in :meth:`RolloutStore.submit` and
+:func:`write_rollout`). zarr is imported on the first write (by the writer thread or process), so
+its import is not on the way to iteration 1. Reading is :mod:`rlpipe.artifacts.zarr_read`.
 """
 
 from __future__ import annotations
@@ -25,11 +28,13 @@ from tensordict import TensorDict
 from rlpipe.artifacts.atomic import clean_temporaries, delete_tree
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path, is_object
-from rlpipe.artifacts.intake import check_new_store, check_rollout
+from rlpipe.artifacts.intake import check_new_store, check_rollout, group_attributes
 from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name
+from rlpipe.artifacts.shared_staging import SharedBuffers
 from rlpipe.artifacts.staging import HostStaging, Staged
+from rlpipe.artifacts.writer_process import WriterDiedError, WriteRequest, WriterProcess, available
 from rlpipe.config import StoreCfg
-from rlpipe.rollout import RefusedDataError
+from rlpipe.rollout import DIM_NAMES, RefusedDataError
 from rlpipe.testing import faults
 
 __all__ = [
@@ -37,7 +42,9 @@ __all__ = [
     "RejectedRolloutError",
     "RolloutStore",
     "StoreError",
+    "WriterDiedError",
     "refuse_rejected",
+    "writer_mode",
     "write_rejected",
     "write_rollout",
 ]
@@ -65,6 +72,19 @@ def _write_checked(path: Path, rollout: TensorDict, attrs: dict[str, Any], codec
     zarr_write.write_rollout(path, rollout, attrs, codec, chunk_envs, image_codec)
 
 
+def writer_mode(cfg: StoreCfg, root: AnyPath) -> str:
+    """``process`` or ``thread``: who writes the stores under ``root`` for ``cfg.writer``.
+
+    An object store is written by the thread (its uploads go through fsspec in this process);
+    ``auto`` takes the process where :func:`~rlpipe.artifacts.writer_process.available`.
+    """
+    if is_object(root) or cfg.writer == "thread":
+        return "thread"
+    if cfg.writer == "process" or available():
+        return "process"
+    return "thread"
+
+
 @dataclass
 class _Job:
     path: Path
@@ -83,6 +103,9 @@ class RolloutStore:
     ``flush`` before checkpointing or finishing, so no run goes past a rollout not yet on disk.
     The first write error stops further writes and is raised by ``flush``/``submit``/``close``;
     stores already written are kept. With ``cfg.enabled`` false, ``submit`` writes nothing.
+    ``mode`` (``writer_mode(cfg, root)``): ``process`` writes in the writer process from shared
+    memory (a writer process that dies is a :class:`WriterDiedError` naming the store), ``thread``
+    in the writer thread.
     """
 
     def __init__(self, root: Path, cfg: StoreCfg) -> None:
@@ -91,10 +114,14 @@ class RolloutStore:
         self._queue: queue.Queue[_Job | None] = queue.Queue()  # bounded by the slots
         self._slots = threading.BoundedSemaphore(cfg.queue_size)
         """One per rollout the store holds (being copied, queued or being written)."""
-        self._staging = HostStaging(cfg.queue_size)
+        self.mode = writer_mode(cfg, self.root)
+        self._shared = SharedBuffers() if self.mode == "process" else None
+        self._process = WriterProcess() if self.mode == "process" else None
+        self._staging = (HostStaging(cfg.queue_size, self._shared.allocate, self._shared.is_pinned)
+                         if self._shared is not None else HostStaging(cfg.queue_size))
         self._io_lock = threading.Lock()  # one writer/cleaner of ``root`` at a time
         self._thread: threading.Thread | None = None
-        self._error: StoreError | None = None
+        self._error: StoreError | WriterDiedError | None = None
         self._closed = False
         self.clean_temporaries()
 
@@ -201,6 +228,10 @@ class RolloutStore:
             self._queue.put(None)
             self._thread.join()
             self._thread = None
+        if self._process is not None:
+            self._process.close()
+            self._staging = HostStaging(self.cfg.queue_size)  # the pool lets go of the shared buffers
+            self._shared.close()
         self._raise_if_failed()
 
     def __enter__(self) -> RolloutStore:
@@ -239,12 +270,15 @@ class RolloutStore:
         try:
             host = job.staged.wait()  # the device clone goes now
             with self._io_lock:
-                faults.point("store.write")
-                _write_checked(job.path, host, job.attrs, self.cfg.codec, self.cfg.chunk_envs,
-                               self.cfg.image_codec)
+                if self._process is None:
+                    faults.point("store.write")
+                    _write_checked(job.path, host, job.attrs, self.cfg.codec, self.cfg.chunk_envs,
+                                   self.cfg.image_codec)
+                else:
+                    self._write_in_process(job.path, host, job.attrs)
                 faults.point("store.published")
                 self._retain()
-        except StoreError as exc:
+        except (StoreError, WriterDiedError) as exc:
             self._error = exc
         except OSError as exc:  # disk full, read-only, permission: a runtime failure, not bad input
             self._error = StoreError(f"writing {job.path} failed: {exc}")
@@ -252,9 +286,16 @@ class RolloutStore:
         except Exception as exc:
             self._error = StoreError(f"writing {job.path} failed: {exc}")
 
+    def _write_in_process(self, path: Path, host: TensorDict, attrs: dict[str, Any]) -> None:
+        """Have the writer process write ``host`` (a shared buffer) as the store at ``path``."""
+        segment = self._shared.segment_of(host)
+        self._process.share(segment.key, segment.fd, segment.size)
+        self._process.write(WriteRequest(str(path), segment.key, segment.leaves, group_attributes(attrs, path),
+                                         self.cfg.codec, self.cfg.image_codec, self.cfg.chunk_envs, DIM_NAMES))
+
     def _raise_if_failed(self) -> None:
         if self._error is not None:
-            raise StoreError(str(self._error)) from (self._error.__cause__ or self._error)
+            raise type(self._error)(str(self._error)) from (self._error.__cause__ or self._error)
 
 
 REJECTED_ATTR = "rejected"

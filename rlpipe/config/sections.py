@@ -234,6 +234,11 @@ class StoreCfg(StrictModel):
     blocks (back-pressure); each is one rollout of memory beyond the collector's buffer."""
     chunk_envs: int = Field(1024, ge=1)
     """Envs per Zarr chunk (each chunk holds the whole T+1 time axis)."""
+    writer: Literal["auto", "process", "thread"] = "auto"
+    """Who writes the stores: ``process`` (a writer process fed from shared memory, so the writes never
+    hold the training interpreter's lock), ``thread`` (a thread of the training process), ``auto``
+    (the process where the platform has anonymous shared memory, else the thread). A run directory
+    on object storage (``s3://…``) is always written by the thread."""
 
 
 class CheckpointCfg(StrictModel):
