@@ -56,8 +56,9 @@ def rollout_arrays(rollout: TensorDict) -> dict[str, torch.Tensor]:
 
 
 def group_attributes(attrs: dict[str, Any], path: Path) -> dict[str, Any]:
-    """A rollout group's attributes as stored: ``attrs`` plus ``schema_version``; ``StoreError`` naming
-    ``path`` when ``attrs`` set it or are not JSON-serializable.
+    """A rollout group's attributes as stored: ``attrs`` plus ``schema_version``.
+
+    ``StoreError`` naming ``path`` when ``attrs`` set it or are not JSON-serializable.
     """
     if "schema_version" in attrs:
         raise StoreError(f"{path}: attrs may not set 'schema_version' (always {SCHEMA_VERSION})")

@@ -74,7 +74,7 @@ class WriterProcess:
         self._shared: set[int] = set()
 
     def share(self, key: int, fd: int, size: int) -> None:
-        """Make segment ``key`` (an anonymous shared-memory file ``fd`` of ``size`` bytes) known to the process."""
+        """Make segment ``key`` (anonymous shared memory: file ``fd``, ``size`` bytes) known to the process."""
         if key in self._shared:
             return
         conn = self._connection()
@@ -187,7 +187,8 @@ def _write(request: WriteRequest, segments: dict[int, mmap.mmap]) -> tuple[str, 
         return ("StoreError", str(exc), None, None, None)
     except OSError as exc:
         if isinstance(exc, FileExistsError) or path.exists():
-            return ("StoreError", f"{path}: already exists; rollout stores are written once", None, None, None)
+            message = f"{path}: already exists; rollout stores are written once"
+            return ("StoreError", message, None, None, None)
         return (type(exc).__name__, str(exc), exc.errno, exc.strerror, exc.filename)
     except Exception as exc:  # the training process reports it as this store's write failure
         return (type(exc).__name__, str(exc), None, None, None)
