@@ -290,9 +290,9 @@ class RolloutStore:
         """Have the writer process write ``host`` (a shared buffer) as the store at ``path``."""
         segment = self._shared.segment_of(host)
         self._process.share(segment.key, segment.fd, segment.size)
-        cfg = self.cfg
-        self._process.write(WriteRequest(str(path), segment.key, segment.leaves, group_attributes(attrs, path),
-                                         cfg.codec, cfg.image_codec, cfg.chunk_envs, DIM_NAMES))
+        cfg, stored = self.cfg, group_attributes(attrs, path)
+        self._process.write(WriteRequest(str(path), segment.key, segment.leaves, stored, cfg.codec,
+                                         cfg.image_codec, cfg.chunk_envs, DIM_NAMES))
 
     def _raise_if_failed(self) -> None:
         if self._error is not None:

@@ -74,7 +74,7 @@ class WriterProcess:
         self._shared: set[int] = set()
 
     def share(self, key: int, fd: int, size: int) -> None:
-        """Make segment ``key`` (anonymous shared memory: file ``fd``, ``size`` bytes) known to the process."""
+        """Make segment ``key`` (anonymous shared memory: file ``fd``, ``size`` bytes) known there."""
         if key in self._shared:
             return
         conn = self._connection()
