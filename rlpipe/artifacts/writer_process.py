@@ -186,7 +186,7 @@ def _write(request: WriteRequest, segments: dict[int, mmap.mmap]) -> tuple[str, 
     except StoreError as exc:
         return ("StoreError", str(exc), None, None, None)
     except OSError as exc:
-        if isinstance(exc, FileExistsError) or path.exists():
+        if path.exists():  # another writer won the race for this name
             message = f"{path}: already exists; rollout stores are written once"
             return ("StoreError", message, None, None, None)
         return (type(exc).__name__, str(exc), exc.errno, exc.strerror, exc.filename)
