@@ -209,6 +209,9 @@ class RolloutStore:
         waited = time.perf_counter() - start
         try:
             staged = self._staging.stage(rollout)
+        except OSError as exc:  # shared memory refused (a file-size limit, no space in /dev/shm)
+            self._slots.release()
+            raise StoreError(f"{path}: staging it for the writer process failed: {exc}") from exc
         except BaseException:
             self._slots.release()
             raise
