@@ -12,7 +12,6 @@ import zarr
 from _rollouts import ATTRS, N, T, assert_same, make_rollout
 
 import rlpipe.artifacts.zarr_arrays as zarr_arrays
-import rlpipe.artifacts.zarr_write as zarr_write
 from rlpipe import fast
 from rlpipe.artifacts.store import RolloutStore, StoreError, write_rollout
 from rlpipe.artifacts.zarr_read import read_rollout

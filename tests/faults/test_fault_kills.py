@@ -11,9 +11,9 @@ import signal
 
 import pytest
 from _fault_harness import (
-    error_line,
     assert_same_as_reference,
     covered,
+    error_line,
     resumed_from,
     rlpipe,
     run_command,
@@ -73,7 +73,8 @@ def test_a_killed_writer_process_is_one_line_exit_1_and_resume_is_bit_exact(tmp_
     killed = rlpipe(*command, env={"RLPIPE_FAULT_KILL_AT": "store.write:2"})  # the writer process's point
     assert killed.returncode == 1, killed.stderr[-2000:]
     line = error_line(killed)
-    assert line.startswith(f"Error: {root / 'rollouts' / 'iter-000002.zarr'}: the rollout store's writer process "
+    store = root / "rollouts" / "iter-000002.zarr"
+    assert line.startswith(f"Error: {store}: the rollout store's writer process "
                            "died (killed by SIGKILL) while writing it; resume with: "), line
     assert not (root / "rollouts" / "iter-000002.zarr").exists()
     before = snapshot(root)
