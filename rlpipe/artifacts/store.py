@@ -32,6 +32,7 @@ from rlpipe.artifacts.intake import check_new_store, check_rollout, group_attrib
 from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name
 from rlpipe.artifacts.shared_staging import SharedBuffers
 from rlpipe.artifacts.staging import HostStaging, Staged
+from rlpipe.artifacts.store_policy import StorePolicy, layout_of, stored_bytes
 from rlpipe.artifacts.writer_process import WriterDiedError, WriteRequest, WriterProcess, available
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import DIM_NAMES, RefusedDataError
@@ -105,12 +106,17 @@ class RolloutStore:
     stores already written are kept. With ``cfg.enabled`` false, ``submit`` writes nothing.
     ``mode`` (``writer_mode(cfg, root)``): ``process`` writes in the writer process from shared
     memory (a writer process that dies is a :class:`WriterDiedError` naming the store), ``thread``
-    in the writer thread.
+    in the writer thread. ``policy`` says which iterations, envs and dtypes are stored
+    (:class:`~rlpipe.artifacts.store_policy.StorePolicy`; default: what ``cfg`` sets directly, a
+    ``cfg.budget`` is applied by :func:`~rlpipe.artifacts.store_policy.derive_policy`).
     """
 
-    def __init__(self, root: Path, cfg: StoreCfg) -> None:
+    def __init__(self, root: Path, cfg: StoreCfg, policy: StorePolicy | None = None) -> None:
         self.root = as_path(root)
         self.cfg = cfg
+        self.policy = policy or StorePolicy.of(cfg)
+        self.last_write: tuple[int, float] | None = None
+        """``(bytes, seconds)`` of the newest rollout written: the rate the writer keeps."""
         self._queue: queue.Queue[_Job | None] = queue.Queue()  # bounded by the slots
         self._slots = threading.BoundedSemaphore(cfg.queue_size)
         """One per rollout the store holds (being copied, queued or being written)."""
@@ -184,7 +190,9 @@ class RolloutStore:
     def submit(self, rollout: TensorDict, attrs: dict[str, Any]) -> float:
         """Queue ``rollout`` (``[N, T+1]``, any device) to be written as ``attrs["iteration"]``.
 
-        The host copy starts before this returns (:meth:`~rlpipe.artifacts.staging.HostStaging.stage`:
+        An iteration the policy does not store returns 0.0 at once; a stored one is cut to the
+        policy's envs and dtypes on its device first, and its attributes record that
+        (:meth:`~rlpipe.artifacts.store_policy.StorePolicy.shape`). The host copy starts before this returns (:meth:`~rlpipe.artifacts.staging.HostStaging.stage`:
         a CPU rollout is copied into a reused host buffer, a CUDA one cloned on its device), so the
         caller may refill its buffer right away. Blocks, before copying, while the store holds
         ``cfg.queue_size`` rollouts; returns the seconds it waited for that (0.0 with the store off).
@@ -201,9 +209,13 @@ class RolloutStore:
         if not isinstance(iteration, int):
             raise StoreError(f"{self.root}: submit needs an integer attrs['iteration'], got "
                              f"{iteration!r}")
+        if not self.policy.stores(iteration):
+            return 0.0
         path = self.path_for(iteration)
         check_new_store(path)  # on the caller's thread, where the error was made
         check_rollout(rollout, path)
+        rollout, kept = self.policy.shape(rollout)
+        attrs = {**attrs, **kept}
         start = time.perf_counter()
         self._slots.acquire()  # released by the writer once this rollout is on disk
         waited = time.perf_counter() - start
@@ -272,6 +284,7 @@ class RolloutStore:
     def _write(self, job: _Job) -> None:
         try:
             host = job.staged.wait()  # the device clone goes now
+            began = time.perf_counter()
             with self._io_lock:
                 if self._process is None:
                     faults.point("store.write")
@@ -280,6 +293,7 @@ class RolloutStore:
                 else:
                     self._write_in_process(job.path, host, job.attrs)
                 faults.point("store.published")
+                self.last_write = (stored_bytes(layout_of(host)), time.perf_counter() - began)
                 self._retain()
         except (StoreError, WriterDiedError) as exc:
             self._error = exc
