@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import shutil
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ __all__ = [
     "as_path",
     "chunk_sizes",
     "create_exclusive",
+    "disk_free",
     "is_object",
     "probe",
     "read_versioned",
@@ -273,3 +275,13 @@ def tree_bytes(path: AnyPath) -> int:
         return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
     found = with_retries(path, lambda: path.fs.find(path.key, detail=True))
     return sum(int(info.get("size") or 0) for info in found.values())
+
+
+def disk_free(path: AnyPath) -> int | None:
+    """Free bytes on the file system of ``path`` (its nearest existing folder); ``None`` on an object store."""
+    if is_object(path):
+        return None
+    folder = Path(path).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return shutil.disk_usage(folder).free
