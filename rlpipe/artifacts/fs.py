@@ -278,7 +278,7 @@ def tree_bytes(path: AnyPath) -> int:
 
 
 def disk_free(path: AnyPath) -> int | None:
-    """Free bytes on the file system of ``path`` (its nearest existing folder); ``None`` on an object store."""
+    """Free bytes on the file system of ``path`` (its nearest existing folder); ``None`` on object storage."""
     if is_object(path):
         return None
     folder = Path(path).absolute()

@@ -192,7 +192,8 @@ class RolloutStore:
 
         An iteration the policy does not store returns 0.0 at once; a stored one is cut to the
         policy's envs and dtypes on its device first, and its attributes record that
-        (:meth:`~rlpipe.artifacts.store_policy.StorePolicy.shape`). The host copy starts before this returns (:meth:`~rlpipe.artifacts.staging.HostStaging.stage`:
+        (:meth:`~rlpipe.artifacts.store_policy.StorePolicy.shape`). The host copy starts before this
+        returns (:meth:`~rlpipe.artifacts.staging.HostStaging.stage`:
         a CPU rollout is copied into a reused host buffer, a CUDA one cloned on its device), so the
         caller may refill its buffer right away. Blocks, before copying, while the store holds
         ``cfg.queue_size`` rollouts; returns the seconds it waited for that (0.0 with the store off).

@@ -136,7 +136,10 @@ class StorePolicy:
         return kept, attrs
 
     def words(self, layout: Layout) -> str:
-        """What is kept, for the banner: ``every 4th iteration (store.budget total_tb 2), envs 0–255 of 4096``."""
+        """What is kept, for the banner: ``every 4th iteration (store.budget …), envs 0–255 of 4096``.
+
+        ``layout``: one rank's rollout as collected.
+        """
         n = layout[0][1][0]
         parts = ["every iteration" if self.every == 1 else f"every {_ordinal(self.every)} iteration"]
         if self.budget:

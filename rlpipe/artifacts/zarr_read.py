@@ -43,7 +43,8 @@ def read_rollout(
 
     Values and dtypes are those written, except the observation groups a store policy narrowed
     (the ``precision`` attribute, e.g. float16), which read back as float32 holding the stored
-    values, so the rollout keeps the schema; such a store says ``exact: false``. Raises :class:`StoreError` naming the path when it is
+    values, so the rollout keeps the schema; such a store says ``exact: false``. Raises
+    :class:`StoreError` naming the path when it is
     missing, not an rlpipe store, of another schema version, has a missing/truncated chunk, or
     holds a rollout that breaks the schema (:func:`rlpipe.rollout.check_schema`).
     """

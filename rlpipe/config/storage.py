@@ -45,8 +45,8 @@ class StoreBudgetCfg(StrictModel):
     @model_validator(mode="after")
     def _one_budget(self) -> Self:
         if (self.total_tb is None) == (self.rate_gb_s is None):
-            raise ValueError("give one of total_tb (a run's total, TB) or rate_gb_s (with "
-                             "env_steps_per_s), e.g. {total_tb: 2} or {rate_gb_s: 1.5, env_steps_per_s: 2.0e6}")
+            raise ValueError("give one of total_tb (a run's total, TB) or rate_gb_s (with env_steps_per_s), "
+                             "e.g. {total_tb: 2} or {rate_gb_s: 1.5, env_steps_per_s: 2.0e6}")
         if (self.rate_gb_s is None) != (self.env_steps_per_s is None):
             raise ValueError("rate_gb_s and env_steps_per_s go together: the rate is reckoned at "
                              "that speed, e.g. {rate_gb_s: 1.5, env_steps_per_s: 2.0e6}")

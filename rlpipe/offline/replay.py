@@ -274,7 +274,8 @@ def _missing_words(stored: dict[int, Path]) -> str:
     if every == 1:
         return "missing"
     return (f"not stored (the run stores the iterations that are multiples of {every}, store.every: "
-            f"{every}; checkpoint.every_iteration: true lets replay start each stored one from its checkpoint)")
+            f"{every}; checkpoint.every_iteration: true lets replay start each stored one from its "
+            "checkpoint)")
 
 
 def _loop(job: _Replay, ks: list[int], chain: bool, start: Path | None, directory: Path,

@@ -52,7 +52,7 @@ def store_line(policy: StorePolicy, layout: Layout, world_size: int, iterations:
 
 
 class StoreRate:
-    """Prints the demanded rate once (at iteration ``report_at``) and one warning when the writer falls behind.
+    """Prints the demanded rate once (at ``report_at``) and one warning when the writer falls behind.
 
     Waits before ``report_at`` are not warned about: the first writes also start the writer.
 

@@ -61,7 +61,8 @@ def agree_flag(flag: bool, ctx: DistContext) -> bool:
     return rank_zero_decides(flag) if ctx.active else flag
 
 
-def open_run_store(cfg: RunConfig, layout: RunLayout, ctx: DistContext, rollout: TensorDict) -> RolloutStore | None:
+def open_run_store(cfg: RunConfig, layout: RunLayout, ctx: DistContext,
+                   rollout: TensorDict) -> RolloutStore | None:
     """The run's rollout store: whole iterations in one process, ``iter-N.zarr/rank-R`` shards in K.
 
     ``rollout``: one rank's rollout as stored (the advantage keys left out), from which the store

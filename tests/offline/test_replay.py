@@ -1,4 +1,4 @@
-"""rlpipe.offline.replay: the replay overrides; stores a policy thinned are replayed or refused in one line."""
+"""rlpipe.offline.replay: the replay overrides; thinned stores are replayed or refused in one line."""
 
 from __future__ import annotations
 

@@ -40,7 +40,8 @@ def test_the_demanded_rate_is_printed_once_after_the_first_iterations():
     row = {"time/sps": 10_000.0, "time/iteration_s": 0.1, "time/store_wait_s": 0.0}
     assert rate.observe(1, row, None) == [] and rate.observe(2, row, None) == []
     # 2 MB every 2nd iteration of 1000 env steps at 10,000 env steps/s: 10 MB/s
-    assert rate.observe(3, row, None) == ["  store   demands 10 MB/s at 10,000 env steps/s (measured at iteration 3)"]
+    demanded = "  store   demands 10 MB/s at 10,000 env steps/s (measured at iteration 3)"
+    assert rate.observe(3, row, None) == [demanded]
     assert rate.observe(4, row, None) == []
     assert out.getvalue().count("demands") == 1
 
@@ -51,9 +52,9 @@ def test_one_warning_says_by_how_much_the_writer_falls_behind_and_what_helps():
     slow = {"time/sps": 10_000.0, "time/iteration_s": 0.2, "time/store_wait_s": 0.1}
     assert rate.observe(2, slow, (2_000_000, 0.2)) == []  # the first writes also start the writer
     lines = rate.observe(3, slow, (2_000_000, 0.2))
-    assert lines[1] == ("Warning: the rollout store's writer falls behind: iteration 3 waited 0.1 s for it (50% "
-                        "of the iteration); the run demands 20 MB/s, the writer keeps 10 MB/s; nothing is "
-                        f"dropped (the wait is the row's wait_s); {LOWER_DEMAND}")
+    assert lines[1] == ("Warning: the rollout store's writer falls behind: iteration 3 waited 0.1 s for it "
+                        "(50% of the iteration); the run demands 20 MB/s, the writer keeps 10 MB/s; "
+                        f"nothing is dropped (the wait is the row's wait_s); {LOWER_DEMAND}")
     assert rate.observe(4, slow, (2_000_000, 0.2)) == []  # once
     fast = StoreRate(2_000_000, 1, 1000, report_at=1, out=io.StringIO())
     assert fast.observe(5, {**slow, "time/store_wait_s": 0.001}, None)[1:] == []  # 0.5 %: no warning

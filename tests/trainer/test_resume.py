@@ -200,4 +200,5 @@ def test_a_resumed_run_storing_every_kth_iteration_stores_what_the_uninterrupted
         assert sorted(p.name for p in (cfg.run_dir / "rollouts").glob("iter-*")) == [
             "iter-000002.zarr", "iter-000004.zarr", "iter-000006.zarr"]
     assert_same_rollouts(whole.run_dir, split.run_dir, range(2, 7, 2))
-    assert same_leaves(*(full_state(cfg.run_dir / "checkpoints" / "ckpt-000006.pt") for cfg in (whole, split)))
+    last = [full_state(cfg.run_dir / "checkpoints" / "ckpt-000006.pt") for cfg in (whole, split)]
+    assert same_leaves(*last)
