@@ -226,7 +226,8 @@ class StoreCfg(StrictModel):
     keep_last: int | None = Field(None, ge=1)
     """Keep only the newest K rollouts (``null``: keep all)."""
     codec: Literal["none", "blosc-lz4", "blosc-zstd", "zstd"] = "none"
-    """Compression codec of every array but the image groups (float rollouts shrink by ~10%: none)."""
+    """Compression codec of every array but the image groups; the default is chosen by
+    ``benchmarks/speed/store_codecs.py`` on robot rollouts (docs: the rollout store)."""
     image_codec: Literal["none", "blosc-lz4", "blosc-zstd", "zstd"] = "zstd"
     """Compression codec of the image groups (uint8 ``obs/<key>`` ``[N, T+1, C, H, W]``); the default
     is chosen by ``benchmarks/speed/image_store.py`` on stored PixelCartPole rollouts."""
