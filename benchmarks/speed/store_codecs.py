@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 
 from rlpipe import config
-from rlpipe.artifacts.zarr_write import write_rollout
 from rlpipe.artifacts.store_policy import StorePolicy, bytes_per_env_step, layout_of, stored_bytes
+from rlpipe.artifacts.zarr_write import write_rollout
 from rlpipe.config import StoreCfg
 from rlpipe.trainer.parts import build_parts
 
@@ -37,7 +37,8 @@ CODECS = typing.get_args(StoreCfg.model_fields["codec"].annotation)
 WORKLOADS: dict[str, tuple[str, tuple[str, ...]]] = {
     "RobotProxy": ("params.yaml", (
         "env.id=RobotProxy", "env.cfg={}",
-        "policy.actor={type: mlp, obs_keys: [policy], network_cfg: {hidden_sizes: [64, 64], activation: elu}}",
+        "policy.actor={type: mlp, obs_keys: [policy], network_cfg: {hidden_sizes: [64, 64], "
+        "activation: elu}}",
         "policy.critic={type: mlp, obs_keys: [policy, privileged], network_cfg: {hidden_sizes: [64, 64], "
         "activation: elu}}")),
     "Go1JoystickFlatTerrain-v1": ("configs/go1_envpool.yaml", ("env.cfg={mode: sync, num_threads: 1}",)),
@@ -49,11 +50,12 @@ WORKLOADS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 
 def collected(name: str, num_envs: int, horizon: int, iterations: int) -> list:
-    """``iterations`` rollouts of ``name`` from rlpipe's collector (CPU, store off), the advantage keys left out."""
+    """``iterations`` rollouts of ``name`` from rlpipe's collector (CPU), the advantage keys left out."""
     params, extra = WORKLOADS[name]
-    cfg = config.load(ROOT / params, [*extra, f"trainer.num_envs={num_envs}", f"trainer.buffer_size={horizon}",
-                                      "trainer.device=cpu", "trainer.enable_eval=false", "tracking.backend=none",
-                                      "trainer.data_dir=/tmp/rlpipe-store-codecs", "store.enabled=false"])
+    cfg = config.load(ROOT / params, [
+        *extra, f"trainer.num_envs={num_envs}", f"trainer.buffer_size={horizon}", "trainer.device=cpu",
+        "trainer.enable_eval=false", "tracking.backend=none", "trainer.data_dir=/tmp/rlpipe-store-codecs",
+        "store.enabled=false"])
     parts = build_parts(cfg, store=False, evaluate=False)
     rollouts = []
     for _ in range(iterations):

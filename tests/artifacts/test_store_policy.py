@@ -138,3 +138,12 @@ def test_the_refusals_name_the_store_and_what_it_lacks() -> None:
     lossy = fidelity_refusal(Path("iter-000002.zarr"), {"exact": False, "precision": {"obs": "float16"}},
                              "rlpipe update (the online update)")
     assert lossy is not None and lossy.startswith("iter-000002.zarr: stores obs as float16 (store.precision)")
+
+
+def test_a_store_written_without_fidelity_attributes_is_read_as_complete_and_exact(tmp_path: Path) -> None:
+    from rlpipe.artifacts.store import write_rollout
+    from rlpipe.offline.rebuild import load_rollout
+
+    write_rollout(tmp_path / "iter-000001.zarr", make_rollout(), {"iteration": 1})  # as before the policies
+    rollout, attrs = load_rollout(tmp_path / "iter-000001.zarr", purpose="replay (the online update)")
+    assert "complete" not in attrs and torch.equal(rollout["obs"], make_rollout()["obs"])

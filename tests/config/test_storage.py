@@ -14,7 +14,8 @@ from rlpipe.config import ConfigError, load
     [
         ("store.every=0", "store.every", r"Input should be greater than or equal to 1 \(got 0\)$"),
         ("store.envs=0", "store.envs", r"Input should be greater than or equal to 1"),
-        ("store.envs=100000", "store.envs", r"got 100000; at most trainer\.num_envs \(\d+\), the envs of each rank$"),
+        ("store.envs=100000", "store.envs",
+         r"got 100000; at most trainer\.num_envs \(\d+\), the envs of each rank$"),
         ("store.precision={action: float16}", "store.precision.action",
          r"'action' is not an observation group; accepted: obs \(every observation array\) or obs/<key>"),
         ("store.precision={obs: bfloat16}", "store.precision.obs", r"Input should be 'float16'"),
@@ -23,7 +24,8 @@ from rlpipe.config import ConfigError, load
         ("store.budget={rate_gb_s: 1.5}", "store.budget", r"rate_gb_s and env_steps_per_s go together"),
         ("store.budget={total_tb: -1}", "store.budget.total_tb", r"Input should be greater than 0"),
         ("store.budget={total_tb: .inf}", "store.budget.total_tb", r"Input should be a finite number"),
-        ("store.budget={total_tb: 2, tb: 1}", "store.budget.tb", r"unknown key; accepted: total_tb, rate_gb_s"),
+        ("store.budget={total_tb: 2, tb: 1}", "store.budget.tb",
+         r"unknown key; accepted: total_tb, rate_gb_s"),
         ("store.budget={total_tb: '2'}", "store.budget.total_tb", r""),
     ],
 )
@@ -34,7 +36,7 @@ def test_bad_store_policies_name_the_key(override, key, message):
 
 
 def test_a_budget_replaces_every():
-    with pytest.raises(ConfigError, match=r"^params\.yaml: store\.every: store\.budget derives every; set one"):
+    with pytest.raises(ConfigError, match=r"^params\.yaml: store\.every: store\.budget derives every"):
         load("params.yaml", ["store.every=2", "store.budget={total_tb: 2}"])
 
 
