@@ -48,8 +48,8 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-__all__ = ["ENABLED", "categorical_draw", "clip_grad_norm", "exit_process", "sequential_forward",
-           "write_zarr_store", "zarr_array_metadata", "zarr_group_metadata"]
+__all__ = ["ENABLED", "categorical_draw", "clip_grad_norm", "crc32c_of", "exit_process", "sequential_forward",
+           "write_chunk", "write_zarr_store", "zarr_array_metadata", "zarr_group_metadata"]
 
 ENABLED: bool = os.environ.get("RLPIPE_FAST", "1") != "0"
 """Whether the fast paths run (``RLPIPE_FAST`` is not ``0``); otherwise the library calls do."""
@@ -145,8 +145,9 @@ def write_zarr_store(root: Path, arrays: dict[str, np.ndarray], attributes: dict
     * ``zarr.json`` of the group (``attributes``) and of every intermediate group of a nested key;
     * per array a ``zarr.json``, made by zarr itself in memory once per (shape, dtype, chunks)
       (:func:`zarr_array_metadata`), and one file per chunk, ``c/<i>/0/…``, holding the chunk's raw
-      little-endian bytes followed by their CRC32C; the edge chunk is padded to the full chunk shape
-      with the fill value (zero / ``False``), as zarr pads it.
+      little-endian bytes followed by their CRC32C, written copy-free (:func:`write_chunk`); the
+      edge chunk is padded to the full chunk shape with the fill value (zero / ``False``), as zarr
+      pads it.
 
     ``arrays``: ``{"/"-joined key: [N, T+1, ...] array}`` (nested keys become subgroups), chunked
     ``(min(chunk_envs, N), T+1, ...)``; ``dimension_names`` name the first two dimensions (further
@@ -191,7 +192,6 @@ def _write_zarr_parents(root: Path, name: str) -> None:
 
 def _write_zarr_array(folder: Path, data: np.ndarray, chunk_envs: int, dims: tuple[str, ...]) -> None:
     """One array ``[N, *rest]`` at ``folder``: its ``zarr.json`` and a chunk file per ``chunk_envs`` rows."""
-    import google_crc32c
     import numpy as np
 
     n, *rest = data.shape
@@ -200,16 +200,83 @@ def _write_zarr_array(folder: Path, data: np.ndarray, chunk_envs: int, dims: tup
     names = (*dims, *(f"feat{i}" for i in range(len(rest) - 1)))
     folder.mkdir()
     (folder / "zarr.json").write_bytes(zarr_array_metadata(data.shape, data.dtype.name, chunks, names))
-    little = data.astype(data.dtype.newbyteorder("<"), copy=False)
-    tail = "/".join("0" for _ in rest)
+    little = np.ascontiguousarray(data.astype(data.dtype.newbyteorder("<"), copy=False))
+    tail = ["0"] * len(rest)
     for i in range(math.ceil(n / rows)):
-        block = little[i * rows:(i + 1) * rows]
-        if block.shape[0] < rows:  # the edge chunk, padded with the fill value (zero / False)
+        block = little[i * rows:(i + 1) * rows]  # rows of a C-contiguous array: a view, no copy
+        if block.shape[0] < rows:  # the edge chunk, padded with the fill value (zero / False): the one copy
             block = np.concatenate([block, np.zeros((rows - block.shape[0], *rest), block.dtype)])
-        raw = np.ascontiguousarray(block).tobytes()
-        chunk = folder / "c" / str(i) / tail
-        chunk.parent.mkdir(parents=True, exist_ok=True)
-        chunk.write_bytes(raw + struct.pack("<I", google_crc32c.value(raw)))
+        chunk = os.path.join(folder, "c", str(i), *tail)
+        os.makedirs(os.path.dirname(chunk), exist_ok=True)
+        write_chunk(chunk, block)
+
+
+def write_chunk(path: str, block: np.ndarray) -> None:
+    """Write a chunk file: ``block``'s bytes (C-contiguous) followed by their CRC32C, little-endian.
+
+    Copy-free: the checksum is computed on the array's memory (:func:`crc32c_of`) and the file is
+    one ``writev`` of a memoryview of the array and the four checksum bytes, a system call that
+    releases the interpreter lock for the whole buffer.
+    """
+    raw = memoryview(block.reshape(-1).view("u1"))
+    crc = struct.pack("<I", crc32c_of(block))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o666)
+    try:
+        _write_all(fd, [raw, memoryview(crc)])
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, parts: list[memoryview]) -> None:
+    """``os.writev(fd, parts)``, then the rest of a short write (a signal, a nearly full disk)."""
+    written = os.writev(fd, parts)
+    for part in parts:
+        if written >= len(part):
+            written -= len(part)
+            continue
+        view, written = part[written:], 0
+        while view:
+            view = view[os.write(fd, view):]
+
+
+def crc32c_of(block: np.ndarray) -> int:
+    """CRC32C of a C-contiguous array's bytes, as ``google_crc32c.value(block.tobytes())`` gives it.
+
+    Computed on the array's memory, without the copy ``tobytes`` makes, by the CRC32C library the
+    ``google_crc32c`` wheel ships, called through ctypes (which releases the interpreter lock for the
+    call). ``google_crc32c.value`` itself takes only ``bytes`` (no memoryview) and releases the
+    lock only for those of 1 MiB and more; where the library cannot be found, that call is used on
+    a copy.
+    """
+    value = _crc32c_library()
+    if value is None:
+        import google_crc32c
+
+        return int(google_crc32c.value(block.tobytes()))
+    return int(value(block.__array_interface__["data"][0], block.nbytes))
+
+
+@functools.cache
+def _crc32c_library() -> Any:
+    """``crc32c_value(address, size)`` of the ``google_crc32c`` wheel's own library, or ``None``."""
+    import ctypes
+    import glob
+
+    import google_crc32c
+
+    package = os.path.dirname(google_crc32c.__file__)
+    found = sorted(glob.glob(os.path.join(package, "libcrc32c*.so*"))
+                   + glob.glob(os.path.join(package + ".libs", "libcrc32c*.so*")))
+    for candidate in found:
+        try:
+            function = ctypes.CDLL(candidate).crc32c_value
+        except (OSError, AttributeError):
+            continue
+        function.restype = ctypes.c_uint32
+        function.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+        if function(b"123456789", 9) == 0xE3069283:  # the CRC32C check value
+            return function
+    return None
 
 
 # ------------------------------------------------------------------------------ process exit

@@ -51,6 +51,8 @@ from collections.abc import Sequence
 import torch
 from tensordict import TensorDict
 
+from rlpipe.refused import RefusedDataError
+
 __all__ = [
     "DIM_NAMES",
     "FLAG_KEYS",
@@ -113,10 +115,6 @@ DIM_NAMES = ("env", "time")
 
 class RolloutError(ValueError):
     """A rollout that breaks the schema; the message names the key and the first bad index."""
-
-
-class RefusedDataError(ValueError):
-    """Data refused before it reaches the weights or a file (non-finite, rejected, bad checksum); exit 3."""
 
 
 class NonFiniteError(RefusedDataError):

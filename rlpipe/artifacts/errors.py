@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlpipe.rollout import RefusedDataError
+from rlpipe.refused import RefusedDataError  # not rlpipe.rollout: the writer process imports no torch
 
 __all__ = ["RefusedStoreError", "StoreError"]
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import shutil
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ __all__ = [
     "as_path",
     "chunk_sizes",
     "create_exclusive",
+    "disk_free",
     "folder_problem",
     "is_object",
     "probe",
@@ -306,3 +308,13 @@ def folder_problem(path: AnyPath) -> str | None:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EINVAL):
             return f"no folder can be created in {existing} ({exc.strerror})"
     return None
+
+
+def disk_free(path: AnyPath) -> int | None:
+    """Free bytes on the file system of ``path`` (its nearest existing folder); ``None`` on object storage."""
+    if is_object(path):
+        return None
+    folder = Path(path).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return shutil.disk_usage(folder).free

@@ -10,16 +10,18 @@ checked rollout's arrays (:func:`rollout_arrays`) without checking them again.
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from tensordict import TensorDict
 
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, is_object
-from rlpipe.rollout import RolloutError, check_schema
+from rlpipe.rollout import SCHEMA_VERSION, RolloutError, check_schema
 
-__all__ = ["check_new_store", "check_rollout", "rollout_arrays"]
+__all__ = ["check_new_store", "check_rollout", "group_attributes", "rollout_arrays"]
 
 
 def check_rollout(rollout: TensorDict, path: AnyPath) -> None:
@@ -51,6 +53,21 @@ def rollout_arrays(rollout: TensorDict) -> dict[str, torch.Tensor]:
     """``{"/"-joined key: [N, T+1, ...] tensor}`` of a rollout that passed :func:`check_rollout`."""
     return {key if isinstance(key, str) else "/".join(key): value
             for key, value in rollout.items(include_nested=True, leaves_only=True)}
+
+
+def group_attributes(attrs: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A rollout group's attributes as stored: ``attrs`` plus ``schema_version``.
+
+    ``StoreError`` naming ``path`` when ``attrs`` set it or are not JSON-serializable.
+    """
+    if "schema_version" in attrs:
+        raise StoreError(f"{path}: attrs may not set 'schema_version' (always {SCHEMA_VERSION})")
+    merged = {"schema_version": SCHEMA_VERSION, **attrs}
+    try:
+        json.dumps(merged)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"{path}: attrs are not JSON-serializable ({exc})") from None
+    return merged
 
 
 @functools.cache

@@ -18,6 +18,7 @@ from rlpipe.artifacts.fs import as_path, is_object
 from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name, shard_name
 from rlpipe.artifacts.removal import clean_temporaries
 from rlpipe.artifacts.store import RolloutStore
+from rlpipe.artifacts.store_policy import StorePolicy
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import DIM_NAMES
 
@@ -69,9 +70,10 @@ def read_any_attrs(path: Path) -> dict[str, Any]:
 class ShardedStore(RolloutStore):
     """Rank ``rank``'s view of a run's rollouts: it writes, lists and retires only its own shards."""
 
-    def __init__(self, root: Path, cfg: StoreCfg, rank: int, world_size: int) -> None:
+    def __init__(self, root: Path, cfg: StoreCfg, rank: int, world_size: int,
+                 policy: StorePolicy | None = None) -> None:
         self.rank, self.world_size = rank, world_size
-        super().__init__(root, cfg)
+        super().__init__(root, cfg, policy)
 
     def path_for(self, iteration: int) -> Path:
         """``root/iter-{iteration:06d}.zarr/rank-{rank}``."""

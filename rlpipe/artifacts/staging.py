@@ -17,6 +17,7 @@ Buffers go back to the pool with :meth:`HostStaging.release` once their rollout 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -57,10 +58,18 @@ class Staged:
 
 
 class HostStaging:
-    """A pool of at most ``capacity`` host buffers per layout, shared by the caller and the writer thread."""
+    """A pool of at most ``capacity`` host buffers per layout, shared by the caller and the writer thread.
 
-    def __init__(self, capacity: int) -> None:
+    ``allocate(rollout, pinned)`` makes a new buffer and ``is_pinned(buffer)`` tells one made pinned
+    (default: plain torch host tensors, pinned with ``pin_memory``); the store's process mode
+    allocates in shared memory (:class:`~rlpipe.artifacts.shared_staging.SharedBuffers`).
+    """
+
+    def __init__(self, capacity: int, allocate: Callable[[TensorDict, bool], TensorDict] | None = None,
+                 is_pinned: Callable[[TensorDict], bool] | None = None) -> None:
         self.capacity = capacity
+        self._allocate = allocate or _empty_host
+        self._is_pinned = is_pinned or _is_pinned
         self.allocated = 0
         """Buffers allocated so far (all layouts): stays at ``capacity`` in a run of one layout."""
         self._layout: Layout | None = None
@@ -105,10 +114,10 @@ class HostStaging:
             if layout != self._layout:
                 self._layout, self._free = layout, []
             for i, buffer in enumerate(self._free):
-                if _is_pinned(buffer) == pinned:
+                if self._is_pinned(buffer) == pinned:
                     return self._free.pop(i)
             self.allocated += 1
-        return _empty_host(rollout, pinned)
+        return self._allocate(rollout, pinned)
 
     def _side_stream(self, device: torch.device) -> torch.cuda.Stream:
         if device not in self._streams:

@@ -2,11 +2,14 @@
 
 Each iteration is one immutable Zarr group in the format of :mod:`rlpipe.artifacts.zarr_io`
 (``<root>/iter-000012.zarr``), written off the training thread on a bounded queue; its host copy is
-made through reused (for CUDA rollouts pinned) buffers, :mod:`rlpipe.artifacts.staging`. A rollout is
-checked once, where it enters the store (:func:`rlpipe.artifacts.intake.check_rollout`, in
-:meth:`RolloutStore.submit` and :func:`write_rollout`). zarr is imported on the first write: in a
-run that is the writer thread, during the first update, so its import is not on the way to
-iteration 1. Reading is :mod:`rlpipe.artifacts.zarr_read`.
+made through reused (for CUDA rollouts pinned) buffers, :mod:`rlpipe.artifacts.staging`. The writes
+run in a writer process fed from shared-memory buffers (``store.writer: process``,
+:mod:`rlpipe.artifacts.writer_process`), or in a thread of this process (``thread``; always on an
+object store); either way a thread of this process hands the rollouts over in order and frees
+their slots. A rollout is checked once, where it enters the store
+(:func:`rlpipe.artifacts.intake.check_rollout`, in :meth:`RolloutStore.submit` and
+:func:`write_rollout`). zarr is imported on the first write (by the writer thread or process), so
+its import is not on the way to iteration 1. Reading is :mod:`rlpipe.artifacts.zarr_read`.
 """
 
 from __future__ import annotations
@@ -24,12 +27,15 @@ from tensordict import TensorDict
 
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path, is_object
-from rlpipe.artifacts.intake import check_new_store, check_rollout
+from rlpipe.artifacts.intake import check_new_store, check_rollout, group_attributes
 from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name
 from rlpipe.artifacts.removal import check_confined, clean_temporaries, delete
+from rlpipe.artifacts.shared_staging import SharedBuffers
 from rlpipe.artifacts.staging import HostStaging, Staged
+from rlpipe.artifacts.store_policy import StorePolicy, layout_of, stored_bytes
+from rlpipe.artifacts.writer_process import WriterDiedError, WriteRequest, WriterProcess, available
 from rlpipe.config import StoreCfg
-from rlpipe.rollout import RefusedDataError
+from rlpipe.rollout import DIM_NAMES, RefusedDataError
 from rlpipe.testing import faults
 
 __all__ = [
@@ -37,7 +43,9 @@ __all__ = [
     "RejectedRolloutError",
     "RolloutStore",
     "StoreError",
+    "WriterDiedError",
     "refuse_rejected",
+    "writer_mode",
     "write_rejected",
     "write_rollout",
 ]
@@ -65,6 +73,19 @@ def _write_checked(path: Path, rollout: TensorDict, attrs: dict[str, Any], codec
     zarr_write.write_rollout(path, rollout, attrs, codec, chunk_envs, image_codec)
 
 
+def writer_mode(cfg: StoreCfg, root: AnyPath) -> str:
+    """``process`` or ``thread``: who writes the stores under ``root`` for ``cfg.writer``.
+
+    An object store is written by the thread (its uploads go through fsspec in this process);
+    ``auto`` takes the process where :func:`~rlpipe.artifacts.writer_process.available`.
+    """
+    if is_object(root) or cfg.writer == "thread":
+        return "thread"
+    if cfg.writer == "process" or available():
+        return "process"
+    return "thread"
+
+
 @dataclass
 class _Job:
     path: Path
@@ -87,18 +108,31 @@ class RolloutStore:
     Deletes (retention, :meth:`discard_after`) stay inside ``root``'s parent (the run directory)
     and never go through a link: with ``cfg.keep_last`` set, a ``root`` that is a symbolic link is
     refused here, before anything is written.
+
+    ``mode`` (``writer_mode(cfg, root)``): ``process`` writes in the writer process from shared
+    memory (a writer process that dies is a :class:`WriterDiedError` naming the store), ``thread``
+    in the writer thread. ``policy`` says which iterations, envs and dtypes are stored
+    (:class:`~rlpipe.artifacts.store_policy.StorePolicy`; default: what ``cfg`` sets directly, a
+    ``cfg.budget`` is applied by :func:`~rlpipe.artifacts.store_policy.derive_policy`).
     """
 
-    def __init__(self, root: Path, cfg: StoreCfg) -> None:
+    def __init__(self, root: Path, cfg: StoreCfg, policy: StorePolicy | None = None) -> None:
         self.root = as_path(root)
         self.cfg = cfg
+        self.policy = policy or StorePolicy.of(cfg)
+        self.last_write: tuple[int, float] | None = None
+        """``(bytes, seconds)`` of the newest rollout written: the rate the writer keeps."""
         self._queue: queue.Queue[_Job | None] = queue.Queue()  # bounded by the slots
         self._slots = threading.BoundedSemaphore(cfg.queue_size)
         """One per rollout the store holds (being copied, queued or being written)."""
-        self._staging = HostStaging(cfg.queue_size)
+        self.mode = writer_mode(cfg, self.root)
+        self._shared = SharedBuffers() if self.mode == "process" else None
+        self._process = WriterProcess() if self.mode == "process" else None
+        self._staging = (HostStaging(cfg.queue_size, self._shared.allocate, self._shared.is_pinned)
+                         if self._shared is not None else HostStaging(cfg.queue_size))
         self._io_lock = threading.Lock()  # one writer/cleaner of ``root`` at a time
         self._thread: threading.Thread | None = None
-        self._error: StoreError | None = None
+        self._error: StoreError | WriterDiedError | None = None
         self._closed = False
         if cfg.enabled and cfg.keep_last:
             check_confined(self.path_for(0), self.root.parent)
@@ -163,7 +197,10 @@ class RolloutStore:
     def submit(self, rollout: TensorDict, attrs: dict[str, Any]) -> float:
         """Queue ``rollout`` (``[N, T+1]``, any device) to be written as ``attrs["iteration"]``.
 
-        The host copy starts before this returns (:meth:`~rlpipe.artifacts.staging.HostStaging.stage`:
+        An iteration the policy does not store returns 0.0 at once; a stored one is cut to the
+        policy's envs and dtypes on its device first, and its attributes record that
+        (:meth:`~rlpipe.artifacts.store_policy.StorePolicy.shape`). The host copy starts before this
+        returns (:meth:`~rlpipe.artifacts.staging.HostStaging.stage`:
         a CPU rollout is copied into a reused host buffer, a CUDA one cloned on its device), so the
         caller may refill its buffer right away. Blocks, before copying, while the store holds
         ``cfg.queue_size`` rollouts; returns the seconds it waited for that (0.0 with the store off).
@@ -180,14 +217,21 @@ class RolloutStore:
         if not isinstance(iteration, int):
             raise StoreError(f"{self.root}: submit needs an integer attrs['iteration'], got "
                              f"{iteration!r}")
+        if not self.policy.stores(iteration):
+            return 0.0
         path = self.path_for(iteration)
         check_new_store(path)  # on the caller's thread, where the error was made
         check_rollout(rollout, path)
+        rollout, kept = self.policy.shape(rollout)
+        attrs = {**attrs, **kept}
         start = time.perf_counter()
         self._slots.acquire()  # released by the writer once this rollout is on disk
         waited = time.perf_counter() - start
         try:
             staged = self._staging.stage(rollout)
+        except OSError as exc:  # shared memory refused (a file-size limit, no space in /dev/shm)
+            self._slots.release()
+            raise StoreError(f"{path}: staging it for the writer process failed: {exc}") from exc
         except BaseException:
             self._slots.release()
             raise
@@ -207,6 +251,10 @@ class RolloutStore:
             self._queue.put(None)
             self._thread.join()
             self._thread = None
+        if self._process is not None:
+            self._process.close()
+            self._staging = HostStaging(self.cfg.queue_size)  # the pool lets go of the shared buffers
+            self._shared.close()
         self._raise_if_failed()
 
     def __enter__(self) -> RolloutStore:
@@ -244,13 +292,18 @@ class RolloutStore:
     def _write(self, job: _Job) -> None:
         try:
             host = job.staged.wait()  # the device clone goes now
+            began = time.perf_counter()
             with self._io_lock:
-                faults.point("store.write")
-                _write_checked(job.path, host, job.attrs, self.cfg.codec, self.cfg.chunk_envs,
-                               self.cfg.image_codec)
+                if self._process is None:
+                    faults.point("store.write")
+                    _write_checked(job.path, host, job.attrs, self.cfg.codec, self.cfg.chunk_envs,
+                                   self.cfg.image_codec)
+                else:
+                    self._write_in_process(job.path, host, job.attrs)
                 faults.point("store.published")
+                self.last_write = (stored_bytes(layout_of(host)), time.perf_counter() - began)
                 self._retain()
-        except StoreError as exc:
+        except (StoreError, WriterDiedError) as exc:
             self._error = exc
         except OSError as exc:  # disk full, read-only, permission: a runtime failure, not bad input
             self._error = StoreError(f"writing {job.path} failed: {exc}")
@@ -258,9 +311,17 @@ class RolloutStore:
         except Exception as exc:
             self._error = StoreError(f"writing {job.path} failed: {exc}")
 
+    def _write_in_process(self, path: Path, host: TensorDict, attrs: dict[str, Any]) -> None:
+        """Have the writer process write ``host`` (a shared buffer) as the store at ``path``."""
+        segment = self._shared.segment_of(host)
+        self._process.share(segment.key, segment.fd, segment.size)
+        cfg, stored = self.cfg, group_attributes(attrs, path)
+        self._process.write(WriteRequest(str(path), segment.key, segment.leaves, stored, cfg.codec,
+                                         cfg.image_codec, cfg.chunk_envs, DIM_NAMES))
+
     def _raise_if_failed(self) -> None:
         if self._error is not None:
-            raise StoreError(str(self._error)) from (self._error.__cause__ or self._error)
+            raise type(self._error)(str(self._error)) from (self._error.__cause__ or self._error)
 
 
 REJECTED_ATTR = "rejected"

@@ -42,7 +42,10 @@ def read_rollout(
 ) -> tuple[TensorDict, dict[str, Any]]:
     """Read a store back: the ``[N, T+1]`` rollout (dims ``("env", "time")``) and its attributes.
 
-    Values and dtypes are those written. Raises :class:`StoreError` naming the path when it is
+    Values and dtypes are those written, except the observation groups a store policy narrowed
+    (the ``precision`` attribute, e.g. float16), which read back as float32 holding the stored
+    values, so the rollout keeps the schema; such a store says ``exact: false``. Raises
+    :class:`StoreError` naming the path when it is
     missing, not an rlpipe store, of another schema version, has a missing/truncated chunk, or
     holds a rollout that breaks the schema (:func:`rlpipe.rollout.check_schema`).
     """
@@ -51,8 +54,12 @@ def read_rollout(
     attrs, arrays = run_at(path, lambda: _read_store(path, listing))
     n, t1 = arrays["value"][1].shape[:2]
     rollout = TensorDict({}, batch_size=[n, t1], names=list(DIM_NAMES))
+    narrowed = attrs.get("precision") or {}
     for name, (_, data) in arrays.items():
-        rollout.set(tuple(name.split("/")), torch.from_numpy(data))
+        tensor = torch.from_numpy(data)
+        if name in narrowed and tensor.dtype == torch.float16:
+            tensor = tensor.float()
+        rollout.set(tuple(name.split("/")), tensor)
     try:
         check_schema(rollout)
     except RolloutError as exc:

@@ -58,6 +58,8 @@ def describe(exc: BaseException, resume_command: str | None = None) -> tuple[int
                          "check tracking.uri or set tracking.backend: none")
     if type(exc).__name__ == "LockedError":
         return RUNTIME, _first_line(exc)
+    if type(exc).__name__ == "WriterDiedError":  # rlpipe.artifacts.writer_process
+        return RUNTIME, f"{_first_line(exc)}{resume}"
     return RUNTIME, f"{type(exc).__name__}: {_first_line(exc)} (rlpipe --debug … shows the traceback)"
 
 

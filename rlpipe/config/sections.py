@@ -20,6 +20,7 @@ from rlpipe.config.policy import (
     RecurrentCfg,
 )
 from rlpipe.config.registry import AlgorithmBlock, merged_replay_block
+from rlpipe.config.storage import PrecisionName, StoreBudgetCfg, precision_group_problem
 from rlpipe.config.strict import StrictModel
 
 __all__ = [
@@ -223,7 +224,8 @@ class StoreCfg(StrictModel):
     keep_last: int | None = Field(None, ge=1)
     """Keep only the newest K rollouts (``null``: keep all)."""
     codec: Literal["none", "blosc-lz4", "blosc-zstd", "zstd"] = "none"
-    """Compression codec of every array but the image groups (float rollouts shrink by ~10%: none)."""
+    """Compression codec of every array but the image groups; the default is chosen by
+    ``benchmarks/speed/store_codecs.py`` on robot rollouts (docs: the rollout store)."""
     image_codec: Literal["none", "blosc-lz4", "blosc-zstd", "zstd"] = "zstd"
     """Compression codec of the image groups (uint8 ``obs/<key>`` ``[N, T+1, C, H, W]``); the default
     is chosen by ``benchmarks/speed/image_store.py`` on stored PixelCartPole rollouts."""
@@ -232,6 +234,42 @@ class StoreCfg(StrictModel):
     blocks (back-pressure); each is one rollout of memory beyond the collector's buffer."""
     chunk_envs: int = Field(1024, ge=1)
     """Envs per Zarr chunk (each chunk holds the whole T+1 time axis)."""
+    writer: Literal["auto", "process", "thread"] = "auto"
+    """Who writes the stores: ``process`` (a writer process fed from shared memory, so the writes never
+    hold the training interpreter's lock), ``thread`` (a thread of the training process), ``auto``
+    (the process where the platform has anonymous shared memory, else the thread). A run directory
+    on object storage (``s3://…``) is always written by the thread."""
+    every: int = Field(1, ge=1)
+    """Store iteration k only when k is a multiple of ``every`` (1: every iteration). Costs 1/every
+    of the bytes; the stored iterations are whole, replayed from their checkpoints."""
+    envs: int | None = Field(None, ge=1)
+    """Store only the first M envs of each rank (``null``: all ``trainer.num_envs``). The same envs
+    every iteration, so their episodes stay whole across iterations (datasets, distillation); such
+    a store is not complete, so it is not replayed."""
+    precision: dict[str, PrecisionName] = Field(default_factory=dict)
+    """Observation groups stored in a lower precision, converted on the device before the copy to
+    the host: ``{obs: float16}`` (every observation array) or ``{obs/policy: float16}`` (one entry
+    of a dict observation). Halves those bytes; such a store is not exact, so it is not replayed."""
+    budget: StoreBudgetCfg | None = None
+    """``{total_tb: T}`` or ``{rate_gb_s: R, env_steps_per_s: S}``: the store keeps every k-th
+    iteration, k derived from the rollout's bytes (after ``envs`` and ``precision``) before the
+    first iteration; the banner prints it. Replaces ``every`` (set one of them)."""
+
+    @field_validator("precision")
+    @classmethod
+    def _observation_groups(cls, value: dict[str, str]) -> dict[str, str]:
+        for group in value:
+            problem = precision_group_problem(group)
+            if problem:
+                raise located_error("StoreCfg", [((group,), problem, group)])
+        return value
+
+    @model_validator(mode="after")
+    def _budget_or_every(self) -> Self:
+        if self.budget is not None and self.every != 1:
+            raise located_error("StoreCfg", [(("every",), "store.budget derives every; set one of "
+                                              "store.every and store.budget", self.every)])
+        return self
 
 
 class CheckpointCfg(StrictModel):
@@ -297,6 +335,15 @@ class RunConfig(StrictModel):
     tracking: TrackingCfg = Field(default_factory=TrackingCfg)
     replay: ReplayCfg = Field(default_factory=ReplayCfg)
     eval: EvalCfg = Field(default_factory=EvalCfg)
+
+    @model_validator(mode="after")
+    def _stored_envs_exist(self) -> Self:
+        """``store.envs`` names a subset of each rank's ``trainer.num_envs``."""
+        envs = self.store.envs
+        if envs is not None and envs > self.trainer.num_envs:
+            raise located_error("RunConfig", [(("store", "envs"), f"got {envs}; at most trainer.num_envs "
+                                               f"({self.trainer.num_envs}), the envs of each rank", envs)])
+        return self
 
     @model_validator(mode="after")
     def _replay_overrides_fit(self) -> Self:

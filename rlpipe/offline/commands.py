@@ -80,7 +80,7 @@ def compute_advantages(cfg: RunConfig, rollout_path: Path, out: Path | None = No
     target = as_path(out) if out else advantage_path(cfg, rollout_path)
     if target.resolve() == rollout_path.resolve():
         raise StoreError(f"{target}: would overwrite the rollout; advantages go beside it")
-    rollout, attrs = load_rollout(rollout_path)
+    rollout, attrs = load_rollout(rollout_path, purpose="rlpipe advantage (the online advantages)")
     algo = rebuild_algorithm(cfg, spaces_of(attrs, rollout_path))
     algo.compute_advantages(rollout.to(algo.device))
     arrays = {key: rollout.get(key) for key in algo.advantage_keys}
@@ -108,7 +108,8 @@ def update_from_rollout(cfg: RunConfig, rollout_path: Path, checkpoint: Path | N
 
 def _update_locked(cfg: RunConfig, rollout_path: Path, checkpoint: Path | None, out: Path,
                    allow_rejected: bool) -> tuple[Path, dict[str, float]]:
-    rollout, attrs = load_rollout(rollout_path, allow_rejected=allow_rejected)
+    rollout, attrs = load_rollout(rollout_path, allow_rejected=allow_rejected,
+                                  purpose="rlpipe update (the online update)")
     algo = rebuild_algorithm(cfg, spaces_of(attrs, rollout_path))
     k = iteration_of(attrs, rollout_path)
     start = as_path(checkpoint) if checkpoint else _collected_with(rollout_path, k)

@@ -115,7 +115,7 @@ def update_plan(keys: list[int], passes: int, seed: int, per_update: int) -> lis
 
 def load_stores(paths: list[Path], device: Any) -> Any:
     """The stored rollouts of ``paths`` joined along the env axis: ``[Σ N, T+1]``."""
-    rollouts = [load_rollout(path, device)[0] for path in paths]
+    rollouts = [load_rollout(path, device, purpose=None)[0] for path in paths]  # subsets, float16: samples
     return rollouts[0] if len(rollouts) == 1 else torch.cat(rollouts, dim=0)
 
 

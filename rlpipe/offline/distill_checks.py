@@ -69,7 +69,30 @@ def check_stores(cfg: RunConfig, stored: dict[int, Path]) -> dict[int, dict[str,
                 raise ConfigError(f"{path}: no observation group {key!r}, which {where} reads "
                                   f"(its groups: {have})")
         found[k] = attrs
+    _same_env_subset(found, stored)
     return found
+
+
+def _same_env_subset(found: dict[int, dict[str, Any]], stored: dict[int, Path]) -> None:
+    """``StoreError`` naming the first store whose env subset (``store.envs``) differs from the first's.
+
+    Subset and lower-precision stores are valid samples for distillation; mixing subsets would mix
+    whole episodes of some envs with others, so every store must keep the same envs.
+    """
+    def subset(attrs: dict[str, Any]) -> tuple[Any, Any]:
+        return attrs.get("stored_envs"), attrs.get("num_envs")
+
+    first = min(found)
+    for k, attrs in sorted(found.items()):
+        if subset(attrs) != subset(found[first]):
+            raise StoreError(f"{stored[k]}: keeps {_envs_words(attrs)}, {stored[first].name} keeps "
+                             f"{_envs_words(found[first])}; distill reads stores of one env subset "
+                             "(the same store.envs)")
+
+
+def _envs_words(attrs: dict[str, Any]) -> str:
+    m, n = attrs.get("stored_envs"), attrs.get("num_envs")
+    return "every env" if m is None or m == n else f"the first {m} of {n} envs"
 
 
 def space_shapes(space: gym.Space) -> str:

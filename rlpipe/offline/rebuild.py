@@ -14,6 +14,7 @@ from rlpipe.artifacts.errors import RefusedStoreError, StoreError
 from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.shards import read_any
 from rlpipe.artifacts.store import refuse_rejected
+from rlpipe.artifacts.store_policy import fidelity_refusal
 from rlpipe.build import build_algorithm, learner_state, load_learner_state, set_threads
 from rlpipe.config import RunConfig, params_hash, training_hash, training_params
 from rlpipe.envs import space_from_dict
@@ -71,15 +72,21 @@ def save_algorithm(algo: BaseAlgorithm, cfg: RunConfig, directory: Path, iterati
     return save_checkpoint(directory, iteration, state, cfg.checkpoint.keep_last)
 
 
-def load_rollout(path: Path, device: torch.device | str = "cpu",
-                 allow_rejected: bool = False) -> tuple[TensorDict, dict[str, Any]]:
+def load_rollout(path: Path, device: torch.device | str = "cpu", allow_rejected: bool = False,
+                 purpose: str | None = "reproducing the online run") -> tuple[TensorDict, dict[str, Any]]:
     """Read and validate a stored ``[N, T+1]`` rollout; any problem is a ``StoreError`` naming ``path``.
 
     A rollout the non-finite guard rejected is refused (``RejectedRolloutError``, exit code 3)
-    unless ``allow_rejected``; it must still pass validation (finite values) to be used.
+    unless ``allow_rejected``; it must still pass validation (finite values) to be used. With a
+    ``purpose`` (what the caller reproduces bit for bit), a store that is not complete (a subset
+    of the envs) or not exact (a lower-precision group) is refused too (``RefusedStoreError``,
+    exit code 3, one line naming the store); ``None`` accepts them (samples for distillation).
     """
     rollout, attrs = read_any(as_path(path), device)  # a K-rank iteration: its shards, side by side
     refuse_rejected(as_path(path), attrs, allow_rejected)
+    refusal = fidelity_refusal(as_path(path), attrs, purpose) if purpose else None
+    if refusal:
+        raise RefusedStoreError(refusal)
     try:
         check_finite(rollout, attrs.get("iteration"))
     except RolloutError as exc:

@@ -101,7 +101,7 @@ class _Reader:
         """Path of rollout ``k``; a ``StoreError`` saying ``why`` it is needed when it is missing."""
         if k not in self.paths:
             root = next(iter(self.paths.values())).parent
-            raise StoreError(f"{root / rollout_name(k)}: missing; {why}")
+            raise StoreError(f"{root / rollout_name(k)}: {_missing_words(self.paths)}; {why}")
         return self.paths[k]
 
     def get(self, k: int, why: str) -> tuple[TensorDict, dict[str, Any], float]:
@@ -114,7 +114,8 @@ class _Reader:
         return rollout, attrs, time.perf_counter() - start
 
     def _submit(self, k: int, why: str) -> Future[tuple[TensorDict, dict[str, Any]]]:
-        return self._pool.submit(load_rollout, self.path(k, why), self.device, self.allow_rejected)
+        return self._pool.submit(load_rollout, self.path(k, why), self.device, self.allow_rejected,
+                                 "replay (the online update)")
 
     def close(self) -> None:
         """Stop the reader thread (pending reads are dropped)."""
@@ -262,9 +263,19 @@ def _select(stored: dict[int, Path], root: Path, iterations: tuple[int, int] | N
     wanted = range(first, last + 1) if iterations or chain else sorted(stored)
     missing = [k for k in wanted if k not in stored]
     if missing:
-        raise StoreError(f"{root / rollout_name(missing[0])}: missing; replaying iterations "
+        raise StoreError(f"{root / rollout_name(missing[0])}: {_missing_words(stored)}; replaying iterations "
                          f"{first}:{last}{' as a chain' if chain else ''} needs it")
     return list(wanted)
+
+
+def _missing_words(stored: dict[int, Path]) -> str:
+    """``missing``, or why: ``not stored (the run stores every 4th iteration, store.every: 4)``."""
+    every = int(read_any_attrs(stored[max(stored)]).get("every", 1)) if stored else 1
+    if every == 1:
+        return "missing"
+    return (f"not stored (the run stores the iterations that are multiples of {every}, store.every: "
+            f"{every}; checkpoint.every_iteration: true lets replay start each stored one from its "
+            "checkpoint)")
 
 
 def _loop(job: _Replay, ks: list[int], chain: bool, start: Path | None, directory: Path,

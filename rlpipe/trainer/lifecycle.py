@@ -18,15 +18,18 @@ from tensordict import TensorDict
 from rlpipe.artifacts.atomic import atomic_write_json
 from rlpipe.artifacts.checkpoints import checkpoint_fits
 from rlpipe.artifacts.curve import truncate_curve
+from rlpipe.artifacts.fs import disk_free
 from rlpipe.artifacts.layout import CHECKPOINT_NAME, iteration_from_name, shard_name
 from rlpipe.artifacts.params import write_params
 from rlpipe.artifacts.store import write_rejected
+from rlpipe.artifacts.store_policy import layout_of, stored_bytes
 from rlpipe.build import load_learner_state, threads_reason
 from rlpipe.config import ConfigError
 from rlpipe.rollout import NonFiniteError
 from rlpipe.runtime.allocator import tune_malloc
 from rlpipe.testing import faults
 from rlpipe.tracking.banner import run_banner, where_lines
+from rlpipe.tracking.store_rate import StoreRate, store_line
 from rlpipe.trainer import ranks
 from rlpipe.trainer.guards import nonfinite_weight
 from rlpipe.trainer.resume import load_online_checkpoint
@@ -36,7 +39,7 @@ if TYPE_CHECKING:
     from rlpipe.trainer.trainer import Trainer
 
 __all__ = ["agree_flag", "check_stop", "check_weights", "checkpoint", "fail", "finish", "iteration_of",
-           "refuse", "resume", "run_summary", "skip_iteration", "start"]
+           "refuse", "resume", "run_summary", "skip_iteration", "start", "watch_store"]
 
 agree_flag = ranks.agree_flag
 
@@ -67,8 +70,30 @@ def start(trainer: Trainer, stop: GracefulStop) -> contextlib.ExitStack:
             print(run_banner(cfg, parts.algo.device, parts.algo.cfg, tune_malloc(),
                              threads_reason(cfg, parts.algo)), flush=True)
             print(where_lines(cfg, parts.layout.root, parts.env, trainer.tracker.mlflow), flush=True)
+            _announce_store(trainer)
             trainer.tracker.announce_mlflow()
         return held.pop_all()
+
+
+def _announce_store(trainer: Trainer) -> None:
+    """Print the banner's store line and start watching the store's rate (rank 0, with a store)."""
+    parts, cfg = trainer.parts, trainer.cfg
+    if parts.store is None:
+        return
+    layout = layout_of(parts.collector.rollout.exclude(*parts.algo.advantage_keys))
+    policy, world = parts.store.policy, parts.dist.world_size
+    print(store_line(policy, layout, world, cfg.trainer.iterations, disk_free(parts.layout.rollouts)),
+          flush=True)
+    per_iteration = stored_bytes(policy.stored_layout(layout)) * world
+    trainer.store_rate = StoreRate(per_iteration, policy.every, parts.steps_per_iteration,
+                                   report_at=trainer.state.iteration + 3)
+
+
+def watch_store(trainer: Trainer, metrics: dict[str, float]) -> None:
+    """After an iteration's timing: the store's demanded rate once, one warning if the writer falls behind."""
+    if trainer.store_rate is not None and trainer.parts.store is not None:
+        last = trainer.state.iteration == trainer.cfg.trainer.iterations
+        trainer.store_rate.observe(trainer.state.iteration, metrics, trainer.parts.store.last_write, last)
 
 
 def resume(trainer: Trainer) -> list[str] | None:

@@ -123,7 +123,8 @@ def build_parts(cfg: RunConfig, env: EnvLike | None = None, eval_env: EnvLike | 
     if evaluate and trainer.enable_eval and ctx.is_main and (eval_env is not None or not live):
         evaluator = _evaluator(cfg, algo, _live(eval_env, trainer.num_eval_envs, ctx.device))
     return Parts(layout, ctx, env, algo, collector, evaluator,
-                 ranks.open_run_store(cfg, layout, ctx) if store else None,
+                 ranks.open_run_store(cfg, layout, ctx, collector.rollout.exclude(*algo.advantage_keys))
+                 if store else None,
                  Checkpointer(layout.checkpoints, cfg.checkpoint.keep_last), Stopper(trainer.stop_when),
                  NonFiniteGuard(trainer.on_nonfinite, trainer.max_skipped_in_a_row))
 

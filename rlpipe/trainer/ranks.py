@@ -10,12 +10,15 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from tensordict import TensorDict
+
 from rlpipe.artifacts.checkpoints import Checkpointer, clean_temporaries
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.removal import delete
 from rlpipe.artifacts.shards import ShardedStore
 from rlpipe.artifacts.store import RolloutStore
+from rlpipe.artifacts.store_policy import derive_policy, layout_of
 from rlpipe.collector import Collector
 from rlpipe.config import ConfigError, RunConfig
 from rlpipe.runtime.distributed import DistContext, barrier, gather_objects, rank_zero_decides
@@ -59,13 +62,19 @@ def agree_flag(flag: bool, ctx: DistContext) -> bool:
     return rank_zero_decides(flag) if ctx.active else flag
 
 
-def open_run_store(cfg: RunConfig, layout: RunLayout, ctx: DistContext) -> RolloutStore | None:
-    """The run's rollout store: whole iterations in one process, ``iter-N.zarr/rank-R`` shards in K."""
+def open_run_store(cfg: RunConfig, layout: RunLayout, ctx: DistContext,
+                   rollout: TensorDict) -> RolloutStore | None:
+    """The run's rollout store: whole iterations in one process, ``iter-N.zarr/rank-R`` shards in K.
+
+    ``rollout``: one rank's rollout as stored (the advantage keys left out), from which the store
+    policy (``store.every``/``envs``/``precision``, or a ``store.budget``) is derived.
+    """
     if not cfg.store.enabled:
         return None
+    policy = derive_policy(cfg.store, layout_of(rollout), cfg.trainer.iterations, ctx.world_size)
     if ctx.active:
-        return ShardedStore(layout.rollouts, cfg.store, ctx.rank, ctx.world_size)
-    return RolloutStore(layout.rollouts, cfg.store)
+        return ShardedStore(layout.rollouts, cfg.store, ctx.rank, ctx.world_size, policy)
+    return RolloutStore(layout.rollouts, cfg.store, policy)
 
 
 def rank_states(collect: Collector) -> dict[str, Any]:

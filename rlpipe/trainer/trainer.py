@@ -63,6 +63,8 @@ class Trainer:
         """The counters: ``iteration``, ``env_steps`` (every rank's), wall time, last eval."""
         self.mlflow_run: Any = None
         """The open MLflow run (rank 0 with tracking on, from :meth:`start`); it may still be opening."""
+        self.store_rate: Any = None
+        """Rank 0's :class:`~rlpipe.tracking.store_rate.StoreRate` (with a store, from :meth:`start`)."""
         self._spec = (env, eval_env, store, evaluate)
         self._parts: Parts | None = None
         self._collected: tuple[TensorDict, dict[str, float], float, float] | None = None
@@ -182,6 +184,7 @@ class Trainer:
         state.env_steps += parts.steps_per_iteration
         metrics |= self._evaluate_if_due(before)
         metrics |= timing(state, parts, t0, t1, t2) | store_wait
+        lifecycle.watch_store(self, metrics)
         metrics |= self._fire("after_update", metrics=metrics)  # events, stop rules, then one row
         metrics |= lifecycle.check_stop(self, metrics)
         metrics |= parts.guard.metrics()

@@ -82,7 +82,7 @@ def test_a_full_queue_makes_submit_wait_never_drop_and_says_how_long(
 ) -> None:
     slow_disk(monkeypatch, 0.3)
     rollouts = [make_rollout(seed=it) for it in range(1, 5)]
-    with RolloutStore(tmp_path, StoreCfg(queue_size=1)) as store:
+    with RolloutStore(tmp_path, StoreCfg(queue_size=1, writer="thread")) as store:  # slow_disk: the thread's
         waits = [store.submit(r, {"iteration": it}) for it, r in enumerate(rollouts, start=1)]
         store.flush()
         assert store.iterations() == [1, 2, 3, 4]  # nothing dropped
@@ -99,7 +99,7 @@ def test_a_disabled_store_never_waits(tmp_path: Path) -> None:
 def test_the_iteration_row_shows_the_wait_for_a_slow_disk(tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     slow_disk(monkeypatch, 1.0)
-    trainer = Trainer(tiny_cfg(tmp_path, "trainer.iterations=3", "store.queue_size=1"))
+    trainer = Trainer(tiny_cfg(tmp_path, "trainer.iterations=3", "store.queue_size=1", "store.writer=thread"))
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         summary = trainer.train()

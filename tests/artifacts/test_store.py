@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from _rollouts import N, T, assert_same, make_rollout
@@ -18,13 +18,40 @@ from rlpipe.config import StoreCfg
 if TYPE_CHECKING:
     from tensordict import TensorDict
 
+WRITERS = ("thread", "process")
+
+
+@pytest.fixture(params=WRITERS)
+def writer(request: pytest.FixtureRequest) -> str:
+    """The store's writer mode (``store.writer``): every background-writer test runs in both."""
+    return request.param
+
+
+def patch_write(monkeypatch: pytest.MonkeyPatch, store: RolloutStore, wrap: object) -> None:
+    """Route the store's writes through ``wrap(real, path, *args)`` on the store's hand-over thread.
+
+    Thread mode: the write itself; process mode: the request to the writer process.
+    """
+    if store.mode == "thread":
+        real = store_mod._write_checked
+        monkeypatch.setattr(store_mod, "_write_checked", lambda path, *a, **k: wrap(real, path, *a, **k))
+    else:
+        real_process = store._process.write
+
+        def through(request: Any) -> None:
+            wrap(lambda _path, r: real_process(r), Path(request.path), request)
+
+        monkeypatch.setattr(store._process, "write", through)
+
+
 # ---------------------------------------------------------------------------- background writer
 
 
-def test_submit_flush_writes_everything_and_caller_may_reuse_buffer(tmp_path: Path) -> None:
+def test_submit_flush_writes_everything_and_caller_may_reuse_buffer(tmp_path: Path, writer: str) -> None:
     buffer = make_rollout(seed=0)
     expected = []
-    with RolloutStore(tmp_path, StoreCfg(queue_size=2)) as store:
+    with RolloutStore(tmp_path, StoreCfg(queue_size=2, writer=writer)) as store:
+        assert store.mode == writer
         for it in range(1, 6):
             buffer.update(make_rollout(seed=it))  # the collector refills its one buffer in place
             expected.append(buffer.clone())
@@ -42,21 +69,20 @@ def test_submit_flush_writes_everything_and_caller_may_reuse_buffer(tmp_path: Pa
 
 
 def test_the_store_holds_at_most_queue_size_rollouts_and_submit_blocks_before_copying(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
 ) -> None:
-    cfg = StoreCfg(queue_size=2)
+    cfg = StoreCfg(queue_size=2, writer=writer)
     store = RolloutStore(tmp_path, cfg)
     entered, gate = threading.Event(), threading.Event()
     held: list[int] = []  # rollouts the store holds (queued + being written) at each write
-    real = store_mod._write_checked
 
-    def slow_write(*args: object, **kwargs: object) -> None:
+    def slow_write(real: Any, *args: object, **kwargs: object) -> None:
         held.append(store._queue.qsize() + 1)
         entered.set()
         gate.wait(timeout=30)
         real(*args, **kwargs)
 
-    monkeypatch.setattr(store_mod, "_write_checked", slow_write)
+    patch_write(monkeypatch, store, slow_write)
     store.submit(make_rollout(), {"iteration": 1})
     assert entered.wait(timeout=30)  # the writer holds rollout 1 ...
     store.submit(make_rollout(), {"iteration": 2})  # ... and rollout 2 fills the second slot
@@ -87,17 +113,16 @@ def test_the_default_keeps_one_rollout_beyond_the_collectors_buffer() -> None:
 
 
 def test_write_error_surfaces_on_flush_and_keeps_earlier_stores(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
 ) -> None:
-    real = store_mod._write_checked
-
-    def disk_full_at_3(path: Path, *args: object, **kwargs: object) -> None:
+    def disk_full_at_3(real: Any, path: Path, *args: object, **kwargs: object) -> None:
         if path.name == "iter-000003.zarr":
-            raise OSError(28, "No space left on device")
+            raise (OSError(28, "No space left on device") if writer == "thread"
+                   else StoreError(f"writing {path} failed: [Errno 28] No space left on device"))
         real(path, *args, **kwargs)
 
-    monkeypatch.setattr(store_mod, "_write_checked", disk_full_at_3)
-    store = RolloutStore(tmp_path, StoreCfg(queue_size=1))
+    store = RolloutStore(tmp_path, StoreCfg(queue_size=1, writer=writer))
+    patch_write(monkeypatch, store, disk_full_at_3)
     for it in (1, 2, 3):
         store.submit(make_rollout(), {"iteration": it})
     message = r"writing .*iter-000003\.zarr failed: \[Errno 28\] No space left on device"
@@ -112,8 +137,8 @@ def test_write_error_surfaces_on_flush_and_keeps_earlier_stores(
     assert store.iterations() == [1, 2]
 
 
-def test_submit_checks_schema_and_write_once_on_callers_thread(tmp_path: Path) -> None:
-    with RolloutStore(tmp_path, StoreCfg()) as store:
+def test_submit_checks_schema_and_write_once_on_callers_thread(tmp_path: Path, writer: str) -> None:
+    with RolloutStore(tmp_path, StoreCfg(writer=writer)) as store:
         with pytest.raises(StoreError, match="lacks schema key 'reward'"):
             store.submit(make_rollout().exclude("reward"), {"iteration": 1})
         with pytest.raises(StoreError, match="integer attrs\\['iteration'\\]"):
@@ -124,11 +149,12 @@ def test_submit_checks_schema_and_write_once_on_callers_thread(tmp_path: Path) -
             store.submit(make_rollout(), {"iteration": 1})
 
 
-def test_a_rollout_is_checked_once_on_its_way_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_rollout_is_checked_once_on_its_way_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 writer: str) -> None:
     checked = []
     real = intake.check_schema
     monkeypatch.setattr(intake, "check_schema", lambda *args: (checked.append(1), real(*args)))
-    with RolloutStore(tmp_path, StoreCfg()) as store:
+    with RolloutStore(tmp_path, StoreCfg(writer=writer)) as store:
         store.submit(make_rollout(), {"iteration": 1})
         store.flush()
         assert checked == [1]  # on submit; the writer thread writes it without checking again
@@ -144,14 +170,14 @@ def test_context_exit_keeps_the_body_exception(tmp_path: Path,
 
     monkeypatch.setattr(store_mod, "_write_checked", broken)
     with pytest.raises(KeyboardInterrupt) as info:
-        with RolloutStore(tmp_path, StoreCfg()) as store:
+        with RolloutStore(tmp_path, StoreCfg(writer="thread")) as store:
             store.submit(make_rollout(), {"iteration": 1})
             raise KeyboardInterrupt
     assert any("No space left" in note for note in info.value.__notes__)
 
 
-def test_retention_keeps_the_newest(tmp_path: Path) -> None:
-    with RolloutStore(tmp_path, StoreCfg(keep_last=2)) as store:
+def test_retention_keeps_the_newest(tmp_path: Path, writer: str) -> None:
+    with RolloutStore(tmp_path, StoreCfg(keep_last=2, writer=writer)) as store:
         for it in range(1, 6):
             store.submit(make_rollout(), {"iteration": it})
         store.flush()
@@ -159,8 +185,8 @@ def test_retention_keeps_the_newest(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["iter-000004.zarr", "iter-000005.zarr"]
 
 
-def test_discard_after_frees_names_for_a_resumed_run(tmp_path: Path) -> None:
-    with RolloutStore(tmp_path, StoreCfg()) as store:
+def test_discard_after_frees_names_for_a_resumed_run(tmp_path: Path, writer: str) -> None:
+    with RolloutStore(tmp_path, StoreCfg(writer=writer)) as store:
         for it in range(1, 5):
             store.submit(make_rollout(seed=it), {"iteration": it})
         assert store.discard_after(2) == [3, 4]

@@ -11,7 +11,7 @@ import torch
 import zarr
 from _rollouts import ATTRS, N, T, assert_same, make_rollout
 
-import rlpipe.artifacts.zarr_write as zarr_write
+import rlpipe.artifacts.zarr_arrays as zarr_arrays
 from rlpipe import fast
 from rlpipe.artifacts.store import RolloutStore, StoreError, write_rollout
 from rlpipe.artifacts.zarr_read import read_rollout
@@ -94,7 +94,7 @@ def test_failure_mid_write_leaves_no_store_and_no_temporary(
 
         monkeypatch.setattr(fast, "_write_zarr_array", fail_direct)
     else:  # written through zarr's async API
-        real = zarr_write._write_array
+        real = zarr_arrays._write_array
 
         async def fail_after_first(*args: object, **kwargs: object) -> None:
             calls.append(args[1])
@@ -102,7 +102,7 @@ def test_failure_mid_write_leaves_no_store_and_no_temporary(
                 raise OSError(5, "Input/output error")
             await real(*args, **kwargs)
 
-        monkeypatch.setattr(zarr_write, "_write_array", fail_after_first)
+        monkeypatch.setattr(zarr_arrays, "_write_array", fail_after_first)
     path = tmp_path / "iter-000001.zarr"
     with pytest.raises(OSError, match="Input/output error"):
         write_rollout(path, make_rollout(), {"iteration": 1}, codec=codec)

@@ -69,3 +69,22 @@ def test_replay_into_a_read_only_folder_loses_nothing(tmp_path, reference):
     assert snapshot(root) == before
     if not target.startswith("/sys"):
         pytest.skip("ran as a non-root user: chmod covered it")
+
+
+def test_file_size_limit_in_the_writer_process_is_one_line_and_nothing_half_published(tmp_path):
+    """The limit is below a rollout's shared staging buffer (which it also bounds) but above params.yaml."""
+    extra = ("store.writer=process", "trainer.num_envs=64", "algorithm.cfg.batch_size=64")
+    limit = 6000
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))  # inherited by the writer process
+
+    failed = rlpipe(*run_command(tmp_path, *extra), preexec=small_files)
+    root = run_dir(tmp_path)
+    assert failed.returncode == 1, failed.stderr[-2000:]
+    store = root / "rollouts" / "iter-000001.zarr"
+    assert error_line(failed).startswith(f"Error: {store}: File too large — the file-size limit (ulimit -f) ")
+    assert (root / "params.yaml").stat().st_size < limit
+    rollouts = root / "rollouts"
+    assert not store.exists() and not (rollouts.exists() and list(rollouts.iterdir()))  # nor a temporary
+    assert not (root / "checkpoints").exists() or not list((root / "checkpoints").glob("ckpt-*"))

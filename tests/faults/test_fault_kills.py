@@ -13,6 +13,7 @@ import pytest
 from _fault_harness import (
     assert_same_as_reference,
     covered,
+    error_line,
     resumed_from,
     rlpipe,
     run_command,
@@ -33,8 +34,8 @@ VISIT = {"write.params": 1, "write.metrics": 1, "resume.discard": 1, "update.ste
 FAST_POINTS = ("write.latest",)
 
 
-def kill_and_resume(tmp_path, reference, point: str) -> None:
-    extra = EXTRA.get(point, ())
+def kill_and_resume(tmp_path, reference, point: str, writer: str = "auto") -> None:
+    extra = (*EXTRA.get(point, ()), f"store.writer={writer}")
     command = run_command(tmp_path, *extra)
     root = run_dir(tmp_path)
     if point == "resume.discard":  # a point of --resume itself: first die elsewhere
@@ -53,12 +54,32 @@ def kill_and_resume(tmp_path, reference, point: str) -> None:
     assert_same_as_reference(root, reference)
 
 
+@pytest.mark.parametrize("writer", ["thread", "process"])
 @pytest.mark.parametrize("point", FAST_POINTS)
-def test_sigkill_then_resume_is_bit_exact(tmp_path, reference, point):
-    kill_and_resume(tmp_path, reference, point)
+def test_sigkill_then_resume_is_bit_exact(tmp_path, reference, point, writer):
+    kill_and_resume(tmp_path, reference, point, writer)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", [p for p in KILL_POINTS if p not in FAST_POINTS])
 def test_sigkill_sweep_then_resume_is_bit_exact(tmp_path, reference, point):
-    kill_and_resume(tmp_path, reference, point)
+    in_writer = point in ("store.write", "store.arrays_written")  # the writer process's: see below
+    kill_and_resume(tmp_path, reference, point, "thread" if in_writer else "auto")
+
+
+def test_a_killed_writer_process_is_one_line_exit_1_and_resume_is_bit_exact(tmp_path, reference):
+    command = run_command(tmp_path, "store.writer=process")
+    root = run_dir(tmp_path)
+    killed = rlpipe(*command, env={"RLPIPE_FAULT_KILL_AT": "store.write:2"})  # the writer process's point
+    assert killed.returncode == 1, killed.stderr[-2000:]
+    line = error_line(killed)
+    store = root / "rollouts" / "iter-000002.zarr"
+    assert line.startswith(f"Error: {store}: the rollout store's writer process "
+                           "died (killed by SIGKILL) while writing it; resume with: "), line
+    assert not (root / "rollouts" / "iter-000002.zarr").exists()
+    before = snapshot(root)
+    resumed = rlpipe(*command, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    covered(before, snapshot(root), resumed_from(resumed.stderr))
+    assert not [p for p in root.rglob(".*") if p.name != ".lock"], "temporaries left behind"
+    assert_same_as_reference(root, reference)

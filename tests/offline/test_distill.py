@@ -204,3 +204,15 @@ def test_derived_names_are_checked_like_exp_name_and_say_where_they_came_from(tm
     assert result.exit_code == 2, result.output
     assert "the online continuation's name, derived as <trainer.exp_name>-online" in result.output
     assert not (tmp_path / ("s" * 195)).exists()  # refused before the offline run started
+
+
+def test_distill_refuses_stores_of_different_env_subsets_naming_the_first_that_differs(tmp_path):
+    from rlpipe.artifacts.errors import StoreError
+    from rlpipe.offline.distill_checks import _same_env_subset
+
+    stored = {k: tmp_path / f"iter-{k:06d}.zarr" for k in (1, 2, 3)}
+    same = {1: {"stored_envs": 4, "num_envs": 8}, 2: {"stored_envs": 4, "num_envs": 8}}
+    _same_env_subset(same, stored)  # one subset: valid samples
+    with pytest.raises(StoreError, match=r"iter-000003\.zarr: keeps every env, iter-000001\.zarr keeps the "
+                                         r"first 4 of 8 envs; distill reads stores of one env subset"):
+        _same_env_subset({**same, 3: {}}, stored)

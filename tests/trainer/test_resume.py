@@ -201,3 +201,18 @@ def wait_for_rollout_after_checkpoint(run_dir: Path, proc: subprocess.Popen, tim
             return True
         time.sleep(0.005)
     return False
+
+
+def test_a_resumed_run_storing_every_kth_iteration_stores_what_the_uninterrupted_one_does(tmp_path):
+    policy = ("store.every=2", "store.envs=3")
+    whole = tiny_cfg(tmp_path / "whole", "trainer.iterations=6", *EVERY_3, *policy)
+    Trainer(whole).train()
+    Trainer(tiny_cfg(tmp_path / "split", "trainer.iterations=3", *EVERY_3, *policy)).train()
+    split = tiny_cfg(tmp_path / "split", "trainer.iterations=6", *EVERY_3, *policy)
+    Trainer(split, resume=True).train()
+    for cfg in (whole, split):
+        assert sorted(p.name for p in (cfg.run_dir / "rollouts").glob("iter-*")) == [
+            "iter-000002.zarr", "iter-000004.zarr", "iter-000006.zarr"]
+    assert_same_rollouts(whole.run_dir, split.run_dir, range(2, 7, 2))
+    last = [full_state(cfg.run_dir / "checkpoints" / "ckpt-000006.pt") for cfg in (whole, split)]
+    assert same_leaves(*last)

@@ -1,0 +1,159 @@
+"""The store's writer process (rlpipe/artifacts/writer_process.py) and the proxies of a writer that
+leaves the training interpreter alone: allocation per rollout, Python calls per submit, no write in
+the training process."""
+
+from __future__ import annotations
+
+import sys
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from _rollouts import assert_same, make_rollout
+
+import rlpipe.artifacts.store as store_mod
+from rlpipe import fast
+from rlpipe.artifacts import zarr_arrays, zarr_write
+from rlpipe.artifacts.store import RolloutStore, StoreError, WriterDiedError
+from rlpipe.artifacts.zarr_read import read_rollout
+from rlpipe.cli.exits import describe
+from rlpipe.config import StoreCfg
+from rlpipe.rollout import DIM_NAMES
+
+
+def big_rollout(n: int, obs: int = 48, t: int = 24):
+    """A schema-valid rollout of ``n`` envs with ``obs``-wide observations (``[n, t+1, obs]`` float32)."""
+    from rlpipe.rollout import allocate_rollout
+
+    rollout = allocate_rollout(n, t, (obs,), (), torch.int64, "cpu")
+    rollout["obs"].copy_(torch.randn(n, t + 1, obs, generator=torch.Generator().manual_seed(n)))
+    return rollout
+
+
+def test_a_writer_process_killed_mid_write_is_one_error_naming_the_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLPIPE_FAULT_KILL_AT", "store.write:2")  # read by the writer process only
+    store = RolloutStore(tmp_path, StoreCfg(writer="process"))
+    store.submit(make_rollout(seed=1), {"iteration": 1})
+    store.flush()
+    store.submit(make_rollout(seed=2), {"iteration": 2})
+    with pytest.raises(WriterDiedError, match=r"iter-000002\.zarr: the rollout store's writer process died "
+                                              r"\(killed by SIGKILL\) while writing it") as info:
+        store.flush()
+    code, line = describe(info.value, "rlpipe run … --resume")
+    assert code == 1 and "iter-000002.zarr" in line and "\n" not in line
+    with pytest.raises(WriterDiedError):
+        store.close()
+    assert store.iterations() == [1]
+    assert_same(read_rollout(tmp_path / "iter-000001.zarr")[0], make_rollout(seed=1))
+
+
+def test_an_error_in_the_writer_process_is_the_stores_error_with_its_os_cause(tmp_path):
+    root = tmp_path / "rollouts"
+    store = RolloutStore(root, StoreCfg(writer="process"))
+    if root.exists():
+        root.rmdir()
+    root.write_text("not a folder")  # the writer process cannot make the store's temporary there
+    store.submit(make_rollout(), {"iteration": 1})
+    message = r"writing .*iter-000001\.zarr failed: \[Errno 17\] File exists: '.*rollouts'"
+    with pytest.raises(StoreError, match=message) as info:
+        store.flush()
+    assert isinstance(info.value.__cause__, OSError)
+    assert describe(info.value)[0] == 1  # a runtime failure, as in the thread
+    with pytest.raises(StoreError):
+        store.close()
+
+
+def test_process_mode_writes_nothing_in_the_training_process(tmp_path, monkeypatch):
+    called = []
+
+    def must_not_run(*args, **kwargs):
+        called.append(args[:1])
+        raise AssertionError("a write-path function ran in the training process")
+
+    for owner, name in ((store_mod, "_write_checked"), (zarr_write, "write_rollout"),
+                        (zarr_arrays, "write_arrays"), (fast, "write_zarr_store"), (fast, "write_chunk"),
+                        (fast, "crc32c_of")):
+        monkeypatch.setattr(owner, name, must_not_run)
+    rollouts = [make_rollout(seed=k) for k in (1, 2, 3)]
+    with RolloutStore(tmp_path, StoreCfg(writer="process", queue_size=2)) as store:
+        for k, rollout in enumerate(rollouts, start=1):
+            store.submit(rollout, {"iteration": k})
+        store.flush()
+    monkeypatch.undo()
+    assert called == []
+    assert store.iterations() == [1, 2, 3]
+    for k, rollout in enumerate(rollouts, start=1):
+        assert_same(read_rollout(tmp_path / f"iter-{k:06d}.zarr")[0], rollout)
+
+
+def calls_per_submit(tmp_path: Path, writer: str, n: int) -> int:
+    """Python calls (and C calls) on the training thread during the third ``submit`` of ``n``-env rollouts."""
+    with RolloutStore(tmp_path / f"{writer}-{n}", StoreCfg(writer=writer)) as store:
+        for k in (1, 2):
+            store.submit(big_rollout(n), {"iteration": k})
+        store.flush()
+        rollout = big_rollout(n)
+        calls = []
+        sys.setprofile(lambda frame, event, arg: calls.append(1) if event in ("call", "c_call") else None)
+        try:
+            store.submit(rollout, {"iteration": 3})
+        finally:
+            sys.setprofile(None)
+        store.flush()
+    return len(calls)
+
+
+@pytest.mark.parametrize("writer", ["thread", "process"])
+def test_python_calls_per_submit_do_not_grow_with_the_envs(tmp_path, writer):
+    small, large = calls_per_submit(tmp_path, writer, 64), calls_per_submit(tmp_path, writer, 4096)
+    assert large == small, (small, large)
+
+
+def test_the_copy_free_writer_allocates_under_1_mb_per_rollout(tmp_path):
+    """What the writer process runs (numpy views in, files out): its peak Python/numpy allocation."""
+    arrays = {name: t.numpy() for name, t in zarr_write.rollout_arrays(big_rollout(2048)).items()}
+    assert sum(a.nbytes for a in arrays.values()) > 10e6
+    attrs = {"schema_version": 1, "iteration": 1}
+    zarr_arrays.write_arrays(tmp_path / "warm.zarr", arrays, attrs, "none", "none", 1024, DIM_NAMES)
+    tracemalloc.start()
+    try:
+        zarr_arrays.write_arrays(tmp_path / "iter.zarr", arrays, attrs, "none", "none", 1024, DIM_NAMES)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak <= 1e6, f"{peak / 1e6:.1f} MB"
+    back, _ = read_rollout(tmp_path / "iter.zarr")
+    assert np.array_equal(back["obs"].numpy(), arrays["obs"])
+
+
+def test_the_writer_thread_allocates_under_1_mb_per_rollout(tmp_path):
+    with RolloutStore(tmp_path, StoreCfg(writer="thread")) as store:
+        store.submit(big_rollout(2048), {"iteration": 1})  # warm: buffers, zarr's metadata
+        store.flush()
+        rollout = big_rollout(2048)
+        tracemalloc.start()
+        try:
+            store.submit(rollout, {"iteration": 2})
+            store.flush()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert peak <= 1e6, f"{peak / 1e6:.1f} MB"
+
+
+def test_the_crc_on_the_arrays_memory_is_google_crc32cs():
+    import google_crc32c
+
+    block = np.random.default_rng(0).random((5, 7, 3)).astype(np.float32)
+    assert fast.crc32c_of(block) == google_crc32c.value(block.tobytes())
+    assert fast._crc32c_library() is not None, "the copy-free checksum fell back to a copy"
+
+
+def test_auto_is_the_process_here_and_the_thread_on_an_object_store():
+    from rlpipe.artifacts.fs import as_path
+
+    assert store_mod.writer_mode(StoreCfg(), Path("/tmp/x")) == "process"
+    assert store_mod.writer_mode(StoreCfg(writer="thread"), Path("/tmp/x")) == "thread"
+    assert store_mod.writer_mode(StoreCfg(writer="process"), as_path("s3://bucket/run")) == "thread"
