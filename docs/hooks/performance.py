@@ -279,8 +279,8 @@ def gpu_vs_rsl_rl(results: Results) -> str:
             rows.append(cells)
         header = ["envs", *[f"{s} env steps/s" for s in sides], *[f"{s}: time on / off" for s in stores],
                   "peak GPU MB " + " / ".join(sides)]
-        note = f"{data['measured']}. " if "measured" in data else ""
-        blocks.append(f"**`{name}`** — {note}" + table(header, rows) + "\n\n"
+        note = f" — {data['measured']}." if "measured" in data else ""
+        blocks.append(f"**`{name}`**{note}\n\n" + table(header, rows) + "\n\n"
                       + machine(data.get("environment")))
     return "\n\n".join(blocks)
 
