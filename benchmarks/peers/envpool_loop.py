@@ -29,9 +29,11 @@ actor reads ``state``, the critic every key.
 Timing: ``--warmup`` iterations per side, then ``--rounds`` rounds alternating plain, rlpipe, each
 side running ``--iterations`` iterations per round; an rlpipe round ends once its store has written
 the round's last rollout. Per round: wall seconds (``perf_counter``) and CPU seconds — the process's
-(``process_time``: every thread, envpool's and the store writer's included), and for rlpipe also
-its MLflow tracking process's (a child process that writes each iteration's metrics after the
-iteration: its CPU over all rounds, read after a pause, is shared out over rlpipe's rounds).
+(``process_time``: every thread, envpool's and a store writer thread's included), and for rlpipe
+also its store writer process's (``store.writer``'s default on Linux; read when the round's last
+rollout is written) and its MLflow tracking process's (a child process that writes each
+iteration's metrics after the iteration: its CPU over all rounds, read after a pause, is shared
+out over rlpipe's rounds).
 Reported: median env steps per wall and per CPU second, and the medians of the per-round ratios
 rlpipe / plain. With torch and envpool at one thread each, the CPU figures hold on a loaded machine
 where the wall figures drift.
@@ -40,7 +42,8 @@ Breakdown (``--no-breakdown`` skips it): after the timed rounds, ``--breakdown-i
 of each side with a timer around each phase's function, in CPU and wall ms per iteration (exclusive:
 a timed call inside another is subtracted from the outer one; the rest of an iteration is
 ``other``; CPU time is the process's, so the envpool thread's simulation counts in the phase it
-overlaps, mostly the env step's ``recv``), the store writer thread's own time and the MLflow
+overlaps, mostly the env step's ``recv``), the store writer's own time (its thread's, or its
+process's CPU and the wall the hand-over waited for it) and the MLflow
 process's CPU beside them; and a cProfile pass (CPU clock) over as many rlpipe iterations: the
 top functions by own time. The plain loop uses torch's defaults (``Normal`` distributions, Adam
 without ``fused``), as a single-file loop would; rlpipe's own fast paths are part of what it is.
@@ -51,6 +54,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import functools
 import io
 import pstats
 import sys
@@ -139,6 +143,16 @@ class RlpipeSide:
         """Wait for the store to write what was submitted (the end of a timed round)."""
         self.trainer.parts.store.flush()
 
+    def writer_pid(self) -> int | None:
+        """The store's writer process (``store.writer: process``, once started), or ``None``."""
+        handle = getattr(self.trainer.parts.store, "_process", None)
+        process = getattr(handle, "_process", None)
+        return process.pid if process is not None else None
+
+    def writer_cpu(self) -> float:
+        """CPU seconds of the store's writer process so far (0 without one)."""
+        return process_cpu(self.writer_pid())
+
     def close(self) -> None:
         with contextlib.redirect_stdout(io.StringIO()):
             self.trainer.close()
@@ -147,14 +161,21 @@ class RlpipeSide:
 # ---------------------------------------------------------------------------------------- timing
 
 
-def children_cpu() -> float:
-    """CPU seconds of this process's live child processes (rlpipe's MLflow tracking process)."""
-    total = 0.0
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            times = child.cpu_times()
-            total += times.user + times.system
-    return total
+def process_cpu(pid: int | None) -> float:
+    """User + system CPU seconds of process ``pid`` (0 for ``None`` or one that has ended)."""
+    if pid is None:
+        return 0.0
+    with contextlib.suppress(psutil.Error):
+        times = psutil.Process(pid).cpu_times()
+        return times.user + times.system
+    return 0.0
+
+
+def children_cpu(exclude: tuple[int | None, ...] = ()) -> float:
+    """CPU seconds of this process's live child processes but ``exclude`` (rlpipe's MLflow tracking process;
+    the store's writer process is passed in ``exclude`` and counted as the store's)."""
+    return sum(process_cpu(child.pid) for child in psutil.Process().children(recursive=True)
+               if child.pid not in exclude)
 
 
 def wait_for_idle_children(poll_s: float = 0.5, timeout_s: float = 120.0) -> None:
@@ -169,23 +190,25 @@ def wait_for_idle_children(poll_s: float = 0.5, timeout_s: float = 120.0) -> Non
         last = now
 
 
-def tracking_cpu(since: float, iterations: int) -> float:
+def tracking_cpu(since: float, iterations: int, exclude: tuple[int | None, ...] = ()) -> float:
     """The tracking process's CPU seconds per iteration since ``since`` (``children_cpu``), once it is idle.
 
     It writes each iteration's metrics after the iteration logged them, so its CPU is read after a
     pause and charged to rlpipe's iterations, never to the plain loop's that it overlapped.
     """
     time.sleep(SETTLE_S)
-    return (children_cpu() - since) / iterations
+    return (children_cpu(exclude) - since) / iterations
 
 
 def timed_round(side: Any, iterations: int) -> dict[str, float]:
-    """Wall and process CPU seconds of ``iterations`` iterations (rlpipe: until its store has written)."""
-    wall, cpu, splits = time.perf_counter(), time.process_time(), []
+    """Wall and process CPU seconds of ``iterations`` iterations (rlpipe: until its store has written;
+    its writer process's CPU included)."""
+    writer_cpu = getattr(side, "writer_cpu", lambda: 0.0)
+    wall, cpu, splits, writer = time.perf_counter(), time.process_time(), [], writer_cpu()
     for _ in range(iterations):
         splits.append(side.iteration())
     getattr(side, "settle", lambda: None)()
-    return {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu,
+    return {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu + writer_cpu() - writer,
             "collect_s": sum(s["collect_s"] for s in splits), "update_s": sum(s["update_s"] for s in splits)}
 
 
@@ -230,12 +253,15 @@ def breakdown(name: str, side: Any, iterations: int, pool_class: type, mlflow: b
     """
     phases, writer = Phases(), [0.0, 0.0]
     real_write = store_module._write_checked
+    handle = getattr(side.trainer.parts.store, "_process", None) if name == "rlpipe" else None
+    in_process = handle is not None
+    writer_cpu = side.writer_cpu if in_process else time.thread_time
 
-    def write(*args: Any, **kwargs: Any) -> None:  # on the writer thread: beside the table
-        wall, cpu = time.perf_counter(), time.thread_time()
-        real_write(*args, **kwargs)
+    def write(real: Any, *args: Any, **kwargs: Any) -> None:  # on the hand-over thread: beside the table
+        wall, cpu = time.perf_counter(), writer_cpu()
+        real(*args, **kwargs)
         writer[0] += time.perf_counter() - wall
-        writer[1] += time.thread_time() - cpu
+        writer[1] += writer_cpu() - cpu
 
     try:
         for method in ("send", "recv", "reset"):  # the pool class both sides' pools of this id share
@@ -244,7 +270,10 @@ def breakdown(name: str, side: Any, iterations: int, pool_class: type, mlflow: b
             instrument_plain(side, phases)
         else:
             instrument_rlpipe(side, phases)
-            store_module._write_checked = write
+            if in_process:
+                handle.write = functools.partial(write, type(handle).write.__get__(handle))
+            else:
+                store_module._write_checked = functools.partial(write, real_write)
         wall, cpu, children = time.perf_counter(), time.process_time(), children_cpu()
         for _ in range(iterations):
             side.iteration()
@@ -253,6 +282,8 @@ def breakdown(name: str, side: Any, iterations: int, pool_class: type, mlflow: b
     finally:
         phases.restore()
         store_module._write_checked = real_write
+        if in_process:
+            del handle.write
     per = 1e3 / iterations
 
     def row(phase: str, cpu_s: float, wall_s: float | None) -> dict[str, Any]:
@@ -263,7 +294,10 @@ def breakdown(name: str, side: Any, iterations: int, pool_class: type, mlflow: b
     rows.append(row("other (iteration bookkeeping, metrics)", cpu - sum(phases.cpu.values()),
                     wall - sum(phases.wall.values())))
     rows.append(row("= the iteration (process)", cpu, wall))
-    if name == "rlpipe":
+    if name == "rlpipe" and in_process:
+        rows.append(row("+ the store writer process (Zarr write; wall: the hand-over's wait)", writer[1],
+                        writer[0]))
+    elif name == "rlpipe":
         rows.append(row("  of which the store writer thread (Zarr write)", writer[1], writer[0]))
         if mlflow:
             rows.append(row("+ the MLflow tracking process", tracking_cpu(children, 1), None))
@@ -297,14 +331,15 @@ def run_id(env_id: str, w: Workload, args: argparse.Namespace) -> dict[str, Any]
             if mlflow:
                 wait_for_idle_children()
             samples: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
-            children = children_cpu()
+            children = children_cpu((sides["rlpipe"].writer_pid(),))
             for index in range(args.rounds):
                 for name, side in sides.items():
                     samples[name].append(timed_round(side, args.iterations))
                 print(f"  {env_id} round {index + 1}/{args.rounds}: " + ", ".join(
                     f"{n} {samples[n][-1]['wall_s']:.2f} s wall, {samples[n][-1]['cpu_s']:.2f} s process CPU"
                     for n in sides), flush=True)
-            tracking = tracking_cpu(children, args.rounds) if mlflow else 0.0  # per rlpipe round
+            exclude = (sides["rlpipe"].writer_pid(),)  # counted in rlpipe's rounds as the store's
+            tracking = tracking_cpu(children, args.rounds, exclude) if mlflow else 0.0  # per rlpipe round
             for sample in samples["rlpipe"]:
                 sample["tracking_cpu_s"], sample["cpu_s"] = tracking, sample["cpu_s"] + tracking
             extra: dict[str, Any] = {}

@@ -1,8 +1,8 @@
 """rsl_rl's OnPolicyRunner against rlpipe on one torch env at robot sizes: env steps/s, time split, memory.
 
     .venv/bin/python benchmarks/peers/gpu_vs_rsl_rl.py [--device cuda] [--num-envs 4096 16384 65536]
-        [--horizon 24] [--warmup 1] [--rounds 3] [--threads N] [--sides rsl_rl rlpipe rlpipe+store]
-        [--json PATH]
+        [--horizon 24] [--warmup 1] [--rounds 3] [--block 3] [--threads N]
+        [--sides rsl_rl rlpipe rlpipe+store] [--store-writer process] [--json PATH]
 
 Workload: ``RobotProxy`` (``rlpipe/envs/tasks/robot_proxy.py``), a legged-robot-sized torch task
 whose physics costs little — 48 policy and 205 privileged observation floats, 12 actions, falls and
@@ -22,17 +22,23 @@ adaptive KL schedule (desired KL 0.01), clip 0.2, clipped value loss, value coef
   (learn includes the returns).
 * ``rlpipe`` / ``rlpipe+store``: a ``rlpipe.trainer.Trainer`` built from ``params.yaml`` with the
   workload as overrides (tracking off, no eval, checkpoints out of reach), the rollout store off /
-  on (writing under a temporary ``trainer.data_dir``). One iteration is ``Trainer.step()``; its
-  ``time/collect_s`` and ``time/update_s`` (advantage, store submit, update), and with the store
-  ``time/store_wait_s``, the time the iteration waited for the previous write.
+  on (writing under a temporary ``trainer.data_dir``, ``store.writer`` from ``--store-writer``; with
+  several writers, one side per writer, ``rlpipe+store[thread]`` …). One iteration is
+  ``Trainer.step()``; its ``time/collect_s`` and ``time/update_s`` (advantage, store submit,
+  update), and with the store ``time/store_wait_s``, the time the iteration waited for the
+  previous write.
 
 For each N the sides are built one after the other, each running ``--warmup`` iterations at once
 (memory is measured here: on CUDA the peak of ``torch.cuda.max_memory_allocated`` during the side's
 build and warm-up, less what was allocated before it, the other sides idle; on the CPU the
 process's peak RSS, which includes the sides built before it); then ``--rounds`` timed rounds run
-the sides in turn (A, B, C, A, B, C …). The table gives medians over rounds and ``vs_rsl_rl``, the
-median of the per-round ratios of env steps/s. ``rollout_mb`` is the size of the side's rollout
-buffer, ``minibatch`` its rows per minibatch (N·T/4).
+the sides in turn (A, B, C, A, B, C …), each side a block of ``--block`` iterations timed as a
+whole with the side's background work finished inside the timing (a store side's final
+``flush``: its figure includes every write of its block, and no write of one side runs while
+another is timed). The table gives per iteration (block time / ``--block``) medians over rounds and
+``vs_rsl_rl``, the median of the per-round ratios of env steps/s; ``flush_s`` is the block's final
+flush. ``rollout_mb`` is the size of the side's rollout buffer, ``minibatch`` its rows per
+minibatch (N·T/4).
 """
 
 from __future__ import annotations
@@ -70,6 +76,8 @@ from rlpipe.envs.tasks.robot_proxy import RobotProxy
 from rlpipe.trainer import Trainer
 
 SIDES = ("rsl_rl", "rlpipe", "rlpipe+store")
+WRITERS = ("auto", "thread", "process")
+"""``store.writer`` values ``--store-writer`` takes."""
 HIDDEN = [512, 256, 128]
 EPOCHS, MINIBATCHES = 5, 4
 SEED = 1
@@ -87,13 +95,19 @@ def parse_args() -> argparse.Namespace:
     add("--horizon", type=int, default=24, help="T, steps per env per iteration (default 24)")
     add("--warmup", type=int, default=1, help="untimed iterations per side, >= 1 (memory is measured there)")
     add("--rounds", type=int, default=3, help="timed rounds (default 3)")
+    add("--block", type=int, default=3,
+        help="iterations per side and round, timed as one block with the final flush inside (default 3)")
     add("--threads", type=int, default=None, help="torch threads (default 1 on the CPU)")
     add("--sides", nargs="+", choices=SIDES, default=list(SIDES), help="which sides run")
+    add("--store-writer", nargs="+", choices=WRITERS, default=["process"],
+        help="store.writer of the store side; several: one store side each (default process)")
     add("--params", type=Path, default=DEFAULT_PARAMS, help="rlpipe's base params (default params.yaml)")
     add("--json", type=Path, default=None, help="also write the results as JSON here")
     args = parser.parse_args()
     if args.warmup < 1:
         parser.error("--warmup: at least 1 (the memory figures come from the warm-up)")
+    if args.block < 1:
+        parser.error("--block: at least 1 iteration")
     if args.num_envs is None:
         args.num_envs = [4096, 16384, 65536] if args.device.startswith("cuda") else [256]
     return args
@@ -168,6 +182,9 @@ class RslRlSide:
     def rollout_bytes(self) -> int:
         return sum(_bytes(value) for value in vars(self.runner.alg.storage).values())
 
+    def finish(self) -> None:
+        """No background work to wait for."""
+
     def close(self) -> None:
         pass
 
@@ -175,8 +192,9 @@ class RslRlSide:
 # ----------------------------------------------------------------------------------------- rlpipe
 
 
-def rlpipe_overrides(num_envs: int, horizon: int, device: str, store: bool, data_dir: str) -> list[str]:
-    """The workload as ``--set`` overrides of the base params."""
+def rlpipe_overrides(num_envs: int, horizon: int, device: str, store: bool, data_dir: str,
+                     writer: str = "auto") -> list[str]:
+    """The workload as ``--set`` overrides of the base params (``writer``: ``store.writer``)."""
     net = f"network_cfg: {{hidden_sizes: {HIDDEN}, activation: elu}}"
     algo = (f"{{learning_rate: {PPO['learning_rate']}, n_epochs: {EPOCHS}, num_mini_batches: {MINIBATCHES}, "
             f"gamma: {PPO['gamma']}, gae_lambda: {PPO['lam']}, clip_coef: {PPO['clip_param']}, "
@@ -189,7 +207,8 @@ def rlpipe_overrides(num_envs: int, horizon: int, device: str, store: bool, data
         f"policy.actor={{type: mlp, obs_keys: [policy], {net}}}",
         f"policy.critic={{type: mlp, obs_keys: [policy, privileged], {net}}}",
         "policy.log_std_init=0.0", "policy.obs_normalization=false", "algorithm.name=ppo",
-        f"algorithm.cfg={algo}", f"store.enabled={str(store).lower()}", "tracking.backend=none",
+        f"algorithm.cfg={algo}", f"store.enabled={str(store).lower()}", f"store.writer={writer}",
+        "tracking.backend=none",
         "trainer.enable_eval=false", f"trainer.iterations={NEVER}", f"trainer.save_freq={NEVER}",
         "trainer.stop_when=[]", f"trainer.data_dir={data_dir}", "trainer.exp_name=gpu_vs_rsl_rl",
     ]
@@ -199,9 +218,16 @@ class RlpipeSide:
     """One ``Trainer`` of the workload, started as ``rlpipe run`` starts; :meth:`iteration` is ``step()``."""
 
     def __init__(self, args: argparse.Namespace, num_envs: int, device: torch.device, store: bool,
-                 data_dir: str) -> None:
-        cfg = load_cfg(args.params, rlpipe_overrides(num_envs, args.horizon, str(device), store, data_dir))
+                 data_dir: str, writer: str = "auto") -> None:
+        cfg = load_cfg(args.params, rlpipe_overrides(num_envs, args.horizon, str(device), store, data_dir,
+                                                     writer))
         self.trainer = start_quietly(Trainer(cfg))
+        self.store = self.trainer.parts.store if store else None
+
+    @property
+    def writer(self) -> str | None:
+        """Who writes this side's stores (``process`` / ``thread``), ``None`` with the store off."""
+        return self.store.mode if self.store is not None else None
 
     def iteration(self) -> dict[str, float]:
         metrics = self.trainer.step()
@@ -210,6 +236,11 @@ class RlpipeSide:
 
     def rollout_bytes(self) -> int:
         return _bytes(self.trainer.parts.collector.rollout)
+
+    def finish(self) -> None:
+        """Wait until every rollout submitted so far is on disk."""
+        if self.store is not None:
+            self.store.flush()
 
     def close(self) -> None:
         with contextlib.redirect_stdout(io.StringIO()):
@@ -227,17 +258,40 @@ def _bytes(value: Any) -> int:
 # ---------------------------------------------------------------------------------------- timing
 
 
-def timed_iteration(side: Any, device: torch.device) -> dict[str, float]:
+def timed_block(side: Any, device: torch.device, iterations: int) -> dict[str, float]:
+    """``iterations`` of ``side`` and its final flush, timed as one block; per iteration.
+
+    ``wall_s``: the block's wall time / ``iterations`` (the flush included); the split keys are
+    the iterations' medians, ``flush_s`` the final flush.
+    """
     synchronize(device)
     start = time.perf_counter()
-    sample = side.iteration()
+    samples = [side.iteration() for _ in range(iterations)]
     synchronize(device)
-    return {"wall_s": time.perf_counter() - start, **sample}
+    flush_start = time.perf_counter()
+    side.finish()
+    end = time.perf_counter()
+    split = {key: median([s[key] for s in samples]) for key in samples[0]}
+    return {"wall_s": (end - start) / iterations, "flush_s": end - flush_start, **split}
+
+
+def side_names(args: argparse.Namespace) -> dict[str, str | None]:
+    """Each side's name → its ``store.writer`` (``None``: no store): one store side per writer."""
+    names: dict[str, str | None] = {}
+    for side in args.sides:
+        if side != "rlpipe+store":
+            names[side] = None
+        elif len(args.store_writer) == 1:
+            names[side] = args.store_writer[0]
+        else:
+            names.update({f"{side}[{writer}]": writer for writer in args.store_writer})
+    return names
 
 
 def build_side(name: str, args: argparse.Namespace, num_envs: int, device: torch.device,
-               data_dir: str) -> tuple[Any, float]:
-    """The side ``name``, after its warm-up; with the memory it took (MB, see the module docstring)."""
+               data_dir: str, writer: str | None = None) -> tuple[Any, float]:
+    """The side ``name``, after its warm-up (its writes finished); with the memory it took (MB, see
+    the module docstring)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -245,11 +299,10 @@ def build_side(name: str, args: argparse.Namespace, num_envs: int, device: torch
     builders: dict[str, Callable[[], Any]] = {
         "rsl_rl": lambda: RslRlSide(num_envs, args.horizon, device),
         "rlpipe": lambda: RlpipeSide(args, num_envs, device, False, f"{data_dir}/off"),
-        "rlpipe+store": lambda: RlpipeSide(args, num_envs, device, True, f"{data_dir}/on"),
+        "rlpipe+store": lambda: RlpipeSide(args, num_envs, device, True, f"{data_dir}/on-{writer}", writer),
     }
-    side = builders[name]()
-    for _ in range(args.warmup):
-        timed_iteration(side, device)
+    side = builders[name.split("[")[0]]()
+    timed_block(side, device, args.warmup)
     if device.type == "cuda":
         return side, (torch.cuda.max_memory_allocated(device) - before) / 2**20
     return side, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10  # kB on Linux
@@ -261,12 +314,12 @@ def run_n(args: argparse.Namespace, num_envs: int, device: torch.device) -> list
     with tempfile.TemporaryDirectory(prefix="rlpipe-vs-rsl_rl-") as data_dir:
         sides, memory = {}, {}
         try:
-            for name in args.sides:
-                sides[name], memory[name] = build_side(name, args, num_envs, device, data_dir)
+            for name, writer in side_names(args).items():
+                sides[name], memory[name] = build_side(name, args, num_envs, device, data_dir, writer)
             samples: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
             for round_index in range(args.rounds):
                 for name, side in sides.items():
-                    samples[name].append(timed_iteration(side, device))
+                    samples[name].append(timed_block(side, device, args.block))
                 print(f"  N={num_envs} round {round_index + 1}/{args.rounds}: " + ", ".join(
                     f"{name} {samples[name][-1]['wall_s']:.3f} s" for name in sides), flush=True)
             rows = [side_row(name, samples, memory[name], sides[name], num_envs, args.horizon, device)
@@ -289,8 +342,10 @@ def side_row(name: str, samples: dict[str, list[dict[str, float]]], memory_mb: f
         "num_envs": num_envs, "side": name, "iteration_s": median([s["wall_s"] for s in mine]),
         "collect_s": median([s["collect_s"] for s in mine]),
         "update_s": median([s["update_s"] for s in mine]),
-        "store_wait_s": median([s.get("store_wait_s", float("nan")) for s in mine]) if name == "rlpipe+store"
+        "store_wait_s": median([s["store_wait_s"] for s in mine]) if name.startswith("rlpipe+store")
         else None,
+        "flush_s": median([s["flush_s"] for s in mine]) if name.startswith("rlpipe+store") else None,
+        "store_writer": getattr(side, "writer", None),
         "vs_rsl_rl": median(ratios) if ratios else None, memory_key: memory_mb,
         "rollout_mb": side.rollout_bytes() / 2**20, "minibatch": num_envs * horizon // MINIBATCHES,
     }
@@ -299,8 +354,9 @@ def side_row(name: str, samples: dict[str, list[dict[str, float]]], memory_mb: f
 COLUMNS = (("num_envs", "N", ""), ("side", "side", ""), ("sps", "steps/s", ",.0f"),
            ("vs_rsl_rl", "vs rsl_rl", ".2f"), ("iteration_s", "iter s", ".3f"),
            ("collect_s", "collect s", ".3f"), ("update_s", "update s", ".3f"),
-           ("store_wait_s", "wait s", ".3f"), ("rollout_mb", "rollout MB", ".1f"),
-           ("minibatch", "minibatch", ""))
+           ("store_wait_s", "wait s", ".3f"), ("flush_s", "flush s", ".3f"),
+           ("rollout_mb", "rollout MB", ".1f"), ("minibatch", "minibatch", ""),
+           ("store_writer", "writer", ""))
 
 
 def main() -> None:
@@ -309,7 +365,8 @@ def main() -> None:
     device = torch.device(args.device)
     print(f"rsl_rl OnPolicyRunner vs rlpipe on RobotProxy: N={args.num_envs} T={args.horizon} "
           f"{HIDDEN} ELU, {EPOCHS} epochs x {MINIBATCHES} minibatches, adaptive lr, device={device}, "
-          f"threads={torch.get_num_threads()}")
+          f"threads={torch.get_num_threads()}, blocks of {args.block} iterations, "
+          f"store.writer {' '.join(args.store_writer)}")
     rows = [row for num_envs in args.num_envs for row in run_n(args, num_envs, device)]
     memory_key = "peak_gpu_mb" if device.type == "cuda" else "process_peak_rss_mb"
     print_table(rows, (*COLUMNS, (memory_key, memory_key, ",.0f")))

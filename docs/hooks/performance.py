@@ -253,6 +253,99 @@ def breakdown(rows: list[dict[str, Any]]) -> str:
     return "CPU ms per iteration, by phase:\n\n" + table(headers, body)
 
 
+def gpu_vs_rsl_rl(results: Results) -> str:
+    """rsl_rl against rlpipe with the store off and on, per GPU results file (``peers/gpu_vs_rsl_rl.py``)."""
+    blocks = []
+    for name in results.names("gpu_vs_rsl_rl*.json"):
+        data = json.loads((results.folder / name).read_text())
+        if data.get("device", "cpu").startswith("cpu"):
+            continue  # a check that the sides run, shown with the other results files
+        data = results.load(name)
+        sides = list(dict.fromkeys(r["side"] for r in data["rows"]))
+        stores = [s for s in sides if s.startswith("rlpipe+store")]
+        by = {(r["num_envs"], r["side"]): r for r in data["rows"]}
+        rows = []
+        for n in sorted({r["num_envs"] for r in data["rows"]}):
+            cells = [num(n)]
+            for side in sides:
+                row = by.get((n, side))
+                ratio_ = f" ({ratio(row['vs_rsl_rl'])})" if row and row.get("vs_rsl_rl") else ""
+                cells.append(f"{num(row['sps'])}{ratio_}" if row else "–")
+            off = by.get((n, "rlpipe"))
+            cells += [ratio(by[n, s]["iteration_s"] / off["iteration_s"]) if off and (n, s) in by else "–"
+                      for s in stores]
+            cells.append(" / ".join(num(by[n, s].get("peak_gpu_mb", float("nan"))) if (n, s) in by else "–"
+                                    for s in sides))
+            rows.append(cells)
+        header = ["envs", *[f"{s} env steps/s" for s in sides], *[f"{s}: time on / off" for s in stores],
+                  "peak GPU MB " + " / ".join(sides)]
+        note = f" — {data['measured']}." if "measured" in data else ""
+        blocks.append(f"**`{name}`**{note}\n\n" + table(header, rows) + "\n\n"
+                      + machine(data.get("environment")))
+    return "\n\n".join(blocks)
+
+
+def _span(values: list[float] | None, digits: int = 3, unit: str = "") -> str:
+    """``0.147–0.198`` (one value when both ends agree), ``–`` for ``None``."""
+    if values is None:
+        return "–"
+    low, high = values
+    return f"{num(low, digits)}{unit}" if low == high else f"{num(low, digits)}–{num(high, digits)}{unit}"
+
+
+def store_diag(results: Results) -> str:
+    """Where the store's cost on a GPU came from (transcribed measurement notes, ``store_diag_h200.json``)."""
+    data = results.load("store_diag_h200.json")
+    rows = [[num(r["num_envs"]), _span(r["off_s"]), f"{_span(r['on_s'])} ({_span(r['on_vs_off'], 2, '×')})",
+             _span(r["submit_wait_ms"], 0), _span(r["final_flush_ms"], 0),
+             _span(r["staging_only_vs_off"], 2, "×"), _span(r["tofile_vs_off"], 2, "×"),
+             _span(r["zarr_python_vs_off"], 2, "×"),
+             num(r["written_mb_8_stores"])] for r in data["rows"]]
+    gil = data["cpu_gil"]
+    return (f"{data['measured']}.\n\n" + table(
+        ["envs", "store off s/iteration", "store on (writer thread) s/iteration", "submit waited ms",
+         "final flush ms", "staging only", "one `tofile` per leaf", "`RLPIPE_FAST=0`",
+         "MB written (8 stores)"],
+        rows) + f"\n\nMethod: {data['method']} Disk (`dd`, fdatasync): {data['disk_dd_gb_per_s']} GB/s. "
+        f"{gil['what']}: the writer thread took {gil['writer_thread_s_per_rollout']} s per rollout, one "
+        f"`tofile` per leaf {gil['tofile_thread_s_per_rollout']} s ({gil['tofile_alone_s_per_rollout']} s "
+        f"alone). Recorded by: {data['script']}.")
+
+
+def gil_tax(results: Results) -> str:
+    """Main-thread torch ops/s beside each store writer (``speed/gil_tax.py``)."""
+    data = results.load("gil_tax.json")
+    args = data["args"]
+    rows = [[r["mode"], num(r["ops_per_s"]), ratio(r["vs_none"]),
+             ", ".join(f"{x:.3f}" for x in r["vs_none_per_round"]),
+             num(r["write_mb_per_s"], 0) if r["write_mb_per_s"] is not None else "–"] for r in data["rows"]]
+    size = f"{args['num_envs']} envs × {args['horizon']} steps ({num(data['rollout_mb'], 1)} MB)"
+    return (f"Rollouts of {size}, {args['op_size']}² `addmm` + `relu_` on the main thread, "
+            f"{args['rounds']} interleaved rounds of {args['seconds']} s per writer.\n\n" + table(
+                ["writer", "main-thread torch ops/s", "vs no writer (median)", "per round", "written MB/s"],
+                rows) + "\n\n" + machine(data.get("environment")))
+
+
+def writer_start(results: Results) -> str:
+    """What the writer process costs a small CPU run against the thread (``speed/writer_start.py``)."""
+    data = results.load("writer_start.json")
+    out = []
+    if "store" in data:
+        keys = (("first_submit_s", "first submit ms"), ("first_on_disk_s", "first rollout on disk ms"),
+                ("per_rollout_s", "per rollout (submit + flush) ms"), ("close_s", "close ms"))
+        rows = [[r["writer"], *[(ratio(r[k]) if "/" in r["writer"] else num(1e3 * r[k], 1)) for k, _ in keys]]
+                for r in data["store"]["rows"]]
+        out.append(table(["writer", *[label for _, label in keys]], rows))
+    if "run" in data:
+        args = data["args"]
+        rows = [[r["writer"], ratio(r["wall_s"]) if "/" in r["writer"] else num(r["wall_s"], 2)]
+                for r in data["run"]["rows"]]
+        run = f"`rlpipe run {Path(args['params']).name}`, {args['iterations']} iterations, tracking off"
+        out.append(f"{run}, {args['rounds']} interleaved rounds:\n\n"
+                   + table(["writer", "wall s (median)"], rows))
+    return "\n\n".join(out) + "\n\n" + machine(data.get("environment"))
+
+
 def distillation(results: Results) -> str:
     """Teacher → student, per task and seed (``learning/distillation.py``)."""
     blocks = []
@@ -305,6 +398,8 @@ TABLES: dict[str, Callable[[Results], str]] = {
     "w1": w1, "halfcheetah": halfcheetah, "cuda_throughput": cuda_throughput, "cuda_scaling": cuda_scaling,
     "cuda_sync": cuda_sync, "cartpole_step": cartpole_step, "push_cube": push_cube,
     "pixel_cartpole": pixel_cartpole, "envpool_loop": envpool_loop, "distillation": distillation,
+    "gpu_vs_rsl_rl": gpu_vs_rsl_rl, "store_diag": store_diag, "gil_tax": gil_tax,
+    "writer_start": writer_start,
     "others": others,
 }
 """Marker name → the function that builds its Markdown; ``others`` must come last on the page."""

@@ -70,7 +70,10 @@ def test_the_benchmark_times_both_loops_and_writes_ratios_breakdown_and_profile(
         assert (side, "= the iteration (process)") in phases
     assert ("rlpipe", "store: submit (checks, host copy, attrs)") in phases
     assert ("rlpipe", "tracking (console row, curve.csv, MLflow queue)") in phases
-    assert ("rlpipe", "  of which the store writer thread (Zarr write)") in phases
+    writer = "+ the store writer process (Zarr write; wall: the hand-over's wait)"  # store.writer: auto
+    assert ("rlpipe", writer) in phases
+    [written] = [r for r in row["breakdown"] if r["phase"] == writer]
+    assert written["cpu_ms"] >= 0 and written["wall_ms"] > 0  # its CPU: read by pid, in clock ticks
     assert not any("MLflow tracking process" in phase for _, phase in phases)  # there is none
     timed = [r for r in row["breakdown"] if r["phase"].startswith(("collect", "update", "advantage"))]
     assert all(r["cpu_ms"] >= 0 and r["wall_ms"] >= 0 for r in timed)  # exclusive: nested calls subtracted

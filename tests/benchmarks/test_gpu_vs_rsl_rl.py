@@ -5,10 +5,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import time
 from pathlib import Path
 
 import torch
 
+import rlpipe.artifacts.store as store_module
 from rlpipe.envs.tasks.robot_proxy import RobotProxy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,20 +24,23 @@ def load_benchmark():
     return module
 
 
-def test_the_benchmark_runs_both_trainers_at_a_tiny_n_and_writes_its_rows(tmp_path: Path, monkeypatch,
-                                                                          capsys):
+def run_main(bench, monkeypatch, out: Path, *extra: str) -> dict:
     """The script's ``main()`` with its command line, in this process (torch and rlpipe already loaded)."""
-    bench = load_benchmark()
-    out = tmp_path / "result.json"
     argv = [str(SCRIPT), "--device", "cpu", "--num-envs", "8", "--horizon", "4", "--warmup", "1",
-            "--rounds", "2", "--threads", "1", "--json", str(out)]
+            "--rounds", "2", "--block", "2", "--threads", "1", "--json", str(out), *extra]
     monkeypatch.setattr(sys, "argv", argv)
     threads = torch.get_num_threads()
     try:
         bench.main()
     finally:
         torch.set_num_threads(threads)
-    data = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+def test_the_benchmark_runs_both_trainers_at_a_tiny_n_and_writes_its_rows(tmp_path: Path, monkeypatch,
+                                                                          capsys):
+    bench = load_benchmark()
+    data = run_main(bench, monkeypatch, tmp_path / "result.json")
     assert data["benchmark"] == "gpu_vs_rsl_rl" and data["device"] == "cpu"
     rows = {row["side"]: row for row in data["rows"]}
     assert set(rows) == {"rsl_rl", "rlpipe", "rlpipe+store"}
@@ -46,8 +51,65 @@ def test_the_benchmark_runs_both_trainers_at_a_tiny_n_and_writes_its_rows(tmp_pa
         assert row["rollout_mb"] > 0 and row["process_peak_rss_mb"] > 0, side
     assert rows["rsl_rl"]["vs_rsl_rl"] == 1.0
     assert rows["rlpipe+store"]["store_wait_s"] >= 0 and rows["rlpipe"]["store_wait_s"] is None
+    assert rows["rlpipe+store"]["flush_s"] >= 0 and rows["rlpipe"]["flush_s"] is None
+    assert rows["rlpipe+store"]["store_writer"] == "process" and rows["rlpipe"]["store_writer"] is None
+    assert data["args"]["block"] == "2" and data["args"]["store_writer"] == "['process']"
     stdout = capsys.readouterr().out
     assert "rlpipe+store" in stdout and "steps/s" in stdout and "round 2/2" in stdout
+
+
+def test_every_store_writer_gets_its_side_and_no_side_is_timed_while_a_store_still_writes(
+        tmp_path: Path, monkeypatch):
+    """``--store-writer thread process``: one store side each; every block starts with every store idle."""
+    bench = load_benchmark()
+    stores, busy = [], []
+    real_init, real_block = bench.RlpipeSide.__init__, bench.timed_block
+
+    def init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        stores.append(self.store)
+
+    def block(side, device, iterations):
+        busy.extend(s.root for s in stores if s is not None and s._queue.unfinished_tasks)
+        return real_block(side, device, iterations)
+
+    monkeypatch.setattr(bench.RlpipeSide, "__init__", init)
+    monkeypatch.setattr(bench, "timed_block", block)
+    data = run_main(bench, monkeypatch, tmp_path / "result.json", "--sides", "rlpipe", "rlpipe+store",
+                    "--store-writer", "thread", "process")
+    rows = {row["side"]: row for row in data["rows"]}
+    assert set(rows) == {"rlpipe", "rlpipe+store[thread]", "rlpipe+store[process]"}
+    assert rows["rlpipe+store[thread]"]["store_writer"] == "thread"
+    assert rows["rlpipe+store[process]"]["store_writer"] == "process"
+    assert rows["rlpipe"]["vs_rsl_rl"] is None  # no rsl_rl side to compare with
+    assert len([s for s in stores if s is not None]) == 2 and busy == []
+
+
+def test_a_store_sides_figure_includes_its_writes(tmp_path: Path, monkeypatch):
+    """A write of 0.2 s per rollout: a block of 2 iterations takes at least 2 writes, flush included."""
+    bench = load_benchmark()
+    real_write = store_module._write_checked
+
+    def slow_write(*args, **kwargs):
+        time.sleep(0.2)
+        real_write(*args, **kwargs)
+
+    pending = []  # rollouts not yet on disk when a block's timing ended
+    real_block = bench.timed_block
+
+    def block(side, device, iterations):
+        sample = real_block(side, device, iterations)
+        pending.append(side.store._queue.unfinished_tasks)
+        return sample
+
+    monkeypatch.setattr(store_module, "_write_checked", slow_write)
+    monkeypatch.setattr(bench, "timed_block", block)
+    data = run_main(bench, monkeypatch, tmp_path / "result.json", "--sides", "rlpipe+store",
+                    "--store-writer", "thread")
+    row = data["rows"][0]
+    assert row["side"] == "rlpipe+store" and row["store_writer"] == "thread"
+    assert pending == [0, 0, 0]  # the warm-up and both rounds: every write inside its block's time
+    assert row["iteration_s"] >= 0.2 and row["flush_s"] > 0.1
 
 
 def test_the_adapter_speaks_rsl_rls_vecenv_contract():

@@ -69,6 +69,14 @@ def test_performance_tables_show_the_figures_of_benchmarks_results(site: Path):
     for row in envpool["rows"]:  # its own table, the CPU breakdown beside it
         assert f"{row['ratio_cpu']:.2f}" in text and f"{row['rlpipe_sps_cpu']:,.0f}" in text, row["id"]
     assert "CPU ms per iteration, by phase" in text
+    h200 = json.loads((RESULTS / "gpu_vs_rsl_rl_h200.json").read_text())
+    assert all(f"{row['sps']:,.0f}" in text for row in h200["rows"])
+    diag = json.loads((RESULTS / "store_diag_h200.json").read_text())
+    assert all(f"{row['on_vs_off'][0]:.2f}–{row['on_vs_off'][1]:.2f}×" in text for row in diag["rows"])
+    gil = json.loads((RESULTS / "gil_tax.json").read_text())
+    assert all(f"{row['vs_none']:.2f}×" in text and f"{row['ops_per_s']:,.0f}" in text for row in gil["rows"])
+    start = json.loads((RESULTS / "writer_start.json").read_text())
+    assert all(f"{row['wall_s']:.2f}" in text for row in start["run"]["rows"] if "/" not in row["writer"])
 
 
 def test_api_reference_documents_the_new_layout(site: Path):
