@@ -278,7 +278,9 @@ class RolloutStore:
         while True:
             job = self._queue.get()
             try:
-                if job is None:
+                if job is None:  # stop the process from the thread that started it: on Linux it
+                    if self._process is not None:  # is bound to that thread's life (PR_SET_PDEATHSIG)
+                        self._process.close()
                     return
                 if self._error is None:  # after a failure, drain without writing
                     self._write(job)

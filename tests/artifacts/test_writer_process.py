@@ -157,3 +157,14 @@ def test_auto_is_the_process_here_and_the_thread_on_an_object_store():
     assert store_mod.writer_mode(StoreCfg(), Path("/tmp/x")) == "process"
     assert store_mod.writer_mode(StoreCfg(writer="thread"), Path("/tmp/x")) == "thread"
     assert store_mod.writer_mode(StoreCfg(writer="process"), as_path("s3://bucket/run")) == "thread"
+
+
+def test_close_ends_the_writer_process_cleanly_after_its_writes(tmp_path):
+    """The process exits by itself (code 0) at close, not by the death signal bound to its starting thread."""
+    store = RolloutStore(tmp_path, StoreCfg(writer="process"))
+    store.submit(make_rollout(), {"iteration": 1})
+    store.flush()
+    handle = store._process._process  # the Popen of the running writer process
+    store.close()
+    assert handle.returncode == 0
+    assert_same(read_rollout(tmp_path / "iter-000001.zarr")[0], make_rollout())
