@@ -57,8 +57,8 @@ def write_rollout(path: Path, rollout: TensorDict, attrs: dict[str, Any], codec:
     """Check ``rollout`` (``[N, T+1]``, any device) and write it as a new store at ``path``, now.
 
     ``final_obs``: its sparse final observations ``[K]`` (:func:`rlpipe.rollout.gather_final_obs`),
-    stored as the ``final_obs`` group. Raises :class:`StoreError` naming ``path`` when the rollout breaks the schema
-    (:func:`~rlpipe.artifacts.intake.check_rollout`), ``path`` exists or the write fails; see
+    stored as the ``final_obs`` group. Raises :class:`StoreError` naming ``path`` when the rollout
+    breaks the schema (:func:`~rlpipe.artifacts.intake.check_rollout`), ``path`` exists or the write fails; see
     :func:`rlpipe.artifacts.zarr_write.write_rollout` for ``attrs``, ``codec``, ``chunk_envs`` and
     ``image_codec``.
     """
