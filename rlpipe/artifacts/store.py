@@ -58,9 +58,9 @@ def write_rollout(path: Path, rollout: TensorDict, attrs: dict[str, Any], codec:
 
     ``final_obs``: its sparse final observations ``[K]`` (:func:`rlpipe.rollout.gather_final_obs`),
     stored as the ``final_obs`` group. Raises :class:`StoreError` naming ``path`` when the rollout
-    breaks the schema (:func:`~rlpipe.artifacts.intake.check_rollout`), ``path`` exists or the write fails; see
-    :func:`rlpipe.artifacts.zarr_write.write_rollout` for ``attrs``, ``codec``, ``chunk_envs`` and
-    ``image_codec``.
+    breaks the schema (:func:`~rlpipe.artifacts.intake.check_rollout`), ``path`` exists or the
+    write fails; see :func:`rlpipe.artifacts.zarr_write.write_rollout` for ``attrs``, ``codec``,
+    ``chunk_envs`` and ``image_codec``.
     """
     path = as_path(path)
     check_rollout(rollout, path, final_obs)
