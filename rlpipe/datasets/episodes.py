@@ -144,6 +144,10 @@ def read_episodes(run_dir: str | Path, selection: Selection, summary: Summary | 
     source = open_source(run_dir, selection)
     index = 0
     for rank, data in _ranks(source, selection):
+        untracked = next((d.path for d in data if d.success is None), None)
+        if selection.min_success and untracked is not None:
+            raise ConfigError(f"--min-success: {untracked} holds no per-step success (the env does not "
+                              "report info['success']); accepted only for envs that do")
         envs = selection.envs if selection.envs is not None else range(data[0].num_envs)
         for env in envs:
             cutter = StreamCutter(data, env, rank, selection.keep_last_fragment)

@@ -151,7 +151,8 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("done_rate", [0.3, 0.0])  # some dones; none (K = 0: empty arrays)
-def test_every_writer_writes_the_sparse_final_obs_byte_identically_to_zarr(tmp_path, monkeypatch, done_rate):
+def test_every_writer_writes_the_sparse_final_obs_byte_identically_to_zarr(tmp_path, monkeypatch,
+                                                                          done_rate):
     from rlpipe.artifacts.zarr_read import read_rollout_final_obs
 
     rollout = make_rollout()
