@@ -232,8 +232,7 @@ class RolloutStore:
         num_envs = rollout.batch_size[0]
         rollout, kept = self.policy.shape(rollout)
         if final_obs is not None:
-            final_obs, narrowed = self.policy.shape_final_obs(final_obs, num_envs)
-            kept["precision"] = {**kept["precision"], **narrowed}
+            final_obs = self.policy.shape_final_obs(final_obs, num_envs)
         attrs = {**attrs, **kept}
         start = time.perf_counter()
         self._slots.acquire()  # released by the writer once this rollout is on disk

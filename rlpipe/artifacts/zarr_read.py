@@ -79,7 +79,7 @@ def _read(path: AnyPath, device: torch.device | str, final_obs: bool
     narrowed = attrs.get("precision") or {}
     for name, (_, data) in arrays.items():
         tensor = torch.from_numpy(data)
-        if name in narrowed and tensor.dtype == torch.float16:
+        if name.removeprefix(_SPARSE) in narrowed and tensor.dtype == torch.float16:
             tensor = tensor.float()
         if name.startswith(_SPARSE):
             sparse[name.removeprefix(_SPARSE)] = tensor
