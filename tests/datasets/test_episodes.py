@@ -246,3 +246,19 @@ def test_fps_comes_from_the_control_step(ppo_run):
     source = open_source(ppo_run, Selection())
     assert source.fps == 50 and source.gym_id is None  # CartPole: tau = 0.02 s; rlpipe's torch env
     assert source.observation_space.shape == (4,) and source.action_space.n == 2
+
+
+def test_sharded_iterations_give_one_stream_per_rank_and_env(ppo_run, tmp_path):
+    sharded = tmp_path / "sharded"
+    shutil.copytree(ppo_run, sharded)
+    for store in sorted((sharded / "rollouts").glob("iter-*.zarr")):
+        ranks = store.with_name(store.name + ".shards")
+        for rank in (0, 1):  # both ranks hold the same rollout, so rank 1 repeats rank 0's episodes
+            shutil.copytree(store, ranks / f"rank-{rank}")
+        shutil.rmtree(store)
+        ranks.rename(store)
+    single = list(read_episodes(ppo_run, Selection()))
+    episodes = list(read_episodes(sharded, Selection()))
+    assert [(e.rank, e.env, e.length) for e in episodes] == [
+        (rank, e.env, e.length) for rank in (0, 1) for e in single]
+    assert [e.index for e in episodes] == list(range(2 * len(single)))
