@@ -74,6 +74,9 @@ class BatchedEnv(ABC):
     """Time limit after which an episode is truncated (``None``: none)."""
     render_fps: int = 30
     """Frames per second of real time, for videos of ``render`` frames (one frame per step)."""
+    frame_channels: Mapping[str, int] = MappingProxyType({})
+    """Channels of ONE frame of each image group that stacks frames (``{"camera": 3}``); stored with
+    every rollout, so datasets can take the newest frame of a stack."""
     control_dt: float | None = None
     """Seconds of simulated time per ``step`` (the control period), ``None`` where the env does not
     say; stored with every rollout (datasets take their frame rate from it)."""

@@ -93,6 +93,7 @@ class Parts:
             "env_backend": type(self.env).__name__,
             "bootstrap": getattr(self.env, "bootstrap", "exact"),
             "control_dt": control_dt(self.env),
+            "frame_channels": {k: int(v) for k, v in dict(getattr(self.env, "frame_channels", {})).items()},
             RESET_AT_START: bool(self.collector.reset_at_start),
             **{name: None if value is None else list(value) for name, value in keys.items()},
         }

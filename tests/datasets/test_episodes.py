@@ -16,7 +16,7 @@ from _offline_fixtures import PARAMS, tiny_overrides
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.config import ConfigError
 from rlpipe.datasets import Selection, Summary, open_source, read_episodes
-from rlpipe.envs import CartPole
+from rlpipe.envs import CartPole, build_env
 from rlpipe.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -262,3 +262,13 @@ def test_sharded_iterations_give_one_stream_per_rank_and_env(ppo_run, tmp_path):
     assert [(e.rank, e.env, e.length) for e in episodes] == [
         (rank, e.env, e.length) for rank in (0, 1) for e in single]
     assert [e.index for e in episodes] == list(range(2 * len(single)))
+
+
+def test_frame_channels_are_the_envs_own_not_a_guess():
+    from rlpipe.datasets.episodes import _frame_channels
+
+    env = build_env("PixelCartPole", 2, "cpu", {"frame_stack": 3})
+    assert env.frame_channels == {"pixels": 1}  # 3 grayscale frames, not one RGB frame
+    space = env.observation_space
+    assert _frame_channels("pixels", space, {"frame_channels": dict(env.frame_channels)}) == 1
+    assert _frame_channels("pixels", space, {}) == 3  # stores without the attribute: RGB where it divides

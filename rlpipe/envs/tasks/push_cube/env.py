@@ -109,6 +109,7 @@ class PushCube(BatchedEnv):
                   for key, columns in (("proprio", task.PROPRIO_COLUMNS),
                                        ("privileged", task.PRIVILEGED_COLUMNS))}
         if self.camera_cfg is not None:
+            self.frame_channels = {"camera": 3}  # RGB: three channels per stacked frame
             spaces["camera"] = gym.spaces.Box(0, 255, (self.camera_cfg.channels, *self.camera_cfg.size),
                                               dtype=np.uint8)
         return gym.spaces.Dict(spaces)
