@@ -81,6 +81,7 @@ class PushCube(BatchedEnv):
         if not isinstance(robot_base_x, float | int) or not -0.8 <= robot_base_x <= -0.4:
             raise ValueError(f"robot_base_x: got {robot_base_x!r}; accepted: metres in [-0.8, -0.4]")
         self.robot_base_x = float(robot_base_x)
+        self.control_dt = sim_substeps * timestep
         self.model = build_model(timestep, visual=False, robot_base_x=self.robot_base_x)
         self.ids = scene_ids(self.model)
         self.physics = self._make_physics(sim_substeps, num_threads)
@@ -108,6 +109,7 @@ class PushCube(BatchedEnv):
                   for key, columns in (("proprio", task.PROPRIO_COLUMNS),
                                        ("privileged", task.PRIVILEGED_COLUMNS))}
         if self.camera_cfg is not None:
+            self.frame_channels = {"camera": 3}  # RGB: three channels per stacked frame
             spaces["camera"] = gym.spaces.Box(0, 255, (self.camera_cfg.channels, *self.camera_cfg.size),
                                               dtype=np.uint8)
         return gym.spaces.Dict(spaces)
