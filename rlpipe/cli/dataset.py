@@ -72,9 +72,9 @@ def dataset(params: Path, fmt: str, out: Path, span: tuple[int, int] | None, las
     training data can be filtered: --iterations/--last, --min-return, --min-success.
     """
     if span is not None and last is not None:
-        raise click.UsageError("--iterations and --last: give one of them")
+        raise ValueError("--iterations and --last: give one of them")
     if min_return is not None and not math.isfinite(min_return):
-        raise click.UsageError(f"--min-return: {min_return} is not a finite number")
+        raise ValueError(f"--min-return: {min_return} is not a finite number")
     started = time.perf_counter()
     from rlpipe.datasets.export import Output, check_output, export_dataset
 

@@ -1,0 +1,98 @@
+"""``rlpipe dataset``: bad input is one line naming the option or store, exit 2, and nothing written."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rlpipe.cli import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ("trainer.device=cpu", "trainer.num_envs=4", "trainer.buffer_size=32", "trainer.iterations=3",
+        "trainer.enable_eval=false", "tracking.backend=none", "policy.actor.network_cfg.hidden_sizes=[16]",
+        "policy.critic.network_cfg.hidden_sizes=[16]", "algorithm.cfg.batch_size=64",
+        "algorithm.cfg.n_epochs=1", "trainer.stop_when=[]")
+"""3 iterations of 4 CartPole envs × 32 steps: episodes end inside and across the stores."""
+
+
+def tiny_run(data: Path, *extra: str) -> Path:
+    args = ["run", str(ROOT / "params.yaml")]
+    for item in (*TINY, f"trainer.data_dir={data}", *extra):
+        args += ["--set", item]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    return data / "cartpole_ppo"
+
+
+def invoke(*args: str) -> tuple[int, list[str]]:
+    result = CliRunner().invoke(cli, ["dataset", *args])
+    return result.exit_code, result.output.strip().splitlines()
+
+
+def made_in(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["--format", "rlds"], "Error: Invalid value for '--format': 'rlds' is not one of 'lerobot', 'minari'."),
+    (["--iterations", "5:3"], "Error: Invalid value for '--iterations': '5:3': expected A:B with 1 <= A"),
+    (["--iterations", "x"], "Error: Invalid value for '--iterations': 'x': expected A:B"),
+    (["--last", "0"], "Error: Invalid value for '--last': 0 is not in the range x>=1."),
+    (["--envs", "3:1"], "Error: Invalid value for '--envs': '3:1': expected env indices and ranges A:B"),
+    (["--envs", "0,a"], "Error: Invalid value for '--envs': '0,a': expected env indices"),
+    (["--action", "greedy"], "Error: Invalid value for '--action': 'greedy' is not one of 'executed'"),
+    (["--images", "jpeg"], "Error: Invalid value for '--images': 'jpeg' is not one of 'video', 'png'."),
+])
+def test_a_malformed_option_is_named_and_exits_2(tmp_path, args, line):
+    base = {"--format": "minari", "--out": str(tmp_path / "out")}
+    for option, value in zip(args[::2], args[1::2], strict=True):
+        base[option] = value
+    code, lines = invoke(str(tmp_path / "run"), *[x for kv in base.items() for x in kv])
+    assert code == 2 and lines[-1].startswith(line), lines
+    assert made_in(tmp_path) == []
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["--iterations", "1:2", "--last", "1"], "Error: --iterations and --last: give one of them"),
+    (["--min-return", "nan"], "Error: --min-return: nan is not a finite number"),
+    (["--format", "minari", "--images", "png"], "Error: --images: not an option of --format minari"),
+    (["--format", "minari", "--task", "push"], "Error: --task: not an option of --format minari"),
+    (["--format", "lerobot", "--dataset-id", "a/b-v0"],
+     "Error: --dataset-id: not an option of --format lerobot"),
+    (["--format", "minari", "--dataset-id", "rlpipe/x"],
+     "Error: --dataset-id: 'rlpipe/x' is not a Minari dataset id; expected (namespace/)name-vN, e.g. "
+     "rlpipe/cartpole/rollouts-v0"),
+])
+def test_options_that_do_not_fit_are_one_line_and_exit_2(tmp_path, args, line):
+    if "--format" not in args:
+        args = ["--format", "minari", *args]
+    code, lines = invoke(str(tmp_path / "run"), "--out", str(tmp_path / "out"), *args)
+    assert (code, lines) == (2, [line])
+    assert made_in(tmp_path) == []
+
+
+def test_an_existing_out_is_refused_and_left_alone(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep")
+    code, lines = invoke(str(tmp_path / "run"), "--format", "minari", "--out", str(out))
+    assert (code, lines) == (2, [f"Error: --out: {out} already exists; give a new folder (a dataset is "
+                                 "written once)"])
+    assert made_in(tmp_path) == ["out"] and made_in(out) == ["mine.txt"]
+
+
+def test_minari_without_its_extra_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "minari", None)
+    code, lines = invoke(str(tmp_path / "run"), "--format", "minari", "--out", str(tmp_path / "out"))
+    assert (code, lines) == (2, ["Error: rlpipe dataset --format minari needs minari: pip install "
+                                 "'rlpipe[minari]'"])
+    assert made_in(tmp_path) == []
+
+
+def test_an_object_store_out_is_refused(tmp_path):
+    code, lines = invoke(str(tmp_path / "run"), "--format", "minari", "--out", "s3://bucket/datasets/x")
+    assert (code, lines) == (2, ["Error: --out: s3://bucket/datasets/x: a dataset is written to a local "
+                                 "folder; copy it afterwards"])
