@@ -10,7 +10,8 @@ LeRobot) is refused before anything is written.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -65,10 +66,11 @@ def check_output(output: Output) -> None:
 
 
 def check_source(source: DatasetSource, output: Output) -> None:
-    """Refuse a run the format cannot represent (LeRobot needs an integer control rate)."""
-    if output.fmt == "lerobot" and source.fps is None:
-        raise ValueError(f"--format lerobot: env.id {source.env_id} has no control rate (env steps per "
-                         "second), which LeRobot's fps and timestamps need; use --format minari")
+    """Refuse a run the format cannot represent (LeRobot: an integer control rate, its camera frames)."""
+    if output.fmt == "lerobot":
+        from rlpipe.datasets.lerobot import check_lerobot_source
+
+        check_lerobot_source(source, images=output.images or "video")
 
 
 def export_dataset(run_dir: str | Path, selection: Selection, output: Output,
@@ -97,10 +99,12 @@ def export_dataset(run_dir: str | Path, selection: Selection, output: Output,
             if on_episode is not None:
                 on_episode(episode)
 
-        _write(read_episodes(run_dir, selection, summary), source, output, tmp, counted)
-        summary.episodes, summary.frames = episodes, frames
-        if episodes == 0:
+        stream = read_episodes(run_dir, selection, summary)
+        first = next(stream, None)
+        if first is None:
             raise ValueError(_empty(selection, summary))
+        _write(itertools.chain([first], stream), source, output, selection, tmp, counted)
+        summary.episodes, summary.frames = episodes, frames
         summary.bytes = tree_bytes(tmp)
         publish_dir(tmp, out)
     except BaseException:
@@ -109,18 +113,18 @@ def export_dataset(run_dir: str | Path, selection: Selection, output: Output,
     return summary
 
 
-def _write(episodes: object, source: DatasetSource, output: Output, folder: Path,
-           on_episode: Callable[[Episode], None]) -> None:
+def _write(episodes: Iterator[Episode], source: DatasetSource, output: Output, selection: Selection,
+           folder: Path, on_episode: Callable[[Episode], None]) -> None:
     if output.fmt == "minari":
         from rlpipe.datasets.minari_export import default_dataset_id, write_minari
 
         write_minari(episodes, source, folder, output.dataset_id or default_dataset_id(source.run_dir),
-                     on_episode)  # type: ignore[arg-type]  # an iterator of episodes
+                     on_episode)
         return
     from rlpipe.datasets.lerobot import write_lerobot
 
-    write_lerobot(episodes, source, folder, images=output.images or "video", task=output.task,
-                  on_episode=on_episode)  # type: ignore[arg-type]  # an iterator of episodes
+    write_lerobot(source, episodes, folder, images=output.images or "video", task=output.task,
+                  progress=on_episode, selection=selection)
 
 
 def _empty(selection: Selection, summary: Summary) -> str:
