@@ -16,7 +16,16 @@ from rlpipe.algorithms.sequences import RECURRENT_STATE
 from rlpipe.envs import BatchedEnv, StepResult
 from rlpipe.envs.base import Obs
 from rlpipe.policies import Policy
-from rlpipe.rollout import allocate_rollout, obs_from_state, obs_state, time_slots, write_obs, zeros_obs
+from rlpipe.rollout import (
+    SUCCESS,
+    allocate_rollout,
+    gather_final_obs,
+    obs_from_state,
+    obs_state,
+    time_slots,
+    write_obs,
+    zeros_obs,
+)
 from rlpipe.testing import faults
 
 __all__ = ["Collector", "SuccessTracker", "act_and_step", "episode_sums"]
@@ -32,6 +41,12 @@ class Collector:
 
     The hot loop runs only the actor and the env; values of ``obs[:, 0..T]`` and of the true
     final observations of truncated episodes are computed afterwards in two batched forwards.
+
+    Besides the rollout, each call records what the rollout store needs to turn rollouts into
+    episodes: :attr:`reset_at_start` (the envs were reset before the first step) and
+    :attr:`final_obs`, the true final observations at the done slots, gathered once per rollout on
+    the device (:func:`~rlpipe.rollout.gather_final_obs`). Envs that report ``info["success"]``
+    get the per-step ``success`` key in the rollout.
 
     A recurrent policy (``policy.is_recurrent``) runs its own loop (:meth:`_recurrent_loop`): it
     carries the core state ``[N, S]``, zeroes it after a done and at every ``seq_len ×
@@ -77,13 +92,21 @@ class Collector:
         self.episode_length = torch.zeros(n, dtype=torch.int64, device=dev)
         self.obs: torch.Tensor | None = None
         self.num_resets = 0
+        self.reset_at_start = False
+        """The newest rollout began with a reset of every env (no episode continues into it)."""
+        self.final_obs: TensorDict | None = None
+        """The newest rollout's sparse final observations ``[K]`` (``index``, ``obs``), on the device."""
+        self._restarted = False
+        """The env restarted its episodes on :meth:`load_state_dict`: the next rollout begins afresh."""
         self.recent_returns: deque[float] = deque(maxlen=EPISODE_WINDOW)
         self.recent_lengths: deque[int] = deque(maxlen=EPISODE_WINDOW)
 
     def __call__(self) -> tuple[TensorDict, dict[str, float]]:
         """Collect one rollout; return it (reused buffer, valid until the next call) and episode stats."""
+        self.reset_at_start = self._reset_due() or self._restarted
         if self._reset_due():
             self._reset()
+        self._restarted = False
         self.num_collects += 1
         with torch.inference_mode():
             if self.recurrent:
@@ -148,6 +171,11 @@ class Collector:
         ro, t = self.rollout, self.horizon
         done = ro["terminated"][:, :t] | ro["truncated"][:, :t]
         ro["done"][:, :t] = done
+        self.final_obs = gather_final_obs(self._final_obs, done)
+        if self.success.seen:
+            if SUCCESS not in ro.keys():
+                ro.set(SUCCESS, torch.zeros(ro.batch_size, dtype=torch.bool, device=ro.device))
+            ro[SUCCESS][:, :t] = self.success.step
         return_at, length_at = episode_sums(ro["reward"][:, :t], done, self.episode_return,
                                             self.episode_length)
         self._episode_return_at.copy_(return_at)
@@ -265,6 +293,7 @@ class Collector:
             # The gymnasium adapter cannot restore running episodes: it resets them on load, so
             # the run continues from its new first observations and with fresh episode sums.
             self.obs = fresh.clone()
+            self._restarted = True
             self.episode_return.zero_()
             self.episode_length.zero_()
             self.success.running.zero_()
@@ -320,6 +349,8 @@ class SuccessTracker:
         """``[N]``: the current episode has succeeded so far."""
         self.at = torch.zeros(num_envs, horizon, dtype=torch.bool, device=device)
         """``[N, T]``: ``running`` after step t (read where the episode finished)."""
+        self.step = torch.zeros(num_envs, horizon, dtype=torch.bool, device=device)
+        """``[N, T]``: step t's own ``info["success"]`` (the rollout's ``success`` key)."""
         self.seen = False
         self.recent: deque[bool] = deque(maxlen=window)
 
@@ -329,6 +360,7 @@ class SuccessTracker:
         if flag is None:
             return
         self.seen = True
+        self.step[:, t] = flag
         self.running |= flag.bool()
         self.at[:, t] = self.running
         self.running &= ~done

@@ -135,7 +135,7 @@ def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
 
 
 def write_zarr_store(root: Path, arrays: dict[str, np.ndarray], attributes: dict[str, Any],
-                     chunk_envs: int, dimension_names: tuple[str, ...]) -> None:
+                     chunk_envs: int, dimension_names: tuple[str, ...] | dict[str, tuple[str, ...]]) -> None:
     """Write a new uncompressed Zarr v3 group at ``root``: the files zarr's writer writes, byte for byte.
 
     Library call: zarr's writer as :mod:`rlpipe.artifacts.zarr_write` runs it for codec ``none``
@@ -150,14 +150,16 @@ def write_zarr_store(root: Path, arrays: dict[str, np.ndarray], attributes: dict
       pads it.
 
     ``arrays``: ``{"/"-joined key: [N, T+1, ...] array}`` (nested keys become subgroups), chunked
-    ``(min(chunk_envs, N), T+1, ...)``; ``dimension_names`` name the first two dimensions (further
-    ones are ``feat0``, ``feat1``, …).
+    ``(min(chunk_envs, N), T+1, ...)``; ``dimension_names`` name the leading dimensions (further
+    ones are ``feat0``, ``feat1``, …), for every array or per array name (a sparse ``[K, ...]``
+    array has one leading dim).
     """
     root.mkdir()
     (root / "zarr.json").write_bytes(zarr_group_metadata(attributes))
     for name, data in arrays.items():
         _write_zarr_parents(root, name)
-        _write_zarr_array(root / name, data, chunk_envs, dimension_names)
+        dims = dimension_names[name] if isinstance(dimension_names, dict) else dimension_names
+        _write_zarr_array(root / name, data, chunk_envs, dims)
 
 
 def zarr_group_metadata(attributes: dict[str, Any]) -> bytes:
@@ -195,9 +197,9 @@ def _write_zarr_array(folder: Path, data: np.ndarray, chunk_envs: int, dims: tup
     import numpy as np
 
     n, *rest = data.shape
-    rows = min(chunk_envs, n)
+    rows = max(1, min(chunk_envs, n))  # an empty sparse array: one-row chunks, none written
     chunks = (rows, *rest)
-    names = (*dims, *(f"feat{i}" for i in range(len(rest) - 1)))
+    names = (*dims, *(f"feat{i}" for i in range(data.ndim - len(dims))))
     folder.mkdir()
     (folder / "zarr.json").write_bytes(zarr_array_metadata(data.shape, data.dtype.name, chunks, names))
     little = np.ascontiguousarray(data.astype(data.dtype.newbyteorder("<"), copy=False))

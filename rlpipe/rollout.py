@@ -26,7 +26,24 @@ key                   shape                 meaning
 ``recurrent_state``   ``[N, T+1, S]``       recurrent policies: the core state before step t at
                                             every sequence start (``t % seq_len == 0``), zero
                                             after a done; other slots (and slot T) are zero
+``success``           ``[N, T+1]`` bool     envs that report ``info["success"]``: that flag after
+                                            action t; slot T padding
 ====================  ====================  ===================================================
+
+Beside the rollout, the collector gathers the true final observations of the episodes that ended
+(:func:`gather_final_obs`), sparse: only at done slots, never a dense copy of ``obs``:
+
+=====================  ===============  ======================================================
+key                    shape            meaning
+=====================  ===============  ======================================================
+``index``              ``[K, 2]`` int64 ``(env, t)`` of each done slot, in row-major order
+``obs``                ``[K, *obs]``    the true last observation of the episode that ended
+                                        there (per group ``[K, *shape]`` for dict observations)
+=====================  ===============  ======================================================
+
+It is stored as the ``final_obs`` group of the rollout's store; and every store records
+``reset_at_start``, whether the collector reset the envs before the rollout's first step (so
+whether an episode continues from the previous rollout is a recorded fact).
 
 Padding slots hold zeros (``False`` for flags). Envs auto-reset inside ``step``: after a done,
 ``obs[:, t+1]`` is the first observation of the next episode.
@@ -71,7 +88,11 @@ __all__ = [
     "allocate_rollout",
     "check_finite",
     "check_schema",
+    "FINAL_OBS",
+    "RESET_AT_START",
+    "SUCCESS",
     "first_nonfinite",
+    "gather_final_obs",
     "image_problem",
     "obs_from_state",
     "obs_state",
@@ -111,6 +132,12 @@ REQUIRED_KEYS = tuple(KEY_DTYPES)
 """The keys every rollout, and every rollout store, holds."""
 DIM_NAMES = ("env", "time")
 """Names of the two batch dims ``[N, T+1]``."""
+SUCCESS = "success"
+"""The per-step success flag ``[N, T+1]`` bool, in rollouts of envs that report ``info["success"]``."""
+FINAL_OBS = "final_obs"
+"""The sparse final observations at done slots (:func:`gather_final_obs`): ``index`` and ``obs``."""
+RESET_AT_START = "reset_at_start"
+"""Store attribute: the collector reset every env before this rollout's first step."""
 
 
 class RolloutError(ValueError):
@@ -272,6 +299,23 @@ def allocate_rollout(
     for key, (shape, dtype) in (extras or {}).items():
         fields[key] = torch.zeros(n, t1, *shape, dtype=dtype, device=device)
     return TensorDict(fields, batch_size=[n, t1], device=device, names=list(DIM_NAMES))
+
+
+def gather_final_obs(final_obs: torch.Tensor | TensorDict, done: torch.Tensor) -> TensorDict:
+    """The sparse final observations: a TensorDict ``[K]`` of ``index`` ``[K, 2]`` and ``obs`` ``[K, *obs]``.
+
+    ``final_obs``: ``[N, T, *obs]`` (a TensorDict per group for dict observations), valid at the done
+    slots; ``done``: ``[N, T]`` bool. Gathered on their device, rows in ``(env, t)`` order; one host
+    sync (K is the number of dones).
+    """
+    index = done.nonzero()
+    env, t = index[:, 0], index[:, 1]
+    if isinstance(final_obs, TensorDict):
+        obs = TensorDict({k: v[env, t] for k, v in final_obs.items()}, batch_size=[len(index)],
+                         device=index.device)
+    else:
+        obs = final_obs[env, t]
+    return TensorDict({"index": index, "obs": obs}, batch_size=[len(index)], device=index.device)
 
 
 def rollout_dims(rollout: TensorDict) -> tuple[int, int]:

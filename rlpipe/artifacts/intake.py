@@ -19,17 +19,19 @@ from tensordict import TensorDict
 
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, is_object
-from rlpipe.rollout import SCHEMA_VERSION, RolloutError, check_schema
+from rlpipe.rollout import FINAL_OBS, SCHEMA_VERSION, RolloutError, check_schema
 
-__all__ = ["check_new_store", "check_rollout", "group_attributes", "rollout_arrays"]
+__all__ = ["check_new_store", "check_rollout", "final_obs_arrays", "group_attributes", "rollout_arrays"]
 
 
-def check_rollout(rollout: TensorDict, path: AnyPath) -> None:
+def check_rollout(rollout: TensorDict, path: AnyPath, final_obs: TensorDict | None = None) -> None:
     """``StoreError`` naming ``path`` unless ``rollout`` fits the schema and every leaf can be stored.
 
     The schema is :func:`rlpipe.rollout.check_schema` (batch size, keys, dtypes, padding, ``done``);
     values are not checked for finiteness here (a refused rollout is stored for post-mortem). Every
     leaf must be a tensor with a numpy dtype and a key that is a valid Zarr node name.
+    ``final_obs`` (the sparse final observations ``[K]``) must hold ``index`` ``[K, 2]`` int64 and
+    ``obs`` with the keys and feature shapes of the rollout's ``obs``.
     """
     try:
         check_schema(rollout)
@@ -41,6 +43,24 @@ def check_rollout(rollout: TensorDict, path: AnyPath) -> None:
             raise StoreError(f"{path}: key {name!r} is a {type(value).__name__}, not a tensor")
         if not _has_numpy_dtype(value.dtype):
             raise StoreError(f"{path}: key {name!r} has dtype {value.dtype}, which Zarr cannot store")
+    if final_obs is not None:
+        _check_final_obs(rollout, final_obs, path)
+
+
+def _check_final_obs(rollout: TensorDict, final_obs: TensorDict, path: AnyPath) -> None:
+    index = final_obs.get("index", None)
+    if index is None or index.dtype != torch.int64 or index.shape != (final_obs.batch_size[0], 2):
+        raise StoreError(f"{path}: {FINAL_OBS}/index must be [K, 2] int64 (env, t)")
+    want = {k: (v.shape[2:], v.dtype) for k, v in rollout.select("obs").items(True, True)}
+    have = {k: (v.shape[1:], v.dtype) for k, v in final_obs.select("obs").items(True, True)}
+    if want != have:
+        raise StoreError(f"{path}: {FINAL_OBS}/obs does not match the rollout's obs (keys, feature "
+                         "shapes and dtypes)")
+
+
+def final_obs_arrays(final_obs: TensorDict) -> dict[str, torch.Tensor]:
+    """``{"final_obs/index": [K, 2], "final_obs/obs[/<key>]": [K, *obs]}`` of sparse final observations."""
+    return {f"{FINAL_OBS}/{name}": value for name, value in rollout_arrays(final_obs).items()}
 
 
 def check_new_store(path: AnyPath) -> None:
@@ -50,7 +70,7 @@ def check_new_store(path: AnyPath) -> None:
 
 
 def rollout_arrays(rollout: TensorDict) -> dict[str, torch.Tensor]:
-    """``{"/"-joined key: [N, T+1, ...] tensor}`` of a rollout that passed :func:`check_rollout`."""
+    """``{"/"-joined key: tensor}`` of a rollout (``[N, T+1, ...]``) that passed :func:`check_rollout`."""
     return {key if isinstance(key, str) else "/".join(key): value
             for key, value in rollout.items(include_nested=True, leaves_only=True)}
 

@@ -84,9 +84,11 @@ class ShardedStore(RolloutStore):
         found = numbered(self.root, ROLLOUT_NAME)
         return [k for k in found if (self.path_for(k) / "zarr.json").is_file()]
 
-    def submit(self, rollout: TensorDict, attrs: dict[str, Any]) -> float:
+    def submit(self, rollout: TensorDict, attrs: dict[str, Any],
+               final_obs: TensorDict | None = None) -> float:
         """Queue this rank's shard, its attributes extended with ``rank`` and ``world_size``; the wait (s)."""
-        return super().submit(rollout, {**attrs, "rank": self.rank, "world_size": self.world_size})
+        return super().submit(rollout, {**attrs, "rank": self.rank, "world_size": self.world_size},
+                              final_obs)
 
     def clean_temporaries(self) -> list[Path]:
         """Also remove shard temporaries (inside iteration folders) of dead processes."""

@@ -47,13 +47,17 @@ class Staged:
     """Recorded on the side stream after the device → host copies (``None``: the copy is done)."""
     device_clone: TensorDict | None = None
     """The device clone the copies read, kept alive until they finished."""
+    final_obs: TensorDict | None = None
+    """The sparse final observations ``[K]`` on the host (complete once :meth:`wait` returns)."""
+    device_final_obs: TensorDict | None = None
+    """Their device tensors, kept alive until the copies finished."""
 
     def wait(self) -> TensorDict:
         """Block until the host copy is complete; drop the device clone; return ``host``."""
         if self.copied is not None:
             self.copied.synchronize()
             self.copied = None
-        self.device_clone = None
+        self.device_clone = self.device_final_obs = None
         return self.host
 
 
@@ -77,10 +81,13 @@ class HostStaging:
         self._lock = threading.Lock()
         self._streams: dict[torch.device, torch.cuda.Stream] = {}
 
-    def stage(self, rollout: TensorDict) -> Staged:
+    def stage(self, rollout: TensorDict, final_obs: TensorDict | None = None) -> Staged:
         """Start the host copy of ``rollout`` (``[N, T+1]``, any device); see the module docstring.
 
-        The caller must hold one of the store's ``capacity`` slots (so a buffer is free or may be made).
+        ``final_obs``: the rollout's sparse final observations ``[K]`` (their size changes every
+        rollout, so they are copied into fresh host tensors, pinned ones from torch's caching host
+        allocator for a CUDA rollout, on the same side stream). The caller must hold one of the
+        store's ``capacity`` slots (so a buffer is free or may be made).
         """
         device = rollout.device
         cuda = device is not None and device.type == "cuda"
@@ -88,7 +95,7 @@ class HostStaging:
         if not cuda:
             for key, src in _leaves(rollout):
                 host.get(key).copy_(src)
-            return Staged(host)
+            return Staged(host, final_obs=None if final_obs is None else final_obs.apply(_host_clone))
         clone = rollout.apply(torch.clone)  # leaf by leaf: TensorDict.clone adds 0, turning -0.0 into +0.0
         with torch.cuda.device(device):
             ready = torch.cuda.Event()
@@ -98,9 +105,10 @@ class HostStaging:
             with torch.cuda.stream(side):
                 for key, src in _leaves(clone):
                     host.get(key).copy_(src, non_blocking=True)
+                final_host = None if final_obs is None else final_obs.apply(_pinned_copy, device="cpu")
                 copied = torch.cuda.Event()
                 copied.record(side)
-        return Staged(host, copied, clone)
+        return Staged(host, copied, clone, final_host, final_obs)
 
     def release(self, host: TensorDict) -> None:
         """Return a buffer to the pool (one of another layout than the newest is dropped)."""
@@ -123,6 +131,16 @@ class HostStaging:
         if device not in self._streams:
             self._streams[device] = torch.cuda.Stream(device)
         return self._streams[device]
+
+
+def _host_clone(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.to("cpu", copy=True)
+
+
+def _pinned_copy(tensor: torch.Tensor) -> torch.Tensor:
+    """A pinned host copy of a device tensor, started on the current (side) stream."""
+    host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+    return host.copy_(tensor, non_blocking=True)
 
 
 def _is_pinned(buffer: TensorDict) -> bool:

@@ -27,7 +27,7 @@ from tensordict import TensorDict
 
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path, is_object
-from rlpipe.artifacts.intake import check_new_store, check_rollout, group_attributes
+from rlpipe.artifacts.intake import check_new_store, check_rollout, final_obs_arrays, group_attributes
 from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name
 from rlpipe.artifacts.removal import check_confined, clean_temporaries, delete
 from rlpipe.artifacts.shared_staging import SharedBuffers
@@ -52,25 +52,28 @@ __all__ = [
 
 
 def write_rollout(path: Path, rollout: TensorDict, attrs: dict[str, Any], codec: str = "none",
-                  chunk_envs: int = 1024, image_codec: str = "none") -> None:
+                  chunk_envs: int = 1024, image_codec: str = "none",
+                  final_obs: TensorDict | None = None) -> None:
     """Check ``rollout`` (``[N, T+1]``, any device) and write it as a new store at ``path``, now.
 
-    Raises :class:`StoreError` naming ``path`` when the rollout breaks the schema
-    (:func:`~rlpipe.artifacts.intake.check_rollout`), ``path`` exists or the write fails; see
-    :func:`rlpipe.artifacts.zarr_write.write_rollout` for ``attrs``, ``codec``, ``chunk_envs`` and
-    ``image_codec``.
+    ``final_obs``: its sparse final observations ``[K]`` (:func:`rlpipe.rollout.gather_final_obs`),
+    stored as the ``final_obs`` group. Raises :class:`StoreError` naming ``path`` when the rollout
+    breaks the schema (:func:`~rlpipe.artifacts.intake.check_rollout`), ``path`` exists or the
+    write fails; see :func:`rlpipe.artifacts.zarr_write.write_rollout` for ``attrs``, ``codec``,
+    ``chunk_envs`` and ``image_codec``.
     """
     path = as_path(path)
-    check_rollout(rollout, path)
-    _write_checked(path, rollout, attrs, codec, chunk_envs, image_codec)
+    check_rollout(rollout, path, final_obs)
+    _write_checked(path, rollout, attrs, codec, chunk_envs, image_codec, final_obs)
 
 
 def _write_checked(path: Path, rollout: TensorDict, attrs: dict[str, Any], codec: str,
-                   chunk_envs: int, image_codec: str = "none") -> None:
+                   chunk_envs: int, image_codec: str = "none",
+                   final_obs: TensorDict | None = None) -> None:
     """Write a rollout that passed ``check_rollout`` (zarr imported on the first call)."""
     from rlpipe.artifacts import zarr_write
 
-    zarr_write.write_rollout(path, rollout, attrs, codec, chunk_envs, image_codec)
+    zarr_write.write_rollout(path, rollout, attrs, codec, chunk_envs, image_codec, final_obs)
 
 
 def writer_mode(cfg: StoreCfg, root: AnyPath) -> str:
@@ -194,8 +197,12 @@ class RolloutStore:
             delete(self.path_for(iteration), within=self.root.parent)
         return iterations
 
-    def submit(self, rollout: TensorDict, attrs: dict[str, Any]) -> float:
+    def submit(self, rollout: TensorDict, attrs: dict[str, Any],
+               final_obs: TensorDict | None = None) -> float:
         """Queue ``rollout`` (``[N, T+1]``, any device) to be written as ``attrs["iteration"]``.
+
+        ``final_obs``: the rollout's sparse final observations ``[K]``
+        (:func:`rlpipe.rollout.gather_final_obs`), kept for the stored envs in the stored precision.
 
         An iteration the policy does not store returns 0.0 at once; a stored one is cut to the
         policy's envs and dtypes on its device first, and its attributes record that
@@ -221,14 +228,18 @@ class RolloutStore:
             return 0.0
         path = self.path_for(iteration)
         check_new_store(path)  # on the caller's thread, where the error was made
-        check_rollout(rollout, path)
+        check_rollout(rollout, path, final_obs)
+        num_envs = rollout.batch_size[0]
         rollout, kept = self.policy.shape(rollout)
+        if final_obs is not None:
+            final_obs, narrowed = self.policy.shape_final_obs(final_obs, num_envs)
+            kept["precision"] = {**kept["precision"], **narrowed}
         attrs = {**attrs, **kept}
         start = time.perf_counter()
         self._slots.acquire()  # released by the writer once this rollout is on disk
         waited = time.perf_counter() - start
         try:
-            staged = self._staging.stage(rollout)
+            staged = self._staging.stage(rollout, final_obs)
         except OSError as exc:  # shared memory refused (a file-size limit, no space in /dev/shm)
             self._slots.release()
             raise StoreError(f"{path}: staging it for the writer process failed: {exc}") from exc
@@ -299,9 +310,9 @@ class RolloutStore:
                 if self._process is None:
                     faults.point("store.write")
                     _write_checked(job.path, host, job.attrs, self.cfg.codec, self.cfg.chunk_envs,
-                                   self.cfg.image_codec)
+                                   self.cfg.image_codec, job.staged.final_obs)
                 else:
-                    self._write_in_process(job.path, host, job.attrs)
+                    self._write_in_process(job.path, host, job.attrs, job.staged.final_obs)
                 faults.point("store.published")
                 self.last_write = (stored_bytes(layout_of(host)), time.perf_counter() - began)
                 self._retain()
@@ -313,13 +324,18 @@ class RolloutStore:
         except Exception as exc:
             self._error = StoreError(f"writing {job.path} failed: {exc}")
 
-    def _write_in_process(self, path: Path, host: TensorDict, attrs: dict[str, Any]) -> None:
-        """Have the writer process write ``host`` (a shared buffer) as the store at ``path``."""
+    def _write_in_process(self, path: Path, host: TensorDict, attrs: dict[str, Any],
+                          final_obs: TensorDict | None) -> None:
+        """Have the writer process write ``host`` (a shared buffer) as the store at ``path``.
+
+        The sparse final observations travel with the request (pickled: a few rows per rollout).
+        """
         segment = self._shared.segment_of(host)
         self._process.share(segment.key, segment.fd, segment.size)
         cfg, stored = self.cfg, group_attributes(attrs, path)
+        extra = {} if final_obs is None else {k: t.numpy() for k, t in final_obs_arrays(final_obs).items()}
         self._process.write(WriteRequest(str(path), segment.key, segment.leaves, stored, cfg.codec,
-                                         cfg.image_codec, cfg.chunk_envs, DIM_NAMES))
+                                         cfg.image_codec, cfg.chunk_envs, DIM_NAMES, extra))
 
     def _raise_if_failed(self) -> None:
         if self._error is not None:

@@ -26,6 +26,7 @@ import torch
 from tensordict import TensorDict
 
 from rlpipe.config import ConfigError, StoreCfg
+from rlpipe.rollout import FINAL_OBS
 
 __all__ = [
     "FIDELITY_KEYS",
@@ -134,6 +135,23 @@ class StorePolicy:
         attrs = {"complete": m == n, "exact": not narrowed, "stored_envs": m, "num_envs": n,
                  "every": self.every, "precision": narrowed}
         return kept, attrs
+
+    def shape_final_obs(self, final_obs: TensorDict, num_envs: int) -> tuple[TensorDict, dict[str, str]]:
+        """``(what is stored of the sparse final observations, {array name: dtype name} narrowed)``.
+
+        ``final_obs``: :func:`~rlpipe.rollout.gather_final_obs`'s ``[K]`` of a rollout of
+        ``num_envs`` envs; the rows of the stored envs are kept, and each observation group in the
+        precision of its group in the rollout (``final_obs/obs/<key>`` follows ``obs/<key>``).
+        """
+        m = min(num_envs, self.envs or num_envs)
+        if m < num_envs:
+            final_obs = final_obs[final_obs["index"][:, 0] < m]
+        layout = layout_of(final_obs.select("obs"))
+        narrowed = self.narrowed(layout)
+        for name, target in narrowed.items():
+            key = tuple(name.split("/"))
+            final_obs.set(key, final_obs.get(key).to(_DTYPES[target]))
+        return final_obs, {f"{FINAL_OBS}/{name}": target for name, target in narrowed.items()}
 
     def words(self, layout: Layout) -> str:
         """What is kept, for the banner: ``every 4th iteration (store.budget …), envs 0–255 of 4096``.

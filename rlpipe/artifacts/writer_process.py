@@ -25,7 +25,7 @@ import signal
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -49,6 +49,8 @@ class WriteRequest:
     image_codec: str
     chunk_envs: int
     dims: tuple[str, ...]
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Arrays written beside the segment's (numpy, sent with the request): the sparse final observations."""
 
 
 class WriterDiedError(RuntimeError):
@@ -179,7 +181,7 @@ def _write(request: WriteRequest, segments: dict[int, mmap.mmap]) -> tuple[str, 
 
     path = Path(request.path)
     try:
-        arrays = _views(segments[request.segment], request.leaves)
+        arrays = _views(segments[request.segment], request.leaves) | request.extra
         faults.point("store.write")
         write_arrays(path, arrays, request.attrs, request.codec, request.image_codec, request.chunk_envs,
                      request.dims)

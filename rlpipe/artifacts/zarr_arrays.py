@@ -29,7 +29,10 @@ from rlpipe.artifacts.fs import AnyPath, is_object, zarr_store
 from rlpipe.artifacts.zarr_io import Codecs, compressors, sync
 from rlpipe.testing import faults
 
-__all__ = ["array_codecs", "write_arrays", "write_group_async"]
+__all__ = ["SPARSE_DIMS", "array_codecs", "array_dims", "write_arrays", "write_group_async"]
+
+FINAL_OBS = "final_obs"
+"""The sparse group of a store (``rlpipe.rollout.FINAL_OBS``, named here: this module imports no torch)."""
 
 
 def write_arrays(path: Path, arrays: dict[str, np.ndarray], group_attrs: dict[str, Any], codec: str,
@@ -47,7 +50,8 @@ def write_arrays(path: Path, arrays: dict[str, np.ndarray], group_attrs: dict[st
     tmp = temporary_sibling(path)
     try:
         if raw and fast.ENABLED:  # the files zarr's writer writes, without zarr
-            fast.write_zarr_store(tmp, arrays, group_attrs, chunk_envs, dims)
+            fast.write_zarr_store(tmp, arrays, group_attrs, chunk_envs,
+                                  {name: array_dims(name, dims) for name in arrays})
         else:
             sync(write_group_async(tmp, arrays, group_attrs, codecs, chunk_envs, dims))
         faults.point("store.arrays_written")
@@ -66,8 +70,22 @@ def array_codecs(arrays: dict[str, np.ndarray], codec: str, image_codec: str
 
 
 def _is_image(name: str, array: np.ndarray) -> bool:
-    """Whether array ``name`` is an image group: ``obs/<key>`` uint8 ``[N, T+1, C, H, W]``."""
+    """Whether array ``name`` is an image group: ``obs/<key>`` uint8 ``[N, T+1, C, H, W]``.
+
+    Its sparse final observations ``final_obs/obs/<key>`` ``[K, C, H, W]`` are one too.
+    """
+    if name.startswith(f"{FINAL_OBS}/obs/"):
+        return array.dtype == np.uint8 and array.ndim == 4
     return name.startswith("obs/") and array.dtype == np.uint8 and array.ndim == 5
+
+
+SPARSE_DIMS = ("done",)
+"""The dimension name of the sparse arrays' first dim (one row per done slot)."""
+
+
+def array_dims(name: str, dims: tuple[str, ...]) -> tuple[str, ...]:
+    """The named leading dims of array ``name``: ``dims``, or one row dim for a sparse ``final_obs/…``."""
+    return SPARSE_DIMS if name.startswith(f"{FINAL_OBS}/") else dims
 
 
 class _CommitLast(WrapperStore):
@@ -138,10 +156,11 @@ async def _write_array(
     group: AsyncGroup, name: str, data: np.ndarray, compressors: Codecs, chunk_envs: int,
     dims: tuple[str, ...],
 ) -> None:
-    """Create and fill one array ``[N, T+1, *feature]``, chunked along envs only."""
-    n, t1, *feature = data.shape
+    """Create and fill one array ``[N, T+1, *feature]``, chunked along envs only (sparse ``[K, …]``: rows)."""
+    n, *rest = data.shape
+    named = array_dims(name, dims)
     await group.create_array(
-        name, data=data, chunks=(min(chunk_envs, n), t1, *feature), compressors=compressors,
-        filters=None, dimension_names=(*dims, *(f"feat{i}" for i in range(len(feature)))),
+        name, data=data, chunks=(max(1, min(chunk_envs, n)), *rest), compressors=compressors,
+        filters=None, dimension_names=(*named, *(f"feat{i}" for i in range(data.ndim - len(named)))),
         config={"write_empty_chunks": True},  # every chunk has a file: a missing one is damage
     )

@@ -26,6 +26,7 @@ from rlpipe.artifacts.fs import AnyPath, as_path, chunk_sizes, is_object, zarr_s
 from rlpipe.artifacts.zarr_io import run_at
 from rlpipe.rollout import (
     DIM_NAMES,
+    FINAL_OBS,
     REQUIRED_KEYS,
     SCHEMA_VERSION,
     RefusedDataError,
@@ -34,7 +35,9 @@ from rlpipe.rollout import (
 )
 
 __all__ = ["WRITTEN_CODECS", "ChunkChecksumError", "check_bounds", "check_codecs", "check_spaces",
-           "read_arrays", "read_attrs", "read_rollout"]
+           "read_arrays", "read_attrs", "read_rollout", "read_rollout_final_obs"]
+
+_SPARSE = f"{FINAL_OBS}/"
 
 
 def read_rollout(
@@ -47,24 +50,61 @@ def read_rollout(
     values, so the rollout keeps the schema; such a store says ``exact: false``. Raises
     :class:`StoreError` naming the path when it is
     missing, not an rlpipe store, of another schema version, has a missing/truncated chunk, or
-    holds a rollout that breaks the schema (:func:`rlpipe.rollout.check_schema`).
+    holds a rollout that breaks the schema (:func:`rlpipe.rollout.check_schema`). The sparse final
+    observations are not read (:func:`read_rollout_final_obs` reads them too).
     """
-    path = as_path(path)
+    rollout, attrs, _ = _read(as_path(path), device, final_obs=False)
+    return rollout, attrs
+
+
+def read_rollout_final_obs(
+    path: Path, device: torch.device | str = "cpu"
+) -> tuple[TensorDict, dict[str, Any], TensorDict | None]:
+    """:func:`read_rollout` plus the store's sparse final observations ``[K]`` (``None``: it has none).
+
+    ``index`` ``[K, 2]`` int64 ``(env, t)`` and ``obs`` ``[K, *obs]`` (a TensorDict per group), as
+    :func:`rlpipe.rollout.gather_final_obs` gives them; a narrowed group reads back as float32. A
+    ``StoreError`` names the path when the index is not exactly the rollout's done slots.
+    """
+    return _read(as_path(path), device, final_obs=True)
+
+
+def _read(path: AnyPath, device: torch.device | str, final_obs: bool
+          ) -> tuple[TensorDict, dict[str, Any], TensorDict | None]:
     listing = _checked_listing(path)
-    attrs, arrays = run_at(path, lambda: _read_store(path, listing))
+    attrs, arrays = run_at(path, lambda: _read_store(path, listing, final_obs))
     n, t1 = arrays["value"][1].shape[:2]
     rollout = TensorDict({}, batch_size=[n, t1], names=list(DIM_NAMES))
+    sparse: dict[str, torch.Tensor] = {}
     narrowed = attrs.get("precision") or {}
     for name, (_, data) in arrays.items():
         tensor = torch.from_numpy(data)
         if name in narrowed and tensor.dtype == torch.float16:
             tensor = tensor.float()
-        rollout.set(tuple(name.split("/")), tensor)
+        if name.startswith(_SPARSE):
+            sparse[name.removeprefix(_SPARSE)] = tensor
+        else:
+            rollout.set(tuple(name.split("/")), tensor)
     try:
         check_schema(rollout)
     except RolloutError as exc:
         raise StoreError(f"{path}: {exc}") from None
-    return rollout.to(device), attrs
+    finals = _final_obs(path, sparse, rollout) if sparse else None
+    return rollout.to(device), attrs, None if finals is None else finals.to(device)
+
+
+def _final_obs(path: AnyPath, sparse: dict[str, torch.Tensor], rollout: TensorDict) -> TensorDict:
+    """The sparse final observations as a TensorDict ``[K]``, checked against the done slots."""
+    index = sparse.pop("index", None)
+    if index is None:
+        raise StoreError(f"{path}: {FINAL_OBS} has no 'index' array")
+    done = rollout["done"][:, :-1]
+    if not torch.equal(index, done.nonzero()):
+        raise StoreError(f"{path}: {FINAL_OBS}/index is not the rollout's done slots (damaged store)")
+    finals = TensorDict({"index": index}, batch_size=[len(index)])
+    for name, tensor in sparse.items():
+        finals.set(tuple(name.split("/")), tensor)
+    return finals
 
 
 _Arrays = dict[str, tuple[AsyncArray, np.ndarray]]
@@ -82,9 +122,15 @@ def _checked_listing(path: AnyPath) -> dict[str, int]:
     return chunk_sizes(path)
 
 
-async def _read_store(path: AnyPath, listing: dict[str, int]) -> tuple[dict[str, Any], _Arrays]:
-    """Attributes and ``{name: (array, data)}`` of a checked store; arrays are read concurrently."""
+async def _read_store(path: AnyPath, listing: dict[str, int], final_obs: bool = True
+                      ) -> tuple[dict[str, Any], _Arrays]:
+    """Attributes and ``{name: (array, data)}`` of a checked store; arrays are read concurrently.
+
+    ``final_obs`` false leaves the sparse ``final_obs/…`` arrays unread.
+    """
     attrs, arrays = await _open_store(path, listing)
+    if not final_obs:
+        arrays = {name: arr for name, arr in arrays.items() if not name.startswith(_SPARSE)}
     data = await asyncio.gather(*(_read_array(path, name, arr, listing) for name, arr in arrays.items()))
     return attrs, {name: (arr, values) for (name, arr), values in zip(arrays.items(), data)}
 
@@ -114,11 +160,23 @@ async def _open_store(path: AnyPath, listing: dict[str, int]) -> tuple[dict[str,
     for name, arr in arrays.items():
         check_bounds(path, name, arr, listing)
     batch = arrays["value"].shape[:2]
+    _check_sparse(path, {name: arr for name, arr in arrays.items() if name.startswith(_SPARSE)}, batch)
     for name, arr in arrays.items():
-        if arr.shape[:2] != batch:
+        if not name.startswith(_SPARSE) and arr.shape[:2] != batch:
             raise StoreError(f"{path}/{name}: shape {list(arr.shape)} does not start with the "
                              f"rollout's [N, T+1] = {list(batch)}")
     return attrs, arrays
+
+
+def _check_sparse(path: AnyPath, arrays: dict[str, AsyncArray], batch: tuple[int, ...]) -> None:
+    """``StoreError`` unless the sparse arrays have one row count K <= N·T (checked on the metadata)."""
+    if not arrays:
+        return
+    rows = {arr.shape[0] for arr in arrays.values()}
+    k = rows.pop()
+    if rows or f"{_SPARSE}index" not in arrays or k > batch[0] * (batch[1] - 1):
+        raise StoreError(f"{path / FINAL_OBS}: arrays {sorted(arrays)} must share one row count K, at most "
+                         f"N·T = {batch[0] * (batch[1] - 1)}, with an 'index'; nothing was read")
 
 
 WRITTEN_CODECS = {"BytesCodec": None, "Crc32cCodec": None, "TransposeCodec": None,
@@ -155,20 +213,25 @@ def check_spaces(path: AnyPath, spaces: Any, arrays: dict[str, AsyncArray]) -> N
     so a declared shape beyond the run's spaces allocates nothing.
     """
     expected = {name: ((), kind) for name, kind in SCHEMA_DTYPES.items()}
+    expected[f"{_SPARSE}index"] = ((2,), "i")
     if isinstance(spaces, dict):
-        expected |= _space_arrays("obs", spaces.get("observation"), observation=True)
+        observed = _space_arrays("obs", spaces.get("observation"), observation=True)
+        expected |= observed | {f"{_SPARSE}{name}": value for name, value in observed.items()}
         expected |= _space_arrays("action", spaces.get("action"), observation=False)
     for name, arr in arrays.items():
         if name not in expected:
             continue
         shape, kinds = expected[name]
-        if tuple(arr.shape[2:]) != shape or arr.dtype.kind not in kinds:
+        sparse = name.startswith(_SPARSE)
+        if tuple(arr.shape[1 if sparse else 2:]) != shape or arr.dtype.kind not in kinds:
+            lead = "K" if sparse else "N, T+1"
             raise StoreError(f"{path / name}: stored as {arr.dtype} {list(arr.shape)}, but the run's "
-                             f"recorded spaces give [N, T+1{''.join(f', {d}' for d in shape)}] of "
+                             f"recorded spaces give [{lead}{''.join(f', {d}' for d in shape)}] of "
                              f"{_KIND_NAMES[kinds]}; nothing was read")
 
 
-_KIND_NAMES = {"f": "floats", "b": "booleans", "u": "uint8", "iu": "integers", "fiu": "numbers"}
+_KIND_NAMES = {"i": "signed integers", "f": "floats", "b": "booleans", "u": "uint8", "iu": "integers",
+               "fiu": "numbers"}
 
 
 def _space_arrays(name: str, space: Any, observation: bool) -> dict[str, tuple[tuple[int, ...], str]]:

@@ -21,7 +21,7 @@ from tensordict import TensorDict
 from rlpipe.artifacts.atomic import delete_tree, publish_dir, temporary_sibling
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path, is_object
-from rlpipe.artifacts.intake import check_new_store, group_attributes, rollout_arrays
+from rlpipe.artifacts.intake import check_new_store, final_obs_arrays, group_attributes, rollout_arrays
 from rlpipe.artifacts.zarr_arrays import array_codecs, write_arrays, write_group_async
 from rlpipe.artifacts.zarr_io import Codecs, run_at, sync
 from rlpipe.rollout import DIM_NAMES
@@ -32,7 +32,7 @@ __all__ = ["write_group", "write_rollout"]
 
 def write_rollout(
     path: Path, rollout: TensorDict, attrs: dict[str, Any], codec: str = "none",
-    chunk_envs: int = 1024, image_codec: str = "none",
+    chunk_envs: int = 1024, image_codec: str = "none", final_obs: TensorDict | None = None,
 ) -> None:
     """Write ``rollout`` (``[N, T+1]``, any device, checked) as a new Zarr group at ``path``, atomically.
 
@@ -40,11 +40,14 @@ def write_rollout(
     ``none`` file by file: :func:`rlpipe.fast.write_zarr_store`). ``attrs`` must be
     JSON-serializable; ``schema_version`` is added. ``codec`` (every array) and ``image_codec`` (the
     image groups, uint8 ``obs/<key>`` ``[N, T+1, C, H, W]``): a name of
-    :data:`~rlpipe.artifacts.zarr_io.CODECS`. Raises :class:`StoreError` if ``path`` exists; on any
+    :data:`~rlpipe.artifacts.zarr_io.CODECS`. ``final_obs``: the sparse final observations
+    ``[K]``, written as the ``final_obs`` group (``index`` ``[K, 2]``, ``obs[/<key>]``
+    ``[K, *obs]``). Raises :class:`StoreError` if ``path`` exists; on any
     failure no store and no temporary remain.
     """
     path = as_path(path)
-    arrays = {name: t.detach().cpu().numpy() for name, t in rollout_arrays(rollout).items()}
+    tensors = rollout_arrays(rollout) | ({} if final_obs is None else final_obs_arrays(final_obs))
+    arrays = {name: t.detach().cpu().numpy() for name, t in tensors.items()}
     group_attrs = group_attributes(attrs, path)
     check_new_store(path)
     if is_object(path):

@@ -11,6 +11,7 @@ from typing import Any
 _EXPORTS = {
     "BatchedEnv": "rlpipe.envs.base",
     "StepResult": "rlpipe.envs.base",
+    "control_dt": "rlpipe.envs.base",
     "CartPole": "rlpipe.envs.tasks.cartpole",
     "GymnasiumEnv": "rlpipe.envs.backends.gym_adapter",
     "Pendulum": "rlpipe.envs.tasks.pendulum",

@@ -33,7 +33,7 @@ from tensordict import TensorDict
 from rlpipe.envs.rendering import RenderUnavailable
 from rlpipe.rollout import ObsSpec
 
-__all__ = ["NO_INFO", "BatchedEnv", "Obs", "StepResult"]
+__all__ = ["NO_INFO", "BatchedEnv", "Obs", "StepResult", "control_dt"]
 
 Obs = torch.Tensor | TensorDict
 """``[N, *obs_shape]`` float32, or a ``TensorDict`` ``[N]`` of ``[N, dim]`` float32 per key."""
@@ -74,6 +74,9 @@ class BatchedEnv(ABC):
     """Time limit after which an episode is truncated (``None``: none)."""
     render_fps: int = 30
     """Frames per second of real time, for videos of ``render`` frames (one frame per step)."""
+    control_dt: float | None = None
+    """Seconds of simulated time per ``step`` (the control period), ``None`` where the env does not
+    say; stored with every rollout (datasets take their frame rate from it)."""
 
     @property
     def obs_shape(self) -> tuple[int, ...]:
@@ -133,3 +136,15 @@ class BatchedEnv(ABC):
 
     def close(self) -> None:  # noqa: B027  # optional hook, most envs hold no resources
         """Release resources (subprocesses, simulators)."""
+
+
+def control_dt(env: object) -> float | None:
+    """The control period of ``env`` in seconds (:attr:`BatchedEnv.control_dt`), ``None`` when unknown.
+
+    Plugin envs that are not :class:`BatchedEnv` may set the attribute too; anything but a positive
+    number counts as unknown.
+    """
+    value = getattr(env, "control_dt", None)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        return None
+    return float(value)

@@ -48,5 +48,6 @@ def collect_rollout(cfg: RunConfig, checkpoint: Path | None, out: Path) -> Path:
         **parts.env_attrs(),
     }
     with RunLock(as_path(out), "rlpipe collect"):
-        write_rollout(target, rollout, attrs, cfg.store.codec, cfg.store.chunk_envs, cfg.store.image_codec)
+        write_rollout(target, rollout, attrs, cfg.store.codec, cfg.store.chunk_envs, cfg.store.image_codec,
+                      parts.collector.final_obs)
     return target

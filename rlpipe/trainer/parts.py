@@ -23,10 +23,11 @@ from rlpipe.artifacts.video import recorder_for
 from rlpipe.build import build_algorithm, build_collector, set_threads
 from rlpipe.collector import Collector
 from rlpipe.config import ConfigError, RunConfig
-from rlpipe.envs import BatchedEnv, GymnasiumEnv, build_env, build_eval_env, space_to_dict
+from rlpipe.envs import BatchedEnv, GymnasiumEnv, build_env, build_eval_env, control_dt, space_to_dict
 from rlpipe.envs.backends.plugins import wrap_env
 from rlpipe.envs.backends.rsl_rl_env import is_rsl_rl_env
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
+from rlpipe.rollout import RESET_AT_START
 from rlpipe.runtime.allocator import tune_malloc
 from rlpipe.runtime.cuda_graphs import check_cuda_graphs
 from rlpipe.runtime.distributed import DistContext, init_distributed
@@ -79,16 +80,20 @@ class Parts:
                 "action": space_to_dict(self.env.action_space)}
 
     def env_attrs(self) -> dict[str, Any]:
-        """Rollout attributes: the env's backend, time-out bootstrap and observation keys.
+        """Rollout attributes: the env's backend, time-out bootstrap, observation keys and control step.
 
         ``bootstrap`` is ``approximate`` for rsl_rl-style envs; ``actor_obs_keys`` /
-        ``critic_obs_keys`` are the dict-observation keys each network reads (``None``: flat obs).
+        ``critic_obs_keys`` are the dict-observation keys each network reads (``None``: flat obs);
+        ``control_dt`` the seconds of simulated time per env step (``None``: the env does not say);
+        ``reset_at_start`` whether the collector reset every env before the newest rollout.
         """
         policy = self.algo.policy
         keys = {name: getattr(policy, name, None) for name in ("actor_obs_keys", "critic_obs_keys")}
         return {
             "env_backend": type(self.env).__name__,
             "bootstrap": getattr(self.env, "bootstrap", "exact"),
+            "control_dt": control_dt(self.env),
+            RESET_AT_START: bool(self.collector.reset_at_start),
             **{name: None if value is None else list(value) for name, value in keys.items()},
         }
 

@@ -292,7 +292,8 @@ class Trainer:
         if self.parts.store is None:
             return {}
         return {"time/store_wait_s": self.parts.store.submit(rollout.exclude(*self.parts.algo.advantage_keys),
-                                                             self.state.rollout_attrs(self.parts))}
+                                                             self.state.rollout_attrs(self.parts),
+                                                             self.parts.collector.final_obs)}
 
     def _refuse_if(self, finding: tuple[str, str] | None, rollout: TensorDict, stored: bool = False) -> None:
         if finding is not None:

@@ -76,6 +76,8 @@ class GymnasiumEnv(BatchedEnv):
             "max_episode_steps", gymnasium.spec(env_id).max_episode_steps
         )
         self.render_fps = int(self.vec_env.metadata.get("render_fps") or BatchedEnv.render_fps)
+        fps = self.vec_env.metadata.get("render_fps")  # gymnasium's envs render one frame per step
+        self.control_dt = 1.0 / fps if fps else None
         self._seed_rng = np.random.default_rng(0)
         self.last_obs = self._to_obs(self.vec_env.reset()[0])
 

@@ -103,6 +103,8 @@ class GymnasiumVectorEnv(BatchedEnv):
         self.action_space = self.vec_env.single_action_space
         self.max_episode_steps = getattr(self.vec_env, "max_episode_steps", None)
         self.render_fps = int(self.vec_env.metadata.get("render_fps") or BatchedEnv.render_fps)
+        fps = self.vec_env.metadata.get("render_fps")  # gymnasium's envs render one frame per step
+        self.control_dt = 1.0 / fps if fps else None
         self._discrete = isinstance(self.action_space, gymnasium.spaces.Discrete)
         self._seed_rng = np.random.default_rng(0)
         self.vec_env.reset()

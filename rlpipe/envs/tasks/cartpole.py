@@ -90,6 +90,7 @@ class CartPole(TorchEnv):
 
     state_dim = 4
     render_fps = round(1 / TAU)
+    control_dt = TAU
     action_space = gym.spaces.Discrete(2)
     observation_space = gym.spaces.Box(-OBS_HIGH, OBS_HIGH, dtype=np.float32)
 

@@ -46,6 +46,7 @@ class Pendulum(TorchEnv):
 
     state_dim = 2
     render_fps = round(1 / DT)
+    control_dt = DT
     action_space = gym.spaces.Box(-MAX_TORQUE, MAX_TORQUE, shape=(1,), dtype=np.float32)
     observation_space = gym.spaces.Box(-OBS_HIGH, OBS_HIGH, dtype=np.float32)
 

@@ -88,6 +88,7 @@ class RobotProxy(TorchEnv):
 
     state_dim = STATE_DIM
     render_fps = round(1 / DT)
+    control_dt = DT
     action_space = gym.spaces.Box(-1.0, 1.0, (NUM_JOINTS,), np.float32)
     observation_space = gym.spaces.Dict({"policy": _space(POLICY_DIM), "privileged": _space(PRIVILEGED_DIM)})
 

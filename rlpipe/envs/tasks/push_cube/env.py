@@ -81,6 +81,7 @@ class PushCube(BatchedEnv):
         if not isinstance(robot_base_x, float | int) or not -0.8 <= robot_base_x <= -0.4:
             raise ValueError(f"robot_base_x: got {robot_base_x!r}; accepted: metres in [-0.8, -0.4]")
         self.robot_base_x = float(robot_base_x)
+        self.control_dt = sim_substeps * timestep
         self.model = build_model(timestep, visual=False, robot_base_x=self.robot_base_x)
         self.ids = scene_ids(self.model)
         self.physics = self._make_physics(sim_substeps, num_threads)
