@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import pytest
+from _dataset_runs import tiny_run
 from click.testing import CliRunner
 
 from rlpipe.cli import cli
@@ -80,3 +82,63 @@ def test_an_object_store_out_is_refused(tmp_path):
     code, lines = invoke(str(tmp_path / "run"), "--format", "minari", "--out", "s3://bucket/datasets/x")
     assert (code, lines) == (2, ["Error: --out: s3://bucket/datasets/x: a dataset is written to a local "
                                  "folder; copy it afterwards"])
+
+
+# --- bad input found in the run: one line naming the option or store, exit 2, no dataset folder -------
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Tiny stored runs: plain, without stores, with store.every gaps, kept last 2, an env without a rate."""
+    base = tmp_path_factory.mktemp("runs")
+    return {"plain": tiny_run(base / "plain"),
+            "no_stores": tiny_run(base / "no_stores", "store.enabled=false"),
+            "every": tiny_run(base / "every", "trainer.iterations=4", "store.every=2"),
+            "keep_last": tiny_run(base / "keep_last", "store.keep_last=2"),
+            "no_rate": tiny_run(base / "no_rate", "env.id=RepeatFirst", "trainer.iterations=2")}
+
+
+def refused(run: Path, out: Path, *args: str) -> str:
+    code, lines = invoke(str(run), "--out", str(out), *args)
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("Error: "), lines
+    assert not out.exists() and not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}")]
+    return lines[0]
+
+
+def test_a_run_without_stores_is_refused(runs, tmp_path):
+    line = refused(runs["no_stores"], tmp_path / "out", "--format", "minari")
+    assert "rollouts" in line or "store" in line
+
+
+def test_a_gap_from_store_every_is_refused_naming_the_store(runs, tmp_path):
+    line = refused(runs["every"], tmp_path / "out", "--format", "minari")
+    assert "iter-000003" in line or "3" in line.split("Error: ", 1)[1]
+
+
+def test_a_selection_reaching_into_deleted_stores_is_refused(runs, tmp_path):
+    refused(runs["keep_last"], tmp_path / "out", "--format", "minari", "--iterations", "1:3")
+
+
+def test_lerobot_refuses_an_env_without_a_control_rate(runs, tmp_path):
+    line = refused(runs["no_rate"], tmp_path / "out", "--format", "lerobot")
+    assert "RepeatFirst" in line and "control rate" in line
+
+
+def test_a_selection_that_leaves_no_episode_says_what_was_dropped(runs, tmp_path):
+    line = refused(runs["plain"], tmp_path / "out", "--format", "minari", "--min-return", "1e9")
+    assert line.startswith("Error: the selection (--min-return 1e+09) holds no episode to export: ")
+    assert "episodes filtered out" in line
+
+
+def test_an_env_index_the_run_does_not_have_is_refused(runs, tmp_path):
+    refused(runs["plain"], tmp_path / "out", "--format", "minari", "--envs", "7")
+
+
+def test_a_kept_selection_writes_the_dataset_and_its_summary(runs, tmp_path):
+    out = tmp_path / "sub" / "minari"
+    code, lines = invoke(str(runs["plain"]), "--format", "minari", "--out", str(out), "--last", "2",
+                         "--dataset-id", "me/cartpole-v3")
+    assert code == 0, lines
+    assert re.fullmatch(rf"dataset → {re.escape(str(out))}: \d+ episodes, \d+ frames, \d+ fragments dropped, "
+                        r"0 episodes filtered out, \d+\.\d MB, \d+\.\d s", lines[-1]), lines
+    assert (out / "me" / "cartpole-v3" / "data" / "main_data.hdf5").is_file()
+    assert sorted(p.name for p in out.parent.iterdir()) == ["minari"]  # published, no temporary left
