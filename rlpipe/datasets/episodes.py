@@ -1,0 +1,286 @@
+"""Stored rollouts as episodes: one stream per (rank, env), split after each done, exactly.
+
+A run's stores are ``[N, T+1]`` rollouts (:mod:`rlpipe.rollout`); an episode may begin in one store
+and end in a later one. Each stream (one env of one rank's shard) is read in iteration order, slots
+``0..T-1``, and split after each done (``terminated`` and ``truncated`` kept apart). An episode
+continues into the next store only where that store's ``reset_at_start`` attribute says the
+collector did not reset the envs before its first step. The observation after an episode's last
+action is the true final observation the collector stored at the done slot (``final_obs``).
+
+Fragments whose start is not in the selection (before the first exported store, unless it began
+with a reset) are dropped; so is one cut by a recorded reset; the one cut by the last store is
+dropped too unless ``keep_last_fragment``, which keeps it as truncated with the store's bootstrap
+observation ``obs[:, T]`` as its next observation. :class:`Summary` counts what was dropped.
+
+Stores written before these facts were recorded: without ``reset_at_start``, iteration 1 began
+with a reset (the collector's first call always resets) and a later store continues the previous
+one, unless the run's params reset envs between rollouts (``reset_every_rollout``,
+``horizons_per_env_reset``), which is refused in one line; without ``final_obs``, an ended
+episode has no true final observation, which is refused in one line naming the store.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.layout import RunLayout
+from rlpipe.artifacts.shards import is_sharded, read_any_attrs, shard_paths
+from rlpipe.config import ConfigError, load
+from rlpipe.datasets.episode import Episode, Obs
+from rlpipe.datasets.streams import StoreData, StreamCutter, read_store
+from rlpipe.envs import space_from_dict
+from rlpipe.rollout import RESET_AT_START
+
+__all__ = ["DatasetSource", "Episode", "Obs", "Selection", "Summary", "open_source", "read_episodes"]
+
+ACTIONS = ("executed", "mean")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which stored iterations, envs and episodes to export, and which action."""
+
+    iterations: tuple[int, int] | None = None
+    """Inclusive ``A:B`` of stored iterations."""
+    last: int | None = None
+    """The last K stored iterations (exclusive with ``iterations``)."""
+    envs: tuple[int, ...] | None = None
+    """Env indices (per rank) to export; ``None``: every stored env."""
+    min_return: float | None = None
+    min_success: bool = False
+    """Keep only episodes that succeeded."""
+    action: str = "executed"
+    """``executed`` (the sampled action, which the rewards followed) or ``mean`` (the policy mean)."""
+    keep_last_fragment: bool = False
+    """Keep the fragment cut by the last store, as truncated."""
+
+
+@dataclass(frozen=True)
+class DatasetSource:
+    """What a dataset writer needs to know about the run behind the episodes."""
+
+    run_dir: str
+    env_id: str
+    gym_id: str | None
+    observation_space: gym.Space
+    action_space: gym.Space
+    image_groups: tuple[str, ...]
+    frame_channels: dict[str, int]
+    privileged_groups: tuple[str, ...]
+    fps: int | None
+    params_hash: str
+    iterations: tuple[int, ...]
+    checkpoint: str | None
+    stores: dict[int, Path] = field(default_factory=dict, repr=False, compare=False)
+    """``{iteration: store or sharded iteration folder}`` of the selection."""
+    attrs: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
+    """``{iteration: attributes}`` of the selection (rank 0's of a sharded one)."""
+
+
+@dataclass
+class Summary:
+    """Counts of an export (the writer/CLI fills ``bytes``)."""
+
+    episodes: int = 0
+    frames: int = 0
+    dropped_fragments: int = 0
+    dropped_by_filter: int = 0
+    bytes: int = 0
+
+
+def open_source(run_dir: str | Path, selection: Selection) -> DatasetSource:
+    """The run's facts for ``selection``; a one-line ``ConfigError``/``StoreError`` where it cannot be.
+
+    Refused: a bad selection (both ``iterations`` and ``last``, an empty or reversed range, an
+    unknown ``action``, envs that were not stored), a run without stores, a selection with a gap
+    (``store.keep_last``, ``store.every``), stores holding different env subsets.
+    """
+    _check_selection(selection)
+    layout = RunLayout(run_dir)
+    if not layout.params.is_file():
+        raise StoreError(f"{layout.root}: not an rlpipe run directory (no {layout.params.name})")
+    cfg = load(layout.params)
+    stores = layout.rollout_paths()
+    if not stores:
+        raise StoreError(f"{layout.rollouts}: no rollout stores (store.enabled was false, or none was "
+                         "written yet)")
+    chosen = _chosen_iterations(sorted(stores), selection)
+    _refuse_gaps(chosen, stores)
+    attrs = {k: read_any_attrs(stores[k]) for k in chosen}
+    _refuse_mixed_envs(attrs, stores, selection)
+    _refuse_unknown_resets(attrs, stores, cfg)
+    newest = attrs[chosen[-1]]
+    spaces = newest.get("spaces") or {}
+    if "observation" not in spaces or "action" not in spaces:
+        raise StoreError(f"{stores[chosen[-1]]}: records no observation/action spaces; it cannot be "
+                         "exported")
+    obs_space, act_space = space_from_dict(spaces["observation"]), space_from_dict(spaces["action"])
+    images = _image_groups(obs_space)
+    return DatasetSource(
+        run_dir=str(run_dir), env_id=cfg.env.id, gym_id=_gym_id(cfg.env.id, newest),
+        observation_space=obs_space, action_space=act_space, image_groups=images,
+        frame_channels={g: _frame_channels(g, obs_space, newest) for g in images},
+        privileged_groups=_privileged(newest), fps=fps_of(newest.get("control_dt")),
+        params_hash=str(newest.get("params_hash", "")), iterations=tuple(chosen),
+        checkpoint=newest.get("checkpoint"), stores={k: stores[k] for k in chosen}, attrs=attrs)
+
+
+def read_episodes(run_dir: str | Path, selection: Selection, summary: Summary | None = None
+                  ) -> Iterator[Episode]:
+    """Episodes of ``selection`` in deterministic order (see the module docstring); fills ``summary``.
+
+    Streams in ascending ``(rank, env)``; within a stream, episodes in time order. Each rank's
+    selected stores are read once (the selected envs' rows kept in memory).
+    """
+    summary = summary if summary is not None else Summary()
+    source = open_source(run_dir, selection)
+    index = 0
+    for rank, data in _ranks(source, selection):
+        envs = selection.envs if selection.envs is not None else range(data[0].num_envs)
+        for env in envs:
+            cutter = StreamCutter(data, env, rank, selection.keep_last_fragment)
+            for episode in cutter.episodes():
+                if not _passes(episode, selection):
+                    summary.dropped_by_filter += 1
+                    continue
+                summary.episodes += 1
+                summary.frames += episode.length
+                yield replace(episode, index=index)
+                index += 1
+            summary.dropped_fragments += cutter.dropped
+
+
+def fps_of(control_dt: Any) -> int | None:
+    """The integer control rate of a control period in seconds; ``None`` when unknown or not whole."""
+    if not isinstance(control_dt, int | float) or isinstance(control_dt, bool) or not control_dt > 0:
+        return None
+    rate = 1.0 / control_dt
+    return round(rate) if abs(rate - round(rate)) < 1e-6 * rate else None
+
+
+def _check_selection(selection: Selection) -> None:
+    if selection.iterations is not None and selection.last is not None:
+        raise ConfigError("--iterations and --last: give one of them, not both")
+    if selection.iterations is not None:
+        a, b = selection.iterations
+        if a > b or a < 1:
+            raise ConfigError(f"--iterations {a}:{b}: accepted A:B with 1 <= A <= B (stored iterations)")
+    if selection.last is not None and selection.last < 1:
+        raise ConfigError(f"--last {selection.last}: accepted a number of stored iterations >= 1")
+    if selection.action not in ACTIONS:
+        raise ConfigError(f"--action {selection.action}: accepted {' | '.join(ACTIONS)}")
+    envs = selection.envs
+    if envs is not None and (not envs or min(envs) < 0 or len(set(envs)) != len(envs)):
+        raise ConfigError(f"--envs {','.join(map(str, envs))}: accepted distinct env indices >= 0")
+
+
+def _chosen_iterations(stored: list[int], selection: Selection) -> list[int]:
+    if selection.iterations is not None:
+        a, b = selection.iterations
+        chosen = [k for k in stored if a <= k <= b]
+        if not chosen:
+            raise ConfigError(f"--iterations {a}:{b} selects no stored iteration (stored: "
+                              f"{_ranges(stored)})")
+        return chosen
+    if selection.last is not None:
+        return stored[-selection.last:]
+    return stored
+
+
+def _refuse_gaps(chosen: list[int], stores: dict[int, Path]) -> None:
+    for before, after in zip(chosen, chosen[1:]):
+        if after != before + 1:
+            raise StoreError(f"{stores[after]}: iterations {before + 1}–{after - 1} before it are not stored "
+                             "(store.keep_last or store.every), so episodes cannot be followed across the "
+                             "gap; select a range without gaps (--iterations A:B)")
+
+
+def _refuse_mixed_envs(attrs: dict[int, dict[str, Any]], stores: dict[int, Path],
+                       selection: Selection) -> None:
+    first = min(attrs)
+    stored = attrs[first].get("stored_envs", attrs[first].get("num_envs"))
+    for k, a in attrs.items():
+        here = a.get("stored_envs", a.get("num_envs"))
+        if here != stored:
+            raise StoreError(f"{stores[k]}: holds {here} envs per rank, iteration {first} holds {stored} "
+                             "(store.envs changed); select stores of one env subset")
+    if selection.envs is not None and stored is not None and max(selection.envs) >= stored:
+        raise ConfigError(f"--envs {','.join(map(str, selection.envs))}: the stores hold envs "
+                          f"0–{stored - 1} of each rank")
+
+
+def _refuse_unknown_resets(attrs: dict[int, dict[str, Any]], stores: dict[int, Path], cfg: Any) -> None:
+    """Old stores (no ``reset_at_start``): refused only where the run could have reset between rollouts."""
+    resets = (bool(getattr(cfg.algorithm.cfg, "reset_every_rollout", False))
+              or cfg.trainer.horizons_per_env_reset > 0)
+    for k in sorted(attrs)[1:]:
+        if RESET_AT_START not in attrs[k] and resets:
+            raise StoreError(f"{stores[k]}: written before rlpipe recorded {RESET_AT_START}, and this run "
+                             "resets envs between rollouts (reset_every_rollout / "
+                             "trainer.horizons_per_env_reset), so whether episodes continue into it is "
+                             "unknown; select stores written since")
+
+
+def _ranks(source: DatasetSource, selection: Selection) -> Iterator[tuple[int, list[StoreData]]]:
+    """Per rank, in rank order: its selected stores read (the selected envs' rows)."""
+    first = source.stores[source.iterations[0]]
+    world = len(shard_paths(first)) if is_sharded(first) else 1
+    for rank in range(world):
+        data = []
+        for k in source.iterations:
+            path = source.stores[k]
+            store = shard_paths(path)[rank] if is_sharded(path) else path
+            data.append(read_store(store, k, source.attrs[k], selection.action))
+        yield rank, data
+
+
+def _passes(episode: Episode, selection: Selection) -> bool:
+    if selection.min_return is not None and episode.episode_return < selection.min_return:
+        return False
+    return not selection.min_success or bool(episode.succeeded)
+
+
+def _image_groups(space: gym.Space) -> tuple[str, ...]:
+    if not isinstance(space, gym.spaces.Dict):
+        return ()
+    return tuple(k for k, s in space.spaces.items() if s.dtype == np.uint8 and len(s.shape) == 3)
+
+
+def _frame_channels(group: str, space: gym.Space, attrs: dict[str, Any]) -> int:
+    """Channels of one frame of an image group: as recorded (``frame_channels``), else 3 where they divide."""
+    recorded = attrs.get("frame_channels") or {}
+    if group in recorded:
+        return int(recorded[group])
+    channels = space.spaces[group].shape[0]
+    return 3 if channels % 3 == 0 else 1
+
+
+def _privileged(attrs: dict[str, Any]) -> tuple[str, ...]:
+    actor, critic = attrs.get("actor_obs_keys"), attrs.get("critic_obs_keys")
+    if not actor or not critic:
+        return ()
+    return tuple(k for k in critic if k not in actor)
+
+
+def _gym_id(env_id: str, attrs: dict[str, Any]) -> str | None:
+    """``env_id`` where the run's env was gymnasium's own (offline-RL tools rebuild it from the id)."""
+    if attrs.get("env_backend") not in {"GymnasiumEnv", "GymnasiumVectorEnv", "EnvpoolEnv"}:
+        return None
+    return env_id if env_id in gym.registry else None
+
+
+def _ranges(values: list[int]) -> str:
+    spans, start = [], values[0]
+    for before, after in zip(values, [*values[1:], math.inf]):
+        if after != before + 1:
+            spans.append(f"{start}" if start == before else f"{start}–{before}")
+            start = after
+    return ", ".join(spans)
