@@ -129,11 +129,17 @@ def _write(episodes: Iterator[Episode], source: DatasetSource, output: Output, s
 
 def _empty(selection: Selection, summary: Summary) -> str:
     """The one line for a selection that holds no episode: what was asked, what was dropped."""
-    asked = [f"--iterations {a}:{b}" for a, b in [selection.iterations] if selection.iterations] + [
-        f"--last {selection.last}" for _ in [0] if selection.last is not None] + [
-        f"--envs {','.join(map(str, selection.envs))}" for _ in [0] if selection.envs is not None] + [
-        f"--min-return {selection.min_return:g}" for _ in [0] if selection.min_return is not None] + [
-        "--min-success" for _ in [0] if selection.min_success]
+    asked = []
+    if selection.iterations is not None:
+        asked.append("--iterations {}:{}".format(*selection.iterations))
+    if selection.last is not None:
+        asked.append(f"--last {selection.last}")
+    if selection.envs is not None:
+        asked.append(f"--envs {','.join(map(str, selection.envs))}")
+    if selection.min_return is not None:
+        asked.append(f"--min-return {selection.min_return:g}")
+    if selection.min_success:
+        asked.append("--min-success")
     return (f"the selection ({' '.join(asked) or 'every stored iteration'}) holds no episode to export: "
             f"{summary.dropped_fragments} fragments dropped, {summary.dropped_by_filter} episodes filtered "
             "out; select more iterations, or --keep-last-fragment, or loosen the filters")

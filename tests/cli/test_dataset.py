@@ -114,8 +114,12 @@ def test_a_gap_from_store_every_is_refused_naming_the_store(runs, tmp_path):
     assert "iter-000003" in line or "3" in line.split("Error: ", 1)[1]
 
 
-def test_a_selection_reaching_into_deleted_stores_is_refused(runs, tmp_path):
-    refused(runs["keep_last"], tmp_path / "out", "--format", "minari", "--iterations", "1:3")
+def test_kept_last_stores_export_from_the_oldest_kept_one_dropping_its_leading_fragment(runs, tmp_path):
+    out = tmp_path / "out"
+    code, lines = invoke(str(runs["keep_last"]), "--out", str(out), "--format", "minari")
+    assert code == 0, lines
+    fragments = int(re.search(r"(\d+) fragments dropped", lines[-1]).group(1))
+    assert fragments >= 5  # per env: the one before store 2 (deleted store 1) and the one cut by store 3
 
 
 def test_lerobot_refuses_an_env_without_a_control_rate(runs, tmp_path):
