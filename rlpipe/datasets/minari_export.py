@@ -14,8 +14,9 @@ actions         ``[L, *act]``       ``actions`` (executed, or the policy mean wi
 rewards         ``[L]``             ``rewards``
 terminations    ``[L]``             ``terminated``
 truncations     ``[L]``             ``truncated``
-infos           ``[L]`` per key     ``log_prob``, ``value``, ``iteration`` (and ``success`` where the
-                                    env reports it): one entry per step, entry ``t`` for action ``t``
+infos           ``[L+1]`` per key   ``log_prob``, ``value``, ``iteration`` (and ``success`` where the
+                                    env reports it), entry ``t`` with observation ``t`` as Minari lays
+                                    infos out (see :func:`step_infos`)
 ==============  ==================  ===================================================================
 
 Images are stored raw (``jpeg_encoding=False``: lossless, as stored, ``[C, H, W]`` uint8). The env
@@ -40,7 +41,8 @@ from rlpipe.config.extras import MINARI, require, require_all
 if TYPE_CHECKING:
     from rlpipe.datasets.episodes import DatasetSource, Episode
 
-__all__ = ["DATASET_ID_FORMAT", "check_dataset_id", "default_dataset_id", "episode_buffer", "write_minari"]
+__all__ = ["DATASET_ID_FORMAT", "check_dataset_id", "default_dataset_id", "episode_buffer", "step_infos",
+           "write_minari"]
 
 DATASET_ID_FORMAT = "(namespace/)name-vN, e.g. rlpipe/cartpole/rollouts-v0"
 """What ``--dataset-id`` accepts: Minari's id syntax with its version required."""
@@ -68,19 +70,35 @@ def _with_final(steps: Any, final: Any) -> Any:
     return np.concatenate([np.asarray(steps), np.asarray(final)[None]])
 
 
+def step_infos(episode: Episode) -> dict[str, np.ndarray]:
+    """Per-step infos, ``[L+1]`` each as Minari lays infos out: entry ``t`` belongs to observation ``t``.
+
+    ``log_prob[t]`` and ``value[t]`` are the policy's at observation ``t`` (for action ``t``); the
+    final observation took no action and has no stored value: NaN. ``iteration[t]`` is the store step
+    ``t`` came from (the final observation: the last step's). ``success[t]`` is what the env reported
+    with observation ``t`` (after action ``t-1``; ``False`` at the first).
+    """
+    def padded(values: np.ndarray, last: object) -> np.ndarray:
+        values = np.asarray(values)
+        return np.concatenate([values, np.asarray([last], dtype=values.dtype)])
+
+    infos = {"log_prob": padded(episode.log_probs, np.nan), "value": padded(episode.values, np.nan),
+             "iteration": padded(episode.iterations, episode.iterations[-1])}
+    if episode.success is not None:
+        success = np.asarray(episode.success, dtype=bool)
+        infos["success"] = np.concatenate([[False], success])
+    return infos
+
+
 def episode_buffer(episode: Episode) -> Any:
     """One Minari ``EpisodeBuffer`` of ``episode`` (numpy arrays, nothing converted but the stacking)."""
     from minari.data_collector import EpisodeBuffer
 
-    infos = {"log_prob": np.asarray(episode.log_probs), "value": np.asarray(episode.values),
-             "iteration": np.asarray(episode.iterations)}
-    if episode.success is not None:
-        infos["success"] = np.asarray(episode.success)
     return EpisodeBuffer(
         observations=_with_final(episode.observations, episode.next_observation),
         actions=np.asarray(episode.actions), rewards=np.asarray(episode.rewards),
         terminations=np.asarray(episode.terminated), truncations=np.asarray(episode.truncated),
-        infos=infos)
+        infos=step_infos(episode))
 
 
 @contextlib.contextmanager

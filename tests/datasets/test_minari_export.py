@@ -91,9 +91,11 @@ def test_a_flat_cartpole_export_loads_with_minari_equal_bit_for_bit(tmp_path, mo
         for field, ours in [("actions", mine.actions), ("rewards", mine.rewards),
                             ("terminations", mine.terminated), ("truncations", mine.truncated)]:
             np.testing.assert_array_equal(getattr(theirs, field), ours, err_msg=field)
-        infos = [("log_prob", mine.log_probs), ("value", mine.values), ("iteration", mine.iterations)]
-        for key, ours in infos:
-            np.testing.assert_array_equal(theirs.infos[key], ours, err_msg=key)
+        infos = [("log_prob", mine.log_probs, np.nan), ("value", mine.values, np.nan),
+                 ("iteration", mine.iterations, mine.iterations[-1])]
+        for key, ours, last in infos:  # [L+1], entry t with observation t: the final one took no action
+            np.testing.assert_array_equal(theirs.infos[key], np.append(ours, last), err_msg=key)
+            assert theirs.infos[key].dtype == ours.dtype
         assert "success" not in theirs.infos
 
 
@@ -116,7 +118,7 @@ def test_observation_groups_and_raw_images_keep_their_bytes(tmp_path, monkeypatc
             assert theirs.observations[group].dtype == expected.dtype
             np.testing.assert_array_equal(theirs.observations[group], expected)
         np.testing.assert_array_equal(theirs.actions, mine.actions)
-        np.testing.assert_array_equal(theirs.infos["success"], mine.success)
+        np.testing.assert_array_equal(theirs.infos["success"], np.append(False, mine.success))
 
 
 @pytest.mark.parametrize("bad", ["no-version", "rlpipe/x/", "a b-v0", "rlpipe//x-v0", "x-v"])
