@@ -313,8 +313,10 @@ def test_data_files_rotate_by_size_without_splitting_episodes(tmp_path, monkeypa
             list(range(row["dataset_from_index"], row["dataset_to_index"]))
 
 
-def test_provenance_records_run(tmp_path):
-    write_lerobot(group_source(), group_episodes(lengths=(2,)), tmp_path / "ds", images="png")
+def test_provenance_records_run_and_one_frame_episodes_write(tmp_path):
+    write_lerobot(group_source(), group_episodes(lengths=(1, 1)), tmp_path / "ds")
+    rows = read_episodes(tmp_path / "ds")
+    assert list(rows["videos/observation.images.camera/to_timestamp"]) == [0.1, 0.2]
     prov = json.loads((tmp_path / "ds/meta/rlpipe.json").read_text())
     assert prov["run_dir"] == "data/push" and prov["params_hash"] == "abc123"
     assert prov["checkpoint"] == "ckpt-000004.pt" and prov["iterations"] == [3, 4]
