@@ -350,3 +350,14 @@ def test_no_episodes_and_nonempty_out_refused(tmp_path):
 def test_per_million():
     written = lerobot.LeRobotWritten(episodes=2, frames=500_000, bytes=10_000_000, seconds=3.0)
     assert written.per_million() == (20.0, 6.0)
+
+
+def test_an_encoder_failure_is_one_line_and_stops_the_export(tmp_path, monkeypatch):
+    from rlpipe.datasets import lerobot_video
+
+    exe = lerobot_video._ffmpeg()[0]
+    monkeypatch.setattr(lerobot_video, "_ffmpeg", lambda: (exe, "no_such_encoder"))
+    with pytest.raises(RuntimeError, match="ffmpeg failed writing .*file-000.mp4") as err:
+        write_lerobot(group_source(), group_episodes(), tmp_path / "ds")
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "ds/meta/info.json").exists()
