@@ -24,7 +24,6 @@ from PIL import Image
 
 from rlpipe.datasets import lerobot
 from rlpipe.datasets.lerobot import check_lerobot_source, write_lerobot
-from rlpipe.datasets.lerobot_stats import image_stats, vector_stats
 
 H, W, FPS = 16, 16, 10
 
@@ -270,16 +269,6 @@ def test_stats_per_feature_and_images_per_channel(tmp_path):
     cam = np.asarray(stats["observation.images.camera"]["mean"])
     assert cam.shape == (3, 1, 1) and stats["observation.images.camera"]["count"] == [16]
     assert 0 <= cam.min() and cam.max() <= 1
-
-
-def test_image_stats_quantiles_equal_numpy():
-    frames = np.random.default_rng(1).integers(0, 256, (9, 8, 6, 3), dtype=np.uint8)
-    stats = image_stats(frames)
-    pixels = frames.reshape(-1, 3).astype(np.float64)
-    for key, q in [("q01", 0.01), ("q10", 0.1), ("q50", 0.5), ("q90", 0.9), ("q99", 0.99)]:
-        np.testing.assert_allclose(stats[key].ravel(), np.quantile(pixels, q, axis=0) / 255, rtol=1e-12)
-    np.testing.assert_allclose(stats["std"].ravel(), pixels.std(0) / 255, rtol=1e-9)
-    assert vector_stats(np.array([True, False, True]))["mean"] == pytest.approx([2 / 3])
 
 
 def test_flat_observation_and_discrete_action(tmp_path):
