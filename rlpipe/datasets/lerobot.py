@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -212,8 +213,7 @@ class _Writer:
         for key, videos in self.videos.items():
             for name, value in videos.add_episode(frames[key]).items():
                 row[f"videos/{key}/{name}"] = value
-        stats = {key: image_stats(frames[key]) if key in frames else vector_stats(cols[key])
-                 for key in self.layout.features}
+        stats = _episode_stats(self.layout, cols, frames)
         self.stats.add(stats)
         row.update({f"stats/{key}/{name}": value.tolist()
                     for key, ft in stats.items() for name, value in ft.items()})
@@ -231,6 +231,23 @@ class _Writer:
         self.data.abort()
         for videos in self.videos.values():
             videos.abort()
+
+
+def _episode_stats(layout: Layout, cols: dict, frames: dict[str, np.ndarray]) -> dict[str, dict]:
+    """Stats of each feature of one episode, in ``info.json``'s order.
+
+    The scalar features are one ``[L, F]`` matrix for :func:`vector_stats` (one pass instead of F).
+    """
+    scalars = [key for key, ft in layout.features.items() if ft["shape"] == [1] and key not in frames]
+    matrix = vector_stats(np.stack([np.asarray(cols[key], dtype=np.float64) for key in scalars], axis=1))
+    stats = {key: {name: value if name == "count" else value[i:i + 1] for name, value in matrix.items()}
+             for i, key in enumerate(scalars)}
+    for key in layout.features:
+        if key in frames:
+            stats[key] = image_stats(frames[key])
+        elif key not in stats:
+            stats[key] = vector_stats(cols[key])
+    return {key: stats[key] for key in layout.features}
 
 
 def _episode_extras(episode: Episode) -> dict[str, Any]:

@@ -90,9 +90,9 @@ def test_the_store_holds_at_most_queue_size_rollouts_and_submit_blocks_before_co
     copies: list[int] = []
     real_stage = store._staging.stage
 
-    def counting_stage(rollout: TensorDict) -> object:
+    def counting_stage(rollout: TensorDict, *final_obs: TensorDict | None) -> object:
         copies.append(1)
-        return real_stage(rollout)
+        return real_stage(rollout, *final_obs)
 
     monkeypatch.setattr(store._staging, "stage", counting_stage)
     blocked = threading.Thread(target=store.submit, args=(third, {"iteration": 3}))

@@ -132,3 +132,73 @@ def test_leftover_temporaries_are_cleaned(tmp_path: Path) -> None:
     assert live.exists()
     assert store.iterations() == [1]
     assert store.latest() == 1
+
+
+# ------------------------------------------------------------------------------ sparse final observations
+
+
+def _final_obs(rollout, seed: int = 1):
+    """The sparse final observations of ``rollout``'s done slots: random observations."""
+    from tensordict import TensorDict
+
+    index = rollout["done"][:, :-1].nonzero()
+    obs = torch.randn(len(index), *rollout["obs"].shape[2:], generator=torch.Generator().manual_seed(seed))
+    return TensorDict({"index": index, "obs": obs}, batch_size=[len(index)])
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("done_rate", [0.3, 0.0])  # some dones; none (K = 0: empty arrays)
+def test_every_writer_writes_the_sparse_final_obs_byte_identically_to_zarr(tmp_path, monkeypatch, done_rate):
+    from rlpipe.artifacts.zarr_read import read_rollout_final_obs
+
+    rollout = make_rollout()
+    if done_rate == 0.0:
+        for key in ("terminated", "truncated", "done"):
+            rollout[key].zero_()
+        rollout["final_value"].zero_()
+    final = _final_obs(rollout)
+    for name, writer, fast_on in (("zarr", "thread", False), ("thread", "thread", True),
+                                  ("process", "process", True)):
+        monkeypatch.setattr(fast, "ENABLED", fast_on)
+        with RolloutStore(tmp_path / name, StoreCfg(writer=writer, chunk_envs=4)) as store:
+            store.submit(rollout, dict(ATTRS), final)
+    expected = _files(tmp_path / "zarr")
+    assert any(name.startswith("iter-000003.zarr/final_obs/obs/") for name in expected) or done_rate == 0.0
+    for name in ("thread", "process"):
+        written = _files(tmp_path / name)
+        assert sorted(written) == sorted(expected)
+        assert [f for f in expected if written[f] != expected[f]] == []
+    back, attrs, back_final = read_rollout_final_obs(tmp_path / "process" / "iter-000003.zarr")
+    assert_same(back, rollout)
+    assert torch.equal(back_final["index"], final["index"]) and torch.equal(back_final["obs"], final["obs"])
+    assert read_rollout(tmp_path / "process" / "iter-000003.zarr")[0].keys() == back.keys()  # replay: unchanged
+
+
+def test_the_sparse_final_obs_follow_the_env_subset_and_precision(tmp_path):
+    from rlpipe.artifacts.zarr_read import read_rollout_final_obs
+
+    rollout = make_rollout(n=6)
+    final = _final_obs(rollout)
+    with RolloutStore(tmp_path, StoreCfg(writer="thread", envs=3, precision={"obs": "float16"})) as store:
+        store.submit(rollout, dict(ATTRS), final)
+    group = zarr.open_group(str(tmp_path / "iter-000003.zarr"), mode="r")
+    assert group["final_obs/obs"].dtype == "float16"
+    _, attrs, back = read_rollout_final_obs(tmp_path / "iter-000003.zarr")
+    kept = final["index"][:, 0] < 3
+    assert attrs["precision"] == {"obs": "float16", "final_obs/obs": "float16"}
+    assert torch.equal(back["index"], final["index"][kept])
+    assert torch.equal(back["obs"], final["obs"][kept].half().float())
+
+
+def test_a_sparse_index_that_is_not_the_done_slots_is_refused(tmp_path):
+    from rlpipe.artifacts.zarr_read import read_rollout_final_obs
+
+    rollout = make_rollout()
+    final = _final_obs(rollout)
+    final["index"][0, 1] = T  # the padding slot: never a done
+    write_rollout(tmp_path / "s.zarr", rollout, dict(ATTRS), final_obs=final)
+    with pytest.raises(StoreError, match="final_obs/index is not the rollout's done slots"):
+        read_rollout_final_obs(tmp_path / "s.zarr")

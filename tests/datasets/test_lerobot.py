@@ -24,7 +24,6 @@ from PIL import Image
 
 from rlpipe.datasets import lerobot
 from rlpipe.datasets.lerobot import check_lerobot_source, write_lerobot
-from rlpipe.datasets.lerobot_stats import image_stats, vector_stats
 
 H, W, FPS = 16, 16, 10
 
@@ -272,16 +271,6 @@ def test_stats_per_feature_and_images_per_channel(tmp_path):
     assert 0 <= cam.min() and cam.max() <= 1
 
 
-def test_image_stats_quantiles_equal_numpy():
-    frames = np.random.default_rng(1).integers(0, 256, (9, 8, 6, 3), dtype=np.uint8)
-    stats = image_stats(frames)
-    pixels = frames.reshape(-1, 3).astype(np.float64)
-    for key, q in [("q01", 0.01), ("q10", 0.1), ("q50", 0.5), ("q90", 0.9), ("q99", 0.99)]:
-        np.testing.assert_allclose(stats[key].ravel(), np.quantile(pixels, q, axis=0) / 255, rtol=1e-12)
-    np.testing.assert_allclose(stats["std"].ravel(), pixels.std(0) / 255, rtol=1e-9)
-    assert vector_stats(np.array([True, False, True]))["mean"] == pytest.approx([2 / 3])
-
-
 def test_flat_observation_and_discrete_action(tmp_path):
     source = Src("data/cp", "CartPole", "CartPole-v1", gym.spaces.Box(-5, 5, (4,), np.float32),
                  gym.spaces.Discrete(2), (), {}, (), 50, "h", (1,), None)
@@ -313,8 +302,10 @@ def test_data_files_rotate_by_size_without_splitting_episodes(tmp_path, monkeypa
             list(range(row["dataset_from_index"], row["dataset_to_index"]))
 
 
-def test_provenance_records_run(tmp_path):
-    write_lerobot(group_source(), group_episodes(lengths=(2,)), tmp_path / "ds", images="png")
+def test_provenance_records_run_and_one_frame_episodes_write(tmp_path):
+    write_lerobot(group_source(), group_episodes(lengths=(1, 1)), tmp_path / "ds")
+    rows = read_episodes(tmp_path / "ds")
+    assert list(rows["videos/observation.images.camera/to_timestamp"]) == [0.1, 0.2]
     prov = json.loads((tmp_path / "ds/meta/rlpipe.json").read_text())
     assert prov["run_dir"] == "data/push" and prov["params_hash"] == "abc123"
     assert prov["checkpoint"] == "ckpt-000004.pt" and prov["iterations"] == [3, 4]
@@ -348,3 +339,14 @@ def test_no_episodes_and_nonempty_out_refused(tmp_path):
 def test_per_million():
     written = lerobot.LeRobotWritten(episodes=2, frames=500_000, bytes=10_000_000, seconds=3.0)
     assert written.per_million() == (20.0, 6.0)
+
+
+def test_an_encoder_failure_is_one_line_and_stops_the_export(tmp_path, monkeypatch):
+    from rlpipe.datasets import lerobot_video
+
+    exe = lerobot_video._ffmpeg()[0]
+    monkeypatch.setattr(lerobot_video, "_ffmpeg", lambda: (exe, "no_such_encoder"))
+    with pytest.raises(RuntimeError, match="ffmpeg failed writing .*file-000.mp4") as err:
+        write_lerobot(group_source(), group_episodes(), tmp_path / "ds")
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "ds/meta/info.json").exists()
