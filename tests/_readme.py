@@ -54,6 +54,11 @@ REWRITES: tuple[tuple[str, str, str], ...] = (
     (r"^(MUJOCO_GL=egl rlpipe run configs/push_cube_camera_student\.yaml)$",
      r"\1 --set trainer.iterations=2 --set trainer.num_envs=4 --set trainer.num_eval_envs=2 "
      r"--set eval.num_envs=2 --set eval.num_episodes=1", "640k env steps → 2 iterations of 4 envs"),
+    (r"^(MUJOCO_GL=egl rlpipe run configs/push_cube_teacher\.yaml --set store\.enabled=true .*)$",
+     r"\1 --set trainer.iterations=2 --set trainer.num_envs=8 --set trainer.num_eval_envs=2",
+     "3.07M env steps → 2 iterations of 8 envs"),
+    (r"^(rlpipe dataset data/push_cube_teacher_camera .*) --last 20 --min-success (.*)$", r"\1 \2",
+     "2 iterations of an untrained teacher: every episode, none has succeeded yet"),
     (r"^(rlpipe eval configs/push_cube\.yaml)$", r"\1 --set eval.num_envs=2 --set eval.num_episodes=1",
      "256 episodes → 2"),
     (r"^(rlpipe run configs/go1_envpool\.yaml)$",

@@ -2,7 +2,7 @@
 
 One module per kind of command: :mod:`~rlpipe.cli.train` (``run``), :mod:`~rlpipe.cli.offline`
 (``collect``, ``advantage``, ``update``, ``eval``, ``export``, ``inspect``, ``replay``),
-:mod:`~rlpipe.cli.distill` (``distill``),
+:mod:`~rlpipe.cli.distill` (``distill``), :mod:`~rlpipe.cli.dataset` (``dataset``),
 :mod:`~rlpipe.cli.manage` (``compare``, ``gc``, ``envs``); :mod:`~rlpipe.cli.common` holds the
 shared error wrapper and options. Start-up is kept instant: these modules import only click at the
 top; config (pydantic), torch, tensordict, zarr and mlflow are imported inside the command bodies,
@@ -15,7 +15,7 @@ from __future__ import annotations
 import click
 
 from rlpipe import fast
-from rlpipe.cli import distill, manage, offline, train
+from rlpipe.cli import dataset, distill, manage, offline, train
 from rlpipe.cli.common import load_config
 
 __all__ = ["cli", "load_config", "main"]
@@ -35,7 +35,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 for _command in (train.run, manage.compare, offline.collect, offline.advantage, offline.update,
                  offline.evaluate, offline.export, offline.inspect, offline.replay, distill.distill,
-                 manage.gc, manage.envs, manage.exps):
+                 dataset.dataset, manage.gc, manage.envs, manage.exps):
     cli.add_command(_command)
 
 

@@ -16,7 +16,8 @@ from types import ModuleType
 
 from rlpipe.config.errors import ConfigError
 
-__all__ = ["EXTRAS", "ONNX_EXPORT", "VIDEO", "install_hint", "is_installed", "require", "require_all"]
+__all__ = ["EXTRAS", "MINARI", "ONNX_EXPORT", "VIDEO", "install_hint", "is_installed", "require",
+           "require_all"]
 
 EXTRAS: dict[str, tuple[str, str]] = {
     "envpool": ("envpool", "envpool"),
@@ -30,10 +31,14 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "s3fs": ("s3fs", "s3"),
     "mujoco_warp": ("mujoco-warp", "warp"),
     "warp": ("warp-lang", "warp"),
+    "minari": ("minari", "minari"),
+    "h5py": ("h5py", "minari"),
 }
 """``{import name: (distribution, extra)}`` of every optional package rlpipe imports."""
 ONNX_EXPORT = ("onnx", "onnxscript", "onnxruntime")
 """What ``rlpipe export --format onnx`` imports: the exporter's IR, torch's dynamo exporter, the verifier."""
+MINARI = ("minari", "h5py")
+"""What ``rlpipe dataset --format minari`` imports: Minari itself and its HDF5 storage."""
 VIDEO = ("imageio_ffmpeg",)
 """What writing an eval video imports (the MP4 encoder and its bundled ffmpeg)."""
 

@@ -1,0 +1,145 @@
+"""``rlpipe dataset``'s driver: stored rollouts → episodes → one dataset folder, published whole.
+
+The dataset is written under a hidden temporary sibling of ``out`` and renamed to ``out`` only when
+complete, so ``out`` holds a whole dataset or nothing; a failure (bad input found while reading, an
+empty selection, a full disk) removes the temporary. Everything a user can get wrong that is known
+before reading (an existing ``out``, options of the other format, an env without a control rate for
+LeRobot) is refused before anything is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rlpipe.artifacts.atomic import delete_tree, publish_dir, temporary_sibling
+from rlpipe.artifacts.fs import is_object, tree_bytes
+
+if TYPE_CHECKING:
+    from rlpipe.datasets.episodes import DatasetSource, Episode, Selection, Summary
+
+__all__ = ["FORMATS", "Output", "export_dataset"]
+
+FORMATS = ("lerobot", "minari")
+"""What ``--format`` accepts."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """Where and how the dataset is written; the format's own options stay ``None`` for the other one."""
+
+    fmt: str
+    """``lerobot`` or ``minari``."""
+    out: Path
+    """The dataset folder; must not exist."""
+    images: str | None = None
+    """LeRobot: ``video`` (AV1 per camera group, LeRobot's default) or ``png`` (lossless)."""
+    task: str | None = None
+    """LeRobot: the task text of every episode (default: the env id)."""
+    dataset_id: str | None = None
+    """Minari: the dataset id (default ``rlpipe/<exp>/rollouts-v0``)."""
+
+
+def check_output(output: Output) -> None:
+    """Refuse an output that cannot be written, before anything is read: one line naming the option."""
+    if output.fmt not in FORMATS:
+        raise ValueError(f"--format: {output.fmt!r} is not a dataset format; expected {' or '.join(FORMATS)}")
+    if is_object(output.out):
+        raise ValueError(f"--out: {output.out}: a dataset is written to a local folder; copy it afterwards")
+    if Path(output.out).exists():
+        raise ValueError(f"--out: {output.out} already exists; give a new folder (a dataset is written once)")
+    other = {"lerobot": {"--dataset-id": output.dataset_id},
+             "minari": {"--images": output.images, "--task": output.task}}[output.fmt]
+    for option, value in other.items():
+        if value is not None:
+            raise ValueError(f"{option}: not an option of --format {output.fmt}")
+    if output.fmt == "minari":
+        from rlpipe.config.extras import MINARI, require_all
+        from rlpipe.datasets.minari_export import check_dataset_id
+
+        require_all(MINARI, "rlpipe dataset --format minari")
+        if output.dataset_id is not None:
+            check_dataset_id(output.dataset_id)
+
+
+def check_source(source: DatasetSource, output: Output) -> None:
+    """Refuse a run the format cannot represent (LeRobot: an integer control rate, its camera frames)."""
+    if output.fmt == "lerobot":
+        from rlpipe.datasets.lerobot import check_lerobot_source
+
+        check_lerobot_source(source, images=output.images or "video")
+
+
+def export_dataset(run_dir: str | Path, selection: Selection, output: Output,
+                   on_episode: Callable[[Episode], None] | None = None) -> Summary:
+    """Write the episodes ``selection`` picks from ``run_dir`` as ``output``; the summary of what was written.
+
+    Raises ``ValueError`` (one line) for bad input, with nothing written: see :func:`check_output`,
+    :func:`~rlpipe.datasets.episodes.open_source`, and a selection that leaves no episode.
+    """
+    from rlpipe.datasets.episodes import Summary, open_source, read_episodes
+
+    check_output(output)
+    source = open_source(run_dir, selection)
+    check_source(source, output)
+    summary = Summary()
+    out = Path(output.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_sibling(out)
+    tmp.mkdir()
+    try:
+        episodes, frames = 0, 0
+
+        def counted(episode: Episode) -> None:
+            nonlocal episodes, frames
+            episodes, frames = episodes + 1, frames + episode.length
+            if on_episode is not None:
+                on_episode(episode)
+
+        stream = read_episodes(run_dir, selection, summary)
+        first = next(stream, None)
+        if first is None:
+            raise ValueError(_empty(selection, summary))
+        _write(itertools.chain([first], stream), source, output, selection, tmp, counted)
+        summary.episodes, summary.frames = episodes, frames
+        summary.bytes = tree_bytes(tmp)
+        publish_dir(tmp, out)
+    except BaseException:
+        delete_tree(tmp)
+        raise
+    return summary
+
+
+def _write(episodes: Iterator[Episode], source: DatasetSource, output: Output, selection: Selection,
+           folder: Path, on_episode: Callable[[Episode], None]) -> None:
+    if output.fmt == "minari":
+        from rlpipe.datasets.minari_export import default_dataset_id, write_minari
+
+        write_minari(episodes, source, folder, output.dataset_id or default_dataset_id(source.run_dir),
+                     on_episode)
+        return
+    from rlpipe.datasets.lerobot import write_lerobot
+
+    write_lerobot(source, episodes, folder, images=output.images or "video", task=output.task,
+                  progress=on_episode, selection=selection)
+
+
+def _empty(selection: Selection, summary: Summary) -> str:
+    """The one line for a selection that holds no episode: what was asked, what was dropped."""
+    asked = []
+    if selection.iterations is not None:
+        asked.append("--iterations {}:{}".format(*selection.iterations))
+    if selection.last is not None:
+        asked.append(f"--last {selection.last}")
+    if selection.envs is not None:
+        asked.append(f"--envs {','.join(map(str, selection.envs))}")
+    if selection.min_return is not None:
+        asked.append(f"--min-return {selection.min_return:g}")
+    if selection.min_success:
+        asked.append("--min-success")
+    return (f"the selection ({' '.join(asked) or 'every stored iteration'}) holds no episode to export: "
+            f"{summary.dropped_fragments} fragments dropped, {summary.dropped_by_filter} episodes filtered "
+            "out; select more iterations, or --keep-last-fragment, or loosen the filters")
