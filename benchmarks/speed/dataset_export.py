@@ -24,8 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _bench
 
 from _bench import median, print_machine, print_table, write_json
-from rlpipe.datasets.episodes import Selection
 
+from rlpipe.datasets.episodes import Selection
 from rlpipe.datasets.export import Output, export_dataset
 from rlpipe.trainer import Trainer
 
