@@ -64,6 +64,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "NonFiniteError",
     "NonFiniteRolloutError",
+    "RECURRENT_KEYS",
+    "RECURRENT_STATE",
     "RefusedDataError",
     "TRANSITION_KEYS",
     "RolloutError",
@@ -111,6 +113,12 @@ REQUIRED_KEYS = tuple(KEY_DTYPES)
 """The keys every rollout, and every rollout store, holds."""
 DIM_NAMES = ("env", "time")
 """Names of the two batch dims ``[N, T+1]``."""
+
+RECURRENT_STATE = "recurrent_state"
+"""Policy extra of recurrent policies: the core state ``[N, T+1, S]`` at sequence starts (table above)."""
+RECURRENT_KEYS = ("done", RECURRENT_STATE)
+"""Rollout keys a recurrent policy's update reads beside the algorithm's own: its sequences cut at
+``done`` and start from ``recurrent_state``."""
 
 
 class RolloutError(ValueError):
