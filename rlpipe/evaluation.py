@@ -164,7 +164,7 @@ class Evaluator:
         """Called with ``(env, step)`` after every eval env step (the ``eval_step`` event); ``None``: off."""
 
     def _actor(self, num_envs: int) -> _FeedforwardActor:
-        if getattr(self.policy, "is_recurrent", False):
+        if self.policy.is_recurrent:
             return _RecurrentActor(self.policy, self.deterministic, num_envs)
         return _FeedforwardActor(self.policy, self.deterministic)
 

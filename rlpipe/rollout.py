@@ -81,6 +81,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "NonFiniteError",
     "NonFiniteRolloutError",
+    "RECURRENT_KEYS",
+    "RECURRENT_STATE",
     "RefusedDataError",
     "TRANSITION_KEYS",
     "RolloutError",
@@ -138,6 +140,12 @@ FINAL_OBS = "final_obs"
 """The sparse final observations at done slots (:func:`gather_final_obs`): ``index`` and ``obs``."""
 RESET_AT_START = "reset_at_start"
 """Store attribute: the collector reset every env before this rollout's first step."""
+
+RECURRENT_STATE = "recurrent_state"
+"""Policy extra of recurrent policies: the core state ``[N, T+1, S]`` at sequence starts (table above)."""
+RECURRENT_KEYS = ("done", RECURRENT_STATE)
+"""Rollout keys a recurrent policy's update reads beside the algorithm's own: its sequences cut at
+``done`` and start from ``recurrent_state``."""
 
 
 class RolloutError(ValueError):

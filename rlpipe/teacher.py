@@ -86,7 +86,7 @@ def load_teacher(ref: str | Path | None, obs_space: gym.Space, action_space: gym
         policy = build_policy(cfg.policy, t_obs, t_action, device)
     with checkpoint_fits(path):
         policy.load_state_dict(state["policy"])
-    if getattr(policy, "is_recurrent", False):
+    if policy.is_recurrent:
         raise ConfigError(f"{KEY}: {path} holds a recurrent policy; a teacher must be feedforward")
     _check_fits(policy, t_obs, t_action, obs_space, action_space, path)
     policy.eval()

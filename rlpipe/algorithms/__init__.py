@@ -1,6 +1,6 @@
 """Algorithms: GAE, PPO, GRPO and distillation on one shared update loop, schedules, statistics, registry."""
 
-from rlpipe.algorithms.base import BaseAlgorithm, flatten_transitions, minibatch_indices
+from rlpipe.algorithms.base import BaseAlgorithm, minibatch_indices
 from rlpipe.algorithms.distillation import Distillation, DistillationCfg
 from rlpipe.algorithms.gae import compute_gae, generalized_advantage_estimate
 from rlpipe.algorithms.grpo import GRPO, GRPOCfg
@@ -15,6 +15,7 @@ from rlpipe.algorithms.registry import (
     resolve_algo_cfg,
 )
 from rlpipe.algorithms.schedules import Schedule, schedule_value
+from rlpipe.algorithms.sequences import flatten_transitions
 from rlpipe.algorithms.update_cfg import UpdateCfg
 
 __all__ = [

@@ -1,14 +1,18 @@
 """``BaseAlgorithm``: the optimizer state every algorithm shares and the one ``update(rollout)``.
 
 An algorithm contributes its config class (an ``UpdateCfg``), ``compute_advantages(rollout)``,
-``update_batch(rollout)`` (the rows the update trains on, a TensorDict ``[B]``) and
-``loss(minibatch) -> (total, named stats)``. Everything else — optimizer, grad scaler, schedules,
-the KL rules, the minibatch shuffle and the epochs × minibatches loop (:meth:`BaseAlgorithm.update`)
-— lives here and works the same for every algorithm. The loop also owns: one optimizer step per
-minibatch, or per epoch with ``accumulate_grads``; minibatches larger than ``chunk_rows`` run
-forward and backward in chunks whose row-weighted gradients add up (one optimizer step still);
-gradient averaging across ranks, clipping, the fp16 grad scaler; the KL rules (adaptive learning
-rate, target-KL early stop) read from the ``approx_kl`` stat; and distributed ranks with fewer rows
+``update_batch(rollout)`` (the rows the update trains on, a TensorDict ``[B]``: transitions, or
+sequences for a recurrent policy, :mod:`rlpipe.algorithms.sequences`), and per minibatch
+``prepare(mb)`` (what spans all its rows, such as advantage normalization; default: nothing) and
+``minibatch_loss(prepared) -> (total, named stats)``. Everything else — optimizer, grad scaler,
+schedules, the KL rules, the minibatch shuffle and the epochs × minibatches loop
+(:meth:`BaseAlgorithm.update`) — lives here and works the same for every algorithm. The loop also
+owns: one optimizer step per minibatch, or per epoch with ``accumulate_grads``; minibatches larger
+than ``chunk_rows`` run forward and backward in chunks of the prepared minibatch whose row-weighted
+gradients add up (one optimizer step still; only for a ``chunkable`` loss); gradient averaging
+across ranks, clipping, the fp16 grad scaler; the KL rules (adaptive learning rate, target-KL early
+stop) read from the ``approx_kl`` stat; networks an algorithm trains beside the policy
+(:meth:`BaseAlgorithm.train_beside`) on the same minibatches; and distributed ranks with fewer rows
 than others join the other ranks' gradient all-reduce with zero gradients.
 """
 
@@ -18,33 +22,30 @@ import contextlib
 import itertools
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
 from typing import Any
 
 import torch
 from tensordict import TensorDict
 
-from rlpipe.algorithms import optim
+from rlpipe.algorithms import optim, sequences
 from rlpipe.algorithms.augmentation import shift_images
 from rlpipe.algorithms.finite import GradientCheck
 from rlpipe.algorithms.minibatches import (
     KL_STAT,
+    Minibatch,
     Tally,
     minibatch_indices,
     minibatch_slices,
-    report,
     take_rows,
 )
 from rlpipe.algorithms.ppo_loss import adaptive_lr, kl_exceeds_target
 from rlpipe.algorithms.schedules import Schedule
 from rlpipe.algorithms.update_cfg import Points, UpdateCfg
 from rlpipe.config import AlgorithmCfg, ConfigError
+from rlpipe.rollout import RECURRENT_KEYS
 from rlpipe.runtime.distributed import all_reduce_sum, average_gradients, global_minibatch_count, world_size
 
-__all__ = ["BaseAlgorithm", "Minibatch", "flatten_transitions", "minibatch_indices", "update_seed"]
-
-Minibatch = TensorDict | Mapping[str, torch.Tensor]
-"""What ``loss`` reads: a TensorDict ``[B]`` (plain mappings of ``[B, ...]`` tensors work too)."""
+__all__ = ["BaseAlgorithm", "Minibatch", "minibatch_indices", "update_seed"]
 
 
 class BaseAlgorithm(ABC):
@@ -65,6 +66,9 @@ class BaseAlgorithm(ABC):
     and its state)."""
     stats_weighted_by_rows: bool = False
     """Average the minibatch stats weighted by minibatch rows (true) or one weight per minibatch."""
+    chunkable: bool = False
+    """Whether ``minibatch_loss`` is a mean over the rows of a transition minibatch, so chunks of a
+    prepared minibatch can run apart (``chunk_rows``); sequence minibatches always run whole."""
     device: torch.device
 
     AUTO_CHUNK_ROWS = 4096
@@ -111,35 +115,42 @@ class BaseAlgorithm(ABC):
     def update_batch(self, rollout: TensorDict) -> TensorDict:
         """The rows the update trains on, a TensorDict ``[B]`` built from a rollout with advantages."""
 
+    def prepare(self, mb: Minibatch) -> Minibatch:
+        """Minibatch ``mb`` as :meth:`minibatch_loss` reads it: what spans all its rows computed once.
+
+        Runs before the minibatch is cut into chunks (default: ``mb`` as it is).
+        """
+        return mb
+
     @abstractmethod
+    def minibatch_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``(total loss, detached 0-dim stats by name)`` of a prepared minibatch; ``approx_kl`` is required.
+
+        For a ``chunkable`` algorithm ``mb`` may be some rows of it: weighted by their share of
+        the rows, the chunks' losses and stats add up to the whole minibatch's.
+        """
+
     def loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """``(total loss, detached 0-dim stats by name)`` of one minibatch; ``approx_kl`` is required."""
+        """``(total loss, stats)`` of one whole minibatch: :meth:`prepare`, then :meth:`minibatch_loss`."""
+        return self.minibatch_loss(self.prepare(mb))
+
+    def train_beside(self, mb: Minibatch) -> dict[str, torch.Tensor]:
+        """Step the networks the algorithm trains beside the policy on minibatch ``mb`` (default: none).
+
+        Called once per minibatch with its rows as the update batch holds them; returns their
+        detached 0-dim losses, averaged with the minibatch stats.
+        """
+        return {}
 
     def diagnostics(self, rollout: TensorDict, batch: TensorDict) -> dict[str, torch.Tensor]:
         """Once-per-update 0-dim tensors reported after the minibatch stats (default: none)."""
         return {}
 
     @property
-    def chunkable(self) -> bool:
-        """Whether the loss is a mean over the minibatch's rows, so chunks can run apart (default: no)."""
-        return False
-
-    def chunk_minibatch(self, mb: Minibatch) -> Minibatch:
-        """``mb`` with what spans all its rows (advantage normalization) computed once, before chunking."""
-        raise NotImplementedError(f"{type(self).__name__} runs whole minibatches")
-
-    def chunk_loss(self, part: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """``loss`` of some rows of a :meth:`chunk_minibatch` result.
-
-        Weighted by their share of the rows, the chunks' losses and stats add up to the minibatch's.
-        """
-        raise NotImplementedError(f"{type(self).__name__} runs whole minibatches")
-
-    @property
     def chunk_rows(self) -> int | None:
         """Rows per forward/backward pass (``cfg.chunk_rows`` resolved; ``None``: whole minibatches)."""
         rows = self.cfg.chunk_rows
-        if not self.chunkable or rows is None:
+        if not self.chunkable or self.policy.is_recurrent or rows is None:
             return None
         if rows == "auto":
             return self.AUTO_CHUNK_ROWS if self.device.type == "cpu" else None
@@ -155,8 +166,8 @@ class BaseAlgorithm(ABC):
         return self.shards
 
     def minibatch_rows(self, batch: TensorDict) -> int:
-        """Rows per minibatch of ``batch`` (one rank's rows): ``cfg.minibatch_size`` by default."""
-        return self.cfg.minibatch_size(batch.batch_size[0])
+        """Rows per minibatch of ``batch`` (one rank's rows): transitions, or whole sequences."""
+        return sequences.minibatch_rows(self.cfg, batch)
 
     @classmethod
     def check_run(
@@ -196,7 +207,7 @@ class BaseAlgorithm(ABC):
         self.apply_schedules()
         batch = self.update_batch(rollout)
         tally = self._epochs(batch)
-        metrics = report(self, tally, self.diagnostics(rollout, batch))
+        metrics = self.report(tally, self.diagnostics(rollout, batch))
         self.env_steps += rollout.batch_size[0] * (rollout.batch_size[1] - 1)
         self.policy.update_normalization(rollout["obs"][:, :-1])
         return metrics
@@ -212,9 +223,7 @@ class BaseAlgorithm(ABC):
 
         A recurrent policy (its ``is_recurrent`` decides) also reads ``done`` and its state.
         """
-        from rlpipe.algorithms.sequences import RECURRENT_STATE  # sequences builds on this module
-
-        recurrent = ("done", RECURRENT_STATE) if getattr(self.policy, "is_recurrent", False) else ()
+        recurrent = RECURRENT_KEYS if self.policy.is_recurrent else ()
         return tuple(dict.fromkeys((*self.update_reads, *recurrent)))
 
     @property
@@ -234,7 +243,8 @@ class BaseAlgorithm(ABC):
         params = list(self.policy.parameters())  # once per update, not twice per minibatch step
         self.optimizer.zero_grad(set_to_none=True)
         for epoch in range(1, cfg.n_epochs + 1):
-            slices = itertools.chain(minibatch_slices(self, rows, size, shards), itertools.repeat(None))
+            own = minibatch_slices(rows, size, self.generator, self.device, cfg.shuffle_minibatches, shards)
+            slices = itertools.chain(own, itertools.repeat(None))
             for idx in itertools.islice(slices, per_epoch):
                 if idx is None:  # this rank ran out of rows: join the others' collectives only
                     if self._kl_control(None):
@@ -243,13 +253,15 @@ class BaseAlgorithm(ABC):
                     if not cfg.accumulate_grads:
                         self._sync_only_step(params)
                     continue
-                mb = self.augment(take_rows(columns, idx))
+                rows_taken = take_rows(columns, idx)
+                mb = self.prepare(self.augment(rows_taken))
                 total: torch.Tensor | None = None  # chunks run their backward as they go
-                if chunk_rows is not None and mb.batch_size[0] > chunk_rows:
+                if chunk_rows is not None and rows_taken.batch_size[0] > chunk_rows:
                     stats = self._chunked_backward(mb, chunk_rows, scale)
                 else:
-                    total, stats = self.loss(mb)
-                tally.add(stats, float(mb.batch_size[0]) if weighted else None)
+                    total, stats = self.minibatch_loss(mb)
+                stats |= self.train_beside(rows_taken)
+                tally.add(stats, float(rows_taken.batch_size[0]) if weighted else None)
                 if self._kl_control(stats[KL_STAT]):  # an accumulated chunk gradient is never stepped
                     tally.early_stop_epoch = epoch
                     return tally
@@ -270,20 +282,25 @@ class BaseAlgorithm(ABC):
             return shift_images(mb, self.generator)
         return mb
 
-    def _chunked_backward(self, mb: TensorDict, chunk_rows: int, scale: float) -> dict[str, torch.Tensor]:
-        """Backward of minibatch ``mb`` ``[B]`` in chunks of ``chunk_rows``; the minibatch's stats.
+    def report(self, tally: Tally, extra: dict[str, torch.Tensor]) -> dict[str, float]:
+        """The update's metrics: the stats' means, ``extra``, the schedule values, then the counters."""
+        schedules = {"learning_rate": self.learning_rate, "ent_coef": float(self.ent_coef)}
+        return tally.means(extra) | schedules | tally.counters(self.cfg.target_kl is not None)
+
+    def _chunked_backward(self, mb: Minibatch, chunk_rows: int, scale: float) -> dict[str, torch.Tensor]:
+        """Backward of prepared minibatch ``mb`` ``[B]`` in chunks of ``chunk_rows``; the minibatch's stats.
 
         Each chunk's loss and stats are weighted by its share of the B rows, so the accumulated
         gradient and the stats are the minibatch's up to float rounding, while each chunk's
         activations (``[chunk_rows, hidden]``) stay in cache instead of streaming ``[B, hidden]``.
         """
-        rows = mb.batch_size[0]
-        columns = dict(self.chunk_minibatch(mb).items())
+        columns = dict(mb.items())
+        rows = next(iter(columns.values())).shape[0]
         chunks = Tally()
         for start in range(0, rows, chunk_rows):
             part = take_rows(columns, slice(start, start + chunk_rows))
             share = part.batch_size[0] / rows
-            total, stats = self.chunk_loss(part)
+            total, stats = self.minibatch_loss(part)
             self.scaler.scale(total * (scale * share)).backward()
             chunks.add(stats, share)
         assert chunks.totals is not None
@@ -402,11 +419,6 @@ class BaseAlgorithm(ABC):
 def update_seed(seed: int, iteration: int) -> int:
     """Seed of iteration ``iteration``'s minibatch shuffle: a function of ``(seed, iteration)`` only."""
     return (seed * 1_000_003 + iteration) % 2**63
-
-
-def flatten_transitions(rollout: TensorDict, keys: tuple[str, ...]) -> dict[str, torch.Tensor]:
-    """The valid ``[N, T]`` transitions of ``keys`` flattened to ``[N*T, ...]`` (env-major order)."""
-    return {key: rollout.get(key)[:, :-1].reshape(-1, *rollout.get(key).shape[2:]) for key in keys}
 
 
 def _points(points: Points | None) -> tuple[tuple[int, float], ...] | None:

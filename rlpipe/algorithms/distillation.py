@@ -15,7 +15,6 @@ it from its run); it never enters the student's checkpoints, only its path and s
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +30,7 @@ from rlpipe.algorithms.registry import register_algo
 from rlpipe.algorithms.schedules import Schedule
 from rlpipe.config import AlgorithmCfg, ConfigError
 from rlpipe.config.distillation import DistillationCfg
+from rlpipe.rollout import RECURRENT_STATE
 
 __all__ = ["TEACHER_OUT", "Distillation", "DistillationCfg", "TeacherMix", "action_loss", "actor_out"]
 
@@ -70,7 +70,11 @@ class TeacherMix:
 
     def __init__(self, student: Any, teacher: Any, share: Callable[[], float]) -> None:
         self.student, self.teacher, self.share = student, teacher, share
-        self.is_recurrent = bool(getattr(student, "is_recurrent", False))
+
+    @property
+    def is_recurrent(self) -> bool:
+        """The student's: a recurrent student steps with its state, the teacher with none."""
+        return bool(self.student.is_recurrent)
 
     @property
     def state_size(self) -> int:
@@ -173,8 +177,8 @@ class Distillation(BaseAlgorithm):
         padded = torch.zeros(n, t1, out.shape[-1], device=out.device)
         padded[:, :-1] = out.view(n, t1 - 1, -1)
         rollout.set(TEACHER_OUT, padded)
-        if getattr(self.policy, "is_recurrent", False) and sequences.RECURRENT_STATE not in rollout.keys():
-            rollout.set(sequences.RECURRENT_STATE, self.collection_states(rollout))  # a stored rollout
+        if self.policy.is_recurrent and RECURRENT_STATE not in rollout.keys():
+            rollout.set(RECURRENT_STATE, self.collection_states(rollout))  # a stored rollout
         return {}
 
     def collection_states(self, rollout: TensorDict) -> torch.Tensor:
@@ -204,20 +208,11 @@ class Distillation(BaseAlgorithm):
         """Every transition ``[N·T]`` (``seq_len`` sequences ``[N·T/L]`` for a recurrent student)."""
         return sequences.update_batch(self.policy, rollout, self.update_reads, self.cfg.seq_len)
 
-    def minibatch_rows(self, batch: TensorDict) -> int:
-        """Transitions per minibatch, or whole sequences (``batch_size // L``) for a recurrent student."""
-        rows = batch.batch_size[0]
-        if sequences.START_STATE not in batch.keys():
-            return self.cfg.minibatch_size(rows)
-        if self.cfg.num_mini_batches is not None:
-            return math.ceil(rows / self.cfg.num_mini_batches)
-        return max(1, self.cfg.batch_size // batch["done"].shape[1])
-
-    def loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def minibatch_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """``(action loss, stats)`` of one minibatch; ``approx_kl`` is KL(teacher ‖ student)."""
         policy = self.policy
         with self.autocast():
-            if sequences.START_STATE in mb.keys():  # a recurrent student re-runs its core from the states
+            if policy.is_recurrent:  # sequences: the student re-runs its core from their start states
                 features = policy.unroll(mb["obs"], mb[sequences.START_STATE], mb["done"]).flatten(0, 1)
                 out = policy.actor(features)
             else:

@@ -19,7 +19,7 @@ from typing import Any, cast
 import torch
 from tensordict import TensorDict
 
-from rlpipe.algorithms.base import BaseAlgorithm, Minibatch, flatten_transitions
+from rlpipe.algorithms.base import BaseAlgorithm, Minibatch
 from rlpipe.algorithms.grpo_loss import (
     group_advantages,
     k3_kl,
@@ -28,6 +28,7 @@ from rlpipe.algorithms.grpo_loss import (
     step_returns_and_mask,
 )
 from rlpipe.algorithms.registry import register_algo
+from rlpipe.algorithms.sequences import flatten_transitions
 from rlpipe.config import AlgorithmCfg, ConfigError
 from rlpipe.config.algorithms import GRPOCfg, group_size_error
 
@@ -146,7 +147,7 @@ class GRPO(BaseAlgorithm):
         rows = {key: value[valid] for key, value in flat.items()}
         return TensorDict(rows, batch_size=[rows["obs"].shape[0]])
 
-    def loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def minibatch_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """``(total loss, detached stats by name)`` of one minibatch of ``[B]`` tensors.
 
         Every term is a mean over the steps with ``seq_mask`` set:

@@ -4,27 +4,26 @@
 epoch from the algorithm's shuffle generator (or contiguous slices), ``num_mini_batches`` or
 ``batch_size`` rows, and — for one process over K ranks' rollouts (``algo.shards``) — every rank's
 own minibatch i side by side. Stats are summed over every minibatch forward (weighted by rows when
-the algorithm asks) and read back to the host once (:func:`report`).
+the algorithm asks) and read back to the host once (:meth:`Tally.means`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from tensordict import TensorDict
 
 from rlpipe.runtime.distributed import sharded_minibatch_indices
 
-if TYPE_CHECKING:
-    from rlpipe.algorithms.base import BaseAlgorithm
-
-__all__ = ["KL_STAT", "Tally", "minibatch_indices", "minibatch_slices", "report", "take_rows"]
+__all__ = ["KL_STAT", "Minibatch", "Tally", "minibatch_indices", "minibatch_slices", "take_rows"]
 
 KL_STAT = "approx_kl"
 """The stat the KL rules read (every loss reports it)."""
+
+Minibatch = TensorDict | Mapping[str, torch.Tensor]
+"""What a loss reads: a TensorDict ``[B]`` (plain mappings of ``[B, ...]`` tensors work too)."""
 
 
 @dataclass
@@ -51,6 +50,24 @@ class Tally:
         self.weight += 1.0 if weight is None else weight
         self.forwards += 1
 
+    def means(self, extra: dict[str, torch.Tensor]) -> dict[str, float]:
+        """Means of the stats, then ``extra`` (0-dim diagnostics), with one host sync for all tensors."""
+        if self.totals is None:  # no forward ran on this rank: the diagnostics only
+            means: list[float] = []
+            values = torch.stack(list(extra.values())).tolist() if extra else []
+        else:
+            tail = [t.to(self.totals).reshape(1) for t in extra.values()]
+            values = torch.cat([self.totals / max(self.weight, 1.0), *tail]).tolist()
+            means, values = values[:len(self.names)], values[len(self.names):]
+        return dict(zip(self.names, means)) | dict(zip(extra, values))
+
+    def counters(self, early_stop: bool) -> dict[str, float]:
+        """The loop's step counters, and ``early_stop_epoch`` when the KL rule could stop it."""
+        counts = {"minibatch_steps": self.minibatch_steps, "optimizer_steps": self.optimizer_steps}
+        if early_stop:
+            counts["early_stop_epoch"] = self.early_stop_epoch
+        return {name: float(count) for name, count in counts.items()}
+
 
 def take_rows(columns: dict[str, torch.Tensor | TensorDict], idx: torch.Tensor | slice) -> TensorDict:
     """Rows ``idx`` of every column, as a TensorDict ``[B]``.
@@ -63,17 +80,18 @@ def take_rows(columns: dict[str, torch.Tensor | TensorDict], idx: torch.Tensor |
 
 
 def minibatch_slices(
-    algo: BaseAlgorithm, rows: int, size: int, shards: int = 1
+    rows: int, size: int, generator: torch.Generator, device: torch.device, shuffle: bool = True,
+    shards: int = 1,
 ) -> Iterator[torch.Tensor | slice]:
     """Row selections of one epoch: shuffled index tensors, contiguous slices, or K shards side by side.
 
     ``rows`` is one shard's row count; with ``shards`` K > 1 the batch holds K such shards.
+    Shuffles draw from ``generator`` only (the update's own).
     """
     if shards > 1:  # one process over K ranks' rollouts: rank r's slice of every minibatch
-        yield from sharded_minibatch_indices(rows, shards, size, algo.device, algo.generator,
-                                             algo.cfg.shuffle_minibatches)
-    elif algo.cfg.shuffle_minibatches:
-        yield from minibatch_indices(rows, size, algo.device, algo.generator)
+        yield from sharded_minibatch_indices(rows, shards, size, device, generator, shuffle)
+    elif shuffle:
+        yield from minibatch_indices(rows, size, device, generator)
     else:
         yield from (slice(start, start + size) for start in range(0, rows, size))
 
@@ -85,24 +103,3 @@ def minibatch_indices(
     perm = torch.randperm(num_samples, device=device, generator=generator)
     for start in range(0, num_samples, batch_size):
         yield perm[start : start + batch_size]
-
-
-def report(algo: BaseAlgorithm, tally: Tally, extra: dict[str, torch.Tensor]) -> dict[str, float]:
-    """Means of the stats, then ``extra`` (0-dim diagnostics), the schedule values and the counters.
-
-    One host sync for all tensors.
-    """
-    if tally.totals is None:  # no forward ran on this rank: report the diagnostics only
-        means: list[float] = []
-        values = torch.stack(list(extra.values())).tolist() if extra else []
-    else:
-        tail = [t.to(tally.totals).reshape(1) for t in extra.values()]
-        values = torch.cat([tally.totals / max(tally.weight, 1.0), *tail]).tolist()
-        means, values = values[:len(tally.names)], values[len(tally.names):]
-    stats = dict(zip(tally.names, means)) | dict(zip(extra, values))
-    stats |= {"learning_rate": algo.learning_rate, "ent_coef": float(algo.ent_coef),
-              "minibatch_steps": float(tally.minibatch_steps),
-              "optimizer_steps": float(tally.optimizer_steps)}
-    if algo.cfg.target_kl is not None:
-        stats["early_stop_epoch"] = float(tally.early_stop_epoch)
-    return stats

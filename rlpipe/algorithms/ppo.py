@@ -3,10 +3,11 @@
 The loss maths lives in ``ppo_loss`` (one pure function per option), reward scaling in
 ``normalization``; the optimizer, schedules, KL rules and the epochs × minibatches loop are the
 shared ``BaseAlgorithm.update``. PPO contributes GAE, its update rows (every transition,
-or ``seq_len`` sequences for a recurrent policy) and the clipped-surrogate loss. Two optional parts
-plug in where they act: RND curiosity (``rnd``) adds its intrinsic reward (or, with its own value
-network, its intrinsic advantage) in the advantage stage and trains its networks on the update's
-minibatches; symmetry (``symmetry``) mirrors each minibatch and/or adds the mirror loss.
+or ``seq_len`` sequences for a recurrent policy), the minibatch preparation (advantage
+normalization) and the clipped-surrogate loss. Two optional parts plug in where they act: RND
+curiosity (``rnd``) adds its intrinsic reward (or, with its own value network, its intrinsic
+advantage) in the advantage stage and trains its networks on each of the update's minibatches
+(``train_beside``); symmetry (``symmetry``) mirrors the rows of the loss and/or adds the mirror loss.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ import torch
 from tensordict import TensorDict
 
 from rlpipe.algorithms import sequences
-from rlpipe.algorithms.base import BaseAlgorithm, Minibatch, update_seed
+from rlpipe.algorithms.base import BaseAlgorithm, Minibatch
 from rlpipe.algorithms.gae import generalized_advantage_estimate, truncation_bootstrap
 from rlpipe.algorithms.grpo import ACTOR_ONLY_POLICIES
-from rlpipe.algorithms.minibatches import minibatch_slices
 from rlpipe.algorithms.normalization import RewardNormalizer
 from rlpipe.algorithms.ppo_loss import (
     approx_kl,
@@ -51,20 +51,22 @@ class PPO(BaseAlgorithm):
     cfg: PPOCfg
     advantage_reads = ("reward", "done", "value", "truncated", "terminated", "final_value")
     update_reads = UPDATE_KEYS
+    chunkable = True
+    """Every term is a mean over the rows of a transition minibatch."""
 
     def __init__(self, cfg: PPOCfg, policy: Any) -> None:
         super().__init__(cfg, policy)
         self.reward_normalizer = RewardNormalizer(cfg.gamma, self.device) if cfg.normalize_rewards else None
         self.rnd = RND(cfg.rnd, self.device) if cfg.rnd is not None else None
-        """Curiosity: intrinsic rewards in ``compute_advantages``, predictor training in ``update``."""
+        """Curiosity: intrinsic rewards in ``compute_advantages``, its networks' steps in ``train_beside``."""
         if self.rnd is not None:
             self.advantage_reads = (*type(self).advantage_reads, "obs")
         if cfg.rnd is not None and cfg.rnd.intrinsic_critic:
             self.advantage_keys = (*type(self).advantage_keys, INTRINSIC_RETURN)
             self.update_reads = (*type(self).update_reads, INTRINSIC_RETURN)
         self.symmetry = Symmetry(cfg.symmetry) if cfg.symmetry is not None else None
-        """Mirrored minibatches and/or the mirror loss, in ``loss``."""
-        if self.symmetry is not None and getattr(policy, "is_recurrent", False):
+        """Mirrored rows and/or the mirror loss, in ``minibatch_loss``."""
+        if self.symmetry is not None and policy.is_recurrent:
             raise ConfigError("algorithm.cfg.symmetry: mirrors transitions of feedforward policies; "
                               "a recurrent policy is not supported (remove symmetry or use policy.name: "
                               "actor_critic)")
@@ -126,14 +128,10 @@ class PPO(BaseAlgorithm):
 
         Under ``normalize_advantage: batch`` the advantages are normalized over every rank's batch.
         """
-        batch = sequences.update_batch(self.policy, rollout, UPDATE_KEYS, self.cfg.seq_len)
+        batch = sequences.update_batch(self.policy, rollout, self.update_reads, self.cfg.seq_len)
         if self.cfg.normalize_advantage == "batch":
             batch["advantage"] = global_normalize(batch["advantage"])  # statistics of every rank
         return batch
-
-    def minibatch_rows(self, batch: TensorDict) -> int:
-        """Transitions per minibatch, or whole sequences for a recurrent policy's batch."""
-        return sequences.minibatch_rows(self.cfg, batch)
 
     def evaluate(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """``policy.evaluate`` (autocast under ``amp``), outputs ``(log_prob, entropy, value)`` in float32."""
@@ -141,94 +139,74 @@ class PPO(BaseAlgorithm):
             outputs = self.policy.evaluate(obs, action)
         return tuple(t.float() for t in outputs)
 
-    def update(self, rollout: TensorDict, iteration: int | None = None) -> dict[str, float]:
-        """The shared update; with ``rnd``, then the predictor's steps on the same minibatches.
+    def prepare(self, mb: Minibatch) -> Minibatch:
+        """``mb`` with its advantages normalized over all its rows (``normalize_advantage: minibatch``).
 
-        The predictor replays the shuffle the update drew (same generator state, same epochs and
-        minibatch sizes over the ``[N·T]`` transitions); it never reads the policy, so training it
-        after the policy's steps instead of between them changes nothing.
+        Before any chunk or mirrored copy (rsl_rl); ``advantage`` is then flat, ``[B·L]`` for sequences.
         """
+        if self.cfg.normalize_advantage != "minibatch":
+            return mb
+        return {**dict(mb.items()), "advantage": normalize(mb["advantage"].flatten())}
+
+    def minibatch_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``(total loss, detached stats by name)`` of a prepared minibatch, or of some of its rows.
+
+        With ``symmetry`` the PPO terms run over ``mb`` ``[B]`` and its mirrored copies ``[K·B]``
+        (as rsl_rl: surrogate and value losses over every row; entropy, KL and clip fraction over
+        the B original rows), and ``symmetry_loss`` is reported, added × ``mirror_loss_coef`` when on.
+        """
+        symmetry = self.symmetry
+        rows = mb if symmetry is None else symmetry.augment(mb)
+        with self.autocast():
+            log_prob, entropy, value = self._evaluate(rows)
+            mirror_loss = None if symmetry is None else symmetry.mirror_loss(self.policy, mb["obs"]).float()
+        originals = entropy.shape[0] if symmetry is None else mb["advantage"].shape[0]
+        total, stats = self._loss_terms(rows, log_prob, entropy[:originals], value, originals)
+        if mirror_loss is not None:
+            if symmetry is not None and symmetry.cfg.mirror_loss:
+                total = total + symmetry.cfg.mirror_loss_coef * mirror_loss
+            stats["symmetry_loss"] = mirror_loss.detach()
+        return total, stats
+
+    def _evaluate(self, mb: Minibatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(log_prob, entropy, value)`` of the minibatch's actions, flat ``[B]`` (``[B·L]``), float32.
+
+        A recurrent policy re-runs its core over each ``[L]`` sequence from its ``start_state``.
+        """
+        if self.policy.is_recurrent:
+            outputs = self.policy.evaluate_sequence(mb["obs"], mb["action"], mb[sequences.START_STATE],
+                                                    mb[sequences.DONE])
+        else:
+            outputs = self.policy.evaluate(mb["obs"], mb["action"])
+        return tuple(t.flatten().float() for t in outputs)
+
+    def train_beside(self, mb: Minibatch) -> dict[str, torch.Tensor]:
+        """With ``rnd``: one step of its predictor (and V_int) on the minibatch's observations."""
         if self.rnd is None:
-            return super().update(rollout, iteration)
-        if iteration is not None:
-            self.reseed(update_seed(self.seed, iteration))
-        shuffle = self.generator.get_state()
-        if any(key not in rollout.keys() for key in self.advantage_keys):
-            self.compute_advantages(rollout)  # before the update merges this rollout's obs statistics
-        metrics = super().update(rollout)
-        after = self.generator.get_state()
-        self.generator.set_state(shuffle)
-        rows = rollout.batch_size[0] * (rollout.batch_size[1] - 1)
-        size, shards = self.cfg.minibatch_size(rows // self.batch_shards), self.batch_shards
-        epochs = (minibatch_slices(self, rows // shards, size, shards) for _ in range(self.cfg.n_epochs))
-        metrics |= {name: float(loss) for name, loss in self.rnd.fit(rollout, epochs).items()}
-        self.generator.set_state(after)
-        return metrics
-
-    def loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """``(total loss, detached stats by name)`` of one minibatch."""
-        if self.symmetry is not None:  # advantages normalized before the mirrored copies join (rsl_rl)
-            return self.chunk_loss(self.chunk_minibatch(mb))
-        with self.autocast():  # a sequence minibatch re-runs the recurrent core; ``mb`` comes back flat
-            log_prob, entropy, value, mb = sequences.evaluate_minibatch(self.policy, mb)
-        return self._loss_terms(mb, self._advantage(mb["advantage"]), log_prob, entropy, value)
-
-    @property
-    def chunkable(self) -> bool:
-        """Feedforward policies: every term is a mean over rows (a recurrent one runs whole sequences)."""
-        return not getattr(self.policy, "is_recurrent", False)
-
-    def chunk_minibatch(self, mb: Minibatch) -> Minibatch:
-        """``mb`` whose ``advantage`` is already as the loss weighs it (normalized over all of ``mb``)."""
-        return {**dict(mb.items()), "advantage": self._advantage(mb["advantage"])}
-
-    def chunk_loss(self, part: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """``loss`` of rows of :meth:`chunk_minibatch`'s result, their ``advantage`` taken as it is."""
-        if self.symmetry is not None:
-            return self._symmetric_loss(part)
-        with self.autocast():
-            log_prob, entropy, value, _ = sequences.evaluate_minibatch(self.policy, part)
-        return self._loss_terms(part, part["advantage"], log_prob, entropy, value)
-
-    def _symmetric_loss(self, part: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The PPO terms over ``part`` ``[B]`` and its mirrored copies ``[K·B]``, plus the mirror loss.
-
-        As rsl_rl: surrogate and value losses over every row; entropy, KL and clip fraction over
-        the B original rows; ``symmetry_loss`` reported, and added × ``mirror_loss_coef`` when on.
-        """
-        assert self.symmetry is not None
-        rows = part["advantage"].shape[0]
-        augmented = self.symmetry.augment(part)
-        with self.autocast():
-            log_prob, entropy, value, _ = sequences.evaluate_minibatch(self.policy, augmented)
-            mirror_loss = self.symmetry.mirror_loss(self.policy, part["obs"]).float()
-        total, stats = self._loss_terms(augmented, augmented["advantage"], log_prob, entropy[:rows], value,
-                                        stat_rows=rows)
-        if self.symmetry.cfg.mirror_loss:
-            total = total + self.symmetry.cfg.mirror_loss_coef * mirror_loss
-        return total, {**stats, "symmetry_loss": mirror_loss.detach()}
-
-    def _advantage(self, advantage: torch.Tensor) -> torch.Tensor:
-        """The minibatch's advantages ``[B]`` as the loss weighs them."""
-        return normalize(advantage) if self.cfg.normalize_advantage == "minibatch" else advantage
+            return {}
+        obs, returns = mb["obs"], mb[INTRINSIC_RETURN] if self.rnd.cfg.intrinsic_critic else None
+        if self.policy.is_recurrent:  # [B, L] sequences: their transitions
+            obs, returns = obs.flatten(0, 1), None if returns is None else returns.flatten(0, 1)
+        return self.rnd.step(obs, returns)
 
     def _loss_terms(
-        self, mb: Minibatch, advantage: torch.Tensor, log_prob: torch.Tensor, entropy: torch.Tensor,
-        value: torch.Tensor, stat_rows: int | None = None,
+        self, mb: Minibatch, log_prob: torch.Tensor, entropy: torch.Tensor, value: torch.Tensor,
+        stat_rows: int,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The clipped surrogate, value and entropy terms over the rows of ``mb`` (all ``[B]``).
+        """The clipped surrogate, value and entropy terms over the rows of ``mb`` (all flat ``[B]``).
 
-        ``stat_rows``: the KL and clip fraction read the first rows only (the originals of a
-        mirrored minibatch); ``None``: every row.
+        The KL and clip fraction read the first ``stat_rows`` rows only (the originals of a mirrored
+        minibatch).
         """
         cfg = self.cfg
+        old_log_prob, returns = mb["sample_log_prob"].flatten(), mb["return"].flatten()
         policy_loss, log_ratio = clipped_surrogate(
-            log_prob, mb["sample_log_prob"], advantage, cfg.clip_coef, cfg.dual_clip_coef
+            log_prob, old_log_prob, mb["advantage"].flatten(), cfg.clip_coef, cfg.dual_clip_coef
         )
         if cfg.clip_value_loss:
-            value_loss = clipped_value_loss(value, mb["value"], mb["return"], cfg.vf_clip_coef)
+            value_loss = clipped_value_loss(value, mb["value"].flatten(), returns, cfg.vf_clip_coef)
         else:
-            value_loss = value_mse(value, mb["return"])
+            value_loss = value_mse(value, returns)
         entropy_mean = entropy.mean()
         total = policy_loss + cfg.vf_coef * value_loss - self.ent_coef * entropy_mean
         with torch.no_grad():

@@ -230,35 +230,45 @@ class RND:
 
     # ------------------------------------------------------------------ the update
 
+    def step(self, obs: torch.Tensor | TensorDict, returns: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        """One Adam step of the predictor (and V_int) on a minibatch of transitions' observations.
+
+        ``obs`` ``[B, *obs]`` are the update's minibatch rows (``obs[:, :T]`` of the rollout), so the
+        networks train on the update's own minibatches; V_int regresses ``returns`` ``[B]`` (the
+        ``INTRINSIC_RETURN`` rows; ``None`` without ``intrinsic_critic``). Gradients are averaged
+        across ranks. Returns the detached losses (0-dim): ``rnd_loss`` [, ``intrinsic_value_loss``].
+        """
+        assert self.predictor is not None and self.optimizer is not None
+        state = self.inputs(obs.unsqueeze(1)).squeeze(1)  # rows as one-step sequences [B, 1, D]
+        losses = {"rnd_loss": self.error(state).mean()}
+        nets = [(self.predictor, self.optimizer)]
+        if self.critic is not None and self.critic_optimizer is not None and returns is not None:
+            losses["intrinsic_value_loss"] = value_mse(self.value(state), returns)
+            nets.append((self.critic, self.critic_optimizer))
+        for (net, optimizer), loss in zip(nets, losses.values()):
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            average_gradients(list(net.parameters()))
+            optimizer.step()
+        return {name: loss.detach() for name, loss in losses.items()}
+
     def fit(
         self, rollout: TensorDict, epochs: Iterable[Iterable[torch.Tensor | slice]]
     ) -> dict[str, torch.Tensor]:
-        """Train the predictor (and V_int) on ``obs[:, :T]`` rows, one Adam step each per minibatch.
+        """:meth:`step` on each row selection of ``epochs`` of the rollout's ``[N·T]`` transitions.
 
-        ``epochs`` yields, per epoch, the row selections of the flattened ``[N·T]`` transitions
-        (the update's own minibatches). V_int regresses ``INTRINSIC_RETURN``. Gradients are averaged
-        across ranks. Returns the mean losses (0-dim): ``rnd_loss`` [, ``intrinsic_value_loss``].
+        For training the networks on a rollout apart from an update; returns the mean losses (0-dim).
         """
-        assert self.predictor is not None and self.optimizer is not None
-        state = self.inputs(rollout["obs"][:, :-1]).flatten(0, 1)
-        targets = rollout[INTRINSIC_RETURN][:, :-1].flatten() if self.critic is not None else None
-        nets = [(self.predictor, self.optimizer)]
-        if self.critic is not None and self.critic_optimizer is not None:
-            nets.append((self.critic, self.critic_optimizer))
-        totals, count = torch.zeros(len(nets), device=self.device), 0
+        obs = rollout["obs"][:, :-1].flatten(0, 1)
+        returns = rollout[INTRINSIC_RETURN][:, :-1].flatten() if self.critic is not None else None
+        totals: dict[str, torch.Tensor] = {}
+        count = 0
         for selections in epochs:
             for idx in selections:
-                losses = [self.error(state[idx]).mean()]
-                if targets is not None:
-                    losses.append(value_mse(self.value(state[idx]), targets[idx]))
-                for (net, optimizer), loss in zip(nets, losses):
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    average_gradients(list(net.parameters()))
-                    optimizer.step()
-                totals, count = totals + torch.stack(losses).detach(), count + 1
-        means = totals / max(count, 1)
-        return dict(zip(("rnd_loss", "intrinsic_value_loss"), means.unbind()))
+                losses = self.step(obs[idx], None if returns is None else returns[idx])
+                totals = {name: totals.get(name, 0) + loss for name, loss in losses.items()}
+                count += 1
+        return {name: total / max(count, 1) for name, total in totals.items()}
 
     # ------------------------------------------------------------------ checkpoints
 

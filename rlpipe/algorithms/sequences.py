@@ -1,11 +1,13 @@
-"""Truncated BPTT for recurrent policies: ``seq_len`` chunks of the rollout as minibatch rows.
+"""The update's rows from a rollout: flat ``[N·T]`` transitions, or ``seq_len`` sequences for truncated BPTT.
 
-The ``[N, T]`` transitions are cut into ``N·T/L`` sequences of ``L = seq_len`` steps (env-major,
+A feedforward policy trains on every transition, env-major. A recurrent policy trains on sequences:
+the ``[N, T]`` transitions are cut into ``N·T/L`` sequences of ``L = seq_len`` steps (env-major,
 each inside one env's time axis). A minibatch is a set of whole sequences; the policy re-runs its
 core over each from the state the collector stored at the sequence start
-(``rollout["recurrent_state"][:, k·L]``) and resets it to zero after every ``done`` inside the
-chunk, so gradients flow back to the first step of the sequence and never across an episode
-boundary. rl8's ``seq_len`` / ``seqs_per_state_reset`` semantics (``RecurrentAlgorithmConfig``).
+(``rollout["recurrent_state"][:, k·L]``, the batch's ``start_state``) and resets it to zero after
+every ``done`` inside the chunk, so gradients flow back to the first step of the sequence and never
+across an episode boundary. rl8's ``seq_len`` / ``seqs_per_state_reset`` semantics
+(``RecurrentAlgorithmConfig``).
 """
 
 from __future__ import annotations
@@ -16,23 +18,26 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
-from rlpipe.algorithms.base import Minibatch, flatten_transitions
 from rlpipe.config.algorithms import SequenceCfg
-from rlpipe.rollout import rollout_dims
+from rlpipe.rollout import RECURRENT_STATE, rollout_dims
 
 __all__ = [
     "RECURRENT_STATE",
+    "START_STATE",
     "SequenceCfg",
-    "evaluate_minibatch",
-    "evaluate_sequences",
+    "flatten_transitions",
     "minibatch_rows",
     "sequence_batch",
     "update_batch",
 ]
 
-RECURRENT_STATE = "recurrent_state"
-"""Rollout key of the core state ``[N, T+1, S]`` (written at sequence starts, zero elsewhere)."""
 START_STATE, DONE = "start_state", "done"
+"""Sequence batch keys: the core state ``[B, S]`` each sequence starts from, and its ``[B, L]`` dones."""
+
+
+def flatten_transitions(rollout: TensorDict, keys: tuple[str, ...]) -> dict[str, torch.Tensor]:
+    """The valid ``[N, T]`` transitions of ``keys`` flattened to ``[N*T, ...]`` (env-major order)."""
+    return {key: rollout.get(key)[:, :-1].reshape(-1, *rollout.get(key).shape[2:]) for key in keys}
 
 
 def sequence_batch(
@@ -61,7 +66,7 @@ def update_batch(
 
     A sequence batch holds each key as ``[N·T/L, L, ...]`` plus ``start_state`` ``[N·T/L, S]``.
     """
-    if getattr(policy, "is_recurrent", False):
+    if policy.is_recurrent:
         batch = sequence_batch(rollout, keys, seq_len)
     else:
         batch = flatten_transitions(rollout, keys)
@@ -78,32 +83,4 @@ def minibatch_rows(cfg: Any, batch: TensorDict | dict[str, torch.Tensor]) -> int
         return cfg.minibatch_size(rows)
     if cfg.num_mini_batches is not None:
         return math.ceil(rows / cfg.num_mini_batches)
-    return max(1, cfg.batch_size // batch["advantage"].shape[1])
-
-
-def evaluate_minibatch(
-    policy: Any, mb: Minibatch
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Minibatch]:
-    """``(log_prob, entropy, value)`` ``[B]`` in float32 and the flat minibatch the loss reads.
-
-    Transition minibatches go through ``policy.evaluate``; sequence minibatches (they carry
-    ``start_state``) through :func:`evaluate_sequences`.
-    """
-    if START_STATE in mb.keys():
-        return evaluate_sequences(policy, mb)
-    log_prob, entropy, value = policy.evaluate(mb["obs"], mb["action"])
-    return log_prob.float(), entropy.float(), value.float(), mb
-
-
-def evaluate_sequences(
-    policy: Any, mb: Minibatch
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, TensorDict]:
-    """``(log_prob, entropy, value)`` flattened to ``[B·L]`` (float32), and ``mb`` flattened alike.
-
-    ``mb`` holds ``[B, L, ...]`` sequences and ``start_state`` ``[B, S]``; the flat minibatch (a
-    TensorDict ``[B·L]``) drops ``start_state`` and ``done`` so the feedforward loss reads it unchanged.
-    """
-    log_prob, entropy, value = policy.evaluate_sequence(mb["obs"], mb["action"], mb[START_STATE], mb[DONE])
-    flat = {key: mb[key].flatten(0, 1) for key in mb.keys() if key not in (START_STATE, DONE)}
-    return (log_prob.flatten().float(), entropy.flatten().float(), value.flatten().float(),
-            TensorDict(flat, batch_size=[log_prob.numel()]))
+    return max(1, cfg.batch_size // batch["obs"].shape[1])

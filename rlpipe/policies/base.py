@@ -34,8 +34,9 @@ class Policy(nn.Module, ABC):
     has_critic: bool = True
     """False for actor-only policies, whose ``value`` is identically zero."""
     is_recurrent: bool = False
-    """True for policies with a hidden state (``RecurrentActorCritic``): collector and PPO then use
-    ``sample_step``/``evaluate_sequence`` instead of ``sample``/``evaluate``."""
+    """True for policies with a hidden state (``RecurrentActorCritic``): the one answer to "recurrent
+    or not?", read as it is (every policy has it). Collection and evaluation then step with
+    ``sample_step``, the update trains on ``seq_len`` sequences through ``evaluate_sequence``."""
     obs_normalizer: ObsNormalizer | None
     """Running observation normalization (``policy.obs_normalization``); ``None``: off."""
     actor_obs_keys: tuple[str, ...] | None = None

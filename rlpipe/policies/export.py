@@ -111,7 +111,7 @@ class DeployedActor(nn.Module):
             raise ExportError(f"{type(policy).__name__} has no {missing[0]!r} module; export supports "
                               "the actor_critic, actor_only and recurrent_actor_critic policies")
         self.inputs = _observation_inputs(policy, observation_space)
-        self.recurrent = bool(getattr(policy, "is_recurrent", False))
+        self.recurrent = policy.is_recurrent
         self.core = copy.deepcopy(policy.core) if self.recurrent else None
         self.actor = copy.deepcopy(policy.actor)
         self.discrete = _is_discrete(policy.head)

@@ -8,7 +8,6 @@ import torch
 from tensordict import TensorDict
 
 from rlpipe.algorithms import build_algo
-from rlpipe.algorithms.minibatches import report
 from rlpipe.config import ConfigError
 from rlpipe.policies import build_policy
 
@@ -35,7 +34,7 @@ def batch() -> TensorDict:
 def train(algo) -> tuple[torch.Tensor, dict[str, float]]:
     """One update of ``batch()``: the flat parameters afterwards and the reported stats."""
     algo.generator.manual_seed(3)
-    stats = report(algo, algo._epochs(batch()), {})
+    stats = algo.report(algo._epochs(batch()), {})
     return torch.cat([p.detach().flatten() for p in algo.policy.parameters()]), stats
 
 

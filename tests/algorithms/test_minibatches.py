@@ -93,14 +93,14 @@ def test_grpo_stats_are_weighted_by_valid_steps():
     ro = rollout(dones=True)
     algo.compute_advantages(ro)
     seen = []
-    loss = algo.loss
+    loss = algo.minibatch_loss
 
     def spy(mb):
         total, stats = loss(mb)
         seen.append((mb.batch_size[0], stats["entropy"]))
         return total, stats
 
-    algo.loss = spy
+    algo.minibatch_loss = spy
     stats = algo.update(ro)
     assert [rows for rows, _ in seen] == [20, 20, 8]
     expected = sum(rows * e for rows, e in seen) / 48
@@ -145,7 +145,8 @@ def test_tally_means_and_minibatch_slices_cover_every_row():
     torch.testing.assert_close(tally.totals / tally.weight, torch.tensor([2.0, 3.0]))
     algo = make_grpo()
     algo.reseed(0)
-    rows = torch.cat(list(minibatch_slices(algo, 19, 4)))
+    epoch = lambda: minibatch_slices(19, 4, algo.generator, algo.device)  # noqa: E731
+    rows = torch.cat(list(epoch()))
     assert sorted(rows.tolist()) == list(range(19))
     batch = TensorDict({"x": torch.arange(19)}, batch_size=[19])
-    assert [batch[idx].batch_size[0] for idx in minibatch_slices(algo, 19, 4)] == [4, 4, 4, 4, 3]
+    assert [batch[idx].batch_size[0] for idx in epoch()] == [4, 4, 4, 4, 3]

@@ -221,6 +221,32 @@ def test_ppo_adds_intrinsic_reward_to_gae_and_trains_the_predictor():
     assert "rnd" in curious.state_dict() and "rnd" not in plain.state_dict()
 
 
+@pytest.mark.parametrize("target_kl", [None, 1e-6])
+def test_the_predictor_steps_inside_the_update_on_the_policys_own_minibatches(target_kl):
+    """One predictor step per minibatch the loop draws, on that minibatch's rows: nothing replayed."""
+    curious = _ppo({"hidden_sizes": [16]})
+    if target_kl is not None:  # stops at the first minibatch: the predictor stops with the policy
+        curious = build_algo("ppo", {"batch_size": 8, "n_epochs": 2, "rnd": {"hidden_sizes": [16]},
+                                     "target_kl": target_kl, "learning_rate": 0.5}, curious.policy, "cpu")
+    policy_rows, predictor_rows = [], []
+    loss, step = curious.minibatch_loss, curious.rnd.step
+
+    def spy_loss(mb):
+        policy_rows.append(mb["obs"].clone())
+        return loss(mb)
+
+    def spy_step(obs, returns):
+        predictor_rows.append(obs.clone())
+        return step(obs, returns)
+
+    curious.minibatch_loss, curious.rnd.step = spy_loss, spy_step
+    metrics = curious.update(_ppo_rollout(), iteration=1)
+    drawn = metrics["minibatch_steps"] + (1 if metrics.get("early_stop_epoch") else 0)
+    assert len(predictor_rows) == len(policy_rows) == drawn
+    assert drawn == (1 if target_kl else 2 * N * T // 8)
+    assert all(torch.equal(a, b) for a, b in zip(policy_rows, predictor_rows))
+
+
 def test_ppo_with_an_intrinsic_critic_combines_the_two_advantages_and_trains_v_int():
     rollout = _ppo_rollout()
     rollout["reward"][:, :T] = torch.linspace(-1, 1, N * T).view(N, T)
