@@ -10,7 +10,9 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 __all__ = ["ConfigError", "as_yaml", "did_you_mean", "field_model", "format_validation_error",
-           "located_error", "unknown_key"]
+           "located_error", "register_model", "unknown_key"]
+
+_MODELS: dict[str, type[BaseModel]] = {}  # config class name (pydantic's error title) → the class
 
 
 class ConfigError(ValueError):
@@ -72,11 +74,14 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f" (did you mean {by_lower[close[0]]!r}?)" if close else ""
 
 
+def register_model(model: type[BaseModel]) -> None:
+    """Make a config class findable by its name, the title of its validation errors (first one wins)."""
+    _MODELS.setdefault(model.__name__, model)
+
+
 def _model_at(model_name: str, parent: tuple[Any, ...]) -> type[BaseModel] | None:
     """The config class named ``model_name``, then the model of each field along ``parent``."""
-    from rlpipe.config.strict import StrictModel  # the classes import this module
-
-    return field_model(_subclass_named(StrictModel, model_name), parent)
+    return field_model(_MODELS.get(model_name), parent)
 
 
 def field_model(model: type[BaseModel] | None, parent: Sequence[Any]) -> type[BaseModel] | None:
@@ -92,12 +97,6 @@ def field_model(model: type[BaseModel] | None, parent: Sequence[Any]) -> type[Ba
             (a for a in (annotation, *getattr(annotation, "__args__", ())) if _is_model(a)), None
         )
     return model
-
-
-def _subclass_named(base: type[BaseModel], name: str) -> type[BaseModel] | None:
-    if base.__name__ == name:
-        return base
-    return next((found for sub in base.__subclasses__() if (found := _subclass_named(sub, name))), None)
 
 
 def _is_model(obj: Any) -> bool:
