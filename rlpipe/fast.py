@@ -28,8 +28,9 @@ The private torch and CPython calls these need (``torch._foreach_*``, module hoo
 ``threading._shutdown``,
 ``atexit._run_exitfuncs``, ``os._exit``) appear nowhere else in rlpipe. ``tests/test_fast.py``
 checks each fast path against its library call, and a default run with the switch on and off
-against the recorded run. Only the standard library is imported here; torch, numpy and zarr are
-imported by the functions that use them, so the CLI can call :func:`exit_process` without them.
+against the recorded run. Only the standard library is imported here; torch and numpy are imported
+by the functions that use them, so the CLI can call :func:`exit_process` without them. zarr is never
+imported here: only ``rlpipe.artifacts`` imports it (an import-linter contract).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import math
 import os
 import struct
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -49,7 +51,10 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["ENABLED", "categorical_draw", "clip_grad_norm", "crc32c_of", "exit_process", "sequential_forward",
-           "write_chunk", "write_zarr_store", "zarr_array_metadata", "zarr_group_metadata"]
+           "write_chunk", "write_zarr_store", "zarr_group_metadata"]
+
+ArrayMetadata = Callable[[tuple[int, ...], str, tuple[int, ...], tuple[str, ...]], bytes]
+"""``(shape, dtype name, chunks, dimension names)`` → an array's ``zarr.json``, as zarr writes it."""
 
 ENABLED: bool = os.environ.get("RLPIPE_FAST", "1") != "0"
 """Whether the fast paths run (``RLPIPE_FAST`` is not ``0``); otherwise the library calls do."""
@@ -135,7 +140,8 @@ def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
 
 
 def write_zarr_store(root: Path, arrays: dict[str, np.ndarray], attributes: dict[str, Any],
-                     chunk_envs: int, dimension_names: tuple[str, ...]) -> None:
+                     chunk_envs: int, dimension_names: tuple[str, ...],
+                     array_metadata: ArrayMetadata) -> None:
     """Write a new uncompressed Zarr v3 group at ``root``: the files zarr's writer writes, byte for byte.
 
     Library call: zarr's writer as :mod:`rlpipe.artifacts.zarr_write` runs it for codec ``none``
@@ -143,8 +149,9 @@ def write_zarr_store(root: Path, arrays: dict[str, np.ndarray], attributes: dict
     Fast path: plain file writes —
 
     * ``zarr.json`` of the group (``attributes``) and of every intermediate group of a nested key;
-    * per array a ``zarr.json``, made by zarr itself in memory once per (shape, dtype, chunks)
-      (:func:`zarr_array_metadata`), and one file per chunk, ``c/<i>/0/…``, holding the chunk's raw
+    * per array a ``zarr.json``, ``array_metadata(shape, dtype, chunks, dimension names)``: made by
+      zarr itself, in memory, by the caller (:func:`rlpipe.artifacts.zarr_arrays.array_metadata`, so
+      zarr is imported only by ``artifacts``), and one file per chunk, ``c/<i>/0/…``, holding the chunk's raw
       little-endian bytes followed by their CRC32C, written copy-free (:func:`write_chunk`); the
       edge chunk is padded to the full chunk shape with the fill value (zero / ``False``), as zarr
       pads it.
@@ -157,27 +164,12 @@ def write_zarr_store(root: Path, arrays: dict[str, np.ndarray], attributes: dict
     (root / "zarr.json").write_bytes(zarr_group_metadata(attributes))
     for name, data in arrays.items():
         _write_zarr_parents(root, name)
-        _write_zarr_array(root / name, data, chunk_envs, dimension_names)
+        _write_zarr_array(root / name, data, chunk_envs, dimension_names, array_metadata)
 
 
 def zarr_group_metadata(attributes: dict[str, Any]) -> bytes:
     """A group's ``zarr.json`` as zarr writes it (indent 2)."""
     return json.dumps({"attributes": attributes, "zarr_format": 3, "node_type": "group"}, indent=2).encode()
-
-
-@functools.lru_cache(maxsize=512)
-def zarr_array_metadata(shape: tuple[int, ...], dtype: str, chunks: tuple[int, ...],
-                        dimension_names: tuple[str, ...]) -> bytes:
-    """The ``zarr.json`` zarr writes for an uncompressed, CRC32C-checked array (made by zarr, cached)."""
-    import zarr
-    from zarr.codecs import Crc32cCodec
-    from zarr.storage import MemoryStore
-
-    files: dict[str, Any] = {}
-    zarr.create_array(store=MemoryStore(files), shape=shape, dtype=dtype, chunks=chunks,
-                      compressors=(Crc32cCodec(),), filters=None, dimension_names=dimension_names,
-                      config={"write_empty_chunks": True}, zarr_format=3)
-    return files["zarr.json"].to_bytes()
 
 
 def _write_zarr_parents(root: Path, name: str) -> None:
@@ -190,7 +182,8 @@ def _write_zarr_parents(root: Path, name: str) -> None:
             (folder / "zarr.json").write_bytes(zarr_group_metadata({}))
 
 
-def _write_zarr_array(folder: Path, data: np.ndarray, chunk_envs: int, dims: tuple[str, ...]) -> None:
+def _write_zarr_array(folder: Path, data: np.ndarray, chunk_envs: int, dims: tuple[str, ...],
+                      array_metadata: ArrayMetadata) -> None:
     """One array ``[N, *rest]`` at ``folder``: its ``zarr.json`` and a chunk file per ``chunk_envs`` rows."""
     import numpy as np
 
@@ -199,7 +192,7 @@ def _write_zarr_array(folder: Path, data: np.ndarray, chunk_envs: int, dims: tup
     chunks = (rows, *rest)
     names = (*dims, *(f"feat{i}" for i in range(len(rest) - 1)))
     folder.mkdir()
-    (folder / "zarr.json").write_bytes(zarr_array_metadata(data.shape, data.dtype.name, chunks, names))
+    (folder / "zarr.json").write_bytes(array_metadata(data.shape, data.dtype.name, chunks, names))
     little = np.ascontiguousarray(data.astype(data.dtype.newbyteorder("<"), copy=False))
     tail = ["0"] * len(rest)
     for i in range(math.ceil(n / rows)):
