@@ -1,4 +1,4 @@
-"""Fast paths: every reimplementation of a library call in rlpipe, each beside the call it replaces.
+"""Fast paths: the reimplementations of a library call that one switch turns off, each beside its call.
 
 One switch, the environment variable ``RLPIPE_FAST``, read once when this module is imported: unset
 (or any value but ``0``) runs the fast paths, ``RLPIPE_FAST=0`` runs the library calls everywhere.
