@@ -44,7 +44,7 @@ import struct
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 if TYPE_CHECKING:
     import numpy as np
@@ -106,7 +106,7 @@ def sequential_forward(sequential: torch.nn.Sequential, x: torch.Tensor) -> torc
             x = module(x)
         elif type(module) is nn.Linear:
             weights = module._parameters
-            x = linear(x, weights["weight"], weights["bias"])
+            x = linear(x, weights["weight"], weights["bias"])  # pyright: ignore[reportArgumentType]  # never None in a Linear
         else:
             x = module.forward(x)
     return x
@@ -126,13 +126,14 @@ def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
     """
     import torch
 
-    grads = [p.grad for p in params]
+    grads = cast("list[torch.Tensor]", [p.grad for p in params])  # each has one (see above)
     kinds = {(g.device, g.dtype, g.is_sparse) for g in grads}
     if not ENABLED or len(kinds) != 1 or next(iter(kinds))[2]:
         return torch.nn.utils.clip_grad_norm_(params, max_norm)
     with torch.no_grad():
-        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
-        torch._foreach_mul_(grads, torch.clamp(float(max_norm) / (total + 1e-6), max=1.0))
+        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)  # pyright: ignore[reportPrivateImportUsage]
+        scale = torch.clamp(float(max_norm) / (total + 1e-6), max=1.0)
+        torch._foreach_mul_(grads, scale)  # pyright: ignore[reportPrivateImportUsage]  # clip_grad_norm_'s kernel
     return total
 
 
@@ -211,7 +212,7 @@ def write_chunk(path: str, block: np.ndarray) -> None:
     one ``writev`` of a memoryview of the array and the four checksum bytes, a system call that
     releases the interpreter lock for the whole buffer.
     """
-    raw = memoryview(block.reshape(-1).view("u1"))
+    raw = memoryview(block.reshape(-1).view("u1"))  # pyright: ignore[reportArgumentType]  # an ndarray is a buffer
     crc = struct.pack("<I", crc32c_of(block))
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
@@ -285,7 +286,7 @@ def exit_process(code: object = 0) -> NoReturn:
     nothing the process wrote depends on. Call it from the main thread.
     """
     if not ENABLED:
-        sys.exit(code)
+        sys.exit(code)  # pyright: ignore[reportArgumentType]  # sys.exit takes any object
     import atexit
     import threading
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, LiteralString, TypeGuard, cast
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -61,7 +61,8 @@ def located_error(title: str, problems: Sequence[tuple[tuple[int | str, ...], st
     Raised inside a validator, pydantic prefixes each ``loc`` with the field's own, so the message
     names the exact key path.
     """
-    details = [InitErrorDetails(type=PydanticCustomError("value_error", message), loc=loc, input=value)
+    details = [InitErrorDetails(type=PydanticCustomError("value_error", cast(LiteralString, message)),
+                                loc=loc, input=value)
                for loc, message, value in problems]
     return ValidationError.from_exception_data(title, details)
 
@@ -99,7 +100,7 @@ def field_model(model: type[BaseModel] | None, parent: Sequence[Any]) -> type[Ba
     return model
 
 
-def _is_model(obj: Any) -> bool:
+def _is_model(obj: Any) -> TypeGuard[type[BaseModel]]:
     return isinstance(obj, type) and issubclass(obj, BaseModel)
 
 
