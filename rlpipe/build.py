@@ -11,6 +11,7 @@ from typing import Any
 
 import gymnasium as gym
 import torch
+from tensordict import TensorDict
 
 from rlpipe.algorithms import BaseAlgorithm, Distillation, algo_class, build_algo, resolve_algo_cfg
 from rlpipe.collector import Collector
@@ -105,7 +106,7 @@ def load_learner_state(algo: BaseAlgorithm, state: dict[str, Any]) -> None:
     algo.load_state_dict(state["algo"])
 
 
-def learn(algo: BaseAlgorithm, rollout: Any, iteration: int, env_steps_before: int,
+def learn(algo: BaseAlgorithm, rollout: TensorDict, iteration: int, env_steps_before: int,
           total_env_steps: int) -> dict[str, float]:
     """Advantage + update of ``rollout`` ``[N, T+1]`` as update ``iteration``: ``advantage/…``, ``update/…``.
 

@@ -1,4 +1,4 @@
-"""Fast paths: every reimplementation of a library call in rlpipe, each beside the call it replaces.
+"""Fast paths: the reimplementations of a library call that one switch turns off, each beside its call.
 
 One switch, the environment variable ``RLPIPE_FAST``, read once when this module is imported: unset
 (or any value but ``0``) runs the fast paths, ``RLPIPE_FAST=0`` runs the library calls everywhere.
@@ -28,8 +28,9 @@ The private torch and CPython calls these need (``torch._foreach_*``, module hoo
 ``threading._shutdown``,
 ``atexit._run_exitfuncs``, ``os._exit``) appear nowhere else in rlpipe. ``tests/test_fast.py``
 checks each fast path against its library call, and a default run with the switch on and off
-against the recorded run. Only the standard library is imported here; torch, numpy and zarr are
-imported by the functions that use them, so the CLI can call :func:`exit_process` without them.
+against the recorded run. Only the standard library is imported here; torch and numpy are imported
+by the functions that use them, so the CLI can call :func:`exit_process` without them. zarr is never
+imported here: only ``rlpipe.artifacts`` imports it (an import-linter contract).
 """
 
 from __future__ import annotations
@@ -41,15 +42,19 @@ import math
 import os
 import struct
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
 
 __all__ = ["ENABLED", "categorical_draw", "clip_grad_norm", "crc32c_of", "exit_process", "sequential_forward",
-           "write_chunk", "write_zarr_store", "zarr_array_metadata", "zarr_group_metadata"]
+           "write_chunk", "write_zarr_store", "zarr_group_metadata"]
+
+ArrayMetadata = Callable[[tuple[int, ...], str, tuple[int, ...], tuple[str, ...]], bytes]
+"""``(shape, dtype name, chunks, dimension names)`` → an array's ``zarr.json``, as zarr writes it."""
 
 ENABLED: bool = os.environ.get("RLPIPE_FAST", "1") != "0"
 """Whether the fast paths run (``RLPIPE_FAST`` is not ``0``); otherwise the library calls do."""
@@ -101,7 +106,7 @@ def sequential_forward(sequential: torch.nn.Sequential, x: torch.Tensor) -> torc
             x = module(x)
         elif type(module) is nn.Linear:
             weights = module._parameters
-            x = linear(x, weights["weight"], weights["bias"])
+            x = linear(x, weights["weight"], weights["bias"])  # pyright: ignore[reportArgumentType]  # never None in a Linear
         else:
             x = module.forward(x)
     return x
@@ -121,13 +126,14 @@ def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
     """
     import torch
 
-    grads = [p.grad for p in params]
+    grads = cast("list[torch.Tensor]", [p.grad for p in params])  # each has one (see above)
     kinds = {(g.device, g.dtype, g.is_sparse) for g in grads}
     if not ENABLED or len(kinds) != 1 or next(iter(kinds))[2]:
         return torch.nn.utils.clip_grad_norm_(params, max_norm)
     with torch.no_grad():
-        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
-        torch._foreach_mul_(grads, torch.clamp(float(max_norm) / (total + 1e-6), max=1.0))
+        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)  # pyright: ignore[reportPrivateImportUsage]
+        scale = torch.clamp(float(max_norm) / (total + 1e-6), max=1.0)
+        torch._foreach_mul_(grads, scale)  # pyright: ignore[reportPrivateImportUsage]  # clip_grad_norm_'s kernel
     return total
 
 
@@ -135,7 +141,8 @@ def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
 
 
 def write_zarr_store(root: Path, arrays: dict[str, np.ndarray], attributes: dict[str, Any],
-                     chunk_envs: int, dimension_names: tuple[str, ...] | dict[str, tuple[str, ...]]) -> None:
+                     chunk_envs: int, dimension_names: tuple[str, ...] | dict[str, tuple[str, ...]],
+                     array_metadata: ArrayMetadata) -> None:
     """Write a new uncompressed Zarr v3 group at ``root``: the files zarr's writer writes, byte for byte.
 
     Library call: zarr's writer as :mod:`rlpipe.artifacts.zarr_write` runs it for codec ``none``
@@ -143,8 +150,9 @@ def write_zarr_store(root: Path, arrays: dict[str, np.ndarray], attributes: dict
     Fast path: plain file writes —
 
     * ``zarr.json`` of the group (``attributes``) and of every intermediate group of a nested key;
-    * per array a ``zarr.json``, made by zarr itself in memory once per (shape, dtype, chunks)
-      (:func:`zarr_array_metadata`), and one file per chunk, ``c/<i>/0/…``, holding the chunk's raw
+    * per array a ``zarr.json``, ``array_metadata(shape, dtype, chunks, dimension names)``: made by
+      zarr itself, in memory, by the caller (:func:`rlpipe.artifacts.zarr_arrays.array_metadata`, so
+      zarr is imported only by ``artifacts``), and one file per chunk, ``c/<i>/0/…``, holding the chunk's raw
       little-endian bytes followed by their CRC32C, written copy-free (:func:`write_chunk`); the
       edge chunk is padded to the full chunk shape with the fill value (zero / ``False``), as zarr
       pads it.
@@ -159,27 +167,12 @@ def write_zarr_store(root: Path, arrays: dict[str, np.ndarray], attributes: dict
     for name, data in arrays.items():
         _write_zarr_parents(root, name)
         dims = dimension_names[name] if isinstance(dimension_names, dict) else dimension_names
-        _write_zarr_array(root / name, data, chunk_envs, dims)
+        _write_zarr_array(root / name, data, chunk_envs, dims, array_metadata)
 
 
 def zarr_group_metadata(attributes: dict[str, Any]) -> bytes:
     """A group's ``zarr.json`` as zarr writes it (indent 2)."""
     return json.dumps({"attributes": attributes, "zarr_format": 3, "node_type": "group"}, indent=2).encode()
-
-
-@functools.lru_cache(maxsize=512)
-def zarr_array_metadata(shape: tuple[int, ...], dtype: str, chunks: tuple[int, ...],
-                        dimension_names: tuple[str, ...]) -> bytes:
-    """The ``zarr.json`` zarr writes for an uncompressed, CRC32C-checked array (made by zarr, cached)."""
-    import zarr
-    from zarr.codecs import Crc32cCodec
-    from zarr.storage import MemoryStore
-
-    files: dict[str, Any] = {}
-    zarr.create_array(store=MemoryStore(files), shape=shape, dtype=dtype, chunks=chunks,
-                      compressors=(Crc32cCodec(),), filters=None, dimension_names=dimension_names,
-                      config={"write_empty_chunks": True}, zarr_format=3)
-    return files["zarr.json"].to_bytes()
 
 
 def _write_zarr_parents(root: Path, name: str) -> None:
@@ -192,7 +185,8 @@ def _write_zarr_parents(root: Path, name: str) -> None:
             (folder / "zarr.json").write_bytes(zarr_group_metadata({}))
 
 
-def _write_zarr_array(folder: Path, data: np.ndarray, chunk_envs: int, dims: tuple[str, ...]) -> None:
+def _write_zarr_array(folder: Path, data: np.ndarray, chunk_envs: int, dims: tuple[str, ...],
+                      array_metadata: ArrayMetadata) -> None:
     """One array ``[N, *rest]`` at ``folder``: its ``zarr.json`` and a chunk file per ``chunk_envs`` rows."""
     import numpy as np
 
@@ -201,7 +195,7 @@ def _write_zarr_array(folder: Path, data: np.ndarray, chunk_envs: int, dims: tup
     chunks = (rows, *rest)
     names = (*dims, *(f"feat{i}" for i in range(data.ndim - len(dims))))
     folder.mkdir()
-    (folder / "zarr.json").write_bytes(zarr_array_metadata(data.shape, data.dtype.name, chunks, names))
+    (folder / "zarr.json").write_bytes(array_metadata(data.shape, data.dtype.name, chunks, names))
     little = np.ascontiguousarray(data.astype(data.dtype.newbyteorder("<"), copy=False))
     tail = ["0"] * len(rest)
     for i in range(math.ceil(n / rows)):
@@ -220,7 +214,7 @@ def write_chunk(path: str, block: np.ndarray) -> None:
     one ``writev`` of a memoryview of the array and the four checksum bytes, a system call that
     releases the interpreter lock for the whole buffer.
     """
-    raw = memoryview(block.reshape(-1).view("u1"))
+    raw = memoryview(block.reshape(-1).view("u1"))  # pyright: ignore[reportArgumentType]  # an ndarray is a buffer
     crc = struct.pack("<I", crc32c_of(block))
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
@@ -294,7 +288,7 @@ def exit_process(code: object = 0) -> NoReturn:
     nothing the process wrote depends on. Call it from the main thread.
     """
     if not ENABLED:
-        sys.exit(code)
+        sys.exit(code)  # pyright: ignore[reportArgumentType]  # sys.exit takes any object
     import atexit
     import threading
 

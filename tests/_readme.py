@@ -95,7 +95,7 @@ SKIPS: tuple[tuple[str, str], ...] = (
     (r"--nnodes 2", "needs two machines"),
     (r"^MLFLOW_TRACKING_URI=http://", "needs an MLflow server"),
     (r"^mlflow (ui|server)\b", "starts a server that runs until stopped"),
-    (r"s3://|^export AWS_", "needs an S3 object store (tests/run/test_object_store_run.py, "
+    (r"s3://|^export AWS_", "needs an S3 object store (tests/trainer/test_object_store_run.py, "
                             "tests/dvc/test_remote.py and test_object_store_nodes.py run them against moto)"),
     (r"\[--|\bDIR\b|\bFILE\b|\bckpt\.pt\b|\bROLLOUT\b", "a usage synopsis with placeholders"),
     (r"\.venv-mjlab", "a second virtualenv with mjlab (minutes of installing; tests/envs/test_mjlab.py runs "

@@ -15,7 +15,7 @@ from _gradients import random_params
 from golden import FIXTURE, run_default, run_fingerprint
 
 from rlpipe import fast
-from rlpipe.artifacts import zarr_io, zarr_read, zarr_write
+from rlpipe.artifacts import zarr_arrays, zarr_io, zarr_read, zarr_write
 from rlpipe.artifacts.intake import rollout_arrays
 from rlpipe.rollout import DIM_NAMES, TRANSITION_KEYS, allocate_rollout
 
@@ -101,7 +101,8 @@ def test_direct_store_is_byte_identical_to_zarrs(tmp_path, n, chunk_envs, obs, a
     arrays = {name: t.numpy() for name, t in rollout_arrays(rollout).items()}
     attrs = {"schema_version": 1, "iteration": 7, "env_id": "CartPole-v1", "nested": {"a": [1, 2.5, None]}}
     zarr_io.sync(zarr_write._write_group(tmp_path / "zarr", arrays, attrs, zarr_io._CHECKSUM, chunk_envs))
-    fast.write_zarr_store(tmp_path / "direct", arrays, attrs, chunk_envs, DIM_NAMES)
+    metadata = zarr_arrays.array_metadata
+    fast.write_zarr_store(tmp_path / "direct", arrays, attrs, chunk_envs, DIM_NAMES, metadata)
     expected, written = _files(tmp_path / "zarr"), _files(tmp_path / "direct")
     assert len(expected) > 20 and sorted(written) == sorted(expected)
     assert [name for name in expected if written[name] != expected[name]] == []

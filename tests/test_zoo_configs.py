@@ -79,7 +79,7 @@ def test_zoo_config_trains_stores_and_evaluates(path: Path, tmp_path: Path):
 
 
 def test_a_zoo_run_logs_to_mlflow_with_its_success_rate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from rlpipe.tracking.mlflow_store import search_runs
+    from rlpipe.tracking.mlflow_query import search_runs
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

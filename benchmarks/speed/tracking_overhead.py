@@ -118,10 +118,11 @@ def sync_log_batch_ms(uri: str, sample: dict[str, float], repeats: int = 20) -> 
     """One synchronous MLflow write of an iteration's metrics (what the writer thread hides)."""
     from mlflow.entities import Metric
 
-    from rlpipe.tracking.mlflow_store import _client, _experiment_id
+    from rlpipe.tracking.mlflow_runs import open_experiment
+    from rlpipe.tracking.mlflow_store import open_client
 
-    client = _client(uri)
-    run_id = client.create_run(_experiment_id(client, "sync_probe", uri)).info.run_id
+    client = open_client(uri)
+    run_id = client.create_run(open_experiment(client, "sync_probe", uri)).info.run_id
     times = []
     for step in range(repeats):
         batch = [Metric(k, v, int(time.time() * 1000), step) for k, v in sample.items()]

@@ -7,13 +7,17 @@ loads): ``register_algo`` adds the algorithm class, with its ``cfg_class``, to t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
 from rlpipe.algorithms.optim import resolve_amp
 from rlpipe.config import AlgorithmCfg, ConfigError
 from rlpipe.config.registry import algorithm_names, register_algorithm, registered
+
+if TYPE_CHECKING:
+    from rlpipe.algorithms.base import BaseAlgorithm
+    from rlpipe.policies import Policy
 
 __all__ = ["algo_class", "build_algo", "get_registered_algo_names", "register_algo", "resolve_algo_cfg"]
 
@@ -80,11 +84,11 @@ def _default_device() -> str:
 def build_algo(
     name: str,
     cfg_kwargs: dict[str, Any] | AlgorithmCfg,
-    policy: Any,
+    policy: Policy,
     device: torch.device | str,
     *,
     distributed: bool = False,
-) -> Any:
+) -> BaseAlgorithm:
     """Build algorithm ``name`` for ``policy``: ``cfg_kwargs`` a dict or its config class's instance."""
     cls = algo_class(name)
     return cls(resolve_algo_cfg(name, cfg_kwargs, device), policy)

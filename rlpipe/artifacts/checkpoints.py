@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from rlpipe.artifacts.atomic import atomic_write, atomic_write_text
-from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.errors import LockedError, StoreError
 from rlpipe.artifacts.fs import AnyPath, PreconditionFailed, as_path, is_object, read_versioned, replace_if
 from rlpipe.artifacts.layout import (
     BEST,
@@ -38,7 +38,6 @@ from rlpipe.artifacts.layout import (
     iteration_from_name,
     numbered,
 )
-from rlpipe.artifacts.lock import LockedError
 from rlpipe.artifacts.removal import check_confined, delete
 from rlpipe.artifacts.removal import clean_temporaries as _clean
 from rlpipe.rollout import RefusedDataError

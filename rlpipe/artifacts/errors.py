@@ -1,10 +1,10 @@
-"""The one error type of the artifacts layer."""
+"""The errors of the artifacts layer: store problems and a run directory locked by another process."""
 
 from __future__ import annotations
 
 from rlpipe.refused import RefusedDataError  # not rlpipe.rollout: the writer process imports no torch
 
-__all__ = ["RefusedStoreError", "StoreError"]
+__all__ = ["LockedError", "RefusedStoreError", "StoreError"]
 
 
 class StoreError(ValueError):
@@ -13,3 +13,7 @@ class StoreError(ValueError):
 
 class RefusedStoreError(StoreError, RefusedDataError):
     """Stored data refused (damaged, non-finite, rejected): exit code 3; the message names the path."""
+
+
+class LockedError(RuntimeError):
+    """Another live process holds the lock; the one-line message names its pid and host."""

@@ -10,7 +10,9 @@ import threading
 import time
 from typing import Any
 
+from rlpipe.artifacts.errors import LockedError
 from rlpipe.artifacts.fs import ObjectPath, PreconditionFailed, read_versioned, remove_tree, replace_if
+from rlpipe.artifacts.removal import pid_alive
 from rlpipe.config.location import StorageUnavailable
 
 __all__ = ["LeaseLock", "lease_seconds"]
@@ -38,8 +40,6 @@ class LeaseLock:
 
     def acquire(self) -> LeaseLock:
         """Take the lock (a stale one with a warning); ``LockedError`` while another holds a live lease."""
-        from rlpipe.artifacts.lock import LockedError
-
         for _ in range(3):
             current = read_versioned(self.path)
             try:
@@ -105,8 +105,6 @@ def _stale(holder: dict[str, Any]) -> bool:
     if not holder or float(holder.get("expires", 0)) < time.time():
         return True
     if holder.get("host") == socket.gethostname() and isinstance(holder.get("pid"), int):
-        from rlpipe.artifacts.removal import pid_alive
-
         # this very process: it does not hold the lock (acquire is not re-entered), so it is a leftover
         return holder["pid"] == os.getpid() or not pid_alive(holder["pid"])
     return False

@@ -25,16 +25,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from rlpipe.artifacts.errors import LockedError
 from rlpipe.artifacts.fs import as_path, is_object
 from rlpipe.artifacts.layout import lock_path
 from rlpipe.artifacts.lease import LeaseLock
 from rlpipe.artifacts.removal import pid_alive
 
-__all__ = ["LockedError", "RunLock"]
-
-
-class LockedError(RuntimeError):
-    """Another live process holds the lock; the one-line message names its pid and host."""
+__all__ = ["RunLock"]
 
 
 class RunLock:

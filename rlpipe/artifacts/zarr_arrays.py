@@ -10,17 +10,20 @@ derived groups, object stores).
 from __future__ import annotations
 
 import asyncio
+import functools
 import shutil
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import zarr
 import zarr.api.asynchronous as zarr_async
 from zarr import AsyncGroup
 from zarr.abc.store import ByteRequest
+from zarr.codecs import Crc32cCodec
 from zarr.core.buffer import Buffer, BufferPrototype
-from zarr.storage import WrapperStore
+from zarr.storage import MemoryStore, WrapperStore
 
 from rlpipe import fast
 from rlpipe.artifacts.atomic import publish_dir, temporary_sibling
@@ -29,7 +32,7 @@ from rlpipe.artifacts.fs import AnyPath, is_object, zarr_store
 from rlpipe.artifacts.zarr_io import Codecs, compressors, sync
 from rlpipe.testing import faults
 
-__all__ = ["SPARSE_DIMS", "array_codecs", "array_dims", "write_arrays", "write_group_async"]
+__all__ = ["SPARSE_DIMS", "array_codecs", "array_dims", "array_metadata", "write_arrays", "write_group_async"]
 
 FINAL_OBS = "final_obs"
 """The sparse group of a store (``rlpipe.rollout.FINAL_OBS``, named here: this module imports no torch)."""
@@ -51,7 +54,7 @@ def write_arrays(path: Path, arrays: dict[str, np.ndarray], group_attrs: dict[st
     try:
         if raw and fast.ENABLED:  # the files zarr's writer writes, without zarr
             fast.write_zarr_store(tmp, arrays, group_attrs, chunk_envs,
-                                  {name: array_dims(name, dims) for name in arrays})
+                                  {name: array_dims(name, dims) for name in arrays}, array_metadata)
         else:
             sync(write_group_async(tmp, arrays, group_attrs, codecs, chunk_envs, dims))
         faults.point("store.arrays_written")
@@ -59,6 +62,17 @@ def write_arrays(path: Path, arrays: dict[str, np.ndarray], group_attrs: dict[st
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+@functools.lru_cache(maxsize=512)
+def array_metadata(shape: tuple[int, ...], dtype: str, chunks: tuple[int, ...],
+                   dimension_names: tuple[str, ...]) -> bytes:
+    """The ``zarr.json`` zarr writes for an uncompressed, CRC32C-checked array (made by zarr, cached)."""
+    files: dict[str, Any] = {}
+    zarr.create_array(store=MemoryStore(files), shape=shape, dtype=dtype, chunks=chunks,
+                      compressors=(Crc32cCodec(),), filters=None, dimension_names=dimension_names,
+                      config={"write_empty_chunks": True}, zarr_format=3)
+    return files["zarr.json"].to_bytes()
 
 
 def array_codecs(arrays: dict[str, np.ndarray], codec: str, image_codec: str

@@ -117,8 +117,8 @@ class UpdateCfg(AlgorithmCfg):
     chunk_rows: int | Literal["auto"] | None = "auto"
     """Rows per forward/backward pass: a larger minibatch runs in chunks whose gradients add up to the
     minibatch's (the same optimizer steps; the gradient equal up to float rounding), so a chunk's
-    activations stay in the CPU's cache. ``auto``: 4096 on CPU (1.3–1.6× faster minibatch steps at
-    65,536 rows of 256×256, ``benchmarks/scaling.py``), none on CUDA; ``null``: whole minibatches.
+    activations stay in the CPU's cache. ``auto``: 4096 on CPU (where chunks pay: measured by
+    ``benchmarks/peers/scaling.py``), none on CUDA; ``null``: whole minibatches.
     Applies to losses that are means over rows (feedforward PPO); others always run whole."""
     amp: Literal["none", "bf16", "fp16", "auto"] = "none"
     """Mixed precision of the update's network forward: bf16 (CPU, CUDA) or fp16 (CUDA, grad scaler);

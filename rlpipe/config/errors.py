@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, LiteralString, TypeGuard, cast
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 __all__ = ["ConfigError", "as_yaml", "did_you_mean", "field_model", "format_validation_error",
-           "located_error", "unknown_key"]
+           "located_error", "register_model", "unknown_key"]
+
+_MODELS: dict[str, type[BaseModel]] = {}  # config class name (pydantic's error title) → the class
 
 
 class ConfigError(ValueError):
@@ -59,7 +61,8 @@ def located_error(title: str, problems: Sequence[tuple[tuple[int | str, ...], st
     Raised inside a validator, pydantic prefixes each ``loc`` with the field's own, so the message
     names the exact key path.
     """
-    details = [InitErrorDetails(type=PydanticCustomError("value_error", message), loc=loc, input=value)
+    details = [InitErrorDetails(type=PydanticCustomError("value_error", cast(LiteralString, message)),
+                                loc=loc, input=value)
                for loc, message, value in problems]
     return ValidationError.from_exception_data(title, details)
 
@@ -72,11 +75,14 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f" (did you mean {by_lower[close[0]]!r}?)" if close else ""
 
 
+def register_model(model: type[BaseModel]) -> None:
+    """Make a config class findable by its name, the title of its validation errors (first one wins)."""
+    _MODELS.setdefault(model.__name__, model)
+
+
 def _model_at(model_name: str, parent: tuple[Any, ...]) -> type[BaseModel] | None:
     """The config class named ``model_name``, then the model of each field along ``parent``."""
-    from rlpipe.config.strict import StrictModel  # the classes import this module
-
-    return field_model(_subclass_named(StrictModel, model_name), parent)
+    return field_model(_MODELS.get(model_name), parent)
 
 
 def field_model(model: type[BaseModel] | None, parent: Sequence[Any]) -> type[BaseModel] | None:
@@ -94,13 +100,7 @@ def field_model(model: type[BaseModel] | None, parent: Sequence[Any]) -> type[Ba
     return model
 
 
-def _subclass_named(base: type[BaseModel], name: str) -> type[BaseModel] | None:
-    if base.__name__ == name:
-        return base
-    return next((found for sub in base.__subclasses__() if (found := _subclass_named(sub, name))), None)
-
-
-def _is_model(obj: Any) -> bool:
+def _is_model(obj: Any) -> TypeGuard[type[BaseModel]]:
     return isinstance(obj, type) and issubclass(obj, BaseModel)
 
 

@@ -312,7 +312,7 @@ class EvalCfg(StrictModel):
     video_freq: int | None = Field(None, ge=1)
     """Env steps between filmed online evals of ``rlpipe run`` (``null``: film every eval); the
     evals in between only score. The last iteration's eval is always filmed. Software-rendered
-    frames cost ~0.1 s each, so a run evaluating often films every few evals."""
+    frames are slow, so a run evaluating often films every few evals."""
 
 
 class ReplayCfg(StrictModel):

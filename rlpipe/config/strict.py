@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
-from rlpipe.config.errors import ConfigError, format_validation_error, located_error
+from rlpipe.config.errors import ConfigError, format_validation_error, located_error, register_model
 
 __all__ = ["Problem", "StrictModel", "coercion_problem"]
 
@@ -88,6 +88,12 @@ class StrictModel(BaseModel):
         extra="forbid", use_attribute_docstrings=True, validate_assignment=True, frozen=False,
         allow_inf_nan=False,
     )
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        """Register each config class so an unknown-key error can list the keys it accepts."""
+        super().__pydantic_init_subclass__(**kwargs)
+        register_model(cls)
 
     @field_validator("*", mode="before")
     @classmethod

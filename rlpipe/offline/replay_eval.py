@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import csv
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.config import RunConfig
 from rlpipe.envs import build_eval_env
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
+
+if TYPE_CHECKING:
+    import torch
+
+    from rlpipe.policies import Policy
 
 __all__ = ["evaluate_replayed", "online_eval_count", "online_eval_metrics"]
 
@@ -46,7 +51,8 @@ def online_eval_metrics(layout: RunLayout, iteration: int) -> dict[str, float]:
             if key.startswith("eval/") and isinstance(value, int | float)}
 
 
-def evaluate_replayed(cfg: RunConfig, policy: Any, device: Any, layout: RunLayout) -> dict[str, float]:
+def evaluate_replayed(cfg: RunConfig, policy: Policy, device: torch.device,
+                      layout: RunLayout) -> dict[str, float]:
     """``eval/…`` metrics of ``policy`` (the replay's final weights) under the online run's final eval.
 
     ``layout``: the online run (its ``curve.csv`` says how many evaluations preceded). Empty when

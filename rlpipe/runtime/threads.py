@@ -47,11 +47,10 @@ __all__ = [
 
 AUTO = "auto"
 PARALLEL_MACS = 2**25
-"""Forward multiply-accumulates (rows × Σ in×out) from which ``auto`` uses more than one thread:
-about 34 M. On a quiet machine a second thread gains 1.5–1.9× from here up (256 rows through
-256×256 MLPs: 38 M; the massive batch, 16,384 rows through 256×256: 2.4 G) and only 1.1–1.3× below
-(256 to 4,096 rows through 64×64 MLPs: 2.3–51 M), while on a busy machine — a test suite, several
-runs — it loses many times that; so forwards below it stay on one thread."""
+"""Forward multiply-accumulates (rows × Σ in×out) from which ``auto`` uses more than one thread
+(about 34 M): above it a second thread pays on a quiet machine; below it the gain is small and a
+busy machine (a test suite, several runs) loses much more, so smaller forwards stay on one thread.
+``benchmarks/profile/threads.py`` measures both sides (``benchmarks/results/threads.json``)."""
 
 _warned = False
 """The oversubscription warning was printed in this process (it is printed at most once)."""

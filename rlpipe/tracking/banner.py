@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -11,6 +11,8 @@ from rlpipe.algorithms.optim import native_bf16
 from rlpipe.config import RunConfig, params_hash
 
 if TYPE_CHECKING:
+    from rlpipe.config import AlgorithmCfg
+    from rlpipe.envs import BatchedEnv
     from rlpipe.tracking.background import BackgroundRun
 
 __all__ = ["amp_words", "env_backend", "run_banner", "where_lines"]
@@ -27,7 +29,7 @@ def amp_words(requested: str, resolved: str, device: torch.device | str) -> str:
     return f"amp auto → {resolved} ({native_bf16(device)[1]})"
 
 
-def run_banner(cfg: RunConfig, device: torch.device, algo_cfg: Any, malloc_tuned: bool,
+def run_banner(cfg: RunConfig, device: torch.device, algo_cfg: AlgorithmCfg, malloc_tuned: bool,
                threads_why: str | None = None) -> str:
     """One line printed before the first iteration, e.g.
 
@@ -48,7 +50,7 @@ def run_banner(cfg: RunConfig, device: torch.device, algo_cfg: Any, malloc_tuned
     return ", ".join(parts)
 
 
-def env_backend(env: Any) -> str:
+def env_backend(env: BatchedEnv) -> str:
     """Who simulates ``env``: ``torch``, ``envpool``, ``gymnasium``, … (else its class name)."""
     for cls in type(env).__mro__:
         if cls.__name__ in BACKENDS:
@@ -56,7 +58,7 @@ def env_backend(env: Any) -> str:
     return type(env).__name__
 
 
-def where_lines(cfg: RunConfig, run_dir: Path, env: Any, mlflow: BackgroundRun | None) -> str:
+def where_lines(cfg: RunConfig, run_dir: Path, env: BatchedEnv, mlflow: BackgroundRun | None) -> str:
     """The banner's second line (where the run writes) and, without MLflow, where its metrics go.
 
     ``  run dir data/cartpole_ppo · env backend torch · params 3f2a9c1e``

@@ -49,7 +49,7 @@ def _say(out: IO[str], message: dict[str, Any]) -> None:
 
 
 def _open(message: dict[str, Any]) -> Any:
-    from rlpipe.tracking.mlflow_store import MlflowRun, git_tags
+    from rlpipe.tracking.mlflow_runs import MlflowRun, git_tags
 
     if message.get("run_id") and (run := MlflowRun.reopen(message["uri"], message["run_id"])):
         return run  # a resumed run continues its own MLflow run
@@ -178,7 +178,7 @@ def main() -> None:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a library's print must not corrupt replies
     try:
         if os.environ.get("RLPIPE_SINK_PREWARM"):  # started ahead of its run (background.prewarm)
-            from rlpipe.tracking.mlflow_store import preload
+            from rlpipe.tracking.mlflow_runs import preload
 
             preload()
         serve(sys.stdin, out)

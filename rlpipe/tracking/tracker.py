@@ -168,7 +168,8 @@ def start_run(cfg: RunConfig, run_dir: Path, kind: str = "train", run_name: str 
     """
     if cfg.tracking.backend != "mlflow":
         return None
-    from rlpipe.tracking.mlflow_store import check_server, resolve_uri, run_tags
+    from rlpipe.tracking.mlflow_runs import run_tags
+    from rlpipe.tracking.mlflow_store import check_server, resolve_uri
 
     uri = resolve_uri(cfg.tracking)
     check_server(uri)

@@ -22,10 +22,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlpipe.config import ConfigError, EventsCfg
 from rlpipe.config.references import import_module
+
+if TYPE_CHECKING:
+    from tensordict import TensorDict
+
+    from rlpipe.envs import BatchedEnv
 
 __all__ = ["EVENTS", "Callback", "EventContext", "EventError", "Events", "resolve_function"]
 
@@ -45,10 +50,10 @@ class EventContext:
     iteration: int
     env_steps: int
     run_dir: Path
-    env: Any = None
+    env: BatchedEnv | None = None
     """The env of this event: the training env, or the eval env for ``after_eval``/``eval_step``."""
     metrics: dict[str, float] = field(default_factory=dict)
-    rollout: Any = None
+    rollout: TensorDict | None = None
     checkpoint: Path | None = None
     logged: dict[str, float] = field(default_factory=dict)
 

@@ -30,6 +30,7 @@ from tensordict import TensorDict
 from rlpipe.algorithms import BaseAlgorithm
 from rlpipe.algorithms.finite import first_nonfinite_tensor, named_weights, weights_finite
 from rlpipe.build import learner_state
+from rlpipe.policies import Policy
 from rlpipe.rollout import NonFiniteError, all_finite, first_nonfinite
 
 __all__ = ["NonFiniteGuard", "nonfinite_rollout", "nonfinite_update", "nonfinite_weight"]
@@ -61,7 +62,7 @@ def nonfinite_update(algo: BaseAlgorithm, metrics: dict[str, float]) -> Finding 
     return first_nonfinite_tensor(named_weights(algo.policy)) or "weights", "weights after the update"
 
 
-def nonfinite_weight(policy: Any) -> str | None:
+def nonfinite_weight(policy: Policy) -> str | None:
     """The name of the first non-finite weight of ``policy`` (``None``: every weight is finite)."""
     if bool(weights_finite(policy)):
         return None

@@ -1,4 +1,4 @@
-"""Tests of rlpipe/checkpoints.py: atomic saves, pointers, retention, safe loads, RNG states."""
+"""Tests of rlpipe/artifacts/checkpoints.py: atomic saves, pointers, retention, safe loads, RNG states."""
 
 from __future__ import annotations
 

@@ -11,9 +11,9 @@ import torch
 from tensordict import TensorDict
 
 from rlpipe.artifacts.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
-from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.errors import LockedError, StoreError
 from rlpipe.artifacts.fs import PreconditionFailed, create_exclusive, probe, read_versioned, replace_if
-from rlpipe.artifacts.lock import LockedError, RunLock
+from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.shards import ShardedStore, read_any
 from rlpipe.artifacts.store import RolloutStore, write_rollout
 from rlpipe.artifacts.zarr_read import read_rollout

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from rlpipe.artifacts.lock import LockedError, RunLock
+from rlpipe.artifacts.errors import LockedError
+from rlpipe.artifacts.lock import RunLock
 
 
 def write_lock(directory, **fields):

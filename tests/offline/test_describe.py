@@ -1,4 +1,4 @@
-"""Episode statistics of rlpipe/inspect.py (the layout/stats part is tested in test_store.py)."""
+"""Episode statistics of rlpipe/offline/describe.py (the layout/stats part is tested in test_store.py)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from rlpipe.artifacts.shards import read_any
 from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.cli import cli
 from rlpipe.offline.replay import replay
-from rlpipe.tracking.mlflow_store import search_runs
+from rlpipe.tracking.mlflow_query import search_runs
 
 RUN_DIR = Path("cartpole_ppo")
 

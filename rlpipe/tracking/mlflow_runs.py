@@ -1,0 +1,219 @@
+"""Writing MLflow runs: open one, log params, metrics and artifacts, end it.
+
+:class:`MlflowRun` opens a run (params and tags), writes one metrics batch per iteration at
+``step=env_steps``, then artifacts and the terminal status. It runs inside the tracking process
+(:mod:`rlpipe.tracking.sink`), never in the training loop's process: the trainer hands its writes
+to :class:`rlpipe.tracking.background.BackgroundRun`. Importing this module costs only the
+standard library; config, torch and mlflow are loaded by the functions that need them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rlpipe.tracking.mlflow_store import check_server, open_client, sqlite_path
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+    from rlpipe.config import RunConfig
+
+__all__ = ["MlflowRun", "open_experiment", "git_tags", "preload", "run_tags", "source_run_id"]
+
+MAX_PARAMS_PER_BATCH = 100
+"""MLflow takes at most 100 params per ``log_batch``."""
+MAX_METRICS_PER_BATCH = 1000
+"""MLflow's limit on metrics per ``log_batch``."""
+
+
+def open_experiment(client: MlflowClient, name: str, uri: str) -> str:
+    """Get or create experiment ``name``; artifacts of a SQLite store go beside the database.
+
+    The experiment is tagged so that the MLflow UI opens on its runs with rlpipe's key columns.
+    """
+    from mlflow.exceptions import MlflowException
+
+    from rlpipe.tracking.mlflow_view import experiment_tags
+
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        db = sqlite_path(uri)
+        location = str(db.parent / "mlartifacts" / name) if db else None
+        try:
+            return client.create_experiment(name, artifact_location=location, tags=experiment_tags(name))
+        except MlflowException:  # created meanwhile by a parallel run (dvc exp run --queue -j N)
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+    if exp.lifecycle_stage == "deleted":
+        client.restore_experiment(exp.experiment_id)
+    _tag_experiment(client, exp.experiment_id, name, exp.tags)
+    return exp.experiment_id
+
+
+def _tag_experiment(client: MlflowClient, experiment_id: str, name: str, tags: dict[str, str]) -> None:
+    """Set the tags that open the UI on the runs view with rlpipe's columns (:mod:`.mlflow_view`)."""
+    from rlpipe.tracking.mlflow_view import experiment_tags
+
+    for key, value in experiment_tags(name).items():
+        if tags.get(key) != value:
+            try:
+                client.set_experiment_tag(experiment_id, key, value)
+            except Exception:  # a view nicety: never a reason to lose the run
+                return
+
+
+def preload() -> None:
+    """Import MLflow's client and SQL store now (a tracking process started ahead of its run)."""
+    import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
+    from mlflow.tracking import MlflowClient  # noqa: F401
+
+
+class MlflowRun:
+    """One open MLflow run, written synchronously: metric batches, artifacts, terminal status.
+
+    A failed write is reported once, in one line on stderr; the run then ends ``FAILED``.
+    """
+
+    def __init__(self, client: MlflowClient, run_id: str, experiment_id: str | None = None) -> None:
+        self.client, self.run_id, self.experiment_id = client, run_id, experiment_id
+        self.error: Exception | None = None
+        self.ended = False
+
+    @classmethod
+    def start(cls, uri: str, experiment: str, params: dict[str, Any], tags: dict[str, str],
+              run_name: str | None = None) -> MlflowRun:
+        """Create the run in ``experiment`` (created if missing) and log ``params`` and ``tags``."""
+        from mlflow.entities import Param
+
+        check_server(uri)
+        client = open_client(uri)
+        experiment_id = open_experiment(client, experiment, uri)
+        run = client.create_run(experiment_id, tags=tags, run_name=run_name)
+        items = [Param(k, str(v)[:6000]) for k, v in params.items()]
+        for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
+            client.log_batch(run.info.run_id, params=items[i:i + MAX_PARAMS_PER_BATCH])
+        return cls(client, run.info.run_id, experiment_id)
+
+    @classmethod
+    def reopen(cls, uri: str, run_id: str) -> MlflowRun | None:
+        """Set an existing run back to RUNNING (a resumed run continues it); ``None`` if it is gone."""
+        client = open_client(uri)
+        try:
+            info = client.get_run(run_id).info
+        except Exception:  # deleted, or another store: the resume starts a new run
+            return None
+        if info.lifecycle_stage == "deleted":
+            return None
+        client.update_run(run_id, status="RUNNING")
+        return cls(client, run_id, info.experiment_id)
+
+    def log_metrics(self, metrics: dict[str, float], step: int, timestamp_ms: int | None = None) -> None:
+        """Write one batch of the finite numeric ``metrics`` at ``step`` (one ``log_batch``)."""
+        self.log_metric_rows([(metrics, step, timestamp_ms)])
+
+    def log_metric_rows(self, rows: list[tuple[dict[str, float], int, int | None]]) -> None:
+        """Write ``(metrics, step, timestamp_ms)`` rows in as few ``log_batch`` calls as MLflow allows.
+
+        One SQLite transaction per call is most of a small run's tracking cost; the tracking process
+        coalesces the iterations that arrive close together (:mod:`rlpipe.tracking.sink`).
+        """
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        batch = [Metric(k, float(v), now if ts is None else int(ts), int(step))
+                 for metrics, step, ts in rows for k, v in metrics.items()
+                 if isinstance(v, int | float) and math.isfinite(v)]
+        try:
+            for i in range(0, len(batch), MAX_METRICS_PER_BATCH):
+                self.client.log_batch(self.run_id, metrics=batch[i:i + MAX_METRICS_PER_BATCH])
+        except Exception as exc:  # tracking trouble must not stop training
+            self._warn("metrics write", exc)
+
+    def _warn(self, what: str, exc: Exception) -> None:
+        if self.error is None:
+            print(f"Warning: MLflow {what} failed, the run will be marked FAILED: {exc}".splitlines()[0],
+                  file=sys.stderr, flush=True)
+        self.error = exc
+
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        """Copy a file or folder into the run's artifacts (a failure is a warning, not a crash)."""
+        try:
+            self.client.log_artifact(self.run_id, str(path), artifact_path)
+        except Exception as exc:
+            self._warn(f"artifact upload of {path.name}", exc)
+
+    def end(self, status: str = "FINISHED") -> None:
+        """Set the terminal status (``FAILED`` after a failed write); idempotent."""
+        if self.ended:
+            return
+        self.ended = True
+        try:
+            self.client.set_terminated(self.run_id, status=status if self.error is None else "FAILED")
+        except Exception as exc:
+            self._warn("end of run", exc)
+
+
+def git_tags(cwd: Path) -> dict[str, str]:
+    """``mlflow.source.git.commit`` and ``rlpipe.git_dirty`` of the repo at ``cwd`` (``{}`` outside one)."""
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", "--no-optional-locks", *args], cwd=cwd, capture_output=True,
+                                 text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return {}
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return {"mlflow.source.git.commit": commit, "rlpipe.git_dirty": str(bool(dirty)).lower()}
+
+
+def run_tags(cfg: RunConfig, run_dir: Path, kind: str, source_run: str | None) -> dict[str, str]:
+    """Tags of every rlpipe run but the git ones: params hash, rollout store, version, DVC exp.
+
+    The git tags (:func:`git_tags`, two ``git`` calls) are added by the tracking process.
+    """
+    from rlpipe.config import params_hash
+    from rlpipe.version import __version__
+
+    tags = {
+        "rlpipe.kind": kind,
+        "rlpipe.params_hash": params_hash(cfg),
+        "rlpipe.version": __version__,
+        "rlpipe.run_dir": str(run_dir.resolve()),
+        "rlpipe.rollout_store": str((cfg.run_dir / "rollouts").resolve()) if cfg.store.enabled else "none",
+        "rlpipe.world_size": str(_world_size()),
+    }
+    if os.environ.get("DVC_EXP_NAME"):
+        tags["rlpipe.dvc_exp_name"] = os.environ["DVC_EXP_NAME"]
+    if source_run:
+        tags["rlpipe.source_run_id"] = source_run
+    tags |= {f"rlpipe.{key}": value for key, value in cfg.algorithm.cfg.lineage().items()}
+    return tags
+
+
+def _world_size() -> int:
+    """torch.distributed's world size when torch is loaded and a group is up, else 1 (no torch import)."""
+    if "torch" not in sys.modules:
+        return 1
+    from rlpipe.runtime.distributed import world_size
+
+    return world_size()
+
+
+def source_run_id(run_dir: Path) -> str | None:
+    """The MLflow run id recorded in ``<run_dir>/metrics.json`` (what replay/eval runs point back to)."""
+    try:
+        return json.loads((run_dir / "metrics.json").read_text()).get("mlflow_run_id")
+    except (OSError, ValueError):
+        return None
