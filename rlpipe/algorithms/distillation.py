@@ -73,6 +73,11 @@ class TeacherMix:
         self.is_recurrent = bool(getattr(student, "is_recurrent", False))
 
     @property
+    def deterministic_policy(self) -> Any:
+        """The policy whose deterministic action is the run's (``action_mean``, evaluation): the student."""
+        return self.student
+
+    @property
     def state_size(self) -> int:
         """The student's recurrent state size S (recurrent students only)."""
         return self.student.state_size

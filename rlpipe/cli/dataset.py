@@ -50,7 +50,7 @@ def parse_envs(ctx: click.Context, param: click.Parameter, value: str | None) ->
 @click.option("--min-success", is_flag=True, help="Only episodes that succeeded (the env reports success).")
 @click.option("--action", type=click.Choice(["executed", "mean"]), default="executed", show_default=True,
               help="executed: the sampled action the rewards followed; mean: the policy mean (a clean "
-                   "behaviour-cloning label; needs action_mean in the stores).")
+                   "behaviour-cloning label; recorded by runs with store.action_mean: true).")
 @click.option("--keep-last-fragment", is_flag=True,
               help="Keep the episode fragment cut by the last exported store, as truncated (its next "
                    "observation the exact bootstrap one); dropped by default.")

@@ -197,7 +197,7 @@ def test_bad_selections_are_one_line(ppo_run, selection, message):
 
 
 def test_action_mean_without_a_stored_mean_is_refused(ppo_run):
-    with pytest.raises(ConfigError, match="--action mean: .*stores no action_mean"):
+    with pytest.raises(ConfigError, match="--action mean: .*stores no action_mean .*store.action_mean: true"):
         list(read_episodes(ppo_run, Selection(action="mean")))
 
 
