@@ -80,7 +80,7 @@ class Collector:
         self.horizons_per_env_reset, self.deterministic = horizons_per_env_reset, deterministic
         self.action_mean = action_mean
         self._mode_policy = getattr(policy, "deterministic_policy", policy)
-        """Whose deterministic action ``action_mean`` records (a teacher mix: its student, drawing nothing)."""
+        """Whose deterministic action ``action_mean`` records (a teacher mix: its student)."""
         self.num_collects = 0
         """Rollouts collected so far (``horizons_per_env_reset`` counts them)."""
         n, dev = env.num_envs, env.device
@@ -227,7 +227,7 @@ class Collector:
             if t % self.seq_len == 0:
                 ro[RECURRENT_STATE][:, t] = state
             action, log_prob, value, next_state = self.policy.sample_step(obs, state, self.deterministic)
-            if self.action_mean:  # the deterministic step draws nothing: the sampled actions stay as they were
+            if self.action_mean:  # a deterministic step draws nothing: the samples stay as they were
                 ro[ACTION_MEAN][:, t] = self._mode_policy.sample_step(obs, state, True)[0]
             step = self.env.step(action)
             done = step.terminated | step.truncated

@@ -138,7 +138,7 @@ REQUIRED_KEYS = tuple(KEY_DTYPES)
 DIM_NAMES = ("env", "time")
 """Names of the two batch dims ``[N, T+1]``."""
 ACTION_MEAN = "action_mean"
-"""The policy's deterministic action ``[N, T+1, *act]`` at each step (``store.action_mean``); slot T padding."""
+"""The policy's deterministic action ``[N, T+1, *act]`` per step (``store.action_mean``); slot T padding."""
 SUCCESS = "success"
 """The per-step success flag ``[N, T+1]`` bool, in rollouts of envs that report ``info["success"]``."""
 FINAL_OBS = "final_obs"

@@ -216,4 +216,5 @@ def test_action_mean_is_written_by_every_writer_and_follows_the_env_subset(tmp_p
         assert torch.equal(back["action_mean"], rollout["action_mean"][:envs]), name
     files = {name: _files(tmp_path / name) for name in ("zarr", "thread", "process")}
     mean_files = [f for f in files["zarr"] if "/action_mean/" in f]
-    assert mean_files and all(files[n][f] == files["zarr"][f] for n in ("thread", "process") for f in mean_files)
+    assert mean_files
+    assert all(files[n][f] == files["zarr"][f] for n in ("thread", "process") for f in mean_files)

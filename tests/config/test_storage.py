@@ -1,4 +1,4 @@
-"""``store.every/envs/precision/budget/action_mean``: strict validation, each error one line naming the key."""
+"""``store.every/envs/precision/budget/action_mean``: strict validation, one line naming the key."""
 
 from __future__ import annotations
 
