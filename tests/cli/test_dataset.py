@@ -163,3 +163,12 @@ def test_a_kept_selection_writes_the_dataset_and_its_summary(runs, tmp_path):
                         r"0 episodes filtered out, \d+\.\d MB, \d+\.\d s", lines[-1]), lines
     assert (out / "me" / "cartpole-v3" / "data" / "main_data.hdf5").is_file()
     assert sorted(p.name for p in out.parent.iterdir()) == ["minari"]  # published, no temporary left
+
+
+def test_a_relative_out_is_written_where_it_names(runs, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, lines = invoke(str(runs["plain"]), "--format", "minari", "--out", "datasets/cartpole-minari")
+    assert code == 0, lines
+    dataset = tmp_path / "datasets/cartpole-minari/rlpipe/cartpole_ppo/rollouts-v0"
+    assert (dataset / "data/main_data.hdf5").is_file()
+    assert made_in(tmp_path / "datasets") == ["cartpole-minari"]
