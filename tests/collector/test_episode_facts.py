@@ -137,3 +137,16 @@ def test_a_recurrent_action_mean_follows_the_state_the_policy_acted_with():
             expected.append(action)
             state = state * (~rollout["done"][:, t]).unsqueeze(-1).float()
     assert torch.equal(rollout[ACTION_MEAN][:, :-1], torch.stack(expected, 1))
+
+
+def test_a_teacher_mix_records_its_students_deterministic_action():
+    from rlpipe.algorithms.distillation import TeacherMix
+
+    student, _ = mean_collector("Pendulum", {"name": "actor_only"})
+    env = build_env("Pendulum", 4, "cpu")
+    teacher = build_policy({"name": "actor_critic"}, env.observation_space, env.action_space, "cpu")
+    collector = Collector(env, TeacherMix(student, teacher, lambda: 0.5), 12, seed=3, action_mean=True)
+    rollout, _ = collector()
+    with torch.inference_mode():
+        acted = torch.stack([student.act(rollout["obs"][:, t], deterministic=True) for t in range(12)], 1)
+    torch.testing.assert_close(rollout[ACTION_MEAN][:, :-1], acted, rtol=1e-6, atol=1e-6)
