@@ -92,7 +92,8 @@ def build_collector(cfg: RunConfig, env: BatchedEnv, algo: BaseAlgorithm, rank: 
     }
     return Collector(env, algo.acting_policy, trainer.buffer_size, trainer.seed + rank,
                      horizons_per_env_reset=trainer.horizons_per_env_reset,
-                     deterministic=trainer.deterministic_collect, **options)
+                     deterministic=trainer.deterministic_collect, action_mean=cfg.store.action_mean,
+                     **options)
 
 
 def learner_state(algo: BaseAlgorithm) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from rlpipe.envs import BatchedEnv, StepResult
 from rlpipe.envs.base import Obs
 from rlpipe.policies import Policy
 from rlpipe.rollout import (
+    ACTION_MEAN,
     SUCCESS,
     allocate_rollout,
     gather_final_obs,
@@ -46,7 +47,10 @@ class Collector:
     episodes: :attr:`reset_at_start` (the envs were reset before the first step) and
     :attr:`final_obs`, the true final observations at the done slots, gathered once per rollout on
     the device (:func:`~rlpipe.rollout.gather_final_obs`). Envs that report ``info["success"]``
-    get the per-step ``success`` key in the rollout.
+    get the per-step ``success`` key in the rollout. With ``action_mean`` the rollout also holds the
+    policy's deterministic action at every step (:data:`~rlpipe.rollout.ACTION_MEAN`), computed by
+    the same ``act(obs, deterministic=True)`` that evaluation acts with, in one batched forward over
+    ``obs[:, 0..T-1]`` after the loop (a recurrent policy: its deterministic core step, each step).
 
     A recurrent policy (``policy.is_recurrent``) runs its own loop (:meth:`_recurrent_loop`): it
     carries the core state ``[N, S]``, zeroes it after a done and at every ``seq_len ×
@@ -69,10 +73,14 @@ class Collector:
         deterministic: bool = False,
         seq_len: int | None = None,
         seqs_per_state_reset: int = -1,
+        action_mean: bool = False,
     ) -> None:
         self.env, self.policy, self.horizon, self.seed = env, policy, horizon, seed
         self.reset_every_rollout, self.group_size = reset_every_rollout, group_size
         self.horizons_per_env_reset, self.deterministic = horizons_per_env_reset, deterministic
+        self.action_mean = action_mean
+        self._mode_policy = getattr(policy, "deterministic_policy", policy)
+        """Whose deterministic action ``action_mean`` records (a teacher mix: its student)."""
         self.num_collects = 0
         """Rollouts collected so far (``horizons_per_env_reset`` counts them)."""
         n, dev = env.num_envs, env.device
@@ -114,6 +122,7 @@ class Collector:
             else:
                 self._step_loop()
                 self._fill_values()
+                self._fill_action_mean()
             faults.poison("obs", self.rollout["obs"])  # no-ops unless a fault test asks
             faults.poison("reward", self.rollout["reward"])
         return self.rollout, self._episode_stats()
@@ -184,7 +193,21 @@ class Collector:
         self.episode_length.copy_(length_at[:, -1].masked_fill(done[:, -1], 0))
 
     def _extras(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
-        return {RECURRENT_STATE: ((self.policy.state_size,), torch.float32)} if self.recurrent else {}
+        extras = {RECURRENT_STATE: ((self.policy.state_size,), torch.float32)} if self.recurrent else {}
+        if self.action_mean:
+            extras[ACTION_MEAN] = (tuple(self.env.action_shape), self.env.action_dtype)
+        return extras
+
+    def _fill_action_mean(self) -> None:
+        """``action_mean[:, :T]``: the deterministic action of each stored observation, one batched forward.
+
+        The observation normalizer changes only in the update, so this equals acting at each step.
+        """
+        if not self.action_mean:
+            return
+        ro, n, t = self.rollout, self.env.num_envs, self.horizon
+        mean = self._mode_policy.act(ro["obs"][:, :t].flatten(0, 1), deterministic=True)
+        ro[ACTION_MEAN][:, :t] = mean.view(n, t, *mean.shape[1:])
 
     def _init_recurrent(self, seq_len: int | None, seqs_per_state_reset: int) -> None:
         n, dev, policy = self.env.num_envs, self.env.device, self.policy
@@ -204,6 +227,8 @@ class Collector:
             if t % self.seq_len == 0:
                 ro[RECURRENT_STATE][:, t] = state
             action, log_prob, value, next_state = self.policy.sample_step(obs, state, self.deterministic)
+            if self.action_mean:  # a deterministic step draws nothing: the samples stay as they were
+                ro[ACTION_MEAN][:, t] = self._mode_policy.sample_step(obs, state, True)[0]
             step = self.env.step(action)
             done = step.terminated | step.truncated
             for key, item in (("obs", obs), ("action", action), ("sample_log_prob", log_prob),

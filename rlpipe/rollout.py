@@ -28,6 +28,10 @@ key                   shape                 meaning
                                             after a done; other slots (and slot T) are zero
 ``success``           ``[N, T+1]`` bool     envs that report ``info["success"]``: that flag after
                                             action t; slot T padding
+``action_mean``       ``[N, T+1, *act]``    ``store.action_mean: true``: the policy's
+                                            deterministic action at ``obs[:, t]`` (Gaussian
+                                            mean, Beta mode, categorical argmax); slot T
+                                            padding
 ====================  ====================  ===================================================
 
 Beside the rollout, the collector gathers the true final observations of the episodes that ended
@@ -71,6 +75,7 @@ from tensordict import TensorDict
 from rlpipe.refused import RefusedDataError
 
 __all__ = [
+    "ACTION_MEAN",
     "DIM_NAMES",
     "FLAG_KEYS",
     "IMAGE_DTYPE",
@@ -134,6 +139,8 @@ REQUIRED_KEYS = tuple(KEY_DTYPES)
 """The keys every rollout, and every rollout store, holds."""
 DIM_NAMES = ("env", "time")
 """Names of the two batch dims ``[N, T+1]``."""
+ACTION_MEAN = "action_mean"
+"""The policy's deterministic action ``[N, T+1, *act]`` per step (``store.action_mean``); slot T padding."""
 SUCCESS = "success"
 """The per-step success flag ``[N, T+1]`` bool, in rollouts of envs that report ``info["success"]``."""
 FINAL_OBS = "final_obs"

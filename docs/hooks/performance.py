@@ -24,6 +24,8 @@ from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
 PAGE = "performance.md"
+PAGES = (PAGE, "datasets.md")
+"""Pages whose markers this hook fills (the Datasets page shows what an export costs)."""
 MARKER = re.compile(r"<!-- results: (\w+) -->")
 
 
@@ -230,6 +232,15 @@ def pixel_cartpole(results: Results) -> str:
         + "\n\n" + machine(data.get("environment"))
 
 
+def dataset_export(results: Results) -> str:
+    """``rlpipe dataset``: episodes, frames, MB, seconds, both per 1M transitions (``dataset_export.py``)."""
+    data = results.load("dataset_export.json")
+    rows = [[f"`{r['dataset']}`", r["format"], num(r["episodes"]), num(r["frames"]), num(r["mb"], 2),
+             num(r["seconds"], 2), num(r["mb_per_1m"]), num(r["seconds_per_1m"])] for r in data["rows"]]
+    return table(["run → dataset", "format", "episodes", "frames", "MB", "export s", "MB per 1M",
+                  "s per 1M"], rows) + "\n\n" + machine(data.get("environment"))
+
+
 def envpool_loop(results: Results) -> str:
     """The full loop (store, MLflow on) beside a plain PPO loop on envpool (``peers/envpool_loop.py``)."""
     data = results.load("envpool_loop.json")
@@ -384,7 +395,7 @@ def others(results: Results) -> str:
     return "\n\n".join(blocks) if blocks else "Every results file is shown in a table above."
 
 
-ELSEWHERE = {"zoo.json": "[Results](results.md)"}
+ELSEWHERE = {"zoo.json": "[Results](results.md)", "dataset_export.json": "[Datasets](datasets.md)"}
 """Results files another page's hook shows (``docs/hooks/zoo.py``): linked here, not tabled again."""
 
 
@@ -399,7 +410,7 @@ TABLES: dict[str, Callable[[Results], str]] = {
     "cuda_sync": cuda_sync, "cartpole_step": cartpole_step, "push_cube": push_cube,
     "pixel_cartpole": pixel_cartpole, "envpool_loop": envpool_loop, "distillation": distillation,
     "gpu_vs_rsl_rl": gpu_vs_rsl_rl, "store_diag": store_diag, "gil_tax": gil_tax,
-    "writer_start": writer_start,
+    "writer_start": writer_start, "dataset_export": dataset_export,
     "others": others,
 }
 """Marker name → the function that builds its Markdown; ``others`` must come last on the page."""
@@ -409,15 +420,16 @@ TABLES: dict[str, Callable[[Results], str]] = {
 
 
 def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
-    """Replace every ``<!-- results: NAME -->`` marker of the Performance page with its table."""
-    if page.file.src_uri != PAGE:
+    """Replace every ``<!-- results: NAME -->`` marker of the :data:`PAGES` with its table."""
+    if page.file.src_uri not in PAGES:
         return markdown
     results, shown = Results(project_root(config) / "benchmarks" / "results"), set()
 
     def render(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in TABLES:
-            raise PluginError(f"docs/{PAGE}: no results table {name!r}; accepted: {', '.join(TABLES)}")
+            raise PluginError(f"docs/{page.file.src_uri}: no results table {name!r}; accepted: "
+                              f"{', '.join(TABLES)}")
         text = TABLES[name](results)
         new = sorted(results.read - shown)  # the files this table read first
         shown.update(results.read)

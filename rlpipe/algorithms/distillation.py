@@ -77,6 +77,11 @@ class TeacherMix:
         return bool(self.student.is_recurrent)
 
     @property
+    def deterministic_policy(self) -> Any:
+        """The policy whose deterministic action is the run's (``action_mean``, evaluation): the student."""
+        return self.student
+
+    @property
     def state_size(self) -> int:
         """The student's recurrent state size S (recurrent students only)."""
         return self.student.state_size

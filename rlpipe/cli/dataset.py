@@ -40,7 +40,7 @@ def parse_envs(ctx: click.Context, param: click.Parameter, value: str | None) ->
               help="The dataset folder to create (must not exist; written whole or not at all). Minari: a "
                    "datasets folder, MINARI_DATASETS_PATH=DIR.")
 @click.option("--iterations", "span", callback=parse_span, default=None, metavar="A:B",
-              help="Only stored iterations A..B (both included), or one iteration K.")
+              help="Only iterations A..B (both included, every one stored), or one iteration K.")
 @click.option("--last", type=click.IntRange(min=1), default=None, metavar="K",
               help="Only the last K stored iterations.")
 @click.option("--envs", callback=parse_envs, default=None, metavar="LIST",
@@ -50,7 +50,7 @@ def parse_envs(ctx: click.Context, param: click.Parameter, value: str | None) ->
 @click.option("--min-success", is_flag=True, help="Only episodes that succeeded (the env reports success).")
 @click.option("--action", type=click.Choice(["executed", "mean"]), default="executed", show_default=True,
               help="executed: the sampled action the rewards followed; mean: the policy mean (a clean "
-                   "behaviour-cloning label; needs action_mean in the stores).")
+                   "behaviour-cloning label; recorded by runs with store.action_mean: true).")
 @click.option("--keep-last-fragment", is_flag=True,
               help="Keep the episode fragment cut by the last exported store, as truncated (its next "
                    "observation the exact bootstrap one); dropped by default.")

@@ -250,6 +250,11 @@ class StoreCfg(StrictModel):
     """Observation groups stored in a lower precision, converted on the device before the copy to
     the host: ``{obs: float16}`` (every observation array) or ``{obs/policy: float16}`` (one entry
     of a dict observation). Halves those bytes; such a store is not exact, so it is not replayed."""
+    action_mean: bool = False
+    """Also store the policy's deterministic action at every step (``action_mean`` ``[N, T+1, *act]``:
+    the Gaussian mean, the Beta's mapped mode, the categorical argmax), the clean behaviour-cloning
+    label ``rlpipe dataset --action mean`` exports. Costs one more action array per store and one
+    batched actor forward per rollout (a second core step per env step for a recurrent policy)."""
     budget: StoreBudgetCfg | None = None
     """``{total_tb: T}`` or ``{rate_gb_s: R, env_steps_per_s: S}``: the store keeps every k-th
     iteration, k derived from the rollout's bytes (after ``envs`` and ``precision``) before the

@@ -99,9 +99,10 @@ class Summary:
 def open_source(run_dir: str | Path, selection: Selection) -> DatasetSource:
     """The run's facts for ``selection``; a one-line ``ConfigError``/``StoreError`` where it cannot be.
 
-    Refused: a bad selection (both ``iterations`` and ``last``, an empty or reversed range, an
-    unknown ``action``, envs that were not stored), a run without stores, a selection with a gap
-    (``store.keep_last``, ``store.every``), stores holding different env subsets.
+    Refused: a bad selection (both ``iterations`` and ``last``, a reversed range, a range reaching
+    iterations that are not stored, an unknown ``action``, envs that were not stored), a run without
+    stores, a selection with a gap (``store.keep_last``, ``store.every``), stores holding different
+    env subsets. ``last`` K means the last K stored iterations (fewer where fewer are stored).
     """
     _check_selection(selection)
     layout = RunLayout(run_dir)
@@ -190,9 +191,10 @@ def _chosen_iterations(stored: list[int], selection: Selection) -> list[int]:
     if selection.iterations is not None:
         a, b = selection.iterations
         chosen = [k for k in stored if a <= k <= b]
-        if not chosen:
-            raise ConfigError(f"--iterations {a}:{b} selects no stored iteration (stored: "
-                              f"{_ranges(stored)})")
+        missing = _missing_spans(a, b, chosen)
+        if missing:
+            raise ConfigError(f"--iterations {a}:{b}: not stored: {missing} (deleted by store.keep_last, "
+                              f"skipped by store.every, or not run yet); stored: {_ranges(stored)}")
         return chosen
     if selection.last is not None:
         return stored[-selection.last:]
@@ -279,6 +281,16 @@ def _gym_id(env_id: str, attrs: dict[str, Any]) -> str | None:
     if attrs.get("env_backend") not in {"GymnasiumEnv", "GymnasiumVectorEnv", "EnvpoolEnv"}:
         return None
     return env_id if env_id in gym.registry else None
+
+
+def _missing_spans(a: int, b: int, chosen: list[int]) -> str:
+    """The iterations of ``a..b`` not in ``chosen`` (sorted, inside ``a..b``), as spans; ``""`` if none."""
+    spans, start = [], a
+    for k in [*chosen, b + 1]:
+        if k > start:
+            spans.append(f"{start}" if k - 1 == start else f"{start}–{k - 1}")
+        start = k + 1
+    return ", ".join(spans)
 
 
 def _ranges(values: list[int]) -> str:

@@ -139,7 +139,8 @@ def write_minari(episodes: Iterable[Episode], source: DatasetSource, root: Path,
             if on_episode is not None:
                 on_episode(episode)
 
-    with _datasets_path(root), warnings.catch_warnings():
+    # Minari joins a relative datasets folder onto itself a second time: hand it an absolute one
+    with _datasets_path(Path(root).absolute()), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # Minari's advice on unset author / permalink
         minari.create_dataset_from_buffers(
             dataset_id=dataset_id, buffer=buffers(), env=source.gym_id,

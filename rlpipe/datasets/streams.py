@@ -77,8 +77,9 @@ def read_store(path: Path, iteration: int, attrs: dict[str, Any], action: str) -
     if action == "mean":
         key = next((k for k in MEAN_KEYS if k in arrays), None)
         if key is None:
-            raise ConfigError(f"--action mean: {path} stores no action_mean (this run's policy mean was not "
-                              "recorded); accepted here: --action executed")
+            raise ConfigError(f"--action mean: {path} stores no action_mean (the policy's deterministic "
+                              "action is recorded only with store.action_mean: true); accepted here: "
+                              "--action executed")
         actions = arrays[key]
     else:
         actions = arrays["action"]

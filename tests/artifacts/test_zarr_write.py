@@ -203,3 +203,18 @@ def test_a_sparse_index_that_is_not_the_done_slots_is_refused(tmp_path):
     write_rollout(tmp_path / "s.zarr", rollout, dict(ATTRS), final_obs=final)
     with pytest.raises(StoreError, match="final_obs/index is not the rollout's done slots"):
         read_rollout_final_obs(tmp_path / "s.zarr")
+
+
+def test_action_mean_is_written_by_every_writer_and_follows_the_env_subset(tmp_path, monkeypatch):
+    rollout = make_rollout(box=True)  # holds action_mean [N, T+1, 2]
+    for name, writer, fast_on, envs in (("zarr", "thread", False, None), ("thread", "thread", True, None),
+                                        ("process", "process", True, None), ("subset", "process", True, 2)):
+        monkeypatch.setattr(fast, "ENABLED", fast_on)
+        with RolloutStore(tmp_path / name, StoreCfg(writer=writer, chunk_envs=4, envs=envs)) as store:
+            store.submit(rollout, dict(ATTRS), _final_obs(rollout))
+        back = read_rollout(tmp_path / name / "iter-000003.zarr")[0]
+        assert torch.equal(back["action_mean"], rollout["action_mean"][:envs]), name
+    files = {name: _files(tmp_path / name) for name in ("zarr", "thread", "process")}
+    mean_files = [f for f in files["zarr"] if "/action_mean/" in f]
+    assert mean_files
+    assert all(files[n][f] == files["zarr"][f] for n in ("thread", "process") for f in mean_files)

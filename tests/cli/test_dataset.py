@@ -122,6 +122,23 @@ def test_kept_last_stores_export_from_the_oldest_kept_one_dropping_its_leading_f
     assert fragments >= 5  # per env: the one before store 2 (deleted store 1) and the one cut by store 3
 
 
+@pytest.mark.parametrize(("run", "span", "missing"), [
+    ("keep_last", "1:3", "not stored: 1 (deleted by store.keep_last, skipped by store.every, or not run "
+                         "yet); stored: 2–3"),
+    ("keep_last", "2:5", "not stored: 4–5 ("),
+    ("every", "2:4", "not stored: 3 ("),
+])
+def test_iterations_reaching_unstored_ones_are_refused_naming_them(runs, tmp_path, run, span, missing):
+    line = refused(runs[run], tmp_path / "out", "--format", "minari", "--iterations", span)
+    assert line.startswith(f"Error: --iterations {span}: {missing}"), line
+
+
+def test_last_k_means_the_last_k_stored(runs, tmp_path):
+    code, lines = invoke(str(runs["keep_last"]), "--out", str(tmp_path / "out"), "--format", "minari",
+                         "--last", "5")
+    assert code == 0, lines
+
+
 def test_lerobot_refuses_an_env_without_a_control_rate(runs, tmp_path):
     line = refused(runs["no_rate"], tmp_path / "out", "--format", "lerobot")
     assert "RepeatFirst" in line and "control rate" in line
@@ -146,3 +163,12 @@ def test_a_kept_selection_writes_the_dataset_and_its_summary(runs, tmp_path):
                         r"0 episodes filtered out, \d+\.\d MB, \d+\.\d s", lines[-1]), lines
     assert (out / "me" / "cartpole-v3" / "data" / "main_data.hdf5").is_file()
     assert sorted(p.name for p in out.parent.iterdir()) == ["minari"]  # published, no temporary left
+
+
+def test_a_relative_out_is_written_where_it_names(runs, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, lines = invoke(str(runs["plain"]), "--format", "minari", "--out", "datasets/cartpole-minari")
+    assert code == 0, lines
+    dataset = tmp_path / "datasets/cartpole-minari/rlpipe/cartpole_ppo/rollouts-v0"
+    assert (dataset / "data/main_data.hdf5").is_file()
+    assert made_in(tmp_path / "datasets") == ["cartpole-minari"]

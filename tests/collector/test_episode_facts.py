@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 
 from rlpipe.collector import Collector
 from rlpipe.envs import build_env
 from rlpipe.policies import build_policy
-from rlpipe.rollout import SUCCESS
+from rlpipe.rollout import ACTION_MEAN, SUCCESS, validate
 
 
 def make(env_id="CartPole", n=6, horizon=30, **env_cfg):
@@ -85,3 +86,67 @@ def test_success_is_recorded_per_step_only_for_envs_that_report_it():
     rollout, _ = collector()
     assert torch.equal(rollout[SUCCESS][:, :-1], torch.stack(flags, 1))
     assert not rollout[SUCCESS][:, -1].any()
+
+
+def mean_collector(env_id, policy_block, **options):
+    torch.manual_seed(0)
+    env = build_env(env_id, 4, "cpu")
+    policy = build_policy(policy_block, env.observation_space, env.action_space, "cpu")
+    return policy, Collector(env, policy, 12, seed=3, **options)
+
+
+@pytest.mark.parametrize(("env_id", "distribution"), [("CartPole", "auto"), ("Pendulum", "gaussian"),
+                                                      ("Pendulum", "beta")])
+def test_action_mean_is_the_deterministic_action_of_each_stored_observation(env_id, distribution):
+    block = {"name": "actor_critic", "distribution": distribution}
+    policy, collector = mean_collector(env_id, block, action_mean=True)
+    rollout, _ = collector()
+    mean = rollout[ACTION_MEAN]
+    assert mean.dtype == rollout["action"].dtype and mean.shape == rollout["action"].shape
+    with torch.inference_mode():
+        acted = torch.stack([policy.act(rollout["obs"][:, t], deterministic=True) for t in range(12)], 1)
+    torch.testing.assert_close(mean[:, :-1], acted, rtol=1e-6, atol=1e-6)
+    assert not mean[:, -1].any()  # slot T is padding
+    assert not torch.equal(mean[:, :-1].float(), rollout["action"][:, :-1].float())  # sampled ≠ mode
+    validate(rollout)
+
+
+def test_action_mean_draws_nothing_and_is_absent_by_default():
+    def two_rollouts(**options):
+        _, collector = mean_collector("Pendulum", {"name": "actor_critic"}, **options)
+        first = collector()[0].clone()
+        return first, collector()[0].clone()
+
+    plain = two_rollouts()
+    assert ACTION_MEAN not in plain[0].keys()
+    recorded = two_rollouts(action_mean=True)
+    for mine, theirs in zip(recorded, plain, strict=True):  # the random stream goes on alike
+        assert torch.equal(mine["action"], theirs["action"])
+
+
+def test_a_recurrent_action_mean_follows_the_state_the_policy_acted_with():
+    small = {"network_cfg": {"hidden_sizes": [8]}}
+    block = {"name": "recurrent_actor_critic", "actor": small, "critic": small,
+             "recurrent": {"type": "gru", "hidden_size": 8, "num_layers": 1}}
+    policy, collector = mean_collector("RepeatFirst", block, action_mean=True)
+    rollout, _ = collector()
+    state, expected = torch.zeros(4, policy.state_size), []
+    with torch.inference_mode():
+        for t in range(12):
+            action, _, _, state = policy.sample_step(rollout["obs"][:, t], state, True)
+            expected.append(action)
+            state = state * (~rollout["done"][:, t]).unsqueeze(-1).float()
+    assert torch.equal(rollout[ACTION_MEAN][:, :-1], torch.stack(expected, 1))
+
+
+def test_a_teacher_mix_records_its_students_deterministic_action():
+    from rlpipe.algorithms.distillation import TeacherMix
+
+    student, _ = mean_collector("Pendulum", {"name": "actor_only"})
+    env = build_env("Pendulum", 4, "cpu")
+    teacher = build_policy({"name": "actor_critic"}, env.observation_space, env.action_space, "cpu")
+    collector = Collector(env, TeacherMix(student, teacher, lambda: 0.5), 12, seed=3, action_mean=True)
+    rollout, _ = collector()
+    with torch.inference_mode():
+        acted = torch.stack([student.act(rollout["obs"][:, t], deterministic=True) for t in range(12)], 1)
+    torch.testing.assert_close(rollout[ACTION_MEAN][:, :-1], acted, rtol=1e-6, atol=1e-6)

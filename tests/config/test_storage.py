@@ -1,4 +1,4 @@
-"""``store.every/envs/precision/budget``: strict validation, each error one line naming the key."""
+"""``store.every/envs/precision/budget/action_mean``: strict validation, one line naming the key."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ from rlpipe.config import ConfigError, load
         ("store.budget={total_tb: 2, tb: 1}", "store.budget.tb",
          r"unknown key; accepted: total_tb, rate_gb_s"),
         ("store.budget={total_tb: '2'}", "store.budget.total_tb", r""),
+        ("store.action_mean='true'", "store.action_mean", r"Input should be true or false"),
+        ("store.action_mean=1", "store.action_mean", r"Input should be true or false"),
     ],
 )
 def test_bad_store_policies_name_the_key(override, key, message):

@@ -184,7 +184,9 @@ def test_success_is_stored_per_step_and_filters(tmp_path):
 @pytest.mark.parametrize(("selection", "message"), [
     (Selection(iterations=(1, 2), last=1), "--iterations and --last"),
     (Selection(iterations=(3, 2)), "--iterations 3:2"),
-    (Selection(iterations=(7, 9)), "selects no stored iteration (stored: 1–4)"),
+    (Selection(iterations=(7, 9)), "--iterations 7:9: not stored: 7–9 (deleted by store.keep_last, "
+                                   "skipped by store.every, or not run yet); stored: 1–4"),
+    (Selection(iterations=(3, 6)), "--iterations 3:6: not stored: 5–6 ("),
     (Selection(last=0), "--last 0"),
     (Selection(action="greedy"), "--action greedy: accepted executed | mean"),
     (Selection(envs=(8,)), "--envs 8: the stores hold envs 0–7"),
@@ -197,7 +199,7 @@ def test_bad_selections_are_one_line(ppo_run, selection, message):
 
 
 def test_action_mean_without_a_stored_mean_is_refused(ppo_run):
-    with pytest.raises(ConfigError, match="--action mean: .*stores no action_mean"):
+    with pytest.raises(ConfigError, match="--action mean: .*stores no action_mean .*store.action_mean: true"):
         list(read_episodes(ppo_run, Selection(action="mean")))
 
 

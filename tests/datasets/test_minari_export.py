@@ -137,8 +137,10 @@ def test_the_default_id_is_valid_for_any_run_folder_name():
 STEP_KEYS = ("obs", "action", "reward", "terminated", "truncated")
 
 
-def independent_episodes(run: Path) -> tuple[list[dict[str, np.ndarray]], int]:
+def independent_episodes(run: Path, action_key: str = "action") -> tuple[list[dict[str, np.ndarray]], int]:
     """Whole episodes of a single-process flat-obs run, read with zarr alone: ``(episodes, fragments)``.
+
+    ``action_key``: the store array the actions come from (``action``, or ``action_mean``).
 
     Per env: stores in iteration order, slots 0..T-1, an episode ends at each done (its final
     observation from ``final_obs`` at that slot); a store whose ``reset_at_start`` is set drops the
@@ -154,7 +156,7 @@ def independent_episodes(run: Path) -> tuple[list[dict[str, np.ndarray]], int]:
         for store in stores:
             if store.attrs["reset_at_start"] and steps:
                 fragments, steps = fragments + 1, []
-            arrays = {k: store[k][env] for k in (*STEP_KEYS, "done")}
+            arrays = {k: store[k][env] for k in (*STEP_KEYS, "done")} | {"action": store[action_key][env]}
             index, final = store["final_obs/index"][:], store["final_obs/obs"][:]
             finals = dict(zip(map(tuple, index), final, strict=True))
             for t in range(arrays["obs"].shape[0] - 1):
@@ -193,3 +195,25 @@ def test_a_cartpole_run_exported_by_the_cli_equals_its_stores_bit_for_bit(tmp_pa
             assert stored.dtype == values.dtype, field
             np.testing.assert_array_equal(stored, values, err_msg=field)
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
+
+
+def test_an_export_with_action_mean_holds_the_recorded_deterministic_actions(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from rlpipe.cli import cli
+
+    run = tiny_run(tmp_path / "data", "store.action_mean=true", "store.envs=2", "trainer.iterations=2")
+    out = tmp_path / "minari"
+    result = CliRunner().invoke(cli, ["dataset", str(run), "--format", "minari", "--out", str(out),
+                                      "--action", "mean"])
+    assert result.exit_code == 0, result.output
+    expected, _ = independent_episodes(run, action_key="action_mean")
+    executed, _ = independent_episodes(run)
+    assert expected and any(not np.array_equal(m["actions"], e["actions"])
+                            for m, e in zip(expected, executed, strict=True))
+    dataset = _load(out, "rlpipe/cartpole_ppo/rollouts-v0", monkeypatch)
+    assert dataset.total_episodes == len(expected)
+    for ours, theirs in zip(expected, dataset.iterate_episodes(), strict=True):
+        assert theirs.actions.dtype == ours["actions"].dtype
+        np.testing.assert_array_equal(theirs.actions, ours["actions"])
+        np.testing.assert_array_equal(theirs.observations, ours["observations"])

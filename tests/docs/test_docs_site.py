@@ -154,3 +154,10 @@ def test_sphinx_roles_in_docstrings_read_as_inline_code(site: Path):
     assert md.convert("See :class:`Trainer` and :func:`~rlpipe.rollout.validate`.") == (
         "<p>See <code>Trainer</code> and <code>validate</code>.</p>")
     assert ":class:`" not in (site / "reference" / "rlpipe.trainer" / "index.html").read_text()
+
+
+def test_the_datasets_page_shows_what_an_export_costs(site: Path):
+    text = page_text(site, "datasets")
+    assert "<!-- results:" not in (site / "datasets" / "index.html").read_text()
+    for row in json.loads((RESULTS / "dataset_export.json").read_text())["rows"]:
+        assert f"{row['dataset']} {row['format']}" in text and f"{row['mb_per_1m']:,.0f}" in text, row

@@ -179,3 +179,12 @@ def test_from_pixels_that_cannot_render_is_one_line_naming_the_key(tmp_path) -> 
             assert env.reset(seed=0)["pixels"].dtype == torch.uint8
         finally:
             env.close()
+
+
+@pytest.mark.parametrize(("env_id", "dt"), [
+    ("HalfCheetah-v5", 0.05), ("Hopper-v4", 0.008), ("Humanoid-v4", 0.015), ("InvertedPendulum-v4", 0.04),
+    ("CartPole-v1", None),
+])
+def test_mujoco_tasks_record_their_control_step_and_others_none(env_id, dt):
+    env = EnvpoolEnv(env_id, 2, "cpu")  # gymnasium's dt for the same tasks: frame_skip × model timestep
+    assert env.control_dt == pytest.approx(dt) if dt else env.control_dt is None

@@ -30,6 +30,11 @@ line (``env.cfg.from_pixels``) when it cannot render.
 Modes: ``sync`` steps all envs in one pool. ``async`` splits them into two pools of N/2 and
 double-buffers through :meth:`act_and_step`: the second half's actions are computed while the
 first half steps in C++ threads.
+
+Control rate: envpool's gym-style MuJoCo tasks step ``frame_skip`` model timesteps per env step;
+``control_dt`` is that product, the timestep read from the task's model file in envpool's assets
+(:func:`mujoco_control_dt`). Other envpool tasks (classic control, Atari, dm_control) do not say,
+so their ``control_dt`` is ``None``.
 """
 
 from __future__ import annotations
@@ -38,7 +43,9 @@ import functools
 import subprocess
 import sys
 import warnings
+import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -50,7 +57,7 @@ from rlpipe.envs.base import BatchedEnv, Obs, StepResult
 from rlpipe.envs.conversion import flat_action_space, flat_obs_space, obs_to_torch, success_of
 from rlpipe.rollout import obs_from_state, obs_state
 
-__all__ = ["MODES", "RESUME_MODES", "EnvpoolEnv", "envpool_ids"]
+__all__ = ["MODES", "RESUME_MODES", "EnvpoolEnv", "envpool_ids", "mujoco_control_dt"]
 
 MODES = ("sync", "async")
 RESUME_MODES = ("replay", "restart")
@@ -104,6 +111,7 @@ class EnvpoolEnv(BatchedEnv):
         self.observation_space = flat_obs_space(spec.observation_space, env_id)
         self.action_space = flat_action_space(spec.action_space, env_id)
         self.max_episode_steps = getattr(spec.config, "max_episode_steps", None)
+        self.control_dt = mujoco_control_dt(spec.config)
         self._pools: list[Any] = []
         self._seed: int | None = None
         self._group_size = 1
@@ -329,3 +337,25 @@ def _equal(a: Obs, b: Obs | None) -> bool:
 def _check_choice(name: str, value: str, accepted: tuple[str, ...]) -> None:
     if value not in accepted:
         raise ValueError(f"{name}: got {value!r}; accepted: {', '.join(accepted)}")
+
+
+MUJOCO_DEFAULT_TIMESTEP = 0.002
+"""MuJoCo's ``<option timestep>`` where a model file does not set it, in seconds."""
+
+
+def mujoco_control_dt(config: Any) -> float | None:
+    """Seconds per env step of an envpool gym-style MuJoCo task: ``frame_skip`` × the model's timestep.
+
+    ``config``: ``envpool.make_spec(...).config``; the model is ``<base_path>/mujoco/assets_gym/<xml_file>``.
+    ``None`` for tasks without ``frame_skip``/``xml_file`` (not MuJoCo) or whose model file is absent.
+    """
+    frame_skip, xml_file = getattr(config, "frame_skip", None), getattr(config, "xml_file", None)
+    base = getattr(config, "base_path", None)
+    if not isinstance(frame_skip, int) or frame_skip < 1 or not xml_file or not base:
+        return None
+    model = Path(base) / "mujoco" / "assets_gym" / xml_file
+    if not model.is_file():
+        return None
+    option = ElementTree.parse(model).getroot().find("option")
+    timestep = option.get("timestep") if option is not None else None
+    return frame_skip * (float(timestep) if timestep else MUJOCO_DEFAULT_TIMESTEP)
