@@ -120,7 +120,7 @@ class RolloutEpisodes:
         self.episode_length.copy_(length_at[:, -1].masked_fill(done[:, -1], 0))
 
     def stats(self, finished: torch.Tensor) -> dict[str, float]:
-        """The window's statistics once the episodes ``finished`` ``[N, T]`` of the folded rollout joined it."""
+        """The window's statistics once the folded rollout's ``finished`` ``[N, T]`` episodes joined it."""
         returns = self._return_at[finished].tolist()
         self.recent_returns.extend(returns)
         self.recent_lengths.extend(self._length_at[finished].tolist())

@@ -67,7 +67,7 @@ class StatelessStepper:
         return act_and_step(self.env, self.policy, obs, self.deterministic)
 
     def finish(self, rollout: TensorDict, final_obs: torch.Tensor | TensorDict) -> None:
-        """``value`` of ``obs[:, 0..T]``, ``final_value`` of truncations, ``action_mean``: batched forwards."""
+        """``value`` of ``obs[:, 0..T]``, ``final_value`` of truncations, ``action_mean``: batched."""
         self._fill_values(rollout, final_obs)
         self._fill_action_mean(rollout)
 
@@ -176,5 +176,6 @@ def make_stepper(env: BatchedEnv, policy: Any, horizon: int, deterministic: bool
                  seq_len: int | None = None, seqs_per_state_reset: int = -1) -> StatelessStepper:
     """The stepper for ``policy``: its ``is_recurrent``, read here once for the collector."""
     if policy.is_recurrent:
-        return RecurrentStepper(env, policy, deterministic, mode_policy, horizon, seq_len, seqs_per_state_reset)
+        return RecurrentStepper(env, policy, deterministic, mode_policy, horizon, seq_len,
+                                seqs_per_state_reset)
     return StatelessStepper(env, policy, deterministic, mode_policy)
