@@ -110,6 +110,9 @@ class StatelessStepper:
 class RecurrentStepper(StatelessStepper):
     """A recurrent policy: carries the core state ``[N, S]``; values from the same core step as the action."""
 
+    policy: Any
+    """A recurrent policy: ``state_size``, ``sample_step`` and ``step_value`` besides ``Policy``'s methods."""
+
     def __init__(self, env: BatchedEnv, policy: Any, deterministic: bool, mode_policy: Any,
                  horizon: int, seq_len: int | None, seqs_per_state_reset: int) -> None:
         super().__init__(env, policy, deterministic, mode_policy)
