@@ -67,7 +67,7 @@ both.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from tensordict import TensorDict
@@ -294,7 +294,7 @@ def allocate_rollout(
     action_shape: Sequence[int],
     action_dtype: torch.dtype,
     device: torch.device | str,
-    extras: dict[str, tuple[Sequence[int], torch.dtype]] | None = None,
+    extras: Mapping[str, tuple[Sequence[int], torch.dtype]] | None = None,
     obs_dtypes: dict[str, torch.dtype] | None = None,
 ) -> TensorDict:
     """Zero-filled rollout of ``batch_size=[num_envs, horizon + 1]`` on ``device``.
