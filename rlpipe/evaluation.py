@@ -12,101 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from rlpipe.episode_tally import EpisodeTally
+
 if TYPE_CHECKING:
     from rlpipe.artifacts.video import VideoRecorder
     from rlpipe.envs import BatchedEnv
     from rlpipe.policies import Policy
 
-__all__ = ["EVAL_SEED_OFFSET", "Evaluator"]
+__all__ = ["EVAL_SEED_OFFSET", "EpisodeTally", "Evaluator"]
 
 EVAL_SEED_OFFSET = 1_000_003
 """Eval envs draw from a seed stream disjoint from the training envs'."""
-
-SYNC_EVERY = 32
-"""Env steps per block of :class:`EpisodeTally`, and between host checks of "every env is done"."""
-
-
-class EpisodeTally:
-    """The first ``k`` episodes of each of M envs: returns, lengths, success flags ``[M, k]``.
-
-    Per step the loop adds the reward to each env's running return and copies ``[M]`` rows into
-    block buffers ``[L, M]`` (L = ``SYNC_EVERY``): three small ops. Which episode ended where is
-    worked out once per block, vectorized, in :meth:`flush`, instead of a dozen ops on every step,
-    which would be a large share of a small eval's step. Returns are accumulated in the same order
-    as a per-step tally (the same float32 bits); lengths come from the steps between episode ends.
-    """
-
-    def __init__(self, num_envs: int, num_episodes: int, device: torch.device) -> None:
-        m, k, L = num_envs, num_episodes, SYNC_EVERY
-        self.k, self.device = k, device
-        self.count = torch.zeros(m, dtype=torch.int64, device=device)
-        """Episodes finished per env ``[M]``, at most ``k`` (up to date after each flush)."""
-        self.slots = torch.arange(k, device=device).unsqueeze(0)
-        self.reports_success = False
-        self._slot_base = torch.arange(m, device=device).unsqueeze(0) * k  # [1, M]: row of env i
-        flat = m * k + 1  # a spare last cell takes the writes of episodes past the k-th
-        self._returns = torch.zeros(flat, device=device)
-        self._lengths = torch.zeros(flat, device=device)
-        self._success = torch.zeros(flat, dtype=torch.bool, device=device)
-        self._at_end = torch.zeros(flat, dtype=torch.bool, device=device)
-        self.returns = self._returns[:-1].view(m, k)
-        """``[M, k]`` episode returns (views of the flat buffers: slots past ``count`` are zero)."""
-        self.lengths = self._lengths[:-1].view(m, k)
-        """``[M, k]`` episode lengths."""
-        self.success = self._success[:-1].view(m, k)
-        """``[M, k]``: success at any step of the episode."""
-        self.at_end = self._at_end[:-1].view(m, k)
-        """``[M, k]``: success on the episode's last step."""
-        self._running_return = torch.zeros(m, device=device)
-        self._running_success = torch.zeros(m, dtype=torch.bool, device=device)
-        self._last_end = torch.full((m,), -1, dtype=torch.int64, device=device)  # step of the last end
-        self._block_return = torch.zeros(L, m, device=device)
-        self._block_done = torch.zeros(L, m, dtype=torch.bool, device=device)
-        self._block_any = torch.zeros(L, m, dtype=torch.bool, device=device)
-        self._block_flag = torch.zeros(L, m, dtype=torch.bool, device=device)
-        self._block_start = 0
-        self.pending = 0
-        """Steps added since the last flush."""
-
-    def add(self, reward: torch.Tensor, finished: torch.Tensor, success: torch.Tensor | None = None) -> None:
-        """One env step: ``reward`` ``[M]``, ``finished`` ``[M]`` bool, optional ``success`` ``[M]`` bool."""
-        i = self.pending
-        self._running_return += reward
-        self._block_return[i] = self._running_return
-        self._block_done[i] = finished
-        self._running_return.masked_fill_(finished, 0.0)
-        if success is not None:  # success at any step of the episode, and at its last step
-            self.reports_success = True
-            self._running_success |= success
-            self._block_any[i] = self._running_success
-            self._block_flag[i] = success
-            self._running_success &= ~finished
-        self.pending += 1
-        if self.pending == SYNC_EVERY:
-            self.flush()
-
-    def flush(self) -> None:
-        """Record the episodes that ended in the pending block ``[n, M]`` and start a new block."""
-        n = self.pending
-        if n == 0:
-            return
-        done = self._block_done[:n]
-        step = torch.arange(self._block_start, self._block_start + n, device=self.device).unsqueeze(1)
-        ends = torch.where(done, step, -1).cummax(0).values  # [n, M]: the last end at or before each step
-        before = torch.cat((self._last_end.unsqueeze(0), ends[:-1])).maximum(self._last_end)
-        slot = self.count + done.long().cumsum(0) - 1  # [n, M]: which episode of its env ended there
-        target = torch.where(done & (slot < self.k), self._slot_base + slot, self._returns.numel() - 1)
-        target = target.flatten()
-        self._returns.scatter_(0, target, self._block_return[:n].flatten())
-        self._lengths.scatter_(0, target, (step - before).flatten().to(self._lengths.dtype))
-        if self.reports_success:
-            self._success.scatter_(0, target, self._block_any[:n].flatten())
-            self._at_end.scatter_(0, target, self._block_flag[:n].flatten())
-        self.count = (self.count + done.sum(0)).clamp_max(self.k)
-        self._last_end = self._last_end.maximum(ends[-1])
-        self._block_start += n
-        self.pending = 0
-
 
 class _FeedforwardActor:
     """``obs [M, *obs]`` → action; nothing to carry between steps."""

@@ -67,7 +67,7 @@ both.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from tensordict import TensorDict
@@ -97,6 +97,7 @@ __all__ = [
     "check_schema",
     "FINAL_OBS",
     "RESET_AT_START",
+    "STEP_KEYS",
     "SUCCESS",
     "first_nonfinite",
     "gather_final_obs",
@@ -137,6 +138,8 @@ KEY_DTYPES: dict[str, tuple[torch.dtype, ...]] = {
 """The keys every rollout holds and the dtypes each may have; policy extras come on top."""
 REQUIRED_KEYS = tuple(KEY_DTYPES)
 """The keys every rollout, and every rollout store, holds."""
+STEP_KEYS = ("obs", "action", "sample_log_prob", "reward", "terminated", "truncated")
+"""The keys the collector writes at every step t < T; the others it fills once per rollout."""
 DIM_NAMES = ("env", "time")
 """Names of the two batch dims ``[N, T+1]``."""
 ACTION_MEAN = "action_mean"
@@ -291,7 +294,7 @@ def allocate_rollout(
     action_shape: Sequence[int],
     action_dtype: torch.dtype,
     device: torch.device | str,
-    extras: dict[str, tuple[Sequence[int], torch.dtype]] | None = None,
+    extras: Mapping[str, tuple[Sequence[int], torch.dtype]] | None = None,
     obs_dtypes: dict[str, torch.dtype] | None = None,
 ) -> TensorDict:
     """Zero-filled rollout of ``batch_size=[num_envs, horizon + 1]`` on ``device``.
@@ -301,16 +304,12 @@ def allocate_rollout(
     ``obs_dtypes`` gives the keys that are not float32 (``{"pixels": torch.uint8}``).
     """
     n, t1 = num_envs, horizon + 1
-    float_kw = {"dtype": torch.float32, "device": device}
     fields = {
         "obs": zeros_obs(obs_shape, (n, t1), device, obs_dtypes),
         "action": torch.zeros(n, t1, *action_shape, dtype=action_dtype, device=device),
-        "sample_log_prob": torch.zeros(n, t1, **float_kw),
-        "value": torch.zeros(n, t1, **float_kw),
-        "reward": torch.zeros(n, t1, **float_kw),
-        "final_value": torch.zeros(n, t1, **float_kw),
-        **{k: torch.zeros(n, t1, dtype=torch.bool, device=device) for k in FLAG_KEYS},
     }
+    fields |= {k: torch.zeros(n, t1, dtype=KEY_DTYPES[k][0], device=device)  # scalars per step
+               for k in REQUIRED_KEYS if k not in fields}
     for key, (shape, dtype) in (extras or {}).items():
         fields[key] = torch.zeros(n, t1, *shape, dtype=dtype, device=device)
     return TensorDict(fields, batch_size=[n, t1], device=device, names=list(DIM_NAMES))

@@ -104,7 +104,7 @@ def _stepwise_sums(reward, done, return0, length0):
 
 
 def test_episode_sums_equal_the_stepwise_running_sums():
-    from rlpipe.collector import episode_sums
+    from rlpipe.episode_tally import episode_sums
 
     gen = torch.Generator().manual_seed(0)
     reward = torch.randint(-3, 4, (6, 40), generator=gen).float() / 4  # exact in float32
