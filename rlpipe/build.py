@@ -114,6 +114,6 @@ def learn(algo: BaseAlgorithm, rollout: TensorDict, iteration: int, env_steps_be
     The schedules are positioned at ``env_steps_before`` of ``total_env_steps``. It is what the
     online iteration does between collecting and storing; offline re-updates call it.
     """
+    algo.set_progress(env_steps_before, total_env_steps)  # the advantage reads it too (RND's weight)
     metrics = {f"advantage/{k}": v for k, v in algo.compute_advantages(rollout).items()}
-    algo.set_progress(env_steps_before, total_env_steps)
     return metrics | {f"update/{k}": v for k, v in algo.update(rollout, iteration).items()}

@@ -111,3 +111,20 @@ def train(rank: int, world: int, port: int, runs: list[tuple[Path, list[str], bo
             Trainer(tiny_cfg(data_dir, "trainer.distributed=true", *overrides), resume=resume).train()
     finally:
         shutdown()
+
+
+def train_recording(rank: int, world: int, port: int, data_dir: Path, overrides: list[str], key: str) -> None:
+    """Rank ``rank`` of a ``world``-rank run of the tiny params; saves metric ``key`` of every iteration.
+
+    Writes ``data_dir/rank-{rank}.pt``: ``[metrics[key] of iteration 1, 2, …]`` as this rank saw them.
+    """
+    torchrun_env(rank, world, port)
+    torch.set_num_threads(1)
+    seen: list[float] = []
+    try:
+        trainer = Trainer(tiny_cfg(data_dir, "trainer.distributed=true", *overrides))
+        trainer.add_event("after_update", lambda ctx: seen.append(float(ctx.metrics[key])))
+        trainer.train()
+        torch.save(seen, data_dir / f"rank-{rank}.pt")
+    finally:
+        shutdown()

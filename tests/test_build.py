@@ -129,6 +129,23 @@ def test_learn_is_the_online_iterations_advantage_and_update_bit_for_bit(tmp_pat
     trainer.close()
 
 
+def test_learn_weighs_rnd_where_the_online_iteration_does(tmp_path: Path) -> None:
+    # A linear RND weight needs the run's length from the first advantage on, offline as online.
+    rnd = '{"hidden_sizes": [8], "weight": 1.0, "weight_final": 0.0, "weight_schedule_kind": "linear"}'
+    extra = (f"algorithm.cfg.rnd={rnd}", "tracking.backend=none", "trainer.iterations=4")
+    trainer = Trainer(tiny_cfg(tmp_path, *extra), store=False, evaluate=False)
+    algo = build_algorithm(tiny_cfg(tmp_path, *extra), trainer.env.observation_space,
+                           trainer.env.action_space, torch.device("cpu"))
+    load_learner_state(algo, learner_state(trainer.algo))
+    total = trainer.cfg.trainer.iterations * trainer.parts.steps_per_iteration
+    for iteration, weight in ((1, 1.0), (2, 0.75)):
+        before = trainer.env_steps
+        ro = trainer.collect().clone()
+        assert trainer.update()["advantage/rnd_weight"] == weight
+        assert learn(algo, ro, iteration, before, total)["advantage/rnd_weight"] == weight
+    trainer.close()
+
+
 def test_same_seed_same_result_other_seed_other_shuffle(tmp_path: Path) -> None:
     def trained(seed: int) -> list[torch.Tensor]:
         algo = make_algo(tmp_path)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 import rlpipe
+from rlpipe.runtime.launch import is_rank_zero
 
 if TYPE_CHECKING:
     from rlpipe.config import RunConfig
@@ -83,7 +84,7 @@ def fail(line: str, code: int) -> NoReturn:
     and an error of that rank alone still appears there.
     """
     line = f"Error: {line}".splitlines()[0]
-    main_rank = os.environ.get("RANK", "0") == "0"
+    main_rank = is_rank_zero()
     if main_rank:
         click.echo(line, err=True)
     error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,13 +29,13 @@ __all__ = ["resume_command", "run"]
 def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool, distributed: bool) -> None:
     """Train: collect → advantage → update, then eval and checkpoint when due, for trainer.iterations."""
     from rlpipe.config import load
+    from rlpipe.runtime.launch import is_rank_zero
+    from rlpipe.tracking.background import prewarm_tracking
 
     cfg = load(params, (*overrides, *(["trainer.distributed=true"] if distributed else [])))
-    if cfg.tracking.backend == "mlflow" and os.environ.get("RANK", "0") == "0":
-        from rlpipe.tracking.background import prewarm
-
-        prewarm()  # the tracking process imports MLflow while this one imports torch and builds
-    from rlpipe.runtime.distributed import get_rank, shutdown  # after the params are valid: torch
+    main = is_rank_zero()
+    prewarm_tracking(cfg, main)  # the tracking process imports MLflow while this one imports torch and builds
+    from rlpipe.runtime.distributed import shutdown  # after the params are valid: torch
     from rlpipe.trainer import EventError, Trainer
 
     click.get_current_context().meta[RESUME_KEY] = resume_command(params, overrides, distributed)
@@ -45,7 +44,7 @@ def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool,
         summary = trainer.train()
     except EventError as exc:
         fail(str(exc), 1)
-    if get_rank() == 0:  # the other ranks of a distributed run stay silent
+    if main:  # the other ranks of a distributed run stay silent
         stopped = f", stopped: {summary['stopped_by']}" if summary.get("stopped_by") else ""
         click.echo(
             f"done: {summary['iterations']} iterations, {summary['env_steps']} env steps in "

@@ -22,12 +22,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from rlpipe.artifacts.fs import as_path
 from rlpipe.tracking import signals
 
-__all__ = ["FLUSH_TIMEOUT_S", "PREWARM_ENV", "QUEUE_SIZE", "BackgroundRun", "prewarm"]
+if TYPE_CHECKING:
+    from rlpipe.config import RunConfig
+
+__all__ = ["FLUSH_TIMEOUT_S", "PREWARM_ENV", "QUEUE_SIZE", "BackgroundRun", "prewarm", "prewarm_tracking"]
 
 QUEUE_SIZE = 1024
 """Messages (about one per iteration) the tracking process may fall behind before ``log_metrics`` blocks."""
@@ -184,6 +187,12 @@ def prewarm() -> None:
     global _prewarmed
     if _prewarmed is None or _prewarmed.poll() is not None:
         _prewarmed = _spawn(prewarm=True)
+
+
+def prewarm_tracking(cfg: RunConfig, main: bool) -> None:
+    """:func:`prewarm` when ``cfg`` tracks to MLflow and this is the main process (rank 0: it alone logs)."""
+    if main and cfg.tracking.backend == "mlflow":
+        prewarm()
 
 
 def _take_prewarmed() -> subprocess.Popen[str] | None:

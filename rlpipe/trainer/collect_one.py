@@ -11,7 +11,8 @@ from rlpipe.artifacts.layout import rollout_name
 from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.store import write_rollout
 from rlpipe.build import load_learner_state
-from rlpipe.config import RunConfig, params_hash, training_hash
+from rlpipe.config import RunConfig
+from rlpipe.trainer.state import rollout_attrs
 from rlpipe.trainer.trainer import Trainer
 
 __all__ = ["collect_rollout"]
@@ -41,12 +42,7 @@ def collect_rollout(cfg: RunConfig, checkpoint: Path | None, out: Path) -> Path:
     iteration = int(state["iteration"]) + 1
     rollout, _ = parts.collector()
     target = as_path(out) / rollout_name(iteration)
-    attrs = {
-        "iteration": iteration, "env_steps": int(state.get("env_steps", 0)) + parts.steps_per_iteration,
-        "env_id": cfg.env.id, "seed": cfg.trainer.seed, "params_hash": params_hash(cfg),
-        "training_hash": training_hash(cfg), "checkpoint": path.name, "spaces": parts.spaces(),
-        **parts.env_attrs(),
-    }
+    attrs = rollout_attrs(cfg, parts, iteration, int(state.get("env_steps", 0)), path.name)
     with RunLock(as_path(out), "rlpipe collect"):
         write_rollout(target, rollout, attrs, cfg.store.codec, cfg.store.chunk_envs, cfg.store.image_codec,
                       parts.collector.final_obs)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium
 import torch
+from pydantic import ValidationError
 
 from rlpipe import config as config_mod
 from rlpipe.algorithms import BaseAlgorithm
@@ -33,15 +33,12 @@ from rlpipe.runtime.cuda_graphs import check_cuda_graphs
 from rlpipe.runtime.distributed import DistContext, init_distributed
 from rlpipe.runtime.memory import check_memory
 from rlpipe.runtime.seeding import seed_everything
-from rlpipe.tracking.background import prewarm
+from rlpipe.tracking.background import prewarm_tracking
 from rlpipe.trainer import ranks
 from rlpipe.trainer.guards import NonFiniteGuard
 from rlpipe.trainer.stopping import Stopper
 
-if TYPE_CHECKING:
-    from rlpipe.trainer.trainer import Trainer
-
-__all__ = ["EnvLike", "Parts", "build_parts", "check_key_flow", "check_run_location", "from_params"]
+__all__ = ["EnvLike", "Parts", "build_parts", "check_key_flow", "check_run_location", "run_config"]
 
 EnvLike = Any
 """A live env — an rlpipe ``BatchedEnv``, a gymnasium vector env (``SAME_STEP`` autoreset) or an
@@ -107,28 +104,29 @@ def build_parts(cfg: RunConfig, env: EnvLike | None = None, eval_env: EnvLike | 
     simulator); with ``env`` but no ``eval_env`` the run does not evaluate.
     """
     trainer = cfg.trainer
-    if cfg.tracking.backend == "mlflow" and os.environ.get("RANK", "0") == "0":
-        prewarm()  # MLflow's import overlaps the build instead of the first iterations
     probe(cfg.run_dir)  # an object store: one quick request, before any env step or write
     check_run_location(cfg)
     ctx = init_distributed(trainer.device, trainer.distributed)
+    prewarm_tracking(cfg, ctx.is_main)  # MLflow's import overlaps the build instead of the first iterations
     check_cuda_graphs(trainer.cuda_graphs, ctx.device, ctx.is_main)
     tune_malloc()
     seed_everything(trainer.seed + ctx.rank)
     live = env is not None
     check_memory(cfg, device=ctx.device)  # sizes alone, before an env allocates its N states
-    env = (_live(env, trainer.num_envs, ctx.device) if live else
-           build_env(cfg.env.id, trainer.num_envs, ctx.device, cfg.env.cfg, cfg.env.backend))
-    check_memory(cfg, env.observation_space, env.action_space, ctx.device)
-    algo = build_algorithm(cfg, env.observation_space, env.action_space, ctx.device, env.max_episode_steps)
+    built = (_live(env, trainer.num_envs, ctx.device) if live else
+             build_env(cfg.env.id, trainer.num_envs, ctx.device, cfg.env.cfg, cfg.env.backend))
+    check_memory(cfg, built.observation_space, built.action_space, ctx.device)
+    algo = build_algorithm(cfg, built.observation_space, built.action_space, ctx.device,
+                           built.max_episode_steps)
     set_threads(cfg, algo, ctx.is_main)
-    collector = build_collector(cfg, env, algo, ctx.rank)
+    collector = build_collector(cfg, built, algo, ctx.rank)
     check_key_flow(collector.writes, algo)
     layout = RunLayout(cfg.run_dir)
     evaluator = None
     if evaluate and trainer.enable_eval and ctx.is_main and (eval_env is not None or not live):
-        evaluator = _evaluator(cfg, algo, _live(eval_env, trainer.num_eval_envs, ctx.device))
-    return Parts(layout, ctx, env, algo, collector, evaluator,
+        evaluator = _evaluator(cfg, algo, None if eval_env is None else
+                               _live(eval_env, trainer.num_eval_envs, ctx.device))
+    return Parts(layout, ctx, built, algo, collector, evaluator,
                  ranks.open_run_store(cfg, layout, ctx, collector.rollout.exclude(*algo.advantage_keys))
                  if store else None,
                  Checkpointer(layout.checkpoints, cfg.checkpoint.keep_last), Stopper(trainer.stop_when),
@@ -155,23 +153,21 @@ def check_key_flow(collected: Iterable[str], algo: BaseAlgorithm) -> None:
         available.update(writes)
 
 
-def from_params(cls: type[Trainer], params: str | Path | dict[str, Any],
-                overrides: dict[str, Any] | list[str] | tuple[str, ...] | None = None,
-                env: EnvLike | None = None, eval_env: EnvLike | None = None, **kwargs: Any) -> Trainer:
-    """A ``Trainer`` from a params file, a run directory or a dict, with ``{key.path: value}`` overrides."""
+def run_config(params: str | Path | dict[str, Any],
+               overrides: dict[str, Any] | list[str] | tuple[str, ...] | None = None) -> RunConfig:
+    """The ``RunConfig`` of a params file, a run directory or a dict, with ``{key.path: value}`` overrides."""
     items = _override_items(overrides)
     if isinstance(params, dict):
         data = config_mod.apply_overrides(params, items)
         try:
-            cfg = RunConfig.model_validate(data)
-        except Exception as exc:
+            return RunConfig.model_validate(data)
+        except ValidationError as exc:
             raise ConfigError(f"params: {config_mod.format_validation_error(exc)}") from None
-    else:
-        path, layout = params_file(as_path(params))
-        where = [] if layout is None else [f"trainer.data_dir={layout.root.parent}",
-                                            f"trainer.exp_name={layout.root.name}"]
-        cfg = config_mod.load(path, (*where, *items))
-    return cls(cfg, env, eval_env, **kwargs)
+    # params_file reads any run path, local or s3:// (its annotation still says Path)
+    path, layout = params_file(as_path(params))  # pyright: ignore[reportArgumentType]
+    where = [] if layout is None else [f"trainer.data_dir={layout.root.parent}",
+                                        f"trainer.exp_name={layout.root.name}"]
+    return config_mod.load(path, (*where, *items))
 
 
 def _evaluator(cfg: RunConfig, algo: BaseAlgorithm, eval_env: BatchedEnv | None) -> Evaluator:
@@ -183,9 +179,9 @@ def _evaluator(cfg: RunConfig, algo: BaseAlgorithm, eval_env: BatchedEnv | None)
                      seed=cfg.trainer.seed + EVAL_SEED_OFFSET, video=recorder_for(cfg.eval, problem))
 
 
-def _live(spec: Any, num_envs: int, device: torch.device) -> BatchedEnv | None:
+def _live(spec: Any, num_envs: int, device: torch.device) -> BatchedEnv:
     """``spec`` as a BatchedEnv: kept, adapted (gymnasium vector env, rsl_rl VecEnv) or built."""
-    if spec is None or isinstance(spec, BatchedEnv):
+    if isinstance(spec, BatchedEnv):
         return spec
     if isinstance(spec, gymnasium.vector.VectorEnv):
         return GymnasiumEnv.from_vector_env(spec, device)

@@ -12,7 +12,7 @@ from rlpipe.runtime.seeding import restore_rng_state, rng_state
 from rlpipe.trainer import ranks
 from rlpipe.trainer.parts import Parts
 
-__all__ = ["RunState", "crossed", "timing"]
+__all__ = ["RunState", "crossed", "rollout_attrs", "timing"]
 
 
 def crossed(before: int, after: int, every: int) -> bool:
@@ -35,6 +35,17 @@ class RunState:
     nothing_to_do: bool = False
     """A resume found the run already complete."""
 
+    def begin_iteration(self) -> None:
+        """Count the iteration being collected (``iteration`` is the current one from here on)."""
+        self.iteration += 1
+
+    def complete_iteration(self, steps_per_iteration: int) -> None:
+        """Count the current iteration's env steps, every rank's (also for an iteration dropped as refused).
+
+        The one writer of ``env_steps`` besides a restored checkpoint: iterations × steps per iteration.
+        """
+        self.env_steps = self.iteration * steps_per_iteration
+
     def finished(self, parts: Parts) -> bool:
         """True once the run reached ``trainer.iterations`` or a stop condition fired."""
         return self.iteration >= self.cfg.trainer.iterations or parts.stopper.stopped_by is not None
@@ -46,17 +57,7 @@ class RunState:
     def rollout_attrs(self, parts: Parts) -> dict[str, Any]:
         """Attrs stored with this iteration's rollout: its origin (env, seed, hashes, checkpoint, spaces)."""
         latest = parts.checkpointer.last_saved
-        return {
-            "iteration": self.iteration,
-            "env_steps": self.env_steps + parts.steps_per_iteration,
-            "env_id": self.cfg.env.id,
-            "seed": self.cfg.trainer.seed,
-            "params_hash": params_hash(self.cfg),
-            "training_hash": training_hash(self.cfg),
-            "checkpoint": latest.name if latest else None,
-            "spaces": parts.spaces(),
-            **parts.env_attrs(),
-        }
+        return rollout_attrs(self.cfg, parts, self.iteration, self.env_steps, latest.name if latest else None)
 
     def state_dict(self, parts: Parts, mlflow_run_id: str | None) -> dict[str, Any]:
         """Everything a bit-exact resume needs (weights_only-safe); a collective in a distributed run."""
@@ -91,6 +92,25 @@ class RunState:
         parts.stopper.load_state_dict(state.get("stopper", {}))
         self.restored_mlflow_run_id = state.get("mlflow_run_id")
         restore_rng_state(state["rng"])
+
+
+def rollout_attrs(cfg: RunConfig, parts: Parts, iteration: int, env_steps_before: int,
+                  checkpoint: str | None) -> dict[str, Any]:
+    """The origin of iteration ``iteration``'s rollout, collected after ``env_steps_before`` env steps.
+
+    ``checkpoint``: the name of the checkpoint whose weights collected it (``None``: initial weights).
+    """
+    return {
+        "iteration": iteration,
+        "env_steps": env_steps_before + parts.steps_per_iteration,
+        "env_id": cfg.env.id,
+        "seed": cfg.trainer.seed,
+        "params_hash": params_hash(cfg),
+        "training_hash": training_hash(cfg),
+        "checkpoint": checkpoint,
+        "spaces": parts.spaces(),
+        **parts.env_attrs(),
+    }
 
 
 def timing(state: RunState, parts: Parts, t0: float, t1: float, t2: float) -> dict[str, float]:

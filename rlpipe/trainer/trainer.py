@@ -25,15 +25,18 @@ from typing import Any
 
 from tensordict import TensorDict
 
+from rlpipe.algorithms import BaseAlgorithm
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.config import ConfigError, RunConfig
 from rlpipe.envs import BatchedEnv
+from rlpipe.policies import Policy
 from rlpipe.rollout import NonFiniteError
 from rlpipe.testing import faults
-from rlpipe.trainer import lifecycle
+from rlpipe.trainer import lifecycle, ranks
 from rlpipe.trainer.events import Callback, EventContext, Events
 from rlpipe.trainer.guards import nonfinite_rollout, nonfinite_update
-from rlpipe.trainer.parts import EnvLike, Parts, build_parts, from_params
+from rlpipe.trainer.parts import EnvLike, Parts, build_parts, run_config
+from rlpipe.trainer.session import RunSession
 from rlpipe.trainer.signals import GracefulStop
 from rlpipe.trainer.state import RunState, crossed, timing
 
@@ -53,26 +56,23 @@ class Trainer:
         self.cfg = cfg
         self.resume, self.overwrite = resume, overwrite
         self.events = Events()
-        self.tracker: Any = None
-        """The open tracker (console row, ``curve.csv``, MLflow) between :meth:`start` and the end."""
         self.metrics: dict[str, float] = {}
         """The last iteration's metrics."""
-        self.summary: dict[str, Any] = {}
-        """The run's summary (``metrics.json``) once it finished."""
         self.state = RunState(cfg)
         """The counters: ``iteration``, ``env_steps`` (every rank's), wall time, last eval."""
-        self.mlflow_run: Any = None
-        """The open MLflow run (rank 0 with tracking on, from :meth:`start`); it may still be opening."""
-        self.store_rate: Any = None
-        """Rank 0's :class:`~rlpipe.tracking.store_rate.StoreRate` (with a store, from :meth:`start`)."""
         self._spec = (env, eval_env, store, evaluate)
         self._parts: Parts | None = None
+        self._session: RunSession | None = None
         self._collected: tuple[TensorDict, dict[str, float], float, float] | None = None
-        self._held = contextlib.ExitStack()  # the run dir's lock and the signal handlers
         self._stop = GracefulStop()
         self._started = False
 
-    from_params = classmethod(from_params)
+    @classmethod
+    def from_params(cls, params: str | Path | dict[str, Any],
+                    overrides: dict[str, Any] | list[str] | tuple[str, ...] | None = None,
+                    env: EnvLike | None = None, eval_env: EnvLike | None = None, **kwargs: Any) -> Trainer:
+        """A ``Trainer`` of a params file, a run directory or a dict, with ``{key.path: value}`` overrides."""
+        return cls(run_config(params, overrides), env, eval_env, **kwargs)
 
     @classmethod
     def load(cls, run_dir: str | Path, env: EnvLike | None = None, eval_env: EnvLike | None = None,
@@ -101,31 +101,17 @@ class Trainer:
         boundary with a checkpoint and raise :class:`~rlpipe.trainer.signals.Interrupted`. Returns
         the run's summary (``metrics.json``).
         """
-        self.start(total_steps)
-        try:
+        with self._running(total_steps):
             while not self.done:
-                try:
+                with self._refused_skipped():
                     self.update(self.collect())
-                except NonFiniteError as exc:  # re-raised unless trainer.on_nonfinite: skip
-                    self._collected = None
-                    lifecycle.skip_iteration(self, exc)
-        except BaseException as exc:
-            self.fail(exc)  # MLflow run FAILED/KILLED, no summary; the lock is released
-            raise
         return self.finish()
 
     def iterate(self, total_steps: int | None = None) -> Iterator[dict[str, float]]:
         """:meth:`train` one iteration at a time: yield each iteration's metrics (a notebook's loop)."""
-        self.start(total_steps)
-        try:
+        with self._running(total_steps):
             while not self.done:
                 yield self.step()
-        except GeneratorExit:
-            self.finish()
-            raise
-        except BaseException as exc:
-            self.fail(exc)
-            raise
         self.finish()
 
     __iter__ = iterate
@@ -136,21 +122,51 @@ class Trainer:
         With ``trainer.on_nonfinite: skip`` an iteration the non-finite guard refused is dropped
         (weights as before it) and its metrics are the skip count; otherwise ``NonFiniteError``.
         """
-        try:
+        with self._refused_skipped() as skipped:
             return self.update(self.collect(), checkpoint=checkpoint)
+        return skipped
+
+    @contextlib.contextmanager
+    def _refused_skipped(self) -> Iterator[dict[str, float]]:
+        """An iteration's boundary: one the non-finite guard refused is dropped, its metrics in the dict.
+
+        Dropped only with ``trainer.on_nonfinite: skip`` (weights as before it); otherwise the
+        ``NonFiniteError`` propagates.
+        """
+        skipped: dict[str, float] = {}
+        try:
+            yield skipped
         except NonFiniteError as exc:
             self._collected = None
-            return lifecycle.skip_iteration(self, exc)
+            skipped |= lifecycle.skip_iteration(self.parts, self.state, exc)
+
+    @contextlib.contextmanager
+    def _running(self, total_steps: int | None) -> Iterator[None]:
+        """Start the run for the loop's body; an exception in it ends the run as failed, then propagates.
+
+        A notebook that stops iterating early (``GeneratorExit``) finishes the run instead.
+        """
+        self.start(total_steps)
+        try:
+            yield
+        except GeneratorExit:
+            self.finish()
+            raise
+        except BaseException as exc:
+            self.fail(exc)  # MLflow run FAILED/KILLED, no summary; the lock is released
+            raise
 
     def collect(self) -> TensorDict:
         """Collect the next ``[N, T+1]`` rollout (reused buffer); fire ``after_collect``.
 
-        Starts the run if it has not started. :meth:`update` hands the rollout to the store once the
-        non-finite guard passed it.
+        Starts the run if it has not started, and positions the algorithm's schedules at the env
+        steps every rank collected before this rollout (its collection, advantage and update read
+        them). :meth:`update` hands the rollout to the store once the non-finite guard passed it.
         """
         self.start()
-        parts, t0 = self.parts, time.perf_counter()
-        self.state.iteration += 1
+        parts, state, t0 = self.parts, self.state, time.perf_counter()
+        state.begin_iteration()
+        parts.algo.set_progress(state.env_steps, state.total_env_steps(parts))
         faults.point("collect.start")
         rollout, metrics = parts.collector()
         faults.point("collect.end")
@@ -176,19 +192,18 @@ class Trainer:
         store_wait = self._store(rollout)
         parts.guard.before_update(parts.algo)
         faults.point("update.start")
-        parts.algo.set_progress(state.env_steps, state.total_env_steps(parts))  # schedules' position
         metrics |= {f"update/{k}": v for k, v in parts.algo.update(rollout, state.iteration).items()}
         self._refuse_if(nonfinite_update(parts.algo, metrics), rollout, stored=True)
         faults.point("update.end")
         before, t2 = state.env_steps, time.perf_counter()
-        state.env_steps += parts.steps_per_iteration
+        state.complete_iteration(parts.steps_per_iteration)
         metrics |= self._evaluate_if_due(before)
         metrics |= timing(state, parts, t0, t1, t2) | store_wait
-        lifecycle.watch_store(self, metrics)
+        self.session.watch_store(metrics)
         metrics |= self._fire("after_update", metrics=metrics)  # events, stop rules, then one row
-        metrics |= lifecycle.check_stop(self, metrics)
+        metrics |= lifecycle.check_stop(parts, metrics, self.evaluate)
         metrics |= parts.guard.metrics()
-        self._log(metrics)
+        self.session.log(metrics)
         if checkpoint:
             self._checkpoint_if_due(before)
         parts.guard.passed()
@@ -211,10 +226,17 @@ class Trainer:
         return self._parts
 
     @property
+    def session(self) -> RunSession:
+        """The run's lock, tracker, MLflow run and summary (:class:`~rlpipe.trainer.session.RunSession`)."""
+        if self._session is None:
+            self._session = RunSession(self.parts, self.state)
+        return self._session
+
+    @property
     def done(self) -> bool:
         """The last iteration ran, or a stop condition or event ended the run."""
         return (self.state.finished(self.parts) or self.state.nothing_to_do
-                or lifecycle.agree_flag(self._stop.requested, self.parts.dist))
+                or ranks.agree_flag(self._stop.requested, self.parts.dist))
 
     def start(self, total_steps: int | None = None) -> None:
         """Lock and claim the run dir, resume if asked, write ``params.yaml``, open tracking; ``run_start``.
@@ -225,7 +247,7 @@ class Trainer:
             return
         if total_steps is not None:
             self._set_total_steps(total_steps)
-        self._held = lifecycle.start(self, self._stop)
+        self.session.open(self._stop, self.resume, self.overwrite)
         self._started = True
         if not self.state.nothing_to_do:
             self._fire("run_start")
@@ -236,13 +258,12 @@ class Trainer:
         A run stopped by a signal first checkpoints its last complete iteration, ends its MLflow run
         ``KILLED`` and then raises :class:`~rlpipe.trainer.signals.Interrupted`.
         """
-        with self._held:  # the lock and the signal handlers go when this returns or raises
-            return lifecycle.finish(self, self._stop.signum)
+        return self.session.finish(self.metrics, self._stop.signum,
+                                   lambda summary: self._fire("run_end", metrics=summary))
 
     def fail(self, exc: BaseException) -> None:
         """End a run an iteration raised ``exc`` in: MLflow run ``FAILED`` (``KILLED`` for a signal)."""
-        with self._held:
-            lifecycle.fail(self, exc)
+        self.session.fail(exc)
 
     def stop(self, reason: str) -> None:
         """End the run after the current iteration (a checkpoint is written as at a normal end)."""
@@ -264,20 +285,20 @@ class Trainer:
             raise ConfigError("trainer.enable_eval: evaluation is off (or a live env was given "
                               "without eval_env)")
         faults.point("eval.start")
-        lifecycle.check_weights(self, "evaluation")
+        lifecycle.check_weights(parts, self.state.iteration, "evaluation")
         video = parts.layout.eval_video(self.state.iteration) if film else None
         self.state.last_eval = parts.evaluator(video)
         return self.state.last_eval
 
     def save_checkpoint(self) -> Path:
         """Write a checkpoint of the current state now (the store flushed first); return its path."""
-        lifecycle.checkpoint(self, force=True)
+        self.session.checkpoint(force=True)
         assert self.parts.checkpointer.last_saved is not None
         return self.parts.checkpointer.last_saved
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a bit-exact resume needs (weights_only-safe)."""
-        return self.state.state_dict(self.parts, self.mlflow_run_id)
+        return self.session.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` (each rank takes its own env and RNG state)."""
@@ -297,7 +318,7 @@ class Trainer:
 
     def _refuse_if(self, finding: tuple[str, str] | None, rollout: TensorDict, stored: bool = False) -> None:
         if finding is not None:
-            lifecycle.refuse(self, rollout, *finding, stored=stored)
+            lifecycle.refuse(self.parts, self.state, rollout, *finding, stored=stored)
 
     def _evaluate_if_due(self, before: int) -> dict[str, float]:
         cfg, state = self.cfg, self.state
@@ -309,23 +330,12 @@ class Trainer:
         evaluated = self.evaluate(film=last or every is None or crossed(before, state.env_steps, every))
         return evaluated | self._fire("after_eval", env=self.parts.evaluator.env, metrics=dict(evaluated))
 
-    def _log(self, metrics: dict[str, float]) -> None:
-        """One row: console, ``curve.csv`` and MLflow (rank 0, after :meth:`start`), and the eval video."""
-        evaluator = self.parts.evaluator
-        if self.tracker is not None:
-            faults.point("curve.append")
-            self.tracker.log(metrics, step=self.state.env_steps)
-            if evaluator is not None and evaluator.last_video is not None:
-                self.tracker.log_artifact(evaluator.last_video, "eval")
-        if evaluator is not None:
-            evaluator.last_video = None
-
     def _checkpoint_if_due(self, before: int) -> None:
         cfg, state = self.cfg, self.state
         last = (state.iteration == cfg.trainer.iterations or cfg.checkpoint.every_iteration
                 or self.parts.stopper.stopped_by is not None)
         if last or crossed(before, state.env_steps, cfg.trainer.save_freq):
-            lifecycle.checkpoint(self)
+            self.session.checkpoint()
             self._fire("after_checkpoint", checkpoint=self.parts.checkpointer.last_saved)
 
     def _fire(self, event: str, **fields: Any) -> dict[str, float]:
@@ -352,6 +362,11 @@ class Trainer:
     # ------------------------------------------------------------------------------ what it holds
 
     @property
+    def summary(self) -> dict[str, Any]:
+        """The run's summary (``metrics.json``) once it finished."""
+        return self._session.summary if self._session is not None else {}
+
+    @property
     def run_dir(self) -> Path:
         """Where the run writes."""
         return RunLayout(self.cfg.run_dir).root
@@ -359,21 +374,23 @@ class Trainer:
     @property
     def mlflow_run_id(self) -> str | None:
         """The MLflow run this run logs to (``None`` without tracking); waits for it to open."""
-        run = self.mlflow_run
-        return run.run_id if run is not None else self.state.restored_mlflow_run_id
+        if self._session is None:
+            return self.state.restored_mlflow_run_id
+        return self._session.mlflow_run_id
 
     @property
     def mlflow_experiment_id(self) -> str | None:
         """The MLflow experiment of that run (``None`` without one)."""
-        return self.mlflow_run.experiment_id if self.mlflow_run is not None else None
+        run = self._session.mlflow_run if self._session is not None else None
+        return run.experiment_id if run is not None else None
 
     @property
-    def algo(self) -> Any:
+    def algo(self) -> BaseAlgorithm:
         """The algorithm (it owns the policy, optimizer, normalizers and schedules)."""
         return self.parts.algo
 
     @property
-    def policy(self) -> Any:
+    def policy(self) -> Policy:
         """The policy being trained."""
         return self.parts.algo.policy
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.multiprocessing as mp
-from _dist_workers import train
+from _dist_workers import train, train_recording
 from _offline_fixtures import STEPS, assert_same_learner, learner, tiny_cfg
 from click.testing import CliRunner
 
@@ -113,3 +113,17 @@ def test_two_rank_resume_equals_the_uninterrupted_run(online: Online) -> None:
             a, _ = read_rollout(run_dir / "rollouts" / f"iter-{k:06d}.zarr" / f"rank-{r}")
             b, _ = read_rollout(resumed / "rollouts" / f"iter-{k:06d}.zarr" / f"rank-{r}")
             assert torch.equal(a["obs"], b["obs"]) and torch.equal(a["action"], b["action"])
+
+
+RND_WEIGHT_POINTS = [[0, 1.0], [128, 0.5], [256, 0.25], [384, 0.125], [512, 0.0625]]
+"""RND's intrinsic weight steps down at every rank's iteration (128 steps) and at every 2-rank one (256)."""
+
+
+def test_two_rank_rnd_weight_follows_every_ranks_env_steps(tmp_path: Path) -> None:
+    rnd = json.dumps({"hidden_sizes": [8], "weight": 1.0, "weight_schedule": RND_WEIGHT_POINTS})
+    overrides = [f"algorithm.cfg.rnd={rnd}", "trainer.iterations=3", "store.enabled=false"]
+    mp.spawn(train_recording, args=(2, free_port(), tmp_path, overrides, "advantage/rnd_weight"), nprocs=2,
+             join=True)
+    weights = [torch.load(tmp_path / f"rank-{r}.pt") for r in range(2)]
+    # iteration k's advantages weigh the novelty at the env steps both ranks collected before it: 0, 256, 512
+    assert weights == [[1.0, 0.25, 0.0625]] * 2

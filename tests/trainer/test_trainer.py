@@ -67,3 +67,12 @@ def test_a_gymnasium_vector_env_object_trains(tmp_path):
         assert "accepted: SAME_STEP" in str(exc)
     else:
         raise AssertionError("a NEXT_STEP vector env was accepted")
+
+
+def test_a_linear_rnd_weight_decays_from_the_first_iteration(tmp_path):
+    # The schedules know the run's length before the first advantage: 4 iterations × 128 steps, so the
+    # weight falls linearly from 1 to 0 over 512 env steps, read at 0, 128, 256, 384 steps collected.
+    rnd = '{"hidden_sizes": [8], "weight": 1.0, "weight_final": 0.0, "weight_schedule_kind": "linear"}'
+    trainer = Trainer.from_params(PARAMS, tiny_overrides(tmp_path, f"algorithm.cfg.rnd={rnd}",
+                                                         "store.enabled=false"))
+    assert [m["advantage/rnd_weight"] for m in trainer] == [1.0, 0.75, 0.5, 0.25]
