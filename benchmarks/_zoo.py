@@ -158,8 +158,9 @@ def plot_ratios(summary: dict[str, dict[str, Any]], path: Path) -> None:
     ax.set_yticks(range(len(tasks)), [f"{t['task']} ({t['n']} seeds)" for t in reversed(tasks)], fontsize=8)
     ax.set(xlabel="final eval return / reference", xlim=(0, max([2.0] + [max(t["ratios"]) for t in tasks])),
            title="Ratio to the published reference (dotted: 0.5× and 0.8×)")
-    ax.legend(fontsize="small", loc="lower right")
-    save(fig, path)
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.55 / (0.32 * max(len(tasks), 1))),
+              ncol=2)  # below the axes: no task's interval hidden behind it
+    save(fig, path, tight=True)
 
 
 def plot_profile(summary: dict[str, dict[str, Any]], path: Path) -> None:
@@ -179,11 +180,11 @@ def plot_profile(summary: dict[str, dict[str, Any]], path: Path) -> None:
     save(fig, path)
 
 
-def save(fig: Any, path: Path) -> None:
-    """Write ``fig`` as a PNG at ``path`` and close it."""
+def save(fig: Any, path: Path, tight: bool = False) -> None:
+    """Write ``fig`` as a PNG at ``path`` and close it (``tight``: cropped to all it draws, legends too)."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, bbox_inches="tight" if tight else None)
     plt.close(fig)
