@@ -146,7 +146,7 @@ def with_ratios(summary: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 def plot_ratios(summary: dict[str, dict[str, Any]], path: Path) -> None:
     """The ratio to the reference per task: IQM with its 95 % interval, each seed a dot, 0.5× / 0.8× / 1×."""
     plt, tasks = pyplot(), with_ratios(summary)
-    fig, ax = plt.subplots(figsize=(7.2, 0.8 + 0.32 * max(len(tasks), 1)))
+    fig, ax = plt.subplots(figsize=(7.2, 1.6 + 0.32 * len(tasks)))
     for y, task in enumerate(reversed(tasks)):
         point, low, high = task["ratio_ci"]["iqm"]
         ax.errorbar(point, y, xerr=[[point - low], [high - point]], fmt="s", color="tab:blue", capsize=3,
@@ -158,8 +158,9 @@ def plot_ratios(summary: dict[str, dict[str, Any]], path: Path) -> None:
     ax.set_yticks(range(len(tasks)), [f"{t['task']} ({t['n']} seeds)" for t in reversed(tasks)], fontsize=8)
     ax.set(xlabel="final eval return / reference", xlim=(0, max([2.0] + [max(t["ratios"]) for t in tasks])),
            title="Ratio to the published reference (dotted: 0.5× and 0.8×)")
-    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.55 / (0.32 * max(len(tasks), 1))),
-              ncol=2)  # below the axes: no task's interval hidden behind it
+    if tasks:  # below the axes: no task's interval hidden behind it
+        ax.legend(fontsize="small", loc="upper center", ncol=2,
+                  bbox_to_anchor=(0.5, -0.55 / (0.6 + 0.32 * len(tasks))))
     save(fig, path, tight=True)
 
 
@@ -176,7 +177,8 @@ def plot_profile(summary: dict[str, dict[str, Any]], path: Path) -> None:
         ax.axvline(x, ls="--" if x == 1.0 else ":", color="black", lw=0.8)
     ax.set(xlabel="τ (final eval return / reference)", ylabel="share of runs with ratio > τ", ylim=(0, 1.02),
            title="Performance profile (each task weighs the same)")
-    ax.legend(fontsize="small")
+    if tasks:
+        ax.legend(fontsize="small")
     save(fig, path)
 
 

@@ -302,7 +302,8 @@ def from_json(args: argparse.Namespace) -> int:
     data["summary"] = draw(args.plots, rows, {r["task"] for r in rows})
     args.json.write_text(json.dumps(data, indent=2) + "\n")  # the environment stays the one that measured
     print(f"summary of {len(rows)} rows rewritten in {relative(args.json)}; figures: {relative(args.plots)}")
-    print_table(console_rows(data["summary"]), COLUMNS)
+    if data["summary"]:
+        print_table(console_rows(data["summary"]), COLUMNS)
     return 0
 
 
@@ -350,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 130
     summary = publish(args, rows, failed, {r.task for r in runs})
-    print_table(console_rows(summary), COLUMNS)
+    if summary:
+        print_table(console_rows(summary), COLUMNS)
     return 1 if failed else 0
 
 
