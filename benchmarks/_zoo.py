@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from _aggregate import PROFILE_TAUS, THRESHOLDS, fractions_at_least, profile, scaled, with_intervals
+
 MAX_POINTS = 200
 """Training-return points kept per run (evenly spaced, the last one always)."""
 
@@ -55,11 +57,15 @@ def mean(values: Iterable[float | None]) -> float | None:
 
 def summarize(rows: list[dict[str, Any]], reference: Callable[[str, str, str], dict[str, Any]],
               png: Callable[[str], str]) -> dict[str, dict[str, Any]]:
-    """Per task: mean ± population std over seeds of the final eval return, the reference and the ratio.
+    """Per task: the final eval return over seeds, the reference and the ratio to it.
 
+    The return as mean ± population std, and as IQM, mean and median each with its 95 %
+    stratified-bootstrap interval (``eval_return_ci``: ``{"iqm": [point, lower, upper], …}``); the
+    same of the ratio to the reference (``ratio_ci``), each seed's ratio (``ratios``) and the share of
+    seeds at least 0.5× and 0.8× the reference (``seeds_at_least``).
     ``reference(env_id, algorithm, task)`` gives ``{value, budget, by, source}`` (``value``
     ``None``: none); ``png(task)`` names the task's curve file.
-    The ratio is left out (``None``) for a reference ≤ 0.
+    The ratios are left out (``None``) for a reference ≤ 0.
     """
     summary = {}
     for task in dict.fromkeys(r["task"] for r in rows):
@@ -67,6 +73,8 @@ def summarize(rows: list[dict[str, Any]], reference: Callable[[str, str, str], d
         first, evals = group[0], [r["eval_return"] for r in group if r["eval_return"] is not None]
         ref, eval_mean = reference(first["env_id"], first["algorithm"], first["task"]), mean(evals)
         measured = ref["value"] is not None and ref["value"] > 0 and eval_mean is not None
+        estimates = with_intervals(evals) if evals else None
+        ratios = [v / ref["value"] for v in evals] if measured else None
         summary[task] = {
             "task": task, "config": first["config"], "env_id": first["env_id"],
             "algorithm": first["algorithm"], "seeds": [r["seed"] for r in group], "n": len(evals),
@@ -81,6 +89,8 @@ def summarize(rows: list[dict[str, Any]], reference: Callable[[str, str, str], d
             "reference": ref["value"], "reference_budget": ref["budget"], "reference_by": ref["by"],
             "reference_source": ref["source"],
             "ratio_to_reference": eval_mean / ref["value"] if measured else None,
+            "eval_return_ci": estimates, "ratio_ci": scaled(estimates, ref["value"]) if measured else None,
+            "ratios": ratios, "seeds_at_least": fractions_at_least(ratios) if ratios else None,
             "curve_png": png(task),
         }
     return summary
@@ -96,13 +106,19 @@ def by_step(rows: list[dict[str, Any]], steps: str, values: str) -> dict[float, 
     return dict(sorted(points.items()))
 
 
-def plot(task: str, rows: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> None:
-    """``<task>.png``: eval return (mean, min–max over seeds), training return (mean), reference (dashed)."""
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (files only, no display)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot(task: str, rows: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> None:
+    """``<task>.png``: eval return (mean, min–max over seeds), training return (mean), reference (dashed)."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     evals, train = by_step(rows, "eval_env_steps", "eval_return"), by_step(rows, "env_steps", "train_return")
     if train:
@@ -119,7 +135,58 @@ def plot(task: str, rows: list[dict[str, Any]], summary: dict[str, Any], path: P
                          f"{summary['reference_budget']:,} steps)")
     ax.set(xlabel="env steps", ylabel="return", title=f"{task}: {summary['env_id']}, {summary['algorithm']}")
     ax.legend(fontsize="small")
+    save(fig, path)
+
+
+def with_ratios(summary: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tasks of ``summary`` compared with a positive reference, in its order."""
+    return [t for t in summary.values() if t.get("ratios")]
+
+
+def plot_ratios(summary: dict[str, dict[str, Any]], path: Path) -> None:
+    """The ratio to the reference per task: IQM with its 95 % interval, each seed a dot, 0.5× / 0.8× / 1×."""
+    plt, tasks = pyplot(), with_ratios(summary)
+    fig, ax = plt.subplots(figsize=(7.2, 1.6 + 0.32 * len(tasks)))
+    for y, task in enumerate(reversed(tasks)):
+        point, low, high = task["ratio_ci"]["iqm"]
+        ax.errorbar(point, y, xerr=[[point - low], [high - point]], fmt="s", color="tab:blue", capsize=3,
+                    label="IQM over seeds, 95 % CI" if y == 0 else None)
+        ax.plot(task["ratios"], [y] * len(task["ratios"]), "o", mfc="none", color="tab:gray", ms=4,
+                label="one seed" if y == 0 else None)
+    for x in (*THRESHOLDS, 1.0):
+        ax.axvline(x, ls="--" if x == 1.0 else ":", color="black", lw=0.8)
+    ax.set_yticks(range(len(tasks)), [f"{t['task']} ({t['n']} seeds)" for t in reversed(tasks)], fontsize=8)
+    ax.set(xlabel="final eval return / reference", xlim=(0, max([2.0] + [max(t["ratios"]) for t in tasks])),
+           title="Ratio to the published reference (dotted: 0.5× and 0.8×)")
+    if tasks:  # below the axes: no task's interval hidden behind it
+        ax.legend(fontsize="small", loc="upper center", ncol=2,
+                  bbox_to_anchor=(0.5, -0.55 / (0.6 + 0.32 * len(tasks))))
+    save(fig, path, tight=True)
+
+
+def plot_profile(summary: dict[str, dict[str, Any]], path: Path) -> None:
+    """The performance profile over the tasks with a reference: share of runs above τ × reference."""
+    plt, tasks = pyplot(), with_ratios(summary)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    if tasks:
+        point, low, high = profile([t["ratios"] for t in tasks])
+        ax.fill_between(PROFILE_TAUS, low, high, alpha=0.25, color="tab:blue", label="95 % CI")
+        ax.plot(PROFILE_TAUS, point, color="tab:blue",
+                label=f"{len(tasks)} tasks, {sum(t['n'] for t in tasks)} runs")
+    for x in (*THRESHOLDS, 1.0):
+        ax.axvline(x, ls="--" if x == 1.0 else ":", color="black", lw=0.8)
+    ax.set(xlabel="τ (final eval return / reference)", ylabel="share of runs with ratio > τ", ylim=(0, 1.02),
+           title="Performance profile (each task weighs the same)")
+    if tasks:
+        ax.legend(fontsize="small")
+    save(fig, path)
+
+
+def save(fig: Any, path: Path, tight: bool = False) -> None:
+    """Write ``fig`` as a PNG at ``path`` and close it (``tight``: cropped to all it draws, legends too)."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, bbox_inches="tight" if tight else None)
     plt.close(fig)

@@ -1,12 +1,14 @@
 """The zoo: every tuned config of ``configs/zoo/`` trained for several seeds, beside published figures.
 
-    .venv/bin/python benchmarks/zoo.py [--tasks hopper walker2d ...] [--seeds 0 1 2] [--iterations N]
+    .venv/bin/python benchmarks/zoo.py [--tasks hopper walker2d ...] [--seeds 0-9 | 0 1 2] [--iterations N]
         [--set KEY=VALUE ...] [--jobs K] [--threads 1] [--out data/zoo] [--json benchmarks/results/zoo.json]
         [--plots benchmarks/results/zoo] [--configs configs/zoo] [--checkpoints 10] [--mlflow-uri URI]
+    .venv/bin/python benchmarks/zoo.py --from-json [--json …] [--plots …]
 
-A task is a params file ``<configs>/<task>.yaml`` (``--tasks``: their stems, default all). Each
-(task, seed) is one ``rlpipe run <config> --set …`` in a subprocess, the user's own path (every rollout
-stored, MLflow on as the config says), with ``--set`` overrides applied first and then
+A task is a params file ``<configs>/<task>.yaml`` (``--tasks``: their stems, default all); ``--seeds``
+takes integers and inclusive ranges (``0-9``, ``0-2 7``; default ``0 1 2``). Each (task, seed) is one
+``rlpipe run <config> --set …`` in a subprocess, the user's own path (every rollout stored, MLflow on
+as the config says), with ``--set`` overrides applied first and then
 ``trainer.seed=<seed>``, ``trainer.exp_name=zoo_<task>`` (one MLflow experiment per task:
 ``rlpipe compare --experiment zoo_<task>`` lists its seeds), ``trainer.data_dir=<out>/<task>/seed<seed>``
 (the run directory is ``<out>/<task>/seed<seed>/zoo_<task>``), ``trainer.num_threads=<threads>``,
@@ -28,9 +30,18 @@ seconds (rlpipe's ``wall_s``, summed over resumes) and env steps per second of t
 wall seconds of the ``rlpipe run`` processes (start-up and the MLflow process included; unknown for a
 run this script did not start), and the learning curve from ``curve.csv`` (env steps → training return,
 at most ``_zoo.MAX_POINTS`` points, and env steps → eval return at every eval). Per task
-(``summary``): mean and population std over seeds of the final eval return, the reference figure of
-``_references.py`` with its source and budget, and the ratio to it; one PNG of the curves per task in
-``--plots``. ``docs/hooks/zoo.py`` turns the JSON into the docs' Results page.
+(``summary``): mean and population std over seeds of the final eval return; its IQM, mean and median
+with 95 % stratified-bootstrap intervals (``_aggregate.py``); the reference figure of ``_references.py``
+with its source and budget, the ratio to it (the same three aggregates, each seed's ratio, the share
+of seeds at ≥ 0.5× and ≥ 0.8×). Figures in ``--plots``: one PNG of the curves per task,
+``summary-ratios.png`` (each task's ratio, IQM and interval) and ``summary-profile.png`` (the
+performance profile over the tasks with a reference). ``docs/hooks/zoo.py`` turns the JSON into the
+docs' Results page.
+
+``--from-json`` trains nothing and reads no run directory: it recomputes the summary and redraws every
+figure from the rows already in ``--json`` (their curves included), keeping the rest of the file (the
+seeds, overrides and machine it records) as it is: how a JSON written before a new aggregate, or
+copied from the machine that trained, is brought up to date.
 """
 
 from __future__ import annotations
@@ -52,7 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the sha
 
 from _bench import PROJECT_ROOT, print_table, set_threads, write_json
 from _references import reference
-from _zoo import plot, read_curve, summarize
+from _zoo import plot, plot_profile, plot_ratios, read_curve, summarize
 
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.config import ConfigError, RunConfig, load, training_diff, training_params
@@ -61,6 +72,7 @@ SEGMENTS = "zoo_segments.json"
 """Beside the run directory: one entry per ``rlpipe run`` process this script started for the run."""
 LOG = "rlpipe.log"
 RESULTS = PROJECT_ROOT / "benchmarks" / "results"
+RATIOS_PNG, PROFILE_PNG = "summary-ratios.png", "summary-profile.png"
 
 
 @dataclass(frozen=True)
@@ -94,7 +106,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument
     add("--tasks", nargs="+", default=None, help="config stems in --configs (default: all)")
-    add("--seeds", type=int, nargs="+", default=[0, 1, 2], help="trainer.seed values (default 0 1 2)")
+    add("--seeds", nargs="+", default=["0-2"], metavar="SEEDS",
+        help="trainer.seed values: integers and inclusive ranges, e.g. 0-9 or 0 1 2 (default 0-2)")
     add("--iterations", type=int, default=None, help="trainer.iterations of every run")
     add("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
         help="config override for every run (repeatable), as rlpipe run --set")
@@ -106,7 +119,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--json", type=Path, default=RESULTS / "zoo.json", help="results JSON (default: results/zoo.json)")
     add("--plots", type=Path, default=RESULTS / "zoo", help="curve PNGs (default: results/zoo/)")
     add("--mlflow-uri", default=None, help="MLFLOW_TRACKING_URI of the runs (default: rlpipe's)")
+    add("--from-json", action="store_true",
+        help="train nothing: recompute the summary and figures from the rows of --json")
     args = parser.parse_args(argv)
+    try:
+        args.seeds = seed_list(args.seeds)
+    except ValueError as exc:
+        parser.error(f"--seeds: {exc}")
     for name in ("jobs", "threads", "checkpoints"):
         if getattr(args, name) < 1:
             parser.error(f"--{name}: got {getattr(args, name)}; accepted: a positive integer")
@@ -121,6 +140,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                      f"{', '.join(known) or 'none (the folder holds no .yaml)'}")
     args.task_configs = {t: known[t] for t in (args.tasks or known)}
     return args
+
+
+def seed_list(tokens: list[str]) -> list[int]:
+    """``["0-2", "7"]`` → ``[0, 1, 2, 7]``: integers and inclusive ranges, in order, each seed once."""
+    seeds: list[int] = []
+    for token in tokens:
+        first, dash, last = token.partition("-")
+        try:
+            low, high = int(first), int(last) if dash else int(first)
+        except ValueError:
+            low = high = -1
+        if low < 0 or high < low:
+            raise ValueError(f"got {token!r}; accepted: non-negative integers, ranges low-high (low ≤ high)")
+        seeds += [s for s in range(low, high + 1) if s not in seeds]
+    return seeds
 
 
 def plan(args: argparse.Namespace) -> list[Run]:
@@ -235,13 +269,21 @@ def earlier_rows(args: argparse.Namespace, ran: set[tuple[str, int]]) -> list[di
     return [r for r in data.get("rows", []) if (r["task"], r["seed"]) not in ran]
 
 
+def draw(plots: Path, rows: list[dict[str, Any]], tasks: set[str]) -> dict[str, dict[str, Any]]:
+    """The summary of ``rows``; redraw the curves of ``tasks``, the ratio chart and the profile."""
+    summary = summarize(rows, reference, lambda task: relative(plots / f"{task}.png"))
+    for task in tasks & set(summary):
+        plot(task, [r for r in rows if r["task"] == task], summary[task], plots / f"{task}.png")
+    plot_ratios(summary, plots / RATIOS_PNG)
+    plot_profile(summary, plots / PROFILE_PNG)
+    return summary
+
+
 def publish(args: argparse.Namespace, rows: list[dict[str, Any]], failed: list[dict[str, Any]],
             tasks: set[str]) -> dict[str, dict[str, Any]]:
     """Rewrite the JSON with every row and redraw the curves of ``tasks``; return the summary."""
     rows = sorted(rows, key=lambda r: (r["task"], r["seed"]))
-    summary = summarize(rows, reference, lambda task: relative(args.plots / f"{task}.png"))
-    for task in tasks & set(summary):
-        plot(task, [r for r in rows if r["task"] == task], summary[task], args.plots / f"{task}.png")
+    summary = draw(args.plots, rows, tasks)
     write_json(args.json, {"benchmark": "zoo", "configs": relative(args.configs), "out": relative(args.out),
                            "seeds": args.seeds, "iterations": args.iterations, "overrides": args.overrides,
                            "jobs": args.jobs, "threads": args.threads, "rows": rows, "summary": summary,
@@ -249,8 +291,26 @@ def publish(args: argparse.Namespace, rows: list[dict[str, Any]], failed: list[d
     return summary
 
 
+def from_json(args: argparse.Namespace) -> int:
+    """Recompute the summary and every figure from the rows of ``--json``; train and read nothing else."""
+    data = read_json(args.json)
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+        print(f"error: --json {relative(args.json)}: no zoo results there (a JSON object with 'rows' written "
+              "by benchmarks/zoo.py)", file=sys.stderr)
+        return 2
+    rows = sorted(data["rows"], key=lambda r: (r["task"], r["seed"]))
+    data["summary"] = draw(args.plots, rows, {r["task"] for r in rows})
+    args.json.write_text(json.dumps(data, indent=2) + "\n")  # the environment stays the one that measured
+    print(f"summary of {len(rows)} rows rewritten in {relative(args.json)}; figures: {relative(args.plots)}")
+    if data["summary"]:
+        print_table(console_rows(data["summary"]), COLUMNS)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.from_json:
+        return from_json(args)
     set_threads(args.threads)  # this process's torch threads, as the JSON's environment records them
     runs = plan(args)
     done = {(r.task, r.seed) for r in runs}
@@ -292,16 +352,30 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     summary = publish(args, rows, failed, {r.task for r in runs})
     if summary:
-        print_table(list(summary.values()), COLUMNS)
+        print_table(console_rows(summary), COLUMNS)
     return 1 if failed else 0
 
 
+def console_rows(summary: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The summary's tasks with the IQMs, their intervals and the seed shares as flat keys for ``COLUMNS``."""
+    rows = []
+    for task in summary.values():
+        row = dict(task)
+        for key, prefix in (("eval_return_ci", "iqm"), ("ratio_ci", "ratio_iqm")):
+            if task.get(key):
+                row.update(zip((prefix, f"{prefix}_low", f"{prefix}_high"), task[key]["iqm"]))
+        row.update({f"at_least_{t}": share for t, share in (task.get("seeds_at_least") or {}).items()})
+        rows.append(row)
+    return rows
+
+
 COLUMNS = [
-    ("task", "task", ""), ("env_id", "env", ""), ("algorithm", "algo", ""), ("n", "seeds", ""),
-    ("env_steps_mean", "env steps", ",.0f"), ("eval_return_mean", "eval return", ",.1f"),
-    ("eval_return_std", "± std", ",.1f"), ("reference", "reference", ",.1f"),
-    ("ratio_to_reference", "ratio", ".2f"), ("wall_s_mean", "wall s", ",.0f"),
-    ("env_steps_per_s_mean", "env steps/s", ",.0f"),
+    ("task", "task", ""), ("env_id", "env", ""), ("n", "seeds", ""), ("env_steps_mean", "env steps", ",.0f"),
+    ("iqm", "IQM", ",.1f"), ("iqm_low", "CI low", ",.1f"), ("iqm_high", "CI high", ",.1f"),
+    ("eval_return_mean", "mean", ",.1f"), ("eval_return_std", "± std", ",.1f"),
+    ("reference", "reference", ",.1f"), ("ratio_iqm", "ratio IQM", ".2f"), ("ratio_iqm_low", "low", ".2f"),
+    ("ratio_iqm_high", "high", ".2f"), ("at_least_0.5", "≥0.5×", ".2f"), ("at_least_0.8", "≥0.8×", ".2f"),
+    ("wall_s_mean", "wall s", ",.0f"), ("env_steps_per_s_mean", "env steps/s", ",.0f"),
 ]
 
 

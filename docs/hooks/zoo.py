@@ -1,12 +1,16 @@
-"""mkdocs hook: the Results page's table, generated from ``benchmarks/results/zoo.json`` at build time.
+"""mkdocs hook: the Results page's tables, generated from ``benchmarks/results/zoo.json`` at build time.
 
 ``docs/results.md`` holds the prose and the marker ``<!-- zoo: results -->``; this hook replaces it with
-the per-task summary ``benchmarks/zoo.py`` wrote: task, env id, algorithm, budget, the final deterministic
-eval return (mean ± std over seeds), the success rate where the env reports one, the published
-reference with its source and the ratio to it, the training time and env steps per second on the
-machine the JSON records, and each task's learning curve. The curves
-(``benchmarks/results/zoo/<task>.png``) are published as ``assets/zoo/<task>.png``. A missing
-``zoo.json``, or a curve missing for a task of it, fails the build with one line naming the file.
+what ``benchmarks/zoo.py`` wrote, read at a glance first: a compact table per task (the published
+reference and who published it, rlpipe's interquartile mean over seeds with its 95 % bootstrap
+interval, the ratio to the reference with its interval, how many seeds reach 0.5× and 0.8× of it, the
+seeds, the env steps), the chart of those ratios and the performance profile; then every figure (env
+id, algorithm, mean ± std and median of the final deterministic eval return, the success rate where
+the env reports one, the training time and env steps per second on the machine the JSON records),
+the references' sources and each task's learning curve. The figures
+(``benchmarks/results/zoo/*.png``) are published as ``assets/zoo/<name>.png``. A missing ``zoo.json``,
+or a figure missing for it, fails the build with one line naming the file. A ``zoo.json`` written
+before the intervals existed still renders (its means instead), and names the command that adds them.
 """
 
 from __future__ import annotations
@@ -25,6 +29,13 @@ MARKER = "<!-- zoo: results -->"
 RESULTS = "benchmarks/results/zoo.json"
 CURVES = "benchmarks/results/zoo"
 ASSETS = "assets/zoo"
+CHARTS = {
+    "summary-ratios.png": "Each task's final eval return over the reference: the IQM over seeds with its "
+                          "95 % interval (squares and bars), each seed (circles)",
+    "summary-profile.png": "Performance profile over the tasks with a reference: the share of runs whose "
+                           "ratio exceeds τ, each task weighing the same, with its 95 % band",
+}
+"""The charts over all tasks that ``benchmarks/zoo.py`` draws beside the curves, with their captions."""
 
 
 def project_root(config: MkDocsConfig) -> Path:
@@ -52,20 +63,6 @@ def table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
 
 
-def reference(task: dict[str, Any]) -> str:
-    """``2,410 (rl-baselines3-zoo, 1,000,000 steps)``, or ``none found`` (the list under it says why)."""
-    if task["reference"] is None:
-        return "none found"
-    return f"{num(task['reference'], 1)} ({task['reference_by']}, {num(task['reference_budget'])} steps)"
-
-
-def budget(task: dict[str, Any]) -> str:
-    """The planned env steps, and the mean reached when runs stopped early."""
-    planned, reached = task["budget_env_steps"], task["env_steps_mean"]
-    stopped = reached is not None and reached < planned
-    return num(planned) + (f" (mean reached {num(reached)})" if stopped else "")
-
-
 def machine(env: dict[str, Any] | None) -> str:
     """One line naming the machine the JSON records."""
     if not env:
@@ -85,8 +82,98 @@ def not_measured(data: dict[str, Any], root: Path, measured: set[str]) -> list[s
             + ", ".join(f"`{name}`" for name in missing) + "."]
 
 
+def interval(estimate: list[float] | None, digits: int, unit: str = "") -> str:
+    """``2,525 [1,135, 3,481]`` from ``[point, lower, upper]`` (``–`` when not measured)."""
+    if not estimate:
+        return "–"
+    point, low, high = estimate
+    return f"{num(point, digits)}{unit} [{num(low, digits)}, {num(high, digits)}]"
+
+
+def glance_cells(t: dict[str, Any]) -> list[str]:
+    """IQM [CI], ratio IQM [CI] and the seeds at 0.5× / 0.8× of one task (means for an older JSON)."""
+    if "eval_return_ci" not in t:
+        ratio = t["ratio_to_reference"]
+        return [f"{num(t['eval_return_mean'], 1)} (mean)",
+                "–" if ratio is None else f"{ratio:.2f}× (mean)", "–"]
+    shares = t.get("seeds_at_least")
+    seeds = "–" if not shares else " · ".join(f"{round(shares[k] * t['n'])}/{t['n']}" for k in ("0.5", "0.8"))
+    iqm = t["eval_return_ci"] and t["eval_return_ci"]["iqm"]
+    return [interval(iqm, 0 if iqm and abs(iqm[0]) >= 100 else 1),
+            interval(t["ratio_ci"] and t["ratio_ci"]["iqm"], 2, "×"), seeds]
+
+
+def short_steps(steps: float | None) -> str:
+    """``1.0M`` / ``301k`` / ``512`` env steps."""
+    if steps is None:
+        return "–"
+    if steps >= 1e6:
+        return f"{steps / 1e6:.1f}M"
+    return f"{steps / 1e3:.0f}k" if steps >= 1e3 else f"{steps:.0f}"
+
+
+SHORT_NAMES = {"rl-baselines3-zoo": "rl-zoo"}
+"""Publishers named shorter in the compact table (the references' list under it names them in full)."""
+
+
+def short_reference(t: dict[str, Any]) -> str:
+    """``2,410 (rl-zoo, 1.0M)``, or ``none found``."""
+    if t["reference"] is None:
+        return "none found"
+    by = SHORT_NAMES.get(t["reference_by"], t["reference_by"])
+    return f"{num(t['reference'])} ({by}, {short_steps(t['reference_budget'])})"
+
+
+def seeds(t: dict[str, Any]) -> str:
+    """``3 (0–2)``, ``10 (0–9)``, or ``3 (0, 4, 7)`` for seeds that are not a run of integers."""
+    ids = t.get("seeds", [])
+    run = ids == list(range(ids[0], ids[0] + len(ids))) if ids else False
+    named = f"{ids[0]}–{ids[-1]}" if run and len(ids) > 1 else ", ".join(map(str, ids))
+    return f"{t['n']} ({named})" if ids else str(t["n"])
+
+
+def steps_reached(t: dict[str, Any]) -> str:
+    """The planned env steps, and the mean reached when runs stopped early."""
+    planned, reached = t["budget_env_steps"], t["env_steps_mean"]
+    stopped = reached is not None and reached < planned
+    return short_steps(planned) + (f" (reached {short_steps(reached)})" if stopped else "")
+
+
+def glance(summary: list[dict[str, Any]]) -> str:
+    """The compact table: the comparison a trainer is chosen by, one row per task."""
+    header = ["task", "reference (by, steps)", "IQM [95 % CI]", "ratio [95 % CI]", "≥ 0.5× · 0.8×", "seeds",
+              "env steps"]
+    return table(header, [[t["task"], short_reference(t), *glance_cells(t), seeds(t), steps_reached(t)]
+                          for t in summary])
+
+
+def every_figure(summary: list[dict[str, Any]]) -> str:
+    """The full table: env, algorithm, mean ± std and median, success, times; each task links its curve."""
+    header = ["task (curve)", "env, algorithm", "eval return (mean ± std)", "median", "success",
+              "training time", "env steps/s"]
+    rows = []
+    for t in summary:
+        median = (t.get("eval_return_ci") or {}).get("median")
+        rows.append([f"[{t['task']}]({ASSETS}/{t['task']}.png)", f"{t['env_id']}, {t['algorithm']}",
+                     f"{num(t['eval_return_mean'], 1)} ± {num(t['eval_return_std'], 1)}",
+                     num(median[0], 1) if median else "–", num(t["eval_success_rate_mean"], 2),
+                     duration(t["wall_s_mean"]), num(t["env_steps_per_s_mean"])])
+    return table(header, rows)
+
+
+def charts(root: Path, summary: list[dict[str, Any]]) -> list[str]:
+    """The ratio chart and the profile where a task has ratios (their PNGs must exist then)."""
+    if not any(t.get("ratios") for t in summary):
+        return []
+    for name in CHARTS:
+        if not (root / CURVES / name).is_file():
+            raise PluginError(f"{CURVES}/{name}: no such file ({RESULTS} has ratios to draw; run "
+                              "python benchmarks/zoo.py --from-json to draw it)")
+    return [f"![{caption}]({ASSETS}/{name})\n\n*{caption}.*" for name, caption in CHARTS.items()]
+
+
 def render(data: dict[str, Any], root: Path) -> str:
-    """The Markdown that replaces the marker: the table, the references, the machine and the curves."""
+    """The Markdown that replaces the marker: the tables, the charts, the references, the curves."""
     summary = list(data.get("summary", {}).values())
     if not summary:
         return f"`{RESULTS}` holds no finished run yet: run `python benchmarks/zoo.py`."
@@ -94,20 +181,15 @@ def render(data: dict[str, Any], root: Path) -> str:
         if not (root / CURVES / f"{name}.png").is_file():
             raise PluginError(f"{CURVES}/{name}.png: no such file ({RESULTS} has task {name!r}; "
                               f"re-run benchmarks/zoo.py --tasks {name} to draw it)")
-    header = ["task", "env", "algorithm", "budget (env steps)", "eval return (mean ± std)", "seeds",
-              "eval success", "reference", "ratio", "training time (mean)", "env steps/s", "curve"]
-    rows = [[f"`{t['task']}`", f"`{t['env_id']}`", t["algorithm"], budget(t),
-             f"{num(t['eval_return_mean'], 1)} ± {num(t['eval_return_std'], 1)}", str(t["n"]),
-             num(t["eval_success_rate_mean"], 2), reference(t),
-             "–" if t["ratio_to_reference"] is None else f"{t['ratio_to_reference']:.2f}×",
-             duration(t["wall_s_mean"]), num(t["env_steps_per_s_mean"]),
-             f"[png]({ASSETS}/{t['task']}.png)"] for t in summary]
+    older = [f"`{RESULTS}` predates the intervals: `python benchmarks/zoo.py --from-json` adds them."
+             ] if any("eval_return_ci" not in t for t in summary) else []
     sources = [f"- `{t['task']}` ({t['env_id']}, {t['algorithm']}): {t['reference_source']}."
                for t in summary]
     curves = [f"![{t['task']}: eval return against env steps]({ASSETS}/{t['task']}.png)" for t in summary]
     overrides = ", ".join(f"`{o}`" for o in data.get("overrides", [])) or "none"
     return "\n\n".join([
-        table(header, rows), *not_measured(data, root, {t["task"] for t in summary}),
+        "### At a glance", glance(summary), *older, *not_measured(data, root, {t["task"] for t in summary}),
+        *charts(root, summary), "### Every figure", every_figure(summary),
         f"Configs: `{data.get('configs')}`; seeds {', '.join(map(str, data.get('seeds', [])))}; "
         f"`--iterations` {data.get('iterations') or 'as configured'}; `--set` {overrides}; "
         f"{data.get('jobs', 1)} run(s) at a time, {data.get('threads', 1)} torch thread(s) each.",

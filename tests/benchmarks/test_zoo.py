@@ -103,6 +103,12 @@ def test_the_summary_is_the_mean_and_std_over_seeds_beside_the_reference(first: 
     assert "rl-baselines3-zoo benchmark.md" in task["reference_source"]
     assert "CartPole-v1" in task["reference_source"]
     assert task["ratio_to_reference"] == pytest.approx(task["eval_return_mean"] / 500.0)
+    assert task["eval_return_ci"]["mean"][0] == pytest.approx(task["eval_return_mean"])
+    assert task["ratio_ci"]["iqm"] == pytest.approx([v / 500.0 for v in task["eval_return_ci"]["iqm"]])
+    assert task["ratios"] == pytest.approx([v / 500.0 for v in evals])
+    assert set(task["seeds_at_least"]) == {"0.5", "0.8"}
+    for name in ("summary-ratios.png", "summary-profile.png"):
+        assert (tmp / "png" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     png = tmp / "png" / "cartpole.png"
     assert task["curve_png"] == str(png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
@@ -179,3 +185,59 @@ def test_a_missing_reference_says_what_was_looked_for(script: ModuleType, env_id
     ref = script.reference(env_id, algorithm)
     assert ref["value"] is None and ref["source"].startswith("none found: ") and why in ref["source"]
     assert script.reference("Acrobot-v1", "ppo")["source"] == "none found"
+
+
+@pytest.mark.parametrize(("tokens", "seeds"), [
+    (["0-9"], list(range(10))), (["0", "1", "2"], [0, 1, 2]), (["0-2", "7", "1-3"], [0, 1, 2, 7, 3]),
+])
+def test_seeds_are_integers_and_inclusive_ranges(script: ModuleType, tokens: list[str], seeds: list[int]):
+    assert script.seed_list(tokens) == seeds
+
+
+@pytest.mark.parametrize("token", ["3-1", "a", "-2", "1-", "0-x"])
+def test_a_bad_seed_is_one_line_and_exit_2(in_process, capsys, tmp_path: Path, token: str):
+    with pytest.raises(SystemExit) as exit_:
+        in_process(tmp_path, "--seeds", "0", token)
+    assert exit_.value.code == 2
+    accepted = "accepted: non-negative integers, ranges low-high (low ≤ high)"
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"--seeds: got {token!r}; {accepted}")
+    assert not (tmp_path / "out").exists()
+
+
+def row(seed: int, eval_return: float) -> dict:
+    """A row as an earlier zoo.py wrote it for the fixture's CartPole (reference 500), run dir elsewhere."""
+    return {"task": "cartpole", "config": "tests/fixtures/zoo/cartpole.yaml", "env_id": "CartPole",
+            "algorithm": "ppo", "seed": seed, "run_dir": f"elsewhere/seed{seed}", "env_steps": STEPS,
+            "budget_env_steps": STEPS, "eval_return": eval_return, "eval_success_rate": None,
+            "eval_success_at_end": None, "train_return": eval_return, "wall_s": 2.0, "cpu_s": None,
+            "env_steps_per_s": STEPS / 2.0,
+            "curve": {"env_steps": [STEPS], "train_return": [eval_return], "eval_env_steps": [STEPS],
+                      "eval_return": [eval_return]}}
+
+
+def test_from_json_re_aggregates_the_rows_without_run_directories(in_process, capsys, tmp_path: Path):
+    old = {"benchmark": "zoo", "configs": "tests/fixtures/zoo", "seeds": [0, 1, 2, 3], "jobs": 2,
+           "rows": [row(s, r) for s, r in enumerate([100.0, 450.0, 500.0, 500.0])],
+           "summary": {"cartpole": {"task": "cartpole", "eval_return_mean": 387.5}},  # an older summary
+           "failed": [], "environment": {"cpu_count": 16, "torch": "measured there"}}
+    (tmp_path / "zoo.json").write_text(json.dumps(old))
+    assert in_process(tmp_path, "--from-json", out=tmp_path / "nowhere") == 0
+    assert "summary of 4 rows rewritten" in capsys.readouterr().out
+    data = json.loads((tmp_path / "zoo.json").read_text())
+    kept = {k: v for k, v in old.items() if k != "summary"}
+    assert {k: v for k, v in data.items() if k != "summary"} == kept  # the machine that measured, too
+    task = data["summary"]["cartpole"]
+    assert task["n"] == 4 and task["eval_return_mean"] == pytest.approx(387.5)
+    assert task["eval_return_ci"]["iqm"][0] == pytest.approx(475.0)  # the middle two of 100, 450, 500, 500
+    assert task["ratios"] == pytest.approx([0.2, 0.9, 1.0, 1.0])
+    assert task["seeds_at_least"] == {"0.5": 0.75, "0.8": 0.75}
+    assert {p.name for p in (tmp_path / "png").iterdir()} == {"cartpole.png", "summary-ratios.png",
+                                                             "summary-profile.png"}
+    assert not (tmp_path / "nowhere").exists()  # nothing trained, no run directory read or made
+
+
+def test_from_json_without_zoo_results_is_one_line_and_exit_2(in_process, capsys, tmp_path: Path):
+    (tmp_path / "zoo.json").write_text("[]")
+    assert in_process(tmp_path, "--from-json") == 2
+    assert capsys.readouterr().err.strip() == (f"error: --json {tmp_path / 'zoo.json'}: no zoo results there "
+                                               "(a JSON object with 'rows' written by benchmarks/zoo.py)")
