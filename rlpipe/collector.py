@@ -47,6 +47,9 @@ class Collector:
     deterministic core step, each step).
     """
 
+    writes: tuple[str, ...] = REQUIRED_KEYS
+    """The rollout keys every collector writes; an instance adds its stepper's extras."""
+
     def __init__(
         self,
         env: BatchedEnv,

@@ -243,7 +243,7 @@ def instrument_rlpipe(side: RlpipeSide, phases: Phases) -> None:
     phases.wrap(parts.algo.optimizer, "step", "update: optimizer step")
     phases.wrap(policy, "update_normalization", "update: obs normalization merge")
     phases.wrap(parts.algo, "update", "update: loss, backward, grad clip, loop")
-    phases.wrap(trainer.tracker, "log", "tracking (console row, curve.csv, MLflow queue)")
+    phases.wrap(trainer.session.tracker, "log", "tracking (console row, curve.csv, MLflow queue)")
 
 
 def breakdown(name: str, side: Any, iterations: int, pool_class: type, mlflow: bool) -> list[dict[str, Any]]:
