@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import av
@@ -23,63 +22,11 @@ import pytest
 from PIL import Image
 
 from rlpipe.datasets import lerobot
+from rlpipe.datasets.episode import Episode as Ep
+from rlpipe.datasets.episodes import DatasetSource as Src
 from rlpipe.datasets.lerobot import check_lerobot_source, write_lerobot
 
 H, W, FPS = 16, 16, 10
-
-
-@dataclass(frozen=True)
-class Ep:
-    """The contract's ``Episode`` fields (rlpipe.datasets.episodes), made by hand."""
-
-    rank: int
-    env: int
-    index: int
-    observations: object
-    next_observation: object
-    actions: np.ndarray
-    rewards: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    success: np.ndarray | None
-    iterations: np.ndarray
-    log_probs: np.ndarray
-    values: np.ndarray
-    cut: bool = False
-
-    @property
-    def length(self) -> int:
-        return len(self.rewards)
-
-    @property
-    def episode_return(self) -> float:
-        return float(np.sum(self.rewards, dtype=np.float64))
-
-    @property
-    def succeeded(self) -> bool | None:
-        return None if self.success is None else bool(self.success.any())
-
-    @property
-    def iteration(self) -> int:
-        return int(self.iterations[0])
-
-
-@dataclass(frozen=True)
-class Src:
-    """The contract's ``DatasetSource`` fields."""
-
-    run_dir: str
-    env_id: str
-    gym_id: str | None
-    observation_space: gym.Space
-    action_space: gym.Space
-    image_groups: tuple[str, ...]
-    frame_channels: dict[str, int]
-    privileged_groups: tuple[str, ...]
-    fps: int | None
-    params_hash: str
-    iterations: tuple[int, ...]
-    checkpoint: str | None
 
 
 def group_source(channels: int = 3, fps: int | None = FPS, height: int = H) -> Src:
@@ -119,7 +66,7 @@ def group_episodes(channels: int = 3, lengths=(4, 7, 5), height: int = H) -> lis
                       terminated=last & (i != 1), truncated=last & (i == 1),
                       success=last & (i == 0), iterations=np.full(length, 3 + i // 2, np.int64),
                       log_probs=rng.normal(size=length).astype(np.float32),
-                      values=rng.normal(size=length).astype(np.float32)))
+                      values=rng.normal(size=length).astype(np.float32), cut=False))
     return eps
 
 
@@ -277,7 +224,7 @@ def test_flat_observation_and_discrete_action(tmp_path):
     obs = np.arange(12, dtype=np.float32).reshape(3, 4)
     flags = np.array([False, False, True])
     ep = Ep(0, 0, 0, obs, obs[-1], np.array([1, 0, 1]), np.ones(3, np.float32), flags, ~flags & False,
-            None, np.ones(3, np.int64), np.zeros(3, np.float32), np.zeros(3, np.float32))
+            None, np.ones(3, np.int64), np.zeros(3, np.float32), np.zeros(3, np.float32), False)
     write_lerobot(source, [ep], tmp_path / "ds")
     info = json.loads((tmp_path / "ds/meta/info.json").read_text())
     assert info["features"]["observation.state"]["shape"] == [4]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -11,40 +10,22 @@ import numpy as np
 import pytest
 from _dataset_runs import tiny_run
 
+from rlpipe.datasets.episode import Episode
+from rlpipe.datasets.episodes import DatasetSource
 from rlpipe.datasets.minari_export import check_dataset_id, default_dataset_id, write_minari
 
 minari = pytest.importorskip("minari")
 
 
-@dataclasses.dataclass(frozen=True)
-class HandMade:
-    """The fields of ``rlpipe.datasets.episodes.Episode`` the writer reads."""
-
-    observations: Any
-    next_observation: Any
-    actions: np.ndarray
-    rewards: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    success: np.ndarray | None
-    iterations: np.ndarray
-    log_probs: np.ndarray
-    values: np.ndarray
-
-
-@dataclasses.dataclass(frozen=True)
-class Source:
-    run_dir: str
-    env_id: str
-    gym_id: str | None
-    observation_space: gym.Space
-    action_space: gym.Space
-    params_hash: str = "abc123"
-    iterations: tuple[int, ...] = (1, 2)
+def source_of(run_dir: str, env_id: str, gym_id: str | None, observation_space: gym.Space,
+           action_space: gym.Space) -> DatasetSource:
+    """A run's description as the writer reads it (no images named: Minari keeps every group raw)."""
+    return DatasetSource(run_dir, env_id, gym_id, observation_space, action_space, (), {}, (), None,
+                         "abc123", (1, 2), None)
 
 
 def _episode(rng: np.random.Generator, length: int, obs: Any, act: tuple[int, ...] | None, ended: str,
-             success: bool = False) -> HandMade:
+             success: bool = False) -> Episode:
     def draw(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         if dtype == np.uint8:
             return rng.integers(0, 256, shape, dtype=np.uint8)
@@ -58,9 +39,10 @@ def _episode(rng: np.random.Generator, length: int, obs: Any, act: tuple[int, ..
     flags = {"terminated": np.zeros(length, bool), "truncated": np.zeros(length, bool)}
     flags[ended][-1] = True
     actions = rng.integers(0, 2, length) if act is None else draw((length, *act), np.float32)
-    return HandMade(steps, final, actions, draw((length,), np.float32), flags["terminated"],
-                    flags["truncated"], (np.arange(length) == length - 1) & success if success else None,
-                    np.full(length, 3, np.int64), draw((length,), np.float32), draw((length,), np.float32))
+    return Episode(0, 0, 0, steps, final, actions, draw((length,), np.float32), flags["terminated"],
+                   flags["truncated"], (np.arange(length) == length - 1) & success if success else None,
+                   np.full(length, 3, np.int64), draw((length,), np.float32), draw((length,), np.float32),
+                   cut=False)
 
 
 def _load(root: Path, dataset_id: str, monkeypatch: pytest.MonkeyPatch) -> Any:
@@ -73,7 +55,7 @@ def test_a_flat_cartpole_export_loads_with_minari_equal_bit_for_bit(tmp_path, mo
     episodes = [_episode(rng, n, (4,), None, ended) for n, ended in
                 [(5, "terminated"), (1, "truncated"), (9, "terminated")]]
     cartpole = gym.make("CartPole-v1")
-    source = Source("data/cartpole", "CartPole-v1", "CartPole-v1", cartpole.observation_space,
+    source = source_of("data/cartpole", "CartPole-v1", "CartPole-v1", cartpole.observation_space,
                     cartpole.action_space)
     seen = []
     folder = write_minari(iter(episodes), source, tmp_path, "rlpipe/cartpole/rollouts-v0", seen.append)
@@ -106,7 +88,7 @@ def test_observation_groups_and_raw_images_keep_their_bytes(tmp_path, monkeypatc
                              "camera": gym.spaces.Box(0, 255, (3, 64, 64), np.uint8)})
     action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
     episodes = [_episode(rng, n, groups, (2,), "terminated", success=True) for n in (4, 7)]
-    source = Source("data/push", "PushCube", None, space, action_space)
+    source = source_of("data/push", "PushCube", None, space, action_space)
     write_minari(episodes, source, tmp_path, "rlpipe/push/rollouts-v0")
 
     dataset = _load(tmp_path, "rlpipe/push/rollouts-v0", monkeypatch)
