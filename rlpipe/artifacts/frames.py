@@ -17,7 +17,7 @@ from rlpipe.artifacts.atomic import naming_the_file, staged_files
 from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.video import Mp4Writer
-from rlpipe.config.extras import VIDEO, require_all
+from rlpipe.extras import VIDEO, require_all
 
 __all__ = ["write_mp4", "write_pngs"]
 

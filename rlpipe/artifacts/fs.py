@@ -26,7 +26,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from rlpipe.config.location import ObjectPath, StorageUnavailable, filesystem, url_problem, with_retries
+from rlpipe.location import ObjectPath, StorageUnavailable, filesystem, url_problem, with_retries
 
 __all__ = [
     "AnyPath",
@@ -181,7 +181,7 @@ def _async_fs(protocol: str) -> Any:
         import fsspec
         from fsspec.asyn import get_loop
 
-        from rlpipe.config.location import storage_options
+        from rlpipe.location import storage_options
 
         twin = fsspec.filesystem(protocol, asynchronous=True, loop=get_loop(), **storage_options(protocol))
         if not getattr(twin, "async_impl", False):

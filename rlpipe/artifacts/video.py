@@ -24,7 +24,7 @@ import torch
 from rlpipe.artifacts.atomic import publish_file, temporary_sibling
 from rlpipe.artifacts.fs import as_path
 from rlpipe.config import EvalCfg
-from rlpipe.config.extras import require
+from rlpipe.extras import require
 
 __all__ = ["BLOCK", "Mp4Writer", "VideoRecorder", "pad_to_block", "recorder_for", "video_off"]
 

@@ -68,7 +68,7 @@ class Location(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         """A URL becomes an ``ObjectPath`` (never a ``Path``, which would fold ``s3://`` into ``s3:/``)."""
         if isinstance(value, str) and "://" in value:
-            from rlpipe.config.location import ObjectPath
+            from rlpipe.location import ObjectPath
 
             return ObjectPath(value)
         return super().convert(value, param, ctx)

@@ -9,14 +9,12 @@ from typing import Any, LiteralString, TypeGuard, cast
 from pydantic import BaseModel, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from rlpipe.errors import ConfigError
+
 __all__ = ["ConfigError", "as_yaml", "did_you_mean", "field_model", "format_validation_error",
            "located_error", "register_model", "unknown_key"]
 
 _MODELS: dict[str, type[BaseModel]] = {}  # config class name (pydantic's error title) → the class
-
-
-class ConfigError(ValueError):
-    """A user-facing config problem; its message is one line naming the key path."""
 
 
 def format_validation_error(exc: ValidationError, prefix: str = "") -> str:

@@ -20,11 +20,11 @@ from pydantic import ValidationError
 
 from rlpipe.config.documents import translate
 from rlpipe.config.errors import format_validation_error
-from rlpipe.config.location import location
 from rlpipe.config.sections import (
     ConfigError,
     RunConfig,
 )
+from rlpipe.location import location
 
 __all__ = ["MAX_YAML_VALUES", "AliasExpansionError", "apply_overrides", "load", "parse_yaml", "read_params"]
 

@@ -9,7 +9,6 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from rlpipe.config.errors import ConfigError, located_error
 from rlpipe.config.identity import Seed, exp_name_problem
-from rlpipe.config.location import location, url_problem
 from rlpipe.config.policy import (
     ACTIVATIONS,
     NETWORK_TYPES,
@@ -22,6 +21,7 @@ from rlpipe.config.policy import (
 from rlpipe.config.registry import AlgorithmBlock, merged_replay_block
 from rlpipe.config.storage import PrecisionName, StoreBudgetCfg, precision_group_problem
 from rlpipe.config.strict import StrictModel
+from rlpipe.location import location, url_problem
 
 __all__ = [
     "ACTIVATIONS",

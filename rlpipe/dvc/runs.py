@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from rlpipe.artifacts.layout import RUN_POINTER, RunLayout
-from rlpipe.config.location import is_url, location
+from rlpipe.location import is_url, location
 
 __all__ = [
     "EXPS_DIR", "RESULTS_DIR", "RUN_POINTER", "RunDirError", "data_root", "experiment_data_dir", "exps_dir",

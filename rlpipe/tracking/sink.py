@@ -122,7 +122,7 @@ def _local_copy(source: str, scratch: Path) -> Path:
     """
     if "://" not in source:
         return Path(source)
-    from rlpipe.config.location import ObjectPath
+    from rlpipe.location import ObjectPath
 
     remote = ObjectPath(source)
     local = scratch / remote.name

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rlpipe.config.extras import install_hint, is_installed, require
+from rlpipe.extras import install_hint, is_installed, require
 
 __all__ = ["S3_SCHEMES", "ObjectPath", "StorageUnavailable", "is_url", "location", "url_problem",
            "with_retries"]
