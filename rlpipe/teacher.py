@@ -23,7 +23,7 @@ from rlpipe.artifacts.fs import as_path
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.config import ConfigError
 from rlpipe.envs import space_from_dict, space_to_dict
-from rlpipe.policies import Policy, build_policy
+from rlpipe.policies import TrainablePolicy, build_policy
 
 __all__ = ["KEY", "Teacher", "load_student_init", "load_teacher", "teacher_checkpoint"]
 
@@ -34,7 +34,7 @@ KEY = "algorithm.cfg.teacher"
 class Teacher:
     """A frozen teacher policy and where it came from."""
 
-    policy: Policy
+    policy: TrainablePolicy
     checkpoint: Path
     """The checkpoint file its weights came from."""
     sha256: str
@@ -95,7 +95,7 @@ def load_teacher(ref: str | Path | None, obs_space: gym.Space, action_space: gym
     return Teacher(policy, path, hashlib.sha256(path.read_bytes()).hexdigest())
 
 
-def load_student_init(ref: str, policy: Policy) -> None:
+def load_student_init(ref: str, policy: TrainablePolicy) -> None:
     """Load checkpoint ``ref``'s policy weights into the student (``algorithm.cfg.student_init``)."""
     path = as_path(ref)
     if not path.is_file():
@@ -107,7 +107,7 @@ def load_student_init(ref: str, policy: Policy) -> None:
         policy.load_state_dict(state["policy"])
 
 
-def _check_fits(policy: Policy, t_obs: gym.Space, t_action: gym.Space, obs_space: gym.Space,
+def _check_fits(policy: TrainablePolicy, t_obs: gym.Space, t_action: gym.Space, obs_space: gym.Space,
                 action_space: gym.Space, path: Path) -> None:
     """``ConfigError`` unless the teacher reads observations the student's env has and acts in its space."""
     if space_to_dict(t_action) != space_to_dict(action_space):

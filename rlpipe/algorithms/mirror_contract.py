@@ -112,7 +112,7 @@ def sample_rows(space: gym.Space, device: torch.device | str, rows: int = SAMPLE
     return values if values.dtype == torch.uint8 else values.float()
 
 
-def _copies(out: Any, given: Batch, what: str, spec: str) -> int:
+def _copies(out: object, given: Batch, what: str, spec: str) -> int:
     """K of ``out`` ``[K·B, ...]`` mirroring ``given`` ``[B, ...]``, originals first; else ``ConfigError``."""
     rows = given.shape[0]
     expected = f"[K·{rows}{_trailing(given)}]"
@@ -151,7 +151,7 @@ def _trailing(x: Batch) -> str:
     return "".join(f", {d}" for d in x.shape[1:])
 
 
-def _describe(x: Any) -> str:
+def _describe(x: object) -> str:
     """A value as the message shows it: ``None``, a shape ``[6, 4]``, or its type."""
     if x is None:
         return "None"

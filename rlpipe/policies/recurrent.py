@@ -22,10 +22,10 @@ from torch import nn
 from torch.distributions import Distribution
 
 from rlpipe.config import ConfigError, PolicyCfg
-from rlpipe.policies.base import Policy
 from rlpipe.policies.heads import ActionHead
 from rlpipe.policies.mlp import build_mlp_from_cfg
 from rlpipe.policies.registry import register_policy
+from rlpipe.policies.trainable import TrainablePolicy
 
 __all__ = ["RecurrentActorCritic", "RecurrentCore"]
 
@@ -62,7 +62,7 @@ class RecurrentCore(nn.Module):
 
 
 @register_policy("recurrent_actor_critic")
-class RecurrentActorCritic(Policy):
+class RecurrentActorCritic(TrainablePolicy):
     """Recurrent core (``policy.recurrent``) → actor MLP → action head, and → critic MLP → V."""
 
     is_recurrent = True
