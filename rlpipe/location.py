@@ -25,11 +25,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from rlpipe.extras import install_hint, is_installed, require
 
-__all__ = ["S3_SCHEMES", "ObjectPath", "StorageUnavailable", "is_url", "location", "url_problem",
+__all__ = ["S3_SCHEMES", "AnyPath", "ObjectPath", "StorageUnavailable", "is_url", "location", "url_problem",
            "with_retries"]
 
 T = TypeVar("T")
@@ -42,7 +42,7 @@ def is_url(value: object) -> bool:
     return isinstance(value, ObjectPath) or (isinstance(value, str) and "://" in value)
 
 
-def location(value: str | Path | ObjectPath) -> Path | ObjectPath:
+def location(value: str | AnyPath) -> AnyPath:
     """``value`` as a run-directory path: an :class:`ObjectPath` for a URL, else a ``Path``."""
     if isinstance(value, ObjectPath):
         return value
@@ -258,6 +258,10 @@ class ObjectPath:
         modified = info.get("LastModified") or info.get("mtime") or 0
         mtime = modified.timestamp() if hasattr(modified, "timestamp") else float(modified)
         return os.stat_result((0, 0, 0, 0, 0, 0, int(info.get("size") or 0), 0, int(mtime), 0))
+
+
+AnyPath: TypeAlias = Path | ObjectPath
+"""A run-directory path: local or on an object store."""
 
 
 class _PutOnClose(io.StringIO):

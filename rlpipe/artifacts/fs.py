@@ -26,7 +26,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from rlpipe.location import ObjectPath, StorageUnavailable, filesystem, url_problem, with_retries
+from rlpipe.location import AnyPath, ObjectPath, StorageUnavailable, filesystem, url_problem, with_retries
 
 __all__ = [
     "AnyPath",
@@ -48,10 +48,6 @@ __all__ = [
     "tree_bytes",
     "zarr_store",
 ]
-
-AnyPath = Path | ObjectPath
-"""A run-directory path: local or on an object store."""
-
 
 class PreconditionFailed(RuntimeError):
     """A conditional write lost: the object changed (or appeared) since it was read."""

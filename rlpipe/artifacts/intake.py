@@ -100,7 +100,7 @@ def _has_numpy_dtype(dtype: torch.dtype) -> bool:
     return True
 
 
-def _array_name(key: str | tuple[str, ...], path: Path) -> str:
+def _array_name(key: str | tuple[str, ...], path: AnyPath) -> str:
     parts = (key,) if isinstance(key, str) else key
     for part in parts:
         if "/" in part or part in {"", ".", ".."} or part.startswith("__"):

@@ -26,7 +26,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import AnyPath, as_path
 
 __all__ = [
     "BEST",
@@ -81,12 +81,12 @@ def checkpoint_name(iteration: int) -> str:
     return f"ckpt-{iteration:06d}.pt"
 
 
-def lock_path(directory: Path) -> Path:
+def lock_path(directory: AnyPath) -> AnyPath:
     """``<directory>/.lock``: the writer lock of a run directory or of a command's output folder."""
     return as_path(directory) / LOCK
 
 
-def checksum_path(path: Path) -> Path:
+def checksum_path(path: AnyPath) -> AnyPath:
     """``<name>.sha256`` beside a checkpoint: its SHA-256, written before the checkpoint is renamed in."""
     path = as_path(path)
     return path.with_name(f"{path.name}{CHECKSUM_SUFFIX}")
@@ -97,13 +97,13 @@ def shard_name(rank: int) -> str:
     return f"rank-{rank}"
 
 
-def iteration_from_name(path: Path | str, pattern: re.Pattern[str] = ROLLOUT_NAME) -> int | None:
+def iteration_from_name(path: AnyPath | str, pattern: re.Pattern[str] = ROLLOUT_NAME) -> int | None:
     """The iteration number in a rollout (or, with ``CHECKPOINT_NAME``, checkpoint) name; ``None`` if none."""
     match = pattern.match(as_path(path).name)
     return int(match[1]) if match else None
 
 
-def numbered(directory: Path, pattern: re.Pattern[str]) -> dict[int, Path]:
+def numbered(directory: AnyPath, pattern: re.Pattern[str]) -> dict[int, Path]:
     """``{number: path}`` of the entries of ``directory`` whose names match ``pattern``, ascending."""
     directory = as_path(directory)
     if not directory.is_dir():
@@ -171,7 +171,7 @@ class RunLayout:
         """``export/``: the default output of ``rlpipe export``."""
         return self.root / "export"
 
-    def exported(self, fmt: str, directory: Path | None = None) -> Path:
+    def exported(self, fmt: str, directory: Path | None = None) -> AnyPath:
         """The file ``rlpipe export --format fmt`` writes in ``directory`` (default ``export/``)."""
         return as_path(directory or self.export_dir) / EXPORT_FILES[fmt]
 
@@ -186,7 +186,7 @@ class RunLayout:
         return self.root / "frames"
 
     def frames(self, iteration: int, group: str, env: int, suffix: str = "",
-               directory: Path | None = None) -> Path:
+               directory: Path | None = None) -> AnyPath:
         """``frames/iter-NNNNNN-<group>-env-E<suffix>`` (in ``directory`` if given): a folder or an MP4."""
         return as_path(directory or self.frames_dir) / f"iter-{iteration:06d}-{group}-env-{env}{suffix}"
 
@@ -221,7 +221,7 @@ class RunLayout:
         return self.rollouts / "rejected"
 
     @property
-    def lock(self) -> Path:
+    def lock(self) -> AnyPath:
         """``.lock``: created exclusively by the one process writing this run directory."""
         return lock_path(self.root)
 

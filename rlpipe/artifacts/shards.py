@@ -14,7 +14,7 @@ import torch
 from tensordict import TensorDict
 
 from rlpipe.artifacts.errors import StoreError
-from rlpipe.artifacts.fs import as_path, is_object
+from rlpipe.artifacts.fs import AnyPath, as_path, is_object
 from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name, shard_name
 from rlpipe.artifacts.removal import clean_temporaries
 from rlpipe.artifacts.store import RolloutStore
@@ -70,12 +70,12 @@ def read_any_attrs(path: Path) -> dict[str, Any]:
 class ShardedStore(RolloutStore):
     """Rank ``rank``'s view of a run's rollouts: it writes, lists and retires only its own shards."""
 
-    def __init__(self, root: Path, cfg: StoreCfg, rank: int, world_size: int,
+    def __init__(self, root: AnyPath, cfg: StoreCfg, rank: int, world_size: int,
                  policy: StorePolicy | None = None) -> None:
         self.rank, self.world_size = rank, world_size
         super().__init__(root, cfg, policy)
 
-    def path_for(self, iteration: int) -> Path:
+    def path_for(self, iteration: int) -> AnyPath:
         """``root/iter-{iteration:06d}.zarr/rank-{rank}``."""
         return self.root / rollout_name(iteration) / shard_name(self.rank)
 

@@ -119,7 +119,7 @@ class RolloutStore:
     ``cfg.budget`` is applied by :func:`~rlpipe.artifacts.store_policy.derive_policy`).
     """
 
-    def __init__(self, root: Path, cfg: StoreCfg, policy: StorePolicy | None = None) -> None:
+    def __init__(self, root: AnyPath, cfg: StoreCfg, policy: StorePolicy | None = None) -> None:
         self.root = as_path(root)
         self.cfg = cfg
         self.policy = policy or StorePolicy.of(cfg)
@@ -141,7 +141,7 @@ class RolloutStore:
             check_confined(self.path_for(0), self.root.parent)
         self.clean_temporaries()
 
-    def path_for(self, iteration: int) -> Path:
+    def path_for(self, iteration: int) -> AnyPath:
         """``root/iter-{iteration:06d}.zarr``."""
         return self.root / rollout_name(iteration)
 

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from rlpipe.artifacts.atomic import publish_file, temporary_sibling
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import AnyPath, as_path
 from rlpipe.config import EvalCfg
 from rlpipe.extras import require
 
@@ -44,7 +44,7 @@ def pad_to_block(frame: np.ndarray, block: int = BLOCK) -> np.ndarray:
 class Mp4Writer:
     """Append ``[H, W, 3]`` uint8 frames of one size; :meth:`close` publishes ``path``, :meth:`abort` not."""
 
-    def __init__(self, path: Path, fps: int) -> None:
+    def __init__(self, path: AnyPath, fps: int) -> None:
         self.path = as_path(path)
         self.fps = int(fps)
         self.frames = 0
@@ -76,7 +76,7 @@ class Mp4Writer:
         )
         self._ffmpeg.send(None)  # start the ffmpeg process
 
-    def close(self) -> Path:
+    def close(self) -> AnyPath:
         """Finish encoding and rename the file into place; return its path (ValueError if no frame)."""
         if self._ffmpeg is None:
             raise ValueError(f"{self.path}: no frame was recorded")

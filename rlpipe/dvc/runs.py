@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from rlpipe.artifacts.layout import RUN_POINTER, RunLayout
-from rlpipe.location import is_url, location
+from rlpipe.location import AnyPath, is_url, location
 
 __all__ = [
     "EXPS_DIR", "RESULTS_DIR", "RUN_POINTER", "RunDirError", "data_root", "experiment_data_dir", "exps_dir",
@@ -198,7 +198,7 @@ def resolve_target(target: str | Path, root: Path | None = None) -> Path:
     return resolve_run_dir(path, root)
 
 
-def resolve_path(path: str | Path, root: Path | None = None) -> Path:
+def resolve_path(path: str | Path, root: Path | None = None) -> AnyPath:
     """A run, or a file or folder of one, by path or below a DVC experiment's run dir.
 
     A workspace results folder (``run.json``, no data) is the run dir it names; another existing
