@@ -117,7 +117,7 @@ def atomic_write_text(path: AnyPath, text: str, fsync: bool = True) -> None:
     atomic_write(path, lambda fh: fh.write(text.encode()), fsync)
 
 
-def atomic_write_json(path: Path, data: Any, fsync: bool = True) -> None:
+def atomic_write_json(path: AnyPath, data: Any, fsync: bool = True) -> None:
     """Write ``data`` as indented, key-sorted JSON to ``path`` atomically."""
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n", fsync)
 

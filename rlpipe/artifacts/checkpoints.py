@@ -181,7 +181,7 @@ def _apply_retention(directory: AnyPath, keep_last: int, protect: AnyPath) -> No
             delete(checksum_path(path), within=directory.parent, missing_ok=True)
 
 
-def clean_temporaries(directory: Path) -> list[Path]:
+def clean_temporaries(directory: AnyPath) -> list[Path]:
     """Remove temporaries of checkpoint and pointer writes left by dead processes; return them."""
     return _clean(as_path(directory))
 
@@ -269,7 +269,7 @@ class Checkpointer:
     through a link: a ``directory`` that is a symbolic link is refused here, before any write.
     """
 
-    def __init__(self, directory: Path, keep_last: int | None = None) -> None:
+    def __init__(self, directory: AnyPath, keep_last: int | None = None) -> None:
         self.directory = as_path(directory)
         self.keep_last = keep_last
         if keep_last is not None:

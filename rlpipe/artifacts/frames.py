@@ -27,7 +27,7 @@ def _check(frames: np.ndarray) -> None:
         raise ValueError(f"frames of {frames.dtype} {frames.shape}; expected uint8 [T >= 1, H, W, 3]")
 
 
-def write_pngs(frames: np.ndarray, folder: Path) -> list[Path]:
+def write_pngs(frames: np.ndarray, folder: AnyPath) -> list[Path]:
     """``folder/t-NNNNNN.png`` for each of ``frames`` ``[T, H, W, 3]`` uint8; the paths, in time order."""
     from matplotlib.image import imsave  # matplotlib on first use (import cost)
 

@@ -9,7 +9,7 @@ import yaml
 
 from rlpipe.artifacts.atomic import atomic_write_text
 from rlpipe.artifacts.errors import StoreError
-from rlpipe.artifacts.fs import as_path, probe
+from rlpipe.artifacts.fs import AnyPath, as_path, probe
 from rlpipe.artifacts.layout import RunLayout
 
 __all__ = ["params_file", "write_params"]
@@ -21,7 +21,7 @@ def write_params(layout: RunLayout, params: dict[str, Any]) -> Path:
     return layout.params
 
 
-def params_file(target: Path) -> tuple[Path, RunLayout | None]:
+def params_file(target: AnyPath) -> tuple[Path, RunLayout | None]:
     """``(params file, run layout)`` for a params file or a run directory given on the command line.
 
     A run directory yields its ``params.yaml`` and itself (the run may have moved since it was

@@ -24,14 +24,14 @@ from rlpipe.rollout import DIM_NAMES
 
 __all__ = ["ShardedStore", "is_sharded", "read_any", "read_any_attrs", "shard_paths"]
 
-def is_sharded(path: Path) -> bool:
+def is_sharded(path: AnyPath) -> bool:
     """True for an iteration folder holding ``rank-R`` shards instead of being a store itself."""
     path = as_path(path)
     return path.is_dir() and not (path / "zarr.json").is_file() and any(
         SHARD_NAME.match(p.name) for p in path.iterdir())
 
 
-def shard_paths(path: Path) -> list[Path]:
+def shard_paths(path: AnyPath) -> list[Path]:
     """The ``rank-R`` shards of an iteration folder, in rank order."""
     return list(numbered(as_path(path), SHARD_NAME).values())
 
@@ -59,7 +59,7 @@ def read_any(path: Path, device: torch.device | str = "cpu") -> tuple[TensorDict
     return rollout, attrs
 
 
-def read_any_attrs(path: Path) -> dict[str, Any]:
+def read_any_attrs(path: AnyPath) -> dict[str, Any]:
     """The attributes of a store, or of rank 0's shard of a sharded iteration (no array is read)."""
     from rlpipe.artifacts.zarr_read import read_attrs
 
