@@ -122,7 +122,7 @@ def _env_fields(fields: dict[str, Any], where: str,
     return cfg, extra, notes
 
 
-def _num_envs(data: dict[str, Any], num_envs: Any, where: str) -> list[str]:
+def _num_envs(data: dict[str, Any], num_envs: object, where: str) -> list[str]:
     """Map the env's ``num_envs`` to ``trainer.num_envs`` unless the trainer sets it (mutates ``data``)."""
     if num_envs is None:
         return []

@@ -32,7 +32,7 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
     return f"{path}: {msg}{shown}{extra}"
 
 
-def as_yaml(value: Any) -> str:
+def as_yaml(value: object) -> str:
     """``value`` as the params file spells it: ``true``, ``null``, ``[64, true]``; strings quoted."""
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -98,7 +98,7 @@ def field_model(model: type[BaseModel] | None, parent: Sequence[Any]) -> type[Ba
     return model
 
 
-def _is_model(obj: Any) -> TypeGuard[type[BaseModel]]:
+def _is_model(obj: object) -> TypeGuard[type[BaseModel]]:
     return isinstance(obj, type) and issubclass(obj, BaseModel)
 
 

@@ -126,7 +126,7 @@ def _single_run(folder: Path, name: str) -> Path:
     raise RunDirError(f"{name}: experiment holds several runs; name one of: {choices}")
 
 
-def _url_run_dir(path: Any) -> Any:
+def _url_run_dir(path: AnyPath) -> AnyPath:
     """A run directory on an object store: itself, once it is checked to be one (one line if not)."""
     from rlpipe.artifacts.fs import probe
 

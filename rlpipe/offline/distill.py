@@ -22,10 +22,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from pydantic import ValidationError
+from tensordict import TensorDict
 
 from rlpipe import config as config_mod
 from rlpipe.algorithms.base import update_seed
@@ -56,7 +57,17 @@ from rlpipe.teacher import teacher_checkpoint
 from rlpipe.testing import faults
 from rlpipe.tracking import open_tracker, source_run_id
 
+if TYPE_CHECKING:
+    from rlpipe.tracking.tracker import Tracker
+
 __all__ = ["check_stores", "distill_config", "distill_offline", "online_config", "online_name", "store_order"]
+
+
+class StopSignal(Protocol):
+    """The signal a graceful stop caught (``None`` while none has): the loop ends at an update boundary."""
+
+    @property
+    def signum(self) -> int | None: ...
 
 
 def distill_config(teacher: Path, overrides: list[str] | tuple[str, ...] = (),
@@ -113,13 +124,13 @@ def update_plan(keys: list[int], passes: int, seed: int, per_update: int) -> lis
     return plan
 
 
-def load_stores(paths: list[Path], device: Any) -> Any:
+def load_stores(paths: list[Path], device: torch.device | str) -> TensorDict:
     """The stored rollouts of ``paths`` joined along the env axis: ``[Σ N, T+1]``."""
     rollouts = [load_rollout(path, device, purpose=None)[0] for path in paths]  # subsets, float16: samples
     return rollouts[0] if len(rollouts) == 1 else torch.cat(rollouts, dim=0)
 
 
-def distill_offline(cfg: RunConfig, resume: bool = False, stop: Any = None,
+def distill_offline(cfg: RunConfig, resume: bool = False, stop: StopSignal | None = None,
                     env_from: str = "env.id") -> dict[str, Any]:
     """Train the student from the teacher's stores into ``cfg.run_dir``; return its summary.
 
@@ -165,7 +176,7 @@ class _Plan:
     """The stores of updates 1, 2, … (:func:`update_plan`)."""
     spaces: dict[str, Any] | None
     """The spaces the stores recorded (kept in every checkpoint)."""
-    stop: Any
+    stop: StopSignal | None
     """A :class:`~rlpipe.trainer.signals.GracefulStop`, or ``None``."""
 
 
@@ -192,7 +203,7 @@ def _distill_locked(cfg: RunConfig, algo: Distillation, plan: _Plan, layout: Run
 
 
 def _loop(cfg: RunConfig, algo: Distillation, plan: _Plan, start: int, layout: RunLayout,
-          tracker: Any) -> dict[str, Any]:
+          tracker: Tracker) -> dict[str, Any]:
     begin, metrics, path, signum = time.perf_counter(), {}, None, None
     stored, order = plan.stored, plan.order
     per_pass = len(order) // cfg.algorithm.cfg.offline_passes

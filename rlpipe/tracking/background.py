@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -198,7 +199,7 @@ def _spawn(prewarm: bool) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, text=True, encoding="utf-8", env=env)
 
 
-def _thread(target: Any, pipe: IO[str], name: str) -> threading.Thread:
+def _thread(target: Callable[[IO[str]], object], pipe: IO[str], name: str) -> threading.Thread:
     thread = threading.Thread(target=target, args=(pipe,), name=name, daemon=True)
     thread.start()
     return thread

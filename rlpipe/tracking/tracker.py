@@ -138,7 +138,7 @@ class Tracker:
     def __enter__(self) -> Tracker:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, *_: Any) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         """End the MLflow run: ``KILLED`` on Ctrl-C/SIGTERM, ``FAILED`` on an error, else ``FINISHED``."""
         self.table.close()
         if self.mlflow is None:
