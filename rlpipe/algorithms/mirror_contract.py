@@ -139,9 +139,11 @@ def _index_images(function: Callable[..., Any], spec: str, n: int, device: torch
 
 
 def _equal(a: Batch, b: Batch) -> bool:
-    if isinstance(b, TensorDict):
+    if isinstance(a, TensorDict) and isinstance(b, TensorDict):
         return all(torch.equal(a[key].to(b[key].dtype), b[key]) for key in b.keys())
-    return torch.equal(a.to(b.dtype), b)
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return torch.equal(a.to(b.dtype), b)
+    return False  # a batch and a mirror of another kind (ruled out by the callers' type check)
 
 
 def _trailing(x: Batch) -> str:

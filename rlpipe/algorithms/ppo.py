@@ -12,7 +12,7 @@ advantage) in the advantage stage and trains its networks on each of the update'
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 import torch
@@ -150,7 +150,8 @@ class PPO(BaseAlgorithm):
         """
         if self.cfg.normalize_advantage != "minibatch":
             return mb
-        return {**dict(mb.items()), "advantage": normalize(mb["advantage"].flatten())}
+        columns = cast("dict[str, torch.Tensor]", dict(mb.items()))  # a minibatch's columns are tensors
+        return {**columns, "advantage": normalize(mb["advantage"].flatten())}
 
     def minibatch_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """``(total loss, detached stats by name)`` of a prepared minibatch, or of some of its rows.
@@ -182,7 +183,8 @@ class PPO(BaseAlgorithm):
                                                     mb[sequences.DONE])
         else:
             outputs = self.policy.evaluate(mb["obs"], mb["action"])
-        return tuple(t.flatten().float() for t in outputs)
+        log_prob, entropy, value = outputs
+        return log_prob.flatten().float(), entropy.flatten().float(), value.flatten().float()
 
     def train_beside(self, mb: Minibatch) -> dict[str, torch.Tensor]:
         """With ``rnd``: one step of its predictor (and V_int) on the minibatch's observations."""

@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 
 __all__ = ["MirrorFn", "Symmetry", "action_mean", "resolve_mirror"]
 
-MirrorFn = Callable[..., tuple[Any, Any]]
-"""``function(obs=None, actions=None, env=None) -> (obs [K·B, ...] | None, actions [K·B, ...] | None)``."""
+MirrorFn = Callable[..., object]
+"""``function(obs=None, actions=None, env=None) -> (obs [K·B, ...] | None, actions [K·B, ...] | None)``,
+checked where it is called."""
 REPEATED = ("sample_log_prob", "advantage", "return", "value")
 """Minibatch columns the mirrored copies share with their originals."""
 
