@@ -249,7 +249,7 @@ class RunLayout:
         """True when rollouts or checkpoints of a run are here (a fresh run would destroy them)."""
         return any(d.is_dir() and any(d.iterdir()) for d in (self.rollouts, self.checkpoints))
 
-    def written_entries(self) -> list[Path]:
+    def written_entries(self) -> list[AnyPath]:
         """The entries of ``root`` that rlpipe writes (files, folders, temporaries), the lock aside.
 
         What ``--overwrite`` clears; any other entry there is someone else's and is left alone.

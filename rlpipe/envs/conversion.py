@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeGuard
 
 import gymnasium as gym
 import numpy as np
@@ -34,7 +34,7 @@ IMAGE_GROUP = "pixels"
 """The group name of a bare image observation."""
 
 
-def is_image_space(space: gym.Space) -> bool:
+def is_image_space(space: gym.Space) -> TypeGuard[gym.spaces.Box]:
     """A uint8 Box of rank 3: an image ``[C, H, W]``."""
     return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
 
