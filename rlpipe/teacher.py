@@ -19,7 +19,7 @@ import torch
 
 from rlpipe import config as config_mod
 from rlpipe.artifacts.checkpoints import checkpoint_fits, latest_checkpoint, load_checkpoint
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import AnyPath, as_path
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.config import ConfigError
 from rlpipe.envs import space_from_dict, space_to_dict
@@ -45,7 +45,7 @@ class Teacher:
         return {"path": str(self.checkpoint), "sha256": self.sha256}
 
 
-def teacher_checkpoint(ref: str | Path | None) -> tuple[Path, RunLayout]:
+def teacher_checkpoint(ref: str | AnyPath | None) -> tuple[AnyPath, RunLayout]:
     """``(checkpoint file, teacher run)`` of ``ref``: a run directory or a checkpoint inside one.
 
     Every problem is a one-line ``ConfigError`` naming ``algorithm.cfg.teacher``.

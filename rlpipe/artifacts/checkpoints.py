@@ -229,7 +229,7 @@ def best_checkpoint(directory: Path) -> Path | None:
     return as_path(directory) / best["file"] if best else None
 
 
-def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+def load_checkpoint(path: AnyPath, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Load a checkpoint with ``torch.load(weights_only=True)``.
 
     Raises :class:`StoreError` naming the file when it is missing, truncated or not a checkpoint,

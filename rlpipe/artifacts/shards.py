@@ -36,7 +36,7 @@ def shard_paths(path: AnyPath) -> list[Path]:
     return list(numbered(as_path(path), SHARD_NAME).values())
 
 
-def read_any(path: Path, device: torch.device | str = "cpu") -> tuple[TensorDict, dict[str, Any]]:
+def read_any(path: AnyPath, device: torch.device | str = "cpu") -> tuple[TensorDict, dict[str, Any]]:
     """Read a store or a sharded iteration (shards concatenated along ``env``) and its attributes.
 
     A sharded iteration's attributes are rank 0's, without ``rank``; ``world_size`` says how many

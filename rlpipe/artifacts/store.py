@@ -357,7 +357,7 @@ def write_rejected(path: Path, rollout: TensorDict, attrs: dict[str, Any], reaso
     return path
 
 
-def refuse_rejected(path: Path, attrs: dict[str, Any], allow: bool = False) -> None:
+def refuse_rejected(path: AnyPath, attrs: dict[str, Any], allow: bool = False) -> None:
     """``RefusedDataError`` when ``attrs`` mark the rollout at ``path`` rejected and ``allow`` is false."""
     reason = attrs.get(REJECTED_ATTR)
     if reason and not allow:

@@ -44,7 +44,14 @@ from rlpipe.config.distillation import DistillationCfg
 from rlpipe.config.registry import validate_algorithm
 from rlpipe.envs import build_eval_env
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
-from rlpipe.offline.distill_checks import check_env, check_resume, check_stores, derived_exp_name, store_names
+from rlpipe.offline.distill_checks import (
+    check_env,
+    check_resume,
+    check_stores,
+    derived_exp_name,
+    distillation_of,
+    store_names,
+)
 from rlpipe.offline.rebuild import (
     load_algorithm_state,
     load_rollout,
@@ -194,7 +201,7 @@ def _distill_locked(cfg: RunConfig, algo: Distillation, plan: _Plan, layout: Run
     if resume:
         header = truncate_curve(layout.curve, start)
     write_params(layout, cfg.to_dict())
-    teacher_run = teacher_checkpoint(cfg.algorithm.cfg.teacher)[1].root
+    teacher_run = teacher_checkpoint(distillation_of(cfg).teacher)[1].root
     with open_tracker(cfg, layout.root, kind="distill", parent_run_id=source_run_id(teacher_run),
                       curve_fields=header) as tracker:
         summary = _loop(cfg, algo, plan, start, layout, tracker)
