@@ -70,11 +70,12 @@ class Mp4Writer:
         self.size = (int(size[0]), int(size[1]))
         padded = (-(-size[1] // BLOCK) * BLOCK, -(-size[0] // BLOCK) * BLOCK)  # (W, H) for ffmpeg
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._ffmpeg = imageio_ffmpeg.write_frames(
+        ffmpeg: Generator[Any, np.ndarray | None, None] = imageio_ffmpeg.write_frames(
             str(self._tmp), padded, fps=self.fps, codec="libx264", pix_fmt_out="yuv420p",
             macro_block_size=1, output_params=["-f", "mp4"], ffmpeg_log_level="error",
         )
-        self._ffmpeg.send(None)  # start the ffmpeg process
+        self._ffmpeg = ffmpeg
+        ffmpeg.send(None)  # start the ffmpeg process
 
     def close(self) -> AnyPath:
         """Finish encoding and rename the file into place; return its path (ValueError if no frame)."""
@@ -149,7 +150,7 @@ class VideoRecorder:
             raise ValueError(f"eval.video_envs: got {num_envs}; accepted: an int >= 1")
         self.num_envs = num_envs
         self.enabled = True
-        self.written: Path | None = None
+        self.written: AnyPath | None = None
         """The video of the latest evaluation, once finished."""
         self.written_frames = 0
         self._writer: Mp4Writer | None = None
@@ -195,7 +196,7 @@ class VideoRecorder:
         self._last = tiles
         self._writer.append(np.concatenate(list(tiles), axis=1))  # [H, k·W, 3]
 
-    def finish(self) -> Path | None:
+    def finish(self) -> AnyPath | None:
         """Close the open video (if any); return :attr:`written`, the finished video's path."""
         writer, self._writer = self._writer, None
         if writer is not None:
