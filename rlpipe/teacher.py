@@ -108,7 +108,7 @@ def load_student_init(ref: str, policy: TrainablePolicy) -> None:
 
 
 def _check_fits(policy: TrainablePolicy, t_obs: gym.Space, t_action: gym.Space, obs_space: gym.Space,
-                action_space: gym.Space, path: Path) -> None:
+                action_space: gym.Space, path: AnyPath) -> None:
     """``ConfigError`` unless the teacher reads observations the student's env has and acts in its space."""
     if space_to_dict(t_action) != space_to_dict(action_space):
         raise ConfigError(f"{KEY}: {path} acts in {space_to_dict(t_action)}, the env in "

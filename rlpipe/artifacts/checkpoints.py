@@ -123,7 +123,7 @@ class ChecksumError(StoreError, RefusedDataError):
     """A checkpoint whose bytes do not match its ``.sha256`` sidecar (exit code 3)."""
 
 
-def verify_checkpoint(path: Path, data: bytes | memoryview | None = None) -> None:
+def verify_checkpoint(path: AnyPath, data: bytes | memoryview | None = None) -> None:
     """Raise :class:`ChecksumError` when ``path`` (or its bytes ``data``) does not match its sidecar.
 
     A checkpoint without a sidecar passes (there is nothing to check it against).

@@ -40,7 +40,7 @@ def write_pngs(frames: np.ndarray, folder: AnyPath) -> list[Path]:
     return [RunLayout.frame_file(folder, step) for step in range(frames.shape[0])]
 
 
-def write_mp4(frames: np.ndarray, path: Path, fps: int, feature: str) -> AnyPath:
+def write_mp4(frames: np.ndarray, path: AnyPath, fps: int, feature: str) -> AnyPath:
     """``path``: ``frames`` ``[T, H, W, 3]`` uint8 as an H.264 MP4; ``feature`` names the option in errors."""
     _check(frames)
     require_all(VIDEO, feature)

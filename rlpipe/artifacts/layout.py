@@ -191,7 +191,7 @@ class RunLayout:
         return as_path(directory or self.frames_dir) / f"iter-{iteration:06d}-{group}-env-{env}{suffix}"
 
     @staticmethod
-    def frame_file(folder: Path, step: int) -> AnyPath:
+    def frame_file(folder: AnyPath, step: int) -> AnyPath:
         """``t-NNNNNN.png``: the frame of time step ``step`` in a frames folder."""
         return folder / f"t-{step:06d}.png"
 

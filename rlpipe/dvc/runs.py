@@ -145,7 +145,7 @@ def known_experiments(root: Path | None = None) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
-def resolve_run_dir(name_or_path: str | Path, root: Path | None = None) -> Path:
+def resolve_run_dir(name_or_path: str | Path, root: Path | None = None) -> AnyPath:
     """The run dir meant by ``name_or_path``.
 
     * an existing run dir → itself; a folder holding a ``run.json`` but no data (the workspace's
@@ -183,7 +183,7 @@ def resolve_run_dir(name_or_path: str | Path, root: Path | None = None) -> Path:
                       f"{exps_dir(root)} (experiments with data: {listed})")
 
 
-def resolve_target(target: str | Path, root: Path | None = None) -> Path:
+def resolve_target(target: str | Path, root: Path | None = None) -> AnyPath:
     """What an offline command's ``RUN_DIR|EXP|PARAMS`` argument names.
 
     A params file as it is (a missing one is reported by the loader), else the run dir of

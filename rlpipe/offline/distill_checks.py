@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from rlpipe import config as config_mod
 from rlpipe.artifacts.errors import StoreError
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import AnyPath, as_path
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.shards import read_any_attrs
 from rlpipe.config import ConfigError, RunConfig, TrainerCfg, format_validation_error
@@ -115,7 +115,7 @@ def space_shapes(space: gym.Space) -> str:
     return f"Box{tuple(space.shape)} {space.dtype}"
 
 
-def check_env(cfg: RunConfig, attrs: dict[str, Any], store: Path, env_from: str = "env.id") -> None:
+def check_env(cfg: RunConfig, attrs: dict[str, Any], store: AnyPath, env_from: str = "env.id") -> None:
     """``ConfigError`` naming ``env_from`` unless ``cfg``'s env has the spaces ``store`` recorded.
 
     The env the stores' own run trained in passes unbuilt; another one is built (one env) and its

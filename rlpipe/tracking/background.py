@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import AnyPath, as_path
 from rlpipe.tracking import signals
 
 __all__ = ["FLUSH_TIMEOUT_S", "PREWARM_ENV", "QUEUE_SIZE", "BackgroundRun", "prewarm"]
@@ -71,7 +71,7 @@ class BackgroundRun:
         if batch:
             self._send({"op": "metrics", "metrics": batch, "step": int(step), "ts": int(time.time() * 1000)})
 
-    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+    def log_artifact(self, path: AnyPath, artifact_path: str | None = None) -> None:
         """Queue the upload of a file or folder (it must stay in place until :meth:`end`)."""
         self._send({"op": "artifact", "path": str(as_path(path).resolve()), "artifact_path": artifact_path})
 
