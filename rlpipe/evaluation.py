@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from rlpipe.episode_tally import EpisodeTally
+from rlpipe.location import AnyPath
 
 if TYPE_CHECKING:
     from rlpipe.artifacts.video import VideoRecorder
@@ -85,7 +86,7 @@ class Evaluator:
         return _FeedforwardActor(self.policy, self.deterministic)
 
     @torch.inference_mode()
-    def __call__(self, video_path: Path | None = None) -> dict[str, float]:
+    def __call__(self, video_path: AnyPath | None = None) -> dict[str, float]:
         """``eval/return_mean``, ``eval/return_std``, ``eval/length_mean``, ``eval/episodes``.
 
         Envs reporting ``info["success"]`` add ``eval/success_rate`` (success at any step of the
@@ -107,7 +108,7 @@ class Evaluator:
         self.last_video = self.video.finish()
         return metrics | ({"eval/video_frames": float(self.video.written_frames)} if self.last_video else {})
 
-    def _episodes(self, video_path: Path | None) -> dict[str, float]:
+    def _episodes(self, video_path: AnyPath | None) -> dict[str, float]:
         """Step until every env finished ``k`` episodes (filming to ``video_path`` if given); the metrics."""
         m, k = self.env.num_envs, self.num_episodes
         obs = self.env.reset(seed=self.seed + self.calls)

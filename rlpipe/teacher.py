@@ -19,11 +19,11 @@ import torch
 
 from rlpipe import config as config_mod
 from rlpipe.artifacts.checkpoints import checkpoint_fits, latest_checkpoint, load_checkpoint
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import AnyPath, as_path
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.config import ConfigError
 from rlpipe.envs import space_from_dict, space_to_dict
-from rlpipe.policies import Policy, build_policy
+from rlpipe.policies import TrainablePolicy, build_policy
 
 __all__ = ["KEY", "Teacher", "load_student_init", "load_teacher", "teacher_checkpoint"]
 
@@ -34,7 +34,7 @@ KEY = "algorithm.cfg.teacher"
 class Teacher:
     """A frozen teacher policy and where it came from."""
 
-    policy: Policy
+    policy: TrainablePolicy
     checkpoint: Path
     """The checkpoint file its weights came from."""
     sha256: str
@@ -45,7 +45,7 @@ class Teacher:
         return {"path": str(self.checkpoint), "sha256": self.sha256}
 
 
-def teacher_checkpoint(ref: str | Path | None) -> tuple[Path, RunLayout]:
+def teacher_checkpoint(ref: str | AnyPath | None) -> tuple[AnyPath, RunLayout]:
     """``(checkpoint file, teacher run)`` of ``ref``: a run directory or a checkpoint inside one.
 
     Every problem is a one-line ``ConfigError`` naming ``algorithm.cfg.teacher``.
@@ -95,7 +95,7 @@ def load_teacher(ref: str | Path | None, obs_space: gym.Space, action_space: gym
     return Teacher(policy, path, hashlib.sha256(path.read_bytes()).hexdigest())
 
 
-def load_student_init(ref: str, policy: Policy) -> None:
+def load_student_init(ref: str, policy: TrainablePolicy) -> None:
     """Load checkpoint ``ref``'s policy weights into the student (``algorithm.cfg.student_init``)."""
     path = as_path(ref)
     if not path.is_file():
@@ -107,8 +107,8 @@ def load_student_init(ref: str, policy: Policy) -> None:
         policy.load_state_dict(state["policy"])
 
 
-def _check_fits(policy: Policy, t_obs: gym.Space, t_action: gym.Space, obs_space: gym.Space,
-                action_space: gym.Space, path: Path) -> None:
+def _check_fits(policy: TrainablePolicy, t_obs: gym.Space, t_action: gym.Space, obs_space: gym.Space,
+                action_space: gym.Space, path: AnyPath) -> None:
     """``ConfigError`` unless the teacher reads observations the student's env has and acts in its space."""
     if space_to_dict(t_action) != space_to_dict(action_space):
         raise ConfigError(f"{KEY}: {path} acts in {space_to_dict(t_action)}, the env in "

@@ -22,8 +22,9 @@ import contextlib
 import itertools
 import math
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import gymnasium as gym
 import torch
 from tensordict import TensorDict
 
@@ -44,6 +45,9 @@ from rlpipe.algorithms.update_cfg import Points, UpdateCfg
 from rlpipe.config import AlgorithmCfg, ConfigError
 from rlpipe.rollout import RECURRENT_KEYS
 from rlpipe.runtime.distributed import all_reduce_sum, average_gradients, global_minibatch_count, world_size
+
+if TYPE_CHECKING:
+    from rlpipe.policies.trainable import ActingPolicy, TrainablePolicy
 
 __all__ = ["BaseAlgorithm", "Minibatch", "minibatch_indices", "update_seed"]
 
@@ -74,7 +78,7 @@ class BaseAlgorithm(ABC):
     AUTO_CHUNK_ROWS = 4096
     """``chunk_rows: auto`` on CPU: 4096 rows of 256 features are 4 MiB per activation (cache-sized)."""
 
-    def __init__(self, cfg: UpdateCfg, policy: Any) -> None:
+    def __init__(self, cfg: UpdateCfg, policy: TrainablePolicy) -> None:
         self.cfg = cfg
         self.policy = policy
         self.seed = 0
@@ -182,7 +186,7 @@ class BaseAlgorithm(ABC):
         if isinstance(cfg, UpdateCfg) and cfg.device != "auto":
             optim.check_amp_device(cfg.amp, cfg.device)
 
-    def check_spaces(self, obs_space: Any, action_space: Any) -> None:
+    def check_spaces(self, obs_space: gym.Space, action_space: gym.Space) -> None:
         """Reject options that do not fit the env's spaces, before any env step or file write.
 
         Raises ``ConfigError`` naming the key path; the default accepts any spaces.
@@ -213,7 +217,7 @@ class BaseAlgorithm(ABC):
         return metrics
 
     @property
-    def acting_policy(self) -> Any:
+    def acting_policy(self) -> ActingPolicy:
         """The policy the collector acts with (default: the trained one; distillation mixes in a teacher)."""
         return self.policy
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tensordict import TensorDict
@@ -32,19 +32,23 @@ from rlpipe.config import AlgorithmCfg, ConfigError
 from rlpipe.config.distillation import DistillationCfg
 from rlpipe.rollout import RECURRENT_STATE
 
+if TYPE_CHECKING:
+    from rlpipe.policies.heads import ActionHead
+    from rlpipe.policies.trainable import TrainablePolicy
+
 __all__ = ["TEACHER_OUT", "Distillation", "DistillationCfg", "TeacherMix", "action_loss", "actor_out"]
 
 TEACHER_OUT = "teacher_out"
 """Rollout key of the teacher's actor output ``[N, T+1, D]`` on each observation (its label)."""
 
 
-def actor_out(policy: Any, obs: torch.Tensor | TensorDict) -> torch.Tensor:
+def actor_out(policy: TrainablePolicy, obs: torch.Tensor | TensorDict) -> torch.Tensor:
     """A feedforward policy's actor output ``[B, D]`` (what its head turns into a distribution)."""
     return policy.actor(policy.actor_obs(obs))
 
 
-def action_loss(kind: str, student: Distribution, teacher: Distribution, student_head: Any,
-                teacher_head: Any, huber_delta: float = 1.0) -> torch.Tensor:
+def action_loss(kind: str, student: Distribution, teacher: Distribution, student_head: ActionHead,
+                teacher_head: ActionHead, huber_delta: float = 1.0) -> torch.Tensor:
     """The mean over rows of the distillation loss ``kind`` (``kl``, ``mse``, ``huber``): a 0-dim tensor.
 
     ``kl``: KL(teacher ‖ student) summed over action dims; ``mse`` / ``huber``: between the heads'
@@ -68,7 +72,8 @@ class TeacherMix:
 
     has_critic = False
 
-    def __init__(self, student: Any, teacher: Any, share: Callable[[], float]) -> None:
+    def __init__(self, student: TrainablePolicy, teacher: TrainablePolicy,
+                 share: Callable[[], float]) -> None:
         self.student, self.teacher, self.share = student, teacher, share
 
     @property
@@ -86,26 +91,26 @@ class TeacherMix:
         """The student's recurrent state size S (recurrent students only)."""
         return self.student.state_size
 
-    def sample(self, obs: Any, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """``(action [B, *act], log_prob [B])``: the student's sample, mixed with the teacher's mode."""
         return self._mix(obs, *self.student.sample(obs, deterministic))
 
-    def sample_step(self, obs: Any, state: torch.Tensor, deterministic: bool = False
+    def sample_step(self, obs: torch.Tensor, state: torch.Tensor, deterministic: bool = False
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """A recurrent student's step ``(action, log_prob, value 0, next_state)``, mixed like ``sample``."""
         action, log_prob, _, next_state = self.student.sample_step(obs, state, deterministic)
         action, log_prob = self._mix(obs, action, log_prob)
         return action, log_prob, torch.zeros_like(log_prob), next_state
 
-    def step_value(self, obs: Any, state: torch.Tensor) -> torch.Tensor:
+    def step_value(self, obs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         """Zeros ``[B]``."""
         return torch.zeros(state.shape[0], device=state.device)
 
-    def value(self, obs: Any) -> torch.Tensor:
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
         """Zeros ``[B]``."""
         return torch.zeros(obs.shape[0], device=self.student.device)
 
-    def _mix(self, obs: Any, action: torch.Tensor, log_prob: torch.Tensor
+    def _mix(self, obs: torch.Tensor, action: torch.Tensor, log_prob: torch.Tensor
              ) -> tuple[torch.Tensor, torch.Tensor]:
         beta = self.share()
         if beta <= 0.0:
@@ -128,9 +133,9 @@ class Distillation(BaseAlgorithm):
     advantage_reads = ("obs",)
     update_reads = ("obs", TEACHER_OUT)
 
-    def __init__(self, cfg: DistillationCfg, policy: Any) -> None:
+    def __init__(self, cfg: DistillationCfg, policy: TrainablePolicy) -> None:
         super().__init__(cfg, policy)
-        self.teacher: Any = None
+        self.teacher: TrainablePolicy | None = None
         """The frozen teacher policy (``attach_teacher``)."""
         self.teacher_record: dict[str, str] = {}
         """``{path, sha256}`` of the teacher's checkpoint."""
@@ -146,7 +151,7 @@ class Distillation(BaseAlgorithm):
             cfg.check_sequences(horizon)
         super().check_run(cfg, num_envs, policy_name, horizon, max_episode_steps)
 
-    def attach_teacher(self, teacher: Any, record: dict[str, str]) -> None:
+    def attach_teacher(self, teacher: TrainablePolicy, record: dict[str, str]) -> None:
         """Use the frozen ``teacher`` policy (on this device), recorded as ``record`` (``{path, sha256}``).
 
         ``ConfigError`` for ``loss: mse|huber`` on discrete actions (they have no mean to regress).
@@ -159,11 +164,18 @@ class Distillation(BaseAlgorithm):
         self._acting = TeacherMix(self.policy, teacher, self.teacher_share)
 
     @property
-    def acting_policy(self) -> Any:
+    def acting_policy(self) -> TeacherMix:
         """:class:`TeacherMix` of the student and the teacher."""
         if self._acting is None:
             raise RuntimeError("distillation needs a teacher: call attach_teacher first")
         return self._acting
+
+    @property
+    def attached_teacher(self) -> TrainablePolicy:
+        """The teacher ``attach_teacher`` set (``RuntimeError`` before)."""
+        if self.teacher is None:
+            raise RuntimeError("distillation needs a teacher: call attach_teacher first")
+        return self.teacher
 
     def teacher_share(self) -> float:
         """β: the probability that an env executes the teacher's action at ``env_steps``."""
@@ -173,12 +185,10 @@ class Distillation(BaseAlgorithm):
 
     def compute_advantages(self, rollout: TensorDict) -> dict[str, float]:
         """Write the teacher's actor output on ``obs[:, :T]`` as ``teacher_out`` ``[N, T+1, D]``."""
-        if self.teacher is None:
-            raise RuntimeError("distillation needs a teacher: call attach_teacher first")
         n, t1 = rollout.batch_size
         obs = rollout.get("obs")[:, :-1].flatten(0, 1)  # [N·T, *obs]: a tensor or a TensorDict of groups
         with torch.no_grad(), self.autocast():
-            out = actor_out(self.teacher, obs).float()
+            out = actor_out(self.attached_teacher, obs).float()
         padded = torch.zeros(n, t1, out.shape[-1], device=out.device)
         padded[:, :-1] = out.view(n, t1 - 1, -1)
         rollout.set(TEACHER_OUT, padded)
@@ -224,10 +234,10 @@ class Distillation(BaseAlgorithm):
                 out = actor_out(policy, mb["obs"])
         target = mb[TEACHER_OUT].reshape(out.shape[0], -1)
         student = policy.head.distribution(out.float())
+        teacher_head = self.attached_teacher.head
         with torch.no_grad():
-            teacher = self.teacher.head.distribution(target)
-        total = action_loss(self.cfg.loss, student, teacher, policy.head, self.teacher.head,
-                            self.cfg.huber_delta)
+            teacher = teacher_head.distribution(target)
+        total = action_loss(self.cfg.loss, student, teacher, policy.head, teacher_head, self.cfg.huber_delta)
         with torch.no_grad():
             kl = total.detach() if self.cfg.loss == "kl" else kl_divergence(teacher, student).mean()
         return total, {"action_loss": total.detach(), "approx_kl": kl}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import warnings
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from tensordict import TensorDict
@@ -31,6 +31,9 @@ from rlpipe.algorithms.registry import register_algo
 from rlpipe.algorithms.sequences import flatten_transitions
 from rlpipe.config import AlgorithmCfg, ConfigError
 from rlpipe.config.algorithms import GRPOCfg, group_size_error
+
+if TYPE_CHECKING:
+    from rlpipe.policies.trainable import TrainablePolicy
 
 __all__ = [
     "GRPO",
@@ -63,7 +66,7 @@ class GRPO(BaseAlgorithm):
     update_reads = UPDATE_KEYS
     stats_weighted_by_rows = True
 
-    def __init__(self, cfg: GRPOCfg, policy: Any) -> None:
+    def __init__(self, cfg: GRPOCfg, policy: TrainablePolicy) -> None:
         if getattr(policy, "has_critic", False):
             raise ConfigError(
                 f"policy.name: GRPO needs an actor-only policy (got {type(policy).__name__}, "
@@ -73,7 +76,7 @@ class GRPO(BaseAlgorithm):
         self.ref_policy = self._frozen_copy(policy) if cfg.kl_coef > 0 else None
 
     @staticmethod
-    def _frozen_copy(policy: Any) -> Any:
+    def _frozen_copy(policy: TrainablePolicy) -> TrainablePolicy:
         ref = copy.deepcopy(policy).eval()
         for param in ref.parameters():
             param.requires_grad_(False)

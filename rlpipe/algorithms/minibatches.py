@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from tensordict import TensorDict
 
 from rlpipe.runtime.distributed import sharded_minibatch_indices
+
+if TYPE_CHECKING:
+    from tensordict.base import CompatibleType
 
 __all__ = ["KL_STAT", "Minibatch", "Tally", "minibatch_indices", "minibatch_slices", "take_rows"]
 
@@ -69,7 +73,7 @@ class Tally:
         return {name: float(count) for name, count in counts.items()}
 
 
-def take_rows(columns: dict[str, torch.Tensor | TensorDict], idx: torch.Tensor | slice) -> TensorDict:
+def take_rows(columns: Mapping[str, CompatibleType], idx: torch.Tensor | slice) -> TensorDict:
     """Rows ``idx`` of every column, as a TensorDict ``[B]``.
 
     Indexing the columns one by one and wrapping them is cheaper than indexing the batch

@@ -112,7 +112,7 @@ def sample_rows(space: gym.Space, device: torch.device | str, rows: int = SAMPLE
     return values if values.dtype == torch.uint8 else values.float()
 
 
-def _copies(out: Any, given: Batch, what: str, spec: str) -> int:
+def _copies(out: object, given: Batch, what: str, spec: str) -> int:
     """K of ``out`` ``[K·B, ...]`` mirroring ``given`` ``[B, ...]``, originals first; else ``ConfigError``."""
     rows = given.shape[0]
     expected = f"[K·{rows}{_trailing(given)}]"
@@ -139,9 +139,11 @@ def _index_images(function: Callable[..., Any], spec: str, n: int, device: torch
 
 
 def _equal(a: Batch, b: Batch) -> bool:
-    if isinstance(b, TensorDict):
+    if isinstance(a, TensorDict) and isinstance(b, TensorDict):
         return all(torch.equal(a[key].to(b[key].dtype), b[key]) for key in b.keys())
-    return torch.equal(a.to(b.dtype), b)
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return torch.equal(a.to(b.dtype), b)
+    return False  # a batch and a mirror of another kind (ruled out by the callers' type check)
 
 
 def _trailing(x: Batch) -> str:
@@ -151,7 +153,7 @@ def _trailing(x: Batch) -> str:
     return "".join(f", {d}" for d in x.shape[1:])
 
 
-def _describe(x: Any) -> str:
+def _describe(x: object) -> str:
     """A value as the message shows it: ``None``, a shape ``[6, 4]``, or its type."""
     if x is None:
         return "None"

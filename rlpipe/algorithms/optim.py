@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import torch
 
@@ -16,7 +16,10 @@ __all__ = [
     "resolve_amp",
 ]
 
-OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
+OptimizerClass: TypeAlias = (type[torch.optim.Adam] | type[torch.optim.AdamW] | type[torch.optim.SGD]
+                              | type[torch.optim.RMSprop])
+"""The optimizers ``algorithm.cfg.optimizer`` names (each takes ``params`` and ``lr``)."""
+OPTIMIZERS: dict[str, OptimizerClass] = {
     "adam": torch.optim.Adam,
     "adamw": torch.optim.AdamW,
     "sgd": torch.optim.SGD,

@@ -12,8 +12,9 @@ advantage) in the advantage stage and trains its networks on each of the update'
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
+import gymnasium as gym
 import torch
 from tensordict import TensorDict
 
@@ -38,6 +39,9 @@ from rlpipe.config import AlgorithmCfg, ConfigError
 from rlpipe.config.algorithms import PPOCfg
 from rlpipe.runtime.distributed import global_normalize
 
+if TYPE_CHECKING:
+    from rlpipe.policies.trainable import TrainablePolicy
+
 __all__ = ["PPO", "PPOCfg"]
 
 UPDATE_KEYS = ("obs", "action", "sample_log_prob", "advantage", "return", "value")
@@ -54,7 +58,7 @@ class PPO(BaseAlgorithm):
     chunkable = True
     """Every term is a mean over the rows of a transition minibatch."""
 
-    def __init__(self, cfg: PPOCfg, policy: Any) -> None:
+    def __init__(self, cfg: PPOCfg, policy: TrainablePolicy) -> None:
         super().__init__(cfg, policy)
         self.reward_normalizer = RewardNormalizer(cfg.gamma, self.device) if cfg.normalize_rewards else None
         self.rnd = RND(cfg.rnd, self.device) if cfg.rnd is not None else None
@@ -82,7 +86,7 @@ class PPO(BaseAlgorithm):
             cfg.check_sequences(horizon)
         super().check_run(cfg, num_envs, policy_name, horizon, max_episode_steps)
 
-    def check_spaces(self, obs_space: Any, action_space: Any) -> None:
+    def check_spaces(self, obs_space: gym.Space, action_space: gym.Space) -> None:
         """``rnd.obs_keys`` against the observation groups; the mirror function on a sample batch."""
         if self.rnd is not None:
             self.rnd.check_observations(obs_space)
@@ -146,7 +150,8 @@ class PPO(BaseAlgorithm):
         """
         if self.cfg.normalize_advantage != "minibatch":
             return mb
-        return {**dict(mb.items()), "advantage": normalize(mb["advantage"].flatten())}
+        columns = cast("dict[str, torch.Tensor]", dict(mb.items()))  # a minibatch's columns are tensors
+        return {**columns, "advantage": normalize(mb["advantage"].flatten())}
 
     def minibatch_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """``(total loss, detached stats by name)`` of a prepared minibatch, or of some of its rows.
@@ -178,7 +183,8 @@ class PPO(BaseAlgorithm):
                                                     mb[sequences.DONE])
         else:
             outputs = self.policy.evaluate(mb["obs"], mb["action"])
-        return tuple(t.flatten().float() for t in outputs)
+        log_prob, entropy, value = outputs
+        return log_prob.flatten().float(), entropy.flatten().float(), value.flatten().float()
 
     def train_beside(self, mb: Minibatch) -> dict[str, torch.Tensor]:
         """With ``rnd``: one step of its predictor (and V_int) on the minibatch's observations."""

@@ -17,7 +17,7 @@ from rlpipe.config.registry import algorithm_names, register_algorithm, register
 
 if TYPE_CHECKING:
     from rlpipe.algorithms.base import BaseAlgorithm
-    from rlpipe.policies import Policy
+    from rlpipe.policies.trainable import TrainablePolicy
 
 __all__ = ["algo_class", "build_algo", "get_registered_algo_names", "register_algo", "resolve_algo_cfg"]
 
@@ -84,7 +84,7 @@ def _default_device() -> str:
 def build_algo(
     name: str,
     cfg_kwargs: dict[str, Any] | AlgorithmCfg,
-    policy: Policy,
+    policy: TrainablePolicy,
     device: torch.device | str,
     *,
     distributed: bool = False,

@@ -97,7 +97,8 @@ class RND:
 
     def __init__(self, cfg: RNDCfg, device: torch.device) -> None:
         self.cfg, self.device = cfg, torch.device(device)
-        points = cfg.weight_schedule and tuple((int(x), float(y)) for x, y in cfg.weight_schedule)
+        schedule = cfg.weight_schedule
+        points = None if schedule is None else tuple((int(x), float(y)) for x, y in schedule)
         self.weight_schedule = Schedule(cfg.weight_schedule_kind, cfg.weight, points, cfg.weight_final)
         normalizers = {"running": RewardNormalizer, "rollout": RolloutRewardNormalizer}
         normalizer = normalizers.get(cfg.reward_normalization)

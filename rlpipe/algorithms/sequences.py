@@ -13,13 +13,16 @@ across an episode boundary. rl8's ``seq_len`` / ``seqs_per_state_reset`` semanti
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from tensordict import TensorDict
 
-from rlpipe.config.algorithms import SequenceCfg
+from rlpipe.config.algorithms import SequenceCfg, UpdateCfg
 from rlpipe.rollout import RECURRENT_STATE, rollout_dims
+
+if TYPE_CHECKING:
+    from rlpipe.policies.trainable import TrainablePolicy
 
 __all__ = [
     "RECURRENT_STATE",
@@ -60,7 +63,7 @@ def sequence_batch(
 
 
 def update_batch(
-    policy: Any, rollout: TensorDict, keys: tuple[str, ...], seq_len: int | None
+    policy: TrainablePolicy, rollout: TensorDict, keys: tuple[str, ...], seq_len: int | None
 ) -> TensorDict:
     """The update rows: flat ``[N·T]`` transitions, or ``[N·T/L]`` sequences for a recurrent policy.
 
@@ -73,7 +76,7 @@ def update_batch(
     return TensorDict(batch, batch_size=[batch["obs"].shape[0]])
 
 
-def minibatch_rows(cfg: Any, batch: TensorDict | dict[str, torch.Tensor]) -> int:
+def minibatch_rows(cfg: UpdateCfg, batch: TensorDict | dict[str, torch.Tensor]) -> int:
     """Rows per minibatch: ``cfg.minibatch_size`` transitions, or whole sequences for a sequence batch.
 
     Sequences: ``ceil(rows / num_mini_batches)`` when set, else ``batch_size // L`` (at least one).

@@ -18,7 +18,7 @@ may be ``None``, and then so is its output (rsl_rl's contract). Two uses, either
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import torch
@@ -26,15 +26,19 @@ from tensordict import TensorDict
 from torch.distributions import Categorical, Distribution
 
 from rlpipe.algorithms.base import Minibatch
-from rlpipe.algorithms.mirror_contract import ACCEPTED, KEY, call_mirror, check_mirror, check_signature
+from rlpipe.algorithms.mirror_contract import ACCEPTED, KEY, Batch, call_mirror, check_mirror, check_signature
 from rlpipe.config import ConfigError
 from rlpipe.config.references import import_reference
 from rlpipe.config.symmetry import SymmetryCfg
 
+if TYPE_CHECKING:
+    from rlpipe.policies.trainable import TrainablePolicy
+
 __all__ = ["MirrorFn", "Symmetry", "action_mean", "resolve_mirror"]
 
-MirrorFn = Callable[..., tuple[Any, Any]]
-"""``function(obs=None, actions=None, env=None) -> (obs [K·B, ...] | None, actions [K·B, ...] | None)``."""
+MirrorFn = Callable[..., object]
+"""``function(obs=None, actions=None, env=None) -> (obs [K·B, ...] | None, actions [K·B, ...] | None)``,
+checked where it is called."""
 REPEATED = ("sample_log_prob", "advantage", "return", "value")
 """Minibatch columns the mirrored copies share with their originals."""
 
@@ -68,7 +72,7 @@ class Symmetry:
         """Call the function on a sample batch of the env's spaces: a broken one fails before training."""
         check_mirror(self.function, self.cfg.function, obs_space, action_space, device)
 
-    def mirror(self, obs: Any, actions: Any) -> tuple[Any, Any]:
+    def mirror(self, obs: Batch | None, actions: torch.Tensor | None) -> tuple[Any, Any]:
         """The function on ``obs``/``actions`` (either ``None``); raising or no pair is a ``ConfigError``."""
         return call_mirror(self.function, self.cfg.function, obs, actions)
 
@@ -90,7 +94,7 @@ class Symmetry:
                     for key in REPEATED if key in mb.keys()}
         return TensorDict(columns, batch_size=[action.shape[0]])
 
-    def mirror_loss(self, policy: Any, obs: torch.Tensor | TensorDict) -> torch.Tensor:
+    def mirror_loss(self, policy: TrainablePolicy, obs: torch.Tensor | TensorDict) -> torch.Tensor:
         """MSE between π's mean on the mirrored ``obs`` ``[B, ...]`` and the mirrored mean on ``obs`` (0-dim).
 
         The target (the mirrored mean of the originals) is detached, as in rsl_rl; the loss is

@@ -104,7 +104,7 @@ def _put_whole(path: ObjectPath, write: Callable[[IO[bytes]], Any]) -> None:
     faults.point(f"renamed.{kind}")
 
 
-def fault_kind(path: Path) -> str:
+def fault_kind(path: AnyPath) -> str:
     """The fault-injection name of a file: ``checkpoint``, ``checksum``, or its stem (``latest``, …)."""
     name = as_path(path).name
     if name.endswith(".sha256"):
@@ -112,12 +112,12 @@ def fault_kind(path: Path) -> str:
     return "checkpoint" if name.startswith("ckpt-") else name.split(".")[0]
 
 
-def atomic_write_text(path: Path, text: str, fsync: bool = True) -> None:
+def atomic_write_text(path: AnyPath, text: str, fsync: bool = True) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     atomic_write(path, lambda fh: fh.write(text.encode()), fsync)
 
 
-def atomic_write_json(path: Path, data: Any, fsync: bool = True) -> None:
+def atomic_write_json(path: AnyPath, data: Any, fsync: bool = True) -> None:
     """Write ``data`` as indented, key-sorted JSON to ``path`` atomically."""
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n", fsync)
 

@@ -59,15 +59,15 @@ __all__ = [
 
 
 
-def checkpoint_path(directory: Path, iteration: int) -> Path:
+def checkpoint_path(directory: AnyPath, iteration: int) -> AnyPath:
     """``directory/ckpt-{iteration:06d}.pt``."""
     return as_path(directory) / checkpoint_name(iteration)
 
 
 def save_checkpoint(
-    directory: Path, iteration: int, state: dict[str, Any], keep_last: int | None,
+    directory: AnyPath, iteration: int, state: dict[str, Any], keep_last: int | None,
     best_metric: float | None = None,
-) -> Path:
+) -> AnyPath:
     """Write ``state`` as ``ckpt-{iteration:06d}.pt`` atomically; update pointers; apply retention.
 
     The file is fsynced before it is renamed into place, then ``latest`` is pointed at it. With
@@ -123,7 +123,7 @@ class ChecksumError(StoreError, RefusedDataError):
     """A checkpoint whose bytes do not match its ``.sha256`` sidecar (exit code 3)."""
 
 
-def verify_checkpoint(path: Path, data: bytes | memoryview | None = None) -> None:
+def verify_checkpoint(path: AnyPath, data: bytes | memoryview | None = None) -> None:
     """Raise :class:`ChecksumError` when ``path`` (or its bytes ``data``) does not match its sidecar.
 
     A checkpoint without a sidecar passes (there is nothing to check it against).
@@ -152,11 +152,11 @@ def _damaged_advice(path: AnyPath) -> str:
             "with --overwrite (a --resume without a checkpoint refuses and deletes nothing)")
 
 
-def _checkpoints(directory: Path) -> dict[int, Path]:
+def _checkpoints(directory: AnyPath) -> dict[int, Path]:
     return numbered(directory, CHECKPOINT_NAME)
 
 
-def _read_best(directory: Path) -> dict[str, Any] | None:
+def _read_best(directory: AnyPath) -> dict[str, Any] | None:
     """Return the ``best`` record if it names an existing checkpoint, else ``None``."""
     try:
         record = json.loads((directory / BEST).read_text())
@@ -165,12 +165,12 @@ def _read_best(directory: Path) -> dict[str, Any] | None:
         return None
 
 
-def _beats_best(directory: Path, metric: float) -> bool:
+def _beats_best(directory: AnyPath, metric: float) -> bool:
     best = _read_best(directory)
     return best is None or float(metric) > float(best["metric"])
 
 
-def _apply_retention(directory: Path, keep_last: int, protect: Path) -> None:
+def _apply_retention(directory: AnyPath, keep_last: int, protect: AnyPath) -> None:
     best = _read_best(directory)
     keep = {protect.name, *(p.name for p in list(_checkpoints(directory).values())[-keep_last:])}
     if best is not None:
@@ -181,12 +181,12 @@ def _apply_retention(directory: Path, keep_last: int, protect: Path) -> None:
             delete(checksum_path(path), within=directory.parent, missing_ok=True)
 
 
-def clean_temporaries(directory: Path) -> list[Path]:
+def clean_temporaries(directory: AnyPath) -> list[Path]:
     """Remove temporaries of checkpoint and pointer writes left by dead processes; return them."""
     return _clean(as_path(directory))
 
 
-def latest_checkpoint(directory: Path) -> Path | None:
+def latest_checkpoint(directory: AnyPath) -> Path | None:
     """Return the checkpoint ``latest`` points at, else the newest valid one, else ``None``.
 
     The fallback covers a crash between writing a checkpoint and moving the pointer (silently), and
@@ -229,7 +229,7 @@ def best_checkpoint(directory: Path) -> Path | None:
     return as_path(directory) / best["file"] if best else None
 
 
-def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+def load_checkpoint(path: AnyPath, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Load a checkpoint with ``torch.load(weights_only=True)``.
 
     Raises :class:`StoreError` naming the file when it is missing, truncated or not a checkpoint,
@@ -269,7 +269,7 @@ class Checkpointer:
     through a link: a ``directory`` that is a symbolic link is refused here, before any write.
     """
 
-    def __init__(self, directory: Path, keep_last: int | None = None) -> None:
+    def __init__(self, directory: AnyPath, keep_last: int | None = None) -> None:
         self.directory = as_path(directory)
         self.keep_last = keep_last
         if keep_last is not None:

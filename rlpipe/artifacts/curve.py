@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import csv
 import io
-from pathlib import Path
 
 from rlpipe.artifacts.atomic import atomic_write_text
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import AnyPath, as_path
 
 __all__ = ["truncate_curve"]
 
 
-def truncate_curve(path: Path, iteration: int) -> list[str] | None:
+def truncate_curve(path: AnyPath, iteration: int) -> list[str] | None:
     """Keep the header and the rows of iterations ≤ ``iteration`` of ``curve.csv``; return the header.
 
     ``None`` when there is no curve to continue. Rewritten atomically, and only when rows go.

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from rlpipe.artifacts.atomic import naming_the_file, staged_files
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import AnyPath, as_path
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.video import Mp4Writer
-from rlpipe.config.extras import VIDEO, require_all
+from rlpipe.extras import VIDEO, require_all
 
 __all__ = ["write_mp4", "write_pngs"]
 
@@ -27,7 +27,7 @@ def _check(frames: np.ndarray) -> None:
         raise ValueError(f"frames of {frames.dtype} {frames.shape}; expected uint8 [T >= 1, H, W, 3]")
 
 
-def write_pngs(frames: np.ndarray, folder: Path) -> list[Path]:
+def write_pngs(frames: np.ndarray, folder: AnyPath) -> list[Path]:
     """``folder/t-NNNNNN.png`` for each of ``frames`` ``[T, H, W, 3]`` uint8; the paths, in time order."""
     from matplotlib.image import imsave  # matplotlib on first use (import cost)
 
@@ -40,7 +40,7 @@ def write_pngs(frames: np.ndarray, folder: Path) -> list[Path]:
     return [RunLayout.frame_file(folder, step) for step in range(frames.shape[0])]
 
 
-def write_mp4(frames: np.ndarray, path: Path, fps: int, feature: str) -> Path:
+def write_mp4(frames: np.ndarray, path: AnyPath, fps: int, feature: str) -> AnyPath:
     """``path``: ``frames`` ``[T, H, W, 3]`` uint8 as an H.264 MP4; ``feature`` names the option in errors."""
     _check(frames)
     require_all(VIDEO, feature)

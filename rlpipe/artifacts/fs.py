@@ -23,10 +23,17 @@ import atexit
 import contextlib
 import shutil
 from collections.abc import Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from rlpipe.config.location import ObjectPath, StorageUnavailable, filesystem, url_problem, with_retries
+from typing_extensions import TypeIs
+
+from rlpipe.location import AnyPath, ObjectPath, StorageUnavailable, filesystem, url_problem, with_retries
+
+if TYPE_CHECKING:
+    from fsspec.asyn import AsyncFileSystem
+    from zarr.storage import FsspecStore, LocalStore
 
 __all__ = [
     "AnyPath",
@@ -49,15 +56,20 @@ __all__ = [
     "zarr_store",
 ]
 
-AnyPath = Path | ObjectPath
-"""A run-directory path: local or on an object store."""
+T = TypeVar("T")
+
+
+class _Stream(Protocol):
+    """An object store's response body, read whole."""
+
+    async def read(self) -> bytes: ...
 
 
 class PreconditionFailed(RuntimeError):
     """A conditional write lost: the object changed (or appeared) since it was read."""
 
 
-def is_object(path: object) -> bool:
+def is_object(path: object) -> TypeIs[ObjectPath]:
     """True for a path on an object store."""
     return isinstance(path, ObjectPath)
 
@@ -149,7 +161,7 @@ def read_versioned(path: ObjectPath) -> tuple[bytes, str] | None:
         return None
 
 
-def _read_body(fs: Any, body: Any) -> bytes:
+def _read_body(fs: AsyncFileSystem, body: AbstractAsyncContextManager[_Stream]) -> bytes:
     from fsspec.asyn import sync
 
     async def read() -> bytes:
@@ -160,7 +172,7 @@ def _read_body(fs: Any, body: Any) -> bytes:
 
 
 # -- Zarr over the store ------------------------------------------------------------------------
-def zarr_store(path: AnyPath, read_only: bool = False) -> Any:
+def zarr_store(path: AnyPath, read_only: bool = False) -> LocalStore | FsspecStore:
     """The Zarr v3 store rooted at ``path``: ``LocalStore`` or an ``FsspecStore`` on the async filesystem.
 
     Call inside a coroutine run by :func:`run_coroutine` with the same ``path``.
@@ -174,14 +186,14 @@ def zarr_store(path: AnyPath, read_only: bool = False) -> Any:
     return FsspecStore(fs=_async_fs(path.protocol), path=path.key, read_only=read_only)
 
 
-def _async_fs(protocol: str) -> Any:
+def _async_fs(protocol: str) -> AsyncFileSystem:
     """An async twin of the process's filesystem, bound to fsspec's I/O loop (where its coroutines run)."""
     sync_fs = filesystem(protocol)
     if not hasattr(sync_fs, "_async_twin"):
         import fsspec
         from fsspec.asyn import get_loop
 
-        from rlpipe.config.location import storage_options
+        from rlpipe.location import storage_options
 
         twin = fsspec.filesystem(protocol, asynchronous=True, loop=get_loop(), **storage_options(protocol))
         if not getattr(twin, "async_impl", False):
@@ -193,7 +205,7 @@ def _async_fs(protocol: str) -> Any:
     return sync_fs._async_twin
 
 
-def _close_twin(twin: Any) -> None:
+def _close_twin(twin: AsyncFileSystem) -> None:
     """Close the async twin's HTTP session at exit (else aiohttp warns about an unclosed session)."""
     from fsspec.asyn import get_loop, sync
 
@@ -203,8 +215,8 @@ def _close_twin(twin: Any) -> None:
             sync(get_loop(), client.__aexit__, None, None, None, timeout=2)
 
 
-def run_coroutine(path: AnyPath, make: Callable[[], Coroutine[Any, Any, Any]],
-                  local: Callable[[Coroutine[Any, Any, Any]], Any]) -> Any:
+def run_coroutine(path: AnyPath, make: Callable[[], Coroutine[Any, Any, T]],
+                  local: Callable[[Coroutine[Any, Any, T]], T]) -> T:
     """Run ``make()`` where ``path``'s store can serve it: ``local(coro)`` for a folder, else fsspec's loop.
 
     Retried as a whole on transient store failures (a rollout write is idempotent until committed).

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from tensordict import TensorDict
@@ -71,11 +70,12 @@ def check_new_store(path: AnyPath) -> None:
 
 def rollout_arrays(rollout: TensorDict) -> dict[str, torch.Tensor]:
     """``{"/"-joined key: tensor}`` of a rollout (``[N, T+1, ...]``) that passed :func:`check_rollout`."""
-    return {key if isinstance(key, str) else "/".join(key): value
-            for key, value in rollout.items(include_nested=True, leaves_only=True)}
+    leaves = rollout.items(include_nested=True, leaves_only=True)  # a rollout's leaves are tensors
+    return {key if isinstance(key, str) else "/".join(key): cast(torch.Tensor, value)
+            for key, value in leaves}
 
 
-def group_attributes(attrs: dict[str, Any], path: Path) -> dict[str, Any]:
+def group_attributes(attrs: dict[str, Any], path: AnyPath) -> dict[str, Any]:
     """A rollout group's attributes as stored: ``attrs`` plus ``schema_version``.
 
     ``StoreError`` naming ``path`` when ``attrs`` set it or are not JSON-serializable.
@@ -100,7 +100,7 @@ def _has_numpy_dtype(dtype: torch.dtype) -> bool:
     return True
 
 
-def _array_name(key: str | tuple[str, ...], path: Path) -> str:
+def _array_name(key: str | tuple[str, ...], path: AnyPath) -> str:
     parts = (key,) if isinstance(key, str) else key
     for part in parts:
         if "/" in part or part in {"", ".", ".."} or part.startswith("__"):

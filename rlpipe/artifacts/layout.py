@@ -26,7 +26,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import AnyPath, as_path
 
 __all__ = [
     "BEST",
@@ -81,12 +81,12 @@ def checkpoint_name(iteration: int) -> str:
     return f"ckpt-{iteration:06d}.pt"
 
 
-def lock_path(directory: Path) -> Path:
+def lock_path(directory: AnyPath) -> AnyPath:
     """``<directory>/.lock``: the writer lock of a run directory or of a command's output folder."""
     return as_path(directory) / LOCK
 
 
-def checksum_path(path: Path) -> Path:
+def checksum_path(path: AnyPath) -> AnyPath:
     """``<name>.sha256`` beside a checkpoint: its SHA-256, written before the checkpoint is renamed in."""
     path = as_path(path)
     return path.with_name(f"{path.name}{CHECKSUM_SUFFIX}")
@@ -97,13 +97,13 @@ def shard_name(rank: int) -> str:
     return f"rank-{rank}"
 
 
-def iteration_from_name(path: Path | str, pattern: re.Pattern[str] = ROLLOUT_NAME) -> int | None:
+def iteration_from_name(path: AnyPath | str, pattern: re.Pattern[str] = ROLLOUT_NAME) -> int | None:
     """The iteration number in a rollout (or, with ``CHECKPOINT_NAME``, checkpoint) name; ``None`` if none."""
     match = pattern.match(as_path(path).name)
     return int(match[1]) if match else None
 
 
-def numbered(directory: Path, pattern: re.Pattern[str]) -> dict[int, Path]:
+def numbered(directory: AnyPath, pattern: re.Pattern[str]) -> dict[int, AnyPath]:
     """``{number: path}`` of the entries of ``directory`` whose names match ``pattern``, ascending."""
     directory = as_path(directory)
     if not directory.is_dir():
@@ -116,132 +116,132 @@ def numbered(directory: Path, pattern: re.Pattern[str]) -> dict[int, Path]:
 class RunLayout:
     """The paths of one run directory ``root`` (which need not exist yet)."""
 
-    root: Path
+    root: AnyPath
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", as_path(self.root))
 
     @property
-    def params(self) -> Path:
+    def params(self) -> AnyPath:
         """``params.yaml``: the resolved params, written before the first env step."""
         return self.root / "params.yaml"
 
     @property
-    def rollouts(self) -> Path:
+    def rollouts(self) -> AnyPath:
         """Folder of ``iter-NNNNNN.zarr`` rollout stores."""
         return self.root / "rollouts"
 
     @property
-    def checkpoints(self) -> Path:
+    def checkpoints(self) -> AnyPath:
         """Folder of ``ckpt-NNNNNN.pt`` checkpoints and their pointers."""
         return self.root / "checkpoints"
 
     @property
-    def metrics(self) -> Path:
+    def metrics(self) -> AnyPath:
         """``metrics.json``: the run's final summary."""
         return self.root / "metrics.json"
 
     @property
-    def curve(self) -> Path:
+    def curve(self) -> AnyPath:
         """``curve.csv``: one row per iteration."""
         return self.root / "curve.csv"
 
     @property
-    def eval_dir(self) -> Path:
+    def eval_dir(self) -> AnyPath:
         """``eval/``: outputs of ``rlpipe eval``."""
         return self.root / "eval"
 
     @property
-    def eval_metrics(self) -> Path:
+    def eval_metrics(self) -> AnyPath:
         """``eval/metrics.json``."""
         return self.eval_dir / "metrics.json"
 
-    def eval_video(self, iteration: int, policy_file: str | None = None) -> Path:
+    def eval_video(self, iteration: int, policy_file: str | None = None) -> AnyPath:
         """``eval/video-iter-NNNNNN.mp4``; of an exported file: ``eval/video-<stem>-iter-NNNNNN.mp4``."""
         stem = f"-{Path(policy_file).stem}" if policy_file else ""
         return self.eval_dir / f"video{stem}-iter-{iteration:06d}.mp4"
 
     @property
-    def policy_eval_metrics(self) -> Path:
+    def policy_eval_metrics(self) -> AnyPath:
         """``eval/policy-metrics.json``: ``rlpipe eval --policy`` (an exported file)."""
         return self.eval_dir / "policy-metrics.json"
 
     @property
-    def export_dir(self) -> Path:
+    def export_dir(self) -> AnyPath:
         """``export/``: the default output of ``rlpipe export``."""
         return self.root / "export"
 
-    def exported(self, fmt: str, directory: Path | None = None) -> Path:
+    def exported(self, fmt: str, directory: Path | None = None) -> AnyPath:
         """The file ``rlpipe export --format fmt`` writes in ``directory`` (default ``export/``)."""
         return as_path(directory or self.export_dir) / EXPORT_FILES[fmt]
 
     @staticmethod
-    def export_metadata(exported: Path) -> Path:
+    def export_metadata(exported: Path) -> AnyPath:
         """The JSON beside an exported file: ``policy.onnx`` → ``policy.onnx.json``."""
         return exported.with_name(f"{exported.name}.json")
 
     @property
-    def frames_dir(self) -> Path:
+    def frames_dir(self) -> AnyPath:
         """``frames/``: the default output of ``rlpipe inspect --frames``."""
         return self.root / "frames"
 
     def frames(self, iteration: int, group: str, env: int, suffix: str = "",
-               directory: Path | None = None) -> Path:
+               directory: Path | None = None) -> AnyPath:
         """``frames/iter-NNNNNN-<group>-env-E<suffix>`` (in ``directory`` if given): a folder or an MP4."""
         return as_path(directory or self.frames_dir) / f"iter-{iteration:06d}-{group}-env-{env}{suffix}"
 
     @staticmethod
-    def frame_file(folder: Path, step: int) -> Path:
+    def frame_file(folder: AnyPath, step: int) -> AnyPath:
         """``t-NNNNNN.png``: the frame of time step ``step`` in a frames folder."""
         return folder / f"t-{step:06d}.png"
 
     @property
-    def reupdate(self) -> Path:
+    def reupdate(self) -> AnyPath:
         """``reupdate/``: the default output of ``rlpipe replay``."""
         return self.root / "reupdate"
 
     @property
-    def updated(self) -> Path:
+    def updated(self) -> AnyPath:
         """``updated/``: the default output of ``rlpipe update``."""
         return self.root / "updated"
 
     @property
-    def collected(self) -> Path:
+    def collected(self) -> AnyPath:
         """``collected/``: the default output of ``rlpipe collect``."""
         return self.root / "collected"
 
     @property
-    def advantages(self) -> Path:
+    def advantages(self) -> AnyPath:
         """``advantages/``: the default output of ``rlpipe advantage`` (kept out of ``rollouts/``)."""
         return self.root / "advantages"
 
     @property
-    def rejected(self) -> Path:
+    def rejected(self) -> AnyPath:
         """``rollouts/rejected/``: rollouts the non-finite guard refused (``iter-NNNNNN.zarr``)."""
         return self.rollouts / "rejected"
 
     @property
-    def lock(self) -> Path:
+    def lock(self) -> AnyPath:
         """``.lock``: created exclusively by the one process writing this run directory."""
         return lock_path(self.root)
 
-    def rejected_rollout(self, iteration: int) -> Path:
+    def rejected_rollout(self, iteration: int) -> AnyPath:
         """``rollouts/rejected/iter-NNNNNN.zarr``."""
         return self.rejected / rollout_name(iteration)
 
-    def rollout(self, iteration: int) -> Path:
+    def rollout(self, iteration: int) -> AnyPath:
         """``rollouts/iter-NNNNNN.zarr``."""
         return self.rollouts / rollout_name(iteration)
 
-    def checkpoint(self, iteration: int) -> Path:
+    def checkpoint(self, iteration: int) -> AnyPath:
         """``checkpoints/ckpt-NNNNNN.pt``."""
         return self.checkpoints / checkpoint_name(iteration)
 
-    def rollout_paths(self) -> dict[int, Path]:
+    def rollout_paths(self) -> dict[int, AnyPath]:
         """``{iteration: path}`` of the stored rollouts, ascending."""
         return numbered(self.rollouts, ROLLOUT_NAME)
 
-    def checkpoint_paths(self) -> dict[int, Path]:
+    def checkpoint_paths(self) -> dict[int, AnyPath]:
         """``{iteration: path}`` of the checkpoints, ascending."""
         return numbered(self.checkpoints, CHECKPOINT_NAME)
 
@@ -249,7 +249,7 @@ class RunLayout:
         """True when rollouts or checkpoints of a run are here (a fresh run would destroy them)."""
         return any(d.is_dir() and any(d.iterdir()) for d in (self.rollouts, self.checkpoints))
 
-    def written_entries(self) -> list[Path]:
+    def written_entries(self) -> list[AnyPath]:
         """The entries of ``root`` that rlpipe writes (files, folders, temporaries), the lock aside.
 
         What ``--overwrite`` clears; any other entry there is someone else's and is left alone.
@@ -264,7 +264,7 @@ class RunLayout:
                       if path.name in own or TEMPORARY_NAME.match(path.name))
 
     @classmethod
-    def of_rollouts(cls, rollouts: Path) -> RunLayout:
+    def of_rollouts(cls, rollouts: AnyPath) -> RunLayout:
         """The run directory holding the ``rollouts/`` folder ``rollouts`` (or its ``rejected/`` folder)."""
         rollouts = as_path(rollouts)
         if rollouts.name == "rejected" and rollouts.parent.name == "rollouts":

@@ -26,7 +26,7 @@ from types import TracebackType
 from typing import Any
 
 from rlpipe.artifacts.errors import LockedError
-from rlpipe.artifacts.fs import as_path, is_object
+from rlpipe.artifacts.fs import AnyPath, as_path, is_object
 from rlpipe.artifacts.layout import lock_path
 from rlpipe.artifacts.lease import LeaseLock
 from rlpipe.artifacts.removal import pid_alive
@@ -39,7 +39,7 @@ class RunLock:
 
     _held: dict[Path, int] = {}  # lock path → nesting depth in this process
 
-    def __init__(self, directory: Path, command: str = "rlpipe") -> None:
+    def __init__(self, directory: AnyPath, command: str = "rlpipe") -> None:
         self.path = lock_path(as_path(directory)).absolute()
         self.command = command
 

@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from rlpipe.artifacts.atomic import atomic_write_text
 from rlpipe.artifacts.errors import StoreError
-from rlpipe.artifacts.fs import as_path, probe
+from rlpipe.artifacts.fs import AnyPath, as_path, probe
 from rlpipe.artifacts.layout import RunLayout
 
 __all__ = ["params_file", "write_params"]
 
 
-def write_params(layout: RunLayout, params: dict[str, Any]) -> Path:
+def write_params(layout: RunLayout, params: dict[str, Any]) -> AnyPath:
     """Write the resolved ``params`` to ``params.yaml`` atomically (before the run's first env step)."""
     atomic_write_text(layout.params, yaml.safe_dump(params, sort_keys=False))
     return layout.params
 
 
-def params_file(target: Path) -> tuple[Path, RunLayout | None]:
+def params_file(target: AnyPath) -> tuple[AnyPath, RunLayout | None]:
     """``(params file, run layout)`` for a params file or a run directory given on the command line.
 
     A run directory yields its ``params.yaml`` and itself (the run may have moved since it was

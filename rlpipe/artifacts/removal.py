@@ -41,7 +41,7 @@ def check_confined(path: AnyPath, within: AnyPath) -> Path | None:
     """
     if is_object(path):
         return None
-    base = Path(os.path.abspath(within))
+    base = Path(os.path.abspath(str(within)))
     target = Path(os.path.abspath(path))
     if target == base or not target.is_relative_to(base):
         raise UnsafeRemoval(f"{path}: not inside {within}; rlpipe deletes only inside the folder it wrote")

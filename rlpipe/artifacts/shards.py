@@ -14,7 +14,7 @@ import torch
 from tensordict import TensorDict
 
 from rlpipe.artifacts.errors import StoreError
-from rlpipe.artifacts.fs import as_path, is_object
+from rlpipe.artifacts.fs import AnyPath, as_path, is_object
 from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name, shard_name
 from rlpipe.artifacts.removal import clean_temporaries
 from rlpipe.artifacts.store import RolloutStore
@@ -24,19 +24,19 @@ from rlpipe.rollout import DIM_NAMES
 
 __all__ = ["ShardedStore", "is_sharded", "read_any", "read_any_attrs", "shard_paths"]
 
-def is_sharded(path: Path) -> bool:
+def is_sharded(path: AnyPath) -> bool:
     """True for an iteration folder holding ``rank-R`` shards instead of being a store itself."""
     path = as_path(path)
     return path.is_dir() and not (path / "zarr.json").is_file() and any(
         SHARD_NAME.match(p.name) for p in path.iterdir())
 
 
-def shard_paths(path: Path) -> list[Path]:
+def shard_paths(path: AnyPath) -> list[Path]:
     """The ``rank-R`` shards of an iteration folder, in rank order."""
     return list(numbered(as_path(path), SHARD_NAME).values())
 
 
-def read_any(path: Path, device: torch.device | str = "cpu") -> tuple[TensorDict, dict[str, Any]]:
+def read_any(path: AnyPath, device: torch.device | str = "cpu") -> tuple[TensorDict, dict[str, Any]]:
     """Read a store or a sharded iteration (shards concatenated along ``env``) and its attributes.
 
     A sharded iteration's attributes are rank 0's, without ``rank``; ``world_size`` says how many
@@ -59,7 +59,7 @@ def read_any(path: Path, device: torch.device | str = "cpu") -> tuple[TensorDict
     return rollout, attrs
 
 
-def read_any_attrs(path: Path) -> dict[str, Any]:
+def read_any_attrs(path: AnyPath) -> dict[str, Any]:
     """The attributes of a store, or of rank 0's shard of a sharded iteration (no array is read)."""
     from rlpipe.artifacts.zarr_read import read_attrs
 
@@ -70,12 +70,12 @@ def read_any_attrs(path: Path) -> dict[str, Any]:
 class ShardedStore(RolloutStore):
     """Rank ``rank``'s view of a run's rollouts: it writes, lists and retires only its own shards."""
 
-    def __init__(self, root: Path, cfg: StoreCfg, rank: int, world_size: int,
+    def __init__(self, root: AnyPath, cfg: StoreCfg, rank: int, world_size: int,
                  policy: StorePolicy | None = None) -> None:
         self.rank, self.world_size = rank, world_size
         super().__init__(root, cfg, policy)
 
-    def path_for(self, iteration: int) -> Path:
+    def path_for(self, iteration: int) -> AnyPath:
         """``root/iter-{iteration:06d}.zarr/rank-{rank}``."""
         return self.root / rollout_name(iteration) / shard_name(self.rank)
 

@@ -119,7 +119,7 @@ class RolloutStore:
     ``cfg.budget`` is applied by :func:`~rlpipe.artifacts.store_policy.derive_policy`).
     """
 
-    def __init__(self, root: Path, cfg: StoreCfg, policy: StorePolicy | None = None) -> None:
+    def __init__(self, root: AnyPath, cfg: StoreCfg, policy: StorePolicy | None = None) -> None:
         self.root = as_path(root)
         self.cfg = cfg
         self.policy = policy or StorePolicy.of(cfg)
@@ -141,7 +141,7 @@ class RolloutStore:
             check_confined(self.path_for(0), self.root.parent)
         self.clean_temporaries()
 
-    def path_for(self, iteration: int) -> Path:
+    def path_for(self, iteration: int) -> AnyPath:
         """``root/iter-{iteration:06d}.zarr``."""
         return self.root / rollout_name(iteration)
 
@@ -345,7 +345,7 @@ REJECTED_ATTR = "rejected"
 """Attribute of a rollout the non-finite guard refused: why (replay and update refuse it unless asked)."""
 
 
-def write_rejected(path: Path, rollout: TensorDict, attrs: dict[str, Any], reason: str) -> Path:
+def write_rejected(path: AnyPath, rollout: TensorDict, attrs: dict[str, Any], reason: str) -> AnyPath:
     """Keep a refused rollout (``[N, T+1]``, any device) at ``path`` for post-mortem, marked ``rejected``.
 
     An earlier rejected store of the same iteration (a resumed run that hit it again) is replaced.
@@ -357,7 +357,7 @@ def write_rejected(path: Path, rollout: TensorDict, attrs: dict[str, Any], reaso
     return path
 
 
-def refuse_rejected(path: Path, attrs: dict[str, Any], allow: bool = False) -> None:
+def refuse_rejected(path: AnyPath, attrs: dict[str, Any], allow: bool = False) -> None:
     """``RefusedDataError`` when ``attrs`` mark the rollout at ``path`` rejected and ``allow`` is false."""
     reason = attrs.get(REJECTED_ATTR)
     if reason and not allow:

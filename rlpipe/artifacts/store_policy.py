@@ -19,12 +19,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 from tensordict import TensorDict
 
+from rlpipe.artifacts.fs import AnyPath
 from rlpipe.config import ConfigError, StoreCfg
 
 __all__ = [
@@ -202,7 +202,7 @@ def derive_policy(cfg: StoreCfg, layout: Layout, iterations: int, world_size: in
     return StorePolicy(every, policy.envs, policy.precision, budget.words())
 
 
-def fidelity_refusal(path: Path, attrs: Mapping[str, Any], purpose: str) -> str | None:
+def fidelity_refusal(path: AnyPath, attrs: Mapping[str, Any], purpose: str) -> str | None:
     """One line naming ``path`` when its store cannot serve ``purpose`` bit for bit, else ``None``.
 
     A store without the fidelity attributes (written before them) is complete and exact.

@@ -22,9 +22,9 @@ import numpy as np
 import torch
 
 from rlpipe.artifacts.atomic import publish_file, temporary_sibling
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import AnyPath, as_path
 from rlpipe.config import EvalCfg
-from rlpipe.config.extras import require
+from rlpipe.extras import require
 
 __all__ = ["BLOCK", "Mp4Writer", "VideoRecorder", "pad_to_block", "recorder_for", "video_off"]
 
@@ -44,7 +44,7 @@ def pad_to_block(frame: np.ndarray, block: int = BLOCK) -> np.ndarray:
 class Mp4Writer:
     """Append ``[H, W, 3]`` uint8 frames of one size; :meth:`close` publishes ``path``, :meth:`abort` not."""
 
-    def __init__(self, path: Path, fps: int) -> None:
+    def __init__(self, path: AnyPath, fps: int) -> None:
         self.path = as_path(path)
         self.fps = int(fps)
         self.frames = 0
@@ -70,13 +70,14 @@ class Mp4Writer:
         self.size = (int(size[0]), int(size[1]))
         padded = (-(-size[1] // BLOCK) * BLOCK, -(-size[0] // BLOCK) * BLOCK)  # (W, H) for ffmpeg
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._ffmpeg = imageio_ffmpeg.write_frames(
+        ffmpeg: Generator[Any, np.ndarray | None, None] = imageio_ffmpeg.write_frames(
             str(self._tmp), padded, fps=self.fps, codec="libx264", pix_fmt_out="yuv420p",
             macro_block_size=1, output_params=["-f", "mp4"], ffmpeg_log_level="error",
         )
-        self._ffmpeg.send(None)  # start the ffmpeg process
+        self._ffmpeg = ffmpeg
+        ffmpeg.send(None)  # start the ffmpeg process
 
-    def close(self) -> Path:
+    def close(self) -> AnyPath:
         """Finish encoding and rename the file into place; return its path (ValueError if no frame)."""
         if self._ffmpeg is None:
             raise ValueError(f"{self.path}: no frame was recorded")
@@ -149,7 +150,7 @@ class VideoRecorder:
             raise ValueError(f"eval.video_envs: got {num_envs}; accepted: an int >= 1")
         self.num_envs = num_envs
         self.enabled = True
-        self.written: Path | None = None
+        self.written: AnyPath | None = None
         """The video of the latest evaluation, once finished."""
         self.written_frames = 0
         self._writer: Mp4Writer | None = None
@@ -195,7 +196,7 @@ class VideoRecorder:
         self._last = tiles
         self._writer.append(np.concatenate(list(tiles), axis=1))  # [H, k·W, 3]
 
-    def finish(self) -> Path | None:
+    def finish(self) -> AnyPath | None:
         """Close the open video (if any); return :attr:`written`, the finished video's path."""
         writer, self._writer = self._writer, None
         if writer is not None:

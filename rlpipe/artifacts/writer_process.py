@@ -98,16 +98,17 @@ class WriterProcess:
 
     def close(self) -> None:
         """Stop the process (it has finished every write it was given) and wait for it."""
-        if self._process is None:
+        process, conn = self._process, self._conn
+        if process is None or conn is None:  # never started (the two are set together)
             return
         with contextlib.suppress(OSError):
-            self._conn.send(None)
+            conn.send(None)
         try:
-            self._process.wait(timeout=30)
+            process.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-        self._conn.close()
+            process.kill()
+            process.wait()
+        conn.close()
         self._process = self._conn = None
         self._shared.clear()
 

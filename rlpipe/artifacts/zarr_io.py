@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
 
@@ -48,17 +48,19 @@ CODECS = ("none", "blosc-lz4", "blosc-zstd", "zstd")
 """Accepted ``store.codec`` and ``store.image_codec`` values."""
 
 
+T = TypeVar("T")
+
 _RUNNER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rlpipe-zarr")
 """Runs each store's coroutines on a fresh event loop in its own thread, so reads and writes work
 from any thread, including one whose event loop is already running (a notebook)."""
 
 
-def sync(coro: Coroutine[Any, Any, Any]) -> Any:
+def sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to completion on the runner thread and return its result (or raise its error)."""
     return _RUNNER.submit(asyncio.run, coro).result()
 
 
-def run_at(path: AnyPath, make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+def run_at(path: AnyPath, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run the coroutine ``make()`` where ``path``'s store serves it (a local folder: :func:`sync`)."""
     return run_coroutine(path, make, sync)
 

@@ -41,7 +41,7 @@ _SPARSE = f"{FINAL_OBS}/"
 
 
 def read_rollout(
-    path: Path, device: torch.device | str = "cpu"
+    path: AnyPath, device: torch.device | str = "cpu"
 ) -> tuple[TensorDict, dict[str, Any]]:
     """Read a store back: the ``[N, T+1]`` rollout (dims ``("env", "time")``) and its attributes.
 
@@ -337,7 +337,7 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def read_attrs(path: Path) -> dict[str, Any]:
+def read_attrs(path: AnyPath) -> dict[str, Any]:
     """The group attributes of a store (no array is read); the same checks as :func:`read_rollout`."""
     path = as_path(path)
     listing = _checked_listing(path)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Coroutine
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,7 +30,7 @@ __all__ = ["write_group", "write_rollout"]
 
 
 def write_rollout(
-    path: Path, rollout: TensorDict, attrs: dict[str, Any], codec: str = "none",
+    path: AnyPath, rollout: TensorDict, attrs: dict[str, Any], codec: str = "none",
     chunk_envs: int = 1024, image_codec: str = "none", final_obs: TensorDict | None = None,
 ) -> None:
     """Write ``rollout`` (``[N, T+1]``, any device, checked) as a new Zarr group at ``path``, atomically.
@@ -61,7 +60,7 @@ def write_rollout(
         raise
 
 
-def write_group(path: Path, arrays: dict[str, torch.Tensor], attrs: dict[str, Any], chunk_envs: int,
+def write_group(path: AnyPath, arrays: dict[str, torch.Tensor], attrs: dict[str, Any], chunk_envs: int,
                 replace: bool = False) -> None:
     """Write ``[N, T+1, ...]`` tensors as a plain Zarr v3 group (no rollout schema), atomically.
 

@@ -14,7 +14,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
 import click
 
@@ -23,6 +23,7 @@ from rlpipe.runtime.launch import is_rank_zero
 
 if TYPE_CHECKING:
     from rlpipe.config import RunConfig
+    from rlpipe.location import AnyPath
 
 __all__ = [
     "RESUME_KEY", "RunPath", "allow_rejected_option", "checkpoint_option", "load_config", "out_option",
@@ -31,13 +32,15 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 OTHER_RANKS_WAIT_S = 2.0
 """How long a failing rank other than 0 waits before it exits (see :func:`fail`)."""
 RESUME_KEY = "rlpipe.resume_command"
 """``click`` context meta: the exact command that resumes this run (set by ``rlpipe run``)."""
 
 
-def user_errors(func: F) -> F:
+def user_errors(func: Callable[P, R]) -> Callable[P, R]:
     """Every failure as one ``Error: …`` line on stderr and its exit code (:mod:`rlpipe.cli.exits`).
 
     2 bad input, 3 refused data, 1 runtime failure, 130/143 stopped by SIGINT/SIGTERM; the
@@ -45,7 +48,7 @@ def user_errors(func: F) -> F:
     """
 
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
         except (SystemExit, click.exceptions.Exit, click.ClickException, click.Abort):
@@ -60,17 +63,20 @@ def user_errors(func: F) -> F:
                 traceback.print_exception(exc)
             fail(line, code)
 
-    return wrapper  # type: ignore[return-value]  # functools.wraps keeps the signature
+    return wrapper
 
 
 class Location(click.Path):
     """A local path as :class:`click.Path` gives it, or a URL (``s3://bucket/runs/exp``) kept whole."""
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+    def convert(self, value: str | AnyPath, param: click.Parameter | None, ctx: click.Context | None
+                ) -> str | bytes | os.PathLike[str] | AnyPath:
         """A URL becomes an ``ObjectPath`` (never a ``Path``, which would fold ``s3://`` into ``s3:/``)."""
-        if isinstance(value, str) and "://" in value:
-            from rlpipe.config.location import ObjectPath
+        from rlpipe.location import ObjectPath
 
+        if isinstance(value, ObjectPath):
+            return value
+        if isinstance(value, str) and "://" in value:
             return ObjectPath(value)
         return super().convert(value, param, ctx)
 
@@ -106,7 +112,8 @@ run_argument = click.argument("params", metavar="RUN_DIR|EXP|PARAMS", type=Locat
 class RunPath(Location):
     """A path, or a DVC experiment's name and a path in its run dir (``clip01/rollouts/iter-000002.zarr``)."""
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+    def convert(self, value: str | AnyPath, param: click.Parameter | None, ctx: click.Context | None
+                ) -> str | bytes | os.PathLike[str] | AnyPath:
         """Resolve an experiment name first, then check the path as :class:`click.Path` does."""
         from rlpipe.dvc.runs import resolve_path
 

@@ -34,9 +34,10 @@ def distill(teacher: Path, overrides: tuple[str, ...], params_file: Path | None,
     SIGTERM stops it at the next update with a checkpoint and prints the command that resumes it.
     """
     from rlpipe.offline.distill import distill_config, distill_offline, online_config, online_name
+    from rlpipe.offline.distill_checks import distillation_of
 
     cfg = distill_config(teacher, overrides, params_file)
-    iterations = cfg.algorithm.cfg.online_iterations if online_iterations is None else online_iterations
+    iterations = distillation_of(cfg).online_iterations if online_iterations is None else online_iterations
     if iterations:
         online_name(cfg)  # a name too long for the online run is refused before the offline one
     click.get_current_context().meta[RESUME_KEY] = resume_command(teacher, overrides, params_file,

@@ -19,7 +19,6 @@ params error).
 from __future__ import annotations
 
 import errno
-from typing import Any
 
 __all__ = ["BAD_INPUT", "REFUSED_DATA", "RUNTIME", "describe"]
 
@@ -97,6 +96,6 @@ def _is_cuda_oom(exc: BaseException) -> bool:
     return named or (isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()[:400])
 
 
-def _is_tracking_failure(exc: Any) -> bool:
+def _is_tracking_failure(exc: BaseException) -> bool:
     module = type(exc).__module__ or ""
     return module.startswith(("mlflow", "sqlite3", "sqlalchemy"))

@@ -132,7 +132,7 @@ def export(params: Path, overrides: tuple[str, ...], checkpoint: str | None, fmt
     observations; if any action differs from the checkpoint's by more than 1e-5: exit 3, no file.
     """
     if fmt == "onnx":
-        from rlpipe.config.extras import ONNX_EXPORT, require_all
+        from rlpipe.extras import ONNX_EXPORT, require_all
 
         require_all(ONNX_EXPORT, "rlpipe export --format onnx")
     cfg = load_config(params, overrides)

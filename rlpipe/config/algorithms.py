@@ -130,7 +130,7 @@ class UpdateCfg(AlgorithmCfg):
 
     @field_validator("chunk_rows", mode="before")
     @classmethod
-    def _chunk_rows(cls, rows: Any) -> Any:
+    def _chunk_rows(cls, rows: object) -> object:
         positive_int = isinstance(rows, int) and not isinstance(rows, bool) and rows >= 1
         if not (positive_int or rows is None or rows == "auto"):
             raise ValueError("accepted: an int >= 1, auto or null")
@@ -221,7 +221,7 @@ class PPOCfg(SequenceCfg):
 
     @field_validator("normalize_advantage", mode="before")
     @classmethod
-    def _bool_means_batch(cls, value: Any) -> Any:
+    def _bool_means_batch(cls, value: object) -> object:
         return ("batch" if value else "off") if isinstance(value, bool) else value
 
 

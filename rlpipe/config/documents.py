@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rlpipe.config.errors import ConfigError
+from rlpipe.location import AnyPath
 
 __all__ = ["NO_EFFECT_TRAINER", "translate"]
 
@@ -39,7 +40,7 @@ ENV_NO_EFFECT = {"actions": "rlpipe envs take the policy's action as is (no acti
 """Env fields of the documents with no rlpipe equivalent, and why."""
 
 
-def translate(data: dict[str, Any], path: Path) -> tuple[dict[str, Any], list[str]]:
+def translate(data: dict[str, Any], path: AnyPath) -> tuple[dict[str, Any], list[str]]:
     """``(params rlpipe validates, warning lines)`` for a params file read from ``path``."""
     documents = path.suffix == ".json"
     data, notes = _trainer_keys(data, documents)
@@ -66,7 +67,7 @@ def _trainer_keys(data: dict[str, Any], documents: bool) -> tuple[dict[str, Any]
     return {**data, "trainer": trainer}, notes
 
 
-def _gym_config(data: dict[str, Any], path: Path) -> tuple[dict[str, Any], list[str]]:
+def _gym_config(data: dict[str, Any], path: AnyPath) -> tuple[dict[str, Any], list[str]]:
     """Inline ``trainer.gym_config`` as the ``env`` block (see the module doc)."""
     trainer = data.get("trainer") or {}
     gym_config = trainer.get("gym_config")
@@ -121,7 +122,7 @@ def _env_fields(fields: dict[str, Any], where: str,
     return cfg, extra, notes
 
 
-def _num_envs(data: dict[str, Any], num_envs: Any, where: str) -> list[str]:
+def _num_envs(data: dict[str, Any], num_envs: object, where: str) -> list[str]:
     """Map the env's ``num_envs`` to ``trainer.num_envs`` unless the trainer sets it (mutates ``data``)."""
     if num_envs is None:
         return []

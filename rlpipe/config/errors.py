@@ -9,14 +9,12 @@ from typing import Any, LiteralString, TypeGuard, cast
 from pydantic import BaseModel, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from rlpipe.errors import ConfigError
+
 __all__ = ["ConfigError", "as_yaml", "did_you_mean", "field_model", "format_validation_error",
            "located_error", "register_model", "unknown_key"]
 
 _MODELS: dict[str, type[BaseModel]] = {}  # config class name (pydantic's error title) → the class
-
-
-class ConfigError(ValueError):
-    """A user-facing config problem; its message is one line naming the key path."""
 
 
 def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
@@ -34,7 +32,7 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
     return f"{path}: {msg}{shown}{extra}"
 
 
-def as_yaml(value: Any) -> str:
+def as_yaml(value: object) -> str:
     """``value`` as the params file spells it: ``true``, ``null``, ``[64, true]``; strings quoted."""
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -100,7 +98,7 @@ def field_model(model: type[BaseModel] | None, parent: Sequence[Any]) -> type[Ba
     return model
 
 
-def _is_model(obj: Any) -> TypeGuard[type[BaseModel]]:
+def _is_model(obj: object) -> TypeGuard[type[BaseModel]]:
     return isinstance(obj, type) and issubclass(obj, BaseModel)
 
 

@@ -12,7 +12,6 @@ import json
 import os
 import re
 import sys
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -20,11 +19,11 @@ from pydantic import ValidationError
 
 from rlpipe.config.documents import translate
 from rlpipe.config.errors import format_validation_error
-from rlpipe.config.location import location
 from rlpipe.config.sections import (
     ConfigError,
     RunConfig,
 )
+from rlpipe.location import AnyPath, location
 
 __all__ = ["MAX_YAML_VALUES", "AliasExpansionError", "apply_overrides", "load", "parse_yaml", "read_params"]
 
@@ -94,14 +93,14 @@ def parse_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)  # noqa: S506  # a SafeLoader subclass
 
 
-def read_params(path: str | Path) -> dict[str, Any]:
+def read_params(target: str | AnyPath) -> dict[str, Any]:
     """Read a YAML or JSON params file into a dict; the documents' JSON form is translated.
 
     ``path`` may be a URL (the ``params.yaml`` of a run directory on an object store). A
     ``trainer.gym_config`` env file is inlined and every key of the documents' format that rlpipe
     has no use for is named in one warning line on stderr (:mod:`rlpipe.config.documents`).
     """
-    path = location(path)
+    path = location(target)
     if not path.is_file():
         raise ConfigError(f"{path}: params file not found")
     text = _read_text(path)
@@ -122,7 +121,7 @@ def read_params(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def _yaml_error(path: Path, exc: yaml.YAMLError) -> str:
+def _yaml_error(path: AnyPath, exc: yaml.YAMLError) -> str:
     """``params.yaml:3:4: not valid YAML (mapping values are not allowed here)``: line and column, 1-based."""
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
@@ -131,7 +130,7 @@ def _yaml_error(path: Path, exc: yaml.YAMLError) -> str:
     return f"{where}: not valid YAML ({problem}{f', {context}' if context else ''})"
 
 
-def _read_text(path: Path) -> str:
+def _read_text(path: AnyPath) -> str:
     """The file's UTF-8 text; a binary or non-UTF-8 file is a ``ConfigError`` naming it."""
     try:
         raw = path.read_bytes()
@@ -172,7 +171,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
     return data
 
 
-def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+def load(path: str | AnyPath, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
     """Load, override and validate a params file; raise :class:`ConfigError` on any problem."""
     data = apply_overrides(read_params(path), overrides)
     missing = [s for s in REQUIRED_SECTIONS if s not in data]

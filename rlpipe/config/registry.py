@@ -62,11 +62,11 @@ class AlgorithmBlock(StrictModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _by_name(cls, data: Any, handler: ModelWrapValidatorHandler[AlgorithmBlock]) -> AlgorithmBlock:
+    def _by_name(cls, data: object, handler: ModelWrapValidatorHandler[AlgorithmBlock]) -> AlgorithmBlock:
         """The base class dispatches to the block of ``name``; a registered block validates itself."""
         return handler(data) if cls is not AlgorithmBlock else validate_algorithm(data)
 
-    def __new__(cls, *args: Any, **data: Any) -> AlgorithmBlock:
+    def __new__(cls, *args: object, **data: object) -> AlgorithmBlock:
         """``AlgorithmBlock(name=..., cfg=...)`` is the registered block of ``name``, as in validation."""
         if cls is AlgorithmBlock:
             return validate_algorithm(data)
@@ -153,7 +153,7 @@ def registered(name: str) -> Registered:
     return _REGISTRY[key]
 
 
-def validate_algorithm(data: Any) -> AlgorithmBlock:
+def validate_algorithm(data: object) -> AlgorithmBlock:
     """``{name, cfg}`` → the registered block of ``name`` (``ValidationError`` located in the block)."""
     if isinstance(data, AlgorithmBlock):
         if type(data) is not AlgorithmBlock:
@@ -211,7 +211,7 @@ def _union() -> TypeAdapter[AlgorithmBlock]:
     return _UNION[0]
 
 
-def _name_of(value: Any) -> str | None:
+def _name_of(value: object) -> str | None:
     return value.get("name") if isinstance(value, dict) else getattr(value, "name", None)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Self
+from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -61,7 +61,7 @@ class RNDCfg(StrictModel):
 
     @field_validator("reward_normalization", mode="before")
     @classmethod
-    def _bool_means_running(cls, value: Any) -> Any:
+    def _bool_means_running(cls, value: object) -> object:
         return ("running" if value else "off") if isinstance(value, bool) else value
 
     @model_validator(mode="after")

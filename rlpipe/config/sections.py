@@ -9,7 +9,6 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from rlpipe.config.errors import ConfigError, located_error
 from rlpipe.config.identity import Seed, exp_name_problem
-from rlpipe.config.location import location, url_problem
 from rlpipe.config.policy import (
     ACTIVATIONS,
     NETWORK_TYPES,
@@ -22,6 +21,7 @@ from rlpipe.config.policy import (
 from rlpipe.config.registry import AlgorithmBlock, merged_replay_block
 from rlpipe.config.storage import PrecisionName, StoreBudgetCfg, precision_group_problem
 from rlpipe.config.strict import StrictModel
+from rlpipe.location import location, url_problem
 
 __all__ = [
     "ACTIVATIONS",
@@ -171,7 +171,7 @@ class TrainerCfg(StrictModel):
 
     @field_validator("cuda_graphs", mode="before")
     @classmethod
-    def _graphs_switch(cls, value: Any) -> Any:
+    def _graphs_switch(cls, value: object) -> object:
         if isinstance(value, bool):  # YAML 1.1 reads a bare on/off as true/false
             return "on" if value else "off"
         if value not in ("auto", "on", "off"):
@@ -180,7 +180,7 @@ class TrainerCfg(StrictModel):
 
     @field_validator("num_threads", mode="before")
     @classmethod
-    def _threads(cls, value: Any) -> Any:
+    def _threads(cls, value: object) -> object:
         if value is None or value == "auto" or (isinstance(value, int) and not isinstance(value, bool)
                                                 and value >= 1):
             return value

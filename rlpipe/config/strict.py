@@ -24,7 +24,7 @@ Problem = tuple[tuple[int | str, ...], str]
 """``(location inside the value, one sentence)``."""
 
 
-def coercion_problem(annotation: Any, value: Any) -> Problem | None:
+def coercion_problem(annotation: object, value: object) -> Problem | None:
     """Where and why ``value`` would fit ``annotation`` only by coercion, else ``None``."""
     origin = get_origin(annotation)
     if origin is Annotated:
@@ -48,8 +48,8 @@ def coercion_problem(annotation: Any, value: Any) -> Problem | None:
     return ((), problem) if problem else None
 
 
-def _sequence_problem(origin: Any, args: tuple[Any, ...],
-                      value: list[Any] | tuple[Any, ...]) -> Problem | None:
+def _sequence_problem(origin: object, args: tuple[object, ...],
+                      value: list[object] | tuple[object, ...]) -> Problem | None:
     if not args:
         return None
     if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
@@ -63,7 +63,7 @@ def _sequence_problem(origin: Any, args: tuple[Any, ...],
     return None
 
 
-def _scalar_problem(annotation: Any, value: Any) -> str | None:
+def _scalar_problem(annotation: object, value: object) -> str | None:
     if annotation in _NUMBER:
         kind = "a valid integer" if annotation is int else "a valid number"
         if isinstance(value, bool):
@@ -90,14 +90,14 @@ class StrictModel(BaseModel):
     )
 
     @classmethod
-    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+    def __pydantic_init_subclass__(cls, **kwargs: object) -> None:
         """Register each config class so an unknown-key error can list the keys it accepts."""
         super().__pydantic_init_subclass__(**kwargs)
         register_model(cls)
 
     @field_validator("*", mode="before")
     @classmethod
-    def _no_coercion(cls, value: Any, info: ValidationInfo) -> Any:
+    def _no_coercion(cls, value: object, info: ValidationInfo) -> object:
         """No bool for a number, no ``"7"`` for 7 or ``"yes"`` for true (an int still fits a float)."""
         field = cls.model_fields.get(info.field_name or "")
         problem = coercion_problem(field.annotation, value) if field else None
@@ -106,7 +106,7 @@ class StrictModel(BaseModel):
             raise located_error(cls.__name__, [(loc, message, _item(value, loc))])
         return value
 
-    def replace(self, **changes: Any) -> Self:
+    def replace(self, **changes: object) -> Self:
         """Return a validated copy with ``changes`` applied."""
         return type(self).model_validate({**self.model_dump(), **changes})
 

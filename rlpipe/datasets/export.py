@@ -57,8 +57,8 @@ def check_output(output: Output) -> None:
         if value is not None:
             raise ValueError(f"{option}: not an option of --format {output.fmt}")
     if output.fmt == "minari":
-        from rlpipe.config.extras import MINARI, require_all
         from rlpipe.datasets.minari_export import check_dataset_id
+        from rlpipe.extras import MINARI, require_all
 
         require_all(MINARI, "rlpipe dataset --format minari")
         if output.dataset_id is not None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlpipe.config.extras import require
+from rlpipe.extras import require
 
 __all__ = ["ENCODER", "VIDEO_FILE_SIZE_MB", "CameraVideos", "encoder_info", "png_bytes"]
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlpipe.config.extras import MINARI, require, require_all
+from rlpipe.extras import MINARI, require, require_all
 
 if TYPE_CHECKING:
     from rlpipe.datasets.episodes import DatasetSource, Episode

@@ -27,7 +27,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rlpipe import config
 from rlpipe.artifacts.atomic import atomic_write_json
@@ -55,7 +55,8 @@ ACTIVE_LOCK = ".active.lock"
 def published(layout: RunLayout) -> list[Path]:
     """Files of a run dir that DVC tracks (metrics/plots, ``cache: false``), copied to the workspace."""
     reupdate = RunLayout(layout.reupdate)
-    return [layout.metrics, layout.curve, layout.eval_metrics, reupdate.metrics, reupdate.curve]
+    files = [layout.metrics, layout.curve, layout.eval_metrics, reupdate.metrics, reupdate.curve]
+    return cast(list[Path], files)  # a DVC stage's run dir is a local folder
 
 
 @dataclass(frozen=True)

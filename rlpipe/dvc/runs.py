@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from rlpipe.artifacts.layout import RUN_POINTER, RunLayout
-from rlpipe.config.location import is_url, location
+from rlpipe.location import AnyPath, is_url, location
 
 __all__ = [
     "EXPS_DIR", "RESULTS_DIR", "RUN_POINTER", "RunDirError", "data_root", "experiment_data_dir", "exps_dir",
@@ -126,7 +126,7 @@ def _single_run(folder: Path, name: str) -> Path:
     raise RunDirError(f"{name}: experiment holds several runs; name one of: {choices}")
 
 
-def _url_run_dir(path: Any) -> Any:
+def _url_run_dir(path: AnyPath) -> AnyPath:
     """A run directory on an object store: itself, once it is checked to be one (one line if not)."""
     from rlpipe.artifacts.fs import probe
 
@@ -145,7 +145,7 @@ def known_experiments(root: Path | None = None) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
-def resolve_run_dir(name_or_path: str | Path, root: Path | None = None) -> Path:
+def resolve_run_dir(name_or_path: str | Path, root: Path | None = None) -> AnyPath:
     """The run dir meant by ``name_or_path``.
 
     * an existing run dir → itself; a folder holding a ``run.json`` but no data (the workspace's
@@ -183,7 +183,7 @@ def resolve_run_dir(name_or_path: str | Path, root: Path | None = None) -> Path:
                       f"{exps_dir(root)} (experiments with data: {listed})")
 
 
-def resolve_target(target: str | Path, root: Path | None = None) -> Path:
+def resolve_target(target: str | Path, root: Path | None = None) -> AnyPath:
     """What an offline command's ``RUN_DIR|EXP|PARAMS`` argument names.
 
     A params file as it is (a missing one is reported by the loader), else the run dir of
@@ -198,7 +198,7 @@ def resolve_target(target: str | Path, root: Path | None = None) -> Path:
     return resolve_run_dir(path, root)
 
 
-def resolve_path(path: str | Path, root: Path | None = None) -> Path:
+def resolve_path(path: str | Path, root: Path | None = None) -> AnyPath:
     """A run, or a file or folder of one, by path or below a DVC experiment's run dir.
 
     A workspace results folder (``run.json``, no data) is the run dir it names; another existing

@@ -103,7 +103,7 @@ def _name(entry: dict[str, Any]) -> str:
     return entry.get("name") or (rev if rev == "workspace" else rev[:7])
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):

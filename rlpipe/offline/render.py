@@ -60,5 +60,5 @@ def _format_stats(stats: dict[str, Any]) -> str:
     return ", ".join(f"{k} {_short(v)}" for k, v in stats.items())
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)

@@ -30,7 +30,7 @@ from tensordict import TensorDict
 from rlpipe.algorithms import BaseAlgorithm
 from rlpipe.artifacts.checkpoints import load_checkpoint
 from rlpipe.artifacts.errors import StoreError
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import AnyPath, as_path
 from rlpipe.artifacts.layout import ROLLOUT_NAME, RunLayout, iteration_from_name, numbered, rollout_name
 from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.shards import read_any_attrs
@@ -214,7 +214,7 @@ class _Replay:
         return metrics
 
 
-def replay(cfg: RunConfig, rollouts: Path, out: Path, iterations: tuple[int, int] | None = None,
+def replay(cfg: RunConfig, rollouts: AnyPath, out: AnyPath, iterations: tuple[int, int] | None = None,
            chain: bool = False, start: Path | None = None, allow_rejected: bool = False) -> dict[str, Any]:
     """Re-update stored rollouts offline; write ``out/checkpoints``, ``out/metrics.json``, ``out/curve.csv``.
 
@@ -278,7 +278,7 @@ def _missing_words(stored: dict[int, Path]) -> str:
             "checkpoint)")
 
 
-def _loop(job: _Replay, ks: list[int], chain: bool, start: Path | None, directory: Path,
+def _loop(job: _Replay, ks: list[int], chain: bool, start: Path | None, directory: AnyPath,
           tracker: Tracker) -> dict[str, Any]:
     begin, transitions, update_s = time.perf_counter(), 0, 0.0
     metrics: dict[str, float] = {}

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rlpipe.artifacts.checkpoints import latest_checkpoint
-from rlpipe.artifacts.fs import tree_bytes
+from rlpipe.artifacts.fs import AnyPath, tree_bytes
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.shards import is_sharded, read_any_attrs, shard_paths
 from rlpipe.config import load, params_hash, training_hash
@@ -53,18 +53,18 @@ def describe_run(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def _json(path: Path) -> dict[str, Any]:
+def _json(path: AnyPath) -> dict[str, Any]:
     try:
         return dict(json.loads(path.read_text()))
     except (OSError, ValueError, TypeError):
         return {}
 
 
-def _bytes(path: Path) -> int:
+def _bytes(path: AnyPath) -> int:
     return tree_bytes(path)
 
 
-def _last_row(path: Path) -> dict[str, str]:
+def _last_row(path: AnyPath) -> dict[str, str]:
     try:
         with path.open(newline="") as fh:
             rows = list(csv.DictReader(fh))

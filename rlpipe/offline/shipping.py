@@ -25,7 +25,7 @@ from tensordict import TensorDict
 from rlpipe.artifacts.atomic import atomic_write_json, staged_files
 from rlpipe.artifacts.checkpoints import checkpoint_fits, load_checkpoint
 from rlpipe.artifacts.errors import StoreError
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import AnyPath, as_path
 from rlpipe.artifacts.layout import EXPORT_FILES, RunLayout
 from rlpipe.artifacts.shards import read_any
 from rlpipe.artifacts.video import recorder_for
@@ -65,7 +65,7 @@ class ExportResult:
     max_abs_diff: float
 
 
-def resolve_checkpoint(cfg: RunConfig, checkpoint: Path | int | None) -> Path:
+def resolve_checkpoint(cfg: RunConfig, checkpoint: Path | int | None) -> AnyPath:
     """A checkpoint file: ``None`` → the run's latest, an int N → ``ckpt-N``, else the path given."""
     layout = RunLayout(cfg.run_dir)
     if checkpoint is None:
@@ -201,7 +201,7 @@ def export_run(cfg: RunConfig, checkpoint: Path | int | None, fmt: str, out: Pat
 
 
 def _write_verified(policy: Policy, actor: DeployedActor, metadata: dict[str, Any], obs: Observations,
-                    done: torch.Tensor, source: str, target: Path) -> ExportResult:
+                    done: torch.Tensor, source: str, target: AnyPath) -> ExportResult:
     """Write into a temporary folder beside ``target``, verify, then move both files into place."""
     sidecar = RunLayout.export_metadata(target)
     with staged_files(target.parent, target.name) as tmp:

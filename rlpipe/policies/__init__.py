@@ -14,6 +14,7 @@ from rlpipe.policies.mlp import build_mlp, build_mlp_from_cfg
 from rlpipe.policies.normalizer import ObsNormalizer
 from rlpipe.policies.recurrent import RecurrentActorCritic, RecurrentCore
 from rlpipe.policies.registry import build_policy, get_registered_policy_names, register_policy
+from rlpipe.policies.trainable import TrainablePolicy
 
 __all__ = [
     "ActionHead",
@@ -27,6 +28,7 @@ __all__ = [
     "RecurrentActorCritic",
     "RecurrentCore",
     "StateStdGaussianHead",
+    "TrainablePolicy",
     "build_action_head",
     "build_mlp",
     "build_mlp_from_cfg",

@@ -6,14 +6,14 @@ import torch
 from torch import nn
 from torch.distributions import Distribution
 
-from rlpipe.policies.base import Policy
 from rlpipe.policies.heads import ActionHead
 from rlpipe.policies.registry import register_policy
+from rlpipe.policies.trainable import TrainablePolicy
 
 __all__ = ["ActorCritic", "ActorOnly", "MLPActorPolicy"]
 
 
-class MLPActorPolicy(Policy):
+class MLPActorPolicy(TrainablePolicy):
     """An actor network and an action head over flat observations ``[B, obs_dim]``.
 
     ``actor``: ``[B, obs_dim]`` → ``[B, head.out_dim]`` (logits, Gaussian mean [and log-std], Beta α/β).

@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from rlpipe.config import ConfigError
-from rlpipe.config.extras import require
+from rlpipe.extras import require
 from rlpipe.policies.base import Policy
 from rlpipe.policies.heads import ActionHead, BetaHead, CategoricalHead, GaussianHead, StateStdGaussianHead
 from rlpipe.policies.normalizer import EPS, ObsNormalizer

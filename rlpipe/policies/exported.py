@@ -20,7 +20,7 @@ import torch
 from tensordict import TensorDict
 from torch.distributions import Distribution
 
-from rlpipe.config.extras import require
+from rlpipe.extras import require
 from rlpipe.policies.base import Policy
 from rlpipe.policies.export import METADATA_FILE, ExportError
 

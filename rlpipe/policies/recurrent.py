@@ -15,19 +15,23 @@ zero state); the collector and PPO dispatch on ``is_recurrent`` and use the meth
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeAlias
 
 import torch
+from tensordict import TensorDict
 from torch import nn
 from torch.distributions import Distribution
 
 from rlpipe.config import ConfigError, PolicyCfg
-from rlpipe.policies.base import Policy
 from rlpipe.policies.heads import ActionHead
 from rlpipe.policies.mlp import build_mlp_from_cfg
 from rlpipe.policies.registry import register_policy
+from rlpipe.policies.trainable import TrainablePolicy
 
 __all__ = ["RecurrentActorCritic", "RecurrentCore"]
+
+Hidden: TypeAlias = "torch.Tensor | tuple[torch.Tensor, torch.Tensor]"
+"""torch's recurrent hidden state ``[layers, B, H]``: a GRU's tensor, an LSTM's pair ``(h, c)``."""
 
 CELLS: dict[str, type[nn.Module]] = {"lstm": nn.LSTM, "gru": nn.GRU}
 
@@ -45,13 +49,13 @@ class RecurrentCore(nn.Module):
         """S: floats of one env's state."""
         return (2 if self.kind == "lstm" else 1) * self.num_layers * self.hidden_size
 
-    def _unpack(self, state: torch.Tensor) -> Any:
+    def _unpack(self, state: torch.Tensor) -> Hidden:
         """``[B, S]`` → torch's ``[layers, B, H]`` hidden (a pair ``(h, c)`` for LSTM)."""
         b = state.shape[0]
         parts = state.reshape(b, -1, self.num_layers, self.hidden_size).permute(1, 2, 0, 3).contiguous()
         return (parts[0], parts[1]) if self.kind == "lstm" else parts[0]
 
-    def _pack(self, hidden: Any) -> torch.Tensor:
+    def _pack(self, hidden: Hidden) -> torch.Tensor:
         parts = torch.stack(hidden if isinstance(hidden, tuple) else (hidden,))  # [k, layers, B, H]
         return parts.permute(2, 0, 1, 3).reshape(parts.shape[2], -1)
 
@@ -62,7 +66,7 @@ class RecurrentCore(nn.Module):
 
 
 @register_policy("recurrent_actor_critic")
-class RecurrentActorCritic(Policy):
+class RecurrentActorCritic(TrainablePolicy):
     """Recurrent core (``policy.recurrent``) → actor MLP → action head, and → critic MLP → V."""
 
     is_recurrent = True
@@ -149,6 +153,6 @@ class RecurrentActorCritic(Policy):
         return self.step_value(obs, self.initial_state(obs.shape[0]).to(_dtype(obs)))
 
 
-def _dtype(obs: torch.Tensor | Any) -> torch.dtype:
+def _dtype(obs: torch.Tensor | TensorDict) -> torch.dtype:
     """The float dtype of ``obs`` (dict observations are float32)."""
-    return obs.dtype if isinstance(obs, torch.Tensor) else torch.float32
+    return torch.float32 if isinstance(obs, TensorDict) else obs.dtype

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import gymnasium as gym
 import torch
 from torch import nn
 
-from rlpipe.config import ConfigError, PolicyCfg
+from rlpipe.config import ConfigError, NetworkBlock, PolicyCfg
+from rlpipe.policies.trainable import TrainablePolicy
 
 __all__ = ["build_policy", "get_registered_policy_names", "register_policy"]
 
-_POLICIES: dict[str, type[nn.Module]] = {}
-T = TypeVar("T", bound=type[nn.Module])
+_POLICIES: dict[str, type[TrainablePolicy]] = {}
+T = TypeVar("T", bound=type[TrainablePolicy])
 
 
 def register_policy(name: str) -> Callable[[T], T]:
@@ -41,7 +42,7 @@ def build_policy(
     device: torch.device | str,
     actor: nn.Module | None = None,
     critic: nn.Module | None = None,
-) -> nn.Module:
+) -> TrainablePolicy:
     """Build ``policy_block.name`` for these spaces; networks come from the block unless given.
 
     Observations are flattened: ``obs_dim = prod(obs_space.shape)``. For a Dict space each
@@ -86,7 +87,7 @@ def build_policy(
         _with_encoders(policy, actor_encoder, None)  # the shared core reads the actor's features
         return _with_normalizer(_with_keys(policy, actor_keys, critic_keys), cfg, obs_space)
     actor = actor or build_mlp_from_cfg(_network_cfg(cfg.actor), obs_dim, head.out_dim, "policy.actor")
-    cls = _POLICIES[cfg.name]
+    cls = cast(Callable[..., TrainablePolicy], _POLICIES[cfg.name])  # each class takes its own networks
     if getattr(cls, "has_critic", True):
         if critic is None:
             if cfg.critic is None:
@@ -100,7 +101,7 @@ def build_policy(
     return _with_normalizer(_with_keys(policy, actor_keys, critic_keys), cfg, obs_space)
 
 
-def _network_cfg(block: Any) -> dict[str, Any]:
+def _network_cfg(block: NetworkBlock) -> dict[str, Any]:
     """A network block without ``obs_keys`` (the MLP builder does not take it)."""
     data = block.to_dict()
     data.pop("obs_keys", None)
@@ -114,7 +115,7 @@ CRITIC_OUTPUT_GAIN = 1.0
 """Orthogonal gain of the critic's output layer."""
 
 
-def _with_init(policy: nn.Module, cfg: PolicyCfg) -> None:
+def _with_init(policy: TrainablePolicy, cfg: PolicyCfg) -> None:
     """Re-initialize the actor and critic MLPs when ``policy.init`` is ``orthogonal``."""
     from rlpipe.policies.mlp import orthogonal_init
 
@@ -126,20 +127,20 @@ def _with_init(policy: nn.Module, cfg: PolicyCfg) -> None:
             orthogonal_init(net, gain)
 
 
-def _with_encoders(policy: nn.Module, actor: nn.Module | None, critic: nn.Module | None) -> None:
+def _with_encoders(policy: TrainablePolicy, actor: nn.Module | None, critic: nn.Module | None) -> None:
     """Attach the image encoders (submodules on the policy's device; ``None``: no image group read)."""
     device = next(policy.parameters()).device
     policy.actor_encoder = None if actor is None else actor.to(device)
     policy.critic_encoder = None if critic is None else critic.to(device)
 
 
-def _with_keys(policy: nn.Module, actor_keys: tuple[str, ...] | None,
-               critic_keys: tuple[str, ...] | None) -> nn.Module:
+def _with_keys(policy: TrainablePolicy, actor_keys: tuple[str, ...] | None,
+               critic_keys: tuple[str, ...] | None) -> TrainablePolicy:
     policy.actor_obs_keys, policy.critic_obs_keys = actor_keys, critic_keys
     return policy
 
 
-def _with_normalizer(policy: nn.Module, cfg: PolicyCfg, obs_space: gym.Space) -> nn.Module:
+def _with_normalizer(policy: TrainablePolicy, cfg: PolicyCfg, obs_space: gym.Space) -> TrainablePolicy:
     """Attach an ``ObsNormalizer`` (a submodule, so its buffers join the state_dict) when enabled."""
     from rlpipe.policies.normalizer import ObsNormalizer
     from rlpipe.policies.obs_keys import DictObsNormalizer

@@ -13,11 +13,14 @@ import math
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
-from rlpipe.config import ConfigError, RunConfig
+from rlpipe.config import AlgorithmCfg, ConfigError, RunConfig, UpdateCfg
+
+if TYPE_CHECKING:
+    import gymnasium as gym
 
 __all__ = ["Need", "available_memory", "check_memory", "estimate", "format_bytes"]
 
@@ -52,7 +55,7 @@ def available_memory(device: torch.device | str) -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def check_memory(cfg: RunConfig, obs_space: Any = None, action_space: Any = None,
+def check_memory(cfg: RunConfig, obs_space: gym.Space | None = None, action_space: gym.Space | None = None,
                  device: torch.device | str = "cpu",
                  available: Callable[[torch.device], int] | None = None) -> None:
     """``ConfigError`` naming the key when the run's estimated memory exceeds what is available.
@@ -93,7 +96,7 @@ def _refuse(terms: list[Need], total: int, limit: int, device: torch.device) -> 
                       f"{format_bytes(limit)} is {where}; lower {top.key}")
 
 
-def estimate(cfg: RunConfig, obs_space: Any = None, action_space: Any = None,
+def estimate(cfg: RunConfig, obs_space: gym.Space | None = None, action_space: gym.Space | None = None,
              on_device: bool = False) -> list[Need]:
     """The terms of :func:`check_memory`'s sum, in bytes (``on_device``: the run's device is CUDA)."""
     trainer, algo = cfg.trainer, cfg.algorithm.cfg
@@ -159,12 +162,12 @@ def _mlp_params(inputs: int, hidden: list[int], outputs: int) -> int:
     return sum((a + 1) * b for a, b in zip(widths, widths[1:]))
 
 
-def _minibatch(algo: Any, transitions: int) -> int:
-    size = getattr(algo, "minibatch_size", None)
-    return min(size(transitions), transitions) if callable(size) else transitions
+def _minibatch(algo: AlgorithmCfg, transitions: int) -> int:
+    size = algo.minibatch_size if isinstance(algo, UpdateCfg) else None
+    return min(size(transitions), transitions) if size is not None else transitions
 
 
-def _leaves(space: Any) -> Iterable[Any]:
+def _leaves(space: gym.Space) -> Iterable[gym.Space]:
     inner = getattr(space, "spaces", None)
     if isinstance(inner, dict):
         for sub in inner.values():
@@ -173,19 +176,19 @@ def _leaves(space: Any) -> Iterable[Any]:
         yield space
 
 
-def _is_image(space: Any) -> bool:
+def _is_image(space: gym.Space) -> bool:
     shape = getattr(space, "shape", None) or ()
     return len(shape) == 3 and str(getattr(space, "dtype", "")) == "uint8"
 
 
-def _head_size(space: Any) -> int:
+def _head_size(space: gym.Space | None) -> int:
     """Outputs of an actor for a space: a Discrete's ``n`` logits, a Box's elements (``None``: one)."""
     if space is None:
         return 1
     return sum(int(getattr(leaf, "n", 0)) or math.prod(leaf.shape or (1,)) for leaf in _leaves(space))
 
 
-def _space_bytes(space: Any) -> int:
+def _space_bytes(space: gym.Space | None) -> int:
     """Bytes of one value of a space as the rollout stores it (``None``: 4, one float)."""
     if space is None:
         return 4
@@ -193,7 +196,7 @@ def _space_bytes(space: Any) -> int:
                for leaf in _leaves(space))
 
 
-def _mlp_inputs(space: Any) -> int:
+def _mlp_inputs(space: gym.Space | None) -> int:
     """An MLP's input width: vector groups flat, each image group its encoder's features."""
     if space is None:
         return 1

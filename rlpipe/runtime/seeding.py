@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import rich.style  # noqa: F401  # draws from python's global RNG on first import: do it before any seeding
@@ -27,7 +27,9 @@ def rng_state() -> dict[str, Any]:
     ``torch``: uint8 CPU state; ``cuda``: one uint8 state per device (when CUDA is available).
     """
     version, internal, gauss_next = random.getstate()
-    name, key, pos, has_gauss, cached = np.random.get_state(legacy=True)
+    # legacy=True gives the 5-tuple (numpy types it as the tuple-or-dict of both forms)
+    legacy = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state(legacy=True))
+    name, key, pos, has_gauss, cached = legacy
     state: dict[str, Any] = {
         "python": {"version": version, "state": torch.tensor(internal, dtype=torch.int64),
                    "gauss_next": gauss_next},

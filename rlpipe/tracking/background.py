@@ -21,10 +21,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import AnyPath, as_path
 from rlpipe.tracking import signals
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ class BackgroundRun:
         if batch:
             self._send({"op": "metrics", "metrics": batch, "step": int(step), "ts": int(time.time() * 1000)})
 
-    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+    def log_artifact(self, path: AnyPath, artifact_path: str | None = None) -> None:
         """Queue the upload of a file or folder (it must stay in place until :meth:`end`)."""
         self._send({"op": "artifact", "path": str(as_path(path).resolve()), "artifact_path": artifact_path})
 
@@ -207,7 +208,7 @@ def _spawn(prewarm: bool) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, text=True, encoding="utf-8", env=env)
 
 
-def _thread(target: Any, pipe: IO[str], name: str) -> threading.Thread:
+def _thread(target: Callable[[IO[str]], object], pipe: IO[str], name: str) -> threading.Thread:
     thread = threading.Thread(target=target, args=(pipe,), name=name, daemon=True)
     thread.start()
     return thread

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
 from rlpipe.algorithms.optim import native_bf16
 from rlpipe.config import RunConfig, params_hash
+from rlpipe.location import AnyPath
 
 if TYPE_CHECKING:
     from rlpipe.config import AlgorithmCfg
@@ -58,7 +58,7 @@ def env_backend(env: BatchedEnv) -> str:
     return type(env).__name__
 
 
-def where_lines(cfg: RunConfig, run_dir: Path, env: BatchedEnv, mlflow: BackgroundRun | None) -> str:
+def where_lines(cfg: RunConfig, run_dir: AnyPath, env: BatchedEnv, mlflow: BackgroundRun | None) -> str:
     """The banner's second line (where the run writes) and, without MLflow, where its metrics go.
 
     ``  run dir data/cartpole_ppo · env backend torch · params 3f2a9c1e``

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.progress import Progress, TaskID
 
 from rlpipe.artifacts.atomic import atomic_write_json, atomic_write_text
 from rlpipe.artifacts.layout import RunLayout
@@ -67,8 +68,8 @@ class ConsoleTable:
         self.console = console
         self.rows = 0
         self.total = total
-        self._progress: Any = None
-        self._task: Any = None
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
 
     def row(self, metrics: dict[str, float]) -> None:
         """Print ``metrics`` as one row (missing values as ``-``) and advance the bar."""
@@ -101,7 +102,8 @@ class ConsoleTable:
                 TextColumn("ETA"), TimeRemainingColumn(), console=self.console, transient=True)
             self._progress.start()
             self._task = self._progress.add_task("train", total=self.total, completed=iteration - 1)
-        self._progress.update(self._task, completed=iteration)
+        if self._task is not None:
+            self._progress.update(self._task, completed=iteration)
 
     def close(self) -> None:
         """Remove the progress bar (the rows stay); idempotent."""

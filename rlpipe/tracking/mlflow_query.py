@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rlpipe.tracking.mlflow_store import TrackingError, check_server, open_client, resolve_uri, sqlite_path
 
 if TYPE_CHECKING:
+    from mlflow.entities import Run
     from mlflow.tracking import MlflowClient
 
 __all__ = ["RunRecord", "metric_history", "search_runs"]
@@ -83,7 +84,7 @@ def _all_runs(client: MlflowClient, experiment_ids: list[str]) -> list[Any]:
             return runs
 
 
-def _record(run: Any, names: dict[str, str]) -> RunRecord:
+def _record(run: Run, names: dict[str, str]) -> RunRecord:
     info, data = run.info, run.data
     return RunRecord(info.run_id, info.run_name or info.run_id[:8], names.get(info.experiment_id, "?"),
                      info.status, int(info.start_time or 0), info.end_time, dict(data.params),

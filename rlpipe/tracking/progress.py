@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.progress import Progress, TaskID
 
 __all__ = ["CountProgress"]
 
@@ -27,8 +28,8 @@ class CountProgress:
         self.what = what
         self.items = 0
         self.frames = 0
-        self._progress: Any = None
-        self._task: Any = None
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> CountProgress:
         if self.console.is_terminal:
@@ -45,7 +46,7 @@ class CountProgress:
         """Count one more item (an episode) of ``frames`` frames."""
         self.items += 1
         self.frames += frames
-        if self._progress is not None:
+        if self._progress is not None and self._task is not None:
             self._progress.update(self._task, description=self._text())
 
     def _text(self) -> str:

@@ -36,9 +36,12 @@ import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import IO, Any  # noqa: E402
+from typing import IO, TYPE_CHECKING, Any  # noqa: E402
 
 from rlpipe import fast  # noqa: E402
+
+if TYPE_CHECKING:
+    from rlpipe.tracking.mlflow_runs import MlflowRun
 
 __all__ = ["main", "serve"]
 
@@ -48,7 +51,7 @@ def _say(out: IO[str], message: dict[str, Any]) -> None:
     out.flush()
 
 
-def _open(message: dict[str, Any]) -> Any:
+def _open(message: dict[str, Any]) -> MlflowRun:
     from rlpipe.tracking.mlflow_runs import MlflowRun, git_tags
 
     if message.get("run_id") and (run := MlflowRun.reopen(message["uri"], message["run_id"])):
@@ -58,7 +61,7 @@ def _open(message: dict[str, Any]) -> Any:
                            run_name=message.get("run_name"))
 
 
-def _apply(run: Any, message: dict[str, Any], scratch: Path) -> None:
+def _apply(run: MlflowRun, message: dict[str, Any], scratch: Path) -> None:
     op = message["op"]
     if op == "metrics":
         run.log_metrics(message["metrics"], message["step"], message.get("ts"))
@@ -81,7 +84,7 @@ class _Pending:
     CPU the trainer needs, so rows are written together.
     """
 
-    def __init__(self, run: Any) -> None:
+    def __init__(self, run: MlflowRun) -> None:
         self.run, self.rows, self.since = run, [], 0.0
 
     def add(self, message: dict[str, Any]) -> None:
@@ -122,7 +125,7 @@ def _local_copy(source: str, scratch: Path) -> Path:
     """
     if "://" not in source:
         return Path(source)
-    from rlpipe.config.location import ObjectPath
+    from rlpipe.location import ObjectPath
 
     remote = ObjectPath(source)
     local = scratch / remote.name

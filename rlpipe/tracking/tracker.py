@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import AnyPath, as_path
 from rlpipe.tracking import signals
 from rlpipe.tracking.background import BackgroundRun
 from rlpipe.tracking.console import ConsoleTable, MetricsFiles, flatten_params
@@ -100,7 +100,7 @@ class Tracker:
             self.table.console.print(f"  MLflow  not opened (see the warning above); metrics in "
                                      f"{self.files.curve_path}")
 
-    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+    def log_artifact(self, path: AnyPath, artifact_path: str | None = None) -> None:
         """Copy file ``path`` into the MLflow run's artifacts under ``artifact_path`` (no-op without one)."""
         if self.mlflow is not None:
             self.mlflow.log_artifact(as_path(path), artifact_path)
@@ -138,7 +138,7 @@ class Tracker:
     def __enter__(self) -> Tracker:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, *_: Any) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         """End the MLflow run: ``KILLED`` on Ctrl-C/SIGTERM, ``FAILED`` on an error, else ``FINISHED``."""
         self.table.close()
         if self.mlflow is None:

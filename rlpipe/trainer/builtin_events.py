@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from rlpipe.config.extras import require
+from rlpipe.extras import require
 from rlpipe.trainer.events import EventContext
 
 __all__ = ["record_camera_data_async"]

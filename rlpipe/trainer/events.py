@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlpipe.config import ConfigError, EventsCfg
 from rlpipe.config.references import import_module
+from rlpipe.location import AnyPath
 
 if TYPE_CHECKING:
     from tensordict import TensorDict
@@ -49,7 +50,7 @@ class EventContext:
     event: str
     iteration: int
     env_steps: int
-    run_dir: Path
+    run_dir: AnyPath
     env: BatchedEnv | None = None
     """The env of this event: the training env, or the eval env for ``after_eval``/``eval_step``."""
     metrics: dict[str, float] = field(default_factory=dict)

@@ -29,6 +29,7 @@ from rlpipe.algorithms import BaseAlgorithm
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.config import ConfigError, RunConfig
 from rlpipe.envs import BatchedEnv
+from rlpipe.location import AnyPath
 from rlpipe.policies import Policy
 from rlpipe.rollout import NonFiniteError
 from rlpipe.testing import faults
@@ -367,7 +368,7 @@ class Trainer:
         return self._session.summary if self._session is not None else {}
 
     @property
-    def run_dir(self) -> Path:
+    def run_dir(self) -> AnyPath:
         """Where the run writes."""
         return RunLayout(self.cfg.run_dir).root
 

@@ -15,7 +15,7 @@ from _s3 import s3_env
 
 from rlpipe import Trainer
 from rlpipe.cli.exits import describe
-from rlpipe.config.location import StorageUnavailable, location
+from rlpipe.location import StorageUnavailable, location
 
 pytestmark = pytest.mark.slow  # two runs against a server of its own, with retries: ~6 s unloaded
 

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 
 from rlpipe.artifacts.shards import read_any
 from rlpipe.cli import cli
-from rlpipe.config.location import location
+from rlpipe.location import location
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

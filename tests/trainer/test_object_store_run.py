@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from rlpipe.artifacts.checkpoints import latest_checkpoint
 from rlpipe.cli import cli
-from rlpipe.config.location import location
+from rlpipe.location import location
 
 
 def invoke(*args: object) -> tuple[int, str]:

@@ -51,10 +51,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlpipe.config.extras import require
 from rlpipe.envs.backends.torch_native import num_groups
 from rlpipe.envs.base import BatchedEnv, Obs, StepResult
 from rlpipe.envs.conversion import flat_action_space, flat_obs_space, obs_to_torch, success_of
+from rlpipe.extras import require
 from rlpipe.rollout import obs_from_state, obs_state
 
 __all__ = ["MODES", "RESUME_MODES", "EnvpoolEnv", "envpool_ids", "mujoco_control_dt"]

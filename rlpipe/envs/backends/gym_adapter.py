@@ -220,7 +220,8 @@ def _flat_box(space: gymnasium.Space, env_id: str) -> gymnasium.spaces.Box:
     return gymnasium.spaces.Box(low, high, dtype=np.float32)
 
 
-def _check_action_space(space: gymnasium.Space, env_id: str) -> Any:
+def _check_action_space(space: gymnasium.Space, env_id: str
+                        ) -> gymnasium.spaces.Discrete | gymnasium.spaces.Box:
     """Return ``space`` if it is Discrete or Box; ConfigError otherwise."""
     if not isinstance(space, gymnasium.spaces.Discrete | gymnasium.spaces.Box):
         raise ConfigError(

@@ -56,7 +56,7 @@ def plugin_target(env_id: str) -> tuple[str, Any]:
     if not module_name or not attr:
         raise ConfigError(f"env.id: {env_id!r} is not of the form package.module:ClassOrFactory")
     module = import_module(module_name, "env.id")
-    target: Any = module
+    target: object = module
     for part in attr.split("."):
         target = getattr(target, part, None)
         if target is None:
@@ -76,7 +76,7 @@ def build_plugin_env(
         raise ConfigError(f"env.id: module {env_id.partition(':')[0]!r} has no attribute {attr!r} "
                           "and registered no gymnasium id of that name")
     if isinstance(target, type) and issubclass(target, BatchedEnv):
-        return _call(env_id, target, num_envs, device, cfg)
+        return wrap_env(env_id, _call(env_id, target, num_envs, device, cfg), device)
     if isinstance(target, type) and issubclass(target, gymnasium.Env):
         gym_id = "rlpipe." + env_id.replace(":", ".")  # gymnasium reads "a:b" as module:id
         if gymnasium.envs.registry.get(gym_id) is None or gymnasium.spec(gym_id).entry_point is not target:
@@ -88,7 +88,7 @@ def build_plugin_env(
     return wrap_env(env_id, _call(env_id, target, num_envs, device, cfg), device)
 
 
-def wrap_env(env_id: str, env: Any, device: torch.device | str) -> BatchedEnv:
+def wrap_env(env_id: str, env: object, device: torch.device | str) -> BatchedEnv:
     """A BatchedEnv as is; an rsl_rl-style VecEnv wrapped by ``RslRlEnv``; else a ConfigError."""
     from rlpipe.envs.backends.rsl_rl_env import RslRlEnv, is_rsl_rl_env
 
@@ -101,7 +101,7 @@ def wrap_env(env_id: str, env: Any, device: torch.device | str) -> BatchedEnv:
 
 
 def _call(env_id: str, target: Callable[..., Any], num_envs: int, device: torch.device | str,
-          cfg: dict[str, Any]) -> Any:
+          cfg: dict[str, Any]) -> object:
     """Call ``target`` with ``num_envs``/``device`` where accepted and ``cfg``; bad kwargs → ConfigError."""
     try:
         params = inspect.signature(target).parameters

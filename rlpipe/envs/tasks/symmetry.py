@@ -23,9 +23,12 @@ the identity).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from rlpipe.envs.base import BatchedEnv
 
 __all__ = ["ant_mirror", "cartpole_mirror", "pendulum_mirror"]
 
@@ -34,7 +37,7 @@ PENDULUM_OBS_SIGNS = (1.0, -1.0, -1.0)
 
 
 def pendulum_mirror(
-    obs: torch.Tensor | None = None, actions: torch.Tensor | None = None, env: Any = None
+    obs: torch.Tensor | None = None, actions: torch.Tensor | None = None, env: BatchedEnv | None = None
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """Pendulum's reflection θ → −θ: obs ``[B, 3]`` → ``[2B, 3]``, torque ``[B, 1]`` → ``[2B, 1]``."""
     mirrored_obs = None
@@ -46,7 +49,7 @@ def pendulum_mirror(
 
 
 def cartpole_mirror(
-    obs: torch.Tensor | None = None, actions: torch.Tensor | None = None, env: Any = None
+    obs: torch.Tensor | None = None, actions: torch.Tensor | None = None, env: BatchedEnv | None = None
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """CartPole's left ↔ right: obs ``[B, 4]`` → ``[2B, 4]`` negated, actions ``[B]`` 0 ↔ 1 → ``[2B]``."""
     mirrored_obs = None if obs is None else torch.cat([obs, -obs])
@@ -101,7 +104,7 @@ def _apply(values: torch.Tensor, table: tuple[tuple[int, float], ...]) -> torch.
 
 
 def ant_mirror(
-    obs: torch.Tensor | None = None, actions: torch.Tensor | None = None, env: Any = None
+    obs: torch.Tensor | None = None, actions: torch.Tensor | None = None, env: BatchedEnv | None = None
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """Ant-v5's reflection y → −y: obs ``[B, W]`` → ``[2B, W]``, actions ``[B, 8]`` → ``[2B, 8]``.
 

@@ -305,7 +305,7 @@ def _check_args(num_envs: int, control: str, engine: str, max_episode_steps: int
                 sim_substeps: int, timestep: float, num_threads: int | None,
                 render_size: tuple[int, int] | list[int], obs_groups: bool) -> None:
     """ValueError ``"<argument>: got X; accepted: …"`` for the first invalid argument."""
-    def positive_int(value: Any) -> bool:
+    def positive_int(value: object) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
     checks = (

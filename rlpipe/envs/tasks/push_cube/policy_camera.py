@@ -60,7 +60,7 @@ class CameraCfg:
         return 3 * self.frame_stack
 
     @classmethod
-    def parse(cls, value: Any) -> CameraCfg | None:
+    def parse(cls, value: object) -> CameraCfg | None:
         """``env.cfg.camera`` (null or a mapping) → :class:`CameraCfg`; ValueError ``camera.<key>: …``."""
         if value is None:
             return None
@@ -94,11 +94,11 @@ class CameraCfg:
                 raise ValueError(f"camera.{name}: got {shown!r}; accepted: {accepted}")
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_point(value: Any) -> bool:
+def _is_point(value: object) -> bool:
     return isinstance(value, tuple) and len(value) == 3 and all(
         isinstance(v, float | int) and not isinstance(v, bool) for v in value)
 

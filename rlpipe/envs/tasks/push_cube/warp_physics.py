@@ -17,8 +17,8 @@ from typing import Any
 import mujoco
 import torch
 
-from rlpipe.config.extras import require
 from rlpipe.envs.tasks.push_cube.physics import PhysicsBatch
+from rlpipe.extras import require
 
 __all__ = ["WarpBatch", "import_warp"]
 

@@ -24,12 +24,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
-from rlpipe.config.extras import install_hint, is_installed, require
+from rlpipe.extras import install_hint, is_installed, require
 
-__all__ = ["S3_SCHEMES", "ObjectPath", "StorageUnavailable", "is_url", "location", "url_problem",
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
+
+__all__ = ["S3_SCHEMES", "AnyPath", "ObjectPath", "StorageUnavailable", "is_url", "location", "url_problem",
            "with_retries"]
 
 T = TypeVar("T")
@@ -42,7 +46,7 @@ def is_url(value: object) -> bool:
     return isinstance(value, ObjectPath) or (isinstance(value, str) and "://" in value)
 
 
-def location(value: str | Path | ObjectPath) -> Path | ObjectPath:
+def location(value: str | AnyPath) -> AnyPath:
     """``value`` as a run-directory path: an :class:`ObjectPath` for a URL, else a ``Path``."""
     if isinstance(value, ObjectPath):
         return value
@@ -165,7 +169,7 @@ class ObjectPath:
 
     # -- I/O --------------------------------------------------------------------------------------
     @property
-    def fs(self) -> Any:
+    def fs(self) -> AbstractFileSystem:
         """The process's fsspec filesystem for this protocol (listing cache off: other nodes write too)."""
         return filesystem(self.protocol)
 
@@ -209,7 +213,7 @@ class ObjectPath:
 
     def read_bytes(self) -> bytes:
         """The object's bytes (``FileNotFoundError`` when there is none)."""
-        return with_retries(self, lambda: self.fs.cat_file(self.key))
+        return with_retries(self, lambda: cast(bytes, self.fs.cat_file(self.key)))  # whole objects: bytes
 
     def read_text(self, encoding: str = "utf-8", errors: str = "strict") -> str:
         """The object decoded as text."""
@@ -224,7 +228,7 @@ class ObjectPath:
         """Put ``text`` as the whole object."""
         return self.write_bytes(text.encode(encoding))
 
-    def open(self, mode: str = "r", newline: str | None = None, encoding: str = "utf-8") -> Any:
+    def open(self, mode: str = "r", newline: str | None = None, encoding: str = "utf-8") -> IO[Any]:
         """A file object; writes (``w``, ``a``: the old content plus the new) are put whole on close."""
         binary = "b" in mode
         if "r" in mode:
@@ -255,9 +259,13 @@ class ObjectPath:
     def stat(self) -> os.stat_result:
         """Size (``st_size``) and modification time (``st_mtime``) of the object."""
         info = with_retries(self, lambda: self.fs.info(self.key))
-        modified = info.get("LastModified") or info.get("mtime") or 0
-        mtime = modified.timestamp() if hasattr(modified, "timestamp") else float(modified)
+        modified: datetime | float = info.get("LastModified") or info.get("mtime") or 0
+        mtime = modified.timestamp() if isinstance(modified, datetime) else float(modified)
         return os.stat_result((0, 0, 0, 0, 0, 0, int(info.get("size") or 0), 0, int(mtime), 0))
+
+
+AnyPath: TypeAlias = Path | ObjectPath
+"""A run-directory path: local or on an object store."""
 
 
 class _PutOnClose(io.StringIO):
@@ -269,9 +277,9 @@ class _PutOnClose(io.StringIO):
         self._path, self._start, self._binary, self._encoding = path, start, binary, encoding
         self._raw = io.BytesIO()
 
-    def write(self, data: Any) -> int:  # type: ignore[override]
+    def write(self, data: str | bytes) -> int:  # type: ignore[override]  # bytes in binary mode
         """Buffer ``data`` (bytes in binary mode)."""
-        return self._raw.write(data) if self._binary else super().write(data)
+        return self._raw.write(cast(bytes, data)) if self._binary else super().write(cast(str, data))
 
     def close(self) -> None:
         """Put the old content plus what was written, then close."""
@@ -290,7 +298,7 @@ _ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SEC
 """Variables that pick the endpoint and credentials: a change makes a new filesystem (tests, scripts)."""
 
 
-def filesystem(protocol: str) -> Any:
+def filesystem(protocol: str) -> AbstractFileSystem:
     """One fsspec filesystem per protocol, process and endpoint/credential variables (short retries)."""
     key = (protocol, os.getpid(), *(os.environ.get(name) for name in _ENV))
     with _LOCK:

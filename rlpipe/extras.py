@@ -5,7 +5,7 @@ MLflow and runs the DVC pipeline. The rest comes with an extra (``pip install 'r
 ``rlpipe[all]`` for everything), and every place that imports an optional package goes through
 :func:`require`: when the package is missing the command stops with one line, before any env step
 or file write, e.g. ``env.id: HalfCheetah-v5 needs envpool: pip install 'rlpipe[envpool]'``
-(a :class:`~rlpipe.config.ConfigError`: exit code 2).
+(a :class:`~rlpipe.errors.ConfigError`: exit code 2).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import importlib
 from collections.abc import Iterable
 from types import ModuleType
 
-from rlpipe.config.errors import ConfigError
+from rlpipe.errors import ConfigError
 
 __all__ = ["EXTRAS", "MINARI", "ONNX_EXPORT", "VIDEO", "install_hint", "is_installed", "require",
            "require_all"]

@@ -1,4 +1,4 @@
-"""rlpipe.config.extras: the one helper every optional import goes through, and its table of extras."""
+"""rlpipe.extras: the one helper every optional import goes through, and its table of extras."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from rlpipe.config import ConfigError
-from rlpipe.config.extras import EXTRAS, install_hint, is_installed, require
+from rlpipe.extras import EXTRAS, install_hint, is_installed, require
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
