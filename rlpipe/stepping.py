@@ -16,7 +16,7 @@ step)``; after the loop it fills what the loop left: ``value``, ``final_value`` 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from tensordict import TensorDict
@@ -25,6 +25,9 @@ from rlpipe.envs import BatchedEnv, StepResult
 from rlpipe.envs.base import Obs
 from rlpipe.policies import Policy
 from rlpipe.rollout import ACTION_MEAN, RECURRENT_STATE
+
+if TYPE_CHECKING:
+    from rlpipe.policies.trainable import TrainablePolicy
 
 __all__ = ["RecurrentStepper", "StatelessStepper", "act_and_step", "make_stepper"]
 
@@ -52,7 +55,8 @@ class StatelessStepper:
     extras: Extras = {}
     """Rollout keys this stepper adds to the schema's (none)."""
 
-    def __init__(self, env: BatchedEnv, policy: Policy, deterministic: bool, mode_policy: Any) -> None:
+    def __init__(self, env: BatchedEnv, policy: Policy, deterministic: bool,
+                 mode_policy: Policy | None) -> None:
         self.env, self.policy, self.deterministic = env, policy, deterministic
         self.mode_policy = mode_policy
         """Whose deterministic action the rollout records as ``action_mean``; ``None``: not recorded."""
@@ -110,10 +114,12 @@ class StatelessStepper:
 class RecurrentStepper(StatelessStepper):
     """A recurrent policy: carries the core state ``[N, S]``; values from the same core step as the action."""
 
-    policy: Any
+    policy: TrainablePolicy
     """A recurrent policy: ``state_size``, ``sample_step`` and ``step_value`` besides ``Policy``'s methods."""
+    mode_policy: TrainablePolicy | None
 
-    def __init__(self, env: BatchedEnv, policy: Any, deterministic: bool, mode_policy: Any,
+    def __init__(self, env: BatchedEnv, policy: TrainablePolicy, deterministic: bool,
+                 mode_policy: TrainablePolicy | None,
                  horizon: int, seq_len: int | None, seqs_per_state_reset: int) -> None:
         super().__init__(env, policy, deterministic, mode_policy)
         n, size = env.num_envs, policy.state_size
@@ -175,10 +181,12 @@ class RecurrentStepper(StatelessStepper):
         self.state.copy_(state[RECURRENT_STATE])
 
 
-def make_stepper(env: BatchedEnv, policy: Any, horizon: int, deterministic: bool, mode_policy: Any,
+def make_stepper(env: BatchedEnv, policy: Policy, horizon: int, deterministic: bool,
+                 mode_policy: Policy | None,
                  seq_len: int | None = None, seqs_per_state_reset: int = -1) -> StatelessStepper:
     """The stepper for ``policy``: its ``is_recurrent``, read here once for the collector."""
     if policy.is_recurrent:
-        return RecurrentStepper(env, policy, deterministic, mode_policy, horizon, seq_len,
-                                seqs_per_state_reset)
+        recurrent = cast("TrainablePolicy", policy)  # is_recurrent: it has the core steps
+        return RecurrentStepper(env, recurrent, deterministic, cast("TrainablePolicy | None", mode_policy),
+                                horizon, seq_len, seqs_per_state_reset)
     return StatelessStepper(env, policy, deterministic, mode_policy)
