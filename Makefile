@@ -33,6 +33,7 @@ docs: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check rlpipe tests benchmarks dvc_stages examples
+	$(BIN)/ruff format --check rlpipe tests benchmarks dvc_stages examples
 	$(BIN)/lint-imports
 
 clean:

@@ -34,7 +34,10 @@ def iqm(scores: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 AGGREGATES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "iqm": iqm, "mean": lambda s: s.mean(axis=-1), "median": lambda s: np.median(s, axis=-1)}
+    "iqm": iqm,
+    "mean": lambda s: s.mean(axis=-1),
+    "median": lambda s: np.median(s, axis=-1),
+}
 """Each maps ``[..., seeds]`` to ``[...]``."""
 
 
@@ -81,8 +84,9 @@ def share_above(ratios: np.ndarray, taus: np.ndarray) -> np.ndarray:
     return np.mean(ratios[..., :, None] > taus, axis=-2)
 
 
-def profile(ratios: Sequence[Sequence[float]], taus: np.ndarray = PROFILE_TAUS,
-            reps: int = 2_000) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def profile(
+    ratios: Sequence[Sequence[float]], taus: np.ndarray = PROFILE_TAUS, reps: int = 2_000
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The performance profile over tasks: at each τ, the share of runs whose ratio exceeds τ.
 
     Each task weighs the same whatever its number of seeds (the share within each task, averaged over

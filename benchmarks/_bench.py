@@ -196,9 +196,11 @@ def print_machine() -> None:
     """One line saying how loaded the machine was, to read the absolute times against."""
     env = environment()
     busy = env["loadavg_1min_at_end"] > (env["cpu_count"] or 1)
-    print(f"machine: {env['cpu_count']} CPUs, torch threads {env['torch_threads']}, load average "
-          f"{env['loadavg_1min_at_start']} at start, {env['loadavg_1min_at_end']} at end"
-          f"{' (loaded: absolute times are inflated, compare ratios)' if busy else ''}")
+    print(
+        f"machine: {env['cpu_count']} CPUs, torch threads {env['torch_threads']}, load average "
+        f"{env['loadavg_1min_at_start']} at start, {env['loadavg_1min_at_end']} at end"
+        f"{' (loaded: absolute times are inflated, compare ratios)' if busy else ''}"
+    )
 
 
 def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str, str]]) -> None:
@@ -244,8 +246,9 @@ RECHECK = ["eval.num_envs=16", "eval.num_episodes=4", "eval.deterministic=true",
 """The re-evaluation of a trained checkpoint: 64 fresh deterministic episodes."""
 
 
-def train_to_threshold(params: Path, seed: int, threshold: float, overrides: Sequence[str],
-                       stop_at_threshold: bool = True) -> dict[str, Any]:
+def train_to_threshold(
+    params: Path, seed: int, threshold: float, overrides: Sequence[str], stop_at_threshold: bool = True
+) -> dict[str, Any]:
     """Train ``params`` for ``seed`` until its online eval reaches ``threshold`` (or the whole budget).
 
     The store stays on (a temporary ``trainer.data_dir``), tracking is off. The final checkpoint is
@@ -260,8 +263,16 @@ def train_to_threshold(params: Path, seed: int, threshold: float, overrides: Seq
     stop = f"[{{metric: {EVAL_KEY}, min: {threshold}}}]" if stop_at_threshold else "[]"
     wall_start, cpu_start = time.perf_counter(), time.process_time()
     with tempfile.TemporaryDirectory(prefix="rlpipe-threshold-") as data_dir:
-        cfg = load_cfg(params, [f"trainer.seed={seed}", "tracking.backend=none",
-                                f"trainer.data_dir={data_dir}", f"trainer.stop_when={stop}", *overrides])
+        cfg = load_cfg(
+            params,
+            [
+                f"trainer.seed={seed}",
+                "tracking.backend=none",
+                f"trainer.data_dir={data_dir}",
+                f"trainer.stop_when={stop}",
+                *overrides,
+            ],
+        )
         trainer = start_quietly(Trainer(cfg))
         train_s, metrics, curve, solve_steps, summary = 0.0, {}, [], None, {}
         try:
@@ -275,7 +286,15 @@ def train_to_threshold(params: Path, seed: int, threshold: float, overrides: Seq
         finally:
             summary = trainer.close()
         recheck = evaluate_checkpoint(load_cfg(cfg, RECHECK), None, out=Path(data_dir) / "recheck.json")
-    return {"solve_env_steps": solve_steps, "iteration": trainer.iteration, "env_steps": trainer.env_steps,
-            "metrics": metrics, "summary": summary or {}, "eval_curve": curve, "recheck": recheck,
-            "train_s": train_s, "cpu_s": time.process_time() - cpu_start,
-            "wall_s": time.perf_counter() - wall_start}
+    return {
+        "solve_env_steps": solve_steps,
+        "iteration": trainer.iteration,
+        "env_steps": trainer.env_steps,
+        "metrics": metrics,
+        "summary": summary or {},
+        "eval_curve": curve,
+        "recheck": recheck,
+        "train_s": train_s,
+        "cpu_s": time.process_time() - cpu_start,
+        "wall_s": time.perf_counter() - wall_start,
+    }

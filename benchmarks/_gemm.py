@@ -55,12 +55,15 @@ def gemm_rates(rows: int, width: int, device: str, bf16: bool) -> dict[str, floa
     1024³, fp32 (and bf16 when ``bf16``; sizes cut to 1024 rows and 256³ where bf16 is emulated)."""
     import torch
 
-    rates = {"layer_fp32": gemm_rate(rows, width, width, torch.float32, device),
-             "square_fp32": gemm_rate(1024, 1024, 1024, torch.float32, device)}
+    rates = {
+        "layer_fp32": gemm_rate(rows, width, width, torch.float32, device),
+        "square_fp32": gemm_rate(1024, 1024, 1024, torch.float32, device),
+    }
     if bf16:
         native = bf16_native(device)
-        rates["layer_bf16"] = gemm_rate(rows if native else min(rows, 1024), width, width,
-                                        torch.bfloat16, device)
+        rates["layer_bf16"] = gemm_rate(
+            rows if native else min(rows, 1024), width, width, torch.bfloat16, device
+        )
         square = 1024 if native else 256
         rates["square_bf16"] = gemm_rate(square, square, square, torch.bfloat16, device)
     return rates

@@ -19,19 +19,34 @@ class Reference(NamedTuple):
 
 
 def _rl_zoo(env: str, value: float, budget: int) -> Reference:
-    return Reference(value, budget, "rl-baselines3-zoo", f"rl-baselines3-zoo benchmark.md (github.com/DLR-RM/"
-                     f"rl-baselines3-zoo), ppo {env}: one trained agent, mean deterministic eval return")
+    return Reference(
+        value,
+        budget,
+        "rl-baselines3-zoo",
+        f"rl-baselines3-zoo benchmark.md (github.com/DLR-RM/"
+        f"rl-baselines3-zoo), ppo {env}: one trained agent, mean deterministic eval return",
+    )
 
 
 def _cleanrl(env: str, value: float) -> Reference:
-    return Reference(value, 8_000_000, "CleanRL", f"CleanRL docs, rl-algorithms/rpo.md (docs.cleanrl.dev): "
-                     f"ppo_continuous_action_8M on {env}, mean over seeds of the episodic training return")
+    return Reference(
+        value,
+        8_000_000,
+        "CleanRL",
+        f"CleanRL docs, rl-algorithms/rpo.md (docs.cleanrl.dev): "
+        f"ppo_continuous_action_8M on {env}, mean over seeds of the episodic training return",
+    )
 
 
 def _tianshou(env: str, value: float) -> Reference:
-    return Reference(value, 1_000_000, "Tianshou", f"Tianshou examples/mujoco/README.md (github.com/thu-ml/"
-                     f"tianshou), PPO {env}, one hyperparameter set for every task: the best test return "
-                     f"over the first 1M steps, mean of 10 seeds (a max over the run, not a final return)")
+    return Reference(
+        value,
+        1_000_000,
+        "Tianshou",
+        f"Tianshou examples/mujoco/README.md (github.com/thu-ml/"
+        f"tianshou), PPO {env}, one hyperparameter set for every task: the best test return "
+        f"over the first 1M steps, mean of 10 seeds (a max over the run, not a final return)",
+    )
 
 
 def _versions(stem: str, versions: Iterable[str], ref: Reference) -> dict[tuple[str, str], Reference]:
@@ -70,11 +85,13 @@ REFERENCES: dict[tuple[str, str], Reference] = {
     **_versions("HumanoidStandup", ("v2", "v4", "v5"), _cleanrl("HumanoidStandup-v4", 109325.87)),
     **_versions("InvertedPendulum", ("v4", "v5"), _cleanrl("InvertedPendulum-v4", 888.83)),
     ("CartPole-v1", "ppo"): _rl_zoo("CartPole-v1", 500.0, 100_000),
-    ("CartPole", "ppo"): _rl_zoo("CartPole-v1 (the torch CartPole has its dynamics and 500-step limit)",
-                                 500.0, 100_000),
+    ("CartPole", "ppo"): _rl_zoo(
+        "CartPole-v1 (the torch CartPole has its dynamics and 500-step limit)", 500.0, 100_000
+    ),
     ("Pendulum-v1", "ppo"): _rl_zoo("Pendulum-v1", -172.225, 100_000),
-    ("Pendulum", "ppo"): _rl_zoo("Pendulum-v1 (the torch Pendulum has its dynamics, cost and 200-step limit)",
-                                 -172.225, 100_000),
+    ("Pendulum", "ppo"): _rl_zoo(
+        "Pendulum-v1 (the torch Pendulum has its dynamics, cost and 200-step limit)", -172.225, 100_000
+    ),
     **{(env, "ppo"): _cleanrl(name, value) for env, (name, value) in _DM_CONTROL.items()},
 }
 """Published final returns by (env id, ``algorithm.name``). The rl-baselines3-zoo figures were measured
@@ -82,9 +99,13 @@ on the ``-v3`` MuJoCo envs, Tianshou's on Humanoid-v3 (budget-matched and above 
 steps) and CleanRL's on ``-v4`` and dm_control; a pair not listed has none."""
 TASK_REFERENCES: dict[str, Reference] = {
     "cartpole_novel": Reference(
-        500.0, 100_000, "rl-baselines3-zoo", "rl-baselines3-zoo benchmark.md (github.com/DLR-RM/"
+        500.0,
+        100_000,
+        "rl-baselines3-zoo",
+        "rl-baselines3-zoo benchmark.md (github.com/DLR-RM/"
         "rl-baselines3-zoo), ppo_lstm CartPoleNoVel-v1 (CartPole-v1 with the velocities masked): one "
-        "trained agent, mean deterministic eval return"),
+        "trained agent, mean deterministic eval return",
+    ),
 }
 """Published figures for a task whose env id alone does not name it (a variant of a listed env)."""
 
@@ -100,8 +121,10 @@ def why_none(env_id: str, algorithm: str) -> str:
     if env_id.startswith("MetaWorld/"):
         return "none found: no published PPO return on Meta-World v3"
     if env_id in PLAYGROUND_IDS:
-        return ("none found: MuJoCo Playground (arXiv 2502.08844) shows its PPO results as reward curves, "
-                "trained on a GPU for far more env steps, not as numbers")
+        return (
+            "none found: MuJoCo Playground (arXiv 2502.08844) shows its PPO results as reward curves, "
+            "trained on a GPU for far more env steps, not as numbers"
+        )
     if env_id == "PushCube":
         return "none found: PushCube is rlpipe's own task"
     return "none found"
@@ -110,5 +133,8 @@ def why_none(env_id: str, algorithm: str) -> str:
 def reference(env_id: str, algorithm: str, task: str | None = None) -> dict[str, Any]:
     """The published figure of ``task`` or else (env id, algorithm): ``{value, budget, by, source}``."""
     ref = TASK_REFERENCES.get(task) or REFERENCES.get((env_id, algorithm))
-    return ref._asdict() if ref else {"value": None, "budget": None, "by": None,
-                                      "source": why_none(env_id, algorithm)}
+    return (
+        ref._asdict()
+        if ref
+        else {"value": None, "budget": None, "by": None, "source": why_none(env_id, algorithm)}
+    )

@@ -41,9 +41,12 @@ def read_curve(path: Path) -> dict[str, list[float | None]]:
     stride = max(1, math.ceil(len(train) / MAX_POINTS))
     keep = sorted({*range(0, len(train), stride), len(train) - 1} - {-1})
     evals = [r for r in rows if number(r.get("eval/return_mean")) is not None]
-    curve = {"env_steps": [train[i][0] for i in keep], "train_return": [train[i][1] for i in keep],
-             "eval_env_steps": [number(r["env_steps"]) for r in evals],
-             "eval_return": [number(r["eval/return_mean"]) for r in evals]}
+    curve = {
+        "env_steps": [train[i][0] for i in keep],
+        "train_return": [train[i][1] for i in keep],
+        "eval_env_steps": [number(r["env_steps"]) for r in evals],
+        "eval_return": [number(r["eval/return_mean"]) for r in evals],
+    }
     if any(number(r.get("eval/success_rate")) is not None for r in evals):
         curve["eval_success_rate"] = [number(r.get("eval/success_rate")) for r in evals]
     return curve
@@ -55,8 +58,11 @@ def mean(values: Iterable[float | None]) -> float | None:
     return statistics.fmean(measured) if measured else None
 
 
-def summarize(rows: list[dict[str, Any]], reference: Callable[[str, str, str], dict[str, Any]],
-              png: Callable[[str], str]) -> dict[str, dict[str, Any]]:
+def summarize(
+    rows: list[dict[str, Any]],
+    reference: Callable[[str, str, str], dict[str, Any]],
+    png: Callable[[str], str],
+) -> dict[str, dict[str, Any]]:
     """Per task: the final eval return over seeds, the reference and the ratio to it.
 
     The return as mean ± population std, and as IQM, mean and median each with its 95 %
@@ -76,21 +82,31 @@ def summarize(rows: list[dict[str, Any]], reference: Callable[[str, str, str], d
         estimates = with_intervals(evals) if evals else None
         ratios = [v / ref["value"] for v in evals] if measured else None
         summary[task] = {
-            "task": task, "config": first["config"], "env_id": first["env_id"],
-            "algorithm": first["algorithm"], "seeds": [r["seed"] for r in group], "n": len(evals),
+            "task": task,
+            "config": first["config"],
+            "env_id": first["env_id"],
+            "algorithm": first["algorithm"],
+            "seeds": [r["seed"] for r in group],
+            "n": len(evals),
             "budget_env_steps": max(r["budget_env_steps"] for r in group),
             "env_steps_mean": mean(r["env_steps"] for r in group),
-            "eval_return_mean": eval_mean, "eval_return_std": statistics.pstdev(evals) if evals else None,
+            "eval_return_mean": eval_mean,
+            "eval_return_std": statistics.pstdev(evals) if evals else None,
             "eval_success_rate_mean": mean(r["eval_success_rate"] for r in group),
             "eval_success_at_end_mean": mean(r["eval_success_at_end"] for r in group),
             "train_return_mean": mean(r["train_return"] for r in group),
-            "wall_s_mean": mean(r["wall_s"] for r in group), "cpu_s_mean": mean(r["cpu_s"] for r in group),
+            "wall_s_mean": mean(r["wall_s"] for r in group),
+            "cpu_s_mean": mean(r["cpu_s"] for r in group),
             "env_steps_per_s_mean": mean(r["env_steps_per_s"] for r in group),
-            "reference": ref["value"], "reference_budget": ref["budget"], "reference_by": ref["by"],
+            "reference": ref["value"],
+            "reference_budget": ref["budget"],
+            "reference_by": ref["by"],
             "reference_source": ref["source"],
             "ratio_to_reference": eval_mean / ref["value"] if measured else None,
-            "eval_return_ci": estimates, "ratio_ci": scaled(estimates, ref["value"]) if measured else None,
-            "ratios": ratios, "seeds_at_least": fractions_at_least(ratios) if ratios else None,
+            "eval_return_ci": estimates,
+            "ratio_ci": scaled(estimates, ref["value"]) if measured else None,
+            "ratios": ratios,
+            "seeds_at_least": fractions_at_least(ratios) if ratios else None,
             "curve_png": png(task),
         }
     return summary
@@ -122,17 +138,39 @@ def plot(task: str, rows: list[dict[str, Any]], summary: dict[str, Any], path: P
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     evals, train = by_step(rows, "eval_env_steps", "eval_return"), by_step(rows, "env_steps", "train_return")
     if train:
-        ax.plot(list(train), [statistics.fmean(v) for v in train.values()], ":", color="tab:gray",
-                label="training return, mean over seeds")
+        ax.plot(
+            list(train),
+            [statistics.fmean(v) for v in train.values()],
+            ":",
+            color="tab:gray",
+            label="training return, mean over seeds",
+        )
     if evals:
-        ax.fill_between(list(evals), [min(v) for v in evals.values()], [max(v) for v in evals.values()],
-                        alpha=0.25, color="tab:blue", label="eval return, min–max over seeds")
-        ax.plot(list(evals), [statistics.fmean(v) for v in evals.values()], "-o", color="tab:blue",
-                markersize=3, label=f"eval return (deterministic), mean of {summary['n']} seed(s)")
+        ax.fill_between(
+            list(evals),
+            [min(v) for v in evals.values()],
+            [max(v) for v in evals.values()],
+            alpha=0.25,
+            color="tab:blue",
+            label="eval return, min–max over seeds",
+        )
+        ax.plot(
+            list(evals),
+            [statistics.fmean(v) for v in evals.values()],
+            "-o",
+            color="tab:blue",
+            markersize=3,
+            label=f"eval return (deterministic), mean of {summary['n']} seed(s)",
+        )
     if summary["reference"] is not None:
-        ax.axhline(summary["reference"], ls="--", color="black", lw=1,
-                   label=f"reference {summary['reference']:,.0f} ({summary['reference_by']}, "
-                         f"{summary['reference_budget']:,} steps)")
+        ax.axhline(
+            summary["reference"],
+            ls="--",
+            color="black",
+            lw=1,
+            label=f"reference {summary['reference']:,.0f} ({summary['reference_by']}, "
+            f"{summary['reference_budget']:,} steps)",
+        )
     ax.set(xlabel="env steps", ylabel="return", title=f"{task}: {summary['env_id']}, {summary['algorithm']}")
     ax.legend(fontsize="small")
     save(fig, path)
@@ -149,18 +187,39 @@ def plot_ratios(summary: dict[str, dict[str, Any]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7.2, 1.6 + 0.32 * len(tasks)))
     for y, task in enumerate(reversed(tasks)):
         point, low, high = task["ratio_ci"]["iqm"]
-        ax.errorbar(point, y, xerr=[[point - low], [high - point]], fmt="s", color="tab:blue", capsize=3,
-                    label="IQM over seeds, 95 % CI" if y == 0 else None)
-        ax.plot(task["ratios"], [y] * len(task["ratios"]), "o", mfc="none", color="tab:gray", ms=4,
-                label="one seed" if y == 0 else None)
+        ax.errorbar(
+            point,
+            y,
+            xerr=[[point - low], [high - point]],
+            fmt="s",
+            color="tab:blue",
+            capsize=3,
+            label="IQM over seeds, 95 % CI" if y == 0 else None,
+        )
+        ax.plot(
+            task["ratios"],
+            [y] * len(task["ratios"]),
+            "o",
+            mfc="none",
+            color="tab:gray",
+            ms=4,
+            label="one seed" if y == 0 else None,
+        )
     for x in (*THRESHOLDS, 1.0):
         ax.axvline(x, ls="--" if x == 1.0 else ":", color="black", lw=0.8)
     ax.set_yticks(range(len(tasks)), [f"{t['task']} ({t['n']} seeds)" for t in reversed(tasks)], fontsize=8)
-    ax.set(xlabel="final eval return / reference", xlim=(0, max([2.0] + [max(t["ratios"]) for t in tasks])),
-           title="Ratio to the published reference (dotted: 0.5× and 0.8×)")
+    ax.set(
+        xlabel="final eval return / reference",
+        xlim=(0, max([2.0] + [max(t["ratios"]) for t in tasks])),
+        title="Ratio to the published reference (dotted: 0.5× and 0.8×)",
+    )
     if tasks:  # below the axes: no task's interval hidden behind it
-        ax.legend(fontsize="small", loc="upper center", ncol=2,
-                  bbox_to_anchor=(0.5, -0.55 / (0.6 + 0.32 * len(tasks))))
+        ax.legend(
+            fontsize="small",
+            loc="upper center",
+            ncol=2,
+            bbox_to_anchor=(0.5, -0.55 / (0.6 + 0.32 * len(tasks))),
+        )
     save(fig, path, tight=True)
 
 
@@ -171,12 +230,20 @@ def plot_profile(summary: dict[str, dict[str, Any]], path: Path) -> None:
     if tasks:
         point, low, high = profile([t["ratios"] for t in tasks])
         ax.fill_between(PROFILE_TAUS, low, high, alpha=0.25, color="tab:blue", label="95 % CI")
-        ax.plot(PROFILE_TAUS, point, color="tab:blue",
-                label=f"{len(tasks)} tasks, {sum(t['n'] for t in tasks)} runs")
+        ax.plot(
+            PROFILE_TAUS,
+            point,
+            color="tab:blue",
+            label=f"{len(tasks)} tasks, {sum(t['n'] for t in tasks)} runs",
+        )
     for x in (*THRESHOLDS, 1.0):
         ax.axvline(x, ls="--" if x == 1.0 else ":", color="black", lw=0.8)
-    ax.set(xlabel="τ (final eval return / reference)", ylabel="share of runs with ratio > τ", ylim=(0, 1.02),
-           title="Performance profile (each task weighs the same)")
+    ax.set(
+        xlabel="τ (final eval return / reference)",
+        ylabel="share of runs with ratio > τ",
+        ylim=(0, 1.02),
+        title="Performance profile (each task weighs the same)",
+    )
     if tasks:
         ax.legend(fontsize="small")
     save(fig, path)

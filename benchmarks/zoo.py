@@ -106,11 +106,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument
     add("--tasks", nargs="+", default=None, help="config stems in --configs (default: all)")
-    add("--seeds", nargs="+", default=["0-2"], metavar="SEEDS",
-        help="trainer.seed values: integers and inclusive ranges, e.g. 0-9 or 0 1 2 (default 0-2)")
+    add(
+        "--seeds",
+        nargs="+",
+        default=["0-2"],
+        metavar="SEEDS",
+        help="trainer.seed values: integers and inclusive ranges, e.g. 0-9 or 0 1 2 (default 0-2)",
+    )
     add("--iterations", type=int, default=None, help="trainer.iterations of every run")
-    add("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="config override for every run (repeatable), as rlpipe run --set")
+    add(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override for every run (repeatable), as rlpipe run --set",
+    )
     add("--jobs", type=int, default=1, help="runs at once, each its own process (default 1)")
     add("--threads", type=int, default=1, help="trainer.num_threads of every run (default 1)")
     add("--checkpoints", type=int, default=10, help="at least this many checkpoints a run (default 10)")
@@ -119,8 +130,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--json", type=Path, default=RESULTS / "zoo.json", help="results JSON (default: results/zoo.json)")
     add("--plots", type=Path, default=RESULTS / "zoo", help="curve PNGs (default: results/zoo/)")
     add("--mlflow-uri", default=None, help="MLFLOW_TRACKING_URI of the runs (default: rlpipe's)")
-    add("--from-json", action="store_true",
-        help="train nothing: recompute the summary and figures from the rows of --json")
+    add(
+        "--from-json",
+        action="store_true",
+        help="train nothing: recompute the summary and figures from the rows of --json",
+    )
     args = parser.parse_args(argv)
     try:
         args.seeds = seed_list(args.seeds)
@@ -136,8 +150,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     known = {p.stem: p for p in configs}
     unknown = [t for t in args.tasks or [] if t not in known]
     if not known or unknown:
-        parser.error(f"--tasks: no config {args.configs}/{(unknown or ['*'])[0]}.yaml; accepted: "
-                     f"{', '.join(known) or 'none (the folder holds no .yaml)'}")
+        parser.error(
+            f"--tasks: no config {args.configs}/{(unknown or ['*'])[0]}.yaml; accepted: "
+            f"{', '.join(known) or 'none (the folder holds no .yaml)'}"
+        )
     args.task_configs = {t: known[t] for t in (args.tasks or known)}
     return args
 
@@ -162,14 +178,19 @@ def plan(args: argparse.Namespace) -> list[Run]:
     runs = []
     for task, config in args.task_configs.items():
         for seed in args.seeds:
-            overrides = [*args.overrides, f"trainer.seed={seed}", f"trainer.exp_name=zoo_{task}",
-                         f"trainer.data_dir={args.out / task / f'seed{seed}'}",
-                         f"trainer.num_threads={args.threads}",
-                         *([f"trainer.iterations={args.iterations}"] if args.iterations else [])]
+            overrides = [
+                *args.overrides,
+                f"trainer.seed={seed}",
+                f"trainer.exp_name=zoo_{task}",
+                f"trainer.data_dir={args.out / task / f'seed{seed}'}",
+                f"trainer.num_threads={args.threads}",
+                *([f"trainer.iterations={args.iterations}"] if args.iterations else []),
+            ]
             try:
                 cfg = load(config, overrides)
-                every = math.ceil(cfg.trainer.iterations * cfg.trainer.num_envs * cfg.trainer.buffer_size
-                                  / args.checkpoints)
+                every = math.ceil(
+                    cfg.trainer.iterations * cfg.trainer.num_envs * cfg.trainer.buffer_size / args.checkpoints
+                )
                 if every < cfg.trainer.save_freq:
                     overrides.append(f"trainer.save_freq={every}")
                     cfg = load(config, overrides)
@@ -205,15 +226,21 @@ def other_params(run: Run) -> str | None:
     except (ConfigError, OSError) as exc:
         return f"{run.layout.params}: {exc}"
     shown = "; ".join(f"{key}: {a!r} there, {b!r} now" for key, a, b in diffs[:3])
-    return (f"{run.layout.root}: finished with other training params ({shown}); use another --out or delete "
-            "it") if diffs else None
+    return (
+        (f"{run.layout.root}: finished with other training params ({shown}); use another --out or delete it")
+        if diffs
+        else None
+    )
 
 
 def execute(run: Run, mlflow_uri: str | None) -> dict[str, Any]:
     """``rlpipe run`` (``--resume`` when the run directory holds a run) until it exits; append its segment."""
     resume = run.layout.holds_run()
-    print(f"{run.task} seed {run.seed}: {'resuming' if resume else 'starting'} "
-          f"(log: {relative(run.data_dir / LOG)})", flush=True)
+    print(
+        f"{run.task} seed {run.seed}: {'resuming' if resume else 'starting'} "
+        f"(log: {relative(run.data_dir / LOG)})",
+        flush=True,
+    )
     args = ["run", str(run.config), *(a for o in run.overrides for a in ("--set", o))]
     args += ["--resume"] if resume else []
     env = {**os.environ, **({"MLFLOW_TRACKING_URI": mlflow_uri} if mlflow_uri else {})}
@@ -222,13 +249,23 @@ def execute(run: Run, mlflow_uri: str | None) -> dict[str, Any]:
         log.write(f"$ {shlex.join(['rlpipe', *args])}\n")
         log.flush()
         start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "rlpipe", *args], cwd=PROJECT_ROOT, env=env,
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rlpipe", *args],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         _, status, usage = os.wait4(proc.pid, 0)  # the child's own CPU time, even with other jobs running
         proc.returncode = os.waitstatus_to_exitcode(status)
     wall, cpu = time.perf_counter() - start, usage.ru_utime + usage.ru_stime
-    segment = {"resume": resume, "returncode": proc.returncode, "wall_s": round(wall, 3),
-               "cpu_s": round(cpu, 3)}
+    segment = {
+        "resume": resume,
+        "returncode": proc.returncode,
+        "wall_s": round(wall, 3),
+        "cpu_s": round(cpu, 3),
+    }
     segments = read_json(run.data_dir / SEGMENTS) or []
     (run.data_dir / SEGMENTS).write_text(json.dumps([*segments, segment], indent=1) + "\n")
     return segment
@@ -245,19 +282,30 @@ def record(run: Run, metrics: dict[str, Any]) -> dict[str, Any]:
     segments = read_json(run.data_dir / SEGMENTS) or []
     wall = metrics.get("wall_s")
     return {
-        "task": run.task, "config": relative(run.config), "env_id": run.cfg.env.id,
-        "algorithm": run.cfg.algorithm.name, "seed": run.seed, "run_dir": relative(run.layout.root),
-        "iterations": metrics.get("iterations"), "env_steps": metrics.get("env_steps"),
-        "budget_env_steps": run.budget, "stopped_by": metrics.get("stopped_by"),
-        "eval_return": metrics.get("eval/return_mean"), "eval_return_std": metrics.get("eval/return_std"),
-        "eval_episodes": metrics.get("eval/episodes"), "eval_success_rate": metrics.get("eval/success_rate"),
+        "task": run.task,
+        "config": relative(run.config),
+        "env_id": run.cfg.env.id,
+        "algorithm": run.cfg.algorithm.name,
+        "seed": run.seed,
+        "run_dir": relative(run.layout.root),
+        "iterations": metrics.get("iterations"),
+        "env_steps": metrics.get("env_steps"),
+        "budget_env_steps": run.budget,
+        "stopped_by": metrics.get("stopped_by"),
+        "eval_return": metrics.get("eval/return_mean"),
+        "eval_return_std": metrics.get("eval/return_std"),
+        "eval_episodes": metrics.get("eval/episodes"),
+        "eval_success_rate": metrics.get("eval/success_rate"),
         "eval_success_at_end": metrics.get("eval/success_at_end"),
-        "train_return": metrics.get("train/episode_return_mean"), "wall_s": wall,
+        "train_return": metrics.get("train/episode_return_mean"),
+        "wall_s": wall,
         "env_steps_per_s": metrics["env_steps"] / wall if wall else None,
         "cpu_s": round(sum(s["cpu_s"] for s in segments), 3) if segments else None,
         "command_wall_s": round(sum(s["wall_s"] for s in segments), 3) if segments else None,
-        "segments": len(segments), "resumed": any(s["resume"] for s in segments),
-        "mlflow_run_id": metrics.get("mlflow_run_id"), "curve": read_curve(run.layout.curve),
+        "segments": len(segments),
+        "resumed": any(s["resume"] for s in segments),
+        "mlflow_run_id": metrics.get("mlflow_run_id"),
+        "curve": read_curve(run.layout.curve),
     }
 
 
@@ -279,15 +327,28 @@ def draw(plots: Path, rows: list[dict[str, Any]], tasks: set[str]) -> dict[str, 
     return summary
 
 
-def publish(args: argparse.Namespace, rows: list[dict[str, Any]], failed: list[dict[str, Any]],
-            tasks: set[str]) -> dict[str, dict[str, Any]]:
+def publish(
+    args: argparse.Namespace, rows: list[dict[str, Any]], failed: list[dict[str, Any]], tasks: set[str]
+) -> dict[str, dict[str, Any]]:
     """Rewrite the JSON with every row and redraw the curves of ``tasks``; return the summary."""
     rows = sorted(rows, key=lambda r: (r["task"], r["seed"]))
     summary = draw(args.plots, rows, tasks)
-    write_json(args.json, {"benchmark": "zoo", "configs": relative(args.configs), "out": relative(args.out),
-                           "seeds": args.seeds, "iterations": args.iterations, "overrides": args.overrides,
-                           "jobs": args.jobs, "threads": args.threads, "rows": rows, "summary": summary,
-                           "failed": failed})
+    write_json(
+        args.json,
+        {
+            "benchmark": "zoo",
+            "configs": relative(args.configs),
+            "out": relative(args.out),
+            "seeds": args.seeds,
+            "iterations": args.iterations,
+            "overrides": args.overrides,
+            "jobs": args.jobs,
+            "threads": args.threads,
+            "rows": rows,
+            "summary": summary,
+            "failed": failed,
+        },
+    )
     return summary
 
 
@@ -295,8 +356,11 @@ def from_json(args: argparse.Namespace) -> int:
     """Recompute the summary and every figure from the rows of ``--json``; train and read nothing else."""
     data = read_json(args.json)
     if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
-        print(f"error: --json {relative(args.json)}: no zoo results there (a JSON object with 'rows' written "
-              "by benchmarks/zoo.py)", file=sys.stderr)
+        print(
+            f"error: --json {relative(args.json)}: no zoo results there (a JSON object with 'rows' written "
+            "by benchmarks/zoo.py)",
+            file=sys.stderr,
+        )
         return 2
     rows = sorted(data["rows"], key=lambda r: (r["task"], r["seed"]))
     data["summary"] = draw(args.plots, rows, {r["task"] for r in rows})
@@ -336,19 +400,32 @@ def main(argv: list[str] | None = None) -> int:
                 run, segment = started[future], future.result()
                 metrics = finished(run)
                 if metrics is None:
-                    failed.append({"task": run.task, "seed": run.seed, "returncode": segment["returncode"],
-                                   "log": relative(run.data_dir / LOG)})
-                    print(f"{run.task} seed {run.seed}: exit {segment['returncode']}, not finished; see "
-                          f"{relative(run.data_dir / LOG)}; run this command again to resume it",
-                          file=sys.stderr)
+                    failed.append(
+                        {
+                            "task": run.task,
+                            "seed": run.seed,
+                            "returncode": segment["returncode"],
+                            "log": relative(run.data_dir / LOG),
+                        }
+                    )
+                    print(
+                        f"{run.task} seed {run.seed}: exit {segment['returncode']}, not finished; see "
+                        f"{relative(run.data_dir / LOG)}; run this command again to resume it",
+                        file=sys.stderr,
+                    )
                     continue
                 rows.append(record(run, metrics))
-                print(f"{run.task} seed {run.seed}: eval return {rows[-1]['eval_return']}, "
-                      f"{segment['wall_s']:.0f} s", flush=True)
+                print(
+                    f"{run.task} seed {run.seed}: eval return {rows[-1]['eval_return']}, "
+                    f"{segment['wall_s']:.0f} s",
+                    flush=True,
+                )
                 publish(args, rows, failed, {run.task})
     except KeyboardInterrupt:
-        print("interrupted: each run checkpoints and stops; run the same command again to resume",
-              file=sys.stderr)
+        print(
+            "interrupted: each run checkpoints and stops; run the same command again to resume",
+            file=sys.stderr,
+        )
         return 130
     summary = publish(args, rows, failed, {r.task for r in runs})
     if summary:
@@ -370,12 +447,23 @@ def console_rows(summary: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 COLUMNS = [
-    ("task", "task", ""), ("env_id", "env", ""), ("n", "seeds", ""), ("env_steps_mean", "env steps", ",.0f"),
-    ("iqm", "IQM", ",.1f"), ("iqm_low", "CI low", ",.1f"), ("iqm_high", "CI high", ",.1f"),
-    ("eval_return_mean", "mean", ",.1f"), ("eval_return_std", "± std", ",.1f"),
-    ("reference", "reference", ",.1f"), ("ratio_iqm", "ratio IQM", ".2f"), ("ratio_iqm_low", "low", ".2f"),
-    ("ratio_iqm_high", "high", ".2f"), ("at_least_0.5", "≥0.5×", ".2f"), ("at_least_0.8", "≥0.8×", ".2f"),
-    ("wall_s_mean", "wall s", ",.0f"), ("env_steps_per_s_mean", "env steps/s", ",.0f"),
+    ("task", "task", ""),
+    ("env_id", "env", ""),
+    ("n", "seeds", ""),
+    ("env_steps_mean", "env steps", ",.0f"),
+    ("iqm", "IQM", ",.1f"),
+    ("iqm_low", "CI low", ",.1f"),
+    ("iqm_high", "CI high", ",.1f"),
+    ("eval_return_mean", "mean", ",.1f"),
+    ("eval_return_std", "± std", ",.1f"),
+    ("reference", "reference", ",.1f"),
+    ("ratio_iqm", "ratio IQM", ".2f"),
+    ("ratio_iqm_low", "low", ".2f"),
+    ("ratio_iqm_high", "high", ".2f"),
+    ("at_least_0.5", "≥0.5×", ".2f"),
+    ("at_least_0.8", "≥0.8×", ".2f"),
+    ("wall_s_mean", "wall s", ",.0f"),
+    ("env_steps_per_s_mean", "env steps/s", ",.0f"),
 ]
 
 

@@ -17,7 +17,7 @@ class PoleAngleSpread(Callback):
     """An SB3-style callback object: one method per event it listens to."""
 
     def on_after_collect(self, ctx):
-        angles = ctx.rollout["obs"][:, :-1, 2]          # [N, T] pole angle of every collected step
+        angles = ctx.rollout["obs"][:, :-1, 2]  # [N, T] pole angle of every collected step
         ctx.log("custom/pole_angle_std", float(angles.std()))
 
 
@@ -26,13 +26,20 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--data-dir", default="data")
     args = parser.parse_args()
-    trainer = Trainer.from_params("params.yaml", overrides={
-        "trainer.exp_name": "custom_metric", "trainer.data_dir": args.data_dir,
-        "trainer.iterations": args.iterations})
+    trainer = Trainer.from_params(
+        "params.yaml",
+        overrides={
+            "trainer.exp_name": "custom_metric",
+            "trainer.data_dir": args.data_dir,
+            "trainer.iterations": args.iterations,
+        },
+    )
     trainer.add_callback(PoleAngleSpread())
     summary = trainer.train()
-    print(f"logged custom/pole_angle_std for {summary['iterations']} iterations "
-          f"(MLflow run {trainer.mlflow_run_id})")
+    print(
+        f"logged custom/pole_angle_std for {summary['iterations']} iterations "
+        f"(MLflow run {trainer.mlflow_run_id})"
+    )
 
 
 if __name__ == "__main__":

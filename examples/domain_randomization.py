@@ -29,16 +29,22 @@ def main() -> None:
     args = parser.parse_args()
     trainer = Trainer.from_params(
         "params.yaml",
-        overrides={"trainer.exp_name": "windy_dr", "trainer.data_dir": args.data_dir,
-                   "trainer.iterations": args.iterations, "trainer.num_envs": 64},
+        overrides={
+            "trainer.exp_name": "windy_dr",
+            "trainer.data_dir": args.data_dir,
+            "trainer.iterations": args.iterations,
+            "trainer.num_envs": 64,
+        },
         env=lambda num_envs, device: WindyCartPole(num_envs, device),
         eval_env=lambda num_envs, device: WindyCartPole(num_envs, device),
     )
     trainer.add_event("after_update", randomize_wind, every=args.every, low=-2.0, high=2.0)
     trainer.add_event("after_update", lambda ctx: ctx.log("dr/wind", ctx.env.wind))
     summary = trainer.train()
-    print(f"trained under {args.iterations // args.every + 1} winds; eval return "
-          f"{summary.get('eval/return_mean', float('nan')):.1f}")
+    print(
+        f"trained under {args.iterations // args.every + 1} winds; eval return "
+        f"{summary.get('eval/return_mean', float('nan')):.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -13,8 +13,13 @@ from typing import Any
 __all__ = ["make"]
 
 
-def make(num_envs: int, device: str = "cpu", task: str = "Mjlab-Velocity-Flat-Unitree-Go1",
-         seed: int = 0, clip_actions: float | None = None) -> Any:
+def make(
+    num_envs: int,
+    device: str = "cpu",
+    task: str = "Mjlab-Velocity-Flat-Unitree-Go1",
+    seed: int = 0,
+    clip_actions: float | None = None,
+) -> Any:
     """``task`` with ``num_envs`` envs on ``device``, wrapped for rsl_rl (and so for rlpipe)."""
     import mjlab.tasks  # noqa: F401  # registers the tasks
     from mjlab.envs import ManagerBasedRlEnv

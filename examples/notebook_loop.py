@@ -15,13 +15,19 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--data-dir", default="data")
     args = parser.parse_args()
-    trainer = Trainer.from_params("params.yaml", overrides={
-        "trainer.exp_name": "notebook_loop", "trainer.data_dir": args.data_dir,
-        "trainer.iterations": args.iterations, "tracking.backend": "none"})
+    trainer = Trainer.from_params(
+        "params.yaml",
+        overrides={
+            "trainer.exp_name": "notebook_loop",
+            "trainer.data_dir": args.data_dir,
+            "trainer.iterations": args.iterations,
+            "tracking.backend": "none",
+        },
+    )
     returns = []
-    for metrics in trainer:                     # one dict per iteration, as the console row shows
+    for metrics in trainer:  # one dict per iteration, as the console row shows
         returns.append(metrics.get("train/episode_return_mean", 0.0))
-        if returns[-1] >= 475:                  # a notebook decides when it has seen enough
+        if returns[-1] >= 475:  # a notebook decides when it has seen enough
             break
     print(f"{len(returns)} iterations, last training return {returns[-1]:.1f}; run in {trainer.run_dir}")
 

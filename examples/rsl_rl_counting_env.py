@@ -23,8 +23,9 @@ class PointVecEnv:
 
     num_actions = 1
 
-    def __init__(self, num_envs: int, device: str = "cpu", max_episode_length: int = 50,
-                 seed: int = 0) -> None:
+    def __init__(
+        self, num_envs: int, device: str = "cpu", max_episode_length: int = 50, seed: int = 0
+    ) -> None:
         self.num_envs, self.device = num_envs, torch.device(device)
         self.max_episode_length, self.cfg = max_episode_length, {}
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
@@ -44,8 +45,11 @@ class PointVecEnv:
     def get_observations(self) -> TensorDict:
         """Groups ``policy`` ``[N, 1]`` (position error) and ``critic`` ``[N, 2]`` (+ target)."""
         error = (self.target - self.position).unsqueeze(-1)
-        return TensorDict({"policy": error, "critic": torch.cat([error, self.target.unsqueeze(-1)], -1)},
-                          batch_size=[self.num_envs], device=self.device)
+        return TensorDict(
+            {"policy": error, "critic": torch.cat([error, self.target.unsqueeze(-1)], -1)},
+            batch_size=[self.num_envs],
+            device=self.device,
+        )
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         """Move, reward ``-|error|``, time out and restart finished envs (rsl_rl's contract)."""

@@ -20,14 +20,20 @@ def main() -> None:
     args = parser.parse_args()
     trainer = Trainer.from_params(
         "params.yaml",
-        overrides={"trainer.exp_name": "windy_script", "trainer.data_dir": args.data_dir,
-                   "trainer.iterations": args.iterations, "trainer.num_envs": 64},
-        env=lambda num_envs, device: WindyCartPole(num_envs, device, wind=1.0),        # training envs
-        eval_env=lambda num_envs, device: WindyCartPole(num_envs, device, wind=1.0),   # eval envs
+        overrides={
+            "trainer.exp_name": "windy_script",
+            "trainer.data_dir": args.data_dir,
+            "trainer.iterations": args.iterations,
+            "trainer.num_envs": 64,
+        },
+        env=lambda num_envs, device: WindyCartPole(num_envs, device, wind=1.0),  # training envs
+        eval_env=lambda num_envs, device: WindyCartPole(num_envs, device, wind=1.0),  # eval envs
     )
     summary = trainer.train()
-    print(f"windy CartPole: eval return {summary.get('eval/return_mean', float('nan')):.1f} after "
-          f"{summary['env_steps']} env steps → {trainer.run_dir}")
+    print(
+        f"windy CartPole: eval return {summary.get('eval/return_mean', float('nan')):.1f} after "
+        f"{summary['env_steps']} env steps → {trainer.run_dir}"
+    )
 
 
 if __name__ == "__main__":

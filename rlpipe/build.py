@@ -22,12 +22,26 @@ from rlpipe.runtime.distributed import broadcast_parameters
 from rlpipe.runtime.threads import configure_threads, linear_shapes, thread_reason
 from rlpipe.teacher import load_student_init, load_teacher
 
-__all__ = ["attach_teacher", "build_algorithm", "build_collector", "largest_batch", "learn", "learner_state",
-           "load_learner_state", "set_threads", "threads_reason"]
+__all__ = [
+    "attach_teacher",
+    "build_algorithm",
+    "build_collector",
+    "largest_batch",
+    "learn",
+    "learner_state",
+    "load_learner_state",
+    "set_threads",
+    "threads_reason",
+]
 
 
-def build_algorithm(cfg: RunConfig, obs_space: gym.spaces.Space, action_space: gym.Space,
-                    device: torch.device, max_episode_steps: int | None = None) -> BaseAlgorithm:
+def build_algorithm(
+    cfg: RunConfig,
+    obs_space: gym.spaces.Space,
+    action_space: gym.Space,
+    device: torch.device,
+    max_episode_steps: int | None = None,
+) -> BaseAlgorithm:
     """The algorithm ``cfg.algorithm`` names, owning a new policy for these spaces.
 
     ``max_episode_steps`` is the env's time limit (``None``: none or unknown). Raises
@@ -39,8 +53,9 @@ def build_algorithm(cfg: RunConfig, obs_space: gym.spaces.Space, action_space: g
     """
     trainer, name = cfg.trainer, cfg.algorithm.name
     algo_cfg = resolve_algo_cfg(name, cfg.algorithm.cfg, device)
-    algo_class(name).check_run(algo_cfg, trainer.num_envs, cfg.policy.name, trainer.buffer_size,
-                               max_episode_steps)
+    algo_class(name).check_run(
+        algo_cfg, trainer.num_envs, cfg.policy.name, trainer.buffer_size, max_episode_steps
+    )
     policy = build_policy(cfg.policy, obs_space, action_space, device)
     broadcast_parameters(policy)
     algo = build_algo(name, algo_cfg, policy, device)
@@ -51,8 +66,9 @@ def build_algorithm(cfg: RunConfig, obs_space: gym.spaces.Space, action_space: g
     return algo
 
 
-def attach_teacher(algo: Distillation, obs_space: gym.spaces.Space, action_space: gym.Space,
-                   device: torch.device) -> None:
+def attach_teacher(
+    algo: Distillation, obs_space: gym.spaces.Space, action_space: gym.Space, device: torch.device
+) -> None:
     """Load the frozen teacher ``algorithm.cfg.teacher`` names (and the student's start weights)."""
     teacher = load_teacher(algo.cfg.teacher, obs_space, action_space, device)
     algo.attach_teacher(teacher.policy, teacher.record())
@@ -77,8 +93,9 @@ def set_threads(cfg: RunConfig, algo: BaseAlgorithm, announce: bool = True) -> i
     ``auto`` sizes the count by :func:`largest_batch` and the policy's Linear layers.
     """
     processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # ranks on this machine (torchrun)
-    return configure_threads(cfg.trainer.num_threads, largest_batch(cfg, algo), linear_shapes(algo.policy),
-                             processes, announce)
+    return configure_threads(
+        cfg.trainer.num_threads, largest_batch(cfg, algo), linear_shapes(algo.policy), processes, announce
+    )
 
 
 def build_collector(cfg: RunConfig, env: BatchedEnv, algo: BaseAlgorithm, rank: int = 0) -> Collector:
@@ -90,10 +107,16 @@ def build_collector(cfg: RunConfig, env: BatchedEnv, algo: BaseAlgorithm, rank: 
         "seq_len": getattr(algo_cfg, "seq_len", None),
         "seqs_per_state_reset": int(getattr(algo_cfg, "seqs_per_state_reset", -1)),
     }
-    return Collector(env, algo.acting_policy, trainer.buffer_size, trainer.seed + rank,
-                     horizons_per_env_reset=trainer.horizons_per_env_reset,
-                     deterministic=trainer.deterministic_collect, action_mean=cfg.store.action_mean,
-                     **options)
+    return Collector(
+        env,
+        algo.acting_policy,
+        trainer.buffer_size,
+        trainer.seed + rank,
+        horizons_per_env_reset=trainer.horizons_per_env_reset,
+        deterministic=trainer.deterministic_collect,
+        action_mean=cfg.store.action_mean,
+        **options,
+    )
 
 
 def learner_state(algo: BaseAlgorithm) -> dict[str, Any]:
@@ -107,8 +130,9 @@ def load_learner_state(algo: BaseAlgorithm, state: dict[str, Any]) -> None:
     algo.load_state_dict(state["algo"])
 
 
-def learn(algo: BaseAlgorithm, rollout: TensorDict, iteration: int, env_steps_before: int,
-          total_env_steps: int) -> dict[str, float]:
+def learn(
+    algo: BaseAlgorithm, rollout: TensorDict, iteration: int, env_steps_before: int, total_env_steps: int
+) -> dict[str, float]:
     """Advantage + update of ``rollout`` ``[N, T+1]`` as update ``iteration``: ``advantage/…``, ``update/…``.
 
     The schedules are positioned at ``env_steps_before`` of ``total_env_steps``. It is what the

@@ -70,17 +70,20 @@ class Collector:
         self.action_mean = action_mean
         # Whose deterministic action ``action_mean`` records (a teacher mix: its student).
         mode_policy = getattr(policy, "deterministic_policy", policy) if action_mean else None
-        self.stepper = make_stepper(env, policy, horizon, deterministic, mode_policy, seq_len,
-                                    seqs_per_state_reset)
+        self.stepper = make_stepper(
+            env, policy, horizon, deterministic, mode_policy, seq_len, seqs_per_state_reset
+        )
         self.writes = (*REQUIRED_KEYS, *self.stepper.extras)
         """The rollout keys every call fills."""
         self.num_collects = 0
         """Rollouts collected so far (``horizons_per_env_reset`` counts them)."""
         n, dev = env.num_envs, env.device
         extras = self.stepper.extras | (
-            {ACTION_MEAN: (tuple(env.action_shape), env.action_dtype)} if action_mean else {})
-        self.rollout = allocate_rollout(n, horizon, env.obs_spec, env.action_shape, env.action_dtype,
-                                        dev, extras, env.obs_dtypes)
+            {ACTION_MEAN: (tuple(env.action_shape), env.action_dtype)} if action_mean else {}
+        )
+        self.rollout = allocate_rollout(
+            n, horizon, env.obs_spec, env.action_shape, env.action_dtype, dev, extras, env.obs_dtypes
+        )
         self._final_obs = zeros_obs(env.obs_spec, (n, horizon), dev, env.obs_dtypes)
         self._slotted: dict[str, Any] = {}
         self._slots: dict[str, list[Any]] = {}
@@ -184,8 +187,14 @@ class Collector:
 
     def state_dict(self) -> dict[str, Any]:
         """Carried observation and policy state, episode tally, reset and rollout counts, env state."""
-        return {"obs": obs_state(self.obs), "num_resets": self.num_resets, "num_collects": self.num_collects,
-                "env": self.env.state_dict(), **self.episodes.state_dict(), **self.stepper.state_dict()}
+        return {
+            "obs": obs_state(self.obs),
+            "num_resets": self.num_resets,
+            "num_collects": self.num_collects,
+            "env": self.env.state_dict(),
+            **self.episodes.state_dict(),
+            **self.stepper.state_dict(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict`` so the next rollout equals the uninterrupted one.

@@ -19,8 +19,15 @@ from typing import Any
 
 import torch
 
-__all__ = ["EPISODE_WINDOW", "SYNC_EVERY", "EpisodeTally", "RolloutEpisodes", "SuccessTracker",
-           "episode_sums", "latest_done"]
+__all__ = [
+    "EPISODE_WINDOW",
+    "SYNC_EVERY",
+    "EpisodeTally",
+    "RolloutEpisodes",
+    "SuccessTracker",
+    "episode_sums",
+    "latest_done",
+]
 
 EPISODE_WINDOW = 200
 """Finished episodes averaged in ``train/episode_return_mean``."""

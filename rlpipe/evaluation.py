@@ -25,6 +25,7 @@ __all__ = ["EVAL_SEED_OFFSET", "EpisodeTally", "Evaluator"]
 EVAL_SEED_OFFSET = 1_000_003
 """Eval envs draw from a seed stream disjoint from the training envs'."""
 
+
 class _FeedforwardActor:
     """``obs [M, *obs]`` → action; nothing to carry between steps."""
 
@@ -66,9 +67,16 @@ class Evaluator:
     MP4 (:attr:`last_video`); filming only reads the env state, so the metrics are the same.
     """
 
-    def __init__(self, env: BatchedEnv, policy: Policy, num_episodes: int, seed: int,
-                 max_steps: int | None = None, deterministic: bool = True,
-                 video: VideoRecorder | None = None) -> None:
+    def __init__(
+        self,
+        env: BatchedEnv,
+        policy: Policy,
+        num_episodes: int,
+        seed: int,
+        max_steps: int | None = None,
+        deterministic: bool = True,
+        video: VideoRecorder | None = None,
+    ) -> None:
         self.env, self.policy, self.num_episodes, self.seed = env, policy, num_episodes, seed
         self.deterministic = deterministic
         self.video = video
@@ -142,8 +150,14 @@ class Evaluator:
         if ep_returns.numel() == 0:
             return {"eval/episodes": 0.0}
         success, at_end = tally.success[valid], tally.at_end[valid]
-        rate = {"eval/success_rate": float(success.float().mean()),
-                "eval/success_at_end": float(at_end.float().mean())} if tally.reports_success else {}
+        rate = (
+            {
+                "eval/success_rate": float(success.float().mean()),
+                "eval/success_at_end": float(at_end.float().mean()),
+            }
+            if tally.reports_success
+            else {}
+        )
         return rate | {
             "eval/return_mean": float(ep_returns.mean()),
             "eval/return_std": float(ep_returns.std(unbiased=False)),

@@ -16,8 +16,16 @@ from types import ModuleType
 
 from rlpipe.errors import ConfigError
 
-__all__ = ["EXTRAS", "MINARI", "ONNX_EXPORT", "VIDEO", "install_hint", "is_installed", "require",
-           "require_all"]
+__all__ = [
+    "EXTRAS",
+    "MINARI",
+    "ONNX_EXPORT",
+    "VIDEO",
+    "install_hint",
+    "is_installed",
+    "require",
+    "require_all",
+]
 
 EXTRAS: dict[str, tuple[str, str]] = {
     "envpool": ("envpool", "envpool"),
@@ -61,8 +69,9 @@ def require(module: str, feature: str) -> ModuleType:
         if exc.name == module:  # the package itself is absent (a broken one names its submodule)
             raise ConfigError(install_hint(module, feature)) from None
         detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ConfigError(f"{feature} needs {EXTRAS[module][0]}, which is installed but does not "
-                          f"import ({detail})") from None
+        raise ConfigError(
+            f"{feature} needs {EXTRAS[module][0]}, which is installed but does not import ({detail})"
+        ) from None
 
 
 def require_all(modules: Iterable[str], feature: str) -> None:

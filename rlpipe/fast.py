@@ -50,8 +50,17 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-__all__ = ["ENABLED", "categorical_draw", "clip_grad_norm", "crc32c_of", "exit_process", "sequential_forward",
-           "write_chunk", "write_zarr_store", "zarr_group_metadata"]
+__all__ = [
+    "ENABLED",
+    "categorical_draw",
+    "clip_grad_norm",
+    "crc32c_of",
+    "exit_process",
+    "sequential_forward",
+    "write_chunk",
+    "write_zarr_store",
+    "zarr_group_metadata",
+]
 
 ArrayMetadata = Callable[[tuple[int, ...], str, tuple[int, ...], tuple[str, ...]], bytes]
 """``(shape, dtype name, chunks, dimension names)`` → an array's ``zarr.json``, as zarr writes it."""
@@ -140,9 +149,14 @@ def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
 # ------------------------------------------------------------------------------ zarr stores
 
 
-def write_zarr_store(root: Path, arrays: dict[str, np.ndarray], attributes: dict[str, Any],
-                     chunk_envs: int, dimension_names: tuple[str, ...] | dict[str, tuple[str, ...]],
-                     array_metadata: ArrayMetadata) -> None:
+def write_zarr_store(
+    root: Path,
+    arrays: dict[str, np.ndarray],
+    attributes: dict[str, Any],
+    chunk_envs: int,
+    dimension_names: tuple[str, ...] | dict[str, tuple[str, ...]],
+    array_metadata: ArrayMetadata,
+) -> None:
     """Write a new uncompressed Zarr v3 group at ``root``: the files zarr's writer writes, byte for byte.
 
     Library call: zarr's writer as :mod:`rlpipe.artifacts.zarr_write` runs it for codec ``none``
@@ -185,8 +199,9 @@ def _write_zarr_parents(root: Path, name: str) -> None:
             (folder / "zarr.json").write_bytes(zarr_group_metadata({}))
 
 
-def _write_zarr_array(folder: Path, data: np.ndarray, chunk_envs: int, dims: tuple[str, ...],
-                      array_metadata: ArrayMetadata) -> None:
+def _write_zarr_array(
+    folder: Path, data: np.ndarray, chunk_envs: int, dims: tuple[str, ...], array_metadata: ArrayMetadata
+) -> None:
     """One array ``[N, *rest]`` at ``folder``: its ``zarr.json`` and a chunk file per ``chunk_envs`` rows."""
     import numpy as np
 
@@ -199,7 +214,7 @@ def _write_zarr_array(folder: Path, data: np.ndarray, chunk_envs: int, dims: tup
     little = np.ascontiguousarray(data.astype(data.dtype.newbyteorder("<"), copy=False))
     tail = ["0"] * len(rest)
     for i in range(math.ceil(n / rows)):
-        block = little[i * rows:(i + 1) * rows]  # rows of a C-contiguous array: a view, no copy
+        block = little[i * rows : (i + 1) * rows]  # rows of a C-contiguous array: a view, no copy
         if block.shape[0] < rows:  # the edge chunk, padded with the fill value (zero / False): the one copy
             block = np.concatenate([block, np.zeros((rows - block.shape[0], *rest), block.dtype)])
         chunk = os.path.join(folder, "c", str(i), *tail)
@@ -232,7 +247,7 @@ def _write_all(fd: int, parts: list[memoryview]) -> None:
             continue
         view, written = part[written:], 0
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
 
 
 def crc32c_of(block: np.ndarray) -> int:
@@ -261,8 +276,10 @@ def _crc32c_library() -> Any:
     import google_crc32c
 
     package = os.path.dirname(google_crc32c.__file__)
-    found = sorted(glob.glob(os.path.join(package, "libcrc32c*.so*"))
-                   + glob.glob(os.path.join(package + ".libs", "libcrc32c*.so*")))
+    found = sorted(
+        glob.glob(os.path.join(package, "libcrc32c*.so*"))
+        + glob.glob(os.path.join(package + ".libs", "libcrc32c*.so*"))
+    )
     for candidate in found:
         try:
             function = ctypes.CDLL(candidate).crc32c_value

@@ -33,8 +33,16 @@ from rlpipe.extras import install_hint, is_installed, require
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
 
-__all__ = ["S3_SCHEMES", "AnyPath", "ObjectPath", "StorageUnavailable", "is_url", "location", "url_problem",
-           "with_retries"]
+__all__ = [
+    "S3_SCHEMES",
+    "AnyPath",
+    "ObjectPath",
+    "StorageUnavailable",
+    "is_url",
+    "location",
+    "url_problem",
+    "with_retries",
+]
 
 T = TypeVar("T")
 S3_SCHEMES = ("s3", "s3a")
@@ -71,8 +79,10 @@ def url_problem(value: str) -> str | None:
     except (ImportError, ValueError):
         known = known_implementations.get(scheme, {})
         hint = f" ({known['err']})" if known.get("err") else ""
-        return (f"{value}: no filesystem for the URL scheme {scheme!r} is installed{hint}; accepted: a local "
-                "folder or a URL of an installed fsspec filesystem such as s3://bucket/prefix")
+        return (
+            f"{value}: no filesystem for the URL scheme {scheme!r} is installed{hint}; accepted: a local "
+            "folder or a URL of an installed fsspec filesystem such as s3://bucket/prefix"
+        )
     return None
 
 
@@ -271,8 +281,9 @@ AnyPath: TypeAlias = Path | ObjectPath
 class _PutOnClose(io.StringIO):
     """A text (or, with ``binary``, a bytes) buffer put as the whole object when closed."""
 
-    def __init__(self, path: ObjectPath, start: bytes, binary: bool, encoding: str,
-                 newline: str | None) -> None:
+    def __init__(
+        self, path: ObjectPath, start: bytes, binary: bool, encoding: str, newline: str | None
+    ) -> None:
         super().__init__(newline=newline)
         self._path, self._start, self._binary, self._encoding = path, start, binary, encoding
         self._raw = io.BytesIO()
@@ -293,8 +304,16 @@ _FILESYSTEMS: dict[tuple[Any, ...], Any] = {}
 _LOCK = threading.Lock()
 
 
-_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE")
+_ENV = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_DEFAULT_REGION",
+    "AWS_REGION",
+    "AWS_PROFILE",
+)
 """Variables that pick the endpoint and credentials: a change makes a new filesystem (tests, scripts)."""
 
 
@@ -315,14 +334,28 @@ def filesystem(protocol: str) -> AbstractFileSystem:
 def storage_options(protocol: str) -> dict[str, Any]:
     """Fsspec options: no listing cache (other nodes write the same run), bounded S3 client retries."""
     if protocol in ("s3", "s3a"):
-        return {"use_listings_cache": False, "skip_instance_cache": True,
-                "config_kwargs": {"connect_timeout": 5, "read_timeout": 60,
-                                  "retries": {"max_attempts": 2, "mode": "standard"}}}
+        return {
+            "use_listings_cache": False,
+            "skip_instance_cache": True,
+            "config_kwargs": {
+                "connect_timeout": 5,
+                "read_timeout": 60,
+                "retries": {"max_attempts": 2, "mode": "standard"},
+            },
+        }
     return {"skip_instance_cache": True}
 
 
-_PERMANENT = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
-              NotADirectoryError, KeyError, ValueError, TypeError)
+_PERMANENT = (
+    FileNotFoundError,
+    FileExistsError,
+    PermissionError,
+    IsADirectoryError,
+    NotADirectoryError,
+    KeyError,
+    ValueError,
+    TypeError,
+)
 
 
 def with_retries(path: object, call: Callable[[], T], what: str = "") -> T:
@@ -344,10 +377,15 @@ def with_retries(path: object, call: Callable[[], T], what: str = "") -> T:
             if attempt == attempts:
                 detail = (str(exc).strip().splitlines() or [""])[0][:200]
                 raise StorageUnavailable(
-                    errno.EIO, f"object store failed after {attempts} attempts{what} ({type(exc).__name__}: "
-                    f"{detail})", str(path)) from exc
-            print(f"Warning: {path}: {type(exc).__name__} (attempt {attempt}/{attempts}); retrying in "
-                  f"{wait:.1f}s", file=sys.stderr)
+                    errno.EIO,
+                    f"object store failed after {attempts} attempts{what} ({type(exc).__name__}: {detail})",
+                    str(path),
+                ) from exc
+            print(
+                f"Warning: {path}: {type(exc).__name__} (attempt {attempt}/{attempts}); retrying in "
+                f"{wait:.1f}s",
+                file=sys.stderr,
+            )
             time.sleep(wait)
             wait *= 2
     raise AssertionError("unreachable")
@@ -356,5 +394,14 @@ def with_retries(path: object, call: Callable[[], T], what: str = "") -> T:
 def _permanent(exc: BaseException) -> bool:
     """Refused credentials and access: retrying cannot help."""
     text = str(exc)
-    return any(code in text for code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied",
-                                         "NoSuchBucket", "PreconditionFailed", "pre-conditions"))
+    return any(
+        code in text
+        for code in (
+            "InvalidAccessKeyId",
+            "SignatureDoesNotMatch",
+            "AccessDenied",
+            "NoSuchBucket",
+            "PreconditionFailed",
+            "pre-conditions",
+        )
+    )

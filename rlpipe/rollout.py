@@ -182,23 +182,26 @@ def all_finite(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
 
     One ``isfinite().all()`` per tensor stacked into one flag, so the caller syncs at most once.
     """
-    leaves = [leaf for t in tensors for leaf in (
-        t.values(include_nested=True, leaves_only=True) if isinstance(t, TensorDict) else (t,))]
+    leaves = [
+        leaf
+        for t in tensors
+        for leaf in (t.values(include_nested=True, leaves_only=True) if isinstance(t, TensorDict) else (t,))
+    ]
     flags = [torch.isfinite(t).all() for t in leaves if t.is_floating_point()]
     if not flags:
         return torch.ones((), dtype=torch.bool)
     return torch.stack([f.to(flags[0].device) for f in flags]).all()
 
 
-def first_nonfinite(rollout: TensorDict, keys: Sequence[str] | None = None,
-                    max_envs: int = 5) -> tuple[str, list[int]] | None:
+def first_nonfinite(
+    rollout: TensorDict, keys: Sequence[str] | None = None, max_envs: int = 5
+) -> tuple[str, list[int]] | None:
     """``(key, first env indices)`` of the first key of ``rollout`` holding a NaN/Inf, else ``None``.
 
     The slow path after :func:`all_finite` said no: syncs once per key. ``keys``: which to look
     at (default: every leaf); env indices are along dim 0 of ``[N, T+1, ...]``, at most ``max_envs``.
     """
-    names = keys if keys is not None else [
-        k for k, _ in rollout.items(include_nested=True, leaves_only=True)]
+    names = keys if keys is not None else [k for k, _ in rollout.items(include_nested=True, leaves_only=True)]
     for key in names:
         value = rollout.get(key)
         if not value.is_floating_point():
@@ -218,16 +221,22 @@ def image_problem(key: str, shape: Sequence[int], dtype: torch.dtype) -> str | N
     if dtype == torch.float32:
         return None
     if dtype != IMAGE_DTYPE:
-        return (f"observation group {key!r} has dtype {_dtype_name(dtype)}; accepted: float32 (a vector) "
-                "or uint8 (an image [C, H, W])")
+        return (
+            f"observation group {key!r} has dtype {_dtype_name(dtype)}; accepted: float32 (a vector) "
+            "or uint8 (an image [C, H, W])"
+        )
     if len(shape) != IMAGE_RANK:
-        return (f"observation group {key!r} is uint8 of shape {list(shape)}; an image group must be "
-                "[C, H, W] (3 dims)")
+        return (
+            f"observation group {key!r} is uint8 of shape {list(shape)}; an image group must be "
+            "[C, H, W] (3 dims)"
+        )
     return None
 
 
 def zeros_obs(
-    spec: Sequence[int] | dict[str, Sequence[int]], batch: Sequence[int], device: torch.device | str,
+    spec: Sequence[int] | dict[str, Sequence[int]],
+    batch: Sequence[int],
+    device: torch.device | str,
     dtypes: dict[str, torch.dtype] | None = None,
 ) -> torch.Tensor | TensorDict:
     """Zero observations ``[*batch, *shape]``, or a TensorDict ``batch`` of them per key.
@@ -236,8 +245,10 @@ def zeros_obs(
     """
     if isinstance(spec, dict):
         dtypes = dtypes or {}
-        fields = {k: torch.zeros(*batch, *s, dtype=dtypes.get(k, torch.float32), device=device)
-                  for k, s in spec.items()}
+        fields = {
+            k: torch.zeros(*batch, *s, dtype=dtypes.get(k, torch.float32), device=device)
+            for k, s in spec.items()
+        }
         return TensorDict(fields, batch_size=list(batch), device=device)
     return torch.zeros(*batch, *spec, dtype=torch.float32, device=device)
 
@@ -308,8 +319,11 @@ def allocate_rollout(
         "obs": zeros_obs(obs_shape, (n, t1), device, obs_dtypes),
         "action": torch.zeros(n, t1, *action_shape, dtype=action_dtype, device=device),
     }
-    fields |= {k: torch.zeros(n, t1, dtype=KEY_DTYPES[k][0], device=device)  # scalars per step
-               for k in REQUIRED_KEYS if k not in fields}
+    fields |= {
+        k: torch.zeros(n, t1, dtype=KEY_DTYPES[k][0], device=device)  # scalars per step
+        for k in REQUIRED_KEYS
+        if k not in fields
+    }
     for key, (shape, dtype) in (extras or {}).items():
         fields[key] = torch.zeros(n, t1, *shape, dtype=dtype, device=device)
     return TensorDict(fields, batch_size=[n, t1], device=device, names=list(DIM_NAMES))
@@ -325,8 +339,9 @@ def gather_final_obs(final_obs: torch.Tensor | TensorDict, done: torch.Tensor) -
     index = done.nonzero()
     env, t = index[:, 0], index[:, 1]
     if isinstance(final_obs, TensorDict):
-        obs = TensorDict({k: v[env, t] for k, v in final_obs.items()}, batch_size=[len(index)],
-                         device=index.device)
+        obs = TensorDict(
+            {k: v[env, t] for k, v in final_obs.items()}, batch_size=[len(index)], device=index.device
+        )
     else:
         obs = final_obs[env, t]
     return TensorDict({"index": index, "obs": obs}, batch_size=[len(index)], device=index.device)
@@ -356,19 +371,24 @@ def check_schema(rollout: TensorDict, iteration: int | None = None) -> None:
     """
     where = f" (iteration {iteration})" if iteration is not None else ""
     if rollout.batch_dims != 2 or rollout.batch_size[1] < 2:
-        raise RolloutError(f"rollout{where}: batch_size must be [N, T+1] with T >= 1, got "
-                           f"{list(rollout.batch_size)}")
+        raise RolloutError(
+            f"rollout{where}: batch_size must be [N, T+1] with T >= 1, got {list(rollout.batch_size)}"
+        )
     for key, dtypes in KEY_DTYPES.items():
         if key not in rollout.keys():
             raise RolloutError(f"rollout{where} lacks schema key {key!r}")
         value = rollout.get(key)
-        leaves = (list(value.items(True, True)) if isinstance(value, TensorDict)  # dict obs: each
-                  else [(key, value)])
+        leaves = (
+            list(value.items(True, True))
+            if isinstance(value, TensorDict)  # dict obs: each
+            else [(key, value)]
+        )
         wrong = next((leaf.dtype for _, leaf in leaves if leaf.dtype not in dtypes), None)
         if wrong is not None:
             allowed = " or ".join(_dtype_name(d) for d in dtypes)
-            raise RolloutError(f"rollout{where}: key {key!r} has dtype {_dtype_name(wrong)}, "
-                               f"expected {allowed}")
+            raise RolloutError(
+                f"rollout{where}: key {key!r} has dtype {_dtype_name(wrong)}, expected {allowed}"
+            )
         if key == "obs":
             _check_images(leaves, where)
     mismatch = (rollout["terminated"] | rollout["truncated"]) != rollout["done"]
@@ -381,8 +401,10 @@ def check_schema(rollout: TensorDict, iteration: int | None = None) -> None:
     for key, pad in zip(TRANSITION_KEYS, pads, strict=True):
         if pad.any():
             env = int(pad.reshape(pad.shape[0], -1).any(-1).nonzero()[0, 0])
-            raise RolloutError(f"rollout{where}: key {key!r} padding slot is not zero at "
-                               f"[{env}, {rollout.batch_size[1] - 1}]")
+            raise RolloutError(
+                f"rollout{where}: key {key!r} padding slot is not zero at "
+                f"[{env}, {rollout.batch_size[1] - 1}]"
+            )
 
 
 def check_finite(rollout: TensorDict, iteration: int | None = None) -> None:
@@ -398,8 +420,9 @@ def check_finite(rollout: TensorDict, iteration: int | None = None) -> None:
             bad = ~torch.isfinite(value.reshape(*rollout.batch_size, -1)).all(-1)
             if bad.any():
                 env, t = (int(i) for i in bad.nonzero()[0])
-                raise NonFiniteRolloutError(f"rollout{where}: key {key!r} is not finite at [{env}, {t}]",
-                                            str(key), iteration)
+                raise NonFiniteRolloutError(
+                    f"rollout{where}: key {key!r} is not finite at [{env}, {t}]", str(key), iteration
+                )
 
 
 def validate(rollout: TensorDict, iteration: int | None = None) -> None:
@@ -413,8 +436,10 @@ def _check_images(leaves: list[tuple[object, torch.Tensor]], where: str) -> None
     for name, leaf in leaves:
         if leaf.dtype == IMAGE_DTYPE and leaf.dim() != 2 + IMAGE_RANK:
             key = name if isinstance(name, str) else "/".join(name)
-            raise RolloutError(f"rollout{where}: image group 'obs/{key}' has shape {list(leaf.shape)}; "
-                               "uint8 observations must be [N, T+1, C, H, W]")
+            raise RolloutError(
+                f"rollout{where}: image group 'obs/{key}' has shape {list(leaf.shape)}; "
+                "uint8 observations must be [N, T+1, C, H, W]"
+            )
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

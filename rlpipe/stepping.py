@@ -55,8 +55,9 @@ class StatelessStepper:
     extras: Extras = {}
     """Rollout keys this stepper adds to the schema's (none)."""
 
-    def __init__(self, env: BatchedEnv, policy: Policy, deterministic: bool,
-                 mode_policy: Policy | None) -> None:
+    def __init__(
+        self, env: BatchedEnv, policy: Policy, deterministic: bool, mode_policy: Policy | None
+    ) -> None:
         self.env, self.policy, self.deterministic = env, policy, deterministic
         self.mode_policy = mode_policy
         """Whose deterministic action the rollout records as ``action_mean``; ``None``: not recorded."""
@@ -118,9 +119,16 @@ class RecurrentStepper(StatelessStepper):
     """A recurrent policy: ``state_size``, ``sample_step`` and ``step_value`` besides ``Policy``'s methods."""
     mode_policy: TrainablePolicy | None
 
-    def __init__(self, env: BatchedEnv, policy: TrainablePolicy, deterministic: bool,
-                 mode_policy: TrainablePolicy | None,
-                 horizon: int, seq_len: int | None, seqs_per_state_reset: int) -> None:
+    def __init__(
+        self,
+        env: BatchedEnv,
+        policy: TrainablePolicy,
+        deterministic: bool,
+        mode_policy: TrainablePolicy | None,
+        horizon: int,
+        seq_len: int | None,
+        seqs_per_state_reset: int,
+    ) -> None:
         super().__init__(env, policy, deterministic, mode_policy)
         n, size = env.num_envs, policy.state_size
         self.extras = {RECURRENT_STATE: ((size,), torch.float32)}
@@ -181,12 +189,25 @@ class RecurrentStepper(StatelessStepper):
         self.state.copy_(state[RECURRENT_STATE])
 
 
-def make_stepper(env: BatchedEnv, policy: Policy, horizon: int, deterministic: bool,
-                 mode_policy: Policy | None,
-                 seq_len: int | None = None, seqs_per_state_reset: int = -1) -> StatelessStepper:
+def make_stepper(
+    env: BatchedEnv,
+    policy: Policy,
+    horizon: int,
+    deterministic: bool,
+    mode_policy: Policy | None,
+    seq_len: int | None = None,
+    seqs_per_state_reset: int = -1,
+) -> StatelessStepper:
     """The stepper for ``policy``: its ``is_recurrent``, read here once for the collector."""
     if policy.is_recurrent:
         recurrent = cast("TrainablePolicy", policy)  # is_recurrent: it has the core steps
-        return RecurrentStepper(env, recurrent, deterministic, cast("TrainablePolicy | None", mode_policy),
-                                horizon, seq_len, seqs_per_state_reset)
+        return RecurrentStepper(
+            env,
+            recurrent,
+            deterministic,
+            cast("TrainablePolicy | None", mode_policy),
+            horizon,
+            seq_len,
+            seqs_per_state_reset,
+        )
     return StatelessStepper(env, policy, deterministic, mode_policy)

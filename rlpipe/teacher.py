@@ -69,8 +69,9 @@ def teacher_checkpoint(ref: str | AnyPath | None) -> tuple[AnyPath, RunLayout]:
     return path, layout
 
 
-def load_teacher(ref: str | Path | None, obs_space: gym.Space, action_space: gym.Space,
-                 device: torch.device) -> Teacher:
+def load_teacher(
+    ref: str | Path | None, obs_space: gym.Space, action_space: gym.Space, device: torch.device
+) -> Teacher:
     """The teacher ``ref`` names, frozen on ``device``, checked against the student's spaces.
 
     Built under a forked RNG, so the student's run draws the same numbers with or without it.
@@ -107,22 +108,34 @@ def load_student_init(ref: str, policy: TrainablePolicy) -> None:
         policy.load_state_dict(state["policy"])
 
 
-def _check_fits(policy: TrainablePolicy, t_obs: gym.Space, t_action: gym.Space, obs_space: gym.Space,
-                action_space: gym.Space, path: AnyPath) -> None:
+def _check_fits(
+    policy: TrainablePolicy,
+    t_obs: gym.Space,
+    t_action: gym.Space,
+    obs_space: gym.Space,
+    action_space: gym.Space,
+    path: AnyPath,
+) -> None:
     """``ConfigError`` unless the teacher reads observations the student's env has and acts in its space."""
     if space_to_dict(t_action) != space_to_dict(action_space):
-        raise ConfigError(f"{KEY}: {path} acts in {space_to_dict(t_action)}, the env in "
-                          f"{space_to_dict(action_space)}")
+        raise ConfigError(
+            f"{KEY}: {path} acts in {space_to_dict(t_action)}, the env in {space_to_dict(action_space)}"
+        )
     keys = policy.actor_obs_keys
     if keys is None:
         wanted: dict[str, Any] = {"obs": space_to_dict(t_obs)}
         have = {"obs": space_to_dict(obs_space)}
     else:
         wanted = {k: space_to_dict(t_obs[k])["shape"] for k in keys}
-        have = ({k: space_to_dict(s)["shape"] for k, s in obs_space.spaces.items()}
-                if isinstance(obs_space, gym.spaces.Dict) else {})
+        have = (
+            {k: space_to_dict(s)["shape"] for k, s in obs_space.spaces.items()}
+            if isinstance(obs_space, gym.spaces.Dict)
+            else {}
+        )
     for key, shape in wanted.items():
         if have.get(key) != shape:
             accepted = ", ".join(sorted(have)) or "none (flat observations)"
-            raise ConfigError(f"{KEY}: {path} reads observation {key!r} {shape}, which the env does not "
-                              f"have alike (its groups: {accepted})")
+            raise ConfigError(
+                f"{KEY}: {path} reads observation {key!r} {shape}, which the env does not "
+                f"have alike (its groups: {accepted})"
+            )

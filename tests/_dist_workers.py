@@ -20,8 +20,15 @@ from rlpipe.trainer import Trainer
 
 def torchrun_env(rank: int, world: int, port: int) -> None:
     """The variables torchrun sets, for one process on one node."""
-    os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank),
-                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+    os.environ.update(
+        {
+            "RANK": str(rank),
+            "WORLD_SIZE": str(world),
+            "LOCAL_RANK": str(rank),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+        }
+    )
 
 
 def save_rollout(rollout: TensorDict, path: Path) -> None:
@@ -68,8 +75,13 @@ def one_update(rank: int, work: Path, overrides: list[str], sync: bool) -> None:
         exp.algo.policy.load_state_dict(torch.load(work / "init.pt", weights_only=True))
         rollout = load_rollout(work / "rollout.pt")
         n = exp.env.num_envs
-        learn(exp.algo, rollout[rank * n:(rank + 1) * n].clone(), 1, 0,
-              cfg.trainer.iterations * exp.steps_per_iteration)
+        learn(
+            exp.algo,
+            rollout[rank * n : (rank + 1) * n].clone(),
+            1,
+            0,
+            cfg.trainer.iterations * exp.steps_per_iteration,
+        )
         torch.save(exp.algo.policy.state_dict(), work / f"rank-{rank}-{tag}.pt")
     finally:
         algo_base.average_gradients = real
@@ -81,22 +93,31 @@ def _no_sync(params: Any) -> None:
 
 def collectives(rank: int, work: Path) -> None:
     """Feed rank-dependent values to every collective rlpipe uses; save what came back."""
-    exp = Trainer(tiny_cfg(work / "data", "trainer.distributed=true", "algorithm.cfg.target_kl=0.1",
-                          "trainer.enable_eval=true")).parts
+    exp = Trainer(
+        tiny_cfg(
+            work / "data",
+            "trainer.distributed=true",
+            "algorithm.cfg.target_kl=0.1",
+            "trainer.enable_eval=true",
+        )
+    ).parts
     initial = [p.detach().clone() for p in exp.algo.policy.parameters()]
     for p in exp.algo.policy.parameters():
         p.grad = torch.full_like(p, float(rank + 1))
     algo_base.average_gradients(exp.algo.policy.parameters())
     x = torch.arange(5.0) + 10 * rank
-    torch.save({
-        "initial": initial,
-        "grads": [p.grad.clone() for p in exp.algo.policy.parameters()],
-        "kl_mean": float(exp.algo._global_mean(torch.tensor(float(rank)))),
-        "early_stop": exp.algo._kl_control(torch.tensor(float(rank))),
-        "normalized": ppo_module.global_normalize(x),
-        "steps_per_iteration": exp.steps_per_iteration,
-        "has_evaluator": exp.evaluator is not None,
-    }, work / f"coll-{rank}.pt")
+    torch.save(
+        {
+            "initial": initial,
+            "grads": [p.grad.clone() for p in exp.algo.policy.parameters()],
+            "kl_mean": float(exp.algo._global_mean(torch.tensor(float(rank)))),
+            "early_stop": exp.algo._kl_control(torch.tensor(float(rank))),
+            "normalized": ppo_module.global_normalize(x),
+            "steps_per_iteration": exp.steps_per_iteration,
+            "has_evaluator": exp.evaluator is not None,
+        },
+        work / f"coll-{rank}.pt",
+    )
 
 
 def train(rank: int, world: int, port: int, runs: list[tuple[Path, list[str], bool]]) -> None:

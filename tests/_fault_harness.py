@@ -23,11 +23,21 @@ from rlpipe.artifacts.zarr_read import read_rollout
 
 ITERATIONS = 4
 FAST = (
-    "trainer.device=cpu", "trainer.num_envs=4", "trainer.buffer_size=8", f"trainer.iterations={ITERATIONS}",
-    "trainer.save_freq=32", "trainer.enable_eval=false", "trainer.num_eval_envs=2", "trainer.num_threads=1",
-    "tracking.backend=none", "policy.actor.network_cfg.hidden_sizes=[8]",
-    "policy.critic.network_cfg.hidden_sizes=[8]", "algorithm.cfg.batch_size=16", "algorithm.cfg.n_epochs=1",
-    "eval.num_envs=2", "eval.num_episodes=1",
+    "trainer.device=cpu",
+    "trainer.num_envs=4",
+    "trainer.buffer_size=8",
+    f"trainer.iterations={ITERATIONS}",
+    "trainer.save_freq=32",
+    "trainer.enable_eval=false",
+    "trainer.num_eval_envs=2",
+    "trainer.num_threads=1",
+    "tracking.backend=none",
+    "policy.actor.network_cfg.hidden_sizes=[8]",
+    "policy.critic.network_cfg.hidden_sizes=[8]",
+    "algorithm.cfg.batch_size=16",
+    "algorithm.cfg.n_epochs=1",
+    "eval.num_envs=2",
+    "eval.num_episodes=1",
 )
 """4 iterations of 4 envs × 8 steps, a checkpoint after every iteration (save_freq = one iteration)."""
 EXP = "faulty"
@@ -44,13 +54,24 @@ def run_command(data_dir: Path, *extra: str) -> list[str]:
     return ["run", str(PARAMS), *overrides(data_dir, *extra)]
 
 
-def rlpipe(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
-           preexec: Callable[[], Any] | None = None) -> subprocess.CompletedProcess[str]:
+def rlpipe(
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+    preexec: Callable[[], Any] | None = None,
+) -> subprocess.CompletedProcess[str]:
     """Run ``python -m rlpipe ARGS`` from the repository root; ``env`` adds variables (fault hooks)."""
     environ = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     environ.pop("RLPIPE_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "rlpipe", *args], cwd=ROOT, env=environ, text=True,
-                          capture_output=True, timeout=timeout, preexec_fn=preexec)
+    return subprocess.run(
+        [sys.executable, "-m", "rlpipe", *args],
+        cwd=ROOT,
+        env=environ,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        preexec_fn=preexec,
+    )
 
 
 def error_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -85,8 +106,9 @@ def state(path: Path) -> dict[str, Any]:
     """Every leaf of a checkpoint but wall time, the params hash (covers data_dir) and evaluation's own
     counters (the reference does not evaluate; evaluation never touches what training computes)."""
     skip = ("/wall_s", "/params_hash", "/evaluator_calls")
-    return {k: v for k, v in leaves(load_checkpoint(path))
-            if k not in skip and not k.startswith("/last_eval")}
+    return {
+        k: v for k, v in leaves(load_checkpoint(path)) if k not in skip and not k.startswith("/last_eval")
+    }
 
 
 def assert_same_as_reference(done: Path, reference: Path, iterations: int = ITERATIONS) -> None:
@@ -112,12 +134,14 @@ def resumed_from(stderr: str) -> int:
     return 0
 
 
-def covered(before: dict[str, str], after: dict[str, str], iteration: int,
-            retained: tuple[str, ...] = ()) -> None:
+def covered(
+    before: dict[str, str], after: dict[str, str], iteration: int, retained: tuple[str, ...] = ()
+) -> None:
     """Files of iterations ≤ ``iteration`` (checkpoints, rollouts) and ``params.yaml`` survived unchanged.
 
     ``retained``: folders whose old entries retention may delete (``rollouts/`` with ``store.keep_last``).
     """
+
     def number(name: str) -> int | None:
         for part in Path(name).parts:
             if part.startswith(("ckpt-", "iter-")):

@@ -17,11 +17,20 @@ PARAMS = ROOT / "params.yaml"
 STEPS = 8 * 16
 """Env steps per iteration of TINY: N=8 envs × T=16."""
 TINY = (
-    "trainer.device=cpu", "trainer.num_envs=8", "trainer.buffer_size=16", "trainer.iterations=4",
-    f"trainer.save_freq={2 * STEPS}", "trainer.enable_eval=false", "trainer.num_eval_envs=2",
-    "tracking.backend=none", "policy.actor.network_cfg.hidden_sizes=[16,16]",
-    "policy.critic.network_cfg.hidden_sizes=[16,16]", "algorithm.cfg.batch_size=64",
-    "algorithm.cfg.n_epochs=2", "eval.num_envs=2", "eval.num_episodes=1",
+    "trainer.device=cpu",
+    "trainer.num_envs=8",
+    "trainer.buffer_size=16",
+    "trainer.iterations=4",
+    f"trainer.save_freq={2 * STEPS}",
+    "trainer.enable_eval=false",
+    "trainer.num_eval_envs=2",
+    "tracking.backend=none",
+    "policy.actor.network_cfg.hidden_sizes=[16,16]",
+    "policy.critic.network_cfg.hidden_sizes=[16,16]",
+    "algorithm.cfg.batch_size=64",
+    "algorithm.cfg.n_epochs=2",
+    "eval.num_envs=2",
+    "eval.num_episodes=1",
 )
 """4 iterations of 128 steps, checkpoints at iterations 2 and 4 (save_freq = 2 iterations)."""
 

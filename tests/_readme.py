@@ -36,56 +36,111 @@ SHELL_BLOCKS = ("", "bash", "sh", "shell", "console")
 
 REWRITES: tuple[tuple[str, str, str], ...] = (
     # (regex on the command, replacement, why)
-    (r"^make run$", "rlpipe run params.yaml --overwrite",
-     "make run's recipe; its install step would re-point the shared venv at the copy"),
-    (r"^make repro$", "PATH=\"$PWD/.venv/bin:$PATH\" dvc repro", "make repro's recipe (same reason)"),
+    (
+        r"^make run$",
+        "rlpipe run params.yaml --overwrite",
+        "make run's recipe; its install step would re-point the shared venv at the copy",
+    ),
+    (r"^make repro$", 'PATH="$PWD/.venv/bin:$PATH" dvc repro', "make repro's recipe (same reason)"),
     (r"^make exps$", "make -o .venv/.rlpipe-installed exps", "make exps without its install step"),
-    (r"^(rlpipe run params\.yaml --set \S+ --set trainer\.exp_name=(clip01|wide))$",
-     r"\1 --set trainer.iterations=2", "solved in about 15 iterations → 2"),
+    (
+        r"^(rlpipe run params\.yaml --set \S+ --set trainer\.exp_name=(clip01|wide))$",
+        r"\1 --set trainer.iterations=2",
+        "solved in about 15 iterations → 2",
+    ),
     (r"^(python examples/\w+\.py --iterations) \d+$", r"\1 2", "2 iterations per example"),
-    (r"^torchrun --nproc_per_node 4 (.*)$", r"torchrun --nproc_per_node 2 \1 --set trainer.iterations=2",
-     "2 processes (2 cores) for 2 iterations"),
-    (r"^((?:MUJOCO_GL=egl )?rlpipe run configs/push_cube\.yaml)$",
-     r"\1 --set trainer.iterations=2 --set trainer.num_envs=8 --set trainer.num_eval_envs=2",
-     "2.05M env steps → 2 iterations of 8 envs"),
-    (r"^(rlpipe run configs/push_cube_teacher\.yaml)$",
-     r"\1 --set trainer.iterations=2 --set trainer.num_envs=8 --set trainer.num_eval_envs=2",
-     "3.07M env steps → 2 iterations of 8 envs"),
-    (r"^(MUJOCO_GL=egl rlpipe run configs/push_cube_camera_student\.yaml)$",
-     r"\1 --set trainer.iterations=2 --set trainer.num_envs=4 --set trainer.num_eval_envs=2 "
-     r"--set eval.num_envs=2 --set eval.num_episodes=1", "640k env steps → 2 iterations of 4 envs"),
-    (r"^(MUJOCO_GL=egl rlpipe run configs/push_cube_teacher\.yaml --set store\.enabled=true .*)$",
-     r"\1 --set trainer.iterations=2 --set trainer.num_envs=8 --set trainer.num_eval_envs=2",
-     "3.07M env steps → 2 iterations of 8 envs"),
-    (r"^(rlpipe dataset data/push_cube_teacher_camera .*) --last 20 --min-success (.*)$", r"\1 \2",
-     "2 iterations of an untrained teacher: every episode, none has succeeded yet"),
-    (r"^(rlpipe eval configs/push_cube\.yaml)$", r"\1 --set eval.num_envs=2 --set eval.num_episodes=1",
-     "256 episodes → 2"),
-    (r"^(rlpipe run configs/go1_envpool\.yaml)$",
-     r"\1 --set trainer.iterations=1 --set trainer.num_envs=8 --set trainer.num_eval_envs=2",
-     "a long locomotion run → 1 iteration of 8 envs"),
-    (r"^(python benchmarks/peers/sb3_halfcheetah\.py --side rlpipe .*)$",
-     r"\1 --steps 1024 --eval-episodes 2", "1M env steps → 1,024"),
-    (r"^(rlpipe run configs/ppo_halfcheetah_envpool\.yaml)$",
-     r"\1 --set trainer.iterations=1 --set trainer.num_envs=4 --set trainer.num_eval_envs=2",
-     "1M env steps → 1 iteration of 4 envs"),
-    (r"^(rlpipe run configs/grpo_cartpole\.yaml)$", r"\1 --set trainer.iterations=1 --set trainer.num_envs=8",
-     "GRPO from scratch → 1 iteration of 8 envs"),
-    (r"--engines mujoco warp$", "--engines mujoco --envs 16 --steps 5 --repeats 1",
-     "MuJoCo Warp on CPU compiles its kernels for minutes; one small mujoco timing"),
-    (r"^(python benchmarks/speed/startup\.py) --repeats 3", r"\1 --repeats 1 --skip-solve",
-     "one short repeat"),
-    (r"^(\.venv/bin/python benchmarks/peers/throughput\.py --guards)$", r"\1 --warmup 1 --iterations 1",
-     "one timed iteration per side"),
-    (r"^(\.venv/bin/python benchmarks/speed/store_write\.py)$", r"\1 --num-envs 64 --repeats 1",
-     "a small store"),
-    (r"^(\.venv/bin/python benchmarks/peers/gpu_vs_rsl_rl\.py) --device (?:cuda --json \S+|cpu "
-     r"--num-envs 64 --rounds 2 (--json \S+))$", r"\1 --device cpu --num-envs 8 --horizon 4 --rounds 1 \2",
-     "no GPU here: 8 envs on the CPU, one round (the GPU command writes no results file)"),
-    (r"^(rlpipe run params\.yaml --set algorithm\.cfg\.amp=auto .*)$", r"\1 --set trainer.iterations=1",
-     "1 iteration"),
-    (r"^(dvc exp run --queue -n clip0[13] -S algorithm\.cfg\.clip_coef=0\.[13])$",
-     r"\1 -S trainer.iterations=2", "2 iterations per experiment"),
+    (
+        r"^torchrun --nproc_per_node 4 (.*)$",
+        r"torchrun --nproc_per_node 2 \1 --set trainer.iterations=2",
+        "2 processes (2 cores) for 2 iterations",
+    ),
+    (
+        r"^((?:MUJOCO_GL=egl )?rlpipe run configs/push_cube\.yaml)$",
+        r"\1 --set trainer.iterations=2 --set trainer.num_envs=8 --set trainer.num_eval_envs=2",
+        "2.05M env steps → 2 iterations of 8 envs",
+    ),
+    (
+        r"^(rlpipe run configs/push_cube_teacher\.yaml)$",
+        r"\1 --set trainer.iterations=2 --set trainer.num_envs=8 --set trainer.num_eval_envs=2",
+        "3.07M env steps → 2 iterations of 8 envs",
+    ),
+    (
+        r"^(MUJOCO_GL=egl rlpipe run configs/push_cube_camera_student\.yaml)$",
+        r"\1 --set trainer.iterations=2 --set trainer.num_envs=4 --set trainer.num_eval_envs=2 "
+        r"--set eval.num_envs=2 --set eval.num_episodes=1",
+        "640k env steps → 2 iterations of 4 envs",
+    ),
+    (
+        r"^(MUJOCO_GL=egl rlpipe run configs/push_cube_teacher\.yaml --set store\.enabled=true .*)$",
+        r"\1 --set trainer.iterations=2 --set trainer.num_envs=8 --set trainer.num_eval_envs=2",
+        "3.07M env steps → 2 iterations of 8 envs",
+    ),
+    (
+        r"^(rlpipe dataset data/push_cube_teacher_camera .*) --last 20 --min-success (.*)$",
+        r"\1 \2",
+        "2 iterations of an untrained teacher: every episode, none has succeeded yet",
+    ),
+    (
+        r"^(rlpipe eval configs/push_cube\.yaml)$",
+        r"\1 --set eval.num_envs=2 --set eval.num_episodes=1",
+        "256 episodes → 2",
+    ),
+    (
+        r"^(rlpipe run configs/go1_envpool\.yaml)$",
+        r"\1 --set trainer.iterations=1 --set trainer.num_envs=8 --set trainer.num_eval_envs=2",
+        "a long locomotion run → 1 iteration of 8 envs",
+    ),
+    (
+        r"^(python benchmarks/peers/sb3_halfcheetah\.py --side rlpipe .*)$",
+        r"\1 --steps 1024 --eval-episodes 2",
+        "1M env steps → 1,024",
+    ),
+    (
+        r"^(rlpipe run configs/ppo_halfcheetah_envpool\.yaml)$",
+        r"\1 --set trainer.iterations=1 --set trainer.num_envs=4 --set trainer.num_eval_envs=2",
+        "1M env steps → 1 iteration of 4 envs",
+    ),
+    (
+        r"^(rlpipe run configs/grpo_cartpole\.yaml)$",
+        r"\1 --set trainer.iterations=1 --set trainer.num_envs=8",
+        "GRPO from scratch → 1 iteration of 8 envs",
+    ),
+    (
+        r"--engines mujoco warp$",
+        "--engines mujoco --envs 16 --steps 5 --repeats 1",
+        "MuJoCo Warp on CPU compiles its kernels for minutes; one small mujoco timing",
+    ),
+    (
+        r"^(python benchmarks/speed/startup\.py) --repeats 3",
+        r"\1 --repeats 1 --skip-solve",
+        "one short repeat",
+    ),
+    (
+        r"^(\.venv/bin/python benchmarks/peers/throughput\.py --guards)$",
+        r"\1 --warmup 1 --iterations 1",
+        "one timed iteration per side",
+    ),
+    (
+        r"^(\.venv/bin/python benchmarks/speed/store_write\.py)$",
+        r"\1 --num-envs 64 --repeats 1",
+        "a small store",
+    ),
+    (
+        r"^(\.venv/bin/python benchmarks/peers/gpu_vs_rsl_rl\.py) --device (?:cuda --json \S+|cpu "
+        r"--num-envs 64 --rounds 2 (--json \S+))$",
+        r"\1 --device cpu --num-envs 8 --horizon 4 --rounds 1 \2",
+        "no GPU here: 8 envs on the CPU, one round (the GPU command writes no results file)",
+    ),
+    (
+        r"^(rlpipe run params\.yaml --set algorithm\.cfg\.amp=auto .*)$",
+        r"\1 --set trainer.iterations=1",
+        "1 iteration",
+    ),
+    (
+        r"^(dvc exp run --queue -n clip0[13] -S algorithm\.cfg\.clip_coef=0\.[13])$",
+        r"\1 -S trainer.iterations=2",
+        "2 iterations per experiment",
+    ),
 )
 
 SKIPS: tuple[tuple[str, str], ...] = (
@@ -95,15 +150,23 @@ SKIPS: tuple[tuple[str, str], ...] = (
     (r"--nnodes 2", "needs two machines"),
     (r"^MLFLOW_TRACKING_URI=http://", "needs an MLflow server"),
     (r"^mlflow (ui|server)\b", "starts a server that runs until stopped"),
-    (r"s3://|^export AWS_", "needs an S3 object store (tests/trainer/test_object_store_run.py, "
-                            "tests/dvc/test_remote.py and test_object_store_nodes.py run them against moto)"),
+    (
+        r"s3://|^export AWS_",
+        "needs an S3 object store (tests/trainer/test_object_store_run.py, "
+        "tests/dvc/test_remote.py and test_object_store_nodes.py run them against moto)",
+    ),
     (r"\[--|\bDIR\b|\bFILE\b|\bckpt\.pt\b|\bROLLOUT\b", "a usage synopsis with placeholders"),
-    (r"\.venv-mjlab", "a second virtualenv with mjlab (minutes of installing; tests/envs/test_mjlab.py runs "
-                      "the training command when RLPIPE_MJLAB_PYTHON names one)"),
+    (
+        r"\.venv-mjlab",
+        "a second virtualenv with mjlab (minutes of installing; tests/envs/test_mjlab.py runs "
+        "the training command when RLPIPE_MJLAB_PYTHON names one)",
+    ),
     (r"/path/to/", "a placeholder path (a separate SB3 virtualenv, benchmarks/README.md)"),
     (r"^python benchmarks/peers/sb3_compare\.py", "needs SB3's own virtualenv (make -C benchmarks sb3-venv)"),
-    (r"^dvc (remote modify s3store|push|pull)\b|^dvc add .* -o models/|^mkdir -p models$",
-     "the S3 DVC remote of the line before (tests/dvc/test_remote.py runs these against moto)"),
+    (
+        r"^dvc (remote modify s3store|push|pull)\b|^dvc add .* -o models/|^mkdir -p models$",
+        "the S3 DVC remote of the line before (tests/dvc/test_remote.py runs these against moto)",
+    ),
 )
 
 PLACEHOLDERS = {"<exp>": "cartpole_ppo"}
@@ -158,7 +221,7 @@ def split_comment(line: str) -> tuple[str, str]:
         elif char in "'\"":
             quote = char
         elif char == "#" and (i == 0 or line[i - 1].isspace()):
-            return line[:i].rstrip(), line[i + 1:].strip()
+            return line[:i].rstrip(), line[i + 1 :].strip()
     return line.rstrip(), ""
 
 
@@ -200,8 +263,9 @@ def doc_commands(text: str | None = None, source: str = "README.md") -> list[Com
     With ``text``, the commands of that text alone (named ``source``).
     """
     if text is None:
-        return [c for page in doc_pages()
-                for c in doc_commands(page.read_text(), str(page.relative_to(ROOT)))]
+        return [
+            c for page in doc_pages() for c in doc_commands(page.read_text(), str(page.relative_to(ROOT)))
+        ]
     commands: list[Command] = []
     for start, lines in _blocks(text):
         i = 0

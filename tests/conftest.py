@@ -60,6 +60,11 @@ def s3_bucket(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
     for key, value in s3_env(s3_server).items():
         monkeypatch.setenv(key, value)
     name = f"rlpipe-test-{next(_BUCKETS)}"
-    boto3.client("s3", endpoint_url=s3_server, aws_access_key_id="testing", aws_secret_access_key="testing",
-                 region_name="us-east-1").create_bucket(Bucket=name)
+    boto3.client(
+        "s3",
+        endpoint_url=s3_server,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    ).create_bucket(Bucket=name)
     return f"s3://{name}"

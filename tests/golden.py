@@ -82,13 +82,17 @@ def run_fingerprint(run_dir: Path) -> dict[str, Any]:
     """The fingerprint of a run dir after ``rlpipe run`` and ``rlpipe replay``."""
     run_dir = Path(run_dir)
     return {
-        "checkpoints": {p.name: checkpoint_fingerprint(p)
-                        for p in sorted((run_dir / "checkpoints").glob("ckpt-*.pt"))},
-        "rollouts": {p.name: rollout_fingerprint(p)
-                     for p in sorted((run_dir / "rollouts").glob("iter-*.zarr"))},
+        "checkpoints": {
+            p.name: checkpoint_fingerprint(p) for p in sorted((run_dir / "checkpoints").glob("ckpt-*.pt"))
+        },
+        "rollouts": {
+            p.name: rollout_fingerprint(p) for p in sorted((run_dir / "rollouts").glob("iter-*.zarr"))
+        },
         "curve": curve_rows(run_dir / "curve.csv"),
-        "replay_checkpoints": {p.name: checkpoint_fingerprint(p)
-                               for p in sorted((run_dir / "reupdate" / "checkpoints").glob("ckpt-*.pt"))},
+        "replay_checkpoints": {
+            p.name: checkpoint_fingerprint(p)
+            for p in sorted((run_dir / "reupdate" / "checkpoints").glob("ckpt-*.pt"))
+        },
         "replay_curve": curve_rows(run_dir / "reupdate" / "curve.csv"),
     }
 
@@ -99,10 +103,18 @@ def run_default(workdir: Path, params: Path, env: dict[str, str] | None = None) 
     ``env``: environment variables set for both commands, on top of this process's environment.
     """
     rlpipe = [sys.executable, "-m", "rlpipe"]
-    for args in (["run", str(params), "--set", "tracking.backend=none", "--set", "trainer.data_dir=data"],
-                 ["replay", "data/cartpole_ppo"]):
-        subprocess.run([*rlpipe, *args], cwd=workdir, check=True, capture_output=True, text=True,
-                       env={**os.environ, **(env or {})})
+    for args in (
+        ["run", str(params), "--set", "tracking.backend=none", "--set", "trainer.data_dir=data"],
+        ["replay", "data/cartpole_ppo"],
+    ):
+        subprocess.run(
+            [*rlpipe, *args],
+            cwd=workdir,
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
     return workdir / "data" / "cartpole_ppo"
 
 

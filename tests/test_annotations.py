@@ -21,8 +21,11 @@ MAX_BARE_ANY = 60
 def _union_arms(node: ast.expr) -> list[ast.expr]:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         return _union_arms(node.left) + _union_arms(node.right)
-    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in ("Optional",
-                                                                                                   "Union"):
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in ("Optional", "Union")
+    ):
         arms = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         return [arm for inner in arms for arm in _union_arms(inner)]
     if isinstance(node, ast.Constant) and isinstance(node.value, str):

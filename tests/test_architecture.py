@@ -18,8 +18,22 @@ def test_import_layers_run_one_way():
 
 
 def test_ruff_is_clean():
-    result = subprocess.run([str(BIN / "ruff"), "check", "rlpipe", "tests", "benchmarks", "dvc_stages"],
-                            cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run(
+        [str(BIN / "ruff"), "check", "rlpipe", "tests", "benchmarks", "dvc_stages", "examples"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_leaves_every_file_as_it_is():
+    result = subprocess.run(
+        [str(BIN / "ruff"), "format", "--check", "rlpipe", "tests", "benchmarks", "dvc_stages", "examples"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -42,9 +56,10 @@ def _imported(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:  # relative: from the package, up level - 1
-                base = ".".join([*package[:len(package) - node.level + 1], base]).rstrip(".")
-            names.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                         for alias in node.names)
+                base = ".".join([*package[: len(package) - node.level + 1], base]).rstrip(".")
+            names.update(
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names
+            )
     return {_owner(name, modules) for name in names if name.startswith("rlpipe")} - {module, None}
 
 
@@ -97,8 +112,9 @@ def test_import_cycles_are_found_through_type_checking_and_function_imports(tmp_
     (package / "sub").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "sub" / "__init__.py").write_text("")
-    (package / "sub" / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                                          "    from rlpipe.sub.b import B\n")
+    (package / "sub" / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rlpipe.sub.b import B\n"
+    )
     (package / "sub" / "b.py").write_text("def f():\n    from . import a\n")
     (package / "c.py").write_text("from rlpipe.sub import a\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
@@ -107,8 +123,11 @@ def test_import_cycles_are_found_through_type_checking_and_function_imports(tmp_
 
 def test_the_mlflow_and_zarr_contracts_name_every_other_top_level_module():
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
-    top = {f"rlpipe.{p.stem}" for p in (ROOT / "rlpipe").iterdir()
-           if (p.suffix == ".py" and p.stem not in ("__init__", "__main__")) or (p / "__init__.py").exists()}
+    top = {
+        f"rlpipe.{p.stem}"
+        for p in (ROOT / "rlpipe").iterdir()
+        if (p.suffix == ".py" and p.stem not in ("__init__", "__main__")) or (p / "__init__.py").exists()
+    }
     owners = {"mlflow": "rlpipe.tracking", "zarr": "rlpipe.artifacts"}
     for library, owner in owners.items():
         contract = next(c for c in contracts if c.get("forbidden_modules") == [library])

@@ -25,8 +25,9 @@ N, T = 8, 16
 GRPO_SET = ("algorithm.name=grpo", "policy.name=actor_only", "algorithm.cfg={batch_size: 32, n_epochs: 2}")
 
 
-def make_algo(tmp_path: Path, *extra: str, action_space: gym.Space = DISCRETE,
-              seed: int = 0) -> BaseAlgorithm:
+def make_algo(
+    tmp_path: Path, *extra: str, action_space: gym.Space = DISCRETE, seed: int = 0
+) -> BaseAlgorithm:
     torch.manual_seed(seed)
     return build_algorithm(tiny_cfg(tmp_path, *extra), OBS, action_space, torch.device("cpu"))
 
@@ -36,8 +37,9 @@ def rollout(seed: int = 0, action_space: gym.Space = DISCRETE, state_size: int |
     gen = torch.Generator().manual_seed(seed)
     continuous = isinstance(action_space, gym.spaces.Box)
     extras = {"recurrent_state": ((state_size,), torch.float32)} if state_size else {}
-    ro = allocate_rollout(N, T, (3,), action_space.shape or (), torch.float32 if continuous else torch.int64,
-                          "cpu", extras)
+    ro = allocate_rollout(
+        N, T, (3,), action_space.shape or (), torch.float32 if continuous else torch.int64, "cpu", extras
+    )
     ro["obs"].copy_(torch.randn(ro["obs"].shape, generator=gen))
     if continuous:
         ro["action"].copy_(torch.randn(ro["action"].shape, generator=gen).clamp(-1, 1))
@@ -69,17 +71,25 @@ def test_build_algorithm_builds_its_policy_and_takes_the_runs_seed(tmp_path: Pat
     assert grpo.advantage_keys == ("advantage", "seq_mask", "seq_return")
 
 
-@pytest.mark.parametrize(("extra", "message"), [
-    (("algorithm.name=grpo", "algorithm.cfg={}"), r"^policy\.name: GRPO needs an actor-only policy"),
-    ((*GRPO_SET, "trainer.num_envs=6"),
-     r"^trainer\.num_envs: 6 is not divisible by algorithm\.cfg\.group_size=4"),
-    (("algorithm.cfg.seq_len=5", "policy.name=recurrent_actor_critic"),
-     r"^trainer\.buffer_size \(16\) must be a multiple of algorithm\.cfg\.seq_len \(5\)"),
-    (("algorithm.cfg.amp=fp16",), r"^algorithm\.cfg\.amp: fp16 needs a CUDA device"),
-    (("algorithm.cfg.clip_cof=0.1",), r"^\S*params\.yaml: algorithm\.cfg\.clip_cof: unknown key"),
-])
-def test_build_algorithm_rejects_bad_combinations_in_one_line(tmp_path: Path, extra: tuple[str, ...],
-                                                              message: str) -> None:
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (("algorithm.name=grpo", "algorithm.cfg={}"), r"^policy\.name: GRPO needs an actor-only policy"),
+        (
+            (*GRPO_SET, "trainer.num_envs=6"),
+            r"^trainer\.num_envs: 6 is not divisible by algorithm\.cfg\.group_size=4",
+        ),
+        (
+            ("algorithm.cfg.seq_len=5", "policy.name=recurrent_actor_critic"),
+            r"^trainer\.buffer_size \(16\) must be a multiple of algorithm\.cfg\.seq_len \(5\)",
+        ),
+        (("algorithm.cfg.amp=fp16",), r"^algorithm\.cfg\.amp: fp16 needs a CUDA device"),
+        (("algorithm.cfg.clip_cof=0.1",), r"^\S*params\.yaml: algorithm\.cfg\.clip_cof: unknown key"),
+    ],
+)
+def test_build_algorithm_rejects_bad_combinations_in_one_line(
+    tmp_path: Path, extra: tuple[str, ...], message: str
+) -> None:
     with pytest.raises(ConfigError, match=message) as info:
         make_algo(tmp_path, *extra)
     assert "\n" not in str(info.value)
@@ -100,8 +110,18 @@ def test_learn_changes_parameters_and_returns_named_metrics(tmp_path: Path) -> N
     before = weights(algo)
     metrics = learn(algo, rollout(), iteration=1, env_steps_before=0, total_env_steps=4 * N * T)
     assert any(not torch.equal(a, b) for a, b in zip(before, weights(algo)))
-    expected = {"policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "explained_variance",
-                "learning_rate", "ent_coef", "minibatch_steps", "optimizer_steps"}
+    expected = {
+        "policy_loss",
+        "value_loss",
+        "entropy",
+        "approx_kl",
+        "clip_fraction",
+        "explained_variance",
+        "learning_rate",
+        "ent_coef",
+        "minibatch_steps",
+        "optimizer_steps",
+    }
     assert set(metrics) == {f"update/{name}" for name in expected}
     assert all(math.isfinite(v) for v in metrics.values())
     assert metrics["update/minibatch_steps"] == 2 * 2  # 128 transitions / 64 per minibatch × 2 epochs
@@ -109,13 +129,22 @@ def test_learn_changes_parameters_and_returns_named_metrics(tmp_path: Path) -> N
 
 
 def test_learn_is_the_online_iterations_advantage_and_update_bit_for_bit(tmp_path: Path) -> None:
-    extra = ("policy.obs_normalization=true", "algorithm.cfg.normalize_rewards=true",
-             "algorithm.cfg.lr_schedule_kind=linear", "tracking.backend=none", "trainer.iterations=4")
+    extra = (
+        "policy.obs_normalization=true",
+        "algorithm.cfg.normalize_rewards=true",
+        "algorithm.cfg.lr_schedule_kind=linear",
+        "tracking.backend=none",
+        "trainer.iterations=4",
+    )
     torch.manual_seed(0)
     trainer = Trainer(tiny_cfg(tmp_path, *extra), store=False, evaluate=False)
     torch.manual_seed(1)
-    algo = build_algorithm(tiny_cfg(tmp_path, *extra), trainer.env.observation_space,
-                           trainer.env.action_space, torch.device("cpu"))
+    algo = build_algorithm(
+        tiny_cfg(tmp_path, *extra),
+        trainer.env.observation_space,
+        trainer.env.action_space,
+        torch.device("cpu"),
+    )
     load_learner_state(algo, learner_state(trainer.algo))
     total = trainer.cfg.trainer.iterations * trainer.parts.steps_per_iteration
     for iteration in (1, 2):
@@ -134,8 +163,12 @@ def test_learn_weighs_rnd_where_the_online_iteration_does(tmp_path: Path) -> Non
     rnd = '{"hidden_sizes": [8], "weight": 1.0, "weight_final": 0.0, "weight_schedule_kind": "linear"}'
     extra = (f"algorithm.cfg.rnd={rnd}", "tracking.backend=none", "trainer.iterations=4")
     trainer = Trainer(tiny_cfg(tmp_path, *extra), store=False, evaluate=False)
-    algo = build_algorithm(tiny_cfg(tmp_path, *extra), trainer.env.observation_space,
-                           trainer.env.action_space, torch.device("cpu"))
+    algo = build_algorithm(
+        tiny_cfg(tmp_path, *extra),
+        trainer.env.observation_space,
+        trainer.env.action_space,
+        torch.device("cpu"),
+    )
     load_learner_state(algo, learner_state(trainer.algo))
     total = trainer.cfg.trainer.iterations * trainer.parts.steps_per_iteration
     for iteration, weight in ((1, 1.0), (2, 0.75)):
@@ -158,9 +191,15 @@ def test_same_seed_same_result_other_seed_other_shuffle(tmp_path: Path) -> None:
     assert update_seed(5, 3) == 5 * 1_000_003 + 3
 
 
-@pytest.mark.parametrize("extra", [(), GRPO_SET, ("algorithm.cfg.normalize_rewards=true",
-                                                  "policy.obs_normalization=true", "algorithm.cfg.amp=bf16")],
-                         ids=["ppo", "grpo", "ppo-normalized-bf16"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        (),
+        GRPO_SET,
+        ("algorithm.cfg.normalize_rewards=true", "policy.obs_normalization=true", "algorithm.cfg.amp=bf16"),
+    ],
+    ids=["ppo", "grpo", "ppo-normalized-bf16"],
+)
 def test_state_dict_round_trip_gives_identical_later_updates(tmp_path: Path, extra: tuple[str, ...]) -> None:
     total = 4 * N * T
     first = make_algo(tmp_path, *extra, seed=0)
@@ -189,8 +228,13 @@ def test_loading_policy_weights_leaves_the_optimizer_alone(tmp_path: Path) -> No
 
 
 def test_grpo_lr_schedule_moves_the_learning_rate(tmp_path: Path) -> None:
-    algo = make_algo(tmp_path, *GRPO_SET, "algorithm.cfg.lr_schedule=[[0, 1.0e-3], [256, 1.0e-4]]",
-                           "algorithm.cfg.ent_coef=0.02", "algorithm.cfg.ent_coef_schedule_kind=linear")
+    algo = make_algo(
+        tmp_path,
+        *GRPO_SET,
+        "algorithm.cfg.lr_schedule=[[0, 1.0e-3], [256, 1.0e-4]]",
+        "algorithm.cfg.ent_coef=0.02",
+        "algorithm.cfg.ent_coef_schedule_kind=linear",
+    )
     total = 4 * N * T
     first = learn(algo, rollout(0), 1, 0, total)
     assert first["update/learning_rate"] == 1e-3 and first["update/ent_coef"] == pytest.approx(0.02)

@@ -14,9 +14,17 @@ def test_recurrent_policy_is_evaluated_with_its_state_carried_and_reset_on_done(
     torch.manual_seed(0)
     env = build_env("RepeatFirst", 4, "cpu", {"length": 4})
     small = {"network_cfg": {"hidden_sizes": [8]}}
-    policy = build_policy({"name": "recurrent_actor_critic", "actor": small, "critic": small,
-                           "recurrent": {"type": "gru", "hidden_size": 8, "num_layers": 1}},
-                          env.observation_space, env.action_space, "cpu")
+    policy = build_policy(
+        {
+            "name": "recurrent_actor_critic",
+            "actor": small,
+            "critic": small,
+            "recurrent": {"type": "gru", "hidden_size": 8, "num_layers": 1},
+        },
+        env.observation_space,
+        env.action_space,
+        "cpu",
+    )
     seen: list[torch.Tensor] = []
     original = policy.sample_step
 

@@ -23,7 +23,7 @@ def requirement_names(requirements: list[str], extras: dict[str, list[str]]) -> 
     for requirement in requirements:
         name = re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower()
         if name == "rlpipe":
-            inner = requirement[requirement.index("[") + 1:requirement.index("]")].split(",")
+            inner = requirement[requirement.index("[") + 1 : requirement.index("]")].split(",")
             names |= set().union(*(requirement_names(extras[e.strip()], extras) for e in inner))
         else:
             names.add(name)
@@ -32,7 +32,8 @@ def requirement_names(requirements: list[str], extras: dict[str, list[str]]) -> 
 
 def test_the_line_names_the_feature_the_package_and_the_extra(monkeypatch):
     assert install_hint("envpool", "env.id: HalfCheetah-v5") == (
-        "env.id: HalfCheetah-v5 needs envpool: pip install 'rlpipe[envpool]'")
+        "env.id: HalfCheetah-v5 needs envpool: pip install 'rlpipe[envpool]'"
+    )
     monkeypatch.setitem(sys.modules, "onnx", None)
     with pytest.raises(ConfigError) as info:
         require("onnx", "--format onnx")
@@ -51,8 +52,11 @@ def test_an_installed_package_that_fails_to_import_is_not_called_missing(monkeyp
         raise ImportError("libGL.so.1: cannot open shared object file", name=f"{name}._render")
 
     monkeypatch.setattr(importlib, "import_module", broken)
-    with pytest.raises(ConfigError, match=r"^env.id: PushCube needs mujoco, which is installed but does not "
-                                          r"import \(libGL.so.1: cannot open shared object file\)$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^env.id: PushCube needs mujoco, which is installed but does not "
+        r"import \(libGL.so.1: cannot open shared object file\)$",
+    ):
         require("mujoco", "env.id: PushCube")
 
 

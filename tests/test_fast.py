@@ -91,11 +91,14 @@ def _files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize(("n", "chunk_envs", "obs", "action"), [
-    (8, 1024, (4,), ()),                       # one chunk per array
-    (5, 2, (3,), (2,)),                        # several env chunks, a padded edge chunk
-    (3, 1024, {"state": (3,), "priv": (2,)}, ()),  # dict observations: group obs/
-])
+@pytest.mark.parametrize(
+    ("n", "chunk_envs", "obs", "action"),
+    [
+        (8, 1024, (4,), ()),  # one chunk per array
+        (5, 2, (3,), (2,)),  # several env chunks, a padded edge chunk
+        (3, 1024, {"state": (3,), "priv": (2,)}, ()),  # dict observations: group obs/
+    ],
+)
 def test_direct_store_is_byte_identical_to_zarrs(tmp_path, n, chunk_envs, obs, action):
     rollout = _rollout(n, obs, action)
     arrays = {name: t.numpy() for name, t in rollout_arrays(rollout).items()}
@@ -141,14 +144,22 @@ print("not reached")
 
 def _exit(code: object, switch: str) -> tuple[int, str, str, bool]:
     """``(returncode, stdout, stderr, torch imported)`` of a process ending in ``exit_process(code)``."""
-    result = subprocess.run([sys.executable, "-c", _EXIT_SCRIPT.format(code=code)], capture_output=True,
-                            text=True, cwd=REPO, timeout=60, env={**os.environ, "RLPIPE_FAST": switch})
+    result = subprocess.run(
+        [sys.executable, "-c", _EXIT_SCRIPT.format(code=code)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        env={**os.environ, "RLPIPE_FAST": switch},
+    )
     *stderr, imported = result.stderr.splitlines()
     return result.returncode, result.stdout, "\n".join(stderr), imported == "True"
 
 
-@pytest.mark.parametrize(("code", "returncode", "stderr"),
-                         [(0, 0, ""), (3, 3, ""), (None, 0, ""), ("a one-line error", 1, "a one-line error")])
+@pytest.mark.parametrize(
+    ("code", "returncode", "stderr"),
+    [(0, 0, ""), (3, 3, ""), (None, 0, ""), ("a one-line error", 1, "a one-line error")],
+)
 def test_exit_process_ends_the_process_as_sys_exit_does(code, returncode, stderr):
     fast_run, library_run = _exit(code, "1"), _exit(code, "0")
     assert fast_run == library_run

@@ -32,7 +32,14 @@ def test_default_cartpole_run_is_solved_and_stops_there(tmp_path):
 def test_default_cartpole_solves_at_least_4_of_5_seeds(tmp_path):
     solved = {}
     for seed in range(5):
-        cfg = load("params.yaml", [f"trainer.data_dir={tmp_path / str(seed)}", "tracking.backend=none",
-                                   f"trainer.seed={seed}", "store.enabled=false"])
+        cfg = load(
+            "params.yaml",
+            [
+                f"trainer.data_dir={tmp_path / str(seed)}",
+                "tracking.backend=none",
+                f"trainer.seed={seed}",
+                "store.enabled=false",
+            ],
+        )
         solved[seed] = Trainer(cfg).train().get("eval/return_mean", 0.0) >= SOLVED
     assert sum(solved.values()) >= 4, solved

@@ -142,14 +142,14 @@ def _check_python(words: list[str]) -> None:
 def _check_command(command: Command) -> None:
     synopsis = skip_reason(command) == "a usage synopsis with placeholders"
     words = synopsis_words(command) if synopsis else command.words
-    words = words[:words.index("|")] if "|" in words else words  # a pipe: the README's command is first
+    words = words[: words.index("|")] if "|" in words else words  # a pipe: the README's command is first
     program = words[0]
     if program == "rlpipe":
         _parse_rlpipe(words[1:], synopsis, command.exit_code)
     elif program in ("python", ".venv/bin/python"):
         _check_python(words)
     elif program == "torchrun":
-        _parse_rlpipe(words[words.index("rlpipe") + 1:], False, command.exit_code)
+        _parse_rlpipe(words[words.index("rlpipe") + 1 :], False, command.exit_code)
     elif program == "dvc":
         from dvc.cli import parse_args
 
@@ -180,15 +180,23 @@ def test_documented_command_parses(command: Command):
 
 def fresh_copy(dest: Path) -> Path:
     """The working tree's files (tracked + untracked, not ignored) in a new git repo sharing the venv."""
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           cwd=ROOT, capture_output=True, text=True, check=True).stdout.split("\0")
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")
     for name in filter(None, files):
         if (ROOT / name).is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, dest / name)
     (dest / ".venv").symlink_to(Path(sys.prefix))
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t",
-                                                  "commit", "-q", "-m", "fresh clone"]):
+    for args in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "fresh clone"],
+    ):
         subprocess.run(["git", *args], cwd=dest, check=True)
     return dest
 
@@ -208,9 +216,15 @@ def test_shows_error_reads_the_ellipsis_as_any_text():
 @pytest.mark.timeout(4 * 3600)
 def test_documented_commands_run_in_order_on_a_fresh_copy(tmp_path):
     repo = fresh_copy(tmp_path / "repo")
-    env = {**os.environ, "PATH": f"{repo / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}",
-           "PYTHONPATH": str(repo), "MUJOCO_GL": "egl", "HOME": str(tmp_path), "PYTHONUNBUFFERED": "1",
-           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}  # a shared machine: no spinning
+    env = {
+        **os.environ,
+        "PATH": f"{repo / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(repo),
+        "MUJOCO_GL": "egl",
+        "HOME": str(tmp_path),
+        "PYTHONUNBUFFERED": "1",
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+    }  # a shared machine: no spinning
     env.pop("MLFLOW_TRACKING_URI", None)
     git_user = "[user]\n\tname = readme\n\temail = readme@example.com\n"
     (tmp_path / ".gitconfig").write_text(git_user)  # a user's own git identity (dvc exp apply commits)
@@ -221,15 +235,19 @@ def test_documented_commands_run_in_order_on_a_fresh_copy(tmp_path):
             log.append(f"skip {command.source}:L{command.line} ({reason}): {command.text}")
             continue
         text = runnable(command)
-        result = subprocess.run(["bash", "-c", text], cwd=repo, env=env, capture_output=True, text=True,
-                                timeout=900)
+        result = subprocess.run(
+            ["bash", "-c", text], cwd=repo, env=env, capture_output=True, text=True, timeout=900
+        )
         ok = result.returncode == command.exit_code and (
-            command.error is None or shows_error(command.error, result.stderr))
+            command.error is None or shows_error(command.error, result.stderr)
+        )
         where = f"{command.source}:L{command.line}"
         log.append(f"{'ok  ' if ok else 'FAIL'} {where} exit {result.returncode}: {text}")
         if not ok:
             expected = f"{command.exit_code}{', ' + repr(command.error) if command.error else ''}"
-            failures.append(f"{where}: {shlex.quote(text)} exited {result.returncode} "
-                            f"(expected {expected})\n{(result.stdout + result.stderr)[-1500:]}")
+            failures.append(
+                f"{where}: {shlex.quote(text)} exited {result.returncode} "
+                f"(expected {expected})\n{(result.stdout + result.stderr)[-1500:]}"
+            )
     print("\n".join(log))
     assert not failures, "\n\n".join(failures)

@@ -24,8 +24,11 @@ DATASET_ID = re.compile(r"-v\d+$")
 def named_paths(text: str) -> list[str]:
     """The repository paths ``text`` names; a pattern (``configs/zoo/{name}.yaml``, ``*.png``) is none."""
     text = text.replace("\\.", ".")  # paths inside regular expressions
-    return [m.group(1) for m in PATH.finditer(text)
-            if text[m.end():m.end() + 2].lstrip("/")[:1] not in ("{", "<", "*")]
+    return [
+        m.group(1)
+        for m in PATH.finditer(text)
+        if text[m.end() : m.end() + 2].lstrip("/")[:1] not in ("{", "<", "*")
+    ]
 
 
 def _sources() -> list[Path]:
@@ -35,18 +38,21 @@ def _sources() -> list[Path]:
 
 
 def test_every_named_repository_path_exists():
-    dangling = [f"{source.relative_to(ROOT)}:{number}: {path}"
-                for source in _sources()
-                for number, line in enumerate(source.read_text().splitlines(), 1)
-                for path in named_paths(line)
-                if path not in NOT_IN_THE_REPOSITORY and not DATASET_ID.search(path)
-                and not (ROOT / path).exists()]
+    dangling = [
+        f"{source.relative_to(ROOT)}:{number}: {path}"
+        for source in _sources()
+        for number, line in enumerate(source.read_text().splitlines(), 1)
+        for path in named_paths(line)
+        if path not in NOT_IN_THE_REPOSITORY and not DATASET_ID.search(path) and not (ROOT / path).exists()
+    ]
     assert dangling == []
 
 
 def test_named_paths_are_found_in_code_prose_and_regular_expressions():
-    text = ("see `rlpipe/fast.py`, (benchmarks/peers/scaling.py); r'^rlpipe run configs/go1\\.yaml$' "
-            "data/runs/configs/x.yaml configs/zoo/{name}.yaml docs/*.md ~/docs/x.md")
+    text = (
+        "see `rlpipe/fast.py`, (benchmarks/peers/scaling.py); r'^rlpipe run configs/go1\\.yaml$' "
+        "data/runs/configs/x.yaml configs/zoo/{name}.yaml docs/*.md ~/docs/x.md"
+    )
     assert named_paths(text) == ["rlpipe/fast.py", "benchmarks/peers/scaling.py", "configs/go1.yaml"]
 
 

@@ -32,14 +32,20 @@ def test_transition_view_drops_padding_and_adds_next_value():
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda ro: ro.__setitem__("reward", torch.zeros(3, 5, dtype=torch.float64)),
-         "key 'reward' has dtype float64, expected float32"),
-        (lambda ro: ro["reward"].__setitem__((1, 4), 1.0),
-         r"key 'reward' padding slot is not zero at \[1, 4\]"),
+        (
+            lambda ro: ro.__setitem__("reward", torch.zeros(3, 5, dtype=torch.float64)),
+            "key 'reward' has dtype float64, expected float32",
+        ),
+        (
+            lambda ro: ro["reward"].__setitem__((1, 4), 1.0),
+            r"key 'reward' padding slot is not zero at \[1, 4\]",
+        ),
         (lambda ro: ro["obs"].__setitem__((2, 3, 1), float("nan")), r"key 'obs' is not finite at \[2, 3\]"),
         (lambda ro: ro["value"].__setitem__((0, 1), float("inf")), r"key 'value' is not finite at \[0, 1\]"),
-        (lambda ro: ro["terminated"].__setitem__((1, 2), True),
-         r"key 'done' != terminated \| truncated at \[1, 2\]"),
+        (
+            lambda ro: ro["terminated"].__setitem__((1, 2), True),
+            r"key 'done' != terminated \| truncated at \[1, 2\]",
+        ),
         (lambda ro: ro.del_("final_value"), "lacks schema key 'final_value'"),
     ],
 )

@@ -35,8 +35,9 @@ SOURCES = ("pyproject.toml", "README.md", "rlpipe")
 """What the wheel is built from (copied, so the build writes nothing into the checkout)."""
 MISSING = {
     "env.id=HalfCheetah-v5": "env.id: HalfCheetah-v5 needs envpool: pip install 'rlpipe[envpool]'",
-    "trainer.data_dir=s3://bucket/runs":
-        "params.yaml: trainer.data_dir: s3://bucket/runs needs s3fs: pip install 'rlpipe[s3]'",
+    "trainer.data_dir=s3://bucket/runs": (
+        "params.yaml: trainer.data_dir: s3://bucket/runs needs s3fs: pip install 'rlpipe[s3]'"
+    ),
 }
 """``--set`` of a feature whose extra the core install lacks → the one line it must print."""
 
@@ -44,10 +45,14 @@ pytestmark = [pytest.mark.wheel, pytest.mark.timeout(1800)]
 
 
 def run(args: list[str | Path], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "MLFLOW_TRACKING_URI") and not k.startswith("DVC_")}
-    result = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True,
-                            timeout=1200)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "MLFLOW_TRACKING_URI") and not k.startswith("DVC_")
+    }
+    result = subprocess.run(
+        [str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=1200
+    )
     if check:
         assert result.returncode == 0, f"{args}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     return result
@@ -150,12 +155,29 @@ def test_the_wheel_alone_trains_cartpole_outside_the_repo_and_names_missing_extr
     pth = Path(purelib.stdout.strip()) / "core_site.pth"
     pth.write_text(f"import site; site.addsitedir({str(core)!r})\n")
     # pip of this venv, run on the fresh one; with no index it installs the wheel alone or fails
-    run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-index",
-         "--disable-pip-version-check", "-c", ROOT / "constraints.txt", wheel], tmp_path)
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            python,
+            "install",
+            "-q",
+            "--no-index",
+            "--disable-pip-version-check",
+            "-c",
+            ROOT / "constraints.txt",
+            wheel,
+        ],
+        tmp_path,
+    )
     installed = time.perf_counter()
 
-    probe = f"import importlib.util as u, rlpipe; print(rlpipe.__file__); " \
-            f"print([m for m in {sorted(EXTRAS)!r} if u.find_spec(m)])"
+    probe = (
+        f"import importlib.util as u, rlpipe; print(rlpipe.__file__); "
+        f"print([m for m in {sorted(EXTRAS)!r} if u.find_spec(m)])"
+    )
     where, extras = run([python, "-c", probe], tmp_path).stdout.splitlines()
     assert Path(where).is_relative_to(env_dir) and extras == "[]"  # the wheel's rlpipe, no extra installed
 
@@ -169,10 +191,15 @@ def test_the_wheel_alone_trains_cartpole_outside_the_repo_and_names_missing_extr
 
     before = sorted(p.relative_to(outside) for p in outside.rglob("*"))
     for override, line in MISSING.items():
-        result = run([rlpipe, "run", "params.yaml", "--set", override, "--set", "trainer.exp_name=other"],
-                     outside, check=False)
+        result = run(
+            [rlpipe, "run", "params.yaml", "--set", override, "--set", "trainer.exp_name=other"],
+            outside,
+            check=False,
+        )
         last = result.stderr.strip().splitlines()[-1]
         assert (result.returncode, last) == (2, f"Error: {line}"), result.stderr
     assert sorted(p.relative_to(outside) for p in outside.rglob("*")) == before  # nothing written
-    print(f"wheel {built - started:.0f} s, install {installed - built:.0f} s, "
-          f"train {trained - installed:.0f} s, missing extras {time.perf_counter() - trained:.0f} s")
+    print(
+        f"wheel {built - started:.0f} s, install {installed - built:.0f} s, "
+        f"train {trained - installed:.0f} s, missing extras {time.perf_counter() - trained:.0f} s"
+    )

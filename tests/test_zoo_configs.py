@@ -21,9 +21,23 @@ from rlpipe.trainer import Trainer
 
 ZOO = Path(__file__).resolve().parents[1] / "configs" / "zoo"
 CONFIGS = sorted(ZOO.glob("*.yaml"))
-OWN = ("dmc_cheetah_run", "dmc_walker_walk", "dmc_cartpole_swingup", "dmc_finger_spin", "mw_reach",
-       "mw_push", "mw_pick_place", "playground_panda_pick_cube", "playground_go1_joystick",
-       "push_cube_ppo", "push_cube_grpo", "cartpole_ppo", "cartpole_grpo", "pendulum_ppo", "pendulum_grpo")
+OWN = (
+    "dmc_cheetah_run",
+    "dmc_walker_walk",
+    "dmc_cartpole_swingup",
+    "dmc_finger_spin",
+    "mw_reach",
+    "mw_push",
+    "mw_pick_place",
+    "playground_panda_pick_cube",
+    "playground_go1_joystick",
+    "push_cube_ppo",
+    "push_cube_grpo",
+    "cartpole_ppo",
+    "cartpole_grpo",
+    "pendulum_ppo",
+    "pendulum_grpo",
+)
 """Stems this file knows by name; the glob covers every other zoo config as well."""
 REPORTS_SUCCESS = ("mw_", "push_cube_")
 """Stem prefixes of tasks whose env reports ``info["success"]`` (Meta-World, PushCube)."""
@@ -35,11 +49,22 @@ def smoke_cfg(path: Path, data_dir: Path, *extra: str) -> config.RunConfig:
     full = config.load(path)
     envs = max(4, getattr(full.algorithm.cfg, "group_size", 1))
     horizon = getattr(full.algorithm.cfg, "seq_len", None) or HORIZON  # recurrent: one whole sequence
-    return config.load(path, [
-        f"trainer.data_dir={data_dir}", "trainer.iterations=1", f"trainer.num_envs={envs}",
-        f"trainer.buffer_size={horizon}", "trainer.num_eval_envs=2", "trainer.num_eval_episodes=1",
-        "trainer.eval_freq=1000000000", "trainer.num_threads=1", f"env.cfg.max_episode_steps={EPISODE}",
-        "tracking.backend=none", *extra])
+    return config.load(
+        path,
+        [
+            f"trainer.data_dir={data_dir}",
+            "trainer.iterations=1",
+            f"trainer.num_envs={envs}",
+            f"trainer.buffer_size={horizon}",
+            "trainer.num_eval_envs=2",
+            "trainer.num_eval_episodes=1",
+            "trainer.eval_freq=1000000000",
+            "trainer.num_threads=1",
+            f"env.cfg.max_episode_steps={EPISODE}",
+            "tracking.backend=none",
+            *extra,
+        ],
+    )
 
 
 def test_the_zoo_has_every_task_of_this_suite():
@@ -56,8 +81,9 @@ def test_zoo_config_loads_with_store_and_mlflow_on_and_a_header(path: Path):
     budget = cfg.trainer.iterations * cfg.trainer.num_envs * cfg.trainer.buffer_size
     assert cfg.trainer.save_freq <= 0.11 * budget, "a stopped run may lose at most ~10 % of its budget"
     header = path.read_text().split("\ntrainer:")[0].splitlines()
-    assert len(header) >= 3 and all(line.startswith("#") for line in header), \
+    assert len(header) >= 3 and all(line.startswith("#") for line in header), (
         "a header comment (task, budget, settings and why) comes before trainer:"
+    )
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
@@ -91,8 +117,13 @@ def test_a_zoo_run_logs_to_mlflow_with_its_success_rate(tmp_path: Path, monkeypa
         assert run.metrics[key] == pytest.approx(summary[key]), key
 
 
-DEFAULT_FOR = {"hopper": "mujoco_default", "walker2d": "mujoco_default", "ant_default": "mujoco_default",
-               "humanoid": "mujoco_default", "ant": "halfcheetah"}
+DEFAULT_FOR = {
+    "hopper": "mujoco_default",
+    "walker2d": "mujoco_default",
+    "ant_default": "mujoco_default",
+    "humanoid": "mujoco_default",
+    "ant": "halfcheetah",
+}
 """Zoo configs that are another one with only ``env.id`` and ``trainer.exp_name`` changed."""
 
 

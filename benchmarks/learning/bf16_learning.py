@@ -59,20 +59,34 @@ def parse_args() -> argparse.Namespace:
     add("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     add("--json", type=Path, default=PROJECT_ROOT / "data" / "bench" / "bf16_learning.json", help="results")
     add("--png", type=Path, default=PROJECT_ROOT / "data" / "bench" / "bf16_learning.png", help="curves")
-    add("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="extra config override for every run (repeatable), e.g. trainer.iterations=25")
+    add(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra config override for every run (repeatable), e.g. trainer.iterations=25",
+    )
     add("--resume", action="store_true", help="keep the runs already in --json, run the rest")
     add("--also", type=Path, nargs="+", default=[], help="other result JSONs to merge into summary and PNG")
     add("--plot-only", action="store_true", help="only redraw --png from --json")
     return parser.parse_args()
 
 
-def overrides(task: str, seed: int, amp: str, data_dir: str, halfcheetah_steps: int,
-              extra: list[str]) -> list[str]:
+def overrides(
+    task: str, seed: int, amp: str, data_dir: str, halfcheetah_steps: int, extra: list[str]
+) -> list[str]:
     """The task's config with this seed and precision; nothing written but the run directory."""
-    sets = [f"trainer.seed={seed}", f"algorithm.cfg.amp={amp}", "tracking.backend=none",
-            "store.enabled=false", "trainer.enable_eval=false", f"trainer.save_freq={NEVER}",
-            f"trainer.data_dir={data_dir}", "trainer.num_threads=null"]
+    sets = [
+        f"trainer.seed={seed}",
+        f"algorithm.cfg.amp={amp}",
+        "tracking.backend=none",
+        "store.enabled=false",
+        "trainer.enable_eval=false",
+        f"trainer.save_freq={NEVER}",
+        f"trainer.data_dir={data_dir}",
+        "trainer.num_threads=null",
+    ]
     if task == "halfcheetah":
         sets.append(f"trainer.iterations={-(-halfcheetah_steps // 2048)}")
     return [*sets, *extra]
@@ -94,13 +108,20 @@ def run_one(task: str, seed: int, amp: str, halfcheetah_steps: int, extra: list[
                 returns.append(metrics.get(RETURN_KEY, float("nan")))
         finally:
             trainer.close()
-    return {"task": task, "seed": seed, "amp": amp, "env_steps": steps, "returns": returns,
-            "wall_s": time.perf_counter() - start, "final_return": final_return(returns)}
+    return {
+        "task": task,
+        "seed": seed,
+        "amp": amp,
+        "env_steps": steps,
+        "returns": returns,
+        "wall_s": time.perf_counter() - start,
+        "final_return": final_return(returns),
+    }
 
 
 def final_return(returns: list[float]) -> float:
     """Mean over the last 10 % of iterations (at least one) of the logged return."""
-    tail = [r for r in returns[-max(1, len(returns) // 10):] if r == r]
+    tail = [r for r in returns[-max(1, len(returns) // 10) :] if r == r]
     return statistics.fmean(tail) if tail else float("nan")
 
 
@@ -108,8 +129,10 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per task: final returns of fp32 and bf16 per seed, means, and the verdict."""
     rows = []
     for task in dict.fromkeys(r["task"] for r in runs):
-        final = {amp: {r["seed"]: r["final_return"] for r in runs if r["task"] == task and r["amp"] == amp}
-                 for amp in AMPS}
+        final = {
+            amp: {r["seed"]: r["final_return"] for r in runs if r["task"] == task and r["amp"] == amp}
+            for amp in AMPS
+        }
         seeds = sorted(set(final["none"]) & set(final["bf16"]))
         if not seeds:
             continue
@@ -118,23 +141,39 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         margin = max(spread, 0.02 * abs(statistics.fmean(fp32)))  # a saturated task has no spread
         low, high = min(fp32) - margin, max(fp32) + margin
         bf16_mean = statistics.fmean(bf16)
-        wall = {amp: statistics.fmean([r["wall_s"] for r in runs if r["task"] == task and r["amp"] == amp])
-                for amp in AMPS}
-        rows.append({"task": task, "seeds": seeds, "fp32_final": fp32, "bf16_final": bf16,
-                     "fp32_mean": statistics.fmean(fp32), "bf16_mean": bf16_mean, "fp32_std": spread,
-                     "same": low <= bf16_mean <= high, "fp32_wall_s": wall["none"],
-                     "bf16_wall_s": wall["bf16"]})
+        wall = {
+            amp: statistics.fmean([r["wall_s"] for r in runs if r["task"] == task and r["amp"] == amp])
+            for amp in AMPS
+        }
+        rows.append(
+            {
+                "task": task,
+                "seeds": seeds,
+                "fp32_final": fp32,
+                "bf16_final": bf16,
+                "fp32_mean": statistics.fmean(fp32),
+                "bf16_mean": bf16_mean,
+                "fp32_std": spread,
+                "same": low <= bf16_mean <= high,
+                "fp32_wall_s": wall["none"],
+                "bf16_wall_s": wall["bf16"],
+            }
+        )
     return rows
 
 
 def print_summary(rows: list[dict[str, Any]]) -> None:
-    print(f"\n{'task':>12} {'fp32 final (per seed)':>30} {'bf16 final (per seed)':>30} "
-          f"{'fp32 mean':>10} {'bf16 mean':>10} {'same':>5} {'wall s fp32/bf16':>17}")
+    print(
+        f"\n{'task':>12} {'fp32 final (per seed)':>30} {'bf16 final (per seed)':>30} "
+        f"{'fp32 mean':>10} {'bf16 mean':>10} {'same':>5} {'wall s fp32/bf16':>17}"
+    )
     for r in rows:
         per_seed = lambda xs: " ".join(f"{x:.1f}" for x in xs)  # noqa: E731
-        print(f"{r['task']:>12} {per_seed(r['fp32_final']):>30} {per_seed(r['bf16_final']):>30} "
-              f"{r['fp32_mean']:>10.1f} {r['bf16_mean']:>10.1f} {'yes' if r['same'] else 'NO':>5} "
-              f"{r['fp32_wall_s']:>8.1f}/{r['bf16_wall_s']:.1f}")
+        print(
+            f"{r['task']:>12} {per_seed(r['fp32_final']):>30} {per_seed(r['bf16_final']):>30} "
+            f"{r['fp32_mean']:>10.1f} {r['bf16_mean']:>10.1f} {'yes' if r['same'] else 'NO':>5} "
+            f"{r['fp32_wall_s']:>8.1f}/{r['bf16_wall_s']:.1f}"
+        )
 
 
 def plot(runs: list[dict[str, Any]], png: Path) -> None:
@@ -155,8 +194,13 @@ def plot(runs: list[dict[str, Any]], png: Path) -> None:
             if mine:
                 length = min(len(r["returns"]) for r in mine)
                 mean = [statistics.fmean(r["returns"][i] for r in mine) for i in range(length)]
-                ax.plot(mine[0]["env_steps"][:length], mean, color=colours[amp], linewidth=2,
-                        label=f"{LABELS[amp]} (mean of {len(mine)} seeds)")
+                ax.plot(
+                    mine[0]["env_steps"][:length],
+                    mean,
+                    color=colours[amp],
+                    linewidth=2,
+                    label=f"{LABELS[amp]} (mean of {len(mine)} seeds)",
+                )
         ax.set_title(TASKS[task][1])
         ax.set_xlabel("env steps")
         ax.set_ylabel("training episode return")
@@ -171,8 +215,13 @@ def plot(runs: list[dict[str, Any]], png: Path) -> None:
 
 def save(path: Path, runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"benchmark": "bf16_learning", "halfcheetah_steps": args.halfcheetah_steps, "runs": runs,
-               "summary": summarize(runs), "environment": environment()}
+    payload = {
+        "benchmark": "bf16_learning",
+        "halfcheetah_steps": args.halfcheetah_steps,
+        "runs": runs,
+        "summary": summarize(runs),
+        "environment": environment(),
+    }
     path.write_text(json.dumps(payload, indent=1) + "\n")
 
 
@@ -190,8 +239,11 @@ def main() -> None:
                     if (task, seed, amp) in done:
                         continue
                     runs.append(run_one(task, seed, amp, args.halfcheetah_steps, args.overrides))
-                    print(f"{task} seed {seed} {LABELS[amp]}: final return {runs[-1]['final_return']:.1f} "
-                          f"({runs[-1]['wall_s']:.0f} s)", flush=True)
+                    print(
+                        f"{task} seed {seed} {LABELS[amp]}: final return {runs[-1]['final_return']:.1f} "
+                        f"({runs[-1]['wall_s']:.0f} s)",
+                        flush=True,
+                    )
                     save(args.json, runs, args)
     for path in args.also:
         runs += json.loads(path.read_text())["runs"]

@@ -46,10 +46,19 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="trainer.seed values")
     parser.add_argument("--threshold", type=float, default=475.0, help="solve threshold on " + EVAL_KEY)
-    parser.add_argument("--full-budget", action="store_true",
-                        help="train every iteration of the config instead of stopping at the solve")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra config override (repeatable), as rlpipe run --set")
+    parser.add_argument(
+        "--full-budget",
+        action="store_true",
+        help="train every iteration of the config instead of stopping at the solve",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra config override (repeatable), as rlpipe run --set",
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
     return parser.parse_args()
@@ -57,21 +66,41 @@ def parse_args() -> argparse.Namespace:
 
 def run_seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """Train one seed to the threshold (or the whole budget); re-evaluate its final checkpoint."""
-    run = train_to_threshold(PARAMS, seed, args.threshold, [f"trainer.num_threads={args.threads}",
-                                                             *args.overrides], not args.full_budget)
+    run = train_to_threshold(
+        PARAMS,
+        seed,
+        args.threshold,
+        [f"trainer.num_threads={args.threads}", *args.overrides],
+        not args.full_budget,
+    )
     metrics, recheck = run["metrics"], run["recheck"]
     solve_steps = run["solve_env_steps"]
-    return {"seed": seed, "solved": solve_steps is not None, "solve_env_steps": solve_steps,
-            "env_steps": run["env_steps"], "iteration": run["iteration"], "final_eval": metrics.get(EVAL_KEY),
-            "recheck_return": recheck[EVAL_KEY], "recheck_std": recheck.get("eval/return_std"),
-            "train_return": metrics.get("train/episode_return_mean"), "train_s": run["train_s"],
-            "wall_s": run["wall_s"], "cpu_s": run["cpu_s"], "eval_curve": run["eval_curve"]}
+    return {
+        "seed": seed,
+        "solved": solve_steps is not None,
+        "solve_env_steps": solve_steps,
+        "env_steps": run["env_steps"],
+        "iteration": run["iteration"],
+        "final_eval": metrics.get(EVAL_KEY),
+        "recheck_return": recheck[EVAL_KEY],
+        "recheck_std": recheck.get("eval/return_std"),
+        "train_return": metrics.get("train/episode_return_mean"),
+        "train_s": run["train_s"],
+        "wall_s": run["wall_s"],
+        "cpu_s": run["cpu_s"],
+        "eval_curve": run["eval_curve"],
+    }
 
 
 COLUMNS = [
-    ("seed", "seed", ""), ("solved", "solved", ""), ("solve_env_steps", "env steps to solve", ","),
-    ("final_eval", "final eval", ".1f"), ("recheck_return", "64-episode eval", ".1f"),
-    ("train_return", "train return", ".1f"), ("train_s", "train s", ".1f"), ("wall_s", "wall s", ".1f"),
+    ("seed", "seed", ""),
+    ("solved", "solved", ""),
+    ("solve_env_steps", "env steps to solve", ","),
+    ("final_eval", "final eval", ".1f"),
+    ("recheck_return", "64-episode eval", ".1f"),
+    ("train_return", "train return", ".1f"),
+    ("train_s", "train s", ".1f"),
+    ("wall_s", "wall s", ".1f"),
     ("cpu_s", "cpu s", ".1f"),
 ]
 
@@ -82,22 +111,35 @@ def main() -> None:
     rows = []
     for seed in args.seeds:
         rows.append(run_seed(seed, args))
-        print(f"seed {seed}: " + ", ".join(f"{k}={v}" for k, v in rows[-1].items() if k != "eval_curve"),
-              flush=True)
+        print(
+            f"seed {seed}: " + ", ".join(f"{k}={v}" for k, v in rows[-1].items() if k != "eval_curve"),
+            flush=True,
+        )
     print(f"\nCartPole without velocities to a deterministic eval >= {args.threshold:g} ({PARAMS.name})")
     print_table(rows, COLUMNS)
     solved = [r for r in rows if r["solved"]]
-    summary: dict[str, Any] = {"seeds_solved": f"{len(solved)}/{len(rows)}",
-                               "recheck_return": mean_std([r["recheck_return"] for r in rows]),
-                               "wall_s": mean_std([r["wall_s"] for r in rows]),
-                               "cpu_s": mean_std([r["cpu_s"] for r in rows])}
+    summary: dict[str, Any] = {
+        "seeds_solved": f"{len(solved)}/{len(rows)}",
+        "recheck_return": mean_std([r["recheck_return"] for r in rows]),
+        "wall_s": mean_std([r["wall_s"] for r in rows]),
+        "cpu_s": mean_std([r["cpu_s"] for r in rows]),
+    }
     if solved:
         summary["solve_env_steps"] = mean_std([r["solve_env_steps"] for r in solved])
     print(summary)
     print_machine()
-    write_json(args.json, {"benchmark": "cartpole_novel", "params": str(PARAMS.relative_to(PROJECT_ROOT)),
-                           "threshold": args.threshold, "full_budget": args.full_budget,
-                           "overrides": args.overrides, "seeds": rows, "summary": summary})
+    write_json(
+        args.json,
+        {
+            "benchmark": "cartpole_novel",
+            "params": str(PARAMS.relative_to(PROJECT_ROOT)),
+            "threshold": args.threshold,
+            "full_budget": args.full_budget,
+            "overrides": args.overrides,
+            "seeds": rows,
+            "summary": summary,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -55,14 +55,22 @@ TRACE_KEYS = ("time/iteration_s", "time/collect_s", "time/update_s", RETURN_KEY,
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", type=Path, default=DEFAULT_PARAMS,
-                        help="params file (default: params.yaml)")
+    parser.add_argument(
+        "--params", type=Path, default=DEFAULT_PARAMS, help="params file (default: params.yaml)"
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="trainer.seed values")
     parser.add_argument("--threshold", type=float, default=475.0, help="solve threshold on " + RETURN_KEY)
-    parser.add_argument("--full", action="store_true",
-                        help="run all trainer.iterations, not only up to the solve")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra config override (repeatable), as rlpipe run --set")
+    parser.add_argument(
+        "--full", action="store_true", help="run all trainer.iterations, not only up to the solve"
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra config override (repeatable), as rlpipe run --set",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
     return parser.parse_args()
@@ -71,8 +79,10 @@ def parse_args() -> argparse.Namespace:
 def run_seed(params: Path, seed: int, overrides: list[str], threshold: float, full: bool) -> dict[str, Any]:
     """Build and iterate one seed; return its solve point and timings."""
     with tempfile.TemporaryDirectory(prefix="rlpipe-solve-") as data_dir:
-        cfg = load_cfg(params, [f"trainer.seed={seed}", "tracking.backend=none",
-                                f"trainer.data_dir={data_dir}", *overrides])
+        cfg = load_cfg(
+            params,
+            [f"trainer.seed={seed}", "tracking.backend=none", f"trainer.data_dir={data_dir}", *overrides],
+        )
         start = time.perf_counter()
         trainer = start_quietly(Trainer(cfg))
         build_s = time.perf_counter() - start
@@ -88,8 +98,12 @@ def iterate(trainer: Trainer, threshold: float, full: bool) -> dict[str, Any]:
     """Run iterations until the solve (or to the end with ``full``); time each one."""
     train_s = 0.0
     cpu_start = time.process_time()
-    solve: dict[str, Any] = {"solve_iteration": None, "solve_env_steps": None, "solve_train_s": None,
-                             "solve_cpu_s": None}
+    solve: dict[str, Any] = {
+        "solve_iteration": None,
+        "solve_env_steps": None,
+        "solve_train_s": None,
+        "solve_cpu_s": None,
+    }
     metrics: dict[str, float] = {}
     per_iteration: list[dict[str, float | None]] = []
     while trainer.iteration < trainer.cfg.trainer.iterations:
@@ -97,14 +111,23 @@ def iterate(trainer: Trainer, threshold: float, full: bool) -> dict[str, Any]:
         train_s += metrics["time/iteration_s"]
         per_iteration.append({key: metrics.get(key) for key in TRACE_KEYS})
         if solve["solve_iteration"] is None and metrics.get(RETURN_KEY, 0.0) >= threshold:
-            solve = {"solve_iteration": trainer.iteration, "solve_env_steps": trainer.env_steps,
-                     "solve_train_s": train_s, "solve_cpu_s": time.process_time() - cpu_start}
+            solve = {
+                "solve_iteration": trainer.iteration,
+                "solve_env_steps": trainer.env_steps,
+                "solve_train_s": train_s,
+                "solve_cpu_s": time.process_time() - cpu_start,
+            }
             if not full:
                 break
-    return {**solve, "iterations_run": trainer.iteration, "env_steps_run": trainer.env_steps,
-            "train_s": train_s, "final_return": metrics.get(RETURN_KEY),
-            "median_iteration_s": median([it["time/iteration_s"] or 0.0 for it in per_iteration]),
-            "per_iteration": per_iteration}
+    return {
+        **solve,
+        "iterations_run": trainer.iteration,
+        "env_steps_run": trainer.env_steps,
+        "train_s": train_s,
+        "final_return": metrics.get(RETURN_KEY),
+        "median_iteration_s": median([it["time/iteration_s"] or 0.0 for it in per_iteration]),
+        "per_iteration": per_iteration,
+    }
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -139,20 +162,33 @@ def main() -> None:
     for seed in args.seeds:
         rows.append(run_seed(args.params, seed, args.overrides, args.threshold, args.full))
         print(f"seed {seed}: done ({rows[-1]['total_s']:.1f} s)", flush=True)
-    print(f"\nCartPole solve (train/episode_return_mean >= {args.threshold:g}), {args.params.name}"
-          f"{' ' + ' '.join(args.overrides) if args.overrides else ''}")
+    print(
+        f"\nCartPole solve (train/episode_return_mean >= {args.threshold:g}), {args.params.name}"
+        f"{' ' + ' '.join(args.overrides) if args.overrides else ''}"
+    )
     print_table(rows, COLUMNS)
     summary = summarize(rows)
     verdict = "meets" if summary["median_solve_train_s"] < TARGET_S else "misses"
-    print(f"seeds solved {summary['seeds_solved']}; median train time to solve "
-          f"{summary['median_solve_train_s']:.2f} s ({verdict} the < {TARGET_S:g} s target), "
-          f"median env steps {summary['median_solve_env_steps']:,.0f}, "
-          f"median total {summary['median_total_s']:.2f} s")
+    print(
+        f"seeds solved {summary['seeds_solved']}; median train time to solve "
+        f"{summary['median_solve_train_s']:.2f} s ({verdict} the < {TARGET_S:g} s target), "
+        f"median env steps {summary['median_solve_env_steps']:,.0f}, "
+        f"median total {summary['median_total_s']:.2f} s"
+    )
     print_machine()
-    write_json(args.json, {"benchmark": "cartpole_solve", "threshold": args.threshold,
-                           "params": str(args.params), "overrides": args.overrides,
-                           "full": args.full, "seeds": rows, "summary": summary,
-                           "target_train_s": TARGET_S})
+    write_json(
+        args.json,
+        {
+            "benchmark": "cartpole_solve",
+            "threshold": args.threshold,
+            "params": str(args.params),
+            "overrides": args.overrides,
+            "full": args.full,
+            "seeds": rows,
+            "summary": summary,
+            "target_train_s": TARGET_S,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -59,9 +59,14 @@ TASKS: dict[str, dict[str, Any]] = {
         "params": DEFAULT_PARAMS,
         # 30 iterations, not stopped at the solve: the stores then hold the solved teacher's long episodes
         "teacher": ["env.cfg={obs_groups: true}", "trainer.iterations=30", "trainer.stop_when=[]"],
-        "student": ["policy.name=recurrent_actor_critic", "policy.actor.obs_keys=[proprio]",
-                    "policy.critic.obs_keys=[proprio]", "algorithm.cfg.seq_len=16",
-                    "algorithm.cfg.learning_rate=0.002", "algorithm.cfg.n_epochs=4"],
+        "student": [
+            "policy.name=recurrent_actor_critic",
+            "policy.actor.obs_keys=[proprio]",
+            "policy.critic.obs_keys=[proprio]",
+            "algorithm.cfg.seq_len=16",
+            "algorithm.cfg.learning_rate=0.002",
+            "algorithm.cfg.n_epochs=4",
+        ],
         "passes": 4,
         "online_iterations": 10,
         "eval": ["eval.num_envs=16", "eval.num_episodes=4"],
@@ -82,14 +87,28 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", choices=list(TASKS), default="cartpole")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="trainer.seed values")
-    parser.add_argument("--teacher", type=Path, default=None,
-                        help="an already trained teacher run to distil (default: train one per seed)")
+    parser.add_argument(
+        "--teacher",
+        type=Path,
+        default=None,
+        help="an already trained teacher run to distil (default: train one per seed)",
+    )
     parser.add_argument("--passes", type=int, default=None, help="offline passes over the teacher's stores")
     parser.add_argument("--online-iterations", type=int, default=None, help="DAgger iterations after")
-    parser.add_argument("--teacher-set", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra override of the teacher's params (repeatable)")
-    parser.add_argument("--student-set", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra override of the student's params (repeatable)")
+    parser.add_argument(
+        "--teacher-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra override of the teacher's params (repeatable)",
+    )
+    parser.add_argument(
+        "--student-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra override of the student's params (repeatable)",
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
     return parser.parse_args()
@@ -102,8 +121,9 @@ def score(cfg: Any, checkpoint: Path, eval_overrides: list[str], metric: str, ou
     return {"return": metrics["eval/return_mean"], "score": metrics.get(metric, metrics["eval/return_mean"])}
 
 
-def train_teacher(task: dict[str, Any], seed: int, args: argparse.Namespace,
-                  data_dir: Path) -> tuple[Any, dict]:
+def train_teacher(
+    task: dict[str, Any], seed: int, args: argparse.Namespace, data_dir: Path
+) -> tuple[Any, dict]:
     """Train (or, with ``--teacher``, reuse) the teacher; its cfg and its score, env steps and time."""
     common = [f"trainer.seed={seed}", "tracking.backend=none", f"trainer.data_dir={data_dir}"]
     if args.teacher is not None:
@@ -113,20 +133,32 @@ def train_teacher(task: dict[str, Any], seed: int, args: argparse.Namespace,
         checkpoint = max((args.teacher / "checkpoints").glob("ckpt-*.pt"))  # the newest, as distillation's
         state = load_checkpoint(checkpoint)
         curve = (args.teacher / "curve.csv").read_text().splitlines()
-        teacher = {"env_steps": int(state["env_steps"]), "iterations": int(state["iteration"]),
-                   "wall_s": sum(float(row["time/iteration_s"]) for row in csv.DictReader(curve)
-                                 if int(float(row["iteration"])) <= int(state["iteration"])),
-                   "reused": str(args.teacher), "checkpoint": str(checkpoint)}
+        teacher = {
+            "env_steps": int(state["env_steps"]),
+            "iterations": int(state["iteration"]),
+            "wall_s": sum(
+                float(row["time/iteration_s"])
+                for row in csv.DictReader(curve)
+                if int(float(row["iteration"])) <= int(state["iteration"])
+            ),
+            "reused": str(args.teacher),
+            "checkpoint": str(checkpoint),
+        }
         return cfg, teacher | score(cfg, checkpoint, task["eval"], task["metric"], data_dir / f"t{seed}.json")
-    cfg = load_cfg(task["params"], [*common, f"trainer.exp_name=teacher-{seed}", *task["teacher"],
-                                    *args.teacher_set])
+    cfg = load_cfg(
+        task["params"], [*common, f"trainer.exp_name=teacher-{seed}", *task["teacher"], *args.teacher_set]
+    )
     tick = time.perf_counter()
     trainer = Trainer(cfg)
     summary = trainer.train()
-    teacher = {"env_steps": trainer.env_steps, "wall_s": time.perf_counter() - tick,
-               "iterations": trainer.iteration}
-    return cfg, teacher | score(cfg, Path(summary["checkpoint"]), task["eval"], task["metric"],
-                                data_dir / f"t{seed}.json")
+    teacher = {
+        "env_steps": trainer.env_steps,
+        "wall_s": time.perf_counter() - tick,
+        "iterations": trainer.iteration,
+    }
+    return cfg, teacher | score(
+        cfg, Path(summary["checkpoint"]), task["eval"], task["metric"], data_dir / f"t{seed}.json"
+    )
 
 
 def run_seed(task: dict[str, Any], seed: int, args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
@@ -134,18 +166,34 @@ def run_seed(task: dict[str, Any], seed: int, args: argparse.Namespace, data_dir
     teacher_cfg, teacher = train_teacher(task, seed, args, data_dir)
     if "student_params" in task:
         dagger = run_dagger(task, seed, args, data_dir, teacher_cfg.run_dir)
-        return {"seed": seed, "teacher": teacher, "dagger": dagger,
-                "dagger_ratio": ratio(dagger["score"], teacher["score"])}
+        return {
+            "seed": seed,
+            "teacher": teacher,
+            "dagger": dagger,
+            "dagger_ratio": ratio(dagger["score"], teacher["score"]),
+        }
     common = [f"trainer.seed={seed}", "tracking.backend=none", f"trainer.data_dir={data_dir}"]
     passes = args.passes or task["passes"]
-    student_cfg = distill_config(teacher_cfg.run_dir, [*common, f"trainer.exp_name=student-{seed}",
-                                                       f"algorithm.cfg.offline_passes={passes}",
-                                                       *task["student"], *args.student_set])
+    student_cfg = distill_config(
+        teacher_cfg.run_dir,
+        [
+            *common,
+            f"trainer.exp_name=student-{seed}",
+            f"algorithm.cfg.offline_passes={passes}",
+            *task["student"],
+            *args.student_set,
+        ],
+    )
     tick = time.perf_counter()
     offline_summary = distill_offline(student_cfg)
     offline = {"env_steps": 0, "wall_s": time.perf_counter() - tick, "updates": offline_summary["iterations"]}
-    offline |= score(student_cfg, Path(offline_summary["checkpoint"]), task["eval"], task["metric"],
-                     data_dir / f"o{seed}.json")
+    offline |= score(
+        student_cfg,
+        Path(offline_summary["checkpoint"]),
+        task["eval"],
+        task["metric"],
+        data_dir / f"o{seed}.json",
+    )
 
     iterations = args.online_iterations if args.online_iterations is not None else task["online_iterations"]
     online_cfg = online_config(student_cfg, Path(offline_summary["checkpoint"]), iterations)
@@ -153,27 +201,50 @@ def run_seed(task: dict[str, Any], seed: int, args: argparse.Namespace, data_dir
     online_trainer = Trainer(online_cfg)
     online_summary = online_trainer.train()
     online = {"env_steps": online_trainer.env_steps, "wall_s": time.perf_counter() - tick}
-    online |= score(online_cfg, Path(online_summary["checkpoint"]), task["eval"], task["metric"],
-                    data_dir / f"n{seed}.json")
-    return {"seed": seed, "teacher": teacher, "offline": offline, "online": online,
-            "offline_ratio": ratio(offline["score"], teacher["score"]),
-            "online_ratio": ratio(online["score"], teacher["score"])}
+    online |= score(
+        online_cfg,
+        Path(online_summary["checkpoint"]),
+        task["eval"],
+        task["metric"],
+        data_dir / f"n{seed}.json",
+    )
+    return {
+        "seed": seed,
+        "teacher": teacher,
+        "offline": offline,
+        "online": online,
+        "offline_ratio": ratio(offline["score"], teacher["score"]),
+        "online_ratio": ratio(online["score"], teacher["score"]),
+    }
 
 
-def run_dagger(task: dict[str, Any], seed: int, args: argparse.Namespace, data_dir: Path,
-               teacher_run: Path) -> dict[str, Any]:
+def run_dagger(
+    task: dict[str, Any], seed: int, args: argparse.Namespace, data_dir: Path, teacher_run: Path
+) -> dict[str, Any]:
     """The student's params file trained online from scratch against ``teacher_run``."""
-    cfg = load_cfg(task["student_params"], [f"trainer.seed={seed}", "tracking.backend=none",
-                                            f"trainer.data_dir={data_dir}", f"trainer.exp_name=dagger-{seed}",
-                                            f"algorithm.cfg.teacher={Path(teacher_run).resolve()}",
-                                            *task["student"], *args.student_set])
+    cfg = load_cfg(
+        task["student_params"],
+        [
+            f"trainer.seed={seed}",
+            "tracking.backend=none",
+            f"trainer.data_dir={data_dir}",
+            f"trainer.exp_name=dagger-{seed}",
+            f"algorithm.cfg.teacher={Path(teacher_run).resolve()}",
+            *task["student"],
+            *args.student_set,
+        ],
+    )
     tick = time.perf_counter()
     trainer = Trainer(cfg)
     summary = trainer.train()
-    dagger = {"env_steps": trainer.env_steps, "wall_s": time.perf_counter() - tick,
-              "iterations": trainer.iteration}
-    return dagger | score(cfg, Path(summary["checkpoint"]), task["eval"], task["metric"],
-                          data_dir / f"d{seed}.json")
+    dagger = {
+        "env_steps": trainer.env_steps,
+        "wall_s": time.perf_counter() - tick,
+        "iterations": trainer.iteration,
+    }
+    return dagger | score(
+        cfg, Path(summary["checkpoint"]), task["eval"], task["metric"], data_dir / f"d{seed}.json"
+    )
 
 
 def ratio(student: float, teacher: float) -> float:
@@ -200,10 +271,16 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 COLUMNS = [
-    ("seed", "seed", ""), ("teacher_score", "teacher", ".3f"), ("teacher_steps", "teacher steps", ","),
-    ("teacher_s", "teacher s", ".0f"), ("offline_score", "offline", ".3f"), ("offline_s", "offline s", ".0f"),
-    ("offline_ratio", "offline/teacher", ".3f"), ("online_score", "online", ".3f"),
-    ("online_steps", "online steps", ","), ("online_s", "online s", ".0f"),
+    ("seed", "seed", ""),
+    ("teacher_score", "teacher", ".3f"),
+    ("teacher_steps", "teacher steps", ","),
+    ("teacher_s", "teacher s", ".0f"),
+    ("offline_score", "offline", ".3f"),
+    ("offline_s", "offline s", ".0f"),
+    ("offline_ratio", "offline/teacher", ".3f"),
+    ("online_score", "online", ".3f"),
+    ("online_steps", "online steps", ","),
+    ("online_s", "online s", ".0f"),
     ("online_ratio", "online/teacher", ".3f"),
 ]
 
@@ -211,16 +288,29 @@ COLUMNS = [
 def flat(row: dict[str, Any]) -> dict[str, Any]:
     """One table row of a seed's nested result."""
     if "dagger" in row:
-        return {"seed": row["seed"], "teacher_score": row["teacher"]["score"],
-                "teacher_steps": row["teacher"]["env_steps"], "teacher_s": row["teacher"]["wall_s"],
-                "online_score": row["dagger"]["score"], "online_steps": row["dagger"]["env_steps"],
-                "online_s": row["dagger"]["wall_s"], "online_ratio": row["dagger_ratio"]}
-    return {"seed": row["seed"], "teacher_score": row["teacher"]["score"],
-            "teacher_steps": row["teacher"]["env_steps"], "teacher_s": row["teacher"]["wall_s"],
-            "offline_score": row["offline"]["score"], "offline_s": row["offline"]["wall_s"],
-            "offline_ratio": row["offline_ratio"], "online_score": row["online"]["score"],
-            "online_steps": row["online"]["env_steps"], "online_s": row["online"]["wall_s"],
-            "online_ratio": row["online_ratio"]}
+        return {
+            "seed": row["seed"],
+            "teacher_score": row["teacher"]["score"],
+            "teacher_steps": row["teacher"]["env_steps"],
+            "teacher_s": row["teacher"]["wall_s"],
+            "online_score": row["dagger"]["score"],
+            "online_steps": row["dagger"]["env_steps"],
+            "online_s": row["dagger"]["wall_s"],
+            "online_ratio": row["dagger_ratio"],
+        }
+    return {
+        "seed": row["seed"],
+        "teacher_score": row["teacher"]["score"],
+        "teacher_steps": row["teacher"]["env_steps"],
+        "teacher_s": row["teacher"]["wall_s"],
+        "offline_score": row["offline"]["score"],
+        "offline_s": row["offline"]["wall_s"],
+        "offline_ratio": row["offline_ratio"],
+        "online_score": row["online"]["score"],
+        "online_steps": row["online"]["env_steps"],
+        "online_s": row["online"]["wall_s"],
+        "online_ratio": row["online_ratio"],
+    }
 
 
 def main() -> None:
@@ -235,12 +325,26 @@ def main() -> None:
     print(f"\n{args.task}: teacher → student ({task['metric']}; deterministic eval)")
     print_table([flat(r) for r in rows], COLUMNS)
     summary = summarize(rows)
-    print(", ".join(f"{key} {value['mean']:.3f} ± {value['std']:.3f}" for key, value in summary.items()
-                    if key.endswith("_ratio")) + " (goal ≥ 0.9)")
-    write_json(args.json, {"benchmark": "distillation", "task": args.task, "metric": task["metric"],
-                           "teacher_overrides": [*task["teacher"], *args.teacher_set],
-                           "student_overrides": [*task["student"], *args.student_set],
-                           "seeds": rows, "summary": summary})
+    print(
+        ", ".join(
+            f"{key} {value['mean']:.3f} ± {value['std']:.3f}"
+            for key, value in summary.items()
+            if key.endswith("_ratio")
+        )
+        + " (goal ≥ 0.9)"
+    )
+    write_json(
+        args.json,
+        {
+            "benchmark": "distillation",
+            "task": args.task,
+            "metric": task["metric"],
+            "teacher_overrides": [*task["teacher"], *args.teacher_set],
+            "student_overrides": [*task["student"], *args.student_set],
+            "seeds": rows,
+            "summary": summary,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,14 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="trainer.seed values")
     parser.add_argument("--threshold", type=float, default=475.0, help="solve threshold on " + EVAL_KEY)
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra config override (repeatable), as rlpipe run --set")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra config override (repeatable), as rlpipe run --set",
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
     return parser.parse_args()
@@ -52,17 +58,30 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """Train one seed to the threshold; re-evaluate the solved checkpoint on 64 episodes."""
     run = train_to_threshold(PARAMS, seed, args.threshold, args.overrides)
     metrics, recheck = run["metrics"], run["recheck"]
-    return {"seed": seed, "solved": metrics.get(EVAL_KEY, 0.0) >= args.threshold,
-            "iteration": run["iteration"], "env_steps": run["env_steps"], "train_min": run["train_s"] / 60,
-            "cpu_min": run["cpu_s"] / 60, "online_eval": metrics.get(EVAL_KEY),
-            "train_return": metrics.get("train/episode_return_mean"), "recheck_return": recheck[EVAL_KEY],
-            "recheck_std": recheck.get("eval/return_std"), "stopped_by": run["summary"].get("stopped_by")}
+    return {
+        "seed": seed,
+        "solved": metrics.get(EVAL_KEY, 0.0) >= args.threshold,
+        "iteration": run["iteration"],
+        "env_steps": run["env_steps"],
+        "train_min": run["train_s"] / 60,
+        "cpu_min": run["cpu_s"] / 60,
+        "online_eval": metrics.get(EVAL_KEY),
+        "train_return": metrics.get("train/episode_return_mean"),
+        "recheck_return": recheck[EVAL_KEY],
+        "recheck_std": recheck.get("eval/return_std"),
+        "stopped_by": run["summary"].get("stopped_by"),
+    }
 
 
 COLUMNS = [
-    ("seed", "seed", ""), ("solved", "solved", ""), ("iteration", "iterations", ""),
-    ("env_steps", "env steps", ","), ("train_min", "train min", ".2f"), ("cpu_min", "cpu min", ".2f"),
-    ("online_eval", "online eval", ".1f"), ("train_return", "train return", ".1f"),
+    ("seed", "seed", ""),
+    ("solved", "solved", ""),
+    ("iteration", "iterations", ""),
+    ("env_steps", "env steps", ","),
+    ("train_min", "train min", ".2f"),
+    ("cpu_min", "cpu min", ".2f"),
+    ("online_eval", "online eval", ".1f"),
+    ("train_return", "train return", ".1f"),
     ("recheck_return", "64-episode eval", ".1f"),
 ]
 
@@ -79,14 +98,24 @@ def main() -> None:
     solved = [r for r in rows if r["solved"]]
     summary = {"seeds_solved": f"{len(solved)}/{len(rows)}"}
     if solved:
-        summary |= {"env_steps": mean_std([r["env_steps"] for r in solved]),
-                    "train_min": mean_std([r["train_min"] for r in solved]),
-                    "recheck_return": mean_std([r["recheck_return"] for r in solved])}
+        summary |= {
+            "env_steps": mean_std([r["env_steps"] for r in solved]),
+            "train_min": mean_std([r["train_min"] for r in solved]),
+            "recheck_return": mean_std([r["recheck_return"] for r in solved]),
+        }
     print(summary)
     print_machine()
-    write_json(args.json, {"benchmark": "pixel_cartpole", "params": str(PARAMS.relative_to(PROJECT_ROOT)),
-                           "threshold": args.threshold, "overrides": args.overrides, "seeds": rows,
-                           "summary": summary})
+    write_json(
+        args.json,
+        {
+            "benchmark": "pixel_cartpole",
+            "params": str(PARAMS.relative_to(PROJECT_ROOT)),
+            "threshold": args.threshold,
+            "overrides": args.overrides,
+            "seeds": rows,
+            "summary": summary,
+        },
+    )
 
 
 if __name__ == "__main__":

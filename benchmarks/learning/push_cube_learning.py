@@ -58,8 +58,14 @@ def mlflow_artifacts(exp_name: str) -> list[dict[str, Any]]:
         while todo:
             for info in client.list_artifacts(run.info.run_id, todo.pop() or None):
                 (todo if info.is_dir else paths).append(info.path)
-        listing.append({"run_id": run.info.run_id, "run_name": run.info.run_name,
-                        "status": run.info.status, "artifacts": sorted(paths)})
+        listing.append(
+            {
+                "run_id": run.info.run_id,
+                "run_name": run.info.run_name,
+                "status": run.info.status,
+                "artifacts": sorted(paths),
+            }
+        )
     return listing
 
 
@@ -78,24 +84,31 @@ def main() -> None:
     rows = load(args.run_dir)
     hit = next((r for r in rows if r.get(args.metric, 0) >= args.target), None)
     if hit:
-        print(f"{args.metric} >= {args.target:.0%} first at iteration {hit['iteration']:.0f}: "
-              f"{hit['env_steps']:,.0f} env steps, {hit['wall_s']:.0f} s wall")
+        print(
+            f"{args.metric} >= {args.target:.0%} first at iteration {hit['iteration']:.0f}: "
+            f"{hit['env_steps']:,.0f} env steps, {hit['wall_s']:.0f} s wall"
+        )
     else:
         print(f"{args.metric} never reached {args.target:.0%}")
     last = rows[-1]
     evals = [r for r in rows if "eval/success_rate" in r]
     final = evals[-1] if evals else {}
     nan = float("nan")
-    print(f"final: iteration {last['iteration']:.0f}, {last['env_steps']:,.0f} env steps, "
-          f"{last['wall_s']:.0f} s, eval success at end {final.get('eval/success_at_end', nan):.2f}, "
-          f"at any step {final.get('eval/success_rate', nan):.2f}, "
-          f"train success {last.get('train/success_rate', nan):.2f}")
+    print(
+        f"final: iteration {last['iteration']:.0f}, {last['env_steps']:,.0f} env steps, "
+        f"{last['wall_s']:.0f} s, eval success at end {final.get('eval/success_at_end', nan):.2f}, "
+        f"at any step {final.get('eval/success_rate', nan):.2f}, "
+        f"train success {last.get('train/success_rate', nan):.2f}"
+    )
     plot(rows, args)
     if args.json:
         summary = {
-            "run_dir": str(args.run_dir), "metric": args.metric, "target": args.target,
+            "run_dir": str(args.run_dir),
+            "metric": args.metric,
+            "target": args.target,
             "first_hit": {k: hit[k] for k in ("iteration", "env_steps", "wall_s")} if hit else None,
-            "final_iteration": last["iteration"], "env_steps": last["env_steps"],
+            "final_iteration": last["iteration"],
+            "env_steps": last["env_steps"],
             "train_wall_s": last["wall_s"],
             "online_eval": {k: v for k, v in final.items() if k.startswith("eval/")},
             "summary": read_json(args.run_dir / "metrics.json"),
@@ -113,9 +126,11 @@ def plot(rows: list[dict[str, float]], args: argparse.Namespace) -> None:
     """Success against env steps (eval at the end / at any step, train) and against wall time."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     steps = [r["env_steps"] / 1e6 for r in rows]
-    for key, label in (("eval/success_at_end", "eval, at the episode's end (deterministic)"),
-                       ("eval/success_rate", "eval, at any step (deterministic)"),
-                       ("train/success_rate", "train, at any step (sampled actions)")):
+    for key, label in (
+        ("eval/success_at_end", "eval, at the episode's end (deterministic)"),
+        ("eval/success_rate", "eval, at any step (deterministic)"),
+        ("train/success_rate", "train, at any step (sampled actions)"),
+    ):
         pts = [(s, r[key]) for s, r in zip(steps, rows, strict=True) if key in r]
         if pts:
             ax1.plot(*zip(*pts, strict=True), label=label)
@@ -126,8 +141,9 @@ def plot(rows: list[dict[str, float]], args: argparse.Namespace) -> None:
     pts = [(w, r[args.metric]) for w, r in zip(walls, rows, strict=True) if args.metric in r]
     if pts:
         ax2.plot(*zip(*pts, strict=True), color="C0")
-    ax2.set(xlabel="wall time (min)", ylabel=args.metric, ylim=(-0.02, 1.02),
-            title="same run against wall time")
+    ax2.set(
+        xlabel="wall time (min)", ylabel=args.metric, ylim=(-0.02, 1.02), title="same run against wall time"
+    )
     fig.tight_layout()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=110)

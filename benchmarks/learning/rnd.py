@@ -58,9 +58,15 @@ from rlpipe.envs import build_env
 from rlpipe.trainer import Trainer
 
 SHARED = [
-    "trainer.enable_eval=false", f"trainer.save_freq={NEVER}", "trainer.stop_when=[]",
-    "algorithm.cfg.n_epochs=4", "algorithm.cfg.batch_size=1024",
-    "algorithm.cfg.gamma=0.99", "algorithm.cfg.ent_coef=0.0", "tracking.backend=none", "store.enabled=false",
+    "trainer.enable_eval=false",
+    f"trainer.save_freq={NEVER}",
+    "trainer.stop_when=[]",
+    "algorithm.cfg.n_epochs=4",
+    "algorithm.cfg.batch_size=1024",
+    "algorithm.cfg.gamma=0.99",
+    "algorithm.cfg.ent_coef=0.0",
+    "tracking.backend=none",
+    "store.enabled=false",
 ]
 """Every task and arm: the PPO update (no entropy bonus) and a quiet, storeless run."""
 DEEP_SEA_SIZE = 20
@@ -127,15 +133,31 @@ FORGETFUL = {"reward_normalization": "rollout"}
 rollouts' novelty, 100× the later one, and the intrinsic reward would fade to nothing."""
 TASKS = {
     "deep_sea": Task(
-        ["env.id=DeepSea", f"env.cfg={{size: {DEEP_SEA_SIZE}}}", "trainer.num_envs=64",
-         "trainer.buffer_size=64", "algorithm.cfg.learning_rate=3.0e-4"], 50,
+        [
+            "env.id=DeepSea",
+            f"env.cfg={{size: {DEEP_SEA_SIZE}}}",
+            "trainer.num_envs=64",
+            "trainer.buffer_size=64",
+            "algorithm.cfg.learning_rate=3.0e-4",
+        ],
+        50,
         {"ppo": None, "rnd": {**PAPER, **FORGETFUL}, "rnd_one_head": {**FORGETFUL, "weight": 1.0}},
-        deep_sea_goals, deep_sea_success),
+        deep_sea_goals,
+        deep_sea_success,
+    ),
     "mountaincar": Task(
-        ["env.id=MountainCar-v0", "trainer.num_envs=16", "trainer.buffer_size=256",
-         "policy.obs_normalization=true", "algorithm.cfg.learning_rate=1.0e-3"], 100,
+        [
+            "env.id=MountainCar-v0",
+            "trainer.num_envs=16",
+            "trainer.buffer_size=256",
+            "policy.obs_normalization=true",
+            "algorithm.cfg.learning_rate=1.0e-3",
+        ],
+        100,
         {"ppo": None, "rnd": {**SMALL_SLOW, **PAPER}, "rnd_one_head": {**SMALL_SLOW, "weight": 1.0}},
-        mountaincar_goals, mountaincar_success),
+        mountaincar_goals,
+        mountaincar_success,
+    ),
 }
 SUCCESS = 0.5
 """A run succeeds when its final greedy policy reaches the goal in at least this share of eval episodes."""
@@ -145,15 +167,36 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", choices=list(TASKS), default="deep_sea", help="the sparse task")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="trainer.seed values")
-    parser.add_argument("--iterations", type=int, default=None,
-                        help="iterations of 4096 env steps (default: deep_sea 50, mountaincar 100)")
-    parser.add_argument("--arms", nargs="+", choices=["ppo", "rnd", "rnd_one_head"], default=["ppo", "rnd"],
-                        help="arms to run")
-    parser.add_argument("--rnd", dest="rnd_overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a key of the RND arms' algorithm.cfg.rnd (repeatable)")
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        default=None,
+        help="iterations of 4096 env steps (default: deep_sea 50, mountaincar 100)",
+    )
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        choices=["ppo", "rnd", "rnd_one_head"],
+        default=["ppo", "rnd"],
+        help="arms to run",
+    )
+    parser.add_argument(
+        "--rnd",
+        dest="rnd_overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a key of the RND arms' algorithm.cfg.rnd (repeatable)",
+    )
     parser.add_argument("--eval-episodes", type=int, default=20, help="greedy episodes per run (mountaincar)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra config override for every arm (repeatable), as rlpipe run --set")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra config override for every arm (repeatable), as rlpipe run --set",
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch threads (trainer.num_threads)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
     return parser.parse_args()
@@ -170,13 +213,22 @@ def rnd_cfg(base: dict[str, Any] | None, overrides: list[str]) -> dict[str, Any]
     return cfg
 
 
-def run_one(task: Task, arm: str, seed: int, rnd: dict[str, Any] | None, overrides: list[str],
-            eval_episodes: int) -> dict[str, Any]:
+def run_one(
+    task: Task, arm: str, seed: int, rnd: dict[str, Any] | None, overrides: list[str], eval_episodes: int
+) -> dict[str, Any]:
     """Train one arm for one seed; report the goals reached in training, the eval success and the time."""
     extra = [f"algorithm.cfg.rnd={yaml.safe_dump(rnd, default_flow_style=True).strip()}"] if rnd else []
     with tempfile.TemporaryDirectory(prefix="rlpipe-rnd-") as data_dir:
-        cfg = load_cfg(DEFAULT_PARAMS, [*overrides, f"trainer.seed={seed}", f"trainer.data_dir={data_dir}",
-                                        f"trainer.exp_name=rnd_{arm}", *extra])
+        cfg = load_cfg(
+            DEFAULT_PARAMS,
+            [
+                *overrides,
+                f"trainer.seed={seed}",
+                f"trainer.data_dir={data_dir}",
+                f"trainer.exp_name=rnd_{arm}",
+                *extra,
+            ],
+        )
         trainer = start_quietly(Trainer(cfg))
         wall, cpu, first_goal, goals = time.perf_counter(), time.process_time(), None, 0
         try:
@@ -192,15 +244,28 @@ def run_one(task: Task, arm: str, seed: int, rnd: dict[str, Any] | None, overrid
             success = task.evaluate(policy, eval_episodes, seed)
         finally:
             trainer.close()
-    return {"arm": arm, "seed": seed, "goal_episodes": goals, "first_goal_iteration": first_goal,
-            "success_rate": success, "solved": success >= SUCCESS, "env_steps": trainer.env_steps,
-            "wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu}
+    return {
+        "arm": arm,
+        "seed": seed,
+        "goal_episodes": goals,
+        "first_goal_iteration": first_goal,
+        "success_rate": success,
+        "solved": success >= SUCCESS,
+        "env_steps": trainer.env_steps,
+        "wall_s": time.perf_counter() - wall,
+        "cpu_s": time.process_time() - cpu,
+    }
 
 
 COLUMNS = [
-    ("arm", "arm", ""), ("seed", "seed", ""), ("goal_episodes", "goal episodes", ","),
-    ("first_goal_iteration", "first goal it", ""), ("success_rate", "eval success", ".2f"),
-    ("env_steps", "env steps", ","), ("wall_s", "wall s", ".1f"), ("cpu_s", "cpu s", ".1f"),
+    ("arm", "arm", ""),
+    ("seed", "seed", ""),
+    ("goal_episodes", "goal episodes", ","),
+    ("first_goal_iteration", "first goal it", ""),
+    ("success_rate", "eval success", ".2f"),
+    ("env_steps", "env steps", ","),
+    ("wall_s", "wall s", ".1f"),
+    ("cpu_s", "cpu s", ".1f"),
 ]
 
 
@@ -209,32 +274,52 @@ def main() -> None:
     set_threads(args.threads)
     task = TASKS[args.task]
     iterations = args.iterations or task.iterations
-    overrides = [*SHARED, *task.overrides, f"trainer.iterations={iterations}",
-                 f"trainer.num_threads={args.threads}", *args.overrides]
+    overrides = [
+        *SHARED,
+        *task.overrides,
+        f"trainer.iterations={iterations}",
+        f"trainer.num_threads={args.threads}",
+        *args.overrides,
+    ]
     rnd = {arm: rnd_cfg(task.rnd[arm], args.rnd_overrides) for arm in args.arms}
     rows = []
     for seed in args.seeds:  # the arms alternate within a seed: load drift hits every arm alike
         for arm in args.arms:
             rows.append(run_one(task, arm, seed, rnd[arm], overrides, args.eval_episodes))
             row = rows[-1]
-            print(f"{arm} seed {seed}: success {row['success_rate']:.2f}, {row['goal_episodes']} goal "
-                  f"episodes (first at iteration {row['first_goal_iteration']}), {row['wall_s']:.0f} s",
-                  flush=True)
+            print(
+                f"{arm} seed {seed}: success {row['success_rate']:.2f}, {row['goal_episodes']} goal "
+                f"episodes (first at iteration {row['first_goal_iteration']}), {row['wall_s']:.0f} s",
+                flush=True,
+            )
     print(f"\n{args.task}, {iterations} iterations × 4096 env steps; algorithm.cfg.rnd per arm: {rnd}")
     print_table(rows, COLUMNS)
     summary = {}
     for arm in args.arms:
         mine = [r for r in rows if r["arm"] == arm]
-        summary[arm] = {"seeds_solved": sum(r["solved"] for r in mine), "seeds": len(mine),
-                        "seeds_reaching_goal_in_training": sum(r["goal_episodes"] > 0 for r in mine),
-                        "mean_wall_s": sum(r["wall_s"] for r in mine) / len(mine),
-                        "mean_cpu_s": sum(r["cpu_s"] for r in mine) / len(mine)}
+        summary[arm] = {
+            "seeds_solved": sum(r["solved"] for r in mine),
+            "seeds": len(mine),
+            "seeds_reaching_goal_in_training": sum(r["goal_episodes"] > 0 for r in mine),
+            "mean_wall_s": sum(r["wall_s"] for r in mine) / len(mine),
+            "mean_cpu_s": sum(r["cpu_s"] for r in mine) / len(mine),
+        }
     print(summary)
     print_machine()
-    write_json(args.json, {"task": args.task, "overrides": overrides, "iterations": iterations,
-                           "env_steps_per_run": rows[0]["env_steps"], "success_threshold": SUCCESS,
-                           "rnd": rnd, "rows": rows, "summary": summary,
-                           "command": " ".join(["benchmarks/learning/rnd.py", *sys.argv[1:]])})
+    write_json(
+        args.json,
+        {
+            "task": args.task,
+            "overrides": overrides,
+            "iterations": iterations,
+            "env_steps_per_run": rows[0]["env_steps"],
+            "success_threshold": SUCCESS,
+            "rnd": rnd,
+            "rows": rows,
+            "summary": summary,
+            "command": " ".join(["benchmarks/learning/rnd.py", *sys.argv[1:]]),
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -59,12 +59,26 @@ class Task:
 
 
 TASKS = {
-    "pendulum": Task("Pendulum (torch)", PROJECT_ROOT / "configs" / "ppo_pendulum.yaml", (),
-                     "rlpipe.envs.tasks.symmetry:pendulum_mirror", 15),
-    "ant": Task("Ant-v5 (envpool)", PROJECT_ROOT / "configs" / "ppo_halfcheetah_envpool.yaml",
-                ("env.id=Ant-v5", "trainer.exp_name=ant_envpool", "algorithm.cfg.gamma=0.99",
-                 "algorithm.cfg.gae_lambda=0.95", "policy.log_std_init=-1.0"),
-                "rlpipe.envs.tasks.symmetry:ant_mirror", 489),
+    "pendulum": Task(
+        "Pendulum (torch)",
+        PROJECT_ROOT / "configs" / "ppo_pendulum.yaml",
+        (),
+        "rlpipe.envs.tasks.symmetry:pendulum_mirror",
+        15,
+    ),
+    "ant": Task(
+        "Ant-v5 (envpool)",
+        PROJECT_ROOT / "configs" / "ppo_halfcheetah_envpool.yaml",
+        (
+            "env.id=Ant-v5",
+            "trainer.exp_name=ant_envpool",
+            "algorithm.cfg.gamma=0.99",
+            "algorithm.cfg.gae_lambda=0.95",
+            "policy.log_std_init=-1.0",
+        ),
+        "rlpipe.envs.tasks.symmetry:ant_mirror",
+        489,
+    ),
 }
 ARMS = {
     "plain": "",
@@ -85,11 +99,21 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", default="pendulum", choices=list(TASKS), help="the symmetric task")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="trainer.seed values")
-    parser.add_argument("--iterations", type=int, default=None,
-                        help="trainer.iterations (default: the task's, 15 for pendulum, 489 for ant)")
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        default=None,
+        help="trainer.iterations (default: the task's, 15 for pendulum, 489 for ant)",
+    )
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS), help="arms to run")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra config override for every arm (repeatable), as rlpipe run --set")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra config override for every arm (repeatable), as rlpipe run --set",
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
     return parser.parse_args()
@@ -98,10 +122,20 @@ def parse_args() -> argparse.Namespace:
 def run_one(task: Task, arm: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """Train one arm for one seed; report its returns, mirror loss and time."""
     with tempfile.TemporaryDirectory(prefix="rlpipe-symmetry-") as data_dir:
-        cfg = load_cfg(task.params, [*task.overrides, f"trainer.iterations={args.iterations}",
-                                     f"trainer.seed={seed}", "tracking.backend=none", "store.enabled=false",
-                                     f"trainer.data_dir={data_dir}", f"trainer.eval_freq={NEVER}",
-                                     *arm_overrides(arm, task), *args.overrides])
+        cfg = load_cfg(
+            task.params,
+            [
+                *task.overrides,
+                f"trainer.iterations={args.iterations}",
+                f"trainer.seed={seed}",
+                "tracking.backend=none",
+                "store.enabled=false",
+                f"trainer.data_dir={data_dir}",
+                f"trainer.eval_freq={NEVER}",
+                *arm_overrides(arm, task),
+                *args.overrides,
+            ],
+        )
         trainer = start_quietly(Trainer(cfg))
         wall, cpu, metrics = time.perf_counter(), time.process_time(), {}
         try:
@@ -109,17 +143,27 @@ def run_one(task: Task, arm: str, seed: int, args: argparse.Namespace) -> dict[s
                 metrics = trainer.step()
         finally:
             trainer.close()
-    return {"arm": arm, "seed": seed, "env_steps": trainer.env_steps,
-            "final_return": metrics.get("train/episode_return_mean"),
-            "final_eval": metrics.get("eval/return_mean"),
-            "symmetry_loss": metrics.get("update/symmetry_loss"),
-            "wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu}
+    return {
+        "arm": arm,
+        "seed": seed,
+        "env_steps": trainer.env_steps,
+        "final_return": metrics.get("train/episode_return_mean"),
+        "final_eval": metrics.get("eval/return_mean"),
+        "symmetry_loss": metrics.get("update/symmetry_loss"),
+        "wall_s": time.perf_counter() - wall,
+        "cpu_s": time.process_time() - cpu,
+    }
 
 
 COLUMNS = [
-    ("arm", "arm", ""), ("seed", "seed", ""), ("env_steps", "env steps", ","),
-    ("final_return", "train return", ".1f"), ("final_eval", "eval return", ".1f"),
-    ("symmetry_loss", "mirror loss", ".4f"), ("wall_s", "wall s", ".1f"), ("cpu_s", "cpu s", ".1f"),
+    ("arm", "arm", ""),
+    ("seed", "seed", ""),
+    ("env_steps", "env steps", ","),
+    ("final_return", "train return", ".1f"),
+    ("final_eval", "eval return", ".1f"),
+    ("symmetry_loss", "mirror loss", ".4f"),
+    ("wall_s", "wall s", ".1f"),
+    ("cpu_s", "cpu s", ".1f"),
 ]
 
 
@@ -138,18 +182,35 @@ def main() -> None:
     for seed in args.seeds:  # the arms alternate within a seed: load drift hits all alike
         for arm in args.arms:
             rows.append(run_one(task, arm, seed, args))
-            print(f"{arm} seed {seed}: train return {rows[-1]['final_return']}, "
-                  f"{rows[-1]['wall_s'] / args.iterations:.2f} s/iteration", flush=True)
+            print(
+                f"{arm} seed {seed}: train return {rows[-1]['final_return']}, "
+                f"{rows[-1]['wall_s'] / args.iterations:.2f} s/iteration",
+                flush=True,
+            )
     steps = rows[0]["env_steps"] // args.iterations
     print(f"\n{task.name} PPO with and without symmetry, {args.iterations} iterations × {steps} steps")
     print_table(rows, COLUMNS)
-    summary = {arm: {key: mean([r[key] for r in rows if r["arm"] == arm])
-                     for key in ("final_return", "final_eval", "wall_s")} for arm in args.arms}
+    summary = {
+        arm: {
+            key: mean([r[key] for r in rows if r["arm"] == arm])
+            for key in ("final_return", "final_eval", "wall_s")
+        }
+        for arm in args.arms
+    }
     print(summary)
-    write_json(args.json, {"task": task.name, "params": str(task.params.relative_to(PROJECT_ROOT)),
-                           "task_overrides": list(task.overrides), "iterations": args.iterations,
-                           "arms": {a: arm_overrides(a, task) for a in args.arms},
-                           "overrides": args.overrides, "rows": rows, "summary": summary})
+    write_json(
+        args.json,
+        {
+            "task": task.name,
+            "params": str(task.params.relative_to(PROJECT_ROOT)),
+            "task_overrides": list(task.overrides),
+            "iterations": args.iterations,
+            "arms": {a: arm_overrides(a, task) for a in args.arms},
+            "overrides": args.overrides,
+            "rows": rows,
+            "summary": summary,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -42,20 +42,31 @@ SOLVED = 475.0
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    parser.add_argument("--candidate", nargs="+", action="append", default=None,
-                        metavar="NAME [KEY=VALUE]",
-                        help="a candidate: its name, then its overrides (repeatable; default: CANDIDATES)")
+    parser.add_argument(
+        "--candidate",
+        nargs="+",
+        action="append",
+        default=None,
+        metavar="NAME [KEY=VALUE]",
+        help="a candidate: its name, then its overrides (repeatable; default: CANDIDATES)",
+    )
     parser.add_argument("--json", type=Path, default=None)
     return parser.parse_args()
 
 
 def one_run(overrides: list[str], seed: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rlpipe-tune-") as tmp:
-        cfg = load_cfg(DEFAULT_PARAMS, [*overrides, f"trainer.seed={seed}", "tracking.backend=none",
-                                        f"trainer.data_dir={tmp}"])
+        cfg = load_cfg(
+            DEFAULT_PARAMS,
+            [*overrides, f"trainer.seed={seed}", "tracking.backend=none", f"trainer.data_dir={tmp}"],
+        )
         summary = Trainer(cfg).train()
-    return {"seed": seed, "iterations": summary["iterations"], "wall_s": summary["wall_s"],
-            "eval": summary.get("eval/return_mean", float("nan"))}
+    return {
+        "seed": seed,
+        "iterations": summary["iterations"],
+        "wall_s": summary["wall_s"],
+        "eval": summary.get("eval/return_mean", float("nan")),
+    }
 
 
 def main() -> None:
@@ -67,14 +78,19 @@ def main() -> None:
         for name, overrides in candidates.items():
             result = one_run(overrides, seed)
             results[name].append(result)
-            print(f"seed {seed} {name:16s} iterations {result['iterations']:3d}  "
-                  f"wall {result['wall_s']:6.2f} s  eval {result['eval']:6.1f}", flush=True)
+            print(
+                f"seed {seed} {name:16s} iterations {result['iterations']:3d}  "
+                f"wall {result['wall_s']:6.2f} s  eval {result['eval']:6.1f}",
+                flush=True,
+            )
     print(f"\n{'candidate':16s} solved  iter (median, max)  wall s (median, max)")
     for name, rows in results.items():
         solved = sum(r["eval"] >= SOLVED for r in rows)
         iters, walls = [r["iterations"] for r in rows], [r["wall_s"] for r in rows]
-        print(f"{name:16s} {solved}/{len(rows)}   {statistics.median(iters):5.1f} {max(iters):4d}       "
-              f"{statistics.median(walls):6.2f} {max(walls):6.2f}")
+        print(
+            f"{name:16s} {solved}/{len(rows)}   {statistics.median(iters):5.1f} {max(iters):4d}       "
+            f"{statistics.median(walls):6.2f} {max(walls):6.2f}"
+        )
     if args.json:
         write_json(args.json, {"candidates": candidates, "results": results})
 

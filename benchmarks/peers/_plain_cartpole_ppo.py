@@ -102,8 +102,14 @@ class PlainPPO:
                 self.minibatch_step(obs[idx], act[idx], logp[idx], adv[idx], ret[idx])
         synchronize(self.device)
 
-    def minibatch_step(self, obs: torch.Tensor, act: torch.Tensor, old_logp: torch.Tensor,
-                       adv: torch.Tensor, ret: torch.Tensor) -> None:
+    def minibatch_step(
+        self,
+        obs: torch.Tensor,
+        act: torch.Tensor,
+        old_logp: torch.Tensor,
+        adv: torch.Tensor,
+        ret: torch.Tensor,
+    ) -> None:
         dist = Categorical(logits=self.actor(obs))
         ratio = (dist.log_prob(act) - old_logp).exp()
         clip = self.hp.clip_coef

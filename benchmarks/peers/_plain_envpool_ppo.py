@@ -107,8 +107,14 @@ class PlainPPO:
 
         torch.manual_seed(SEED)
         self.w, n, t = w, w.num_envs, w.horizon
-        self.envs = envpool.make(env_id, env_type="gymnasium", num_envs=n, batch_size=n, num_threads=1,
-                                 seed=[SEED + i for i in range(n)])
+        self.envs = envpool.make(
+            env_id,
+            env_type="gymnasium",
+            num_envs=n,
+            batch_size=n,
+            num_threads=1,
+            seed=[SEED + i for i in range(n)],
+        )
         first = self.envs.reset()[0]
         self.keys = sorted(first, key=lambda k: k != ACTOR_KEY) if isinstance(first, dict) else None
         self.obs = self.to_torch(first)
@@ -180,8 +186,11 @@ class PlainPPO:
                 ratio = (logprob - old_logprob[idx]).exp()
                 clipped = ratio.clamp(1 - w.clip, 1 + w.clip)
                 surrogate = torch.min(ratio * advantage[idx], clipped * advantage[idx])
-                loss = (-surrogate.mean() + w.vf_coef * (value - returns[idx]).square().mean()
-                        - w.ent_coef * entropy.mean())
+                loss = (
+                    -surrogate.mean()
+                    + w.vf_coef * (value - returns[idx]).square().mean()
+                    - w.ent_coef * entropy.mean()
+                )
                 self.optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(self.agent.parameters(), w.max_grad_norm)

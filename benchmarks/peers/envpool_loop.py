@@ -95,30 +95,51 @@ SETTLE_S = 1.0
 # ---------------------------------------------------------------------------------------- rlpipe
 
 
-def rlpipe_overrides(env_id: str, w: Workload, data_dir: str, groups: list[str] | None,
-                     mlflow: bool = True) -> list[str]:
+def rlpipe_overrides(
+    env_id: str, w: Workload, data_dir: str, groups: list[str] | None, mlflow: bool = True
+) -> list[str]:
     """The workload as ``--set`` overrides of ``params.yaml`` (the store stays on, MLflow unless ``mlflow``
     is false).
 
     ``groups``: a dict observation's keys, :data:`ACTOR_KEY` first (``None``: a flat observation).
     """
     net = f"network_cfg: {{hidden_sizes: {list(w.hidden)}, activation: elu}}"
-    actor_keys, critic_keys = (f"obs_keys: [{ACTOR_KEY}], ", f"obs_keys: [{', '.join(groups)}], ") if groups \
-        else ("", "")
-    algo = (f"{{learning_rate: {w.lr}, n_epochs: {w.epochs}, num_mini_batches: {w.minibatches}, "
-            f"gamma: {w.gamma}, gae_lambda: {w.gae_lambda}, clip_coef: {w.clip}, ent_coef: {w.ent_coef}, "
-            f"vf_coef: {w.vf_coef}, max_grad_norm: {w.max_grad_norm}, normalize_advantage: batch}}")
+    actor_keys, critic_keys = (
+        (f"obs_keys: [{ACTOR_KEY}], ", f"obs_keys: [{', '.join(groups)}], ") if groups else ("", "")
+    )
+    algo = (
+        f"{{learning_rate: {w.lr}, n_epochs: {w.epochs}, num_mini_batches: {w.minibatches}, "
+        f"gamma: {w.gamma}, gae_lambda: {w.gae_lambda}, clip_coef: {w.clip}, ent_coef: {w.ent_coef}, "
+        f"vf_coef: {w.vf_coef}, max_grad_norm: {w.max_grad_norm}, normalize_advantage: batch}}"
+    )
     return [
-        f"env.id={env_id}", "env.backend=envpool", "env.cfg={mode: sync, num_threads: 1}",
-        f"trainer.num_envs={w.num_envs}", f"trainer.buffer_size={w.horizon}", "trainer.device=cpu",
-        f"trainer.seed={SEED}", f"trainer.num_threads={torch.get_num_threads()}", "trainer.enable_eval=false",
-        f"trainer.iterations={NEVER}", f"trainer.save_freq={NEVER}", "trainer.stop_when=[]",
-        f"trainer.data_dir={data_dir}", f"trainer.exp_name=envpool_loop_{env_id}",
-        "policy.name=actor_critic", "policy.obs_normalization=true", "policy.log_std_init=0.0",
-        f"policy.actor={{type: mlp, {actor_keys}{net}}}", f"policy.critic={{type: mlp, {critic_keys}{net}}}",
-        "algorithm.name=ppo", f"algorithm.cfg={algo}", "store.enabled=true",
-        *(["tracking.backend=mlflow", f"tracking.uri=sqlite:///{data_dir}/mlflow.db"] if mlflow
-          else ["tracking.backend=none"]),
+        f"env.id={env_id}",
+        "env.backend=envpool",
+        "env.cfg={mode: sync, num_threads: 1}",
+        f"trainer.num_envs={w.num_envs}",
+        f"trainer.buffer_size={w.horizon}",
+        "trainer.device=cpu",
+        f"trainer.seed={SEED}",
+        f"trainer.num_threads={torch.get_num_threads()}",
+        "trainer.enable_eval=false",
+        f"trainer.iterations={NEVER}",
+        f"trainer.save_freq={NEVER}",
+        "trainer.stop_when=[]",
+        f"trainer.data_dir={data_dir}",
+        f"trainer.exp_name=envpool_loop_{env_id}",
+        "policy.name=actor_critic",
+        "policy.obs_normalization=true",
+        "policy.log_std_init=0.0",
+        f"policy.actor={{type: mlp, {actor_keys}{net}}}",
+        f"policy.critic={{type: mlp, {critic_keys}{net}}}",
+        "algorithm.name=ppo",
+        f"algorithm.cfg={algo}",
+        "store.enabled=true",
+        *(
+            ["tracking.backend=mlflow", f"tracking.uri=sqlite:///{data_dir}/mlflow.db"]
+            if mlflow
+            else ["tracking.backend=none"]
+        ),
     ]
 
 
@@ -174,8 +195,11 @@ def process_cpu(pid: int | None) -> float:
 def children_cpu(exclude: tuple[int | None, ...] = ()) -> float:
     """CPU seconds of this process's live child processes but ``exclude`` (rlpipe's MLflow tracking process;
     the store's writer process is passed in ``exclude`` and counted as the store's)."""
-    return sum(process_cpu(child.pid) for child in psutil.Process().children(recursive=True)
-               if child.pid not in exclude)
+    return sum(
+        process_cpu(child.pid)
+        for child in psutil.Process().children(recursive=True)
+        if child.pid not in exclude
+    )
 
 
 def wait_for_idle_children(poll_s: float = 0.5, timeout_s: float = 120.0) -> None:
@@ -208,8 +232,12 @@ def timed_round(side: Any, iterations: int) -> dict[str, float]:
     for _ in range(iterations):
         splits.append(side.iteration())
     getattr(side, "settle", lambda: None)()
-    return {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu + writer_cpu() - writer,
-            "collect_s": sum(s["collect_s"] for s in splits), "update_s": sum(s["update_s"] for s in splits)}
+    return {
+        "wall_s": time.perf_counter() - wall,
+        "cpu_s": time.process_time() - cpu + writer_cpu() - writer,
+        "collect_s": sum(s["collect_s"] for s in splits),
+        "update_s": sum(s["update_s"] for s in splits),
+    }
 
 
 ENV_STEP = "collect: env step (envpool send, recv, reset)"
@@ -291,12 +319,18 @@ def breakdown(name: str, side: Any, iterations: int, pool_class: type, mlflow: b
         return {"side": name, "phase": phase, "cpu_ms": per * cpu_s, "wall_ms": wall_ms}
 
     rows = [row(phase, phases.cpu[phase], phases.wall[phase]) for phase in sorted(phases.wall)]
-    rows.append(row("other (iteration bookkeeping, metrics)", cpu - sum(phases.cpu.values()),
-                    wall - sum(phases.wall.values())))
+    rows.append(
+        row(
+            "other (iteration bookkeeping, metrics)",
+            cpu - sum(phases.cpu.values()),
+            wall - sum(phases.wall.values()),
+        )
+    )
     rows.append(row("= the iteration (process)", cpu, wall))
     if name == "rlpipe" and in_process:
-        rows.append(row("+ the store writer process (Zarr write; wall: the hand-over's wait)", writer[1],
-                        writer[0]))
+        rows.append(
+            row("+ the store writer process (Zarr write; wall: the hand-over's wait)", writer[1], writer[0])
+        )
     elif name == "rlpipe":
         rows.append(row("  of which the store writer thread (Zarr write)", writer[1], writer[0]))
         if mlflow:
@@ -310,9 +344,15 @@ def profile_top(side: RlpipeSide, iterations: int, top: int) -> list[dict[str, A
     profiler.runcall(lambda: [side.iteration() for _ in range(iterations)])
     stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]  # pstats keeps its table here
     rows = sorted(stats.items(), key=lambda item: -item[1][2])[:top]
-    return [{"function": f"{Path(file).name}:{line}({fn})", "calls": calls / iterations,
-             "own_ms": 1e3 * own / iterations, "cumulative_ms": 1e3 * cumulative / iterations}
-            for (file, line, fn), (_, calls, own, cumulative, _) in rows]
+    return [
+        {
+            "function": f"{Path(file).name}:{line}({fn})",
+            "calls": calls / iterations,
+            "own_ms": 1e3 * own / iterations,
+            "cumulative_ms": 1e3 * cumulative / iterations,
+        }
+        for (file, line, fn), (_, calls, own, cumulative, _) in rows
+    ]
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -335,9 +375,15 @@ def run_id(env_id: str, w: Workload, args: argparse.Namespace) -> dict[str, Any]
             for index in range(args.rounds):
                 for name, side in sides.items():
                     samples[name].append(timed_round(side, args.iterations))
-                print(f"  {env_id} round {index + 1}/{args.rounds}: " + ", ".join(
-                    f"{n} {samples[n][-1]['wall_s']:.2f} s wall, {samples[n][-1]['cpu_s']:.2f} s process CPU"
-                    for n in sides), flush=True)
+                print(
+                    f"  {env_id} round {index + 1}/{args.rounds}: "
+                    + ", ".join(
+                        f"{n} {samples[n][-1]['wall_s']:.2f} s wall, "
+                        f"{samples[n][-1]['cpu_s']:.2f} s process CPU"
+                        for n in sides
+                    ),
+                    flush=True,
+                )
             exclude = (sides["rlpipe"].writer_pid(),)  # counted in rlpipe's rounds as the store's
             tracking = tracking_cpu(children, args.rounds, exclude) if mlflow else 0.0  # per rlpipe round
             for sample in samples["rlpipe"]:
@@ -346,15 +392,19 @@ def run_id(env_id: str, w: Workload, args: argparse.Namespace) -> dict[str, Any]
             if not args.no_breakdown:
                 n, pool_class = args.breakdown_iterations, type(sides["plain"].envs)
                 extra["profile"] = profile_top(sides["rlpipe"], n, args.profile_top)
-                extra["breakdown"] = [row for name, side in sides.items()
-                                      for row in breakdown(name, side, n, pool_class, mlflow)]
+                extra["breakdown"] = [
+                    row
+                    for name, side in sides.items()
+                    for row in breakdown(name, side, n, pool_class, mlflow)
+                ]
         finally:
             sides["rlpipe"].close()
     return summarize(env_id, w, args, samples) | extra
 
 
-def summarize(env_id: str, w: Workload, args: argparse.Namespace,
-              samples: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
+def summarize(
+    env_id: str, w: Workload, args: argparse.Namespace, samples: dict[str, list[dict[str, float]]]
+) -> dict[str, Any]:
     steps = w.num_envs * w.horizon * args.iterations
     row: dict[str, Any] = {"id": env_id, "num_envs": w.num_envs, "horizon": w.horizon}
     for name, rounds in samples.items():
@@ -368,12 +418,19 @@ def summarize(env_id: str, w: Workload, args: argparse.Namespace,
     return row | {"rounds": samples}
 
 
-COLUMNS = (("id", "id", ""), ("plain_sps_wall", "plain steps/s", ",.0f"),
-           ("rlpipe_sps_wall", "rlpipe steps/s", ",.0f"), ("ratio_wall", "wall ratio", ".2f"),
-           ("plain_sps_cpu", "plain steps/CPU s", ",.0f"), ("rlpipe_sps_cpu", "rlpipe steps/CPU s", ",.0f"),
-           ("ratio_cpu", "CPU ratio", ".2f"), ("plain_collect_s", "plain collect s", ".3f"),
-           ("rlpipe_collect_s", "rlpipe collect s", ".3f"), ("plain_update_s", "plain update s", ".3f"),
-           ("rlpipe_update_s", "rlpipe update s", ".3f"))
+COLUMNS = (
+    ("id", "id", ""),
+    ("plain_sps_wall", "plain steps/s", ",.0f"),
+    ("rlpipe_sps_wall", "rlpipe steps/s", ",.0f"),
+    ("ratio_wall", "wall ratio", ".2f"),
+    ("plain_sps_cpu", "plain steps/CPU s", ",.0f"),
+    ("rlpipe_sps_cpu", "rlpipe steps/CPU s", ",.0f"),
+    ("ratio_cpu", "CPU ratio", ".2f"),
+    ("plain_collect_s", "plain collect s", ".3f"),
+    ("rlpipe_collect_s", "rlpipe collect s", ".3f"),
+    ("plain_update_s", "plain update s", ".3f"),
+    ("rlpipe_update_s", "rlpipe update s", ".3f"),
+)
 
 
 def parse_args() -> argparse.Namespace:
@@ -392,8 +449,11 @@ def parse_args() -> argparse.Namespace:
     add("--breakdown-iterations", type=int, default=3, help="breakdown iterations per side (default 3)")
     add("--no-breakdown", action="store_true", help="skip the phase breakdown and the profile")
     add("--profile-top", type=int, default=15, help="functions listed by the profile (default 15)")
-    add("--no-mlflow", action="store_true",
-        help="tracking.backend=none for rlpipe: no MLflow process (a quick check; MLflow's cost left out)")
+    add(
+        "--no-mlflow",
+        action="store_true",
+        help="tracking.backend=none for rlpipe: no MLflow process (a quick check; MLflow's cost left out)",
+    )
     add("--json", type=Path, default=None, help="also write the results as JSON here")
     return parser.parse_args()
 
@@ -402,23 +462,46 @@ def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
     w = Workload(args.num_envs, args.horizon, args.epochs, args.minibatches, tuple(args.hidden))
-    print(f"plain torch PPO vs rlpipe (store on, MLflow {'off' if args.no_mlflow else 'on'}) on envpool: "
-          f"N={w.num_envs} T={w.horizon} "
-          f"{list(w.hidden)} ELU, {w.epochs} epochs x {w.minibatches} minibatches, "
-          f"{args.iterations} iterations x {args.rounds} rounds, threads={torch.get_num_threads()}")
+    print(
+        f"plain torch PPO vs rlpipe (store on, MLflow {'off' if args.no_mlflow else 'on'}) on envpool: "
+        f"N={w.num_envs} T={w.horizon} "
+        f"{list(w.hidden)} ELU, {w.epochs} epochs x {w.minibatches} minibatches, "
+        f"{args.iterations} iterations x {args.rounds} rounds, threads={torch.get_num_threads()}"
+    )
     rows = [run_id(env_id, w, args) for env_id in args.ids]
     print_table(rows, COLUMNS)
     for row in rows:
         if "breakdown" in row:
             print(f"\n{row['id']}: ms per iteration")
-            print_table(row["breakdown"], (("side", "side", ""), ("phase", "phase", ""),
-                                           ("cpu_ms", "CPU ms", ".1f"), ("wall_ms", "wall ms", ".1f")))
+            print_table(
+                row["breakdown"],
+                (
+                    ("side", "side", ""),
+                    ("phase", "phase", ""),
+                    ("cpu_ms", "CPU ms", ".1f"),
+                    ("wall_ms", "wall ms", ".1f"),
+                ),
+            )
             print(f"{row['id']}: rlpipe's top functions by own CPU time (cProfile), per iteration")
-            print_table(row["profile"], (("function", "function", ""), ("calls", "calls", ".0f"),
-                                         ("own_ms", "own ms", ".1f"), ("cumulative_ms", "cum ms", ".1f")))
+            print_table(
+                row["profile"],
+                (
+                    ("function", "function", ""),
+                    ("calls", "calls", ".0f"),
+                    ("own_ms", "own ms", ".1f"),
+                    ("cumulative_ms", "cum ms", ".1f"),
+                ),
+            )
     print_machine()
-    write_json(args.json, {"benchmark": "envpool_loop", "workload": vars(w) | {"hidden": list(w.hidden)},
-                           "args": {k: str(v) for k, v in vars(args).items()}, "rows": rows})
+    write_json(
+        args.json,
+        {
+            "benchmark": "envpool_loop",
+            "workload": vars(w) | {"hidden": list(w.hidden)},
+            "args": {k: str(v) for k, v in vars(args).items()},
+            "rows": rows,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -81,8 +81,16 @@ WRITERS = ("auto", "thread", "process")
 HIDDEN = [512, 256, 128]
 EPOCHS, MINIBATCHES = 5, 4
 SEED = 1
-PPO = {"learning_rate": 1.0e-3, "gamma": 0.99, "lam": 0.95, "clip_param": 0.2, "entropy_coef": 0.01,
-       "value_loss_coef": 1.0, "max_grad_norm": 1.0, "desired_kl": 0.01}
+PPO = {
+    "learning_rate": 1.0e-3,
+    "gamma": 0.99,
+    "lam": 0.95,
+    "clip_param": 0.2,
+    "entropy_coef": 0.01,
+    "value_loss_coef": 1.0,
+    "max_grad_norm": 1.0,
+    "desired_kl": 0.01,
+}
 """rsl_rl's PPO defaults, given to both sides."""
 
 
@@ -90,17 +98,31 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument
     add("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="both sides' device")
-    add("--num-envs", type=int, nargs="+", default=None,
-        help="N values (default 4096 16384 65536 on CUDA, 256 on the CPU)")
+    add(
+        "--num-envs",
+        type=int,
+        nargs="+",
+        default=None,
+        help="N values (default 4096 16384 65536 on CUDA, 256 on the CPU)",
+    )
     add("--horizon", type=int, default=24, help="T, steps per env per iteration (default 24)")
     add("--warmup", type=int, default=1, help="untimed iterations per side, >= 1 (memory is measured there)")
     add("--rounds", type=int, default=3, help="timed rounds (default 3)")
-    add("--block", type=int, default=3,
-        help="iterations per side and round, timed as one block with the final flush inside (default 3)")
+    add(
+        "--block",
+        type=int,
+        default=3,
+        help="iterations per side and round, timed as one block with the final flush inside (default 3)",
+    )
     add("--threads", type=int, default=None, help="torch threads (default 1 on the CPU)")
     add("--sides", nargs="+", choices=SIDES, default=list(SIDES), help="which sides run")
-    add("--store-writer", nargs="+", choices=WRITERS, default=["process"],
-        help="store.writer of the store side; several: one store side each (default process)")
+    add(
+        "--store-writer",
+        nargs="+",
+        choices=WRITERS,
+        default=["process"],
+        help="store.writer of the store side; several: one store side each (default process)",
+    )
     add("--params", type=Path, default=DEFAULT_PARAMS, help="rlpipe's base params (default params.yaml)")
     add("--json", type=Path, default=None, help="also write the results as JSON here")
     args = parser.parse_args()
@@ -146,12 +168,23 @@ class VecEnvAdapter:
 def rsl_rl_cfg(horizon: int) -> dict[str, Any]:
     """The workload as an rsl_rl 5 train config."""
     return {
-        "num_steps_per_env": horizon, "save_interval": NEVER,
+        "num_steps_per_env": horizon,
+        "save_interval": NEVER,
         "obs_groups": {"actor": ["policy"], "critic": ["policy", "privileged"]},
-        "algorithm": {"class_name": "PPO", "num_learning_epochs": EPOCHS, "num_mini_batches": MINIBATCHES,
-                      "schedule": "adaptive", "use_clipped_value_loss": True, **PPO},
-        "actor": {"class_name": "MLPModel", "hidden_dims": HIDDEN, "activation": "elu",
-                  "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0}},
+        "algorithm": {
+            "class_name": "PPO",
+            "num_learning_epochs": EPOCHS,
+            "num_mini_batches": MINIBATCHES,
+            "schedule": "adaptive",
+            "use_clipped_value_loss": True,
+            **PPO,
+        },
+        "actor": {
+            "class_name": "MLPModel",
+            "hidden_dims": HIDDEN,
+            "activation": "elu",
+            "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0},
+        },
         "critic": {"class_name": "MLPModel", "hidden_dims": HIDDEN, "activation": "elu"},
     }
 
@@ -192,35 +225,59 @@ class RslRlSide:
 # ----------------------------------------------------------------------------------------- rlpipe
 
 
-def rlpipe_overrides(num_envs: int, horizon: int, device: str, store: bool, data_dir: str,
-                     writer: str = "auto") -> list[str]:
+def rlpipe_overrides(
+    num_envs: int, horizon: int, device: str, store: bool, data_dir: str, writer: str = "auto"
+) -> list[str]:
     """The workload as ``--set`` overrides of the base params (``writer``: ``store.writer``)."""
     net = f"network_cfg: {{hidden_sizes: {HIDDEN}, activation: elu}}"
-    algo = (f"{{learning_rate: {PPO['learning_rate']}, n_epochs: {EPOCHS}, num_mini_batches: {MINIBATCHES}, "
-            f"gamma: {PPO['gamma']}, gae_lambda: {PPO['lam']}, clip_coef: {PPO['clip_param']}, "
-            f"ent_coef: {PPO['entropy_coef']}, vf_coef: {PPO['value_loss_coef']}, "
-            f"max_grad_norm: {PPO['max_grad_norm']}, schedule: adaptive, desired_kl: {PPO['desired_kl']}, "
-            f"clip_value_loss: true, vf_clip_coef: {PPO['clip_param']}, normalize_advantage: batch}}")
+    algo = (
+        f"{{learning_rate: {PPO['learning_rate']}, n_epochs: {EPOCHS}, num_mini_batches: {MINIBATCHES}, "
+        f"gamma: {PPO['gamma']}, gae_lambda: {PPO['lam']}, clip_coef: {PPO['clip_param']}, "
+        f"ent_coef: {PPO['entropy_coef']}, vf_coef: {PPO['value_loss_coef']}, "
+        f"max_grad_norm: {PPO['max_grad_norm']}, schedule: adaptive, desired_kl: {PPO['desired_kl']}, "
+        f"clip_value_loss: true, vf_clip_coef: {PPO['clip_param']}, normalize_advantage: batch}}"
+    )
     return [
-        "env.id=RobotProxy", "env.cfg={}", f"trainer.num_envs={num_envs}", f"trainer.buffer_size={horizon}",
-        f"trainer.device={device}", f"trainer.seed={SEED}", f"trainer.num_threads={torch.get_num_threads()}",
+        "env.id=RobotProxy",
+        "env.cfg={}",
+        f"trainer.num_envs={num_envs}",
+        f"trainer.buffer_size={horizon}",
+        f"trainer.device={device}",
+        f"trainer.seed={SEED}",
+        f"trainer.num_threads={torch.get_num_threads()}",
         f"policy.actor={{type: mlp, obs_keys: [policy], {net}}}",
         f"policy.critic={{type: mlp, obs_keys: [policy, privileged], {net}}}",
-        "policy.log_std_init=0.0", "policy.obs_normalization=false", "algorithm.name=ppo",
-        f"algorithm.cfg={algo}", f"store.enabled={str(store).lower()}", f"store.writer={writer}",
+        "policy.log_std_init=0.0",
+        "policy.obs_normalization=false",
+        "algorithm.name=ppo",
+        f"algorithm.cfg={algo}",
+        f"store.enabled={str(store).lower()}",
+        f"store.writer={writer}",
         "tracking.backend=none",
-        "trainer.enable_eval=false", f"trainer.iterations={NEVER}", f"trainer.save_freq={NEVER}",
-        "trainer.stop_when=[]", f"trainer.data_dir={data_dir}", "trainer.exp_name=gpu_vs_rsl_rl",
+        "trainer.enable_eval=false",
+        f"trainer.iterations={NEVER}",
+        f"trainer.save_freq={NEVER}",
+        "trainer.stop_when=[]",
+        f"trainer.data_dir={data_dir}",
+        "trainer.exp_name=gpu_vs_rsl_rl",
     ]
 
 
 class RlpipeSide:
     """One ``Trainer`` of the workload, started as ``rlpipe run`` starts; :meth:`iteration` is ``step()``."""
 
-    def __init__(self, args: argparse.Namespace, num_envs: int, device: torch.device, store: bool,
-                 data_dir: str, writer: str = "auto") -> None:
-        cfg = load_cfg(args.params, rlpipe_overrides(num_envs, args.horizon, str(device), store, data_dir,
-                                                     writer))
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        num_envs: int,
+        device: torch.device,
+        store: bool,
+        data_dir: str,
+        writer: str = "auto",
+    ) -> None:
+        cfg = load_cfg(
+            args.params, rlpipe_overrides(num_envs, args.horizon, str(device), store, data_dir, writer)
+        )
         self.trainer = start_quietly(Trainer(cfg))
         self.store = self.trainer.parts.store if store else None
 
@@ -231,8 +288,11 @@ class RlpipeSide:
 
     def iteration(self) -> dict[str, float]:
         metrics = self.trainer.step()
-        return {"collect_s": metrics["time/collect_s"], "update_s": metrics["time/update_s"],
-                "store_wait_s": metrics.get("time/store_wait_s", float("nan"))}
+        return {
+            "collect_s": metrics["time/collect_s"],
+            "update_s": metrics["time/update_s"],
+            "store_wait_s": metrics.get("time/store_wait_s", float("nan")),
+        }
 
     def rollout_bytes(self) -> int:
         return _bytes(self.trainer.parts.collector.rollout)
@@ -288,8 +348,14 @@ def side_names(args: argparse.Namespace) -> dict[str, str | None]:
     return names
 
 
-def build_side(name: str, args: argparse.Namespace, num_envs: int, device: torch.device,
-               data_dir: str, writer: str | None = None) -> tuple[Any, float]:
+def build_side(
+    name: str,
+    args: argparse.Namespace,
+    num_envs: int,
+    device: torch.device,
+    data_dir: str,
+    writer: str | None = None,
+) -> tuple[Any, float]:
     """The side ``name``, after its warm-up (its writes finished); with the memory it took (MB, see
     the module docstring)."""
     if device.type == "cuda":
@@ -320,10 +386,15 @@ def run_n(args: argparse.Namespace, num_envs: int, device: torch.device) -> list
             for round_index in range(args.rounds):
                 for name, side in sides.items():
                     samples[name].append(timed_block(side, device, args.block))
-                print(f"  N={num_envs} round {round_index + 1}/{args.rounds}: " + ", ".join(
-                    f"{name} {samples[name][-1]['wall_s']:.3f} s" for name in sides), flush=True)
-            rows = [side_row(name, samples, memory[name], sides[name], num_envs, args.horizon, device)
-                    for name in sides]
+                print(
+                    f"  N={num_envs} round {round_index + 1}/{args.rounds}: "
+                    + ", ".join(f"{name} {samples[name][-1]['wall_s']:.3f} s" for name in sides),
+                    flush=True,
+                )
+            rows = [
+                side_row(name, samples, memory[name], sides[name], num_envs, args.horizon, device)
+                for name in sides
+            ]
         finally:
             for side in sides.values():
                 side.close()
@@ -332,48 +403,74 @@ def run_n(args: argparse.Namespace, num_envs: int, device: torch.device) -> list
     return rows
 
 
-def side_row(name: str, samples: dict[str, list[dict[str, float]]], memory_mb: float, side: Any,
-             num_envs: int, horizon: int, device: torch.device) -> dict[str, Any]:
+def side_row(
+    name: str,
+    samples: dict[str, list[dict[str, float]]],
+    memory_mb: float,
+    side: Any,
+    num_envs: int,
+    horizon: int,
+    device: torch.device,
+) -> dict[str, Any]:
     mine = samples[name]
-    ratios = ([theirs["wall_s"] / own["wall_s"] for own, theirs in zip(mine, samples["rsl_rl"], strict=True)]
-              if "rsl_rl" in samples else [])  # env steps/s against rsl_rl's in the same round
+    ratios = (
+        [theirs["wall_s"] / own["wall_s"] for own, theirs in zip(mine, samples["rsl_rl"], strict=True)]
+        if "rsl_rl" in samples
+        else []
+    )  # env steps/s against rsl_rl's in the same round
     memory_key = "peak_gpu_mb" if device.type == "cuda" else "process_peak_rss_mb"
     return {
-        "num_envs": num_envs, "side": name, "iteration_s": median([s["wall_s"] for s in mine]),
+        "num_envs": num_envs,
+        "side": name,
+        "iteration_s": median([s["wall_s"] for s in mine]),
         "collect_s": median([s["collect_s"] for s in mine]),
         "update_s": median([s["update_s"] for s in mine]),
-        "store_wait_s": median([s["store_wait_s"] for s in mine]) if name.startswith("rlpipe+store")
+        "store_wait_s": median([s["store_wait_s"] for s in mine])
+        if name.startswith("rlpipe+store")
         else None,
         "flush_s": median([s["flush_s"] for s in mine]) if name.startswith("rlpipe+store") else None,
         "store_writer": getattr(side, "writer", None),
-        "vs_rsl_rl": median(ratios) if ratios else None, memory_key: memory_mb,
-        "rollout_mb": side.rollout_bytes() / 2**20, "minibatch": num_envs * horizon // MINIBATCHES,
+        "vs_rsl_rl": median(ratios) if ratios else None,
+        memory_key: memory_mb,
+        "rollout_mb": side.rollout_bytes() / 2**20,
+        "minibatch": num_envs * horizon // MINIBATCHES,
     }
 
 
-COLUMNS = (("num_envs", "N", ""), ("side", "side", ""), ("sps", "steps/s", ",.0f"),
-           ("vs_rsl_rl", "vs rsl_rl", ".2f"), ("iteration_s", "iter s", ".3f"),
-           ("collect_s", "collect s", ".3f"), ("update_s", "update s", ".3f"),
-           ("store_wait_s", "wait s", ".3f"), ("flush_s", "flush s", ".3f"),
-           ("rollout_mb", "rollout MB", ".1f"), ("minibatch", "minibatch", ""),
-           ("store_writer", "writer", ""))
+COLUMNS = (
+    ("num_envs", "N", ""),
+    ("side", "side", ""),
+    ("sps", "steps/s", ",.0f"),
+    ("vs_rsl_rl", "vs rsl_rl", ".2f"),
+    ("iteration_s", "iter s", ".3f"),
+    ("collect_s", "collect s", ".3f"),
+    ("update_s", "update s", ".3f"),
+    ("store_wait_s", "wait s", ".3f"),
+    ("flush_s", "flush s", ".3f"),
+    ("rollout_mb", "rollout MB", ".1f"),
+    ("minibatch", "minibatch", ""),
+    ("store_writer", "writer", ""),
+)
 
 
 def main() -> None:
     args = parse_args()
     set_threads(args.threads if args.threads is not None or args.device.startswith("cuda") else 1)
     device = torch.device(args.device)
-    print(f"rsl_rl OnPolicyRunner vs rlpipe on RobotProxy: N={args.num_envs} T={args.horizon} "
-          f"{HIDDEN} ELU, {EPOCHS} epochs x {MINIBATCHES} minibatches, adaptive lr, device={device}, "
-          f"threads={torch.get_num_threads()}, blocks of {args.block} iterations, "
-          f"store.writer {' '.join(args.store_writer)}")
+    print(
+        f"rsl_rl OnPolicyRunner vs rlpipe on RobotProxy: N={args.num_envs} T={args.horizon} "
+        f"{HIDDEN} ELU, {EPOCHS} epochs x {MINIBATCHES} minibatches, adaptive lr, device={device}, "
+        f"threads={torch.get_num_threads()}, blocks of {args.block} iterations, "
+        f"store.writer {' '.join(args.store_writer)}"
+    )
     rows = [row for num_envs in args.num_envs for row in run_n(args, num_envs, device)]
     memory_key = "peak_gpu_mb" if device.type == "cuda" else "process_peak_rss_mb"
     print_table(rows, (*COLUMNS, (memory_key, memory_key, ",.0f")))
     print_machine()
     settings = {k: str(v) for k, v in vars(args).items()}
-    write_json(args.json, {"benchmark": "gpu_vs_rsl_rl", "device": str(device), "args": settings,
-                           "rows": rows})
+    write_json(
+        args.json, {"benchmark": "gpu_vs_rsl_rl", "device": str(device), "args": settings, "rows": rows}
+    )
 
 
 if __name__ == "__main__":

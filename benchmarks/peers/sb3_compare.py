@@ -98,10 +98,19 @@ def parse_args() -> argparse.Namespace:
     add("--total-steps", type=int, default=100_000, help="env steps per run (default 100000)")
     add("--rounds", type=int, default=3, help="times each row runs, interleaved (default 3)")
     add("--seed", type=int, default=0, help="seed of every run (default 0)")
-    add("--threads", type=int, default=None,
-        help="torch threads on both sides (default: rlpipe's trainer.num_threads auto, SB3 torch's default)")
-    add("--backends", nargs="+", default=["auto"], choices=sorted(W1_BACKENDS),
-        help="rlpipe simulator rows (default: auto)")
+    add(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads on both sides (default: rlpipe's trainer.num_threads auto, SB3 torch's default)",
+    )
+    add(
+        "--backends",
+        nargs="+",
+        default=["auto"],
+        choices=sorted(W1_BACKENDS),
+        help="rlpipe simulator rows (default: auto)",
+    )
     add("--sb3-python", type=Path, default=DEFAULT_SB3_PYTHON, help="python of the SB3 virtualenv")
     add("--eval", action="store_true", help="keep rlpipe's periodic evaluation on")
     add("--json", type=Path, default=None, help="also write the results as JSON here")
@@ -114,16 +123,30 @@ def rlpipe_run(args: argparse.Namespace, backend: str, defaults: bool, uri: str)
     net = "{hidden_sizes: [64, 64], activation: tanh}"
     threads = args.threads if args.threads is not None else "auto"
     with tempfile.TemporaryDirectory(prefix="rlpipe-sb3cmp-") as data_dir:
-        cfg = load_cfg(args.params, [
-            "env.id=CartPole-v1", *backend_overrides(backend), f"trainer.num_envs={N_ENVS}",
-            f"trainer.buffer_size={N_STEPS}", f"trainer.iterations={iterations}", f"trainer.seed={args.seed}",
-            "trainer.device=cpu", f"trainer.num_threads={threads}", "trainer.stop_when=[]",
-            f"trainer.enable_eval={str(args.eval).lower()}", f"trainer.data_dir={data_dir}",
-            f"policy.actor.network_cfg={net}", f"policy.critic.network_cfg={net}",
-            f"algorithm.cfg.batch_size={BATCH_SIZE}", f"algorithm.cfg.n_epochs={N_EPOCHS}",
-            f"algorithm.cfg.learning_rate={LR}", f"store.enabled={str(defaults).lower()}",
-            f"tracking.backend={'mlflow' if defaults else 'none'}", f"tracking.uri={uri}",
-        ])
+        cfg = load_cfg(
+            args.params,
+            [
+                "env.id=CartPole-v1",
+                *backend_overrides(backend),
+                f"trainer.num_envs={N_ENVS}",
+                f"trainer.buffer_size={N_STEPS}",
+                f"trainer.iterations={iterations}",
+                f"trainer.seed={args.seed}",
+                "trainer.device=cpu",
+                f"trainer.num_threads={threads}",
+                "trainer.stop_when=[]",
+                f"trainer.enable_eval={str(args.eval).lower()}",
+                f"trainer.data_dir={data_dir}",
+                f"policy.actor.network_cfg={net}",
+                f"policy.critic.network_cfg={net}",
+                f"algorithm.cfg.batch_size={BATCH_SIZE}",
+                f"algorithm.cfg.n_epochs={N_EPOCHS}",
+                f"algorithm.cfg.learning_rate={LR}",
+                f"store.enabled={str(defaults).lower()}",
+                f"tracking.backend={'mlflow' if defaults else 'none'}",
+                f"tracking.uri={uri}",
+            ],
+        )
         if defaults:
             prewarm()  # as `rlpipe run` does: MLflow's import overlaps the build
         trainer = Trainer(cfg)
@@ -136,8 +159,12 @@ def rlpipe_run(args: argparse.Namespace, backend: str, defaults: bool, uri: str)
             trainer.finish()
             seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         env_steps = trainer.env_steps
-    return {"env_steps": env_steps, "seconds": seconds, "sps": env_steps / seconds,
-            "cpu_s": cpu + _children_cpu() - children}
+    return {
+        "env_steps": env_steps,
+        "seconds": seconds,
+        "sps": env_steps / seconds,
+        "cpu_s": cpu + _children_cpu() - children,
+    }
 
 
 def _children_cpu() -> float:
@@ -155,10 +182,22 @@ def prepare_mlflow(args: argparse.Namespace, uri: str) -> None:
 
 def sb3_run(args: argparse.Namespace) -> dict[str, Any]:
     """One SB3 run in its own interpreter; the child times ``learn`` and prints JSON."""
-    payload = {"n_envs": N_ENVS, "n_steps": N_STEPS, "batch_size": BATCH_SIZE, "n_epochs": N_EPOCHS,
-               "lr": LR, "total_steps": args.total_steps, "seed": args.seed, "threads": args.threads}
-    proc = subprocess.run([str(args.sb3_python), "-c", SB3_SCRIPT, json.dumps(payload)],
-                          capture_output=True, text=True, check=False)
+    payload = {
+        "n_envs": N_ENVS,
+        "n_steps": N_STEPS,
+        "batch_size": BATCH_SIZE,
+        "n_epochs": N_EPOCHS,
+        "lr": LR,
+        "total_steps": args.total_steps,
+        "seed": args.seed,
+        "threads": args.threads,
+    }
+    proc = subprocess.run(
+        [str(args.sb3_python), "-c", SB3_SCRIPT, json.dumps(payload)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"SB3 run failed ({args.sb3_python}):\n{proc.stderr[-2000:]}")
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -167,8 +206,10 @@ def sb3_run(args: argparse.Namespace) -> dict[str, Any]:
 
 def check_sb3_python(path: Path) -> None:
     if not path.is_file():
-        raise SystemExit(f"{path}: no SB3 virtualenv; create it with `make -C benchmarks sb3-venv` "
-                         "(see benchmarks/README.md) or pass --sb3-python")
+        raise SystemExit(
+            f"{path}: no SB3 virtualenv; create it with `make -C benchmarks sb3-venv` "
+            "(see benchmarks/README.md) or pass --sb3-python"
+        )
 
 
 def run_rounds(args: argparse.Namespace, uri: str) -> dict[str, list[dict[str, Any]]]:
@@ -181,11 +222,14 @@ def run_rounds(args: argparse.Namespace, uri: str) -> dict[str, list[dict[str, A
     names = list(rows)
     samples: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for r in range(args.rounds):
-        for name in names[r % len(names):] + names[: r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             samples[name].append(rows[name]())
             last = samples[name][-1]
-            print(f"  round {r + 1}/{args.rounds}: {name} {last['sps']:,.0f} steps/s "
-                  f"({last['seconds']:.1f} s, {last['cpu_s']:.1f} CPU s)", flush=True)
+            print(
+                f"  round {r + 1}/{args.rounds}: {name} {last['sps']:,.0f} steps/s "
+                f"({last['seconds']:.1f} s, {last['cpu_s']:.1f} CPU s)",
+                flush=True,
+            )
     return samples
 
 
@@ -194,19 +238,32 @@ def summarize(samples: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     table = []
     for name, runs in samples.items():
         sps = [s["sps"] for s in runs]
-        table.append({"row": name, "median_sps": median(sps), "min_sps": min(sps), "max_sps": max(sps),
-                      "median_s": median([s["seconds"] for s in runs]),
-                      "median_cpu_s": median([s["cpu_s"] for s in runs]), "env_steps": runs[0]["env_steps"],
-                      "vs_sb3": median([a["sps"] / b["sps"] for a, b in zip(runs, sb3)]),
-                      "cpu_vs_sb3": median([b["cpu_s"] / a["cpu_s"] for a, b in zip(runs, sb3)]),
-                      "runs": runs})
+        table.append(
+            {
+                "row": name,
+                "median_sps": median(sps),
+                "min_sps": min(sps),
+                "max_sps": max(sps),
+                "median_s": median([s["seconds"] for s in runs]),
+                "median_cpu_s": median([s["cpu_s"] for s in runs]),
+                "env_steps": runs[0]["env_steps"],
+                "vs_sb3": median([a["sps"] / b["sps"] for a, b in zip(runs, sb3)]),
+                "cpu_vs_sb3": median([b["cpu_s"] / a["cpu_s"] for a, b in zip(runs, sb3)]),
+                "runs": runs,
+            }
+        )
     return table
 
 
 COLUMNS = [
-    ("row", "row", ""), ("median_sps", "median steps/s", ",.0f"), ("min_sps", "min", ",.0f"),
-    ("max_sps", "max", ",.0f"), ("median_s", "median s", ".2f"), ("median_cpu_s", "median CPU s", ".2f"),
-    ("vs_sb3", "x SB3 (paired)", ".2f"), ("cpu_vs_sb3", "x SB3 per CPU s", ".2f"),
+    ("row", "row", ""),
+    ("median_sps", "median steps/s", ",.0f"),
+    ("min_sps", "min", ",.0f"),
+    ("max_sps", "max", ",.0f"),
+    ("median_s", "median s", ".2f"),
+    ("median_cpu_s", "median CPU s", ".2f"),
+    ("vs_sb3", "x SB3 (paired)", ".2f"),
+    ("cpu_vs_sb3", "x SB3 per CPU s", ".2f"),
 ]
 
 
@@ -214,8 +271,10 @@ def main() -> None:
     args = parse_args()
     check_sb3_python(args.sb3_python)
     set_threads(args.threads)
-    print(f"CartPole-v1, {N_ENVS} envs x {N_STEPS} steps, {N_EPOCHS} epochs x batch {BATCH_SIZE}, "
-          f"64x64 tanh, lr {LR:g}, {args.total_steps:,} env steps per run, {args.rounds} rounds")
+    print(
+        f"CartPole-v1, {N_ENVS} envs x {N_STEPS} steps, {N_EPOCHS} epochs x batch {BATCH_SIZE}, "
+        f"64x64 tanh, lr {LR:g}, {args.total_steps:,} env steps per run, {args.rounds} rounds"
+    )
     with tempfile.TemporaryDirectory(prefix="rlpipe-sb3cmp-mlflow-") as tracking:
         uri = f"sqlite:///{tracking}/mlflow.db"
         prepare_mlflow(args, uri)
@@ -225,9 +284,19 @@ def main() -> None:
         verdict = "meets" if row["vs_sb3"] >= SPEEDUP_TARGET else "misses"
         print(f"{row['row']}: {row['vs_sb3']:.2f}x SB3 — {verdict} the >= {SPEEDUP_TARGET:g}x target")
     print_machine()
-    write_json(args.json, {"benchmark": "sb3_compare", "total_steps": args.total_steps,
-                           "rounds": args.rounds, "eval": args.eval, "backends": args.backends,
-                           "threads": args.threads, "rows": table, "target_vs_sb3": SPEEDUP_TARGET})
+    write_json(
+        args.json,
+        {
+            "benchmark": "sb3_compare",
+            "total_steps": args.total_steps,
+            "rounds": args.rounds,
+            "eval": args.eval,
+            "backends": args.backends,
+            "threads": args.threads,
+            "rows": table,
+            "target_vs_sb3": SPEEDUP_TARGET,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -75,8 +75,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add = parser.add_argument
     add("--sizes", type=int, nargs="+", default=list(SIZES), help="numbers of envs N")
     add("--sides", nargs="+", default=list(SIDES), choices=SIDES, help="what to run at every N")
-    add("--malloc", nargs="+", default=["tuned"], choices=["tuned", "threshold", "system"],
-        help="allocator settings; several: each side runs under each, alternating")
+    add(
+        "--malloc",
+        nargs="+",
+        default=["tuned"],
+        choices=["tuned", "threshold", "system"],
+        help="allocator settings; several: each side runs under each, alternating",
+    )
     add("--horizon", type=int, default=32, help="T (default 32)")
     add("--hidden", type=int, nargs="+", default=[256, 256], help="hidden sizes of actor and critic")
     add("--epochs", type=int, default=4, help="PPO epochs (default 4)")
@@ -89,10 +94,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--threads", type=int, default=1, help="torch threads (default 1)")
     add("--json", type=Path, default=PROJECT_ROOT / "data" / "bench" / "scaling.json", help="results")
     add("--png", type=Path, default=PROJECT_ROOT / "data" / "bench" / "scaling.png", help="steps/s vs N")
-    add("--bf16-max-n", type=int, default=None,
-        help="largest N of rlpipe-bf16 (default: every N where bf16 is native, else 1024)")
-    add("--from-partial", type=Path, nargs="+", default=[],
-        help="only build the table/PNG from these .partial.jsonl files of interrupted runs")
+    add(
+        "--bf16-max-n",
+        type=int,
+        default=None,
+        help="largest N of rlpipe-bf16 (default: every N where bf16 is native, else 1024)",
+    )
+    add(
+        "--from-partial",
+        type=Path,
+        nargs="+",
+        default=[],
+        help="only build the table/PNG from these .partial.jsonl files of interrupted runs",
+    )
     add("--also", type=Path, nargs="+", default=[], help="earlier scaling JSONs: their rows join the table")
     add("--child", nargs=2, metavar=("SIDE", "N"), help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -138,9 +152,17 @@ def rss_bytes() -> int:
 
 def workload_args(args: argparse.Namespace, n: int) -> argparse.Namespace:
     """throughput.py's namespace for N envs with minibatch N·T/minibatches."""
-    return argparse.Namespace(params=DEFAULT_PARAMS, num_envs=n, horizon=args.horizon, hidden=args.hidden,
-                              epochs=args.epochs, batch_size=n * args.horizon // args.minibatches,
-                              device=args.device, checkpoints=False, threads=args.threads)
+    return argparse.Namespace(
+        params=DEFAULT_PARAMS,
+        num_envs=n,
+        horizon=args.horizon,
+        hidden=args.hidden,
+        epochs=args.epochs,
+        batch_size=n * args.horizon // args.minibatches,
+        device=args.device,
+        checkpoints=False,
+        threads=args.threads,
+    )
 
 
 class CpuTimed:
@@ -183,8 +205,9 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rlpipe-scaling-") as data_dir, contextlib.ExitStack() as running:
         overrides = rlpipe_overrides(wargs, data_dir, store=False)
         chunks = "null" if side == "rlpipe-whole" else "auto"
-        cfg = load_cfg(wargs.params, [*overrides, f"algorithm.cfg.amp={amp}",
-                                      f"algorithm.cfg.chunk_rows={chunks}"])
+        cfg = load_cfg(
+            wargs.params, [*overrides, f"algorithm.cfg.amp={amp}", f"algorithm.cfg.chunk_rows={chunks}"]
+        )
         chunk_rows = None
         if side == "plain":
             plain = PlainPPO(cfg, list(args.hidden), torch.device(args.device))
@@ -211,19 +234,30 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
             collected.clear()
             cpu = time.process_time()
             sample = step()._asdict()
-            samples.append({**sample, "cpu_s": time.process_time() - cpu, "update_cpu_s": sum(spent),
-                            "collect_cpu_s": sum(collected)})
-            gemm.append(gemm_rates(min(wargs.batch_size, 16384), args.hidden[-1], args.device,
-                                   amp == "bf16"))
+            samples.append(
+                {
+                    **sample,
+                    "cpu_s": time.process_time() - cpu,
+                    "update_cpu_s": sum(spent),
+                    "collect_cpu_s": sum(collected),
+                }
+            )
+            gemm.append(gemm_rates(min(wargs.batch_size, 16384), args.hidden[-1], args.device, amp == "bf16"))
     batch = n * args.horizon
-    return {"side": side, "n": n, "samples": samples,
-            "gemm": {k: median([g[k] for g in gemm]) for k in gemm[0]},
-            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-            "rss_built": rss_built, "rollout_bytes": int(rollout_bytes),
-            "flat_batch_bytes": flat_batch_bytes(batch),
-            "activation_bytes": activation_bytes(min(batch // args.minibatches, chunk_rows or batch),
-                                                 args.hidden, amp),
-            "load": [load_start, load_average()]}
+    return {
+        "side": side,
+        "n": n,
+        "samples": samples,
+        "gemm": {k: median([g[k] for g in gemm]) for k in gemm[0]},
+        "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "rss_built": rss_built,
+        "rollout_bytes": int(rollout_bytes),
+        "flat_batch_bytes": flat_batch_bytes(batch),
+        "activation_bytes": activation_bytes(
+            min(batch // args.minibatches, chunk_rows or batch), args.hidden, amp
+        ),
+        "load": [load_start, load_average()],
+    }
 
 
 def plain_buffer_bytes(plain: Any) -> int:
@@ -250,12 +284,33 @@ def activation_bytes(minibatch: int, hidden: list[int], amp: str) -> int:
 
 def run_child(args: argparse.Namespace, side: str, malloc: str, n: int) -> dict[str, Any] | None:
     """``scaling.py --child SIDE N`` with the same options; its JSON line."""
-    cmd = [sys.executable, __file__, "--child", side, str(n), "--malloc", malloc,
-           "--horizon", str(args.horizon), "--hidden", *map(str, args.hidden), "--epochs", str(args.epochs),
-           "--minibatches", str(args.minibatches), "--warmup", str(args.warmup),
-           "--iterations", str(args.iterations),
-           "--large-iterations", str(args.large_iterations), "--device", args.device,
-           "--threads", str(args.threads)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        side,
+        str(n),
+        "--malloc",
+        malloc,
+        "--horizon",
+        str(args.horizon),
+        "--hidden",
+        *map(str, args.hidden),
+        "--epochs",
+        str(args.epochs),
+        "--minibatches",
+        str(args.minibatches),
+        "--warmup",
+        str(args.warmup),
+        "--iterations",
+        str(args.iterations),
+        "--large-iterations",
+        str(args.large_iterations),
+        "--device",
+        args.device,
+        "--threads",
+        str(args.threads),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         print(f"{side} at N={n} failed (left out):\n{done.stderr[-3000:]}", file=sys.stderr)
@@ -274,32 +329,54 @@ def row(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, An
     gflops = update_flops(n, args) / update_cpu / 1e9
     precision = "bf16" if side.startswith("rlpipe-bf16") else "fp32"
     gemm = {k: median([r["gemm"][k] for r in results]) for k in results[0]["gemm"]}
-    return {"side": side, "n": n, "minibatch": n * args.horizon // args.minibatches, "wall_s": wall,
-            "sps": n * args.horizon / wall, "cpu_s": cpu, "sps_cpu": n * args.horizon / cpu,
-            "collect_s": median([s["collect_s"] for s in samples]),
-            "collect_cpu_s": median([s["collect_cpu_s"] for s in samples]),
-            "update_s": median([s["update_s"] for s in samples]), "update_cpu_s": update_cpu,
-            "page_faults": median([s["page_faults"] for s in samples]),
-            "peak_rss_mb": max(r["peak_rss"] for r in results) / 2**20,
-            "rss_built_mb": max(r["rss_built"] for r in results) / 2**20,
-            "rollout_mb": results[0]["rollout_bytes"] / 2**20,
-            "flat_batch_mb": results[0]["flat_batch_bytes"] / 2**20,
-            "activations_mb": results[0]["activation_bytes"] / 2**20,
-            "update_gflops": gflops, "gemm_layer": gemm[f"layer_{precision}"],
-            "gemm_square": gemm[f"square_{precision}"], "share_layer": gflops / gemm[f"layer_{precision}"],
-            "share_square": gflops / gemm[f"square_{precision}"], "gemm": gemm,
-            "load": [x for r in results for x in r["load"]]}
+    return {
+        "side": side,
+        "n": n,
+        "minibatch": n * args.horizon // args.minibatches,
+        "wall_s": wall,
+        "sps": n * args.horizon / wall,
+        "cpu_s": cpu,
+        "sps_cpu": n * args.horizon / cpu,
+        "collect_s": median([s["collect_s"] for s in samples]),
+        "collect_cpu_s": median([s["collect_cpu_s"] for s in samples]),
+        "update_s": median([s["update_s"] for s in samples]),
+        "update_cpu_s": update_cpu,
+        "page_faults": median([s["page_faults"] for s in samples]),
+        "peak_rss_mb": max(r["peak_rss"] for r in results) / 2**20,
+        "rss_built_mb": max(r["rss_built"] for r in results) / 2**20,
+        "rollout_mb": results[0]["rollout_bytes"] / 2**20,
+        "flat_batch_mb": results[0]["flat_batch_bytes"] / 2**20,
+        "activations_mb": results[0]["activation_bytes"] / 2**20,
+        "update_gflops": gflops,
+        "gemm_layer": gemm[f"layer_{precision}"],
+        "gemm_square": gemm[f"square_{precision}"],
+        "share_layer": gflops / gemm[f"layer_{precision}"],
+        "share_square": gflops / gemm[f"square_{precision}"],
+        "gemm": gemm,
+        "load": [x for r in results for x in r["load"]],
+    }
 
 
 COLUMNS = [
-    ("side", "side", ""), ("n", "N", ","), ("minibatch", "minibatch", ","), ("wall_s", "s/it", ".2f"),
-    ("sps", "steps/s wall", ",.0f"), ("cpu_s", "CPU s/it", ".2f"), ("sps_cpu", "steps/CPU-s", ",.0f"),
-    ("collect_cpu_s", "collect CPU s", ".2f"), ("update_cpu_s", "update CPU s", ".2f"),
-    ("page_faults", "faults/it", ",.0f"), ("peak_rss_mb", "peak RSS MB", ",.0f"),
-    ("rss_built_mb", "RSS built", ",.0f"), ("rollout_mb", "rollout MB", ".1f"),
-    ("flat_batch_mb", "flat batch", ".1f"), ("activations_mb", "activations", ".0f"),
-    ("update_gflops", "update GFLOP/s", ".1f"), ("gemm_layer", "GEMM layer", ".1f"),
-    ("share_layer", "of layer", ".0%"), ("gemm_square", "GEMM 1024^3", ".1f"),
+    ("side", "side", ""),
+    ("n", "N", ","),
+    ("minibatch", "minibatch", ","),
+    ("wall_s", "s/it", ".2f"),
+    ("sps", "steps/s wall", ",.0f"),
+    ("cpu_s", "CPU s/it", ".2f"),
+    ("sps_cpu", "steps/CPU-s", ",.0f"),
+    ("collect_cpu_s", "collect CPU s", ".2f"),
+    ("update_cpu_s", "update CPU s", ".2f"),
+    ("page_faults", "faults/it", ",.0f"),
+    ("peak_rss_mb", "peak RSS MB", ",.0f"),
+    ("rss_built_mb", "RSS built", ",.0f"),
+    ("rollout_mb", "rollout MB", ".1f"),
+    ("flat_batch_mb", "flat batch", ".1f"),
+    ("activations_mb", "activations", ".0f"),
+    ("update_gflops", "update GFLOP/s", ".1f"),
+    ("gemm_layer", "GEMM layer", ".1f"),
+    ("share_layer", "of layer", ".0%"),
+    ("gemm_square", "GEMM 1024^3", ".1f"),
     ("share_square", "of sq.", ".0%"),
 ]
 
@@ -336,12 +413,19 @@ def verdicts(rows: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
         by_n = {r["n"]: r for r in rows if r["side"] == side}
         top = by_n[max(by_n)]
         ratio = top["sps_cpu"] / by_n[base_n]["sps_cpu"] if base_n in by_n else float("nan")
-        out[side] = {"flatness": ratio, "base_n": base_n, "max_n": top["n"],
-                     "share_layer_at_max": top["share_layer"], "share_square_at_max": top["share_square"]}
-        print(f"{side}: env steps per CPU-s at N={top['n']:,} / N={base_n:,} = {ratio:.2f}x "
-              f"({'meets' if ratio >= 0.9 else 'misses'} >= 0.9x); update at N={top['n']:,}: "
-              f"{top['update_gflops']:.1f} GFLOP/s = {top['share_layer']:.0%} of the layer-shaped GEMM, "
-              f"{top['share_square']:.0%} of the square one (goal >= 75%)")
+        out[side] = {
+            "flatness": ratio,
+            "base_n": base_n,
+            "max_n": top["n"],
+            "share_layer_at_max": top["share_layer"],
+            "share_square_at_max": top["share_square"],
+        }
+        print(
+            f"{side}: env steps per CPU-s at N={top['n']:,} / N={base_n:,} = {ratio:.2f}x "
+            f"({'meets' if ratio >= 0.9 else 'misses'} >= 0.9x); update at N={top['n']:,}: "
+            f"{top['update_gflops']:.1f} GFLOP/s = {top['share_layer']:.0%} of the layer-shaped GEMM, "
+            f"{top['share_square']:.0%} of the square one (goal >= 75%)"
+        )
     return out
 
 
@@ -357,8 +441,12 @@ def report_partial(args: argparse.Namespace) -> None:
     summary = verdicts(rows, sorted({r["n"] for r in rows}))
     plot(rows, args.png, "CartPole PPO 256x256, 1 thread (env steps per CPU second)")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"benchmark": "scaling", "rows": rows, "summary": summary,
-                                     "environment": environment()}, indent=1) + "\n")
+    args.json.write_text(
+        json.dumps(
+            {"benchmark": "scaling", "rows": rows, "summary": summary, "environment": environment()}, indent=1
+        )
+        + "\n"
+    )
     print(f"results written to {args.json}")
 
 
@@ -389,22 +477,35 @@ def main() -> None:
                     results.setdefault((label, n), []).append(r)
                     with partial.open("a") as fh:
                         fh.write(json.dumps(r) + "\n")
-                    print(f"  N={n:,} {label}: {median([s['wall_s'] for s in r['samples']]):.2f} s/it, "
-                          f"update {median([s['update_cpu_s'] for s in r['samples']]):.2f} CPU s, "
-                          f"faults {median([s['page_faults'] for s in r['samples']]):,.0f}, "
-                          f"load {r['load'][1]}", flush=True)
+                    print(
+                        f"  N={n:,} {label}: {median([s['wall_s'] for s in r['samples']]):.2f} s/it, "
+                        f"update {median([s['update_cpu_s'] for s in r['samples']]):.2f} CPU s, "
+                        f"faults {median([s['page_faults'] for s in r['samples']]):,.0f}, "
+                        f"load {r['load'][1]}",
+                        flush=True,
+                    )
     rows = [row(rs, args) for rs in results.values()]
     for path in args.also:
         rows += json.loads(path.read_text())["rows"]
     print_table(rows, COLUMNS)
     summary = verdicts(rows, args.sizes)
     env = environment()
-    plot(rows, args.png, f"CartPole PPO 256x256, 1 thread, malloc {'/'.join(args.malloc)}, "
-                         f"load {env['loadavg_1min_at_start']}..{env['loadavg_1min_at_end']}")
+    plot(
+        rows,
+        args.png,
+        f"CartPole PPO 256x256, 1 thread, malloc {'/'.join(args.malloc)}, "
+        f"load {env['loadavg_1min_at_start']}..{env['loadavg_1min_at_end']}",
+    )
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"benchmark": "scaling", "args": {k: str(v) for k, v in vars(args).items()},
-               "bf16_native": bf16_native(args.device), "rows": rows, "summary": summary,
-               "raw": [r for rs in results.values() for r in rs], "environment": env}
+    payload = {
+        "benchmark": "scaling",
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "bf16_native": bf16_native(args.device),
+        "rows": rows,
+        "summary": summary,
+        "raw": [r for rs in results.values() for r in rs],
+        "environment": env,
+    }
     args.json.write_text(json.dumps(payload, indent=1) + "\n")
     print(f"results written to {args.json}")
 

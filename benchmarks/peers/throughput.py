@@ -116,11 +116,18 @@ def rlpipe_overrides(args: argparse.Namespace, data_dir: str, store: bool) -> li
     """The workload as ``--set`` overrides of the default params."""
     net = f"{{hidden_sizes: {list(args.hidden)}, activation: relu}}"
     overrides = [
-        f"trainer.num_envs={args.num_envs}", f"trainer.buffer_size={args.horizon}",
-        f"policy.actor.network_cfg={net}", f"policy.critic.network_cfg={net}",
-        f"algorithm.cfg.n_epochs={args.epochs}", f"algorithm.cfg.batch_size={args.batch_size}",
-        f"store.enabled={str(store).lower()}", "tracking.backend=none", "trainer.enable_eval=false",
-        f"trainer.device={args.device}", f"trainer.data_dir={data_dir}", f"trainer.iterations={NEVER}",
+        f"trainer.num_envs={args.num_envs}",
+        f"trainer.buffer_size={args.horizon}",
+        f"policy.actor.network_cfg={net}",
+        f"policy.critic.network_cfg={net}",
+        f"algorithm.cfg.n_epochs={args.epochs}",
+        f"algorithm.cfg.batch_size={args.batch_size}",
+        f"store.enabled={str(store).lower()}",
+        "tracking.backend=none",
+        "trainer.enable_eval=false",
+        f"trainer.device={args.device}",
+        f"trainer.data_dir={data_dir}",
+        f"trainer.iterations={NEVER}",
     ]
     if getattr(args, "threads", None) is not None:  # the same torch threads as the plain loop
         overrides.append(f"trainer.num_threads={args.threads}")
@@ -157,8 +164,12 @@ def rlpipe_iteration(trainer: Trainer) -> Sample:
     faults, start = minor_faults(), time.perf_counter()
     metrics = trainer.step()
     synchronize(trainer.algo.device)
-    return Sample(time.perf_counter() - start, metrics["time/collect_s"], metrics["time/update_s"],
-                  minor_faults() - faults)
+    return Sample(
+        time.perf_counter() - start,
+        metrics["time/collect_s"],
+        metrics["time/update_s"],
+        minor_faults() - faults,
+    )
 
 
 def plain_iteration(plain: PlainPPO) -> Sample:
@@ -167,8 +178,9 @@ def plain_iteration(plain: PlainPPO) -> Sample:
     return Sample(time.perf_counter() - start, collect_s, update_s, minor_faults() - faults)
 
 
-def interleave(sides: dict[str, Callable[[], Sample]], warmup: int,
-               timed_rounds: int) -> dict[str, list[Sample]]:
+def interleave(
+    sides: dict[str, Callable[[], Sample]], warmup: int, timed_rounds: int
+) -> dict[str, list[Sample]]:
     """Run the sides in turn, round after round; keep the samples of the timed rounds."""
     samples: dict[str, list[Sample]] = {name: [] for name in sides}
     for round_index in range(warmup + timed_rounds):
@@ -176,25 +188,41 @@ def interleave(sides: dict[str, Callable[[], Sample]], warmup: int,
         if round_index >= warmup:
             for name, sample in last.items():
                 samples[name].append(sample)
-        print(f"  round {round_index + 1}/{warmup + timed_rounds}"
-              f"{' (warm-up)' if round_index < warmup else ''}: "
-              + ", ".join(f"{name} {sample.wall_s:.3f} s" for name, sample in last.items()), flush=True)
+        print(
+            f"  round {round_index + 1}/{warmup + timed_rounds}"
+            f"{' (warm-up)' if round_index < warmup else ''}: "
+            + ", ".join(f"{name} {sample.wall_s:.3f} s" for name, sample in last.items()),
+            flush=True,
+        )
     return samples
 
 
 def side_row(name: str, samples: list[Sample], steps: int) -> dict[str, Any]:
     walls = [s.wall_s for s in samples]
-    return {"side": name, "median_s": median(walls), "min_s": min(walls), "max_s": max(walls),
-            "collect_s": median([s.collect_s for s in samples]),
-            "update_s": median([s.update_s for s in samples]),
-            "page_faults": median([s.page_faults for s in samples]),
-            "sps": steps / median(walls), "n": len(walls), "samples": [s._asdict() for s in samples]}
+    return {
+        "side": name,
+        "median_s": median(walls),
+        "min_s": min(walls),
+        "max_s": max(walls),
+        "collect_s": median([s.collect_s for s in samples]),
+        "update_s": median([s.update_s for s in samples]),
+        "page_faults": median([s.page_faults for s in samples]),
+        "sps": steps / median(walls),
+        "n": len(walls),
+        "samples": [s._asdict() for s in samples],
+    }
 
 
 SIDE_COLUMNS = [
-    ("side", "side", ""), ("median_s", "median s/it", ".3f"), ("min_s", "min", ".3f"),
-    ("max_s", "max", ".3f"), ("collect_s", "collect s", ".3f"), ("update_s", "update s", ".3f"),
-    ("page_faults", "page faults/it", ",.0f"), ("sps", "env steps/s", ",.0f"), ("n", "n", ""),
+    ("side", "side", ""),
+    ("median_s", "median s/it", ".3f"),
+    ("min_s", "min", ".3f"),
+    ("max_s", "max", ".3f"),
+    ("collect_s", "collect s", ".3f"),
+    ("update_s", "update s", ".3f"),
+    ("page_faults", "page faults/it", ",.0f"),
+    ("sps", "env steps/s", ",.0f"),
+    ("n", "n", ""),
 ]
 
 
@@ -206,9 +234,11 @@ def report(samples: dict[str, list[Sample]], steps: int, target: float) -> dict[
     ratios = paired_ratios([s.wall_s for s in a], [s.wall_s for s in b])
     ratio = median(ratios)
     verdict = "meets" if ratio <= target else "misses"
-    print(f"ratio {a_name}/{b_name}: {ratio:.3f}x median of {len(ratios)} pairs "
-          f"(ratio of medians {rows[0]['median_s'] / rows[1]['median_s']:.3f}x; "
-          f"pairs min {min(ratios):.3f} max {max(ratios):.3f}) — {verdict} the <= {target:.2f}x target")
+    print(
+        f"ratio {a_name}/{b_name}: {ratio:.3f}x median of {len(ratios)} pairs "
+        f"(ratio of medians {rows[0]['median_s'] / rows[1]['median_s']:.3f}x; "
+        f"pairs min {min(ratios):.3f} max {max(ratios):.3f}) — {verdict} the <= {target:.2f}x target"
+    )
     return {"rows": rows, "pair_ratios": ratios, "ratio_median": ratio, "target": target}
 
 
@@ -221,9 +251,11 @@ def compare_plain(args: argparse.Namespace) -> dict[str, Any]:
         try:
             device = trainer.algo.device
             plain = PlainPPO(trainer.cfg, list(args.hidden), device)
-            print(f"rlpipe vs plain torch: N={args.num_envs} T={args.horizon} hidden={args.hidden} "
-                  f"epochs={args.epochs} batch={args.batch_size} device={device} "
-                  f"threads={torch.get_num_threads()}")
+            print(
+                f"rlpipe vs plain torch: N={args.num_envs} T={args.horizon} hidden={args.hidden} "
+                f"epochs={args.epochs} batch={args.batch_size} device={device} "
+                f"threads={torch.get_num_threads()}"
+            )
             sides = {"rlpipe": lambda: rlpipe_iteration(trainer), "plain": lambda: plain_iteration(plain)}
             samples = interleave(sides, args.warmup, args.iterations)
         finally:
@@ -238,37 +270,49 @@ def store_block(trainer: Trainer, block: int) -> Sample:
     if trainer.parts.store is not None:
         trainer.parts.store.flush()
     wall, faults = time.perf_counter() - start, minor_faults() - faults
-    return Sample(wall / block, sum(p.collect_s for p in parts) / block,
-                  sum(p.update_s for p in parts) / block, faults / block)
+    return Sample(
+        wall / block,
+        sum(p.collect_s for p in parts) / block,
+        sum(p.update_s for p in parts) / block,
+        faults / block,
+    )
 
 
 def compare_store(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rlpipe-store-", dir=args.data_dir) as data_dir:
         store_on = build_rlpipe(args, str(Path(data_dir) / "on"), store=True)
         store_off = build_rlpipe(args, str(Path(data_dir) / "off"), store=False)
-        print(f"rlpipe store on vs off: N={args.num_envs} T={args.horizon}, blocks of {args.block} "
-              f"iterations, writing under {data_dir}, threads={torch.get_num_threads()}")
+        print(
+            f"rlpipe store on vs off: N={args.num_envs} T={args.horizon}, blocks of {args.block} "
+            f"iterations, writing under {data_dir}, threads={torch.get_num_threads()}"
+        )
         return store_on_vs_off(store_on, store_off, args, "store on", STORE_RATIO_TARGET)
 
 
-def store_on_vs_off(on: Trainer, off: Trainer, args: argparse.Namespace, label: str,
-                    target: float) -> dict[str, Any]:
+def store_on_vs_off(
+    on: Trainer, off: Trainer, args: argparse.Namespace, label: str, target: float
+) -> dict[str, Any]:
     """Blocks of ``args.block`` iterations with the store on (``label``) and off, interleaved; the report.
 
     Closes both trainers (``off`` first: it was started last).
     """
     try:
-        samples = interleave({label: lambda: store_block(on, args.block),
-                              "store off": lambda: store_block(off, args.block)},
-                             args.warmup, args.iterations)
+        samples = interleave(
+            {label: lambda: store_block(on, args.block), "store off": lambda: store_block(off, args.block)},
+            args.warmup,
+            args.iterations,
+        )
     finally:
         off.close()
         on.close()
     return report(samples, args.num_envs * args.horizon, target)
 
 
-GUARD_CALLS = ((trainer_module, "nonfinite_rollout"), (trainer_module, "nonfinite_update"),
-               (lifecycle_module, "nonfinite_weight"))
+GUARD_CALLS = (
+    (trainer_module, "nonfinite_rollout"),
+    (trainer_module, "nonfinite_update"),
+    (lifecycle_module, "nonfinite_weight"),
+)
 """The non-finite guard's calls, where the trainer looks them up: the rollout and update checks and the
 weight check before checkpoints (``stop`` mode keeps no state to restore)."""
 Replace = Callable[[str, Callable[..., Any]], Callable[..., Any]]
@@ -291,8 +335,10 @@ def guard_calls(replace: Replace) -> Iterator[None]:
 def no_guard(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     """The guard switched off: no check finds anything, no state is kept (the gradient flag is drained)."""
     if name == "nonfinite_update":
+
         def drain(algo: Any, metrics: dict[str, float]) -> None:
             algo.gradient_check.take()
+
         return drain
     return lambda *args: None
 
@@ -319,6 +365,7 @@ class TimedGuard:
             finally:
                 synchronize(self.device)
                 self.seconds += time.perf_counter() - start
+
         return timed_call
 
 
@@ -335,19 +382,28 @@ def compare_guards(args: argparse.Namespace) -> dict[str, Any]:
         try:
             off.algo.gradient_check = PlainClip()
             timed_guard = TimedGuard(on.algo.device)
-            print(f"rlpipe non-finite guard on vs off: N={args.num_envs} T={args.horizon} "
-                  f"device={on.algo.device} threads={torch.get_num_threads()}")
-            samples = interleave({"guard on": lambda: guarded_iteration(on, timed_guard),
-                                  "guard off": lambda: guarded_iteration(off, no_guard)},
-                                 args.warmup, args.iterations)
+            print(
+                f"rlpipe non-finite guard on vs off: N={args.num_envs} T={args.horizon} "
+                f"device={on.algo.device} threads={torch.get_num_threads()}"
+            )
+            samples = interleave(
+                {
+                    "guard on": lambda: guarded_iteration(on, timed_guard),
+                    "guard off": lambda: guarded_iteration(off, no_guard),
+                },
+                args.warmup,
+                args.iterations,
+            )
         finally:
             off.close()
             on.close()
     result = report(samples, args.num_envs * args.horizon, GUARD_RATIO_TARGET)
     rounds = args.warmup + args.iterations
     share = timed_guard.seconds / sum(s.wall_s for s in samples["guard on"]) * args.iterations / rounds
-    print(f"the guard's own checks: {1e3 * timed_guard.seconds / rounds:.2f} ms per iteration, "
-          f"{100 * share:.2f}% of a guarded iteration (target < 1%; excludes the per-step norm flag)")
+    print(
+        f"the guard's own checks: {1e3 * timed_guard.seconds / rounds:.2f} ms per iteration, "
+        f"{100 * share:.2f}% of a guarded iteration (target < 1%; excludes the per-step norm flag)"
+    )
     return {**result, "guard_ms_per_iteration": 1e3 * timed_guard.seconds / rounds, "guard_share": share}
 
 

@@ -32,9 +32,17 @@ import torch
 from tensordict import TensorDict
 
 OBS, ACT, N, T = 17, 6, 8, 64
-ZOO = {"learning_rate": 2.0633e-05, "batch_size": 64, "n_epochs": 20, "gamma": 0.98,
-       "gae_lambda": 0.92, "clip_coef": 0.1, "ent_coef": 0.000401762, "vf_coef": 0.58096,
-       "max_grad_norm": 0.8}
+ZOO = {
+    "learning_rate": 2.0633e-05,
+    "batch_size": 64,
+    "n_epochs": 20,
+    "gamma": 0.98,
+    "gae_lambda": 0.92,
+    "clip_coef": 0.1,
+    "ent_coef": 0.000401762,
+    "vf_coef": 0.58096,
+    "max_grad_norm": 0.8,
+}
 NET = {"type": "mlp", "network_cfg": {"hidden_sizes": [256, 256], "activation": "relu"}}
 
 
@@ -43,13 +51,20 @@ def make_rollout(seed: int) -> TensorDict:
     g = torch.Generator().manual_seed(seed)
     shape = (N, T + 1)
     done = torch.rand(shape, generator=g) < 0.01
-    return TensorDict({
-        "obs": torch.randn(*shape, OBS, generator=g), "action": torch.randn(*shape, ACT, generator=g) * 0.2,
-        "sample_log_prob": torch.randn(shape, generator=g) + 5.0, "value": torch.randn(shape, generator=g),
-        "reward": torch.randn(shape, generator=g), "done": done,
-        "terminated": torch.zeros(shape, dtype=torch.bool),
-        "truncated": done, "final_value": torch.randn(shape, generator=g),
-    }, batch_size=list(shape))
+    return TensorDict(
+        {
+            "obs": torch.randn(*shape, OBS, generator=g),
+            "action": torch.randn(*shape, ACT, generator=g) * 0.2,
+            "sample_log_prob": torch.randn(shape, generator=g) + 5.0,
+            "value": torch.randn(shape, generator=g),
+            "reward": torch.randn(shape, generator=g),
+            "done": done,
+            "terminated": torch.zeros(shape, dtype=torch.bool),
+            "truncated": done,
+            "final_value": torch.randn(shape, generator=g),
+        },
+        batch_size=list(shape),
+    )
 
 
 def build(seed: int):
@@ -60,8 +75,18 @@ def build(seed: int):
     torch.manual_seed(seed)
     obs_space = gym.spaces.Box(-np.inf, np.inf, (OBS,), np.float32)
     act_space = gym.spaces.Box(-1.0, 1.0, (ACT,), np.float32)
-    policy = build_policy({"name": "actor_critic", "obs_normalization": True, "log_std_init": -2.0,
-                           "actor": NET, "critic": NET}, obs_space, act_space, "cpu")
+    policy = build_policy(
+        {
+            "name": "actor_critic",
+            "obs_normalization": True,
+            "log_std_init": -2.0,
+            "actor": NET,
+            "critic": NET,
+        },
+        obs_space,
+        act_space,
+        "cpu",
+    )
     policy.update_normalization(make_rollout(seed + 1)["obs"])
     algo = build_algo("ppo", dict(ZOO), policy, "cpu")
     algo.reseed(seed)
@@ -84,13 +109,15 @@ def time_bare(policy, rollouts: list[TensorDict], generator: torch.Generator) ->
     steps = 0
     start = time.process_time()
     for rollout in rollouts:
-        flat = {k: rollout[k][:, :-1].reshape(N * T, *rollout[k].shape[2:]) for k in
-                ("obs", "action", "sample_log_prob", "value")}
+        flat = {
+            k: rollout[k][:, :-1].reshape(N * T, *rollout[k].shape[2:])
+            for k in ("obs", "action", "sample_log_prob", "value")
+        }
         adv, ret = flat["value"] * 0.1, flat["value"]
         for _ in range(ZOO["n_epochs"]):
             perm = torch.randperm(N * T, generator=generator)
             for start_row in range(0, N * T, ZOO["batch_size"]):
-                idx = perm[start_row:start_row + ZOO["batch_size"]]
+                idx = perm[start_row : start_row + ZOO["batch_size"]]
                 obs = policy.obs_normalizer(flat["obs"][idx])
                 mean = policy.actor(obs)
                 std = policy.head.log_std.exp()
@@ -139,8 +166,10 @@ def main() -> None:
         policy, _ = build(args.seed)
         bare.append(time_bare(policy, rollouts, torch.Generator().manual_seed(args.seed)))
     o, b = np.median(ours) * 1e6, np.median(bare) * 1e6
-    print(f"CPU per minibatch step (median of {args.rounds} interleaved rounds): rlpipe {o:.0f} µs, "
-          f"bare torch loop {b:.0f} µs, ratio {o / b:.2f}; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"CPU per minibatch step (median of {args.rounds} interleaved rounds): rlpipe {o:.0f} µs, "
+        f"bare torch loop {b:.0f} µs, ratio {o / b:.2f}; load average {os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -74,10 +74,14 @@ def child(mode: str, rows: int, steps: int) -> dict[str, float]:
         step()
         times.append(time.thread_time() - t0)
         faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
-    return {"mode": mode, "rows": rows, "cpu_s": statistics.median(times),
-            "faults": statistics.median(faults),
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "load": os.getloadavg()[0]}
+    return {
+        "mode": mode,
+        "rows": rows,
+        "cpu_s": statistics.median(times),
+        "faults": statistics.median(faults),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "load": os.getloadavg()[0],
+    }
 
 
 def main() -> None:
@@ -92,13 +96,18 @@ def main() -> None:
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
             rows.append(json.loads(out.strip().splitlines()[-1]))
             r = rows[-1]
-            print(f"minibatch {size:>6,} {mode:>9}: {r['cpu_s']:.3f} CPU s/step, "
-                  f"{r['faults']:>9,.0f} faults/step, "
-                  f"peak RSS {r['peak_rss_mb']:,.0f} MB (load {r['load']:.1f})", flush=True)
+            print(
+                f"minibatch {size:>6,} {mode:>9}: {r['cpu_s']:.3f} CPU s/step, "
+                f"{r['faults']:>9,.0f} faults/step, "
+                f"peak RSS {r['peak_rss_mb']:,.0f} MB (load {r['load']:.1f})",
+                flush=True,
+            )
     for size in args.minibatch:
         by = {r["mode"]: r for r in rows if r["rows"] == size}
-        print(f"minibatch {size:,}: tuned/threshold {by['tuned']['cpu_s'] / by['threshold']['cpu_s']:.2f}x, "
-              f"tuned/system {by['tuned']['cpu_s'] / by['system']['cpu_s']:.2f}x CPU time per step")
+        print(
+            f"minibatch {size:,}: tuned/threshold {by['tuned']['cpu_s'] / by['threshold']['cpu_s']:.2f}x, "
+            f"tuned/system {by['tuned']['cpu_s'] / by['system']['cpu_s']:.2f}x CPU time per step"
+        )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"benchmark": "allocator", "rows": rows}, indent=1) + "\n")

@@ -48,8 +48,10 @@ def parse_args() -> argparse.Namespace:
 def step_timer(rows: int, hidden: int) -> tuple[Any, list[torch.nn.Module]]:
     """A closure running one update step, and the networks it trains."""
     torch.manual_seed(0)
-    nets = [build_mlp(OBS_DIM, OUT_DIM, [hidden, hidden], "tanh"),
-            build_mlp(OBS_DIM, 1, [hidden, hidden], "tanh")]
+    nets = [
+        build_mlp(OBS_DIM, OUT_DIM, [hidden, hidden], "tanh"),
+        build_mlp(OBS_DIM, 1, [hidden, hidden], "tanh"),
+    ]
     params = [p for net in nets for p in net.parameters()]
     optimizer = torch.optim.Adam(params, lr=1e-4, foreach=True)
     obs = torch.randn(rows, OBS_DIM)
@@ -81,9 +83,14 @@ def measure(args: argparse.Namespace, rows: int, hidden: int) -> dict[str, Any]:
             times[threads].append(sample(step, args.steps, threads))
     one, many = times[1], times[args.threads]
     return {
-        "rows": rows, "hidden": hidden, "ms_1": min(one) * 1e3, "ms_n": min(many) * 1e3,
-        "median_ms_1": median(one) * 1e3, "median_ms_n": median(many) * 1e3,
-        "speedup_best": min(one) / min(many), "speedup_median": median(one) / median(many),
+        "rows": rows,
+        "hidden": hidden,
+        "ms_1": min(one) * 1e3,
+        "ms_n": min(many) * 1e3,
+        "median_ms_1": median(one) * 1e3,
+        "median_ms_n": median(many) * 1e3,
+        "speedup_best": min(one) / min(many),
+        "speedup_median": median(one) / median(many),
         "auto": auto_threads(rows, linear_shapes(*nets), cores=args.threads),
     }
 
@@ -94,12 +101,20 @@ def main() -> None:
     rows = [measure(args, r, h) for h in args.hidden for r in args.rows]
     torch.set_num_threads(default)
     n = args.threads
-    print_table(rows, [
-        ("rows", "rows", ""), ("hidden", "hidden", ""), ("ms_1", "best ms 1T", ".2f"),
-        ("ms_n", f"best ms {n}T", ".2f"), ("speedup_best", f"{n}T speed-up (best)", ".2f"),
-        ("median_ms_1", "median ms 1T", ".2f"), ("median_ms_n", f"median ms {n}T", ".2f"),
-        ("speedup_median", f"{n}T speed-up (median)", ".2f"), ("auto", f"auto (of {n})", ""),
-    ])
+    print_table(
+        rows,
+        [
+            ("rows", "rows", ""),
+            ("hidden", "hidden", ""),
+            ("ms_1", "best ms 1T", ".2f"),
+            ("ms_n", f"best ms {n}T", ".2f"),
+            ("speedup_best", f"{n}T speed-up (best)", ".2f"),
+            ("median_ms_1", "median ms 1T", ".2f"),
+            ("median_ms_n", f"median ms {n}T", ".2f"),
+            ("speedup_median", f"{n}T speed-up (median)", ".2f"),
+            ("auto", f"auto (of {n})", ""),
+        ],
+    )
     print_machine()
     write_json(args.json, {"benchmark": "threads", "threads": n, "rows": rows})
 

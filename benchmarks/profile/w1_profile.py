@@ -83,8 +83,12 @@ def parse_args() -> argparse.Namespace:
     add = parser.add_argument
     add("--params", type=Path, default=DEFAULT_PARAMS, help="params file (default: params.yaml)")
     add("--total-steps", type=int, default=100_000, help="env steps (default 100000)")
-    add("--backend", default="auto", choices=sorted(W1_BACKENDS),
-        help="simulator: auto (gymnasium's CartPoleVectorEnv), envpool, sync (gymnasium SyncVectorEnv)")
+    add(
+        "--backend",
+        default="auto",
+        choices=sorted(W1_BACKENDS),
+        help="simulator: auto (gymnasium's CartPoleVectorEnv), envpool, sync (gymnasium SyncVectorEnv)",
+    )
     add("--store", choices=("on", "off"), default="on", help="store.enabled (default on)")
     add("--tracking", choices=("on", "off"), default="on", help="MLflow tracking (default on)")
     add("--threads", default="auto", help="trainer.num_threads (default auto)")
@@ -97,14 +101,25 @@ def w1_overrides(args: argparse.Namespace, data_dir: Path) -> list[str]:
     iterations = math.ceil(args.total_steps / (N_ENVS * N_STEPS))
     uri = f"sqlite:///{data_dir}/mlflow.db"
     return [
-        "env.id=CartPole-v1", *backend_overrides(args.backend), f"trainer.num_envs={N_ENVS}",
-        f"trainer.buffer_size={N_STEPS}", f"trainer.iterations={iterations}", "trainer.device=cpu",
-        f"trainer.data_dir={data_dir}", "trainer.exp_name=w1", "trainer.stop_when=[]",
-        f"trainer.enable_eval={str(args.eval).lower()}", f"trainer.num_threads={args.threads}",
-        f"policy.actor.network_cfg={NET}", f"policy.critic.network_cfg={NET}",
-        f"algorithm.cfg.batch_size={BATCH_SIZE}", f"algorithm.cfg.n_epochs={N_EPOCHS}",
-        f"algorithm.cfg.learning_rate={LR}", f"store.enabled={'true' if args.store == 'on' else 'false'}",
-        f"tracking.backend={'mlflow' if args.tracking == 'on' else 'none'}", f"tracking.uri={uri}",
+        "env.id=CartPole-v1",
+        *backend_overrides(args.backend),
+        f"trainer.num_envs={N_ENVS}",
+        f"trainer.buffer_size={N_STEPS}",
+        f"trainer.iterations={iterations}",
+        "trainer.device=cpu",
+        f"trainer.data_dir={data_dir}",
+        "trainer.exp_name=w1",
+        "trainer.stop_when=[]",
+        f"trainer.enable_eval={str(args.eval).lower()}",
+        f"trainer.num_threads={args.threads}",
+        f"policy.actor.network_cfg={NET}",
+        f"policy.critic.network_cfg={NET}",
+        f"algorithm.cfg.batch_size={BATCH_SIZE}",
+        f"algorithm.cfg.n_epochs={N_EPOCHS}",
+        f"algorithm.cfg.learning_rate={LR}",
+        f"store.enabled={'true' if args.store == 'on' else 'false'}",
+        f"tracking.backend={'mlflow' if args.tracking == 'on' else 'none'}",
+        f"tracking.uri={uri}",
     ]
 
 
@@ -174,18 +189,40 @@ def profile(args: argparse.Namespace) -> dict[str, Any]:
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         threads = trainer.algo.device.type == "cpu" and __import__("torch").get_num_threads()
     covered = sum(phases.wall.values())
-    rows = [{"phase": name, "seconds": s, "share": s / wall, "calls": phases.calls[name],
-             "us_per_env_step": s / trainer.env_steps * 1e6}
-            for name, s in sorted(phases.wall.items(), key=lambda kv: -kv[1])]
-    rows.append({"phase": "other (loop, metrics, events)", "seconds": wall - covered,
-                 "share": (wall - covered) / wall, "calls": trainer.iteration,
-                 "us_per_env_step": (wall - covered) / trainer.env_steps * 1e6})
+    rows = [
+        {
+            "phase": name,
+            "seconds": s,
+            "share": s / wall,
+            "calls": phases.calls[name],
+            "us_per_env_step": s / trainer.env_steps * 1e6,
+        }
+        for name, s in sorted(phases.wall.items(), key=lambda kv: -kv[1])
+    ]
+    rows.append(
+        {
+            "phase": "other (loop, metrics, events)",
+            "seconds": wall - covered,
+            "share": (wall - covered) / wall,
+            "calls": trainer.iteration,
+            "us_per_env_step": (wall - covered) / trainer.env_steps * 1e6,
+        }
+    )
     tracking_cpu = (children.ru_utime + children.ru_stime) - (
-        children_before.ru_utime + children_before.ru_stime)
-    return {"env_steps": trainer.env_steps, "wall_s": wall, "sps": trainer.env_steps / wall, "rows": rows,
-            "other_threads_cpu_s": other_threads, "tracking_process_cpu_s": tracking_cpu,
-            "torch_threads": threads, "backend": type(trainer.env).__name__,
-            "load_at_start": load_before, "load_at_end": load_average()}
+        children_before.ru_utime + children_before.ru_stime
+    )
+    return {
+        "env_steps": trainer.env_steps,
+        "wall_s": wall,
+        "sps": trainer.env_steps / wall,
+        "rows": rows,
+        "other_threads_cpu_s": other_threads,
+        "tracking_process_cpu_s": tracking_cpu,
+        "torch_threads": threads,
+        "backend": type(trainer.env).__name__,
+        "load_at_start": load_before,
+        "load_at_end": load_average(),
+    }
 
 
 def main() -> None:
@@ -193,20 +230,29 @@ def main() -> None:
     if args.threads != "auto":
         set_threads(int(args.threads))
     result = profile(args)
-    print(f"W1: CartPole-v1 ({result['backend']}), {N_ENVS} envs x {N_STEPS} steps, {N_EPOCHS} epochs x "
-          f"batch {BATCH_SIZE}, 64x64 tanh, store {args.store}, MLflow {args.tracking}, "
-          f"{result['torch_threads']} torch thread(s)")
-    print(f"{result['env_steps']:,} env steps in {result['wall_s']:.2f} s = {result['sps']:,.0f} steps/s "
-          f"(load average {result['load_at_start']} -> {result['load_at_end']})")
+    print(
+        f"W1: CartPole-v1 ({result['backend']}), {N_ENVS} envs x {N_STEPS} steps, {N_EPOCHS} epochs x "
+        f"batch {BATCH_SIZE}, 64x64 tanh, store {args.store}, MLflow {args.tracking}, "
+        f"{result['torch_threads']} torch thread(s)"
+    )
+    print(
+        f"{result['env_steps']:,} env steps in {result['wall_s']:.2f} s = {result['sps']:,.0f} steps/s "
+        f"(load average {result['load_at_start']} -> {result['load_at_end']})"
+    )
     print(f"{'phase':34s} {'s':>8s} {'share':>7s} {'us/step':>8s} {'calls':>8s}")
     for row in result["rows"]:
-        print(f"{row['phase']:34s} {row['seconds']:8.2f} {row['share']:7.1%} {row['us_per_env_step']:8.1f} "
-              f"{row['calls']:8d}")
-    print(f"off the training thread: other threads {result['other_threads_cpu_s']:.2f} CPU s, "
-          f"MLflow tracking process {result['tracking_process_cpu_s']:.2f} CPU s")
+        print(
+            f"{row['phase']:34s} {row['seconds']:8.2f} {row['share']:7.1%} {row['us_per_env_step']:8.1f} "
+            f"{row['calls']:8d}"
+        )
+    print(
+        f"off the training thread: other threads {result['other_threads_cpu_s']:.2f} CPU s, "
+        f"MLflow tracking process {result['tracking_process_cpu_s']:.2f} CPU s"
+    )
     print_machine()
-    write_json(args.json, {"benchmark": "w1_profile", "args": {k: str(v) for k, v in vars(args).items()},
-                           **result})
+    write_json(
+        args.json, {"benchmark": "w1_profile", "args": {k: str(v) for k, v in vars(args).items()}, **result}
+    )
 
 
 if __name__ == "__main__":

@@ -53,18 +53,28 @@ from rlpipe.trainer import Trainer
 NET = {"type": "mlp", "network_cfg": {"hidden_sizes": [256, 256], "activation": "relu"}}
 STEP_ENVS, STEP_T = 512, 32  # one minibatch of 16384
 ITERATION_OVERRIDES = [
-    "trainer.num_envs=4096", "trainer.buffer_size=32", "trainer.enable_eval=false",
-    f"trainer.save_freq={NEVER}", "store.enabled=false", "tracking.backend=none",
+    "trainer.num_envs=4096",
+    "trainer.buffer_size=32",
+    "trainer.enable_eval=false",
+    f"trainer.save_freq={NEVER}",
+    "store.enabled=false",
+    "tracking.backend=none",
     "policy.actor.network_cfg={hidden_sizes: [256, 256], activation: relu}",
     "policy.critic.network_cfg={hidden_sizes: [256, 256], activation: relu}",
-    "algorithm.cfg.n_epochs=4", "algorithm.cfg.num_mini_batches=8",
+    "algorithm.cfg.n_epochs=4",
+    "algorithm.cfg.num_mini_batches=8",
 ]
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, torch.get_num_threads()],
-                        help="torch.set_num_threads values to measure (default: 1 and torch's default)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        nargs="+",
+        default=[1, torch.get_num_threads()],
+        help="torch.set_num_threads values to measure (default: 1 and torch's default)",
+    )
     parser.add_argument("--pairs", type=int, default=10, help="fp32/bf16 pairs per measurement")
     parser.add_argument("--warmup", type=int, default=2, help="untimed calls of each side first")
     parser.add_argument("--iteration", action="store_true", help="also time whole pipeline iterations")
@@ -94,8 +104,9 @@ def step_workload() -> dict[str, Any]:
     rollout["value"].normal_()
     calls = {}
     for amp in ("none", "bf16"):
-        policy = build_policy({"name": "actor_critic", "actor": NET, "critic": NET}, obs_space, action_space,
-                              "cpu")
+        policy = build_policy(
+            {"name": "actor_critic", "actor": NET, "critic": NET}, obs_space, action_space, "cpu"
+        )
         policy.load_state_dict(base.state_dict())
         algo = build_algo("ppo", {"amp": amp, "n_epochs": 1, "num_mini_batches": 1}, policy, "cpu")
         algo.compute_advantages(rollout)
@@ -111,8 +122,15 @@ def iteration_workload(stack: list[Trainer]) -> dict[str, Any]:
     calls = {}
     for amp in ("none", "bf16"):
         data_dir = tempfile.mkdtemp(prefix="rlpipe-amp-")
-        cfg = load_cfg(DEFAULT_PARAMS, [*ITERATION_OVERRIDES, f"algorithm.cfg.amp={amp}",
-                                        f"trainer.data_dir={data_dir}", "trainer.iterations=1000000"])
+        cfg = load_cfg(
+            DEFAULT_PARAMS,
+            [
+                *ITERATION_OVERRIDES,
+                f"algorithm.cfg.amp={amp}",
+                f"trainer.data_dir={data_dir}",
+                "trainer.iterations=1000000",
+            ],
+        )
         trainer = start_quietly(Trainer(cfg))
         stack.append(trainer)
         calls[amp] = trainer.step
@@ -126,14 +144,23 @@ def measure(calls: dict[str, Any], pairs: int, warmup: int) -> dict[str, Any]:
         calls["bf16"]()
     times: dict[str, list[float]] = {"none": [], "bf16": []}
     for pair in range(pairs):
-        for amp in (("none", "bf16") if pair % 2 == 0 else ("bf16", "none")):
+        for amp in ("none", "bf16") if pair % 2 == 0 else ("bf16", "none"):
             times[amp].append(timed(calls[amp])[0])
-    return {"fp32_s": median(times["none"]), "bf16_s": median(times["bf16"]),
-            "ratio": median(paired_ratios(times["bf16"], times["none"])), "times": times}
+    return {
+        "fp32_s": median(times["none"]),
+        "bf16_s": median(times["bf16"]),
+        "ratio": median(paired_ratios(times["bf16"], times["none"])),
+        "times": times,
+    }
 
 
-COLUMNS = [("workload", "workload", ""), ("threads", "threads", ""), ("fp32_s", "fp32 s", ".4f"),
-           ("bf16_s", "bf16 s", ".4f"), ("ratio", "bf16/fp32", ".3f")]
+COLUMNS = [
+    ("workload", "workload", ""),
+    ("threads", "threads", ""),
+    ("fp32_s", "fp32 s", ".4f"),
+    ("bf16_s", "bf16 s", ".4f"),
+    ("ratio", "bf16/fp32", ".3f"),
+]
 
 
 def main() -> None:
@@ -143,14 +170,20 @@ def main() -> None:
     rows = []
     for threads in args.threads:
         torch.set_num_threads(threads)
-        rows.append({"workload": "step", "threads": threads,
-                     **measure(step_workload(), args.pairs, args.warmup)})
+        rows.append(
+            {"workload": "step", "threads": threads, **measure(step_workload(), args.pairs, args.warmup)}
+        )
         print(f"step, {threads} thread(s): ratio {rows[-1]['ratio']:.3f}", flush=True)
         if args.iteration:
             keep: list[Trainer] = []
             try:
-                rows.append({"workload": "iteration", "threads": threads,
-                             **measure(iteration_workload(keep), max(args.pairs // 3, 2), 1)})
+                rows.append(
+                    {
+                        "workload": "iteration",
+                        "threads": threads,
+                        **measure(iteration_workload(keep), max(args.pairs // 3, 2), 1),
+                    }
+                )
             finally:
                 for trainer in reversed(keep):
                     trainer.close()

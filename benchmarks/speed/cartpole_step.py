@@ -45,16 +45,22 @@ def make_side(side: str, n: int) -> Callable[[Any], Any]:
     if side == "vector raw":
         env = gymnasium.make_vec("CartPole-v1", n, vectorization_mode="vector_entry_point")
     elif side == "sync raw":
-        env = gymnasium.make_vec("CartPole-v1", n, vectorization_mode="sync",
-                                 vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+        env = gymnasium.make_vec(
+            "CartPole-v1",
+            n,
+            vectorization_mode="sync",
+            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+        )
     elif side == "envpool raw":
         import envpool
 
         env = envpool.make_gymnasium("CartPole-v1", num_envs=n, seed=0)
     else:
-        cfg = {"rlpipe vector": ({"vectorization_mode": "vector_entry_point"}, "gymnasium"),
-               "rlpipe sync": ({"vectorization_mode": "sync"}, "gymnasium"),
-               "rlpipe envpool": ({}, "envpool")}[side]
+        cfg = {
+            "rlpipe vector": ({"vectorization_mode": "vector_entry_point"}, "gymnasium"),
+            "rlpipe sync": ({"vectorization_mode": "sync"}, "gymnasium"),
+            "rlpipe envpool": ({}, "envpool"),
+        }[side]
         wrapped = build_env("CartPole-v1", n, "cpu", *cfg)
         wrapped.reset(seed=0)
         return wrapped.step
@@ -73,8 +79,12 @@ def time_side(step: Callable[[Any], Any], actions: torch.Tensor) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, nargs="+", default=[8, 64, 1024])
-    parser.add_argument("--steps", type=int, default=2000,
-                        help="steps per side and round at 8 envs (fewer above: steps × 8 / N, at least 200)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=2000,
+        help="steps per side and round at 8 envs (fewer above: steps × 8 / N, at least 200)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -87,21 +97,43 @@ def main() -> None:
         steppers = {side: make_side(side, n) for side in SIDES}
         times: dict[str, list[float]] = {side: [] for side in SIDES}
         for r in range(args.rounds):
-            order = SIDES[r % len(SIDES):] + SIDES[:r % len(SIDES)]
+            order = SIDES[r % len(SIDES) :] + SIDES[: r % len(SIDES)]
             for side in order:
                 times[side].append(time_side(steppers[side], actions))
         base = times["rlpipe vector"]
         for side in SIDES:
             per_step = median(times[side])
             ratio = median([t / b for t, b in zip(times[side], base, strict=True)])
-            rows.append({"envs": n, "side": side, "us_per_step": per_step * 1e6,
-                         "us_per_env_step": per_step * 1e6 / n, "vs_rlpipe_vector": ratio})
-    print_table(rows, [("envs", "envs", "d"), ("side", "side", "s"), ("us_per_step", "µs/step", ",.1f"),
-                       ("us_per_env_step", "µs/env step", ".2f"),
-                       ("vs_rlpipe_vector", "time × rlpipe vector", ".2f")])
+            rows.append(
+                {
+                    "envs": n,
+                    "side": side,
+                    "us_per_step": per_step * 1e6,
+                    "us_per_env_step": per_step * 1e6 / n,
+                    "vs_rlpipe_vector": ratio,
+                }
+            )
+    print_table(
+        rows,
+        [
+            ("envs", "envs", "d"),
+            ("side", "side", "s"),
+            ("us_per_step", "µs/step", ",.1f"),
+            ("us_per_env_step", "µs/env step", ".2f"),
+            ("vs_rlpipe_vector", "time × rlpipe vector", ".2f"),
+        ],
+    )
     print_machine()
-    write_json(args.json, {"benchmark": "cartpole_step", "args": {k: str(v) for k, v in vars(args).items()},
-                           "rows": rows, "load_at_start": load_before, "load_at_end": load_average()})
+    write_json(
+        args.json,
+        {
+            "benchmark": "cartpole_step",
+            "args": {k: str(v) for k, v in vars(args).items()},
+            "rows": rows,
+            "load_at_start": load_before,
+            "load_at_end": load_average(),
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--cartpole-envs", type=int, default=64)
     parser.add_argument("--pixel-envs", type=int, default=8)
     parser.add_argument("--push-envs", type=int, default=16)
@@ -52,10 +53,19 @@ def stored_run(params: Path, data: Path, envs: int, args: argparse.Namespace, *e
     """A run of ``params`` with every rollout stored (``extra``: more overrides); its run directory."""
     from rlpipe import config
 
-    overrides = [f"trainer.data_dir={data}", "trainer.device=cpu", f"trainer.num_envs={envs}",
-                 f"trainer.buffer_size={args.horizon}", f"trainer.iterations={args.iterations}",
-                 "trainer.enable_eval=false", "trainer.stop_when=[]", "tracking.backend=none",
-                 "trainer.num_threads=1", "store.enabled=true", *extra]
+    overrides = [
+        f"trainer.data_dir={data}",
+        "trainer.device=cpu",
+        f"trainer.num_envs={envs}",
+        f"trainer.buffer_size={args.horizon}",
+        f"trainer.iterations={args.iterations}",
+        "trainer.enable_eval=false",
+        "trainer.stop_when=[]",
+        "tracking.backend=none",
+        "trainer.num_threads=1",
+        "store.enabled=true",
+        *extra,
+    ]
     cfg = config.load(params, overrides)
     Trainer(cfg).train()
     return Path(cfg.run_dir)
@@ -71,9 +81,17 @@ def export_row(name: str, run: Path, output: Output, repeats: int, tmp: Path) ->
     assert summary is not None
     mb, s = summary.bytes / 1e6, median(seconds)
     per_million = 1e6 / summary.frames
-    return {"dataset": name, "format": output.fmt, "episodes": summary.episodes, "frames": summary.frames,
-            "dropped_fragments": summary.dropped_fragments, "mb": mb, "seconds": s,
-            "mb_per_1m": mb * per_million, "seconds_per_1m": s * per_million}
+    return {
+        "dataset": name,
+        "format": output.fmt,
+        "episodes": summary.episodes,
+        "frames": summary.frames,
+        "dropped_fragments": summary.dropped_fragments,
+        "mb": mb,
+        "seconds": s,
+        "mb_per_1m": mb * per_million,
+        "seconds_per_1m": s * per_million,
+    }
 
 
 def main() -> None:
@@ -85,24 +103,59 @@ def main() -> None:
         tmp = Path(tmp_name)
         cartpole = stored_run(ROOT / "params.yaml", tmp / "cartpole", args.cartpole_envs, args)
         pixels = stored_run(ROOT / "configs" / "pixel_cartpole.yaml", tmp / "pixels", args.pixel_envs, args)
-        push = stored_run(ROOT / "configs" / "push_cube_teacher.yaml", tmp / "push", args.push_envs, args,
-                          "env.cfg.camera={size: [64, 64]}", "env.cfg.num_threads=1")
-        rows = [export_row("cartpole-minari", cartpole, Output("minari", tmp), args.repeats, tmp),
-                export_row("pixel-cartpole-lerobot-video", pixels, Output("lerobot", tmp, images="video"),
-                           args.repeats, tmp),
-                export_row("pixel-cartpole-lerobot-png", pixels, Output("lerobot", tmp, images="png"),
-                           args.repeats, tmp),
-                export_row("push-cube-camera-lerobot-video", push, Output("lerobot", tmp, images="video"),
-                           args.repeats, tmp)]
+        push = stored_run(
+            ROOT / "configs" / "push_cube_teacher.yaml",
+            tmp / "push",
+            args.push_envs,
+            args,
+            "env.cfg.camera={size: [64, 64]}",
+            "env.cfg.num_threads=1",
+        )
+        rows = [
+            export_row("cartpole-minari", cartpole, Output("minari", tmp), args.repeats, tmp),
+            export_row(
+                "pixel-cartpole-lerobot-video",
+                pixels,
+                Output("lerobot", tmp, images="video"),
+                args.repeats,
+                tmp,
+            ),
+            export_row(
+                "pixel-cartpole-lerobot-png", pixels, Output("lerobot", tmp, images="png"), args.repeats, tmp
+            ),
+            export_row(
+                "push-cube-camera-lerobot-video",
+                push,
+                Output("lerobot", tmp, images="video"),
+                args.repeats,
+                tmp,
+            ),
+        ]
     print_machine()
-    print_table(rows, [("dataset", "dataset", "<31"), ("episodes", "episodes", ">9"),
-                       ("frames", "frames", ">8"), ("mb", "MB", ">8.2f"), ("seconds", "s", ">7.2f"),
-                       ("mb_per_1m", "MB/1M", ">9.0f"),
-                       ("seconds_per_1m", "s/1M", ">8.0f")])
-    write_json(args.json, {"horizon": args.horizon, "iterations": args.iterations,
-                           "cartpole_envs": args.cartpole_envs, "pixel_envs": args.pixel_envs,
-                           "push_envs": args.push_envs,
-                           "repeats": args.repeats, "rows": rows})
+    print_table(
+        rows,
+        [
+            ("dataset", "dataset", "<31"),
+            ("episodes", "episodes", ">9"),
+            ("frames", "frames", ">8"),
+            ("mb", "MB", ">8.2f"),
+            ("seconds", "s", ">7.2f"),
+            ("mb_per_1m", "MB/1M", ">9.0f"),
+            ("seconds_per_1m", "s/1M", ">8.0f"),
+        ],
+    )
+    write_json(
+        args.json,
+        {
+            "horizon": args.horizon,
+            "iterations": args.iterations,
+            "cartpole_envs": args.cartpole_envs,
+            "pixel_envs": args.pixel_envs,
+            "push_envs": args.push_envs,
+            "repeats": args.repeats,
+            "rows": rows,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -63,13 +63,21 @@ def overrides(args: argparse.Namespace, procs: int, data_dir: str) -> list[str]:
     per_rank = args.num_envs // procs
     net = f"{{hidden_sizes: {list(args.hidden)}, activation: relu}}"
     return [
-        f"trainer.num_envs={per_rank}", f"trainer.buffer_size={args.horizon}",
-        f"policy.actor.network_cfg={net}", f"policy.critic.network_cfg={net}",
+        f"trainer.num_envs={per_rank}",
+        f"trainer.buffer_size={args.horizon}",
+        f"policy.actor.network_cfg={net}",
+        f"policy.critic.network_cfg={net}",
         f"algorithm.cfg.n_epochs={args.epochs}",
         f"algorithm.cfg.batch_size={per_rank * args.horizon // args.minibatches}",
-        "store.enabled=false", "tracking.backend=none", "trainer.enable_eval=false", "trainer.device=cpu",
-        f"trainer.data_dir={data_dir}", f"trainer.iterations={NEVER}", f"trainer.save_freq={NEVER}",
-        "trainer.num_threads=1", f"trainer.distributed={str(procs > 1).lower()}",
+        "store.enabled=false",
+        "tracking.backend=none",
+        "trainer.enable_eval=false",
+        "trainer.device=cpu",
+        f"trainer.data_dir={data_dir}",
+        f"trainer.iterations={NEVER}",
+        f"trainer.save_freq={NEVER}",
+        "trainer.num_threads=1",
+        f"trainer.distributed={str(procs > 1).lower()}",
     ]
 
 
@@ -98,8 +106,15 @@ def bare_allreduce_ms(numel: int, repeats: int = 30) -> float:
 
 def worker(rank: int, procs: int, port: int, args: argparse.Namespace, out: Path) -> None:
     """One rank: warm up, time ``--iterations`` iterations, save rank 0's figures."""
-    os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(procs), "LOCAL_RANK": str(rank),
-                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+    os.environ.update(
+        {
+            "RANK": str(rank),
+            "WORLD_SIZE": str(procs),
+            "LOCAL_RANK": str(rank),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+        }
+    )
     hook = TimedHook()
     algo_base.average_gradients = hook  # the name BaseAlgorithm's optimizer step calls
     cfg = load_cfg(args.params, overrides(args, procs, str(out / f"runs-{procs}")))  # shared by the ranks
@@ -119,11 +134,18 @@ def worker(rank: int, procs: int, port: int, args: argparse.Namespace, out: Path
         bare = bare_allreduce_ms(numel) if procs > 1 else 0.0
         if rank == 0:
             wall = statistics.median(walls)
-            torch.save({"procs": procs, "iteration_s": wall,
-                        "sps": trainer.parts.steps_per_iteration / wall,
-                        "allreduce_ms": 1e3 * statistics.median(hook.times) if procs > 1 else 0.0,
-                        "bare_allreduce_ms": bare, "minibatch_steps": len(hook.times) // args.iterations,
-                        "grad_numel": numel}, out / f"procs-{procs}.pt")
+            torch.save(
+                {
+                    "procs": procs,
+                    "iteration_s": wall,
+                    "sps": trainer.parts.steps_per_iteration / wall,
+                    "allreduce_ms": 1e3 * statistics.median(hook.times) if procs > 1 else 0.0,
+                    "bare_allreduce_ms": bare,
+                    "minibatch_steps": len(hook.times) // args.iterations,
+                    "grad_numel": numel,
+                },
+                out / f"procs-{procs}.pt",
+            )
     finally:
         trainer.close()
     shutdown()
@@ -144,11 +166,15 @@ def main() -> None:
             mp.spawn(worker, args=(procs, free_port(), args, Path(tmp)), nprocs=procs, join=True)
             rows.append(torch.load(Path(tmp) / f"procs-{procs}.pt", weights_only=True))
     base = rows[0]["sps"]
-    print(f"{'procs':>5} {'iter_s':>8} {'env steps/s':>12} {'speedup':>8} {'allreduce_ms':>13} "
-          f"{'bare_allreduce_ms':>18} {'mb_steps':>8}")
+    print(
+        f"{'procs':>5} {'iter_s':>8} {'env steps/s':>12} {'speedup':>8} {'allreduce_ms':>13} "
+        f"{'bare_allreduce_ms':>18} {'mb_steps':>8}"
+    )
     for row in rows:
-        print(f"{row['procs']:>5} {row['iteration_s']:>8.3f} {row['sps']:>12,.0f} {row['sps'] / base:>8.2f} "
-              f"{row['allreduce_ms']:>13.3f} {row['bare_allreduce_ms']:>18.3f} {row['minibatch_steps']:>8}")
+        print(
+            f"{row['procs']:>5} {row['iteration_s']:>8.3f} {row['sps']:>12,.0f} {row['sps'] / base:>8.2f} "
+            f"{row['allreduce_ms']:>13.3f} {row['bare_allreduce_ms']:>18.3f} {row['minibatch_steps']:>8}"
+        )
     if args.json:
         write_json(args.json, {"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows})
 

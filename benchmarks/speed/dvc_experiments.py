@@ -57,9 +57,14 @@ Path("cmd_s").write_text(str(time.perf_counter() - t0))
 
 def sh(cwd: Path, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_")} | (extra_env or {})
-    env |= {"PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}", "DVC_NO_ANALYTICS": "1",
-            "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
-            "GIT_COMMITTER_EMAIL": "b@b"}
+    env |= {
+        "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        "DVC_NO_ANALYTICS": "1",
+        "GIT_AUTHOR_NAME": "b",
+        "GIT_AUTHOR_EMAIL": "b@b",
+        "GIT_COMMITTER_NAME": "b",
+        "GIT_COMMITTER_EMAIL": "b@b",
+    }
     result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
     if result.returncode:
         raise RuntimeError(f"{' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
@@ -90,11 +95,15 @@ def reflink_supported(folder: Path) -> bool:
 
 def stage_yaml(mechanism: str, source: Path) -> str:
     if mechanism == "rundir":
-        return (f"stages:\n  train:\n    cmd: python produce.py {source} data/exps/e1/run\n"
-                "    deps: [produce.py]\n    outs:\n      - out/run.json:\n          cache: false\n")
-    return (f"stages:\n  train:\n    cmd: python produce.py {source} out\n    deps: [produce.py]\n"
-            "    outs:\n      - out/rollouts\n      - out/checkpoints\n      - out/run.json:\n"
-            "          cache: false\n")
+        return (
+            f"stages:\n  train:\n    cmd: python produce.py {source} data/exps/e1/run\n"
+            "    deps: [produce.py]\n    outs:\n      - out/run.json:\n          cache: false\n"
+        )
+    return (
+        f"stages:\n  train:\n    cmd: python produce.py {source} out\n    deps: [produce.py]\n"
+        "    outs:\n      - out/rollouts\n      - out/checkpoints\n      - out/run.json:\n"
+        "          cache: false\n"
+    )
 
 
 def measure(mechanism: str, source: Path, scratch: Path) -> dict[str, float]:
@@ -135,22 +144,37 @@ def part_cost(args: argparse.Namespace) -> dict[str, Any]:
     rows = {}
     for mechanism, runs in samples.items():
         dvc_s = median([s["dvc_s"] for s in runs])
-        rows[mechanism] = {"dvc_s": dvc_s, "extra_s_per_iteration": (dvc_s - base) / iterations,
-                           "command_s": median([s["command_s"] for s in runs]),
-                           "disk_mb": runs[0]["disk_bytes"] / 2**20,
-                           "disk_vs_data": runs[0]["disk_bytes"] / data}
-    print(f"source: {iterations} iterations, {data / 2**20:.1f} MB of rollouts + checkpoints; "
-          f"{args.rounds} rounds, medians")
+        rows[mechanism] = {
+            "dvc_s": dvc_s,
+            "extra_s_per_iteration": (dvc_s - base) / iterations,
+            "command_s": median([s["command_s"] for s in runs]),
+            "disk_mb": runs[0]["disk_bytes"] / 2**20,
+            "disk_vs_data": runs[0]["disk_bytes"] / data,
+        }
+    print(
+        f"source: {iterations} iterations, {data / 2**20:.1f} MB of rollouts + checkpoints; "
+        f"{args.rounds} rounds, medians"
+    )
     print(f"{'mechanism':<16}{'dvc s':>8}{'extra s/iter':>14}{'copy s':>9}{'disk MB':>9}{'× data':>8}")
     for mechanism, row in rows.items():
-        print(f"{mechanism:<16}{row['dvc_s']:>8.2f}{row['extra_s_per_iteration']:>14.3f}"
-              f"{row['command_s']:>9.2f}{row['disk_mb']:>9.1f}{row['disk_vs_data']:>8.2f}")
+        print(
+            f"{mechanism:<16}{row['dvc_s']:>8.2f}{row['extra_s_per_iteration']:>14.3f}"
+            f"{row['command_s']:>9.2f}{row['disk_mb']:>9.1f}{row['disk_vs_data']:>8.2f}"
+        )
     return {"iterations": iterations, "data_bytes": data, "rows": rows, "samples": samples}
 
 
-TINY = {"trainer.num_envs": 8, "trainer.buffer_size": 8, "trainer.iterations": 2, "trainer.num_eval_envs": 2,
-        "trainer.num_threads": 1, "algorithm.cfg.batch_size": 32, "algorithm.cfg.n_epochs": 1,
-        "eval.num_envs": 2, "eval.num_episodes": 1}
+TINY = {
+    "trainer.num_envs": 8,
+    "trainer.buffer_size": 8,
+    "trainer.iterations": 2,
+    "trainer.num_eval_envs": 2,
+    "trainer.num_threads": 1,
+    "algorithm.cfg.batch_size": 32,
+    "algorithm.cfg.n_epochs": 1,
+    "eval.num_envs": 2,
+    "eval.num_episodes": 1,
+}
 """The test suite's tiny sizes (tests/dvc/test_pipeline.py), the default of ``--part exps``."""
 
 
@@ -185,35 +209,57 @@ def part_exps(args: argparse.Namespace) -> dict[str, Any]:
         env = {"PYTHONPATH": str(PROJECT_ROOT)}
         names = [f"e{i + 1}" for i in range(args.experiments)]
         for i, name in enumerate(names):
-            sh(repo, str(BIN / "dvc"), "exp", "run", "--queue", "-n", name,
-               "-S", f"algorithm.cfg.clip_coef={0.1 + 0.05 * i:.2f}", extra_env=env)
+            sh(
+                repo,
+                str(BIN / "dvc"),
+                "exp",
+                "run",
+                "--queue",
+                "-n",
+                name,
+                "-S",
+                f"algorithm.cfg.clip_coef={0.1 + 0.05 * i:.2f}",
+                extra_env=env,
+            )
         start = time.perf_counter()
         sh(repo, str(BIN / "dvc"), "exp", "run", "--run-all", "--jobs", "2", extra_env=env)
         wall = time.perf_counter() - start
         rows = {name: disk_bytes(repo / "data" / "exps" / name) for name in names}
         cache, tmp = repo / ".dvc" / "cache", repo / ".dvc" / "tmp" / "exps"
-        result = {"wall_s": wall, "params": params, "per_experiment_bytes": rows,
-                  "dvc_cache_bytes": disk_bytes(cache) if cache.exists() else 0,
-                  "dvc_tmp_exps_bytes": disk_bytes(tmp) if tmp.exists() else 0}
+        result = {
+            "wall_s": wall,
+            "params": params,
+            "per_experiment_bytes": rows,
+            "dvc_cache_bytes": disk_bytes(cache) if cache.exists() else 0,
+            "dvc_tmp_exps_bytes": disk_bytes(tmp) if tmp.exists() else 0,
+        }
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     for name, size in rows.items():
         print(f"{name:<8}{size / 2**20:>9.2f} MB in data/exps/{name}")
-    print(f"DVC cache {result['dvc_cache_bytes'] / 2**20:.2f} MB, .dvc/tmp/exps "
-          f"{result['dvc_tmp_exps_bytes'] / 2**20:.2f} MB; {args.experiments} experiments on 2 jobs "
-          f"in {wall:.0f} s")
+    print(
+        f"DVC cache {result['dvc_cache_bytes'] / 2**20:.2f} MB, .dvc/tmp/exps "
+        f"{result['dvc_tmp_exps_bytes'] / 2**20:.2f} MB; {args.experiments} experiments on 2 jobs "
+        f"in {wall:.0f} s"
+    )
     return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=("cost", "exps"), default="cost")
-    parser.add_argument("--source", type=Path, default=None,
-                        help="cost: a run dir holding rollouts/ and checkpoints/")
+    parser.add_argument(
+        "--source", type=Path, default=None, help="cost: a run dir holding rollouts/ and checkpoints/"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="cost: interleaved rounds (default 3)")
     parser.add_argument("--experiments", type=int, default=3, help="exps: how many to queue (default 3)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="exps: params for every experiment (default: the test suite's tiny sizes)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="exps: params for every experiment (default: the test suite's tiny sizes)",
+    )
     parser.add_argument("--scratch", type=Path, default=None, help="where the repos go (default: $TMPDIR)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
     args = parser.parse_args()
@@ -222,8 +268,9 @@ def main() -> None:
     print_machine()
     result = part_cost(args) if args.part == "cost" else part_exps(args)
     if args.json:
-        args.json.write_text(json.dumps({"part": args.part, **result, "environment": environment()},
-                                        indent=2, default=str))
+        args.json.write_text(
+            json.dumps({"part": args.part, **result, "environment": environment()}, indent=2, default=str)
+        )
 
 
 if __name__ == "__main__":

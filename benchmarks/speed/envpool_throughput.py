@@ -82,8 +82,13 @@ def main() -> None:
     parser.add_argument("--horizon", type=int, default=32, help="Steps per env per round.")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (policy inference).")
-    parser.add_argument("--modes", nargs="+", choices=("sync", "async"), default=["sync", "async"],
-                        help="Collector modes (each holds its own pools: Playground envs take ~25 MB each).")
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        choices=("sync", "async"),
+        default=["sync", "async"],
+        help="Collector modes (each holds its own pools: Playground envs take ~25 MB each).",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -98,9 +103,17 @@ def main() -> None:
     write_json(args.json, {"rows": rows, "horizon": args.horizon, "rounds": args.rounds})
 
 
-COLUMNS = (("id", "id", "s"), ("envs", "envs", "d"), ("raw", "raw steps/s", ",.0f"),
-           ("sync", "sync", ",.0f"), ("async", "async", ",.0f"), ("sync/raw", "sync/raw", ".2f"),
-           ("async/raw", "async/raw", ".2f"), ("async/sync", "async/sync", ".2f"), ("load", "load", ".1f"))
+COLUMNS = (
+    ("id", "id", "s"),
+    ("envs", "envs", "d"),
+    ("raw", "raw steps/s", ",.0f"),
+    ("sync", "sync", ",.0f"),
+    ("async", "async", ",.0f"),
+    ("sync/raw", "sync/raw", ".2f"),
+    ("async/raw", "async/raw", ".2f"),
+    ("async/sync", "async/sync", ".2f"),
+    ("load", "load", ".1f"),
+)
 
 
 if __name__ == "__main__":

@@ -51,11 +51,21 @@ from rlpipe.trainer import Trainer
 def overrides(args: argparse.Namespace, data_dir: Path, video: bool) -> list[str]:
     steps = args.num_envs * args.horizon
     return [
-        "trainer.device=cpu", f"env.id={args.env}", f"trainer.num_envs={args.num_envs}",
-        f"trainer.buffer_size={args.horizon}", f"trainer.iterations={NEVER}", f"trainer.eval_freq={steps}",
-        f"trainer.save_freq={NEVER}", "trainer.num_eval_envs=4", "trainer.num_eval_episodes=1",
-        "tracking.backend=none", "store.enabled=false", f"trainer.data_dir={data_dir}",
-        f"eval.video={str(video).lower()}", "eval.video_envs=2", "algorithm.cfg.batch_size=512",
+        "trainer.device=cpu",
+        f"env.id={args.env}",
+        f"trainer.num_envs={args.num_envs}",
+        f"trainer.buffer_size={args.horizon}",
+        f"trainer.iterations={NEVER}",
+        f"trainer.eval_freq={steps}",
+        f"trainer.save_freq={NEVER}",
+        "trainer.num_eval_envs=4",
+        "trainer.num_eval_episodes=1",
+        "tracking.backend=none",
+        "store.enabled=false",
+        f"trainer.data_dir={data_dir}",
+        f"eval.video={str(video).lower()}",
+        "eval.video_envs=2",
+        "algorithm.cfg.batch_size=512",
         "algorithm.cfg.n_epochs=4",
     ]
 
@@ -113,8 +123,13 @@ def frame_costs(repeats: int) -> list[dict[str, Any]]:
         for _ in range(repeats):
             writer.append(frame)
         writer.close()
-        rows.append({"what": "H.264 encode (640×240)", "ms": (time.perf_counter() - start) / repeats * 1e3,
-                     "note": "noise frames (worst case)"})
+        rows.append(
+            {
+                "what": "H.264 encode (640×240)",
+                "ms": (time.perf_counter() - start) / repeats * 1e3,
+                "note": "noise frames (worst case)",
+            }
+        )
     return rows
 
 
@@ -134,13 +149,19 @@ def main() -> None:
     print_machine()
     result = interleaved(args)
     t = result["times"]
-    rows = [{"run": "eval.video=false", "train": median(t[False]["train"]), "eval": median(t[False]["eval"])},
-            {"run": "eval.video=true", "train": median(t[True]["train"]), "eval": median(t[True]["eval"])},
-            {"run": "ratio video/none (median of pairs)",
-             "train": median(paired_ratios(t[True]["train"], t[False]["train"])),
-             "eval": median(paired_ratios(t[True]["eval"], t[False]["eval"]))}]
-    print(f"{args.env}, N={args.num_envs} × T={args.horizon}, eval after every iteration, "
-          f"{args.pairs} interleaved pairs ({result['videos']} videos written)")
+    rows = [
+        {"run": "eval.video=false", "train": median(t[False]["train"]), "eval": median(t[False]["eval"])},
+        {"run": "eval.video=true", "train": median(t[True]["train"]), "eval": median(t[True]["eval"])},
+        {
+            "run": "ratio video/none (median of pairs)",
+            "train": median(paired_ratios(t[True]["train"], t[False]["train"])),
+            "eval": median(paired_ratios(t[True]["eval"], t[False]["eval"])),
+        },
+    ]
+    print(
+        f"{args.env}, N={args.num_envs} × T={args.horizon}, eval after every iteration, "
+        f"{args.pairs} interleaved pairs ({result['videos']} videos written)"
+    )
     print_table(rows, [("run", "run", ""), ("train", "train s/iter", ".3f"), ("eval", "eval s/iter", ".3f")])
     costs = frame_costs(args.frames)
     print()

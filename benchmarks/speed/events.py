@@ -25,10 +25,19 @@ from rlpipe.trainer.events import EVENTS
 
 
 def make(kind: str, data_dir: str, args: argparse.Namespace) -> Trainer:
-    cfg = config.load("params.yaml", [
-        f"trainer.data_dir={data_dir}/{kind}", f"trainer.num_envs={args.num_envs}",
-        f"trainer.iterations={args.iterations + 1000}", "trainer.enable_eval=false", "trainer.stop_when=[]",
-        "store.enabled=false", "tracking.backend=none", "trainer.save_freq=1000000000"])
+    cfg = config.load(
+        "params.yaml",
+        [
+            f"trainer.data_dir={data_dir}/{kind}",
+            f"trainer.num_envs={args.num_envs}",
+            f"trainer.iterations={args.iterations + 1000}",
+            "trainer.enable_eval=false",
+            "trainer.stop_when=[]",
+            "store.enabled=false",
+            "tracking.backend=none",
+            "trainer.save_freq=1000000000",
+        ],
+    )
     trainer = Trainer(cfg)
     if kind == "noop":
         for event in EVENTS:

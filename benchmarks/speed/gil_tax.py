@@ -66,8 +66,13 @@ def parse_args() -> argparse.Namespace:
     add("--horizon", type=int, default=24, help="steps per env per rollout (default 24)")
     add("--seconds", type=float, default=3.0, help="seconds of ops per mode and round (default 3)")
     add("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
-    add("--modes", nargs="+", choices=MODES, default=list(MODES),
-        help="which writers run ('none' always does)")
+    add(
+        "--modes",
+        nargs="+",
+        choices=MODES,
+        default=list(MODES),
+        help="which writers run ('none' always does)",
+    )
     add("--op-size", type=int, default=64, help="side of the main thread's square matrices (default 64)")
     add("--threads", type=int, default=1, help="torch threads (default 1)")
     add("--json", type=Path, default=None, help="also write the results as JSON here")
@@ -80,8 +85,14 @@ def parse_args() -> argparse.Namespace:
 def robot_rollout(num_envs: int, horizon: int, seed: int = 0) -> TensorDict:
     """A CPU rollout of ``RobotProxy``'s layout filled with random values (as incompressible as real ones)."""
     g = torch.Generator().manual_seed(seed)
-    rollout = allocate_rollout(num_envs, horizon, {"policy": (POLICY_OBS,), "privileged": (PRIVILEGED_OBS,)},
-                               (ACTIONS,), torch.float32, "cpu")
+    rollout = allocate_rollout(
+        num_envs,
+        horizon,
+        {"policy": (POLICY_OBS,), "privileged": (PRIVILEGED_OBS,)},
+        (ACTIONS,),
+        torch.float32,
+        "cpu",
+    )
     for key in ("obs/policy", "obs/privileged", "action", "value", "sample_log_prob"):
         leaf = rollout.get(tuple(key.split("/")))
         slots = leaf if key.startswith("obs") or key == "value" else leaf[:, :horizon]  # padding stays zero
@@ -158,8 +169,9 @@ def ops_for(seconds: float, size: int) -> int:
     return count
 
 
-def window(store: RolloutStore | None, rollout: TensorDict, seconds: float, size: int,
-           mode: str) -> dict[str, float]:
+def window(
+    store: RolloutStore | None, rollout: TensorDict, seconds: float, size: int, mode: str
+) -> dict[str, float]:
     """One mode's window: ops/s of the main thread and rollouts published while it ran."""
     first = (store.latest() or 0) + 1 if store is not None else 0
     with old_chunk_write(mode == "tobytes"), Feeder(store, rollout, first):
@@ -189,17 +201,27 @@ def summarize(samples: dict[str, list[dict[str, float]]], megabytes: float) -> l
     for mode, runs in samples.items():
         ops = [s["ops_per_s"] for s in runs]
         rates = [s["rollouts"] * megabytes / s["window_s"] for s in runs]
-        rows.append({"mode": mode, "ops_per_s": median(ops),
-                     "vs_none": median(paired_ratios(ops, base)),
-                     "vs_none_per_round": paired_ratios(ops, base),
-                     "write_mb_per_s": median(rates) if mode != "none" else None,
-                     "rollouts_per_window": median([s["rollouts"] for s in runs]) if mode != "none" else None,
-                     "ops_per_s_per_round": ops})
+        rows.append(
+            {
+                "mode": mode,
+                "ops_per_s": median(ops),
+                "vs_none": median(paired_ratios(ops, base)),
+                "vs_none_per_round": paired_ratios(ops, base),
+                "write_mb_per_s": median(rates) if mode != "none" else None,
+                "rollouts_per_window": median([s["rollouts"] for s in runs]) if mode != "none" else None,
+                "ops_per_s_per_round": ops,
+            }
+        )
     return rows
 
 
-COLUMNS = (("mode", "writer", ""), ("ops_per_s", "main-thread ops/s", ",.0f"), ("vs_none", "vs none", ".3f"),
-           ("write_mb_per_s", "written MB/s", ",.1f"), ("rollouts_per_window", "rollouts/window", ".0f"))
+COLUMNS = (
+    ("mode", "writer", ""),
+    ("ops_per_s", "main-thread ops/s", ",.0f"),
+    ("vs_none", "vs none", ".3f"),
+    ("write_mb_per_s", "written MB/s", ",.1f"),
+    ("rollouts_per_window", "rollouts/window", ".0f"),
+)
 
 
 def main() -> None:
@@ -207,9 +229,11 @@ def main() -> None:
     set_threads(args.threads)
     rollout = robot_rollout(args.num_envs, args.horizon)
     megabytes = rollout_bytes(rollout) / 1e6
-    print(f"GIL tax: {args.op_size}x{args.op_size} addmm+relu_ on the main thread for {args.seconds} s, "
-          f"beside RobotProxy rollouts of {args.num_envs} x {args.horizon} ({megabytes:.1f} MB) written "
-          f"back to back; modes {args.modes}, {args.rounds} rounds, torch threads {torch.get_num_threads()}")
+    print(
+        f"GIL tax: {args.op_size}x{args.op_size} addmm+relu_ on the main thread for {args.seconds} s, "
+        f"beside RobotProxy rollouts of {args.num_envs} x {args.horizon} ({megabytes:.1f} MB) written "
+        f"back to back; modes {args.modes}, {args.rounds} rounds, torch threads {torch.get_num_threads()}"
+    )
     samples: dict[str, list[dict[str, float]]] = {mode: [] for mode in args.modes}
     with tempfile.TemporaryDirectory(prefix="rlpipe-gil-tax-") as root:
         stores = {mode: make_store(Path(root), mode, rollout) for mode in args.modes}
@@ -217,8 +241,11 @@ def main() -> None:
             for index in range(args.rounds):
                 for mode in args.modes:
                     samples[mode].append(window(stores[mode], rollout, args.seconds, args.op_size, mode))
-                print(f"  round {index + 1}/{args.rounds}: " + ", ".join(
-                    f"{mode} {samples[mode][-1]['ops_per_s']:,.0f} ops/s" for mode in args.modes), flush=True)
+                print(
+                    f"  round {index + 1}/{args.rounds}: "
+                    + ", ".join(f"{mode} {samples[mode][-1]['ops_per_s']:,.0f} ops/s" for mode in args.modes),
+                    flush=True,
+                )
         finally:
             for store in stores.values():
                 if store is not None:
@@ -227,9 +254,17 @@ def main() -> None:
     print_table(rows, COLUMNS)
     print_machine()
     spread = {r["mode"]: statistics.pstdev(r["vs_none_per_round"]) for r in rows}
-    write_json(args.json, {"benchmark": "gil_tax", "args": {k: str(v) for k, v in vars(args).items()},
-                           "rollout_mb": megabytes, "rows": rows, "vs_none_spread": spread,
-                           "samples": samples})
+    write_json(
+        args.json,
+        {
+            "benchmark": "gil_tax",
+            "args": {k: str(v) for k, v in vars(args).items()},
+            "rollout_mb": megabytes,
+            "rows": rows,
+            "vs_none_spread": spread,
+            "samples": samples,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,9 @@ PARAMS = ROOT / "configs" / "pixel_cartpole.yaml"
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--num-envs", type=int, default=32)
     parser.add_argument("--horizon", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
@@ -45,9 +46,16 @@ def parse_args() -> argparse.Namespace:
 
 
 def trainer(tmp: Path, args: argparse.Namespace) -> Trainer:
-    overrides = [f"trainer.data_dir={tmp}", "trainer.device=cpu", f"trainer.num_envs={args.num_envs}",
-                 f"trainer.buffer_size={args.horizon}", "trainer.enable_eval=false", "store.enabled=false",
-                 "trainer.num_threads=1", "trainer.iterations=3"]
+    overrides = [
+        f"trainer.data_dir={tmp}",
+        "trainer.device=cpu",
+        f"trainer.num_envs={args.num_envs}",
+        f"trainer.buffer_size={args.horizon}",
+        "trainer.enable_eval=false",
+        "store.enabled=false",
+        "trainer.num_threads=1",
+        "trainer.iterations=3",
+    ]
     return Trainer(config.load(PARAMS, overrides))
 
 
@@ -79,23 +87,49 @@ def main() -> None:
                 read_s.append(time.perf_counter() - start)
                 assert torch.equal(back["obs", "pixels"], pixels)
                 size = sum(p.stat().st_size for p in (path / "obs" / "pixels").rglob("*") if p.is_file())
-            rows.append({"codec": codec, "bytes_per_env_step": size / steps, "ratio": raw / size,
-                         "write_s": median(write_s), "write_mb_s": raw / 1e6 / median(write_s),
-                         "read_s": median(read_s),
-                         "share_of_iteration": median(write_s) / median(iteration_s)})
+            rows.append(
+                {
+                    "codec": codec,
+                    "bytes_per_env_step": size / steps,
+                    "ratio": raw / size,
+                    "write_s": median(write_s),
+                    "write_mb_s": raw / 1e6 / median(write_s),
+                    "read_s": median(read_s),
+                    "share_of_iteration": median(write_s) / median(iteration_s),
+                }
+            )
     print_machine()
-    print(f"{args.num_envs} envs x {args.horizon} steps of {list(pixels.shape[2:])} uint8: "
-          f"{raw / steps:.0f} raw bytes per env step; one iteration {median(iteration_s):.2f} s")
-    print_table(rows, [("codec", "codec", "<11"), ("bytes_per_env_step", "B/step", ">9.0f"),
-                       ("ratio", "ratio", ">8.1f"), ("write_s", "write_s", ">8.3f"),
-                       ("write_mb_s", "MB/s", ">8.0f"), ("read_s", "read_s", ">8.3f"),
-                       ("share_of_iteration", "share", ">7.1%")])
+    print(
+        f"{args.num_envs} envs x {args.horizon} steps of {list(pixels.shape[2:])} uint8: "
+        f"{raw / steps:.0f} raw bytes per env step; one iteration {median(iteration_s):.2f} s"
+    )
+    print_table(
+        rows,
+        [
+            ("codec", "codec", "<11"),
+            ("bytes_per_env_step", "B/step", ">9.0f"),
+            ("ratio", "ratio", ">8.1f"),
+            ("write_s", "write_s", ">8.3f"),
+            ("write_mb_s", "MB/s", ">8.0f"),
+            ("read_s", "read_s", ">8.3f"),
+            ("share_of_iteration", "share", ">7.1%"),
+        ],
+    )
     compressed = [r for r in rows if r["codec"] != "none"]
     best = min(compressed, key=lambda r: r["bytes_per_env_step"] * (1 + r["share_of_iteration"]))
     print(f"chosen default store.image_codec: {best['codec']}")
-    write_json(args.json, {"num_envs": args.num_envs, "horizon": args.horizon,
-                           "image_shape": list(pixels.shape[2:]), "raw_bytes_per_env_step": raw / steps,
-                           "iteration_s": median(iteration_s), "codecs": rows, "chosen": best["codec"]})
+    write_json(
+        args.json,
+        {
+            "num_envs": args.num_envs,
+            "horizon": args.horizon,
+            "image_shape": list(pixels.shape[2:]),
+            "raw_bytes_per_env_step": raw / steps,
+            "iteration_s": median(iteration_s),
+            "codecs": rows,
+            "chosen": best["codec"],
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,13 @@ def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, nargs="+", default=[16, 64, 256])
     parser.add_argument("--engines", nargs="+", default=["mujoco"], choices=["mujoco", "warp"])
-    parser.add_argument("--threads", type=int, nargs="+", default=None,
-                        help="rollout threads of the C engine (default: 1 and every usable core)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        nargs="+",
+        default=None,
+        help="rollout threads of the C engine (default: 1 and every usable core)",
+    )
     parser.add_argument("--steps", type=int, default=20, help="control steps per timing")
     parser.add_argument("--repeats", type=int, default=3)
     return parser.parse_args()
@@ -66,8 +71,7 @@ def main() -> None:
     for _ in range(args.repeats):
         for key, env in envs.items():
             for physics_only in (True, False):
-                results.setdefault((*key, physics_only), []).append(
-                    time_steps(env, args.steps, physics_only))
+                results.setdefault((*key, physics_only), []).append(time_steps(env, args.steps, physics_only))
     print("| engine | threads | N | physics steps/s | env steps/s | env vs C 1-thread |")
     print("|---|---|---|---|---|---|")
     for engine, nthread, n in envs:

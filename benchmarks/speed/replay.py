@@ -69,18 +69,30 @@ def parse_args() -> argparse.Namespace:
 
 def workload(args: argparse.Namespace, data_dir: Path) -> RunConfig:
     net = f"{{hidden_sizes: {list(args.hidden)}, activation: relu}}"
-    return load_cfg(args.params, [
-        f"trainer.num_envs={args.num_envs}", f"trainer.buffer_size={args.horizon}",
-        f"policy.actor.network_cfg={net}", f"policy.critic.network_cfg={net}",
-        f"algorithm.cfg.n_epochs={args.epochs}", f"algorithm.cfg.batch_size={args.batch_size}",
-        "store.enabled=true", "checkpoint.every_iteration=true", "tracking.backend=none",
-        "trainer.enable_eval=false", f"trainer.device={args.device}", f"trainer.data_dir={data_dir}",
-        f"trainer.iterations={NEVER}", f"trainer.save_freq={NEVER}",
-    ])
+    return load_cfg(
+        args.params,
+        [
+            f"trainer.num_envs={args.num_envs}",
+            f"trainer.buffer_size={args.horizon}",
+            f"policy.actor.network_cfg={net}",
+            f"policy.critic.network_cfg={net}",
+            f"algorithm.cfg.n_epochs={args.epochs}",
+            f"algorithm.cfg.batch_size={args.batch_size}",
+            "store.enabled=true",
+            "checkpoint.every_iteration=true",
+            "tracking.backend=none",
+            "trainer.enable_eval=false",
+            f"trainer.device={args.device}",
+            f"trainer.data_dir={data_dir}",
+            f"trainer.iterations={NEVER}",
+            f"trainer.save_freq={NEVER}",
+        ],
+    )
 
 
 def same_learner(a: Path, b: Path) -> bool:
     """Policy and algorithm (optimizer) state of two checkpoints equal bit for bit."""
+
     def flat(obj: Any, key: str = "") -> dict[str, Any]:
         if isinstance(obj, dict):
             return {k: v for name, sub in obj.items() for k, v in flat(sub, f"{key}/{name}").items()}
@@ -91,7 +103,8 @@ def same_learner(a: Path, b: Path) -> bool:
     sa, sb = (load_checkpoint(p) for p in (a, b))
     fa, fb = (flat({"policy": s["policy"], "algo": s["algo"]}) for s in (sa, sb))
     return fa.keys() == fb.keys() and all(
-        torch.equal(v, fb[k]) if isinstance(v, torch.Tensor) else v == fb[k] for k, v in fa.items())
+        torch.equal(v, fb[k]) if isinstance(v, torch.Tensor) else v == fb[k] for k, v in fa.items()
+    )
 
 
 def run_blocks(args: argparse.Namespace, data_dir: Path) -> list[dict[str, Any]]:
@@ -114,17 +127,24 @@ def run_blocks(args: argparse.Namespace, data_dir: Path) -> list[dict[str, Any]]
             out = data_dir / f"replay-{block}"
             summary = replay(cfg, rollouts, out, iterations=(first, last))
             transitions = summary["transitions"]
-            identical = all(same_learner(online_ckpts / f"ckpt-{k:06d}.pt",
-                                         out / "checkpoints" / f"ckpt-{k:06d}.pt")
-                            for k in range(first, last + 1))
-            rows.append({
-                "block": block, "iterations": f"{first}-{last}", "transitions": transitions,
-                "online_update_s": online_s, "online_tps": transitions / online_s,
-                "replay_s": summary["wall_s"], "replay_update_s": summary["update_s"],
-                "replay_tps": summary["transitions_per_s"],
-                "ratio": summary["transitions_per_s"] / (transitions / online_s),
-                "identical": "yes" if identical else "NO",
-            })
+            identical = all(
+                same_learner(online_ckpts / f"ckpt-{k:06d}.pt", out / "checkpoints" / f"ckpt-{k:06d}.pt")
+                for k in range(first, last + 1)
+            )
+            rows.append(
+                {
+                    "block": block,
+                    "iterations": f"{first}-{last}",
+                    "transitions": transitions,
+                    "online_update_s": online_s,
+                    "online_tps": transitions / online_s,
+                    "replay_s": summary["wall_s"],
+                    "replay_update_s": summary["update_s"],
+                    "replay_tps": summary["transitions_per_s"],
+                    "ratio": summary["transitions_per_s"] / (transitions / online_s),
+                    "identical": "yes" if identical else "NO",
+                }
+            )
     finally:
         trainer.close()
     return rows
@@ -135,18 +155,33 @@ def main() -> None:
     set_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         rows = run_blocks(args, args.data_dir or Path(tmp))
-    print_table(rows, [
-        ("block", "block", ""), ("iterations", "iters", ""), ("transitions", "transitions", ","),
-        ("online_update_s", "online update s", ".2f"), ("online_tps", "online trans/s", ",.0f"),
-        ("replay_s", "replay s", ".2f"), ("replay_update_s", "of which update s", ".2f"),
-        ("replay_tps", "replay trans/s", ",.0f"), ("ratio", "replay/online", ".3f"),
-        ("identical", "identical", ""),
-    ])
+    print_table(
+        rows,
+        [
+            ("block", "block", ""),
+            ("iterations", "iters", ""),
+            ("transitions", "transitions", ","),
+            ("online_update_s", "online update s", ".2f"),
+            ("online_tps", "online trans/s", ",.0f"),
+            ("replay_s", "replay s", ".2f"),
+            ("replay_update_s", "of which update s", ".2f"),
+            ("replay_tps", "replay trans/s", ",.0f"),
+            ("ratio", "replay/online", ".3f"),
+            ("identical", "identical", ""),
+        ],
+    )
     ratio = median([r["ratio"] for r in rows])
     verdict = "meets" if ratio >= RATIO_TARGET else "misses"
     print(f"median replay/online throughput: {ratio:.3f}× ({verdict} the ≥ {RATIO_TARGET}× target)")
-    write_json(args.json, {"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows,
-                           "median_ratio": ratio, "target": RATIO_TARGET})
+    write_json(
+        args.json,
+        {
+            "args": {k: str(v) for k, v in vars(args).items()},
+            "rows": rows,
+            "median_ratio": ratio,
+            "target": RATIO_TARGET,
+        },
+    )
 
 
 if __name__ == "__main__":

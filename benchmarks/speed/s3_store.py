@@ -45,8 +45,9 @@ TARGET = 1.05
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add = parser.add_argument
     add("--params", type=Path, default=Path(__file__).resolve().parents[2] / "params.yaml")
     add("--num-envs", type=int, default=4096)
@@ -61,8 +62,12 @@ def parse_args() -> argparse.Namespace:
     add("--repeats", type=int, default=5, help="uploads timed")
     add("--bp-epochs", type=int, default=1, help="PPO epochs of the back-pressure workload")
     add("--bp-iterations", type=int, default=6)
-    add("--bp-latency-ms", type=float, default=100.0,
-        help="added to every S3 request in the back-pressure part: a store slower than training")
+    add(
+        "--bp-latency-ms",
+        type=float,
+        default=100.0,
+        help="added to every S3 request in the back-pressure part: a store slower than training",
+    )
     add("--skip-overhead", action="store_true", help="only the upload and back-pressure parts")
     add("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -75,11 +80,18 @@ def start_server() -> tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     endpoint = f"http://127.0.0.1:{port}"
-    os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
-                      AWS_DEFAULT_REGION="us-east-1")
+    os.environ.update(
+        AWS_ENDPOINT_URL=endpoint,
+        AWS_ACCESS_KEY_ID="bench",
+        AWS_SECRET_ACCESS_KEY="bench",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
     import boto3
 
     for _ in range(100):
@@ -114,12 +126,14 @@ def upload(args: argparse.Namespace) -> dict[str, Any]:
                     times[side].append(time.perf_counter() - start)
     times["boto3 puts"] = raw_puts(rollout, args.repeats)
     rows = {side: {"median_s": median(t), "mb_per_s": raw / 1e6 / median(t)} for side, t in times.items()}
-    print(f"upload of one rollout ({raw / 1e6:.1f} MB raw): S3 {rows['s3']['median_s']:.3f} s "
-          f"({rows['s3']['mb_per_s']:.0f} MB/s), local folder {rows['local']['median_s']:.3f} s "
-          f"({rows['local']['mb_per_s']:.0f} MB/s); the server's ceiling, the same bytes as one "
-          f"bare boto3 PUT per chunk: {rows['boto3 puts']['median_s']:.3f} s "
-          f"({rows['boto3 puts']['mb_per_s']:.0f} MB/s); "
-          f"median of {args.repeats}")
+    print(
+        f"upload of one rollout ({raw / 1e6:.1f} MB raw): S3 {rows['s3']['median_s']:.3f} s "
+        f"({rows['s3']['mb_per_s']:.0f} MB/s), local folder {rows['local']['median_s']:.3f} s "
+        f"({rows['local']['mb_per_s']:.0f} MB/s); the server's ceiling, the same bytes as one "
+        f"bare boto3 PUT per chunk: {rows['boto3 puts']['median_s']:.3f} s "
+        f"({rows['boto3 puts']['mb_per_s']:.0f} MB/s); "
+        f"median of {args.repeats}"
+    )
     return {"raw_bytes": raw, **rows, "samples": times}
 
 
@@ -127,8 +141,11 @@ def raw_puts(rollout: Any, repeats: int) -> list[float]:
     """Seconds to PUT the rollout's chunks (1024 envs each, as the store cuts them) with bare boto3."""
     import boto3
 
-    chunks = [t[i:i + 1024].numpy().tobytes() for t in rollout.values(include_nested=True, leaves_only=True)
-              for i in range(0, t.shape[0], 1024)]
+    chunks = [
+        t[i : i + 1024].numpy().tobytes()
+        for t in rollout.values(include_nested=True, leaves_only=True)
+        for i in range(0, t.shape[0], 1024)
+    ]
     s3 = boto3.client("s3")
     times = []
     for k in range(repeats + 1):
@@ -182,14 +199,20 @@ def back_pressure(args: argparse.Namespace, upload_s: float) -> dict[str, Any]:
         finally:
             off.close()
             on.close()
-    row = {"train_s_store_off": median(walls["off"]), "iteration_s_store_on": median(walls["on"]),
-           "submit_wait_s": median(waits[1:]), "upload_s": upload_s}
-    print(f"back-pressure (epochs={fast.epochs}, hidden 32x32, +{args.bp_latency_ms:.0f} ms per S3 request): "
-          f"an iteration trains in "
-          f"{row['train_s_store_off']:.3f} s with the store off; with it on S3 an iteration takes "
-          f"{row['iteration_s_store_on']:.3f} s, of which submit waits {row['submit_wait_s']:.3f} s for the "
-          f"writer's slot (one upload without the added latency: {upload_s:.3f} s); at most "
-          "store.queue_size=1 rollout is held")
+    row = {
+        "train_s_store_off": median(walls["off"]),
+        "iteration_s_store_on": median(walls["on"]),
+        "submit_wait_s": median(waits[1:]),
+        "upload_s": upload_s,
+    }
+    print(
+        f"back-pressure (epochs={fast.epochs}, hidden 32x32, +{args.bp_latency_ms:.0f} ms per S3 request): "
+        f"an iteration trains in "
+        f"{row['train_s_store_off']:.3f} s with the store off; with it on S3 an iteration takes "
+        f"{row['iteration_s_store_on']:.3f} s, of which submit waits {row['submit_wait_s']:.3f} s for the "
+        f"writer's slot (one upload without the added latency: {upload_s:.3f} s); at most "
+        "store.queue_size=1 rollout is held"
+    )
     return row
 
 

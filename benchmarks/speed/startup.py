@@ -43,13 +43,26 @@ SOLVED = 475.0
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repetitions (default 3)")
-    parser.add_argument("--tree", action="append", default=[], metavar="NAME=PATH",
-                        help="source tree to time (repeatable; default: this checkout as 'this')")
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="source tree to time (repeatable; default: this checkout as 'this')",
+    )
     parser.add_argument("--skip-solve", action="store_true", help="skip the (long) solve runs")
-    parser.add_argument("--solve-trees", nargs="+", default=None, metavar="NAME",
-                        help="run the solve case only for these trees (default: all)")
-    parser.add_argument("--fresh-store", action="store_true",
-                        help="a new MLflow store per first-row run (counts schema creation)")
+    parser.add_argument(
+        "--solve-trees",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="run the solve case only for these trees (default: all)",
+    )
+    parser.add_argument(
+        "--fresh-store",
+        action="store_true",
+        help="a new MLflow store per first-row run (counts schema creation)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     return parser.parse_args()
 
@@ -97,8 +110,13 @@ def time_run(tree: Path, overrides: list[str]) -> dict[str, Any]:
                     solved_row_s = now
     if proc.wait() != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed with exit code {proc.returncode}")
-    return {"first_row_s": first_row_s, "first_row_cpu_s": first_row_cpu_s, "solved_row_s": solved_row_s,
-            "exit_s": time.perf_counter() - start, "last_eval": last_eval}
+    return {
+        "first_row_s": first_row_s,
+        "first_row_cpu_s": first_row_cpu_s,
+        "solved_row_s": solved_row_s,
+        "exit_s": time.perf_counter() - start,
+        "last_eval": last_eval,
+    }
 
 
 def process_cpu_s(pid: int) -> float | None:
@@ -114,8 +132,13 @@ def process_cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def one_repetition(trees: dict[str, Path], scratch: Path, rep: int, args: argparse.Namespace,
-                   results: dict[str, dict[str, list[Any]]]) -> None:
+def one_repetition(
+    trees: dict[str, Path],
+    scratch: Path,
+    rep: int,
+    args: argparse.Namespace,
+    results: dict[str, dict[str, list[Any]]],
+) -> None:
     """Every case of every tree once, interleaved."""
     python = str(BIN / "python")
     for name, tree in trees.items():
@@ -126,14 +149,25 @@ def one_repetition(trees: dict[str, Path], scratch: Path, rep: int, args: argpar
         record(out, "rlpipe --help", time_command([str(BIN / "rlpipe"), "--help"], tree), name)
         for backend in ("none", "mlflow"):
             store = scratch / name / (f"mlflow-{rep}.db" if args.fresh_store else "mlflow.db")
-            run = time_run(tree, ["trainer.iterations=1", f"tracking.backend={backend}",
-                                  f"tracking.uri=sqlite:///{store}",
-                                  f"trainer.data_dir={scratch / name / f'first-{backend}-{rep}'}"])
+            run = time_run(
+                tree,
+                [
+                    "trainer.iterations=1",
+                    f"tracking.backend={backend}",
+                    f"tracking.uri=sqlite:///{store}",
+                    f"trainer.data_dir={scratch / name / f'first-{backend}-{rep}'}",
+                ],
+            )
             record(out, f"first row, tracking {backend}", run["first_row_s"], name)
             record(out, f"first row CPU, tracking {backend}", run["first_row_cpu_s"], name)
         if not args.skip_solve and (args.solve_trees is None or name in args.solve_trees):
-            run = time_run(tree, [f"tracking.uri=sqlite:///{scratch / name / 'mlflow.db'}",
-                                  f"trainer.data_dir={scratch / name / f'solve-{rep}'}"])
+            run = time_run(
+                tree,
+                [
+                    f"tracking.uri=sqlite:///{scratch / name / 'mlflow.db'}",
+                    f"trainer.data_dir={scratch / name / f'solve-{rep}'}",
+                ],
+            )
             record(out, "solve: first eval >= 475", run["solved_row_s"], name)
             record(out, "solve: exit", run["exit_s"], name)
             record(out, "solve: final eval", run["last_eval"], name)
@@ -175,18 +209,29 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rlpipe-startup-") as tmp:
         scratch = Path(tmp)
         for name, tree in resolved.items():  # warm-up: page cache, bytecode, the MLflow schema
-            time_run(tree, ["trainer.iterations=1", f"tracking.uri=sqlite:///{scratch / name / 'mlflow.db'}",
-                            f"trainer.data_dir={scratch / name / 'warm-up'}"])
+            time_run(
+                tree,
+                [
+                    "trainer.iterations=1",
+                    f"tracking.uri=sqlite:///{scratch / name / 'mlflow.db'}",
+                    f"trainer.data_dir={scratch / name / 'warm-up'}",
+                ],
+            )
         for rep in range(args.repeats):
             one_repetition(resolved, scratch, rep, args, results)
     summary = report(results)
     load = os.getloadavg()
-    print(f"\nload average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} on {os.cpu_count()} cores "
-          "(a loaded machine stretches every figure; compare within this run)")
+    print(
+        f"\nload average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} on {os.cpu_count()} cores "
+        "(a loaded machine stretches every figure; compare within this run)"
+    )
     if args.json:
         trees_out = {k: str(v) for k, v in resolved.items()}
-        args.json.write_text(json.dumps({"benchmark": "startup", "trees": trees_out, "results": summary,
-                                         "loadavg": load}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {"benchmark": "startup", "trees": trees_out, "results": summary, "loadavg": load}, indent=2
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -35,15 +35,22 @@ CODECS = typing.get_args(StoreCfg.model_fields["codec"].annotation)
 """Every codec ``store.codec`` accepts."""
 
 WORKLOADS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "RobotProxy": ("params.yaml", (
-        "env.id=RobotProxy", "env.cfg={}",
-        "policy.actor={type: mlp, obs_keys: [policy], network_cfg: {hidden_sizes: [64, 64], "
-        "activation: elu}}",
-        "policy.critic={type: mlp, obs_keys: [policy, privileged], network_cfg: {hidden_sizes: [64, 64], "
-        "activation: elu}}")),
+    "RobotProxy": (
+        "params.yaml",
+        (
+            "env.id=RobotProxy",
+            "env.cfg={}",
+            "policy.actor={type: mlp, obs_keys: [policy], network_cfg: {hidden_sizes: [64, 64], "
+            "activation: elu}}",
+            "policy.critic={type: mlp, obs_keys: [policy, privileged], network_cfg: {hidden_sizes: [64, 64], "
+            "activation: elu}}",
+        ),
+    ),
     "Go1JoystickFlatTerrain-v1": ("configs/go1_envpool.yaml", ("env.cfg={mode: sync, num_threads: 1}",)),
-    "PandaPickCube-v1": ("configs/zoo/playground_panda_pick_cube.yaml",
-                         ("env.cfg={mode: sync, num_threads: 1, resume: restart}",)),
+    "PandaPickCube-v1": (
+        "configs/zoo/playground_panda_pick_cube.yaml",
+        ("env.cfg={mode: sync, num_threads: 1, resume: restart}",),
+    ),
     "CartPole": ("params.yaml", ("env.id=CartPole",)),
 }
 """Workload → (params file, overrides): the task's own config where the repository has one."""
@@ -52,10 +59,19 @@ WORKLOADS: dict[str, tuple[str, tuple[str, ...]]] = {
 def collected(name: str, num_envs: int, horizon: int, iterations: int) -> list:
     """``iterations`` rollouts of ``name`` from rlpipe's collector (CPU), the advantage keys left out."""
     params, extra = WORKLOADS[name]
-    cfg = config.load(ROOT / params, [
-        *extra, f"trainer.num_envs={num_envs}", f"trainer.buffer_size={horizon}", "trainer.device=cpu",
-        "trainer.enable_eval=false", "tracking.backend=none", "trainer.data_dir=/tmp/rlpipe-store-codecs",
-        "store.enabled=false"])
+    cfg = config.load(
+        ROOT / params,
+        [
+            *extra,
+            f"trainer.num_envs={num_envs}",
+            f"trainer.buffer_size={horizon}",
+            "trainer.device=cpu",
+            "trainer.enable_eval=false",
+            "tracking.backend=none",
+            "trainer.data_dir=/tmp/rlpipe-store-codecs",
+            "store.enabled=false",
+        ],
+    )
     parts = build_parts(cfg, store=False, evaluate=False)
     rollouts = []
     for _ in range(iterations):
@@ -103,10 +119,16 @@ def measure(rollouts: list, repeats: int, root: Path) -> list[dict[str, object]]
     for name, _ in variants:
         median = statistics.median(times[name])
         on_disk = statistics.mean(sizes[name])
-        rows.append({"codec": name, "raw_bytes_per_env_step": round(per_step, 1),
-                     "disk_bytes_per_env_step": round(per_step * on_disk / raw, 1),
-                     "ratio": round(raw / on_disk, 3), "write_mb_s": round(raw / median / 1e6, 1),
-                     "write_ms_median": round(median * 1e3, 2)})
+        rows.append(
+            {
+                "codec": name,
+                "raw_bytes_per_env_step": round(per_step, 1),
+                "disk_bytes_per_env_step": round(per_step * on_disk / raw, 1),
+                "ratio": round(raw / on_disk, 3),
+                "write_mb_s": round(raw / median / 1e6, 1),
+                "write_ms_median": round(median * 1e3, 2),
+            }
+        )
     return rows
 
 
@@ -121,9 +143,14 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    results: dict[str, object] = {"codecs": list(CODECS), "horizon": args.horizon,
-                                  "iterations": args.iterations, "repeats": args.repeats,
-                                  "torch_threads": 1, "workloads": {}}
+    results: dict[str, object] = {
+        "codecs": list(CODECS),
+        "horizon": args.horizon,
+        "iterations": args.iterations,
+        "repeats": args.repeats,
+        "torch_threads": 1,
+        "workloads": {},
+    }
     for name in args.workloads:
         envpool_task = name.endswith("-v1")
         if envpool_task and not envpool_makes(name):
@@ -133,14 +160,18 @@ def main() -> None:
         rollouts = collected(name, n, args.horizon, args.iterations)
         with tempfile.TemporaryDirectory(prefix="rlpipe-store-codecs-") as tmp:
             rows = measure(rollouts, args.repeats, Path(tmp))
-        results["workloads"][name] = {"num_envs": n, "layout": {k: [list(s), str(d).removeprefix("torch.")]
-                                                                 for k, s, d in layout_of(rollouts[0])},
-                                      "rows": rows}
+        results["workloads"][name] = {
+            "num_envs": n,
+            "layout": {k: [list(s), str(d).removeprefix("torch.")] for k, s, d in layout_of(rollouts[0])},
+            "rows": rows,
+        }
         print(f"{name}: N={n} T={args.horizon}")
         for row in rows:
-            print(f"  {row['codec']:<20} {row['raw_bytes_per_env_step']:>8.1f} B/step raw  "
-                  f"{row['disk_bytes_per_env_step']:>8.1f} on disk  ratio {row['ratio']:>6.3f}  "
-                  f"write {row['write_mb_s']:>8.1f} MB/s")
+            print(
+                f"  {row['codec']:<20} {row['raw_bytes_per_env_step']:>8.1f} B/step raw  "
+                f"{row['disk_bytes_per_env_step']:>8.1f} on disk  ratio {row['ratio']:>6.3f}  "
+                f"write {row['write_mb_s']:>8.1f} MB/s"
+            )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
 

@@ -64,9 +64,13 @@ def bench_codec(root: Path, rollout: TensorDict, codec: str, repeats: int) -> di
             start = time.perf_counter()
             read_rollout(path)
             reads.append((time.perf_counter() - start) * 1e3)
-    return {"min_ms": min(times), "median_ms": statistics.median(times),
-            "mean_ms": statistics.fmean(times), "read_ms": statistics.median(reads),
-            "bytes": statistics.fmean(sizes)}
+    return {
+        "min_ms": min(times),
+        "median_ms": statistics.median(times),
+        "mean_ms": statistics.fmean(times),
+        "read_ms": statistics.median(reads),
+        "bytes": statistics.fmean(sizes),
+    }
 
 
 class checksums:  # noqa: N801  # a context manager read as a phrase: ``with checksums(False):``
@@ -110,14 +114,17 @@ def crc_compute_cost(rollout: TensorDict, repeats: int) -> str:
             google_crc32c.value(chunk)
         times.append((time.perf_counter() - start) * 1e3)
     size = sum(len(d) for d in data)
-    return (f"CRC32C computation: {statistics.median(times):.2f} ms for {size / 2**20:.2f} MiB "
-            f"({size / 2**30 / (statistics.median(times) / 1e3):.1f} GiB/s) — the direct cost per write")
+    return (
+        f"CRC32C computation: {statistics.median(times):.2f} ms for {size / 2**20:.2f} MiB "
+        f"({size / 2**30 / (statistics.median(times) / 1e3):.1f} GiB/s) — the direct cost per write"
+    )
 
 
 def checkpoint_hash_cost(hidden: int, repeats: int) -> str:
     """SHA-256 of a checkpoint's bytes against its ``torch.save`` (actor + critic 2×hidden MLPs + Adam)."""
-    net = torch.nn.Sequential(torch.nn.Linear(4, hidden), torch.nn.Linear(hidden, hidden),
-                              torch.nn.Linear(hidden, 2))
+    net = torch.nn.Sequential(
+        torch.nn.Linear(4, hidden), torch.nn.Linear(hidden, hidden), torch.nn.Linear(hidden, 2)
+    )
     weights = net.state_dict()
     state = {"policy": {f"{side}.{k}": v for side in ("actor", "critic") for k, v in weights.items()}}
     state["algo"] = {"exp_avg": dict(state["policy"]), "exp_avg_sq": dict(state["policy"])}
@@ -133,8 +140,10 @@ def checkpoint_hash_cost(hidden: int, repeats: int) -> str:
         hashlib.sha256(data).hexdigest()
         hash_ms.append((time.perf_counter() - start) * 1e3)
     save, digest = statistics.median(save_ms), statistics.median(hash_ms)
-    return (f"checkpoint SHA-256: {digest:.2f} ms for {size / 2**20:.2f} MiB (torch.save {save:.2f} ms: "
-            f"+{100 * digest / save:.0f}% of the serialization, before the fsync)")
+    return (
+        f"checkpoint SHA-256: {digest:.2f} ms for {size / 2**20:.2f} MiB (torch.save {save:.2f} ms: "
+        f"+{100 * digest / save:.0f}% of the serialization, before the fsync)"
+    )
 
 
 def bench_submit(root: Path, rollout: TensorDict, repeats: int) -> float:
@@ -154,33 +163,51 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=4096)
     parser.add_argument("--horizon", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--checkpoint-hidden", type=int, default=256,
-                        help="hidden width of the MLPs whose checkpoint is hashed (default 256)")
+    parser.add_argument(
+        "--checkpoint-hidden",
+        type=int,
+        default=256,
+        help="hidden width of the MLPs whose checkpoint is hashed (default 256)",
+    )
     args = parser.parse_args()
     n, t = args.num_envs, args.horizon
     rollout = cartpole_rollout(n, t)
     raw = sum(v.numel() * v.element_size() for v in rollout.values(True, True))
-    print(f"rollout N={n} T={t}: {len(list(rollout.keys(True, True)))} keys, "
-          f"{raw / 2**20:.2f} MiB raw, {n * t} transitions; {args.repeats} writes per codec")
-    print(f"{'codec':<24}{'min ms':>8}{'median ms':>10}{'mean ms':>9}{'B/transition':>14}"
-          f"{'vs raw':>8}{'MB/s':>7}{'read ms':>9}")
+    print(
+        f"rollout N={n} T={t}: {len(list(rollout.keys(True, True)))} keys, "
+        f"{raw / 2**20:.2f} MiB raw, {n * t} transitions; {args.repeats} writes per codec"
+    )
+    print(
+        f"{'codec':<24}{'min ms':>8}{'median ms':>10}{'mean ms':>9}{'B/transition':>14}"
+        f"{'vs raw':>8}{'MB/s':>7}{'read ms':>9}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         rows = [(codec, codec, True) for codec in ("none", "blosc-lz4")]
-        for label, codec, checked in [*rows, ("none, no checksum", "none", False),
-                                      ("blosc-lz4, no checksum", "blosc-lz4", False)]:
+        for label, codec, checked in [
+            *rows,
+            ("none, no checksum", "none", False),
+            ("blosc-lz4, no checksum", "blosc-lz4", False),
+        ]:
             with checksums(checked):
-                result = bench_codec(Path(tmp) / label.replace(", ", "-").replace(" ", "_"),
-                                     rollout, codec, args.repeats)
+                result = bench_codec(
+                    Path(tmp) / label.replace(", ", "-").replace(" ", "_"), rollout, codec, args.repeats
+                )
             mbps = raw / 2**20 / (result["median_ms"] / 1e3)
-            print(f"{label:<24}{result['min_ms']:>8.1f}{result['median_ms']:>10.1f}"
-                  f"{result['mean_ms']:>9.1f}{result['bytes'] / (n * t):>14.1f}"
-                  f"{result['bytes'] / raw:>8.2f}{mbps:>7.0f}{result['read_ms']:>9.1f}")
+            print(
+                f"{label:<24}{result['min_ms']:>8.1f}{result['median_ms']:>10.1f}"
+                f"{result['mean_ms']:>9.1f}{result['bytes'] / (n * t):>14.1f}"
+                f"{result['bytes'] / raw:>8.2f}{mbps:>7.0f}{result['read_ms']:>9.1f}"
+            )
         for codec in ("none", "blosc-lz4"):
             ratio, ratios = checksum_ratio(Path(tmp) / f"pairs-{codec}", rollout, codec, args.repeats)
-            print(f"CRC32C cost, {codec}: write time with/without {ratio:.3f}x (median of {len(ratios)} "
-                  f"interleaved pairs, min {min(ratios):.3f} max {max(ratios):.3f}; target <= 1.03x)")
-        print(f"submit() on the caller's thread (clone + enqueue, CPU): "
-              f"{bench_submit(Path(tmp), rollout, args.repeats):.2f} ms median")
+            print(
+                f"CRC32C cost, {codec}: write time with/without {ratio:.3f}x (median of {len(ratios)} "
+                f"interleaved pairs, min {min(ratios):.3f} max {max(ratios):.3f}; target <= 1.03x)"
+            )
+        print(
+            f"submit() on the caller's thread (clone + enqueue, CPU): "
+            f"{bench_submit(Path(tmp), rollout, args.repeats):.2f} ms median"
+        )
     print(crc_compute_cost(rollout, args.repeats))
     print(checkpoint_hash_cost(args.checkpoint_hidden, args.repeats))
 

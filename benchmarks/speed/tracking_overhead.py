@@ -105,8 +105,12 @@ def med_ms(values: list[float]) -> float:
 
 
 def one_run(backend: str, uri: str, tmp: Path, iterations: int | None, index: int) -> Timings:
-    overrides = [f"trainer.data_dir={tmp / f'{backend}{index}'}", f"tracking.backend={backend}",
-                 f"tracking.uri={uri}", *([f"trainer.iterations={iterations}"] if iterations else [])]
+    overrides = [
+        f"trainer.data_dir={tmp / f'{backend}{index}'}",
+        f"tracking.backend={backend}",
+        f"tracking.uri={uri}",
+        *([f"trainer.iterations={iterations}"] if iterations else []),
+    ]
     cfg = config.load(ROOT / "params.yaml", overrides)
     timings = Timings()
     with timings.installed(), contextlib.redirect_stdout(io.StringIO()):
@@ -145,16 +149,22 @@ def tracking_part(repeats: int, iterations: int | None, tmp: Path) -> dict[str, 
     for backend, timings in runs.items():
         logs = [t for r in timings for t in r.log[1:]]  # the first row also writes the CSV header
         iters = [t for r in timings for t in r.iteration[1:]]
-        out[backend] = {"log_ms": med_ms(logs), "iteration_ms": med_ms(iters),
-                        "log_share_pct": 100 * statistics.median(logs) / statistics.median(iters),
-                        "open_ms": med_ms([t for r in timings for t in r.open]),
-                        "finish_ms": med_ms([t for r in timings for t in r.finish]),
-                        "writer_wall_ms": med_ms([t for r in timings for t in r.write_wall]),
-                        "writer_cpu_ms": med_ms([t for r in timings for t in r.write_cpu])}
-        out[backend]["writer_cpu_share_pct"] = 100 * out[backend]["writer_cpu_ms"] / out[backend][
-            "iteration_ms"]
-    pairs = [statistics.median(m.iteration[1:]) / statistics.median(n.iteration[1:])
-             for n, m in zip(runs["none"], runs["mlflow"], strict=True)]
+        out[backend] = {
+            "log_ms": med_ms(logs),
+            "iteration_ms": med_ms(iters),
+            "log_share_pct": 100 * statistics.median(logs) / statistics.median(iters),
+            "open_ms": med_ms([t for r in timings for t in r.open]),
+            "finish_ms": med_ms([t for r in timings for t in r.finish]),
+            "writer_wall_ms": med_ms([t for r in timings for t in r.write_wall]),
+            "writer_cpu_ms": med_ms([t for r in timings for t in r.write_cpu]),
+        }
+        out[backend]["writer_cpu_share_pct"] = (
+            100 * out[backend]["writer_cpu_ms"] / out[backend]["iteration_ms"]
+        )
+    pairs = [
+        statistics.median(m.iteration[1:]) / statistics.median(n.iteration[1:])
+        for n, m in zip(runs["none"], runs["mlflow"], strict=True)
+    ]
     out["iteration_delta_pct"] = 100 * (statistics.median(pairs) - 1)  # median of per-pair ratios
     sample = {f"update/metric_{i}": 0.5 for i in range(22)}
     out["sync_log_batch_ms"] = sync_log_batch_ms(uri, sample)
@@ -162,8 +172,13 @@ def tracking_part(repeats: int, iterations: int | None, tmp: Path) -> dict[str, 
 
 
 def copy_repo(dst: Path) -> None:
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     for rel in sorted({r for r in listed.split("\0") if r and (ROOT / r).is_file()}):
         (dst / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, dst / rel)
@@ -190,9 +205,13 @@ def dvc_part(repeats: int, iterations: int | None, tmp: Path) -> dict[str, Any]:
         params.write_text(re.sub(pattern, f"  iterations: {iterations}", text))
     # Time the stage command inside DVC too, so overhead = DVC wall - its own command (same invocation).
     dvc_yaml = repo / "dvc.yaml"
-    dvc_yaml.write_text(dvc_yaml.read_text().replace(
-        "cmd: python dvc_stages/train.py",
-        "cmd: date +%s.%N > .t0 && python dvc_stages/train.py && date +%s.%N > .t1", 1))
+    dvc_yaml.write_text(
+        dvc_yaml.read_text().replace(
+            "cmd: python dvc_stages/train.py",
+            "cmd: date +%s.%N > .t0 && python dvc_stages/train.py && date +%s.%N > .t1",
+            1,
+        )
+    )
     run_cmd = [str(BIN / "python"), "-m", "rlpipe", "run", "params.yaml"]
     timed_cmd(repo, *run_cmd)  # warm-up: creates data/mlflow.db and the OS file cache
     plain, wrapped, inner = [], [], []
@@ -205,31 +224,45 @@ def dvc_part(repeats: int, iterations: int | None, tmp: Path) -> dict[str, Any]:
         print(f"  dvc pair {index + 1}/{repeats} done", file=sys.stderr)
     noop = [timed_cmd(repo, str(BIN / "dvc"), "repro", "train") for _ in range(3)]
     overhead = [w - i for w, i in zip(wrapped, inner, strict=True)]
-    return {"rlpipe_run_s": statistics.median(plain), "dvc_repro_s": statistics.median(wrapped),
-            "stage_cmd_s": statistics.median(inner), "overhead_s": statistics.median(overhead),
-            "overhead_pct": 100 * statistics.median(o / i for o, i in zip(overhead, inner, strict=True)),
-            "noop_repro_s": statistics.median(noop)}
+    return {
+        "rlpipe_run_s": statistics.median(plain),
+        "dvc_repro_s": statistics.median(wrapped),
+        "stage_cmd_s": statistics.median(inner),
+        "overhead_s": statistics.median(overhead),
+        "overhead_pct": 100 * statistics.median(o / i for o, i in zip(overhead, inner, strict=True)),
+        "noop_repro_s": statistics.median(noop),
+    }
 
 
 def report(track: dict[str, Any], dvc: dict[str, Any] | None) -> None:
     print("\nTracking cost per iteration on the default run (median; first iteration excluded)")
-    print(f"{'backend':8s} {'Tracker.log ms':>15s} {'iteration ms':>13s} {'log share':>10s} "
-          f"{'open_tracker ms':>16s} {'finish ms':>10s}")
+    print(
+        f"{'backend':8s} {'Tracker.log ms':>15s} {'iteration ms':>13s} {'log share':>10s} "
+        f"{'open_tracker ms':>16s} {'finish ms':>10s}"
+    )
     for backend in ("none", "mlflow"):
         r = track[backend]
-        print(f"{backend:8s} {r['log_ms']:15.2f} {r['iteration_ms']:13.1f} {r['log_share_pct']:9.2f}% "
-              f"{r['open_ms']:16.0f} {r['finish_ms']:10.0f}")
+        print(
+            f"{backend:8s} {r['log_ms']:15.2f} {r['iteration_ms']:13.1f} {r['log_share_pct']:9.2f}% "
+            f"{r['open_ms']:16.0f} {r['finish_ms']:10.0f}"
+        )
     m = track["mlflow"]
-    print(f"mlflow writer thread per iteration: {m['writer_wall_ms']:.1f} ms wall, "
-          f"{m['writer_cpu_ms']:.1f} ms CPU "
-          f"({m['writer_cpu_share_pct']:.2f}% of an iteration if it all contended with the loop)")
-    print(f"iteration time mlflow vs none (median of paired ratios): {track['iteration_delta_pct']:+.2f}% "
-          f"(synchronous log_batch would cost {track['sync_log_batch_ms']:.1f} ms per iteration)")
+    print(
+        f"mlflow writer thread per iteration: {m['writer_wall_ms']:.1f} ms wall, "
+        f"{m['writer_cpu_ms']:.1f} ms CPU "
+        f"({m['writer_cpu_share_pct']:.2f}% of an iteration if it all contended with the loop)"
+    )
+    print(
+        f"iteration time mlflow vs none (median of paired ratios): {track['iteration_delta_pct']:+.2f}% "
+        f"(synchronous log_batch would cost {track['sync_log_batch_ms']:.1f} ms per iteration)"
+    )
     if dvc:
         print("\ndvc repro overhead on top of the rlpipe run it wraps (medians)")
-        print(f"rlpipe run {dvc['rlpipe_run_s']:.1f}s | dvc repro -f train {dvc['dvc_repro_s']:.1f}s, "
-              f"of which its stage command {dvc['stage_cmd_s']:.1f}s: overhead {dvc['overhead_s']:.2f}s "
-              f"({dvc['overhead_pct']:.1f}%) | no-op dvc repro {dvc['noop_repro_s']:.2f}s")
+        print(
+            f"rlpipe run {dvc['rlpipe_run_s']:.1f}s | dvc repro -f train {dvc['dvc_repro_s']:.1f}s, "
+            f"of which its stage command {dvc['stage_cmd_s']:.1f}s: overhead {dvc['overhead_s']:.2f}s "
+            f"({dvc['overhead_pct']:.1f}%) | no-op dvc repro {dvc['noop_repro_s']:.2f}s"
+        )
 
 
 def main() -> None:

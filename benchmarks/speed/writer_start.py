@@ -93,8 +93,14 @@ def child_env() -> dict[str, str]:
 
 def store_sample(writer: str, rollouts: int) -> dict[str, float]:
     """One fresh interpreter's first-rollout and per-rollout times in ``writer`` mode."""
-    out = subprocess.run([sys.executable, "-c", CHILD, writer, str(rollouts)], check=True,
-                         capture_output=True, text=True, env=child_env(), cwd=PROJECT_ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, writer, str(rollouts)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        cwd=PROJECT_ROOT,
+    )
     sample = json.loads(out.stdout.strip().splitlines()[-1])
     if sample["mode"] != writer:
         raise SystemExit(f"store.writer={writer} ran as {sample['mode']} on this platform")
@@ -104,9 +110,23 @@ def store_sample(writer: str, rollouts: int) -> dict[str, float]:
 def run_sample(writer: str, params: Path, iterations: int) -> dict[str, float]:
     """The wall seconds of one ``rlpipe run`` of ``params`` in ``writer`` mode."""
     with tempfile.TemporaryDirectory(prefix="rlpipe-writer-start-") as data_dir:
-        command = [sys.executable, "-m", "rlpipe", "run", str(params), "--set", f"store.writer={writer}",
-                   "--set", f"trainer.iterations={iterations}", "--set", "trainer.stop_when=[]",
-                   "--set", "tracking.backend=none", "--set", f"trainer.data_dir={data_dir}"]
+        command = [
+            sys.executable,
+            "-m",
+            "rlpipe",
+            "run",
+            str(params),
+            "--set",
+            f"store.writer={writer}",
+            "--set",
+            f"trainer.iterations={iterations}",
+            "--set",
+            "trainer.stop_when=[]",
+            "--set",
+            "tracking.backend=none",
+            "--set",
+            f"trainer.data_dir={data_dir}",
+        ]
         start = time.perf_counter()
         subprocess.run(command, check=True, capture_output=True, env=child_env(), cwd=PROJECT_ROOT)
         wall = time.perf_counter() - start
@@ -121,17 +141,31 @@ def interleaved(sample: Any, rounds: int, label: str) -> dict[str, list[dict[str
     for index in range(rounds):
         for writer in WRITERS:
             samples[writer].append(sample(writer))
-        print(f"  {label} round {index + 1}/{rounds}: " + ", ".join(
-            f"{w} {json.dumps({k: round(v, 4) for k, v in samples[w][-1].items() if k != 'mode'})}"
-            for w in WRITERS), flush=True)
+        print(
+            f"  {label} round {index + 1}/{rounds}: "
+            + ", ".join(
+                f"{w} {json.dumps({k: round(v, 4) for k, v in samples[w][-1].items() if k != 'mode'})}"
+                for w in WRITERS
+            ),
+            flush=True,
+        )
     return samples
 
 
 def rows_of(samples: dict[str, list[dict[str, float]]], keys: tuple[str, ...]) -> list[dict[str, Any]]:
     """Medians per writer, and per key the median of per-round ratios process / thread."""
     rows = [{"writer": w, **{k: median([s[k] for s in samples[w]]) for k in keys}} for w in WRITERS]
-    rows.append({"writer": "process / thread", **{k: median(paired_ratios(
-        [s[k] for s in samples["process"]], [s[k] for s in samples["thread"]])) for k in keys}})
+    rows.append(
+        {
+            "writer": "process / thread",
+            **{
+                k: median(
+                    paired_ratios([s[k] for s in samples["process"]], [s[k] for s in samples["thread"]])
+                )
+                for k in keys
+            },
+        }
+    )
     return rows
 
 
@@ -143,8 +177,10 @@ def main() -> None:
     settings = {k: str(v) for k, v in vars(args).items()}
     results: dict[str, Any] = {"benchmark": "writer_start", "args": settings}
     if "store" in args.parts:
-        print(f"store: the default run's rollout (128 x 32 CartPole), first one and {args.rollouts} more, "
-              f"each in a fresh interpreter")
+        print(
+            f"store: the default run's rollout (128 x 32 CartPole), first one and {args.rollouts} more, "
+            f"each in a fresh interpreter"
+        )
         samples = interleaved(lambda w: store_sample(w, args.rollouts), args.rounds, "store")
         results["store"] = {"rows": rows_of(samples, STORE_KEYS), "samples": samples}
         columns = [("writer", "writer", ""), *((k, k, ".4f") for k in STORE_KEYS)]

@@ -30,8 +30,12 @@ def random_shift(images: torch.Tensor, generator: torch.Generator, pad: int = SH
     rows = (offsets[:, :1] + torch.arange(height, device=device)).clamp_(0, height - 1)  # [M, H]
     cols = (offsets[:, 1:] + torch.arange(width, device=device)).clamp_(0, width - 1)  # [M, W]
     index = torch.arange(count, device=device).view(-1, 1, 1, 1)
-    shifted = flat[index, torch.arange(channels, device=device).view(1, -1, 1, 1),
-                   rows.view(count, 1, height, 1), cols.view(count, 1, 1, width)]
+    shifted = flat[
+        index,
+        torch.arange(channels, device=device).view(1, -1, 1, 1),
+        rows.view(count, 1, height, 1),
+        cols.view(count, 1, 1, width),
+    ]
     return shifted.reshape(*lead, channels, height, width)
 
 

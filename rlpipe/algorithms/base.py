@@ -93,15 +93,18 @@ class BaseAlgorithm(ABC):
         one process): minibatch i is then every rank's own minibatch i, side by side."""
         optim.check_amp_device(cfg.amp, self.device)
         try:
-            self.optimizer = optim.build_optimizer(cfg.optimizer, policy.parameters(), cfg.learning_rate,
-                                                   cfg.optimizer_kwargs)
+            self.optimizer = optim.build_optimizer(
+                cfg.optimizer, policy.parameters(), cfg.learning_rate, cfg.optimizer_kwargs
+            )
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"algorithm.cfg.optimizer_kwargs: {exc}") from None
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.amp == "fp16")
-        self.lr_schedule = Schedule(cfg.lr_schedule_kind, cfg.learning_rate, _points(cfg.lr_schedule),
-                                    cfg.lr_final)
-        self.ent_coef_schedule = Schedule(cfg.ent_coef_schedule_kind, cfg.ent_coef,
-                                          _points(cfg.ent_coef_schedule), cfg.ent_coef_final)
+        self.lr_schedule = Schedule(
+            cfg.lr_schedule_kind, cfg.learning_rate, _points(cfg.lr_schedule), cfg.lr_final
+        )
+        self.ent_coef_schedule = Schedule(
+            cfg.ent_coef_schedule_kind, cfg.ent_coef, _points(cfg.ent_coef_schedule), cfg.ent_coef_final
+        )
         self.ent_coef = cfg.ent_coef
         """The entropy coefficient of the next update (the schedule's value)."""
         self.env_steps = 0
@@ -175,7 +178,11 @@ class BaseAlgorithm(ABC):
 
     @classmethod
     def check_run(
-        cls, cfg: AlgorithmCfg, num_envs: int, policy_name: str, horizon: int,
+        cls,
+        cfg: AlgorithmCfg,
+        num_envs: int,
+        policy_name: str,
+        horizon: int,
         max_episode_steps: int | None = None,
     ) -> None:
         """Reject impossible combinations with the rest of the run before any env step.
@@ -389,8 +396,9 @@ class BaseAlgorithm(ABC):
             kl_value = float(self._global_mean(kl))
         if cfg.schedule == "adaptive":
             assert cfg.desired_kl is not None  # guaranteed by UpdateCfg
-            self.set_learning_rate(adaptive_lr(self.learning_rate, kl_value, cfg.desired_kl, cfg.min_lr,
-                                               cfg.max_lr))
+            self.set_learning_rate(
+                adaptive_lr(self.learning_rate, kl_value, cfg.desired_kl, cfg.min_lr, cfg.max_lr)
+            )
         return cfg.target_kl is not None and kl_exceeds_target(kl_value, cfg.target_kl)
 
     # ------------------------------------------------------------------ checkpoints

@@ -47,8 +47,14 @@ def actor_out(policy: TrainablePolicy, obs: torch.Tensor | TensorDict) -> torch.
     return policy.actor(policy.actor_obs(obs))
 
 
-def action_loss(kind: str, student: Distribution, teacher: Distribution, student_head: ActionHead,
-                teacher_head: ActionHead, huber_delta: float = 1.0) -> torch.Tensor:
+def action_loss(
+    kind: str,
+    student: Distribution,
+    teacher: Distribution,
+    student_head: ActionHead,
+    teacher_head: ActionHead,
+    huber_delta: float = 1.0,
+) -> torch.Tensor:
     """The mean over rows of the distillation loss ``kind`` (``kl``, ``mse``, ``huber``): a 0-dim tensor.
 
     ``kl``: KL(teacher ‖ student) summed over action dims; ``mse`` / ``huber``: between the heads'
@@ -72,8 +78,9 @@ class TeacherMix:
 
     has_critic = False
 
-    def __init__(self, student: TrainablePolicy, teacher: TrainablePolicy,
-                 share: Callable[[], float]) -> None:
+    def __init__(
+        self, student: TrainablePolicy, teacher: TrainablePolicy, share: Callable[[], float]
+    ) -> None:
         self.student, self.teacher, self.share = student, teacher, share
 
     @property
@@ -95,8 +102,9 @@ class TeacherMix:
         """``(action [B, *act], log_prob [B])``: the student's sample, mixed with the teacher's mode."""
         return self._mix(obs, *self.student.sample(obs, deterministic))
 
-    def sample_step(self, obs: torch.Tensor, state: torch.Tensor, deterministic: bool = False
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def sample_step(
+        self, obs: torch.Tensor, state: torch.Tensor, deterministic: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """A recurrent student's step ``(action, log_prob, value 0, next_state)``, mixed like ``sample``."""
         action, log_prob, _, next_state = self.student.sample_step(obs, state, deterministic)
         action, log_prob = self._mix(obs, action, log_prob)
@@ -110,8 +118,9 @@ class TeacherMix:
         """Zeros ``[B]``."""
         return torch.zeros(obs.shape[0], device=self.student.device)
 
-    def _mix(self, obs: torch.Tensor, action: torch.Tensor, log_prob: torch.Tensor
-             ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _mix(
+        self, obs: torch.Tensor, action: torch.Tensor, log_prob: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         beta = self.share()
         if beta <= 0.0:
             return action, log_prob
@@ -144,8 +153,14 @@ class Distillation(BaseAlgorithm):
         self._acting: TeacherMix | None = None
 
     @classmethod
-    def check_run(cls, cfg: AlgorithmCfg, num_envs: int, policy_name: str, horizon: int,
-                  max_episode_steps: int | None = None) -> None:
+    def check_run(
+        cls,
+        cfg: AlgorithmCfg,
+        num_envs: int,
+        policy_name: str,
+        horizon: int,
+        max_episode_steps: int | None = None,
+    ) -> None:
         """Reject a ``seq_len`` not dividing T, or a precision the device cannot run."""
         if isinstance(cfg, DistillationCfg):
             cfg.check_sequences(horizon)
@@ -158,8 +173,9 @@ class Distillation(BaseAlgorithm):
         """
         probe = teacher.head.distribution(torch.zeros(1, teacher.head.out_dim, device=self.device))
         if self.cfg.loss != "kl" and isinstance(probe, Categorical):
-            raise ConfigError(f"algorithm.cfg.loss: {self.cfg.loss} compares continuous actions; discrete "
-                              "actions take kl")
+            raise ConfigError(
+                f"algorithm.cfg.loss: {self.cfg.loss} compares continuous actions; discrete actions take kl"
+            )
         self.teacher, self.teacher_record = teacher, dict(record)
         self._acting = TeacherMix(self.policy, teacher, self.teacher_share)
 
@@ -258,6 +274,9 @@ class Distillation(BaseAlgorithm):
         recorded = state.get("teacher") or {}
         now = self.teacher_record.get("sha256")
         if recorded.get("sha256") and now and recorded["sha256"] != now:
-            warnings.warn(f"algorithm.cfg.teacher: the checkpoint was trained with teacher "
-                          f"{recorded.get('path')} (sha256 {recorded['sha256'][:12]}…), now "
-                          f"{self.teacher_record.get('path')} (sha256 {now[:12]}…)", stacklevel=2)
+            warnings.warn(
+                f"algorithm.cfg.teacher: the checkpoint was trained with teacher "
+                f"{recorded.get('path')} (sha256 {recorded['sha256'][:12]}…), now "
+                f"{self.teacher_record.get('path')} (sha256 {now[:12]}…)",
+                stacklevel=2,
+            )

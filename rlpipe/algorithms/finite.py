@@ -23,8 +23,9 @@ class GradientCheck:
     def __init__(self) -> None:
         self._bad: torch.Tensor | None = None
 
-    def clip(self, parameters: Iterable[torch.Tensor], max_norm: float,
-             scaler_skips_inf: bool = False) -> torch.Tensor:
+    def clip(
+        self, parameters: Iterable[torch.Tensor], max_norm: float, scaler_skips_inf: bool = False
+    ) -> torch.Tensor:
         """Clip as ``clip_grad_norm_(parameters, max_norm)`` does; note a non-finite total norm.
 
         ``scaler_skips_inf``: an enabled AMP ``GradScaler`` skips such steps itself (fp16 overflow

@@ -54,9 +54,7 @@ def truncation_bootstrap(rollout: TensorDict) -> torch.Tensor:
     return rollout["value"][:, :-1] * truncated
 
 
-def compute_gae(
-    rollout: TensorDict, gamma: float, gae_lambda: float
-) -> tuple[torch.Tensor, torch.Tensor]:
+def compute_gae(rollout: TensorDict, gamma: float, gae_lambda: float) -> tuple[torch.Tensor, torch.Tensor]:
     """GAE over a rollout stored as ``[num_envs, time + 1]``; returns ``(advantages, returns)`` ``[N, T]``.
 
     ``value[:, -1]`` is the bootstrap value of the final observation; the padded last slot of

@@ -84,7 +84,11 @@ class GRPO(BaseAlgorithm):
 
     @classmethod
     def check_run(
-        cls, cfg: AlgorithmCfg, num_envs: int, policy_name: str, horizon: int,
+        cls,
+        cfg: AlgorithmCfg,
+        num_envs: int,
+        policy_name: str,
+        horizon: int,
         max_episode_steps: int | None = None,
     ) -> None:
         """One-line ``ConfigError`` for impossible runs; warn when the horizon misses episode ends."""
@@ -93,11 +97,14 @@ class GRPO(BaseAlgorithm):
         if error:
             raise ConfigError(f"algorithm.cfg.group_size: {error}")
         if num_envs % cfg.group_size:
-            raise ConfigError(f"trainer.num_envs: {num_envs} is not divisible by "
-                              f"algorithm.cfg.group_size={cfg.group_size}")
+            raise ConfigError(
+                f"trainer.num_envs: {num_envs} is not divisible by algorithm.cfg.group_size={cfg.group_size}"
+            )
         if policy_name not in ACTOR_ONLY_POLICIES:
-            raise ConfigError(f"policy.name: GRPO needs an actor-only policy (got {policy_name!r}); "
-                              f"accepted: {', '.join(ACTOR_ONLY_POLICIES)}")
+            raise ConfigError(
+                f"policy.name: GRPO needs an actor-only policy (got {policy_name!r}); "
+                f"accepted: {', '.join(ACTOR_ONLY_POLICIES)}"
+            )
         super().check_run(cfg, num_envs, policy_name, horizon, max_episode_steps)
         if cfg.truncate_at_first_done and max_episode_steps and horizon < max_episode_steps:
             warnings.warn(
@@ -127,8 +134,9 @@ class GRPO(BaseAlgorithm):
         """Write ``advantage``, ``seq_mask`` and ``seq_return`` (``[N, T+1]``, padding slot zero)."""
         n = rollout.batch_size[0]
         if n % self.cfg.group_size:
-            raise ValueError(f"rollout has {n} envs, not divisible by "
-                             f"algorithm.cfg.group_size={self.cfg.group_size}")
+            raise ValueError(
+                f"rollout has {n} envs, not divisible by algorithm.cfg.group_size={self.cfg.group_size}"
+            )
         returns, mask = self._compute_step_returns_and_mask(
             rollout["reward"][:, :-1], rollout["done"][:, :-1]
         )
@@ -169,15 +177,21 @@ class GRPO(BaseAlgorithm):
         total = policy_loss - self.ent_coef * entropy + self.cfg.kl_coef * ref_kl
         with torch.no_grad():
             stats = {
-                "policy_loss": policy_loss.detach(), "entropy": entropy.detach(),
-                "approx_ref_kl": ref_kl.detach(), "approx_kl": masked_mean(k3_kl(log_ratio), mask),
-                "clip_fraction": masked_mean(((log_ratio.exp() - 1.0).abs() > self.cfg.clip_coef).float(),
-                                             mask),
+                "policy_loss": policy_loss.detach(),
+                "entropy": entropy.detach(),
+                "approx_ref_kl": ref_kl.detach(),
+                "approx_kl": masked_mean(k3_kl(log_ratio), mask),
+                "clip_fraction": masked_mean(
+                    ((log_ratio.exp() - 1.0).abs() > self.cfg.clip_coef).float(), mask
+                ),
             }
         return total, stats
 
     def reference_kl(
-        self, obs: torch.Tensor, action: torch.Tensor, mask: torch.Tensor,
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        mask: torch.Tensor,
         log_prob: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """KL(π‖π_ref) as the masked mean of exp(Δ) − Δ − 1, Δ = log π_ref − log π, over ``[B]`` steps.
@@ -219,6 +233,8 @@ class GRPO(BaseAlgorithm):
         if self.ref_policy is None:
             return
         if "ref_policy" not in state:
-            raise ValueError("algorithm.cfg.kl_coef: > 0 but the checkpoint holds no reference "
-                             "policy (it was written with kl_coef: 0)")
+            raise ValueError(
+                "algorithm.cfg.kl_coef: > 0 but the checkpoint holds no reference "
+                "policy (it was written with kl_coef: 0)"
+            )
         self.ref_policy.load_state_dict(state["ref_policy"])

@@ -64,8 +64,11 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def masked_clipped_surrogate(
-    log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantage: torch.Tensor,
-    mask: torch.Tensor, clip_coef: float,
+    log_prob: torch.Tensor,
+    old_log_prob: torch.Tensor,
+    advantage: torch.Tensor,
+    mask: torch.Tensor,
+    clip_coef: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(loss, log_ratio)``: −masked mean of min(ρA, clip(ρ, 1±ε)A), ρ = π/π_old; ``[B]`` inputs."""
     log_ratio = log_prob - old_log_prob

@@ -62,7 +62,7 @@ class Tally:
         else:
             tail = [t.to(self.totals).reshape(1) for t in extra.values()]
             values = torch.cat([self.totals / max(self.weight, 1.0), *tail]).tolist()
-            means, values = values[:len(self.names)], values[len(self.names):]
+            means, values = values[: len(self.names)], values[len(self.names) :]
         return dict(zip(self.names, means)) | dict(zip(extra, values))
 
     def counters(self, early_stop: bool) -> dict[str, float]:
@@ -84,7 +84,11 @@ def take_rows(columns: Mapping[str, CompatibleType], idx: torch.Tensor | slice) 
 
 
 def minibatch_slices(
-    rows: int, size: int, generator: torch.Generator, device: torch.device, shuffle: bool = True,
+    rows: int,
+    size: int,
+    generator: torch.Generator,
+    device: torch.device,
+    shuffle: bool = True,
     shards: int = 1,
 ) -> Iterator[torch.Tensor | slice]:
     """Row selections of one epoch: shuffled index tensors, contiguous slices, or K shards side by side.

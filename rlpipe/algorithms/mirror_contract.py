@@ -28,8 +28,10 @@ __all__ = ["ACCEPTED", "KEY", "call_mirror", "check_mirror", "check_signature", 
 
 KEY = "algorithm.cfg.symmetry.function"
 """The params key that names the mirror function."""
-ACCEPTED = ("accepted: a function f(obs=None, actions=None, env=None) returning (obs, actions), each "
-            "its input's B rows first, then their mirrored copies ([K·B, ...]), None for None")
+ACCEPTED = (
+    "accepted: a function f(obs=None, actions=None, env=None) returning (obs, actions), each "
+    "its input's B rows first, then their mirrored copies ([K·B, ...]), None for None"
+)
 SAMPLE_ROWS = 3
 """Rows of the sample batch the function is checked on."""
 Batch = torch.Tensor | TensorDict
@@ -47,8 +49,9 @@ def check_signature(function: Callable[..., Any], spec: str) -> None:
         raise ConfigError(f"{KEY}: {spec} takes {signature}, not obs=, actions=, env=; {ACCEPTED}") from None
 
 
-def call_mirror(function: Callable[..., Any], spec: str, obs: Batch | None,
-                actions: torch.Tensor | None) -> tuple[Any, Any]:
+def call_mirror(
+    function: Callable[..., Any], spec: str, obs: Batch | None, actions: torch.Tensor | None
+) -> tuple[Any, Any]:
     """``function(obs=obs, actions=actions, env=None)``; raising or not returning a pair is a ``ConfigError``.
 
     Running out of memory stays what it is (exit code 1), not a fault of the function.
@@ -59,16 +62,24 @@ def call_mirror(function: Callable[..., Any], spec: str, obs: Batch | None,
         raise
     except Exception as exc:
         text = (str(exc).strip().splitlines() or [""])[0]
-        raise ConfigError(f"{KEY}: {spec} raised {type(exc).__name__}: {text} (called with obs "
-                          f"{_describe(obs)}, actions {_describe(actions)}); {ACCEPTED}") from exc
+        raise ConfigError(
+            f"{KEY}: {spec} raised {type(exc).__name__}: {text} (called with obs "
+            f"{_describe(obs)}, actions {_describe(actions)}); {ACCEPTED}"
+        ) from exc
     if not (isinstance(result, tuple | list) and len(result) == 2):
-        raise ConfigError(f"{KEY}: {spec} returned {_describe(result)}, not a pair (obs, actions); "
-                          f"{ACCEPTED}")
+        raise ConfigError(
+            f"{KEY}: {spec} returned {_describe(result)}, not a pair (obs, actions); {ACCEPTED}"
+        )
     return result[0], result[1]
 
 
-def check_mirror(function: Callable[..., Any], spec: str, obs_space: gym.Space, action_space: gym.Space,
-                 device: torch.device | str) -> None:
+def check_mirror(
+    function: Callable[..., Any],
+    spec: str,
+    obs_space: gym.Space,
+    action_space: gym.Space,
+    device: torch.device | str,
+) -> None:
     """Call ``function`` as training will, on a few rows of the spaces; a ``ConfigError`` if it breaks.
 
     A space with no sample form here (neither Box, Dict of Box nor Discrete) is not checked.
@@ -80,11 +91,13 @@ def check_mirror(function: Callable[..., Any], spec: str, obs_space: gym.Space, 
         copies["observations"] = _copies(both[0], obs, "observations", spec)
         copies["actions"] = _copies(both[1], actions, "actions", spec)
     if obs is not None:
-        copies["observations alone"] = _copies(call_mirror(function, spec, obs, None)[0], obs,
-                                               "observations", spec)
+        copies["observations alone"] = _copies(
+            call_mirror(function, spec, obs, None)[0], obs, "observations", spec
+        )
     if actions is not None:
-        copies["actions alone"] = _copies(call_mirror(function, spec, None, actions)[1], actions,
-                                          "actions", spec)
+        copies["actions alone"] = _copies(
+            call_mirror(function, spec, None, actions)[1], actions, "actions", spec
+        )
     if isinstance(action_space, gym.spaces.Discrete):
         copies["action indices"] = _index_images(function, spec, int(action_space.n), device)
     if len(set(copies.values())) > 1:
@@ -116,13 +129,21 @@ def _copies(out: object, given: Batch, what: str, spec: str) -> int:
     """K of ``out`` ``[K·B, ...]`` mirroring ``given`` ``[B, ...]``, originals first; else ``ConfigError``."""
     rows = given.shape[0]
     expected = f"[K·{rows}{_trailing(given)}]"
-    if not isinstance(out, type(given)) or out.ndim == 0 or out.shape[0] % rows or out.shape[0] == 0 \
-            or _trailing(out) != _trailing(given):
-        raise ConfigError(f"{KEY}: {spec} returned {_describe(out)} {what} for {_describe(given)}; "
-                          f"expected {expected} ({ACCEPTED})")
+    if (
+        not isinstance(out, type(given))
+        or out.ndim == 0
+        or out.shape[0] % rows
+        or out.shape[0] == 0
+        or _trailing(out) != _trailing(given)
+    ):
+        raise ConfigError(
+            f"{KEY}: {spec} returned {_describe(out)} {what} for {_describe(given)}; "
+            f"expected {expected} ({ACCEPTED})"
+        )
     if not _equal(out[:rows], given):
-        raise ConfigError(f"{KEY}: {spec} returned {what} whose first {rows} rows are not the ones "
-                          f"it was given; {ACCEPTED}")
+        raise ConfigError(
+            f"{KEY}: {spec} returned {what} whose first {rows} rows are not the ones it was given; {ACCEPTED}"
+        )
     return out.shape[0] // rows
 
 
@@ -133,8 +154,10 @@ def _index_images(function: Callable[..., Any], spec: str, n: int, device: torch
     copies = _copies(images, indices, "actions", spec)
     for image in images.reshape(-1, n):
         if not torch.equal(image.long().sort().values, indices):
-            raise ConfigError(f"{KEY}: {spec} maps the action indices 0..{n - 1} to {image.tolist()}, "
-                              f"not to a permutation of them; {ACCEPTED}")
+            raise ConfigError(
+                f"{KEY}: {spec} maps the action indices 0..{n - 1} to {image.tolist()}, "
+                f"not to a permutation of them; {ACCEPTED}"
+            )
     return copies
 
 

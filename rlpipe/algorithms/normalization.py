@@ -57,7 +57,7 @@ class RunningMeanStd:
 
     def normalize(self, x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
         """``(x − mean) / sqrt(var + eps)`` in ``x``'s dtype."""
-        return ((x - self.mean.to(x.dtype)) / self.std(eps).to(x.dtype))
+        return (x - self.mean.to(x.dtype)) / self.std(eps).to(x.dtype)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Copies of ``mean``, ``var`` and ``count``."""

@@ -12,12 +12,18 @@ import torch
 from rlpipe.config import ConfigError
 
 __all__ = [
-    "AMP_DTYPES", "OPTIMIZERS", "build_optimizer", "check_amp_device", "native_bf16", "optimizer_kwarg_names",
+    "AMP_DTYPES",
+    "OPTIMIZERS",
+    "build_optimizer",
+    "check_amp_device",
+    "native_bf16",
+    "optimizer_kwarg_names",
     "resolve_amp",
 ]
 
-OptimizerClass: TypeAlias = (type[torch.optim.Adam] | type[torch.optim.AdamW] | type[torch.optim.SGD]
-                              | type[torch.optim.RMSprop])
+OptimizerClass: TypeAlias = (
+    type[torch.optim.Adam] | type[torch.optim.AdamW] | type[torch.optim.SGD] | type[torch.optim.RMSprop]
+)
 """The optimizers ``algorithm.cfg.optimizer`` names (each takes ``params`` and ``lr``)."""
 OPTIMIZERS: dict[str, OptimizerClass] = {
     "adam": torch.optim.Adam,
@@ -84,8 +90,9 @@ def native_bf16(device: torch.device | str) -> tuple[bool, str]:
         return native, "GPU runs bf16 natively" if native else "GPU has no native bf16"
     if device.type == "cpu":
         present = cpu_flags()
-        flags = [name for name, flag in (("avx512_bf16", "avx512_bf16"), ("AMX", "amx_tile"))
-                 if flag in present]
+        flags = [
+            name for name, flag in (("avx512_bf16", "avx512_bf16"), ("AMX", "amx_tile")) if flag in present
+        ]
         if flags:
             return True, f"CPU has {' and '.join(flags)}"
         return False, "CPU without avx512_bf16/AMX: bf16 would be emulated"

@@ -71,17 +71,27 @@ class PPO(BaseAlgorithm):
         self.symmetry = Symmetry(cfg.symmetry) if cfg.symmetry is not None else None
         """Mirrored rows and/or the mirror loss, in ``minibatch_loss``."""
         if self.symmetry is not None and policy.is_recurrent:
-            raise ConfigError("algorithm.cfg.symmetry: mirrors transitions of feedforward policies; "
-                              "a recurrent policy is not supported (remove symmetry or use policy.name: "
-                              "actor_critic)")
+            raise ConfigError(
+                "algorithm.cfg.symmetry: mirrors transitions of feedforward policies; "
+                "a recurrent policy is not supported (remove symmetry or use policy.name: "
+                "actor_critic)"
+            )
 
     @classmethod
-    def check_run(cls, cfg: AlgorithmCfg, num_envs: int, policy_name: str, horizon: int,
-                  max_episode_steps: int | None = None) -> None:
+    def check_run(
+        cls,
+        cfg: AlgorithmCfg,
+        num_envs: int,
+        policy_name: str,
+        horizon: int,
+        max_episode_steps: int | None = None,
+    ) -> None:
         """Reject a critic-free policy, a precision the device cannot run, or a ``seq_len`` not dividing T."""
         if policy_name in ACTOR_ONLY_POLICIES:
-            raise ConfigError(f"policy.name: {policy_name} has no critic, but PPO's advantages (GAE) need "
-                              "value estimates; use policy.name: actor_critic, or algorithm.name: grpo")
+            raise ConfigError(
+                f"policy.name: {policy_name} has no critic, but PPO's advantages (GAE) need "
+                "value estimates; use policy.name: actor_critic, or algorithm.name: grpo"
+            )
         if isinstance(cfg, PPOCfg):
             cfg.check_sequences(horizon)
         super().check_run(cfg, num_envs, policy_name, horizon, max_episode_steps)
@@ -108,18 +118,25 @@ class PPO(BaseAlgorithm):
         rnd = self.rnd
         two_values = rnd is not None and rnd.cfg.intrinsic_critic
         if rnd is not None and not two_values:
-            intrinsic, diagnostics = rnd.intrinsic_reward(rollout, self.seed, self.env_steps,
-                                                          self.total_env_steps)
+            intrinsic, diagnostics = rnd.intrinsic_reward(
+                rollout, self.seed, self.env_steps, self.total_env_steps
+            )
             reward = reward + intrinsic
         value = rollout["value"].float()
         advantage, returns = generalized_advantage_estimate(
-            reward, value[:, :-1], value[:, 1:], done, truncation_bootstrap(rollout).float(),
-            self.cfg.gamma, self.cfg.gae_lambda,
+            reward,
+            value[:, :-1],
+            value[:, 1:],
+            done,
+            truncation_bootstrap(rollout).float(),
+            self.cfg.gamma,
+            self.cfg.gae_lambda,
         )
         outputs = {"advantage": advantage, "return": returns}
         if rnd is not None and two_values:
             intrinsic, outputs[INTRINSIC_RETURN], diagnostics = rnd.intrinsic_advantage(
-                rollout, self.seed, self.env_steps, self.total_env_steps, self.cfg.gae_lambda)
+                rollout, self.seed, self.env_steps, self.total_env_steps, self.cfg.gae_lambda
+            )
             outputs["advantage"] = rnd.cfg.extrinsic_coef * advantage + intrinsic
         for key, tensor in outputs.items():
             padded = torch.zeros_like(rollout["value"])
@@ -179,8 +196,9 @@ class PPO(BaseAlgorithm):
         A recurrent policy re-runs its core over each ``[L]`` sequence from its ``start_state``.
         """
         if self.policy.is_recurrent:
-            outputs = self.policy.evaluate_sequence(mb["obs"], mb["action"], mb[sequences.START_STATE],
-                                                    mb[sequences.DONE])
+            outputs = self.policy.evaluate_sequence(
+                mb["obs"], mb["action"], mb[sequences.START_STATE], mb[sequences.DONE]
+            )
         else:
             outputs = self.policy.evaluate(mb["obs"], mb["action"])
         log_prob, entropy, value = outputs
@@ -196,7 +214,11 @@ class PPO(BaseAlgorithm):
         return self.rnd.step(obs, returns)
 
     def _loss_terms(
-        self, mb: Minibatch, log_prob: torch.Tensor, entropy: torch.Tensor, value: torch.Tensor,
+        self,
+        mb: Minibatch,
+        log_prob: torch.Tensor,
+        entropy: torch.Tensor,
+        value: torch.Tensor,
         stat_rows: int,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The clipped surrogate, value and entropy terms over the rows of ``mb`` (all flat ``[B]``).
@@ -217,8 +239,10 @@ class PPO(BaseAlgorithm):
         total = policy_loss + cfg.vf_coef * value_loss - self.ent_coef * entropy_mean
         with torch.no_grad():
             stats = {
-                "policy_loss": policy_loss.detach(), "value_loss": value_loss.detach(),
-                "entropy": entropy_mean.detach(), "approx_kl": approx_kl(log_ratio[:stat_rows]),
+                "policy_loss": policy_loss.detach(),
+                "value_loss": value_loss.detach(),
+                "entropy": entropy_mean.detach(),
+                "approx_kl": approx_kl(log_ratio[:stat_rows]),
                 "clip_fraction": clip_fraction(log_ratio[:stat_rows], cfg.clip_coef),
             }
         return total, stats

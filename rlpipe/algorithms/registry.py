@@ -63,10 +63,13 @@ def resolve_algo_cfg(
     """
     cfg_class = registered(name).cfg_class
     if isinstance(cfg_kwargs, AlgorithmCfg) and not isinstance(cfg_kwargs, cfg_class):
-        raise ConfigError(f"algorithm.cfg: {name!r} takes a {cfg_class.__name__}, "
-                          f"got a {type(cfg_kwargs).__name__}")
-    cfg = cfg_kwargs if isinstance(cfg_kwargs, AlgorithmCfg) else cfg_class.from_dict(
-        dict(cfg_kwargs), "algorithm.cfg"
+        raise ConfigError(
+            f"algorithm.cfg: {name!r} takes a {cfg_class.__name__}, got a {type(cfg_kwargs).__name__}"
+        )
+    cfg = (
+        cfg_kwargs
+        if isinstance(cfg_kwargs, AlgorithmCfg)
+        else cfg_class.from_dict(dict(cfg_kwargs), "algorithm.cfg")
     )
     if cfg.device == "auto" and device is not None:
         cfg = cfg.model_copy(update={"device": str(device)})

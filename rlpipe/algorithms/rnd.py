@@ -123,13 +123,15 @@ class RND:
         if keys is None:
             return
         if not isinstance(obs_space, gym.spaces.Dict):
-            raise ConfigError(f"{where}: the env's observations are flat, not a dict of groups; "
-                              "remove obs_keys")
+            raise ConfigError(
+                f"{where}: the env's observations are flat, not a dict of groups; remove obs_keys"
+            )
         available = ", ".join(sorted(obs_space.spaces))
         unknown = [key for key in keys if key not in obs_space.spaces]
         if unknown:
-            raise ConfigError(f"{where}: the env has no observation group {unknown[0]!r}; "
-                              f"accepted: {available}")
+            raise ConfigError(
+                f"{where}: the env has no observation group {unknown[0]!r}; accepted: {available}"
+            )
         if not keys or len(set(keys)) != len(keys):
             raise ConfigError(f"{where}: needs distinct groups (got {list(keys)}); accepted: {available}")
 
@@ -225,8 +227,11 @@ class RND:
             reward, value[:, :-1], value[:, 1:], done, truncation_value, self.cfg.gamma, gae_lambda
         )
         weight = self.weight(env_steps, total_env_steps)
-        stats = {"intrinsic_reward_mean": float(reward.mean()), "rnd_weight": weight,
-                 "intrinsic_value_mean": float(value.mean())}
+        stats = {
+            "intrinsic_reward_mean": float(reward.mean()),
+            "rnd_weight": weight,
+            "intrinsic_value_mean": float(value.mean()),
+        }
         return weight * advantage, returns, stats
 
     # ------------------------------------------------------------------ the update

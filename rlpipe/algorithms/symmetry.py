@@ -87,11 +87,14 @@ class Symmetry:
         obs, action = self.mirror(mb["obs"], mb["action"])
         copies = action.shape[0] // rows
         if copies * rows != action.shape[0] or obs.shape[0] != action.shape[0]:
-            raise ConfigError(f"{KEY}: returned {obs.shape[0]} observations and "
-                              f"{action.shape[0]} actions for {rows} rows; expected K·{rows} of both")
+            raise ConfigError(
+                f"{KEY}: returned {obs.shape[0]} observations and "
+                f"{action.shape[0]} actions for {rows} rows; expected K·{rows} of both"
+            )
         columns: dict[str, Any] = {"obs": obs, "action": action}
-        columns |= {key: mb[key].repeat(copies, *([1] * (mb[key].dim() - 1)))
-                    for key in REPEATED if key in mb.keys()}
+        columns |= {
+            key: mb[key].repeat(copies, *([1] * (mb[key].dim() - 1))) for key in REPEATED if key in mb.keys()
+        }
         return TensorDict(columns, batch_size=[action.shape[0]])
 
     def mirror_loss(self, policy: TrainablePolicy, obs: torch.Tensor | TensorDict) -> torch.Tensor:

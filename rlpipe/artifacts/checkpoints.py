@@ -58,14 +58,16 @@ __all__ = [
 ]
 
 
-
 def checkpoint_path(directory: AnyPath, iteration: int) -> AnyPath:
     """``directory/ckpt-{iteration:06d}.pt``."""
     return as_path(directory) / checkpoint_name(iteration)
 
 
 def save_checkpoint(
-    directory: AnyPath, iteration: int, state: dict[str, Any], keep_last: int | None,
+    directory: AnyPath,
+    iteration: int,
+    state: dict[str, Any],
+    keep_last: int | None,
     best_metric: float | None = None,
 ) -> AnyPath:
     """Write ``state`` as ``ckpt-{iteration:06d}.pt`` atomically; update pointers; apply retention.
@@ -115,8 +117,10 @@ def write_pointer(path: AnyPath, text: str) -> None:
     try:
         _POINTER_ETAGS[path] = replace_if(path, text.encode(), etag)
     except PreconditionFailed:
-        raise LockedError(f"{path}: moved by another writer since this process wrote it (its run lock "
-                          "was taken over); stopping so that two writers never interleave") from None
+        raise LockedError(
+            f"{path}: moved by another writer since this process wrote it (its run lock "
+            "was taken over); stopping so that two writers never interleave"
+        ) from None
 
 
 class ChecksumError(StoreError, RefusedDataError):
@@ -136,9 +140,11 @@ def verify_checkpoint(path: AnyPath, data: bytes | memoryview | None = None) -> 
     data = path.read_bytes() if data is None else data
     actual = hashlib.sha256(data).hexdigest()
     if not recorded or recorded[0] != actual:
-        raise ChecksumError(f"{path}: checksum mismatch (sha256 {actual[:12]}…, recorded "
-                            f"{(recorded or ['nothing'])[0][:12]}…): the file is damaged; "
-                            f"{_damaged_advice(path)}")
+        raise ChecksumError(
+            f"{path}: checksum mismatch (sha256 {actual[:12]}…, recorded "
+            f"{(recorded or ['nothing'])[0][:12]}…): the file is damaged; "
+            f"{_damaged_advice(path)}"
+        )
 
 
 def _damaged_advice(path: AnyPath) -> str:
@@ -146,10 +152,14 @@ def _damaged_advice(path: AnyPath) -> str:
     iteration = iteration_from_name(path, CHECKPOINT_NAME)
     earlier = [p for k, p in _checkpoints(path.parent).items() if iteration is not None and k < iteration]
     if earlier:
-        return (f"delete it (and its {CHECKSUM_SUFFIX}) to fall back to the previous checkpoint, "
-                f"{earlier[-1].name}")
-    return ("no earlier checkpoint is here to fall back to: restore it from a copy, or start the run over "
-            "with --overwrite (a --resume without a checkpoint refuses and deletes nothing)")
+        return (
+            f"delete it (and its {CHECKSUM_SUFFIX}) to fall back to the previous checkpoint, "
+            f"{earlier[-1].name}"
+        )
+    return (
+        "no earlier checkpoint is here to fall back to: restore it from a copy, or start the run over "
+        "with --overwrite (a --resume without a checkpoint refuses and deletes nothing)"
+    )
 
 
 def _checkpoints(directory: AnyPath) -> dict[int, Path]:
@@ -204,11 +214,21 @@ def latest_checkpoint(directory: AnyPath) -> Path | None:
         return directory / name
     found = _checkpoints(directory)
     newest = _newest_valid(found)
-    if raw is not None and found and not (name and CHECKPOINT_NAME.fullmatch(name)
-                                          and iteration_from_name(name, CHECKPOINT_NAME) > max(found)):
+    if (
+        raw is not None
+        and found
+        and not (
+            name
+            and CHECKPOINT_NAME.fullmatch(name)
+            and iteration_from_name(name, CHECKPOINT_NAME) > max(found)
+        )
+    ):
         shown = repr(name[:40]) if name.isprintable() else f"{len(raw)} unreadable bytes"
-        print(f"Warning: {pointer}: holds {shown}, not a checkpoint of this folder; using the newest "
-              f"valid checkpoint, {newest.name if newest else 'none'}", file=sys.stderr)
+        print(
+            f"Warning: {pointer}: holds {shown}, not a checkpoint of this folder; using the newest "
+            f"valid checkpoint, {newest.name if newest else 'none'}",
+            file=sys.stderr,
+        )
     return newest
 
 
@@ -244,8 +264,7 @@ def load_checkpoint(path: AnyPath, map_location: str | torch.device = "cpu") -> 
         state = torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
     except Exception as exc:
         line = (str(exc).strip().splitlines() or [""])[0]
-        raise StoreError(f"{path}: truncated or not a checkpoint ({type(exc).__name__}: "
-                         f"{line})") from None
+        raise StoreError(f"{path}: truncated or not a checkpoint ({type(exc).__name__}: {line})") from None
     if not isinstance(state, dict):
         raise StoreError(f"{path}: not a checkpoint (holds a {type(state).__name__}, not a dict)")
     return state
@@ -259,8 +278,10 @@ def checkpoint_fits(path: Path) -> Iterator[None]:
     except (RuntimeError, KeyError, ValueError, TypeError) as exc:
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [repr(exc)]
         detail = lines[1] if len(lines) > 1 and lines[0].startswith("Error(s)") else lines[0]
-        raise StoreError(f"{path}: checkpoint does not match the policy/algorithm built from the "
-                         f"params ({detail})") from None
+        raise StoreError(
+            f"{path}: checkpoint does not match the policy/algorithm built from the params ({detail})"
+        ) from None
+
 
 class Checkpointer:
     """Writes ``ckpt-NNNNNN.pt`` + ``latest`` under ``directory``; the caller assembles the state.

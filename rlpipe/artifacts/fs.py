@@ -116,8 +116,9 @@ def _put(path: ObjectPath, data: bytes, **condition: str) -> str:
         return ""
     bucket, key = _split(path)
     try:
-        out = with_retries(path, lambda: fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data,
-                                                    **condition))
+        out = with_retries(
+            path, lambda: fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, **condition)
+        )
     except (FileExistsError, OSError) as exc:
         if isinstance(exc, StorageUnavailable) or not _is_precondition(exc):
             raise
@@ -215,8 +216,9 @@ def _close_twin(twin: AsyncFileSystem) -> None:
             sync(get_loop(), client.__aexit__, None, None, None, timeout=2)
 
 
-def run_coroutine(path: AnyPath, make: Callable[[], Coroutine[Any, Any, T]],
-                  local: Callable[[Coroutine[Any, Any, T]], T]) -> T:
+def run_coroutine(
+    path: AnyPath, make: Callable[[], Coroutine[Any, Any, T]], local: Callable[[Coroutine[Any, Any, T]], T]
+) -> T:
     """Run ``make()`` where ``path``'s store can serve it: ``local(coro)`` for a folder, else fsspec's loop.
 
     Retried as a whole on transient store failures (a rollout write is idempotent until committed).
@@ -233,12 +235,19 @@ def chunk_sizes(folder: AnyPath) -> dict[str, int]:
     if not is_object(folder):
         import os
 
-        return {os.path.relpath(os.path.join(root, f), folder): os.path.getsize(os.path.join(root, f))
-                for root, _, files in os.walk(folder) for f in files if f != "zarr.json"}
+        return {
+            os.path.relpath(os.path.join(root, f), folder): os.path.getsize(os.path.join(root, f))
+            for root, _, files in os.walk(folder)
+            for f in files
+            if f != "zarr.json"
+        }
     found = with_retries(folder, lambda: folder.fs.find(folder.key, detail=True))
     prefix = folder.key.rstrip("/") + "/"
-    return {name.removeprefix(prefix): int(info.get("size") or 0) for name, info in found.items()
-            if not name.endswith("/zarr.json") and name != folder.key}
+    return {
+        name.removeprefix(prefix): int(info.get("size") or 0)
+        for name, info in found.items()
+        if not name.endswith("/zarr.json") and name != folder.key
+    }
 
 
 class UnusableLocation(ValueError):
@@ -270,13 +279,24 @@ def _why(exc: BaseException, bucket: str) -> str:
     import os
 
     text = " ".join(str(exc).split())[:160]
-    endpoint = (os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3")
-                or "the default endpoint")
-    if isinstance(exc, PermissionError) or any(code in text for code in (
-            "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "Forbidden", "credentials",
-            "Access Key")):
-        return (f"the store refused the credentials ({text}); check AWS_ACCESS_KEY_ID / "
-                "AWS_SECRET_ACCESS_KEY / AWS_PROFILE")
+    endpoint = (
+        os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3") or "the default endpoint"
+    )
+    if isinstance(exc, PermissionError) or any(
+        code in text
+        for code in (
+            "InvalidAccessKeyId",
+            "SignatureDoesNotMatch",
+            "AccessDenied",
+            "Forbidden",
+            "credentials",
+            "Access Key",
+        )
+    ):
+        return (
+            f"the store refused the credentials ({text}); check AWS_ACCESS_KEY_ID / "
+            "AWS_SECRET_ACCESS_KEY / AWS_PROFILE"
+        )
     if isinstance(exc, FileNotFoundError) or "NoSuchBucket" in text or "does not exist" in text:
         return f"bucket {bucket!r} does not exist at {endpoint}; create it or fix trainer.data_dir"
     lowered = text.lower()

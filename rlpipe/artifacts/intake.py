@@ -53,8 +53,9 @@ def _check_final_obs(rollout: TensorDict, final_obs: TensorDict, path: AnyPath) 
     want = {k: (v.shape[2:], v.dtype) for k, v in rollout.select("obs").items(True, True)}
     have = {k: (v.shape[1:], v.dtype) for k, v in final_obs.select("obs").items(True, True)}
     if want != have:
-        raise StoreError(f"{path}: {FINAL_OBS}/obs does not match the rollout's obs (keys, feature "
-                         "shapes and dtypes)")
+        raise StoreError(
+            f"{path}: {FINAL_OBS}/obs does not match the rollout's obs (keys, feature shapes and dtypes)"
+        )
 
 
 def final_obs_arrays(final_obs: TensorDict) -> dict[str, torch.Tensor]:
@@ -71,8 +72,9 @@ def check_new_store(path: AnyPath) -> None:
 def rollout_arrays(rollout: TensorDict) -> dict[str, torch.Tensor]:
     """``{"/"-joined key: tensor}`` of a rollout (``[N, T+1, ...]``) that passed :func:`check_rollout`."""
     leaves = rollout.items(include_nested=True, leaves_only=True)  # a rollout's leaves are tensors
-    return {key if isinstance(key, str) else "/".join(key): cast(torch.Tensor, value)
-            for key, value in leaves}
+    return {
+        key if isinstance(key, str) else "/".join(key): cast(torch.Tensor, value) for key, value in leaves
+    }
 
 
 def group_attributes(attrs: dict[str, Any], path: AnyPath) -> dict[str, Any]:

@@ -185,8 +185,9 @@ class RunLayout:
         """``frames/``: the default output of ``rlpipe inspect --frames``."""
         return self.root / "frames"
 
-    def frames(self, iteration: int, group: str, env: int, suffix: str = "",
-               directory: Path | None = None) -> AnyPath:
+    def frames(
+        self, iteration: int, group: str, env: int, suffix: str = "", directory: Path | None = None
+    ) -> AnyPath:
         """``frames/iter-NNNNNN-<group>-env-E<suffix>`` (in ``directory`` if given): a folder or an MP4."""
         return as_path(directory or self.frames_dir) / f"iter-{iteration:06d}-{group}-env-{env}{suffix}"
 
@@ -254,14 +255,29 @@ class RunLayout:
 
         What ``--overwrite`` clears; any other entry there is someone else's and is left alone.
         """
-        own = {path.name for path in (
-            self.params, self.rollouts, self.checkpoints, self.metrics, self.curve, self.eval_dir,
-            self.reupdate, self.updated, self.collected, self.advantages, self.export_dir, self.frames_dir,
-            self.root / RUN_POINTER)}
+        own = {
+            path.name
+            for path in (
+                self.params,
+                self.rollouts,
+                self.checkpoints,
+                self.metrics,
+                self.curve,
+                self.eval_dir,
+                self.reupdate,
+                self.updated,
+                self.collected,
+                self.advantages,
+                self.export_dir,
+                self.frames_dir,
+                self.root / RUN_POINTER,
+            )
+        }
         if not self.root.is_dir():
             return []
-        return sorted(path for path in self.root.iterdir()
-                      if path.name in own or TEMPORARY_NAME.match(path.name))
+        return sorted(
+            path for path in self.root.iterdir() if path.name in own or TEMPORARY_NAME.match(path.name)
+        )
 
     @classmethod
     def of_rollouts(cls, rollouts: AnyPath) -> RunLayout:

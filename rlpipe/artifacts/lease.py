@@ -53,9 +53,13 @@ class LeaseLock:
                             f"{holder.get('pid', '?')} on {holder.get('host', '?')}, since "
                             f"{holder.get('since', '?')}, lease renewed until "
                             f"{time.strftime('%H:%M:%S', time.localtime(holder.get('expires', 0)))}); "
-                            "wait for it to end or stop it, then retry")
-                    print(f"Warning: {self.path}: taking over the lock of pid {holder.get('pid')} on "
-                          f"{holder.get('host')}, whose lease ran out", file=sys.stderr)
+                            "wait for it to end or stop it, then retry"
+                        )
+                    print(
+                        f"Warning: {self.path}: taking over the lock of pid {holder.get('pid')} on "
+                        f"{holder.get('host')}, whose lease ran out",
+                        file=sys.stderr,
+                    )
                     self.etag = replace_if(self.path, self._body(), current[1])
             except PreconditionFailed:
                 continue  # someone else created or took it in between: look again
@@ -70,8 +74,11 @@ class LeaseLock:
                 self.etag = replace_if(self.path, self._body(), self.etag)
             except PreconditionFailed:
                 self.lost = True
-                print(f"Warning: {self.path}: the lock was taken over by another process; this one no "
-                      "longer holds the run", file=sys.stderr)
+                print(
+                    f"Warning: {self.path}: the lock was taken over by another process; this one no "
+                    "longer holds the run",
+                    file=sys.stderr,
+                )
                 return
             except (StorageUnavailable, OSError) as exc:  # keep trying: the lease may still be ours
                 print(f"Warning: {self.path}: renewing the lease failed ({exc})", file=sys.stderr)
@@ -88,8 +95,11 @@ class LeaseLock:
             if current is not None and current[1] == self.etag:
                 remove_tree(self.path)
         except OSError as exc:  # the store is down: the lease runs out on its own
-            print(f"Warning: {self.path}: could not remove the lock ({exc}); it expires within "
-                  f"{self.lease:.0f} s, or a --resume on this host takes it over", file=sys.stderr)
+            print(
+                f"Warning: {self.path}: could not remove the lock ({exc}); it expires within "
+                f"{self.lease:.0f} s, or a --resume on this host takes it over",
+                file=sys.stderr,
+            )
 
 
 def _parse(data: bytes) -> dict[str, Any]:

@@ -62,14 +62,18 @@ class RunLock:
                 time.sleep(0.05)
                 holder = self._read() or {}
             if self._stale(holder):
-                print(f"Warning: {self.path}: taking over the lock of pid {holder.get('pid')} on "
-                      f"{holder.get('host')}, which is no longer running", file=sys.stderr)
+                print(
+                    f"Warning: {self.path}: taking over the lock of pid {holder.get('pid')} on "
+                    f"{holder.get('host')}, which is no longer running",
+                    file=sys.stderr,
+                )
                 self.path.unlink(missing_ok=True)
                 continue
             raise LockedError(
                 f"{self.path.parent}: in use by {holder.get('command', 'another rlpipe')} (pid "
                 f"{holder.get('pid', '?')} on {holder.get('host', '?')}, since {holder.get('since', '?')}); "
-                f"wait for it to end or stop it, then retry")
+                f"wait for it to end or stop it, then retry"
+            )
         raise LockedError(f"{self.path}: could not take the lock (it keeps changing hands); retry")
 
     def release(self) -> None:
@@ -91,13 +95,18 @@ class RunLock:
     def __enter__(self) -> RunLock:
         return self.acquire()
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.release()
 
     def _record(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), "host": _host(), "command": self.command,
-                "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        return {
+            "pid": os.getpid(),
+            "host": _host(),
+            "command": self.command,
+            "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
 
     def _create(self) -> bool:
         record = json.dumps(self._record())

@@ -32,7 +32,9 @@ def params_file(target: AnyPath) -> tuple[AnyPath, RunLayout | None]:
     if target.is_dir():
         layout = RunLayout(target)
         if not layout.params.is_file():
-            raise StoreError(f"{target}: not a run directory (no params.yaml); pass a params file or "
-                             "the folder of a run made by `rlpipe run`")
+            raise StoreError(
+                f"{target}: not a run directory (no params.yaml); pass a params file or "
+                "the folder of a run made by `rlpipe run`"
+            )
         return layout.params, layout
     return target, None

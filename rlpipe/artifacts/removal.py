@@ -49,10 +49,12 @@ def check_confined(path: AnyPath, within: AnyPath) -> Path | None:
     for part in target.relative_to(base).parts[:-1]:
         folder = folder / part
         if folder.is_symlink():
-            raise UnsafeRemoval(f"{path}: reached through the symbolic link {folder} "
-                                f"(→ {os.readlink(folder)}); rlpipe never deletes through a link: replace "
-                                "the link by a folder, or "
-                                "delete what it points at yourself")
+            raise UnsafeRemoval(
+                f"{path}: reached through the symbolic link {folder} "
+                f"(→ {os.readlink(folder)}); rlpipe never deletes through a link: replace "
+                "the link by a folder, or "
+                "delete what it points at yourself"
+            )
     return target
 
 

@@ -24,11 +24,15 @@ from rlpipe.rollout import DIM_NAMES
 
 __all__ = ["ShardedStore", "is_sharded", "read_any", "read_any_attrs", "shard_paths"]
 
+
 def is_sharded(path: AnyPath) -> bool:
     """True for an iteration folder holding ``rank-R`` shards instead of being a store itself."""
     path = as_path(path)
-    return path.is_dir() and not (path / "zarr.json").is_file() and any(
-        SHARD_NAME.match(p.name) for p in path.iterdir())
+    return (
+        path.is_dir()
+        and not (path / "zarr.json").is_file()
+        and any(SHARD_NAME.match(p.name) for p in path.iterdir())
+    )
 
 
 def shard_paths(path: AnyPath) -> list[Path]:
@@ -51,8 +55,9 @@ def read_any(path: AnyPath, device: torch.device | str = "cpu") -> tuple[TensorD
     world = parts[0][1].get("world_size")
     ranks = [attrs.get("rank") for _, attrs in parts]
     if ranks != list(range(len(parts))) or world != len(parts):
-        raise StoreError(f"{path}: incomplete sharded iteration (shards of ranks {ranks}, "
-                         f"world_size {world})")
+        raise StoreError(
+            f"{path}: incomplete sharded iteration (shards of ranks {ranks}, world_size {world})"
+        )
     rollout = torch.cat([r for r, _ in parts], dim=0)
     rollout.refine_names(*DIM_NAMES)
     attrs = {k: v for k, v in parts[0][1].items() if k != "rank"}
@@ -70,8 +75,9 @@ def read_any_attrs(path: AnyPath) -> dict[str, Any]:
 class ShardedStore(RolloutStore):
     """Rank ``rank``'s view of a run's rollouts: it writes, lists and retires only its own shards."""
 
-    def __init__(self, root: AnyPath, cfg: StoreCfg, rank: int, world_size: int,
-                 policy: StorePolicy | None = None) -> None:
+    def __init__(
+        self, root: AnyPath, cfg: StoreCfg, rank: int, world_size: int, policy: StorePolicy | None = None
+    ) -> None:
         self.rank, self.world_size = rank, world_size
         super().__init__(root, cfg, policy)
 
@@ -84,11 +90,11 @@ class ShardedStore(RolloutStore):
         found = numbered(self.root, ROLLOUT_NAME)
         return [k for k in found if (self.path_for(k) / "zarr.json").is_file()]
 
-    def submit(self, rollout: TensorDict, attrs: dict[str, Any],
-               final_obs: TensorDict | None = None) -> float:
+    def submit(
+        self, rollout: TensorDict, attrs: dict[str, Any], final_obs: TensorDict | None = None
+    ) -> float:
         """Queue this rank's shard, its attributes extended with ``rank`` and ``world_size``; the wait (s)."""
-        return super().submit(rollout, {**attrs, "rank": self.rank, "world_size": self.world_size},
-                              final_obs)
+        return super().submit(rollout, {**attrs, "rank": self.rank, "world_size": self.world_size}, final_obs)
 
     def clean_temporaries(self) -> list[Path]:
         """Also remove shard temporaries (inside iteration folders) of dead processes."""
@@ -99,7 +105,8 @@ class ShardedStore(RolloutStore):
             with self._io_lock:
                 folders = numbered(self.root, ROLLOUT_NAME)
                 return removed + self._clean_uncommitted(
-                    self.path_for(k) for k in folders if self.path_for(k).exists())
+                    self.path_for(k) for k in folders if self.path_for(k).exists()
+                )
         for folder in numbered(self.root, ROLLOUT_NAME).values():
             removed += clean_temporaries(folder, SHARD_NAME)
         return removed

@@ -65,7 +65,7 @@ class SharedBuffers:
         locked = pinned and _page_lock(base)
         host = TensorDict({}, batch_size=rollout.batch_size, device=torch.device("cpu"))
         for (key, tensor), (_, shape, _, offset) in zip(_leaves(rollout), leaves, strict=True):
-            view = base[offset:offset + tensor.numel() * tensor.element_size()]
+            view = base[offset : offset + tensor.numel() * tensor.element_size()]
             host.set(key, view.view(tensor.dtype).view(shape))
         segment = Segment(fd, fd, size, memory, base.data_ptr(), leaves, host, locked)
         self._segments[id(host)] = segment

@@ -69,8 +69,12 @@ class HostStaging:
     allocates in shared memory (:class:`~rlpipe.artifacts.shared_staging.SharedBuffers`).
     """
 
-    def __init__(self, capacity: int, allocate: Callable[[TensorDict, bool], TensorDict] | None = None,
-                 is_pinned: Callable[[TensorDict], bool] | None = None) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        allocate: Callable[[TensorDict, bool], TensorDict] | None = None,
+        is_pinned: Callable[[TensorDict], bool] | None = None,
+    ) -> None:
         self.capacity = capacity
         self._allocate = allocate or _empty_host
         self._is_pinned = is_pinned or _is_pinned

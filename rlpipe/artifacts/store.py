@@ -51,9 +51,15 @@ __all__ = [
 ]
 
 
-def write_rollout(path: Path, rollout: TensorDict, attrs: dict[str, Any], codec: str = "none",
-                  chunk_envs: int = 1024, image_codec: str = "none",
-                  final_obs: TensorDict | None = None) -> None:
+def write_rollout(
+    path: Path,
+    rollout: TensorDict,
+    attrs: dict[str, Any],
+    codec: str = "none",
+    chunk_envs: int = 1024,
+    image_codec: str = "none",
+    final_obs: TensorDict | None = None,
+) -> None:
     """Check ``rollout`` (``[N, T+1]``, any device) and write it as a new store at ``path``, now.
 
     ``final_obs``: its sparse final observations ``[K]`` (:func:`rlpipe.rollout.gather_final_obs`),
@@ -67,9 +73,15 @@ def write_rollout(path: Path, rollout: TensorDict, attrs: dict[str, Any], codec:
     _write_checked(path, rollout, attrs, codec, chunk_envs, image_codec, final_obs)
 
 
-def _write_checked(path: Path, rollout: TensorDict, attrs: dict[str, Any], codec: str,
-                   chunk_envs: int, image_codec: str = "none",
-                   final_obs: TensorDict | None = None) -> None:
+def _write_checked(
+    path: Path,
+    rollout: TensorDict,
+    attrs: dict[str, Any],
+    codec: str,
+    chunk_envs: int,
+    image_codec: str = "none",
+    final_obs: TensorDict | None = None,
+) -> None:
     """Write a rollout that passed ``check_rollout`` (zarr imported on the first call)."""
     from rlpipe.artifacts import zarr_write
 
@@ -131,8 +143,11 @@ class RolloutStore:
         self.mode = writer_mode(cfg, self.root)
         self._shared = SharedBuffers() if self.mode == "process" else None
         self._process = WriterProcess() if self.mode == "process" else None
-        self._staging = (HostStaging(cfg.queue_size, self._shared.allocate, self._shared.is_pinned)
-                         if self._shared is not None else HostStaging(cfg.queue_size))
+        self._staging = (
+            HostStaging(cfg.queue_size, self._shared.allocate, self._shared.is_pinned)
+            if self._shared is not None
+            else HostStaging(cfg.queue_size)
+        )
         self._io_lock = threading.Lock()  # one writer/cleaner of ``root`` at a time
         self._thread: threading.Thread | None = None
         self._error: StoreError | WriterDiedError | None = None
@@ -197,8 +212,9 @@ class RolloutStore:
             delete(self.path_for(iteration), within=self.root.parent)
         return iterations
 
-    def submit(self, rollout: TensorDict, attrs: dict[str, Any],
-               final_obs: TensorDict | None = None) -> float:
+    def submit(
+        self, rollout: TensorDict, attrs: dict[str, Any], final_obs: TensorDict | None = None
+    ) -> float:
         """Queue ``rollout`` (``[N, T+1]``, any device) to be written as ``attrs["iteration"]``.
 
         ``final_obs``: the rollout's sparse final observations ``[K]``
@@ -222,8 +238,7 @@ class RolloutStore:
             raise StoreError(f"{self.root}: rollout store is closed")
         iteration = attrs.get("iteration")
         if not isinstance(iteration, int):
-            raise StoreError(f"{self.root}: submit needs an integer attrs['iteration'], got "
-                             f"{iteration!r}")
+            raise StoreError(f"{self.root}: submit needs an integer attrs['iteration'], got {iteration!r}")
         if not self.policy.stores(iteration):
             return 0.0
         path = self.path_for(iteration)
@@ -270,8 +285,9 @@ class RolloutStore:
     def __enter__(self) -> RolloutStore:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         try:
             self.close()
         except StoreError as store_exc:
@@ -308,8 +324,15 @@ class RolloutStore:
             with self._io_lock:
                 if self._process is None:
                     faults.point("store.write")
-                    _write_checked(job.path, host, job.attrs, self.cfg.codec, self.cfg.chunk_envs,
-                                   self.cfg.image_codec, job.staged.final_obs)
+                    _write_checked(
+                        job.path,
+                        host,
+                        job.attrs,
+                        self.cfg.codec,
+                        self.cfg.chunk_envs,
+                        self.cfg.image_codec,
+                        job.staged.final_obs,
+                    )
                 else:
                     self._write_in_process(job.path, host, job.attrs, job.staged.final_obs)
                 faults.point("store.published")
@@ -323,8 +346,9 @@ class RolloutStore:
         except Exception as exc:
             self._error = StoreError(f"writing {job.path} failed: {exc}")
 
-    def _write_in_process(self, path: Path, host: TensorDict, attrs: dict[str, Any],
-                          final_obs: TensorDict | None) -> None:
+    def _write_in_process(
+        self, path: Path, host: TensorDict, attrs: dict[str, Any], final_obs: TensorDict | None
+    ) -> None:
         """Have the writer process write ``host`` (a shared buffer) as the store at ``path``.
 
         The sparse final observations travel with the request (pickled: a few rows per rollout).
@@ -333,8 +357,19 @@ class RolloutStore:
         self._process.share(segment.key, segment.fd, segment.size)
         cfg, stored = self.cfg, group_attributes(attrs, path)
         extra = {} if final_obs is None else {k: t.numpy() for k, t in final_obs_arrays(final_obs).items()}
-        self._process.write(WriteRequest(str(path), segment.key, segment.leaves, stored, cfg.codec,
-                                         cfg.image_codec, cfg.chunk_envs, DIM_NAMES, extra))
+        self._process.write(
+            WriteRequest(
+                str(path),
+                segment.key,
+                segment.leaves,
+                stored,
+                cfg.codec,
+                cfg.image_codec,
+                cfg.chunk_envs,
+                DIM_NAMES,
+                extra,
+            )
+        )
 
     def _raise_if_failed(self) -> None:
         if self._error is not None:
@@ -361,8 +396,10 @@ def refuse_rejected(path: AnyPath, attrs: dict[str, Any], allow: bool = False) -
     """``RefusedDataError`` when ``attrs`` mark the rollout at ``path`` rejected and ``allow`` is false."""
     reason = attrs.get(REJECTED_ATTR)
     if reason and not allow:
-        raise RejectedRolloutError(f"{path}: rollout was rejected by the non-finite guard ({reason}); "
-                                   "pass --allow-rejected to use it anyway")
+        raise RejectedRolloutError(
+            f"{path}: rollout was rejected by the non-finite guard ({reason}); "
+            "pass --allow-rejected to use it anyway"
+        )
 
 
 class RejectedRolloutError(StoreError, RefusedDataError):

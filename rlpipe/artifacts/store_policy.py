@@ -49,8 +49,10 @@ _DTYPES = {"float16": torch.float16}
 
 def layout_of(rollout: TensorDict) -> Layout:
     """The rollout's leaves as ``("/"-joined key, shape, dtype)``, in its key order."""
-    return tuple((key if isinstance(key, str) else "/".join(key), tuple(t.shape), t.dtype)
-                 for key, t in rollout.items(include_nested=True, leaves_only=True))
+    return tuple(
+        (key if isinstance(key, str) else "/".join(key), tuple(t.shape), t.dtype)
+        for key, t in rollout.items(include_nested=True, leaves_only=True)
+    )
 
 
 def stored_bytes(layout: Layout) -> int:
@@ -96,17 +98,25 @@ class StorePolicy:
         for name, _, dtype in layout:
             for group, target in self.precision.items():
                 wanted = _DTYPES[target]
-                if (_in_group(name, group) and dtype.is_floating_point
-                        and torch.finfo(dtype).bits > torch.finfo(wanted).bits):
+                if (
+                    _in_group(name, group)
+                    and dtype.is_floating_point
+                    and torch.finfo(dtype).bits > torch.finfo(wanted).bits
+                ):
                     out[name] = target
         return out
 
     def stored_layout(self, layout: Layout) -> Layout:
         """``layout`` as stored: the first M envs, the narrowed groups in their dtype."""
         narrowed = self.narrowed(layout)
-        return tuple((name, (min(shape[0], self.envs or shape[0]), *shape[1:]),
-                      _DTYPES[narrowed[name]] if name in narrowed else dtype)
-                     for name, shape, dtype in layout)
+        return tuple(
+            (
+                name,
+                (min(shape[0], self.envs or shape[0]), *shape[1:]),
+                _DTYPES[narrowed[name]] if name in narrowed else dtype,
+            )
+            for name, shape, dtype in layout
+        )
 
     def check_groups(self, layout: Layout) -> None:
         """``ConfigError`` naming ``store.precision.<group>`` when no array of the rollout is in it."""
@@ -114,8 +124,10 @@ class StorePolicy:
         for group in self.precision:
             if not any(_in_group(name, group) for name in names):
                 have = ", ".join(n for n in names if _in_group(n, "obs"))
-                raise ConfigError(f"store.precision.{group}: the rollout has no such observation "
-                                  f"group (its observation arrays: {have})")
+                raise ConfigError(
+                    f"store.precision.{group}: the rollout has no such observation "
+                    f"group (its observation arrays: {have})"
+                )
 
     def shape(self, rollout: TensorDict) -> tuple[TensorDict, dict[str, Any]]:
         """``(what is stored of rollout, the fidelity attributes)``, on the rollout's device.
@@ -131,8 +143,14 @@ class StorePolicy:
             name = key if isinstance(key, str) else "/".join(key)
             part = tensor[:m] if m < n else tensor
             kept.set(key, part.to(_DTYPES[narrowed[name]]) if name in narrowed else part)
-        attrs = {"complete": m == n, "exact": not narrowed, "stored_envs": m, "num_envs": n,
-                 "every": self.every, "precision": narrowed}
+        attrs = {
+            "complete": m == n,
+            "exact": not narrowed,
+            "stored_envs": m,
+            "num_envs": n,
+            "every": self.every,
+            "precision": narrowed,
+        }
         return kept, attrs
 
     def shape_final_obs(self, final_obs: TensorDict, num_envs: int) -> TensorDict:
@@ -195,9 +213,11 @@ def derive_policy(cfg: StoreCfg, layout: Layout, iterations: int, world_size: in
     else:
         allowed = int(budget.total_tb * 1e12 // per_iteration)
         if allowed == 0:
-            raise ConfigError(f"store.budget.total_tb: {budget.total_tb:g} TB is less than one stored "
-                              f"iteration ({per_iteration / 1e9:.3g} GB); raise it, or lower store.envs "
-                              "or set store.precision")
+            raise ConfigError(
+                f"store.budget.total_tb: {budget.total_tb:g} TB is less than one stored "
+                f"iteration ({per_iteration / 1e9:.3g} GB); raise it, or lower store.envs "
+                "or set store.precision"
+            )
         every = 1 if allowed >= iterations else iterations // (allowed + 1) + 1
     return StorePolicy(every, policy.envs, policy.precision, budget.words())
 
@@ -208,12 +228,16 @@ def fidelity_refusal(path: AnyPath, attrs: Mapping[str, Any], purpose: str) -> s
     A store without the fidelity attributes (written before them) is complete and exact.
     """
     if attrs.get("complete", True) is False:
-        return (f"{path}: holds the first {attrs.get('stored_envs')} of {attrs.get('num_envs')} envs "
-                f"(store.envs), not the whole iteration; {purpose} needs every env, so it is refused")
+        return (
+            f"{path}: holds the first {attrs.get('stored_envs')} of {attrs.get('num_envs')} envs "
+            f"(store.envs), not the whole iteration; {purpose} needs every env, so it is refused"
+        )
     if attrs.get("exact", True) is False:
         groups = ", ".join(f"{k} as {v}" for k, v in dict(attrs.get("precision") or {}).items())
-        return (f"{path}: stores {groups or 'observation groups'} (store.precision), not the values "
-                f"the run saw; {purpose} needs them exact, so it is refused")
+        return (
+            f"{path}: stores {groups or 'observation groups'} (store.precision), not the values "
+            f"the run saw; {purpose} needs them exact, so it is refused"
+        )
     return None
 
 

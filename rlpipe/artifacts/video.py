@@ -71,8 +71,14 @@ class Mp4Writer:
         padded = (-(-size[1] // BLOCK) * BLOCK, -(-size[0] // BLOCK) * BLOCK)  # (W, H) for ffmpeg
         self.path.parent.mkdir(parents=True, exist_ok=True)
         ffmpeg: Generator[Any, np.ndarray | None, None] = imageio_ffmpeg.write_frames(
-            str(self._tmp), padded, fps=self.fps, codec="libx264", pix_fmt_out="yuv420p",
-            macro_block_size=1, output_params=["-f", "mp4"], ffmpeg_log_level="error",
+            str(self._tmp),
+            padded,
+            fps=self.fps,
+            codec="libx264",
+            pix_fmt_out="yuv420p",
+            macro_block_size=1,
+            output_params=["-f", "mp4"],
+            ffmpeg_log_level="error",
         )
         self._ffmpeg = ffmpeg
         ffmpeg.send(None)  # start the ffmpeg process
@@ -190,8 +196,11 @@ class VideoRecorder:
             self.enabled = False
             video_off(exc if isinstance(exc, NotImplementedError) else f"{type(exc).__name__}: {exc}")
             return
-        tiles = self._last if self._last is not None else np.zeros(
-            (len(self._ids), *frames.shape[1:]), dtype=np.uint8)
+        tiles = (
+            self._last
+            if self._last is not None
+            else np.zeros((len(self._ids), *frames.shape[1:]), dtype=np.uint8)
+        )
         tiles[active] = frames
         self._last = tiles
         self._writer.append(np.concatenate(list(tiles), axis=1))  # [H, k·W, 3]

@@ -91,8 +91,10 @@ class WriterProcess:
             conn.send(("write", request))
             reply = conn.recv()
         except (EOFError, OSError) as exc:
-            raise WriterDiedError(f"{request.path}: the rollout store's writer process died "
-                                  f"({self._how_it_ended()}) while writing it") from exc
+            raise WriterDiedError(
+                f"{request.path}: the rollout store's writer process died "
+                f"({self._how_it_ended()}) while writing it"
+            ) from exc
         if reply is not None:
             raise _rebuilt(reply, request.path)
 
@@ -132,7 +134,10 @@ def _start() -> tuple[subprocess.Popen[bytes], Connection]:
     with theirs:
         process = subprocess.Popen(
             [sys.executable, "-m", "rlpipe.artifacts.writer_process", str(theirs.fileno()), str(os.getpid())],
-            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, close_fds=True)
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+            close_fds=True,
+        )
     return process, Connection(ours.detach())
 
 
@@ -173,8 +178,9 @@ def serve(conn: Connection) -> None:
         conn.send(_write(message[1], segments))
 
 
-def _write(request: WriteRequest, segments: dict[int, mmap.mmap]) -> tuple[str, str, int | None, str | None,
-                                                                            str | None] | None:
+def _write(
+    request: WriteRequest, segments: dict[int, mmap.mmap]
+) -> tuple[str, str, int | None, str | None, str | None] | None:
     """Write one store from its segment; ``None``, or ``(kind, message, errno, strerror, filename)``."""
     from rlpipe.artifacts.errors import StoreError
     from rlpipe.artifacts.zarr_arrays import write_arrays
@@ -184,8 +190,9 @@ def _write(request: WriteRequest, segments: dict[int, mmap.mmap]) -> tuple[str, 
     try:
         arrays = _views(segments[request.segment], request.leaves) | request.extra
         faults.point("store.write")
-        write_arrays(path, arrays, request.attrs, request.codec, request.image_codec, request.chunk_envs,
-                     request.dims)
+        write_arrays(
+            path, arrays, request.attrs, request.codec, request.image_codec, request.chunk_envs, request.dims
+        )
     except StoreError as exc:
         return ("StoreError", str(exc), None, None, None)
     except OSError as exc:

@@ -38,8 +38,15 @@ FINAL_OBS = "final_obs"
 """The sparse group of a store (``rlpipe.rollout.FINAL_OBS``, named here: this module imports no torch)."""
 
 
-def write_arrays(path: Path, arrays: dict[str, np.ndarray], group_attrs: dict[str, Any], codec: str,
-                 image_codec: str, chunk_envs: int, dims: tuple[str, ...]) -> None:
+def write_arrays(
+    path: Path,
+    arrays: dict[str, np.ndarray],
+    group_attrs: dict[str, Any],
+    codec: str,
+    image_codec: str,
+    chunk_envs: int,
+    dims: tuple[str, ...],
+) -> None:
     """Write ``arrays`` (``{"/"-joined key: [N, T+1, ...]}``) as a new local group at ``path``, atomically.
 
     Written under a hidden temporary sibling and renamed into place once complete; with codec
@@ -53,8 +60,14 @@ def write_arrays(path: Path, arrays: dict[str, np.ndarray], group_attrs: dict[st
     tmp = temporary_sibling(path)
     try:
         if raw and fast.ENABLED:  # the files zarr's writer writes, without zarr
-            fast.write_zarr_store(tmp, arrays, group_attrs, chunk_envs,
-                                  {name: array_dims(name, dims) for name in arrays}, array_metadata)
+            fast.write_zarr_store(
+                tmp,
+                arrays,
+                group_attrs,
+                chunk_envs,
+                {name: array_dims(name, dims) for name in arrays},
+                array_metadata,
+            )
         else:
             sync(write_group_async(tmp, arrays, group_attrs, codecs, chunk_envs, dims))
         faults.point("store.arrays_written")
@@ -65,18 +78,28 @@ def write_arrays(path: Path, arrays: dict[str, np.ndarray], group_attrs: dict[st
 
 
 @functools.lru_cache(maxsize=512)
-def array_metadata(shape: tuple[int, ...], dtype: str, chunks: tuple[int, ...],
-                   dimension_names: tuple[str, ...]) -> bytes:
+def array_metadata(
+    shape: tuple[int, ...], dtype: str, chunks: tuple[int, ...], dimension_names: tuple[str, ...]
+) -> bytes:
     """The ``zarr.json`` zarr writes for an uncompressed, CRC32C-checked array (made by zarr, cached)."""
     files: dict[str, Any] = {}
-    zarr.create_array(store=MemoryStore(files), shape=shape, dtype=dtype, chunks=chunks,
-                      compressors=(Crc32cCodec(),), filters=None, dimension_names=dimension_names,
-                      config={"write_empty_chunks": True}, zarr_format=3)
+    zarr.create_array(
+        store=MemoryStore(files),
+        shape=shape,
+        dtype=dtype,
+        chunks=chunks,
+        compressors=(Crc32cCodec(),),
+        filters=None,
+        dimension_names=dimension_names,
+        config={"write_empty_chunks": True},
+        zarr_format=3,
+    )
     return files["zarr.json"].to_bytes()
 
 
-def array_codecs(arrays: dict[str, np.ndarray], codec: str, image_codec: str
-                 ) -> tuple[dict[str, Codecs], bool]:
+def array_codecs(
+    arrays: dict[str, np.ndarray], codec: str, image_codec: str
+) -> tuple[dict[str, Codecs], bool]:
     """Each array's codec chain (image groups take ``image_codec``), and whether all are uncompressed."""
     images = {name for name, a in arrays.items() if _is_image(name, a)}
     codecs = {name: compressors(image_codec if name in images else codec) for name in arrays}
@@ -118,8 +141,9 @@ class _CommitLast(WrapperStore):
             return
         await self._store.set(key, value)
 
-    async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
-                  ) -> Buffer | None:
+    async def get(
+        self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
+    ) -> Buffer | None:
         """The held root metadata, or the wrapped store's key."""
         if key == self.ROOT and self._root is not None:
             return self._root
@@ -145,15 +169,17 @@ class _CommitLast(WrapperStore):
 
 
 async def write_group_async(
-    tmp: AnyPath, arrays: dict[str, np.ndarray], attrs: dict[str, Any],
-    compressors: Codecs | dict[str, Codecs], chunk_envs: int, dims: tuple[str, ...],
+    tmp: AnyPath,
+    arrays: dict[str, np.ndarray],
+    attrs: dict[str, Any],
+    compressors: Codecs | dict[str, Codecs],
+    chunk_envs: int,
+    dims: tuple[str, ...],
 ) -> None:
     """Write the group at ``tmp`` (a local temporary, or the final name on an object store)."""
     store = zarr_store(tmp)
     committed = _CommitLast(store) if is_object(tmp) else None
-    group = await zarr_async.open_group(
-        store=committed or store, mode="w-", zarr_format=3, attributes=attrs
-    )
+    group = await zarr_async.open_group(store=committed or store, mode="w-", zarr_format=3, attributes=attrs)
     per_array = compressors if isinstance(compressors, dict) else dict.fromkeys(arrays, compressors)
     writes = (_write_array(group, name, a, per_array[name], chunk_envs, dims) for name, a in arrays.items())
     # return_exceptions: wait for every write (their I/O threads cannot be cancelled) before the
@@ -167,14 +193,22 @@ async def write_group_async(
 
 
 async def _write_array(
-    group: AsyncGroup, name: str, data: np.ndarray, compressors: Codecs, chunk_envs: int,
+    group: AsyncGroup,
+    name: str,
+    data: np.ndarray,
+    compressors: Codecs,
+    chunk_envs: int,
     dims: tuple[str, ...],
 ) -> None:
     """Create and fill one array ``[N, T+1, *feature]``, chunked along envs only (sparse ``[K, …]``: rows)."""
     n, *rest = data.shape
     named = array_dims(name, dims)
     await group.create_array(
-        name, data=data, chunks=(max(1, min(chunk_envs, n)), *rest), compressors=compressors,
-        filters=None, dimension_names=(*named, *(f"feat{i}" for i in range(data.ndim - len(named)))),
+        name,
+        data=data,
+        chunks=(max(1, min(chunk_envs, n)), *rest),
+        compressors=compressors,
+        filters=None,
+        dimension_names=(*named, *(f"feat{i}" for i in range(data.ndim - len(named)))),
         config={"write_empty_chunks": True},  # every chunk has a file: a missing one is damage
     )

@@ -34,15 +34,22 @@ from rlpipe.rollout import (
     check_schema,
 )
 
-__all__ = ["WRITTEN_CODECS", "ChunkChecksumError", "check_bounds", "check_codecs", "check_spaces",
-           "read_arrays", "read_attrs", "read_rollout", "read_rollout_final_obs"]
+__all__ = [
+    "WRITTEN_CODECS",
+    "ChunkChecksumError",
+    "check_bounds",
+    "check_codecs",
+    "check_spaces",
+    "read_arrays",
+    "read_attrs",
+    "read_rollout",
+    "read_rollout_final_obs",
+]
 
 _SPARSE = f"{FINAL_OBS}/"
 
 
-def read_rollout(
-    path: AnyPath, device: torch.device | str = "cpu"
-) -> tuple[TensorDict, dict[str, Any]]:
+def read_rollout(path: AnyPath, device: torch.device | str = "cpu") -> tuple[TensorDict, dict[str, Any]]:
     """Read a store back: the ``[N, T+1]`` rollout (dims ``("env", "time")``) and its attributes.
 
     Values and dtypes are those written, except the observation groups a store policy narrowed
@@ -69,8 +76,9 @@ def read_rollout_final_obs(
     return _read(as_path(path), device, final_obs=True)
 
 
-def _read(path: AnyPath, device: torch.device | str, final_obs: bool
-          ) -> tuple[TensorDict, dict[str, Any], TensorDict | None]:
+def _read(
+    path: AnyPath, device: torch.device | str, final_obs: bool
+) -> tuple[TensorDict, dict[str, Any], TensorDict | None]:
     listing = _checked_listing(path)
     attrs, arrays = run_at(path, lambda: _read_store(path, listing, final_obs))
     n, t1 = arrays["value"][1].shape[:2]
@@ -116,14 +124,17 @@ def _checked_listing(path: AnyPath) -> dict[str, int]:
         raise StoreError(f"{path}: no rollout store here")
     if not (path / "zarr.json").is_file():
         if is_object(path):
-            raise StoreError(f"{path}: uncommitted rollout store (no root zarr.json: its writer did not "
-                             "finish); it is not read")
+            raise StoreError(
+                f"{path}: uncommitted rollout store (no root zarr.json: its writer did not "
+                "finish); it is not read"
+            )
         raise StoreError(f"{path}: not an rlpipe rollout store (no zarr.json: not a Zarr v3 group)")
     return chunk_sizes(path)
 
 
-async def _read_store(path: AnyPath, listing: dict[str, int], final_obs: bool = True
-                      ) -> tuple[dict[str, Any], _Arrays]:
+async def _read_store(
+    path: AnyPath, listing: dict[str, int], final_obs: bool = True
+) -> tuple[dict[str, Any], _Arrays]:
     """Attributes and ``{name: (array, data)}`` of a checked store; arrays are read concurrently.
 
     ``final_obs`` false leaves the sparse ``final_obs/…`` arrays unread.
@@ -137,8 +148,7 @@ async def _read_store(path: AnyPath, listing: dict[str, int], final_obs: bool = 
 
 async def _open_store(path: AnyPath, listing: dict[str, int]) -> tuple[dict[str, Any], dict[str, AsyncArray]]:
     try:
-        group = await zarr_async.open_group(store=zarr_store(path, read_only=True), mode="r",
-                                            zarr_format=3)
+        group = await zarr_async.open_group(store=zarr_store(path, read_only=True), mode="r", zarr_format=3)
         members = [(name, node) async for name, node in group.members(max_depth=None)]
     except Exception as exc:
         raise StoreError(f"{path}: not an rlpipe rollout store ({_first_line(exc)})") from None
@@ -147,11 +157,15 @@ async def _open_store(path: AnyPath, listing: dict[str, int]) -> tuple[dict[str,
     if version is None:
         raise StoreError(f"{path}: not an rlpipe rollout store (no schema_version attribute)")
     if version != SCHEMA_VERSION:
-        raise StoreError(f"{path}: rollout schema version {version}, this rlpipe reads version "
-                         f"{SCHEMA_VERSION}")
+        raise StoreError(
+            f"{path}: rollout schema version {version}, this rlpipe reads version {SCHEMA_VERSION}"
+        )
     arrays = {name: node for name, node in sorted(members) if isinstance(node, AsyncArray)}
-    missing = [key for key in REQUIRED_KEYS
-               if key not in arrays and not any(name.startswith(f"{key}/") for name in arrays)]
+    missing = [
+        key
+        for key in REQUIRED_KEYS
+        if key not in arrays and not any(name.startswith(f"{key}/") for name in arrays)
+    ]
     if missing:
         raise StoreError(f"{path}: not an rlpipe rollout store (no {missing[0]!r} array)")
     for name, arr in arrays.items():
@@ -163,8 +177,10 @@ async def _open_store(path: AnyPath, listing: dict[str, int]) -> tuple[dict[str,
     _check_sparse(path, {name: arr for name, arr in arrays.items() if name.startswith(_SPARSE)}, batch)
     for name, arr in arrays.items():
         if not name.startswith(_SPARSE) and arr.shape[:2] != batch:
-            raise StoreError(f"{path}/{name}: shape {list(arr.shape)} does not start with the "
-                             f"rollout's [N, T+1] = {list(batch)}")
+            raise StoreError(
+                f"{path}/{name}: shape {list(arr.shape)} does not start with the "
+                f"rollout's [N, T+1] = {list(batch)}"
+            )
     return attrs, arrays
 
 
@@ -175,16 +191,30 @@ def _check_sparse(path: AnyPath, arrays: dict[str, AsyncArray], batch: tuple[int
     rows = {arr.shape[0] for arr in arrays.values()}
     k = rows.pop()
     if rows or f"{_SPARSE}index" not in arrays or k > batch[0] * (batch[1] - 1):
-        raise StoreError(f"{path / FINAL_OBS}: arrays {sorted(arrays)} must share one row count K, at most "
-                         f"N·T = {batch[0] * (batch[1] - 1)}, with an 'index'; nothing was read")
+        raise StoreError(
+            f"{path / FINAL_OBS}: arrays {sorted(arrays)} must share one row count K, at most "
+            f"N·T = {batch[0] * (batch[1] - 1)}, with an 'index'; nothing was read"
+        )
 
 
-WRITTEN_CODECS = {"BytesCodec": None, "Crc32cCodec": None, "TransposeCodec": None,
-                  "BloscCodec": ("lz4", "zstd"), "ZstdCodec": None}
+WRITTEN_CODECS = {
+    "BytesCodec": None,
+    "Crc32cCodec": None,
+    "TransposeCodec": None,
+    "BloscCodec": ("lz4", "zstd"),
+    "ZstdCodec": None,
+}
 """The codecs of the stores rlpipe writes (``store.codec``/``image_codec``: none, blosc-lz4,
 blosc-zstd, zstd), with the compressors accepted inside blosc; any other is refused unread."""
-SCHEMA_DTYPES = {"sample_log_prob": "f", "value": "f", "reward": "f", "final_value": "f",
-                 "terminated": "b", "truncated": "b", "done": "b"}
+SCHEMA_DTYPES = {
+    "sample_log_prob": "f",
+    "value": "f",
+    "reward": "f",
+    "final_value": "f",
+    "terminated": "b",
+    "truncated": "b",
+    "done": "b",
+}
 """The ``[N, T+1]`` arrays of every rollout and the dtype kind each holds (numpy's ``dtype.kind``)."""
 
 
@@ -198,8 +228,10 @@ def check_codecs(path: AnyPath, name: str, arr: AsyncArray) -> None:
         inner = getattr(getattr(codec, "cname", None), "value", None)
         if kind not in WRITTEN_CODECS or (WRITTEN_CODECS[kind] and inner not in WRITTEN_CODECS[kind]):
             label = getattr(codec, "codec_name", None) or (f"blosc-{inner}" if inner else kind)
-            raise StoreError(f"{path / name}: codec {label} is not one rlpipe writes (accepted: bytes, "
-                             "crc32c, blosc-lz4, blosc-zstd, zstd); nothing was read")
+            raise StoreError(
+                f"{path / name}: codec {label} is not one rlpipe writes (accepted: bytes, "
+                "crc32c, blosc-lz4, blosc-zstd, zstd); nothing was read"
+            )
 
 
 def check_spaces(path: AnyPath, spaces: Any, arrays: dict[str, AsyncArray]) -> None:
@@ -223,15 +255,23 @@ def check_spaces(path: AnyPath, spaces: Any, arrays: dict[str, AsyncArray]) -> N
             continue
         shape, kinds = expected[name]
         sparse = name.startswith(_SPARSE)
-        if tuple(arr.shape[1 if sparse else 2:]) != shape or arr.dtype.kind not in kinds:
+        if tuple(arr.shape[1 if sparse else 2 :]) != shape or arr.dtype.kind not in kinds:
             lead = "K" if sparse else "N, T+1"
-            raise StoreError(f"{path / name}: stored as {arr.dtype} {list(arr.shape)}, but the run's "
-                             f"recorded spaces give [{lead}{''.join(f', {d}' for d in shape)}] of "
-                             f"{_KIND_NAMES[kinds]}; nothing was read")
+            raise StoreError(
+                f"{path / name}: stored as {arr.dtype} {list(arr.shape)}, but the run's "
+                f"recorded spaces give [{lead}{''.join(f', {d}' for d in shape)}] of "
+                f"{_KIND_NAMES[kinds]}; nothing was read"
+            )
 
 
-_KIND_NAMES = {"i": "signed integers", "f": "floats", "b": "booleans", "u": "uint8", "iu": "integers",
-               "fiu": "numbers"}
+_KIND_NAMES = {
+    "i": "signed integers",
+    "f": "floats",
+    "b": "booleans",
+    "u": "uint8",
+    "iu": "integers",
+    "fiu": "numbers",
+}
 
 
 def _space_arrays(name: str, space: Any, observation: bool) -> dict[str, tuple[tuple[int, ...], str]]:
@@ -240,8 +280,11 @@ def _space_arrays(name: str, space: Any, observation: bool) -> dict[str, tuple[t
         return {}
     kind = space.get("type")
     if kind == "dict" and isinstance(space.get("spaces"), dict):
-        return {key: value for group, sub in space["spaces"].items()
-                for key, value in _space_arrays(f"{name}/{group}", sub, observation).items()}
+        return {
+            key: value
+            for group, sub in space["spaces"].items()
+            for key, value in _space_arrays(f"{name}/{group}", sub, observation).items()
+        }
     if kind == "box" and isinstance(space.get("shape"), list):
         image = observation and space.get("dtype") == "uint8"
         kinds = "u" if image else "fiu" if observation else "f"
@@ -281,9 +324,11 @@ def check_bounds(path: AnyPath, name: str, arr: AsyncArray, listing: dict[str, i
     else:
         limit = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     if chunks > len(files) + 1024 or raw > limit:
-        raise StoreError(f"{folder}: zarr.json declares shape {list(arr.shape)} ({raw:,} bytes in {chunks:,} "
-                         f"chunks) but the store holds {len(files):,} chunk files of {on_disk:,} bytes "
-                         "(damaged or crafted metadata); nothing was read")
+        raise StoreError(
+            f"{folder}: zarr.json declares shape {list(arr.shape)} ({raw:,} bytes in {chunks:,} "
+            f"chunks) but the store holds {len(files):,} chunk files of {on_disk:,} bytes "
+            "(damaged or crafted metadata); nothing was read"
+        )
 
 
 def _own_chunks(listing: dict[str, int], name: str) -> list[int]:
@@ -305,8 +350,9 @@ async def _read_array(path: AnyPath, name: str, arr: AsyncArray, listing: dict[s
         where = path / name / arr.metadata.encode_chunk_key(bad) if bad else path / name
         if "checksum" in str(exc).lower():
             chunk = where.relative_to(path)
-            raise ChunkChecksumError(f"{path}: key {name!r}: checksum mismatch in chunk {chunk} (the "
-                                     "store is damaged)") from None
+            raise ChunkChecksumError(
+                f"{path}: key {name!r}: checksum mismatch in chunk {chunk} (the store is damaged)"
+            ) from None
         raise StoreError(f"{where}: truncated or unreadable ({_first_line(exc)})") from None
 
 

@@ -30,8 +30,13 @@ __all__ = ["write_group", "write_rollout"]
 
 
 def write_rollout(
-    path: AnyPath, rollout: TensorDict, attrs: dict[str, Any], codec: str = "none",
-    chunk_envs: int = 1024, image_codec: str = "none", final_obs: TensorDict | None = None,
+    path: AnyPath,
+    rollout: TensorDict,
+    attrs: dict[str, Any],
+    codec: str = "none",
+    chunk_envs: int = 1024,
+    image_codec: str = "none",
+    final_obs: TensorDict | None = None,
 ) -> None:
     """Write ``rollout`` (``[N, T+1]``, any device, checked) as a new Zarr group at ``path``, atomically.
 
@@ -60,8 +65,13 @@ def write_rollout(
         raise
 
 
-def write_group(path: AnyPath, arrays: dict[str, torch.Tensor], attrs: dict[str, Any], chunk_envs: int,
-                replace: bool = False) -> None:
+def write_group(
+    path: AnyPath,
+    arrays: dict[str, torch.Tensor],
+    attrs: dict[str, Any],
+    chunk_envs: int,
+    replace: bool = False,
+) -> None:
     """Write ``[N, T+1, ...]`` tensors as a plain Zarr v3 group (no rollout schema), atomically.
 
     For derived data such as advantages; ``replace`` swaps an existing group for the new one.
@@ -83,8 +93,13 @@ def write_group(path: AnyPath, arrays: dict[str, torch.Tensor], attrs: dict[str,
         raise
 
 
-def _write_committed(path: AnyPath, arrays: dict[str, np.ndarray], attrs: dict[str, Any],
-                     compressors: Codecs | dict[str, Codecs], chunk_envs: int) -> None:
+def _write_committed(
+    path: AnyPath,
+    arrays: dict[str, np.ndarray],
+    attrs: dict[str, Any],
+    compressors: Codecs | dict[str, Codecs],
+    chunk_envs: int,
+) -> None:
     """Object store: clear what is at ``path``, write the arrays there, commit (root ``zarr.json``) last."""
     if path.exists():
         delete_tree(path)  # an uncommitted leftover of a killed writer, or the group ``replace`` swaps
@@ -92,7 +107,12 @@ def _write_committed(path: AnyPath, arrays: dict[str, np.ndarray], attrs: dict[s
     faults.point("store.arrays_written")
 
 
-def _write_group(tmp: AnyPath, arrays: dict[str, np.ndarray], attrs: dict[str, Any],
-                 compressors: Codecs | dict[str, Codecs], chunk_envs: int) -> Coroutine[Any, Any, None]:
+def _write_group(
+    tmp: AnyPath,
+    arrays: dict[str, np.ndarray],
+    attrs: dict[str, Any],
+    compressors: Codecs | dict[str, Codecs],
+    chunk_envs: int,
+) -> Coroutine[Any, Any, None]:
     """The group at ``tmp`` through zarr's async API, dimensions named ``DIM_NAMES`` (a coroutine)."""
     return write_group_async(tmp, arrays, attrs, compressors, chunk_envs, DIM_NAMES)

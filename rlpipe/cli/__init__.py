@@ -33,9 +33,22 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.meta["rlpipe.debug"] = debug
 
 
-for _command in (train.run, manage.compare, offline.collect, offline.advantage, offline.update,
-                 offline.evaluate, offline.export, offline.inspect, offline.replay, distill.distill,
-                 dataset.dataset, manage.gc, manage.envs, manage.exps):
+for _command in (
+    train.run,
+    manage.compare,
+    offline.collect,
+    offline.advantage,
+    offline.update,
+    offline.evaluate,
+    offline.export,
+    offline.inspect,
+    offline.replay,
+    distill.distill,
+    dataset.dataset,
+    manage.gc,
+    manage.envs,
+    manage.exps,
+):
     cli.add_command(_command)
 
 

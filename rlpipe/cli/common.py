@@ -26,9 +26,20 @@ if TYPE_CHECKING:
     from rlpipe.location import AnyPath
 
 __all__ = [
-    "RESUME_KEY", "RunPath", "allow_rejected_option", "checkpoint_option", "load_config", "out_option",
-    "params_argument", "parse_span", "rollout_argument", "run_argument", "seconds_since_start",
-    "set_option", "user_errors", "fail",
+    "RESUME_KEY",
+    "RunPath",
+    "allow_rejected_option",
+    "checkpoint_option",
+    "load_config",
+    "out_option",
+    "params_argument",
+    "parse_span",
+    "rollout_argument",
+    "run_argument",
+    "seconds_since_start",
+    "set_option",
+    "user_errors",
+    "fail",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -69,8 +80,9 @@ def user_errors(func: Callable[P, R]) -> Callable[P, R]:
 class Location(click.Path):
     """A local path as :class:`click.Path` gives it, or a URL (``s3://bucket/runs/exp``) kept whole."""
 
-    def convert(self, value: str | AnyPath, param: click.Parameter | None, ctx: click.Context | None
-                ) -> str | bytes | os.PathLike[str] | AnyPath:
+    def convert(
+        self, value: str | AnyPath, param: click.Parameter | None, ctx: click.Context | None
+    ) -> str | bytes | os.PathLike[str] | AnyPath:
         """A URL becomes an ``ObjectPath`` (never a ``Path``, which would fold ``s3://`` into ``s3:/``)."""
         from rlpipe.location import ObjectPath
 
@@ -112,8 +124,9 @@ run_argument = click.argument("params", metavar="RUN_DIR|EXP|PARAMS", type=Locat
 class RunPath(Location):
     """A path, or a DVC experiment's name and a path in its run dir (``clip01/rollouts/iter-000002.zarr``)."""
 
-    def convert(self, value: str | AnyPath, param: click.Parameter | None, ctx: click.Context | None
-                ) -> str | bytes | os.PathLike[str] | AnyPath:
+    def convert(
+        self, value: str | AnyPath, param: click.Parameter | None, ctx: click.Context | None
+    ) -> str | bytes | os.PathLike[str] | AnyPath:
         """Resolve an experiment name first, then check the path as :class:`click.Path` does."""
         from rlpipe.dvc.runs import resolve_path
 
@@ -134,8 +147,11 @@ def load_config(target: Path, overrides: tuple[str, ...] | list[str]) -> RunConf
     from rlpipe.dvc.runs import resolve_target
 
     path, layout = params_file(resolve_target(target))
-    where = [] if layout is None else [f"trainer.data_dir={layout.root.parent}",
-                                        f"trainer.exp_name={layout.root.name}"]
+    where = (
+        []
+        if layout is None
+        else [f"trainer.data_dir={layout.root.parent}", f"trainer.exp_name={layout.root.name}"]
+    )
     return load(path, (*where, *overrides))
 
 
@@ -147,27 +163,36 @@ def seconds_since_start() -> float:
         return float(Path("/proc/uptime").read_text().split()[0]) - started
     except (OSError, ValueError, IndexError):
         return time.perf_counter() - rlpipe.IMPORTED_AT
+
+
 set_option = click.option(
-    "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
     help="Override a param, VALUE parsed as YAML (like `dvc exp run -S`); repeatable.",
 )
 
 
 checkpoint_option = click.option(
-    "--checkpoint", type=RunPath(dir_okay=False, path_type=Path), default=None,
+    "--checkpoint",
+    type=RunPath(dir_okay=False, path_type=Path),
+    default=None,
     help="Checkpoint file (ckpt-NNNNNN.pt) to start from.",
 )
 rollout_argument = click.argument("rollout", type=RunPath(path_type=Path))
 allow_rejected_option = click.option(
-    "--allow-rejected", is_flag=True,
+    "--allow-rejected",
+    is_flag=True,
     help="Use rollouts the non-finite guard rejected (rollouts/rejected/); they must be finite.",
 )
 
 
 def out_option(default: str) -> Callable[[F], F]:
     """``--out PATH``, its help naming where the command writes without it."""
-    return click.option("--out", type=Location(path_type=Path), default=None,
-                        help=f"Where to write (default: {default}).")
+    return click.option(
+        "--out", type=Location(path_type=Path), default=None, help=f"Where to write (default: {default})."
+    )
 
 
 def parse_span(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, int] | None:
@@ -180,6 +205,7 @@ def parse_span(ctx: click.Context, param: click.Parameter, value: str | None) ->
     except ValueError:
         span = (0, 0)
     if not 1 <= span[0] <= span[1]:
-        raise click.BadParameter(f"{value!r}: expected A:B with 1 <= A <= B (both included) or one "
-                                 "iteration K, e.g. 3:7")
+        raise click.BadParameter(
+            f"{value!r}: expected A:B with 1 <= A <= B (both included) or one iteration K, e.g. 3:7"
+        )
     return span

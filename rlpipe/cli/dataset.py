@@ -25,45 +25,106 @@ def parse_envs(ctx: click.Context, param: click.Parameter, value: str | None) ->
         except ValueError:
             low, high = -1, -1
         if not 0 <= low <= high:
-            raise click.BadParameter(f"{value!r}: expected env indices and ranges A:B (both included, "
-                                     "0 <= A <= B), comma-separated, e.g. 0,2,5:7")
+            raise click.BadParameter(
+                f"{value!r}: expected env indices and ranges A:B (both included, "
+                "0 <= A <= B), comma-separated, e.g. 0,2,5:7"
+            )
         envs.update(range(low, high + 1))
     return tuple(sorted(envs))
 
 
 @click.command()
 @run_argument
-@click.option("--format", "fmt", type=click.Choice(["lerobot", "minari"]), required=True,
-              help="lerobot: LeRobot v3.0 (imitation learning, VLAs); minari: Minari (offline RL; needs "
-                   "pip install 'rlpipe[minari]').")
-@click.option("--out", type=Location(path_type=Path), required=True, metavar="DIR",
-              help="The dataset folder to create (must not exist; written whole or not at all). Minari: a "
-                   "datasets folder, MINARI_DATASETS_PATH=DIR.")
-@click.option("--iterations", "span", callback=parse_span, default=None, metavar="A:B",
-              help="Only iterations A..B (both included, every one stored), or one iteration K.")
-@click.option("--last", type=click.IntRange(min=1), default=None, metavar="K",
-              help="Only the last K stored iterations.")
-@click.option("--envs", callback=parse_envs, default=None, metavar="LIST",
-              help="Only these env indices (per rank): 0,2,5:7 (default: every stored env).")
-@click.option("--min-return", type=float, default=None, metavar="X",
-              help="Only episodes whose return (sum of rewards) is at least X.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["lerobot", "minari"]),
+    required=True,
+    help="lerobot: LeRobot v3.0 (imitation learning, VLAs); minari: Minari (offline RL; needs "
+    "pip install 'rlpipe[minari]').",
+)
+@click.option(
+    "--out",
+    type=Location(path_type=Path),
+    required=True,
+    metavar="DIR",
+    help="The dataset folder to create (must not exist; written whole or not at all). Minari: a "
+    "datasets folder, MINARI_DATASETS_PATH=DIR.",
+)
+@click.option(
+    "--iterations",
+    "span",
+    callback=parse_span,
+    default=None,
+    metavar="A:B",
+    help="Only iterations A..B (both included, every one stored), or one iteration K.",
+)
+@click.option(
+    "--last", type=click.IntRange(min=1), default=None, metavar="K", help="Only the last K stored iterations."
+)
+@click.option(
+    "--envs",
+    callback=parse_envs,
+    default=None,
+    metavar="LIST",
+    help="Only these env indices (per rank): 0,2,5:7 (default: every stored env).",
+)
+@click.option(
+    "--min-return",
+    type=float,
+    default=None,
+    metavar="X",
+    help="Only episodes whose return (sum of rewards) is at least X.",
+)
 @click.option("--min-success", is_flag=True, help="Only episodes that succeeded (the env reports success).")
-@click.option("--action", type=click.Choice(["executed", "mean"]), default="executed", show_default=True,
-              help="executed: the sampled action the rewards followed; mean: the policy mean (a clean "
-                   "behaviour-cloning label; recorded by runs with store.action_mean: true).")
-@click.option("--keep-last-fragment", is_flag=True,
-              help="Keep the episode fragment cut by the last exported store, as truncated (its next "
-                   "observation the exact bootstrap one); dropped by default.")
-@click.option("--images", type=click.Choice(["video", "png"]), default=None,
-              help="LeRobot: camera groups as AV1 video (default, as LeRobot writes them) or lossless PNGs.")
-@click.option("--task", default=None, metavar="TEXT", help="LeRobot: the task text of every episode "
-              "(default: the env id).")
-@click.option("--dataset-id", default=None, metavar="ID",
-              help="Minari: the dataset id (default: rlpipe/<exp>/rollouts-v0).")
+@click.option(
+    "--action",
+    type=click.Choice(["executed", "mean"]),
+    default="executed",
+    show_default=True,
+    help="executed: the sampled action the rewards followed; mean: the policy mean (a clean "
+    "behaviour-cloning label; recorded by runs with store.action_mean: true).",
+)
+@click.option(
+    "--keep-last-fragment",
+    is_flag=True,
+    help="Keep the episode fragment cut by the last exported store, as truncated (its next "
+    "observation the exact bootstrap one); dropped by default.",
+)
+@click.option(
+    "--images",
+    type=click.Choice(["video", "png"]),
+    default=None,
+    help="LeRobot: camera groups as AV1 video (default, as LeRobot writes them) or lossless PNGs.",
+)
+@click.option(
+    "--task",
+    default=None,
+    metavar="TEXT",
+    help="LeRobot: the task text of every episode (default: the env id).",
+)
+@click.option(
+    "--dataset-id",
+    default=None,
+    metavar="ID",
+    help="Minari: the dataset id (default: rlpipe/<exp>/rollouts-v0).",
+)
 @user_errors
-def dataset(params: Path, fmt: str, out: Path, span: tuple[int, int] | None, last: int | None,
-            envs: tuple[int, ...] | None, min_return: float | None, min_success: bool, action: str,
-            keep_last_fragment: bool, images: str | None, task: str | None, dataset_id: str | None) -> None:
+def dataset(
+    params: Path,
+    fmt: str,
+    out: Path,
+    span: tuple[int, int] | None,
+    last: int | None,
+    envs: tuple[int, ...] | None,
+    min_return: float | None,
+    min_success: bool,
+    action: str,
+    keep_last_fragment: bool,
+    images: str | None,
+    task: str | None,
+    dataset_id: str | None,
+) -> None:
     """Export a run's stored rollouts as a dataset of episodes: LeRobot v3.0 or Minari.
 
     Episodes are split at each done, continued across stores only where the collector recorded no
@@ -84,10 +145,19 @@ def dataset(params: Path, fmt: str, out: Path, span: tuple[int, int] | None, las
     from rlpipe.datasets.episodes import Selection
     from rlpipe.tracking.progress import CountProgress
 
-    selection = Selection(iterations=span, last=last, envs=envs, min_return=min_return,
-                          min_success=min_success, action=action, keep_last_fragment=keep_last_fragment)
+    selection = Selection(
+        iterations=span,
+        last=last,
+        envs=envs,
+        min_return=min_return,
+        min_success=min_success,
+        action=action,
+        keep_last_fragment=keep_last_fragment,
+    )
     with CountProgress(f"{fmt} → {out}") as progress:
         summary = export_dataset(run_dir, selection, output, lambda episode: progress.add(episode.length))
-    click.echo(f"dataset → {out}: {summary.episodes} episodes, {summary.frames} frames, "
-               f"{summary.dropped_fragments} fragments dropped, {summary.dropped_by_filter} episodes "
-               f"filtered out, {summary.bytes / 1e6:.1f} MB, {time.perf_counter() - started:.1f} s")
+    click.echo(
+        f"dataset → {out}: {summary.episodes} episodes, {summary.frames} frames, "
+        f"{summary.dropped_fragments} fragments dropped, {summary.dropped_by_filter} episodes "
+        f"filtered out, {summary.bytes / 1e6:.1f} MB, {time.perf_counter() - started:.1f} s"
+    )

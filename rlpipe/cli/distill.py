@@ -16,16 +16,33 @@ __all__ = ["distill", "resume_command"]
 @click.command()
 @click.argument("teacher", metavar="TEACHER_RUN|CHECKPOINT", type=RunPath(path_type=Path))
 @set_option
-@click.option("--params", "params_file", type=RunPath(dir_okay=False, path_type=Path), default=None,
-              help="The student's params file (default: the teacher run's, with a distillation block).")
-@click.option("--online-iterations", type=click.IntRange(min=0), default=None,
-              help="Online distillation iterations after the offline passes, as run <exp>-online "
-                   "(default: algorithm.cfg.online_iterations).")
-@click.option("--resume", is_flag=True,
-              help="Continue a stopped distillation (offline, then online) with the same params and stores.")
+@click.option(
+    "--params",
+    "params_file",
+    type=RunPath(dir_okay=False, path_type=Path),
+    default=None,
+    help="The student's params file (default: the teacher run's, with a distillation block).",
+)
+@click.option(
+    "--online-iterations",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Online distillation iterations after the offline passes, as run <exp>-online "
+    "(default: algorithm.cfg.online_iterations).",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Continue a stopped distillation (offline, then online) with the same params and stores.",
+)
 @user_errors
-def distill(teacher: Path, overrides: tuple[str, ...], params_file: Path | None,
-            online_iterations: int | None, resume: bool) -> None:
+def distill(
+    teacher: Path,
+    overrides: tuple[str, ...],
+    params_file: Path | None,
+    online_iterations: int | None,
+    resume: bool,
+) -> None:
     """Train a student from TEACHER_RUN's stored rollouts (no simulator), relabelled by its teacher.
 
     The student's run directory (default <teacher>-student beside the teacher) names its teacher
@@ -40,8 +57,9 @@ def distill(teacher: Path, overrides: tuple[str, ...], params_file: Path | None,
     iterations = distillation_of(cfg).online_iterations if online_iterations is None else online_iterations
     if iterations:
         online_name(cfg)  # a name too long for the online run is refused before the offline one
-    click.get_current_context().meta[RESUME_KEY] = resume_command(teacher, overrides, params_file,
-                                                                  online_iterations)
+    click.get_current_context().meta[RESUME_KEY] = resume_command(
+        teacher, overrides, params_file, online_iterations
+    )
     from rlpipe.trainer.signals import GracefulStop, Interrupted
 
     env_from = f"--params {params_file}" if params_file is not None else "env.id"
@@ -62,8 +80,9 @@ def distill(teacher: Path, overrides: tuple[str, ...], params_file: Path | None,
         click.echo(f"online distillation → {online.run_dir}")
 
 
-def resume_command(teacher: Path, overrides: tuple[str, ...], params_file: Path | None,
-                   online_iterations: int | None) -> str:
+def resume_command(
+    teacher: Path, overrides: tuple[str, ...], params_file: Path | None, online_iterations: int | None
+) -> str:
     """The exact ``rlpipe distill … --resume`` that continues this distillation (printed on a stop)."""
     args = ["rlpipe", "distill", str(teacher), *(a for item in overrides for a in ("--set", item))]
     if params_file is not None:

@@ -48,13 +48,17 @@ def describe(exc: BaseException, resume_command: str | None = None) -> tuple[int
     if (os_error := _os_error(exc)) is not None:
         return RUNTIME, _os_message(os_error, exc, resume)
     if isinstance(exc, MemoryError) or _is_cuda_oom(exc):
-        return RUNTIME, (f"out of memory ({_first_line(exc)[:120]}); lower trainer.num_envs, "
-                         f"trainer.buffer_size or algorithm.cfg.batch_size{resume}")
+        return RUNTIME, (
+            f"out of memory ({_first_line(exc)[:120]}); lower trainer.num_envs, "
+            f"trainer.buffer_size or algorithm.cfg.batch_size{resume}"
+        )
     if isinstance(exc, ValueError | FileNotFoundError):
         return BAD_INPUT, _first_line(exc)
     if _is_tracking_failure(exc):
-        return RUNTIME, (f"MLflow tracking store failed ({type(exc).__name__}: {_first_line(exc)[:200]}); "
-                         "check tracking.uri or set tracking.backend: none")
+        return RUNTIME, (
+            f"MLflow tracking store failed ({type(exc).__name__}: {_first_line(exc)[:200]}); "
+            "check tracking.uri or set tracking.backend: none"
+        )
     if type(exc).__name__ == "LockedError":
         return RUNTIME, _first_line(exc)
     if type(exc).__name__ == "WriterDiedError":  # rlpipe.artifacts.writer_process

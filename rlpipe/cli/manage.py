@@ -12,21 +12,50 @@ __all__ = ["compare", "envs", "exps", "gc"]
 
 
 @click.command()
-@click.option("--experiment", "experiments", multiple=True, metavar="NAME",
-              help="MLflow experiment (trainer.exp_name); repeatable. Default: every experiment.")
-@click.option("--metric", "metrics", multiple=True, metavar="KEY",
-              help="Metric to show (default: eval/return_mean, train/episode_return_mean); repeatable.")
-@click.option("--runs", "run_ids", multiple=True, metavar="ID",
-              help="Only these run ids (repeatable, or comma-separated).")
-@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the learning curves (one line per run) to this PNG.")
-@click.option("--uri", default=None,
-              help="Tracking URI (default: $MLFLOW_TRACKING_URI, else <project>/data/mlflow.db).")
-@click.option("--wide", is_flag=True,
-              help="Every column (run name, id, one per differing param) at full width, not 120.")
+@click.option(
+    "--experiment",
+    "experiments",
+    multiple=True,
+    metavar="NAME",
+    help="MLflow experiment (trainer.exp_name); repeatable. Default: every experiment.",
+)
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    metavar="KEY",
+    help="Metric to show (default: eval/return_mean, train/episode_return_mean); repeatable.",
+)
+@click.option(
+    "--runs",
+    "run_ids",
+    multiple=True,
+    metavar="ID",
+    help="Only these run ids (repeatable, or comma-separated).",
+)
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the learning curves (one line per run) to this PNG.",
+)
+@click.option(
+    "--uri", default=None, help="Tracking URI (default: $MLFLOW_TRACKING_URI, else <project>/data/mlflow.db)."
+)
+@click.option(
+    "--wide",
+    is_flag=True,
+    help="Every column (run name, id, one per differing param) at full width, not 120.",
+)
 @user_errors
-def compare(experiments: tuple[str, ...], metrics: tuple[str, ...], run_ids: tuple[str, ...],
-            plot: Path | None, uri: str | None, wide: bool) -> None:
+def compare(
+    experiments: tuple[str, ...],
+    metrics: tuple[str, ...],
+    run_ids: tuple[str, ...],
+    plot: Path | None,
+    uri: str | None,
+    wide: bool,
+) -> None:
     """Compare MLflow runs, labelled by the params that differ: final/best metrics, env steps, wall time."""
     from rlpipe.tracking import compare as compare_mod
 
@@ -35,10 +64,10 @@ def compare(experiments: tuple[str, ...], metrics: tuple[str, ...], run_ids: tup
     compare_mod.render_table(comparison, wide=wide)
     if plot is not None:
         path = compare_mod.plot_curves(comparison, plot)
-        click.echo(f"wrote {path} ({len(comparison.metrics)} panels: {', '.join(comparison.metrics)}; "
-                   f"{len(comparison.runs)} runs)")
-
-
+        click.echo(
+            f"wrote {path} ({len(comparison.metrics)} panels: {', '.join(comparison.metrics)}; "
+            f"{len(comparison.runs)} runs)"
+        )
 
 
 @click.command()
@@ -62,9 +91,13 @@ def gc(dry_run: bool) -> None:
 
 
 @click.command()
-@click.option("--backend", "groups", multiple=True,
-              type=click.Choice(("torch", "plugins", "envpool", "gymnasium")),
-              help="Only these groups (repeatable; default: all).")
+@click.option(
+    "--backend",
+    "groups",
+    multiple=True,
+    type=click.Choice(("torch", "plugins", "envpool", "gymnasium")),
+    help="Only these groups (repeatable; default: all).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print {group: [ids]} as JSON.")
 @user_errors
 def envs(groups: tuple[str, ...], as_json: bool) -> None:
@@ -89,8 +122,15 @@ def envs(groups: tuple[str, ...], as_json: bool) -> None:
 
 
 @click.command()
-@click.option("--metric", "metrics", multiple=True, default=("eval/return_mean",), show_default=True,
-              metavar="KEY", help="Metric column (a key of the stages' metrics files); repeatable.")
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    default=("eval/return_mean",),
+    show_default=True,
+    metavar="KEY",
+    help="Metric column (a key of the stages' metrics files); repeatable.",
+)
 @click.option("--wide", is_flag=True, help="Do not fit the table into 120 columns.")
 @user_errors
 def exps(metrics: tuple[str, ...], wide: bool) -> None:

@@ -63,8 +63,14 @@ def advantage(params: Path, rollout: Path, overrides: tuple[str, ...], out: Path
 @out_option("<run_dir>/updated")
 @allow_rejected_option
 @user_errors
-def update(params: Path, rollout: Path | None, overrides: tuple[str, ...], checkpoint: Path | None,
-           out: Path | None, allow_rejected: bool) -> None:
+def update(
+    params: Path,
+    rollout: Path | None,
+    overrides: tuple[str, ...],
+    checkpoint: Path | None,
+    out: Path | None,
+    allow_rejected: bool,
+) -> None:
     """Advantage + update on one stored rollout (default: the run's newest) → a checkpoint and the losses.
 
     Without --checkpoint it starts from the checkpoint the rollout was collected with.
@@ -79,8 +85,9 @@ def update(params: Path, rollout: Path | None, overrides: tuple[str, ...], check
         if not stored:
             raise click.UsageError(f"{layout.rollouts}: no stored rollout to update; pass ROLLOUT")
         rollout = stored[max(stored)]
-    path, metrics = offline.update_from_rollout(cfg, rollout, checkpoint, out or layout.updated,
-                                                allow_rejected)
+    path, metrics = offline.update_from_rollout(
+        cfg, rollout, checkpoint, out or layout.updated, allow_rejected
+    )
     for key in sorted(k for k in metrics if k.startswith("update/")):
         click.echo(f"{key:<28} {metrics[key]:.6g}")
     click.echo(f"checkpoint → {path}")
@@ -91,12 +98,23 @@ def update(params: Path, rollout: Path | None, overrides: tuple[str, ...], check
 @set_option
 @checkpoint_option
 @click.option("--video", is_flag=True, help="Film the first eval.video_envs envs to <run_dir>/eval/*.mp4.")
-@click.option("--policy", "policy_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Evaluate an exported policy.onnx / policy.pt (`rlpipe export`) instead of a checkpoint.")
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Evaluate an exported policy.onnx / policy.pt (`rlpipe export`) instead of a checkpoint.",
+)
 @out_option("<run_dir>/eval/metrics.json; with --policy, eval/policy-metrics.json")
 @user_errors
-def evaluate(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, video: bool,
-             policy_file: Path | None, out: Path | None) -> None:
+def evaluate(
+    params: Path,
+    overrides: tuple[str, ...],
+    checkpoint: Path | None,
+    video: bool,
+    policy_file: Path | None,
+    out: Path | None,
+) -> None:
     """Evaluate a checkpoint (default: the run's latest), or an exported policy, with the eval params."""
     if policy_file is not None and checkpoint is not None:
         raise click.UsageError("--policy and --checkpoint: give one of them")
@@ -118,14 +136,25 @@ def evaluate(params: Path, overrides: tuple[str, ...], checkpoint: Path | None, 
 @click.command()
 @run_argument
 @set_option
-@click.option("--checkpoint", default=None, metavar="N|FILE",
-              help="Iteration N (checkpoints/ckpt-N.pt) or a checkpoint file (default: the run's latest).")
-@click.option("--format", "fmt", type=click.Choice(["onnx", "torchscript"]), default="onnx",
-              show_default=True, help="onnx (onnxruntime) or torchscript (libtorch: torch::jit::load).")
+@click.option(
+    "--checkpoint",
+    default=None,
+    metavar="N|FILE",
+    help="Iteration N (checkpoints/ckpt-N.pt) or a checkpoint file (default: the run's latest).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["onnx", "torchscript"]),
+    default="onnx",
+    show_default=True,
+    help="onnx (onnxruntime) or torchscript (libtorch: torch::jit::load).",
+)
 @out_option("<run_dir>/export")
 @user_errors
-def export(params: Path, overrides: tuple[str, ...], checkpoint: str | None, fmt: str,
-           out: Path | None) -> None:
+def export(
+    params: Path, overrides: tuple[str, ...], checkpoint: str | None, fmt: str, out: Path | None
+) -> None:
     """Export the deterministic actor (normalizer, action clipping, argmax inside), verified.
 
     Writes policy.onnx (or policy.pt) and a metadata JSON beside it after running the file on stored
@@ -146,31 +175,68 @@ def export(params: Path, overrides: tuple[str, ...], checkpoint: str | None, fmt
     except ExportMismatch as exc:
         click.echo(f"Error: {exc}".splitlines()[0], err=True)
         sys.exit(3)
-    click.echo(f"verified on {result.observations} observations ({result.source}): "
-               f"max |Δaction| = {result.max_abs_diff:.3g}")
+    click.echo(
+        f"verified on {result.observations} observations ({result.source}): "
+        f"max |Δaction| = {result.max_abs_diff:.3g}"
+    )
     click.echo(f"policy → {result.path}, metadata → {result.metadata_path}")
 
 
 @click.command()
 @click.argument("rollout", metavar="RUN_DIR|EXP|ROLLOUT", type=RunPath(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-@click.option("--frames", "group", default=None, metavar="GROUP",
-              help="Write the frames of image group GROUP (obs/GROUP, uint8 [N, T+1, C, H, W]) of a stored "
-                   "rollout instead of the summary: one PNG per time step, or one MP4.")
-@click.option("--env", "env_index", type=int, default=0, show_default=True,
-              help="With --frames: the env whose frames are written.")
-@click.option("--iteration", type=int, default=None, metavar="K",
-              help="With --frames on a run: the rollout of iteration K (default: the newest stored).")
-@click.option("--format", "fmt", type=click.Choice(["png", "mp4"]), default="png", show_default=True,
-              help="With --frames: png (lossless, one per time step, matplotlib) or mp4 (H.264; needs the "
-                   "video extra: pip install 'rlpipe[video]').")
-@click.option("--channels", type=click.Choice(["all", "first", "rgb"]), default="all", show_default=True,
-              help="With --frames: each channel side by side in gray (a frame stack, oldest first), the "
-                   "first channel only, or each 3 channels as one colour picture.")
+@click.option(
+    "--frames",
+    "group",
+    default=None,
+    metavar="GROUP",
+    help="Write the frames of image group GROUP (obs/GROUP, uint8 [N, T+1, C, H, W]) of a stored "
+    "rollout instead of the summary: one PNG per time step, or one MP4.",
+)
+@click.option(
+    "--env",
+    "env_index",
+    type=int,
+    default=0,
+    show_default=True,
+    help="With --frames: the env whose frames are written.",
+)
+@click.option(
+    "--iteration",
+    type=int,
+    default=None,
+    metavar="K",
+    help="With --frames on a run: the rollout of iteration K (default: the newest stored).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["png", "mp4"]),
+    default="png",
+    show_default=True,
+    help="With --frames: png (lossless, one per time step, matplotlib) or mp4 (H.264; needs the "
+    "video extra: pip install 'rlpipe[video]').",
+)
+@click.option(
+    "--channels",
+    type=click.Choice(["all", "first", "rgb"]),
+    default="all",
+    show_default=True,
+    help="With --frames: each channel side by side in gray (a frame stack, oldest first), the "
+    "first channel only, or each 3 channels as one colour picture.",
+)
 @out_option("<run_dir>/frames; files iter-NNNNNN-GROUP-env-E/t-TTTTTT.png or iter-NNNNNN-GROUP-env-E.mp4")
 @user_errors
-def inspect(rollout: Path, as_json: bool, group: str | None, env_index: int, iteration: int | None,
-            fmt: str, channels: str, out: Path | None) -> None:
+def inspect(
+    rollout: Path,
+    as_json: bool,
+    group: str | None,
+    env_index: int,
+    iteration: int | None,
+    fmt: str,
+    channels: str,
+    out: Path | None,
+) -> None:
     """Show a run (iterations, stores, checkpoints, params hash, last metrics) or one stored rollout.
 
     With --frames, write the frames of one of its image groups instead.
@@ -182,8 +248,13 @@ def inspect(rollout: Path, as_json: bool, group: str | None, env_index: int, ite
     from rlpipe.offline import commands as offline
     from rlpipe.offline.render import render_rollout, render_run
 
-    frame_options = {"--env": env_index != 0, "--iteration": iteration is not None, "--format": fmt != "png",
-                     "--channels": channels != "all", "--out": out is not None}
+    frame_options = {
+        "--env": env_index != 0,
+        "--iteration": iteration is not None,
+        "--format": fmt != "png",
+        "--channels": channels != "all",
+        "--out": out is not None,
+    }
     if group is None and any(frame_options.values()):
         raise click.UsageError(f"{next(k for k, v in frame_options.items() if v)}: only with --frames GROUP")
     if group is not None:
@@ -207,8 +278,9 @@ def inspect(rollout: Path, as_json: bool, group: str | None, env_index: int, ite
             render_rollout(info)
 
 
-def _write_frames(target: Path, group: str, env: int, iteration: int | None, fmt: str, channels: str,
-                  out: Path | None) -> None:
+def _write_frames(
+    target: Path, group: str, env: int, iteration: int | None, fmt: str, channels: str, out: Path | None
+) -> None:
     """``inspect --frames``: the rollout of a run (``--iteration``, default the newest) or the one given."""
     from rlpipe.artifacts.layout import RunLayout
     from rlpipe.config import ConfigError
@@ -220,8 +292,10 @@ def _write_frames(target: Path, group: str, env: int, iteration: int | None, fmt
         if not stored:
             raise ConfigError(f"{layout.rollouts}: no stored rollout to draw frames from")
         if iteration is not None and iteration not in stored:
-            raise ConfigError(f"--iteration: {iteration} is not stored; stored: {min(stored)} to "
-                                   f"{max(stored)} ({len(stored)} rollouts)")
+            raise ConfigError(
+                f"--iteration: {iteration} is not stored; stored: {min(stored)} to "
+                f"{max(stored)} ({len(stored)} rollouts)"
+            )
         target = stored[max(stored) if iteration is None else iteration]
     elif iteration is not None:
         raise ConfigError("--iteration: give a run directory, or the rollout itself without --iteration")
@@ -233,19 +307,45 @@ def _write_frames(target: Path, group: str, env: int, iteration: int | None, fmt
 @click.command()
 @run_argument
 @set_option
-@click.option("--rollouts", type=RunPath(file_okay=False, path_type=Path), default=None,
-              help="Folder of iter-NNNNNN.zarr stores (default: <run_dir>/rollouts).")
-@click.option("--iterations", "span", callback=parse_span, default=None, metavar="A:B",
-              help="Replay rollouts A to B, both included, or one K (default: every stored one).")
-@click.option("--chain", is_flag=True,
-              help="Update each rollout from the previous replayed weights, not from its own checkpoint.")
-@click.option("--from", "start", type=RunPath(dir_okay=False, path_type=Path), default=None,
-              help="Checkpoint the chain starts from (implies --chain; default: the one before A).")
+@click.option(
+    "--rollouts",
+    type=RunPath(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder of iter-NNNNNN.zarr stores (default: <run_dir>/rollouts).",
+)
+@click.option(
+    "--iterations",
+    "span",
+    callback=parse_span,
+    default=None,
+    metavar="A:B",
+    help="Replay rollouts A to B, both included, or one K (default: every stored one).",
+)
+@click.option(
+    "--chain",
+    is_flag=True,
+    help="Update each rollout from the previous replayed weights, not from its own checkpoint.",
+)
+@click.option(
+    "--from",
+    "start",
+    type=RunPath(dir_okay=False, path_type=Path),
+    default=None,
+    help="Checkpoint the chain starts from (implies --chain; default: the one before A).",
+)
 @out_option("<run_dir>/reupdate")
 @allow_rejected_option
 @user_errors
-def replay(params: Path, overrides: tuple[str, ...], rollouts: Path | None, span: tuple[int, int] | None,
-           chain: bool, start: Path | None, out: Path | None, allow_rejected: bool) -> None:
+def replay(
+    params: Path,
+    overrides: tuple[str, ...],
+    rollouts: Path | None,
+    span: tuple[int, int] | None,
+    chain: bool,
+    start: Path | None,
+    out: Path | None,
+    allow_rejected: bool,
+) -> None:
     """Re-run advantage + update over stored rollouts with the params plus replay.algorithm overrides."""
     cfg = load_config(params, overrides)
     from rlpipe.artifacts.layout import RunLayout
@@ -253,10 +353,19 @@ def replay(params: Path, overrides: tuple[str, ...], rollouts: Path | None, span
 
     layout = RunLayout(cfg.run_dir)
     out = out or layout.reupdate
-    summary = replay_rollouts(cfg, rollouts or layout.rollouts, out, span,
-                              chain=chain or start is not None, start=start, allow_rejected=allow_rejected)
-    click.echo(f"replayed {summary['iterations']} rollouts ({summary['transitions']:,} transitions, "
-               f"{summary['transitions_per_s']:,.0f}/s) → {out / 'checkpoints'}, {out / 'metrics.json'}")
+    summary = replay_rollouts(
+        cfg,
+        rollouts or layout.rollouts,
+        out,
+        span,
+        chain=chain or start is not None,
+        start=start,
+        allow_rejected=allow_rejected,
+    )
+    click.echo(
+        f"replayed {summary['iterations']} rollouts ({summary['transitions']:,} transitions, "
+        f"{summary['transitions_per_s']:,.0f}/s) → {out / 'checkpoints'}, {out / 'metrics.json'}"
+    )
     evaluated = sorted(key for key in summary if key.startswith("eval/") and key != "eval/episodes")
     for key in evaluated:
         online = summary.get(f"online/{key}")

@@ -21,10 +21,16 @@ __all__ = ["resume_command", "run"]
 @params_argument
 @set_option
 @click.option("--resume", is_flag=True, help="Continue from the last complete checkpoint.")
-@click.option("--overwrite", is_flag=True,
-              help="Delete an earlier run's rollouts and checkpoints under the same exp_name first.")
-@click.option("--distributed", is_flag=True,
-              help="Join torch.distributed (trainer.distributed=true); launch with torchrun.")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Delete an earlier run's rollouts and checkpoints under the same exp_name first.",
+)
+@click.option(
+    "--distributed",
+    is_flag=True,
+    help="Join torch.distributed (trainer.distributed=true); launch with torchrun.",
+)
 @user_errors
 def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool, distributed: bool) -> None:
     """Train: collect → advantage → update, then eval and checkpoint when due, for trainer.iterations."""

@@ -140,14 +140,18 @@ class UpdateCfg(AlgorithmCfg):
     def _coherent(self) -> Self:
         name = type(self).__name__
         if self.target_kl is not None and self.accumulate_grads:
-            fail(name, ("target_kl",),
-                 "cannot be combined with accumulate_grads (needs a step per minibatch)")
+            fail(
+                name, ("target_kl",), "cannot be combined with accumulate_grads (needs a step per minibatch)"
+            )
         if self.schedule == "adaptive":
             if self.desired_kl is None:
                 fail(name, ("desired_kl",), "required when schedule is adaptive")
             if self.lr_schedule is not None or self.lr_schedule_kind in ("linear", "cosine"):
-                fail(name, ("schedule",),
-                     "adaptive sets the lr from the KL; remove lr_schedule/lr_schedule_kind")
+                fail(
+                    name,
+                    ("schedule",),
+                    "adaptive sets the lr from the KL; remove lr_schedule/lr_schedule_kind",
+                )
         if self.min_lr > self.max_lr:
             fail(name, ("min_lr",), f"must be <= max_lr ({self.max_lr})")
         for key in ("lr_schedule", "ent_coef_schedule"):
@@ -160,8 +164,12 @@ class UpdateCfg(AlgorithmCfg):
             accepted = optimizer_kwarg_names(self.optimizer)
             for key in self.optimizer_kwargs:
                 if key not in accepted:
-                    fail(name, ("optimizer_kwargs", key), f"not an argument of "
-                         f"{OPTIMIZER_CLASSES[self.optimizer]}; accepted: {', '.join(accepted)}")
+                    fail(
+                        name,
+                        ("optimizer_kwargs", key),
+                        f"not an argument of "
+                        f"{OPTIMIZER_CLASSES[self.optimizer]}; accepted: {', '.join(accepted)}",
+                    )
         return self
 
     @property
@@ -188,8 +196,10 @@ class SequenceCfg(UpdateCfg):
     def check_sequences(self, horizon: int) -> None:
         """``ConfigError`` unless ``seq_len`` divides the rollout length ``horizon``."""
         if self.seq_len is not None and horizon % self.seq_len:
-            raise ConfigError(f"trainer.buffer_size ({horizon}) must be a multiple of "
-                              f"algorithm.cfg.seq_len ({self.seq_len})")
+            raise ConfigError(
+                f"trainer.buffer_size ({horizon}) must be a multiple of "
+                f"algorithm.cfg.seq_len ({self.seq_len})"
+            )
 
 
 class PPOCfg(SequenceCfg):

@@ -76,8 +76,11 @@ class DistillationCfg(SequenceCfg):
     @model_validator(mode="after")
     def _no_kl_rules(self) -> Self:
         if self.reads_kl:
-            fail(type(self).__name__, ("target_kl" if self.target_kl is not None else "schedule",),
-                 "KL rules watch a policy's own change; distillation has none (remove it)")
+            fail(
+                type(self).__name__,
+                ("target_kl" if self.target_kl is not None else "schedule",),
+                "KL rules watch a policy's own change; distillation has none (remove it)",
+            )
         return self
 
     def lineage(self) -> dict[str, str]:

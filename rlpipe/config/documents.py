@@ -35,8 +35,10 @@ NO_EFFECT_TRAINER: dict[str, tuple[Any, str]] = {
     "wandb_project_name": (None, "the MLflow experiment is trainer.exp_name"),
 }
 """Trainer keys of the documents that rlpipe has no use for: (their default, what rlpipe does instead)."""
-ENV_NO_EFFECT = {"actions": "rlpipe envs take the policy's action as is (no action manager)",
-                 "sim_cfg": "simulation settings belong to the env's own constructor arguments (env.cfg)"}
+ENV_NO_EFFECT = {
+    "actions": "rlpipe envs take the policy's action as is (no action manager)",
+    "sim_cfg": "simulation settings belong to the env's own constructor arguments (env.cfg)",
+}
 """Env fields of the documents with no rlpipe equivalent, and why."""
 
 
@@ -97,8 +99,9 @@ def _gym_config(data: dict[str, Any], path: AnyPath) -> tuple[dict[str, Any], li
     return data, notes + top_notes + _num_envs(data, num_envs, f"{where} num_envs")
 
 
-def _env_fields(fields: dict[str, Any], where: str,
-                unknown_warns: bool = False) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+def _env_fields(
+    fields: dict[str, Any], where: str, unknown_warns: bool = False
+) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """``(constructor arguments, {num_envs}, notes)`` of an env's fields in the documents' form.
 
     ``extensions`` are task parameters: constructor arguments here. ``unknown_warns``: a field

@@ -11,8 +11,16 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from rlpipe.errors import ConfigError
 
-__all__ = ["ConfigError", "as_yaml", "did_you_mean", "field_model", "format_validation_error",
-           "located_error", "register_model", "unknown_key"]
+__all__ = [
+    "ConfigError",
+    "as_yaml",
+    "did_you_mean",
+    "field_model",
+    "format_validation_error",
+    "located_error",
+    "register_model",
+    "unknown_key",
+]
 
 _MODELS: dict[str, type[BaseModel]] = {}  # config class name (pydantic's error title) → the class
 
@@ -25,8 +33,12 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
     if err["type"] == "extra_forbidden":
         return f"{path}: {unknown_key(_model_at(exc.title, err['loc'][:-1]), str(err['loc'][-1]))}"
     got = err.get("input")
-    quiet = (err["type"] == "missing" or isinstance(got, dict) or "got " in msg
-             or (isinstance(got, str) and (repr(got) in msg or msg.startswith(got))))
+    quiet = (
+        err["type"] == "missing"
+        or isinstance(got, dict)
+        or "got " in msg
+        or (isinstance(got, str) and (repr(got) in msg or msg.startswith(got)))
+    )
     shown = "" if quiet else f" (got {as_yaml(got)})"
     extra = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"{path}: {msg}{shown}{extra}"
@@ -59,9 +71,12 @@ def located_error(title: str, problems: Sequence[tuple[tuple[int | str, ...], st
     Raised inside a validator, pydantic prefixes each ``loc`` with the field's own, so the message
     names the exact key path.
     """
-    details = [InitErrorDetails(type=PydanticCustomError("value_error", cast(LiteralString, message)),
-                                loc=loc, input=value)
-               for loc, message, value in problems]
+    details = [
+        InitErrorDetails(
+            type=PydanticCustomError("value_error", cast(LiteralString, message)), loc=loc, input=value
+        )
+        for loc, message, value in problems
+    ]
     return ValidationError.from_exception_data(title, details)
 
 
@@ -92,9 +107,7 @@ def field_model(model: type[BaseModel] | None, parent: Sequence[Any]) -> type[Ba
             continue
         field = model.model_fields.get(str(part))
         annotation = field.annotation if field else None
-        model = next(
-            (a for a in (annotation, *getattr(annotation, "__args__", ())) if _is_model(a)), None
-        )
+        model = next((a for a in (annotation, *getattr(annotation, "__args__", ())) if _is_model(a)), None)
     return model
 
 

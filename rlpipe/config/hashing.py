@@ -9,8 +9,15 @@ from typing import Any
 from rlpipe.config.errors import ConfigError
 from rlpipe.config.sections import RunConfig
 
-__all__ = ["NOT_TRAINING", "params_hash", "refuse_other_training", "training_diff", "training_hash",
-           "training_params"]
+__all__ = [
+    "NOT_TRAINING",
+    "params_hash",
+    "refuse_other_training",
+    "training_diff",
+    "training_hash",
+    "training_params",
+]
+
 
 def params_hash(cfg: RunConfig) -> str:
     """Stable short hash of the resolved params (ties rollouts and runs to their config)."""
@@ -19,11 +26,23 @@ def params_hash(cfg: RunConfig) -> str:
 
 
 NOT_TRAINING = (
-    ("trainer", "exp_name"), ("trainer", "data_dir"), ("trainer", "iterations"), ("trainer", "save_freq"),
-    ("trainer", "distributed"), ("trainer", "num_threads"), ("trainer", "enable_eval"),
-    ("trainer", "eval_freq"), ("trainer", "num_eval_envs"), ("trainer", "num_eval_episodes"),
-    ("trainer", "on_nonfinite"), ("trainer", "max_skipped_in_a_row"),
-    ("tracking",), ("store",), ("checkpoint",), ("replay",), ("eval",),
+    ("trainer", "exp_name"),
+    ("trainer", "data_dir"),
+    ("trainer", "iterations"),
+    ("trainer", "save_freq"),
+    ("trainer", "distributed"),
+    ("trainer", "num_threads"),
+    ("trainer", "enable_eval"),
+    ("trainer", "eval_freq"),
+    ("trainer", "num_eval_envs"),
+    ("trainer", "num_eval_episodes"),
+    ("trainer", "on_nonfinite"),
+    ("trainer", "max_skipped_in_a_row"),
+    ("tracking",),
+    ("store",),
+    ("checkpoint",),
+    ("replay",),
+    ("eval",),
 )
 """Params that do not change what training computes: where a run lives, how long it goes, what it
 keeps, logs and evaluates (online evaluation is deterministic, on its own envs and seeds). A run may
@@ -59,8 +78,9 @@ def training_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> lis
     return diffs
 
 
-def refuse_other_training(where: str, state: dict[str, Any], cfg: RunConfig,
-                          length: tuple[tuple[str, ...], ...] = ()) -> None:
+def refuse_other_training(
+    where: str, state: dict[str, Any], cfg: RunConfig, length: tuple[tuple[str, ...], ...] = ()
+) -> None:
     """``ConfigError`` naming each differing training param (both values) when ``state`` came from others.
 
     ``state``: a checkpoint's entries (``training_params``, or only ``training_hash`` in older ones);
@@ -74,13 +94,18 @@ def refuse_other_training(where: str, state: dict[str, Any], cfg: RunConfig,
             raise ConfigError(f"{where}: checkpoint was written with other training params")
         return
     now = training_params(cfg)
-    diffs = [d for d in training_diff(_explicit(written, cfg), _explicit(now, cfg))
-             if tuple(d[0].split(".")) not in length]
+    diffs = [
+        d
+        for d in training_diff(_explicit(written, cfg), _explicit(now, cfg))
+        if tuple(d[0].split(".")) not in length
+    ]
     if diffs:
         shown = "; ".join(f"{key}: {a!r} in the checkpoint, {b!r} now" for key, a, b in diffs[:5])
         more = f" (+{len(diffs) - 5} more)" if len(diffs) > 5 else ""
-        raise ConfigError(f"{where}: checkpoint was written with other training params ({shown}{more}); "
-                          "only where the run lives, its length, storage, tracking and eval may change")
+        raise ConfigError(
+            f"{where}: checkpoint was written with other training params ({shown}{more}); "
+            "only where the run lives, its length, storage, tracking and eval may change"
+        )
 
 
 def _explicit(params: dict[str, Any], cfg: RunConfig) -> dict[str, Any]:

@@ -26,11 +26,15 @@ def exp_name_problem(value: str) -> str | None:
     ``<teacher>-student``) are checked with the same rule.
     """
     if len(value) > MAX_EXP_NAME:
-        return (f"got a name of {len(value)} characters ({value[:40]!r}…); at most {MAX_EXP_NAME} are "
-                "accepted (a plain folder name)")
+        return (
+            f"got a name of {len(value)} characters ({value[:40]!r}…); at most {MAX_EXP_NAME} are "
+            "accepted (a plain folder name)"
+        )
     if not _PLAIN_NAME.fullmatch(value) or value in {".", ".."}:
-        return (f"got {value!r}; a plain folder name of at most {MAX_EXP_NAME} characters (letters, "
-                "digits, ._-+=@), not a path")
+        return (
+            f"got {value!r}; a plain folder name of at most {MAX_EXP_NAME} characters (letters, "
+            "digits, ._-+=@), not a path"
+        )
     return None
 
 

@@ -64,8 +64,10 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int])
     if key in sizes:
         return sizes[key]
     if key in open_nodes:
-        raise AliasExpansionError(node.start_mark.line + 1, "an alias refers to its own anchor "
-                                  "(a recursive structure); write the values out")
+        raise AliasExpansionError(
+            node.start_mark.line + 1,
+            "an alias refers to its own anchor (a recursive structure); write the values out",
+        )
     open_nodes.add(key)
     children: list[yaml.Node] = []
     if isinstance(node, yaml.SequenceNode):
@@ -75,8 +77,11 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int])
     size = 1 + sum(_expanded_size(child, sizes, open_nodes) for child in children)
     open_nodes.discard(key)
     if size > MAX_YAML_VALUES:
-        raise AliasExpansionError(node.start_mark.line + 1, f"YAML aliases expand to more than "
-                                  f"{MAX_YAML_VALUES} values; write the values out or use fewer aliases")
+        raise AliasExpansionError(
+            node.start_mark.line + 1,
+            f"YAML aliases expand to more than "
+            f"{MAX_YAML_VALUES} values; write the values out or use fewer aliases",
+        )
     sizes[key] = size
     return size
 
@@ -139,11 +144,14 @@ def _read_text(path: AnyPath) -> str:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not a UTF-8 text params file (undecodable byte at offset "
-                          f"{exc.start}); give a YAML or JSON file") from None
+        raise ConfigError(
+            f"{path}: not a UTF-8 text params file (undecodable byte at offset "
+            f"{exc.start}); give a YAML or JSON file"
+        ) from None
     if "\x00" in text:
-        raise ConfigError(f"{path}: a binary file (NUL byte at offset {text.index(chr(0))}), not a "
-                          "YAML or JSON params file")
+        raise ConfigError(
+            f"{path}: a binary file (NUL byte at offset {text.index(chr(0))}), not a YAML or JSON params file"
+        )
     return text
 
 

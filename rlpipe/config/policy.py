@@ -57,8 +57,9 @@ class CNNCfg(StrictModel):
     @model_validator(mode="after")
     def _one_per_layer(self) -> Self:
         if not self.channels or not len(self.channels) == len(self.kernel_sizes) == len(self.strides):
-            raise ValueError("channels, kernel_sizes and strides need one entry per conv layer "
-                             "(at least one)")
+            raise ValueError(
+                "channels, kernel_sizes and strides need one entry per conv layer (at least one)"
+            )
         return self
 
 

@@ -39,8 +39,10 @@ def import_module(module_name: str, key: str) -> ModuleType:
         return importlib.import_module(module_name)
     except Exception as exc:  # any error inside the user's module
         text = (str(exc).strip().splitlines() or [""])[0]
-        raise ConfigError(f"{key}: cannot import module {module_name!r} "
-                          f"({type(exc).__name__}: {text}){path_hint(module_name, exc)}") from None
+        raise ConfigError(
+            f"{key}: cannot import module {module_name!r} "
+            f"({type(exc).__name__}: {text}){path_hint(module_name, exc)}"
+        ) from None
 
 
 def import_reference(spec: str, key: str) -> object:

@@ -110,8 +110,12 @@ _UNION: list[TypeAdapter[AlgorithmBlock]] = []
 """The discriminated union of the registered blocks, built at first use after each registration."""
 
 
-def register_algorithm(name: str, cfg_class: type[AlgorithmCfg], algo: type | None = None,
-                       block: type[AlgorithmBlock] | None = None) -> None:
+def register_algorithm(
+    name: str,
+    cfg_class: type[AlgorithmCfg],
+    algo: type | None = None,
+    block: type[AlgorithmBlock] | None = None,
+) -> None:
     """Make ``name`` an ``algorithm.name`` whose ``cfg`` is a ``cfg_class``; ``algo`` builds it.
 
     ``block``: the union's class of this name (made from ``name`` and ``cfg_class`` when not given).
@@ -132,9 +136,12 @@ def register_algorithm(name: str, cfg_class: type[AlgorithmCfg], algo: type | No
         _REGISTRY[key] = replace(known, algo=algo or known.algo)
         return
     block = block or create_model(
-        f"{cfg_class.__name__.removesuffix('Cfg')}Block", __base__=AlgorithmBlock,
+        f"{cfg_class.__name__.removesuffix('Cfg')}Block",
+        __base__=AlgorithmBlock,
         __doc__=f"``algorithm`` block of {key!r}: its ``cfg`` is a ``{cfg_class.__name__}``.",
-        name=(Literal[key], key), cfg=(cfg_class, Field(default_factory=cfg_class)))
+        name=(Literal[key], key),
+        cfg=(cfg_class, Field(default_factory=cfg_class)),
+    )
     _REGISTRY[key] = Registered(cfg_class, block, algo)
     _UNION.clear()
 
@@ -163,8 +170,11 @@ def validate_algorithm(data: object) -> AlgorithmBlock:
         raise located_error("AlgorithmBlock", [((), "Input should be a mapping {name, cfg}", data)])
     name = data.get("name", DEFAULT)
     if not isinstance(name, str) or name.lower() not in _REGISTRY:
-        problem = (f"unknown algorithm {name!r}; accepted: {', '.join(algorithm_names())}"
-                   if isinstance(name, str) else "Input should be a valid string")
+        problem = (
+            f"unknown algorithm {name!r}; accepted: {', '.join(algorithm_names())}"
+            if isinstance(name, str)
+            else "Input should be a valid string"
+        )
         raise located_error("AlgorithmBlock", [(("name",), problem, name)])
     key = name.lower()
     try:
@@ -192,8 +202,9 @@ def merged_replay_block(block: AlgorithmBlock, override: dict[str, Any]) -> Algo
         raise located_error("ReplayCfg", [((unknown[0],), "unknown key; accepted: name, cfg", {})])
     changes = override.get("cfg") or {}
     if not isinstance(changes, dict):
-        raise located_error("ReplayCfg", [(("cfg",), "Input should be a mapping of algorithm.cfg keys",
-                                           changes)])
+        raise located_error(
+            "ReplayCfg", [(("cfg",), "Input should be a mapping of algorithm.cfg keys", changes)]
+        )
     name = override.get("name", block.name)
     same = isinstance(name, str) and name.lower() == block.name
     kept = {key: value for key, value in changes.items() if value is not None}

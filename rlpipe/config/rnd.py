@@ -68,15 +68,22 @@ class RNDCfg(StrictModel):
     def _points_need_kind(self) -> Self:
         name = type(self).__name__
         if self.weight_schedule is not None and self.weight_schedule_kind in ("linear", "cosine"):
-            fail(name, ("weight_schedule",), "points need weight_schedule_kind step or interp "
-                 "(linear/cosine take no points)")
+            fail(
+                name,
+                ("weight_schedule",),
+                "points need weight_schedule_kind step or interp (linear/cosine take no points)",
+            )
         for key in ("hidden_sizes", "critic_hidden_sizes"):
             if any(size < 1 for size in getattr(self, key)):
                 fail(name, (key,), "every size must be >= 1")
         if not self.intrinsic_critic:
             if self.episodic is False:
-                fail(name, ("episodic",), "false needs intrinsic_critic: true (with one value head the "
-                     "intrinsic reward joins the episodic extrinsic return); accepted: true or null")
+                fail(
+                    name,
+                    ("episodic",),
+                    "false needs intrinsic_critic: true (with one value head the "
+                    "intrinsic reward joins the episodic extrinsic return); accepted: true or null",
+                )
             for key in ("extrinsic_coef", "critic_hidden_sizes", "critic_learning_rate"):
                 if key in self.model_fields_set:
                     fail(name, (key,), "is read only with intrinsic_critic: true")

@@ -181,8 +181,11 @@ class TrainerCfg(StrictModel):
     @field_validator("num_threads", mode="before")
     @classmethod
     def _threads(cls, value: object) -> object:
-        if value is None or value == "auto" or (isinstance(value, int) and not isinstance(value, bool)
-                                                and value >= 1):
+        if (
+            value is None
+            or value == "auto"
+            or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
+        ):
             return value
         raise ValueError(f"got {value!r}; accepted: auto, a positive integer, or null (torch's default)")
 
@@ -272,8 +275,16 @@ class StoreCfg(StrictModel):
     @model_validator(mode="after")
     def _budget_or_every(self) -> Self:
         if self.budget is not None and self.every != 1:
-            raise located_error("StoreCfg", [(("every",), "store.budget derives every; set one of "
-                                              "store.every and store.budget", self.every)])
+            raise located_error(
+                "StoreCfg",
+                [
+                    (
+                        ("every",),
+                        "store.budget derives every; set one of store.every and store.budget",
+                        self.every,
+                    )
+                ],
+            )
         return self
 
 
@@ -346,8 +357,17 @@ class RunConfig(StrictModel):
         """``store.envs`` names a subset of each rank's ``trainer.num_envs``."""
         envs = self.store.envs
         if envs is not None and envs > self.trainer.num_envs:
-            raise located_error("RunConfig", [(("store", "envs"), f"got {envs}; at most trainer.num_envs "
-                                               f"({self.trainer.num_envs}), the envs of each rank", envs)])
+            raise located_error(
+                "RunConfig",
+                [
+                    (
+                        ("store", "envs"),
+                        f"got {envs}; at most trainer.num_envs "
+                        f"({self.trainer.num_envs}), the envs of each rank",
+                        envs,
+                    )
+                ],
+            )
         return self
 
     @model_validator(mode="after")
@@ -358,8 +378,9 @@ class RunConfig(StrictModel):
                 merged_replay_block(self.algorithm, self.replay.algorithm)
             except ValidationError as exc:
                 where = ("replay", "algorithm")
-                raise located_error("RunConfig", [((*where, *e["loc"]), e["msg"], e.get("input"))
-                                                  for e in exc.errors()]) from None
+                raise located_error(
+                    "RunConfig", [((*where, *e["loc"]), e["msg"], e.get("input")) for e in exc.errors()]
+                ) from None
         return self
 
     @property

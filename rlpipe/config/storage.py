@@ -23,8 +23,10 @@ def precision_group_problem(group: str) -> str | None:
     """Why ``group`` is not an observation group name (``obs``, ``obs/<key>``), else ``None``."""
     if _GROUP.fullmatch(group):
         return None
-    return (f"{group!r} is not an observation group; accepted: obs (every observation array) or "
-            "obs/<key> (one entry of a dict observation)")
+    return (
+        f"{group!r} is not an observation group; accepted: obs (every observation array) or "
+        "obs/<key> (one entry of a dict observation)"
+    )
 
 
 class StoreBudgetCfg(StrictModel):
@@ -45,11 +47,15 @@ class StoreBudgetCfg(StrictModel):
     @model_validator(mode="after")
     def _one_budget(self) -> Self:
         if (self.total_tb is None) == (self.rate_gb_s is None):
-            raise ValueError("give one of total_tb (a run's total, TB) or rate_gb_s (with env_steps_per_s), "
-                             "e.g. {total_tb: 2} or {rate_gb_s: 1.5, env_steps_per_s: 2.0e6}")
+            raise ValueError(
+                "give one of total_tb (a run's total, TB) or rate_gb_s (with env_steps_per_s), "
+                "e.g. {total_tb: 2} or {rate_gb_s: 1.5, env_steps_per_s: 2.0e6}"
+            )
         if (self.rate_gb_s is None) != (self.env_steps_per_s is None):
-            raise ValueError("rate_gb_s and env_steps_per_s go together: the rate is reckoned at "
-                             "that speed, e.g. {rate_gb_s: 1.5, env_steps_per_s: 2.0e6}")
+            raise ValueError(
+                "rate_gb_s and env_steps_per_s go together: the rate is reckoned at "
+                "that speed, e.g. {rate_gb_s: 1.5, env_steps_per_s: 2.0e6}"
+            )
         return self
 
     def bytes_per_env_step(self) -> float | None:

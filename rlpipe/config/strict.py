@@ -48,8 +48,9 @@ def coercion_problem(annotation: object, value: object) -> Problem | None:
     return ((), problem) if problem else None
 
 
-def _sequence_problem(origin: object, args: tuple[object, ...],
-                      value: list[object] | tuple[object, ...]) -> Problem | None:
+def _sequence_problem(
+    origin: object, args: tuple[object, ...], value: list[object] | tuple[object, ...]
+) -> Problem | None:
     if not args:
         return None
     if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
@@ -85,7 +86,10 @@ class StrictModel(BaseModel):
     """
 
     model_config = ConfigDict(
-        extra="forbid", use_attribute_docstrings=True, validate_assignment=True, frozen=False,
+        extra="forbid",
+        use_attribute_docstrings=True,
+        validate_assignment=True,
+        frozen=False,
         allow_inf_nan=False,
     )
 

@@ -111,8 +111,9 @@ def open_source(run_dir: str | Path, selection: Selection) -> DatasetSource:
     cfg = load(layout.params)
     stores = layout.rollout_paths()
     if not stores:
-        raise StoreError(f"{layout.rollouts}: no rollout stores (store.enabled was false, or none was "
-                         "written yet)")
+        raise StoreError(
+            f"{layout.rollouts}: no rollout stores (store.enabled was false, or none was written yet)"
+        )
     chosen = _chosen_iterations(sorted(stores), selection)
     _refuse_gaps(chosen, stores)
     attrs = {k: read_any_attrs(stores[k]) for k in chosen}
@@ -121,21 +122,30 @@ def open_source(run_dir: str | Path, selection: Selection) -> DatasetSource:
     newest = attrs[chosen[-1]]
     spaces = newest.get("spaces") or {}
     if "observation" not in spaces or "action" not in spaces:
-        raise StoreError(f"{stores[chosen[-1]]}: records no observation/action spaces; it cannot be "
-                         "exported")
+        raise StoreError(f"{stores[chosen[-1]]}: records no observation/action spaces; it cannot be exported")
     obs_space, act_space = space_from_dict(spaces["observation"]), space_from_dict(spaces["action"])
     images = _image_groups(obs_space)
     return DatasetSource(
-        run_dir=str(run_dir), env_id=cfg.env.id, gym_id=_gym_id(cfg.env.id, newest),
-        observation_space=obs_space, action_space=act_space, image_groups=images,
+        run_dir=str(run_dir),
+        env_id=cfg.env.id,
+        gym_id=_gym_id(cfg.env.id, newest),
+        observation_space=obs_space,
+        action_space=act_space,
+        image_groups=images,
         frame_channels={g: _frame_channels(g, obs_space, newest) for g in images},
-        privileged_groups=_privileged(newest), fps=fps_of(newest.get("control_dt")),
-        params_hash=str(newest.get("params_hash", "")), iterations=tuple(chosen),
-        checkpoint=newest.get("checkpoint"), stores={k: stores[k] for k in chosen}, attrs=attrs)
+        privileged_groups=_privileged(newest),
+        fps=fps_of(newest.get("control_dt")),
+        params_hash=str(newest.get("params_hash", "")),
+        iterations=tuple(chosen),
+        checkpoint=newest.get("checkpoint"),
+        stores={k: stores[k] for k in chosen},
+        attrs=attrs,
+    )
 
 
-def read_episodes(run_dir: str | Path, selection: Selection, summary: Summary | None = None
-                  ) -> Iterator[Episode]:
+def read_episodes(
+    run_dir: str | Path, selection: Selection, summary: Summary | None = None
+) -> Iterator[Episode]:
     """Episodes of ``selection`` in deterministic order (see the module docstring); fills ``summary``.
 
     Streams in ascending ``(rank, env)``; within a stream, episodes in time order. Each rank's
@@ -147,8 +157,10 @@ def read_episodes(run_dir: str | Path, selection: Selection, summary: Summary | 
     for rank, data in _ranks(source, selection):
         untracked = next((d.path for d in data if d.success is None), None)
         if selection.min_success and untracked is not None:
-            raise ConfigError(f"--min-success: {untracked} holds no per-step success (the env does not "
-                              "report info['success']); accepted only for envs that do")
+            raise ConfigError(
+                f"--min-success: {untracked} holds no per-step success (the env does not "
+                "report info['success']); accepted only for envs that do"
+            )
         envs = selection.envs if selection.envs is not None else range(data[0].num_envs)
         for env in envs:
             cutter = StreamCutter(data, env, rank, selection.keep_last_fragment)
@@ -193,46 +205,58 @@ def _chosen_iterations(stored: list[int], selection: Selection) -> list[int]:
         chosen = [k for k in stored if a <= k <= b]
         missing = _missing_spans(a, b, chosen)
         if missing:
-            raise ConfigError(f"--iterations {a}:{b}: not stored: {missing} (deleted by store.keep_last, "
-                              f"skipped by store.every, or not run yet); stored: {_ranges(stored)}")
+            raise ConfigError(
+                f"--iterations {a}:{b}: not stored: {missing} (deleted by store.keep_last, "
+                f"skipped by store.every, or not run yet); stored: {_ranges(stored)}"
+            )
         return chosen
     if selection.last is not None:
-        return stored[-selection.last:]
+        return stored[-selection.last :]
     return stored
 
 
 def _refuse_gaps(chosen: list[int], stores: dict[int, Path]) -> None:
     for before, after in zip(chosen, chosen[1:]):
         if after != before + 1:
-            raise StoreError(f"{stores[after]}: iterations {before + 1}–{after - 1} before it are not stored "
-                             "(store.keep_last or store.every), so episodes cannot be followed across the "
-                             "gap; select a range without gaps (--iterations A:B)")
+            raise StoreError(
+                f"{stores[after]}: iterations {before + 1}–{after - 1} before it are not stored "
+                "(store.keep_last or store.every), so episodes cannot be followed across the "
+                "gap; select a range without gaps (--iterations A:B)"
+            )
 
 
-def _refuse_mixed_envs(attrs: dict[int, dict[str, Any]], stores: dict[int, Path],
-                       selection: Selection) -> None:
+def _refuse_mixed_envs(
+    attrs: dict[int, dict[str, Any]], stores: dict[int, Path], selection: Selection
+) -> None:
     first = min(attrs)
     stored = attrs[first].get("stored_envs", attrs[first].get("num_envs"))
     for k, a in attrs.items():
         here = a.get("stored_envs", a.get("num_envs"))
         if here != stored:
-            raise StoreError(f"{stores[k]}: holds {here} envs per rank, iteration {first} holds {stored} "
-                             "(store.envs changed); select stores of one env subset")
+            raise StoreError(
+                f"{stores[k]}: holds {here} envs per rank, iteration {first} holds {stored} "
+                "(store.envs changed); select stores of one env subset"
+            )
     if selection.envs is not None and stored is not None and max(selection.envs) >= stored:
-        raise ConfigError(f"--envs {','.join(map(str, selection.envs))}: the stores hold envs "
-                          f"0–{stored - 1} of each rank")
+        raise ConfigError(
+            f"--envs {','.join(map(str, selection.envs))}: the stores hold envs 0–{stored - 1} of each rank"
+        )
 
 
 def _refuse_unknown_resets(attrs: dict[int, dict[str, Any]], stores: dict[int, Path], cfg: Any) -> None:
     """Old stores (no ``reset_at_start``): refused only where the run could have reset between rollouts."""
-    resets = (bool(getattr(cfg.algorithm.cfg, "reset_every_rollout", False))
-              or cfg.trainer.horizons_per_env_reset > 0)
+    resets = (
+        bool(getattr(cfg.algorithm.cfg, "reset_every_rollout", False))
+        or cfg.trainer.horizons_per_env_reset > 0
+    )
     for k in sorted(attrs)[1:]:
         if RESET_AT_START not in attrs[k] and resets:
-            raise StoreError(f"{stores[k]}: written before rlpipe recorded {RESET_AT_START}, and this run "
-                             "resets envs between rollouts (reset_every_rollout / "
-                             "trainer.horizons_per_env_reset), so whether episodes continue into it is "
-                             "unknown; select stores written since")
+            raise StoreError(
+                f"{stores[k]}: written before rlpipe recorded {RESET_AT_START}, and this run "
+                "resets envs between rollouts (reset_every_rollout / "
+                "trainer.horizons_per_env_reset), so whether episodes continue into it is "
+                "unknown; select stores written since"
+            )
 
 
 def _ranks(source: DatasetSource, selection: Selection) -> Iterator[tuple[int, list[StoreData]]]:

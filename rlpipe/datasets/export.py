@@ -51,8 +51,10 @@ def check_output(output: Output) -> None:
         raise ValueError(f"--out: {output.out}: a dataset is written to a local folder; copy it afterwards")
     if Path(output.out).exists():
         raise ValueError(f"--out: {output.out} already exists; give a new folder (a dataset is written once)")
-    other = {"lerobot": {"--dataset-id": output.dataset_id},
-             "minari": {"--images": output.images, "--task": output.task}}[output.fmt]
+    other = {
+        "lerobot": {"--dataset-id": output.dataset_id},
+        "minari": {"--images": output.images, "--task": output.task},
+    }[output.fmt]
     for option, value in other.items():
         if value is not None:
             raise ValueError(f"{option}: not an option of --format {output.fmt}")
@@ -73,8 +75,12 @@ def check_source(source: DatasetSource, output: Output) -> None:
         check_lerobot_source(source, images=output.images or "video")
 
 
-def export_dataset(run_dir: str | Path, selection: Selection, output: Output,
-                   on_episode: Callable[[Episode], None] | None = None) -> Summary:
+def export_dataset(
+    run_dir: str | Path,
+    selection: Selection,
+    output: Output,
+    on_episode: Callable[[Episode], None] | None = None,
+) -> Summary:
     """Write the episodes ``selection`` picks from ``run_dir`` as ``output``; the summary of what was written.
 
     Raises ``ValueError`` (one line) for bad input, with nothing written: see :func:`check_output`,
@@ -113,18 +119,32 @@ def export_dataset(run_dir: str | Path, selection: Selection, output: Output,
     return summary
 
 
-def _write(episodes: Iterator[Episode], source: DatasetSource, output: Output, selection: Selection,
-           folder: Path, on_episode: Callable[[Episode], None]) -> None:
+def _write(
+    episodes: Iterator[Episode],
+    source: DatasetSource,
+    output: Output,
+    selection: Selection,
+    folder: Path,
+    on_episode: Callable[[Episode], None],
+) -> None:
     if output.fmt == "minari":
         from rlpipe.datasets.minari_export import default_dataset_id, write_minari
 
-        write_minari(episodes, source, folder, output.dataset_id or default_dataset_id(source.run_dir),
-                     on_episode)
+        write_minari(
+            episodes, source, folder, output.dataset_id or default_dataset_id(source.run_dir), on_episode
+        )
         return
     from rlpipe.datasets.lerobot import write_lerobot
 
-    write_lerobot(source, episodes, folder, images=output.images or "video", task=output.task,
-                  progress=on_episode, selection=selection)
+    write_lerobot(
+        source,
+        episodes,
+        folder,
+        images=output.images or "video",
+        task=output.task,
+        progress=on_episode,
+        selection=selection,
+    )
 
 
 def _empty(selection: Selection, summary: Summary) -> str:
@@ -140,6 +160,8 @@ def _empty(selection: Selection, summary: Summary) -> str:
         asked.append(f"--min-return {selection.min_return:g}")
     if selection.min_success:
         asked.append("--min-success")
-    return (f"the selection ({' '.join(asked) or 'every stored iteration'}) holds no episode to export: "
-            f"{summary.dropped_fragments} fragments dropped, {summary.dropped_by_filter} episodes filtered "
-            "out; select more iterations, or --keep-last-fragment, or loosen the filters")
+    return (
+        f"the selection ({' '.join(asked) or 'every stored iteration'}) holds no episode to export: "
+        f"{summary.dropped_fragments} fragments dropped, {summary.dropped_by_filter} episodes filtered "
+        "out; select more iterations, or --keep-last-fragment, or loosen the filters"
+    )

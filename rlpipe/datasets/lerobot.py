@@ -77,23 +77,35 @@ def check_lerobot_source(source: DatasetSource, *, images: str = "video") -> Non
     if images not in IMAGE_MODES:
         raise ValueError(f"--images: {images!r}; accepted: {', '.join(IMAGE_MODES)}")
     if source.fps is None:
-        raise ValueError(f"--format lerobot: env {source.env_id} has no control rate (fps); "
-                         "LeRobot datasets need an integer fps")
+        raise ValueError(
+            f"--format lerobot: env {source.env_id} has no control rate (fps); "
+            "LeRobot datasets need an integer fps"
+        )
     for group in source.image_groups:
         channels = source.frame_channels[group]
         _, height, width = source.observation_space[group].shape
         if channels not in (1, 3):
-            raise ValueError(f"--format lerobot: camera group {group!r} has {channels}-channel frames; "
-                             "accepted: 1 (gray) or 3 (RGB)")
+            raise ValueError(
+                f"--format lerobot: camera group {group!r} has {channels}-channel frames; "
+                "accepted: 1 (gray) or 3 (RGB)"
+            )
         if images == "video" and (height % 2 or width % 2):
-            raise ValueError(f"--format lerobot: camera group {group!r} is {height}x{width}; AV1 video "
-                             "needs even sides (use --images png)")
+            raise ValueError(
+                f"--format lerobot: camera group {group!r} is {height}x{width}; AV1 video "
+                "needs even sides (use --images png)"
+            )
 
 
-def write_lerobot(source: DatasetSource, episodes: Iterable[Episode], out_dir: str | Path, *,
-                  images: str = "video", task: str | None = None,
-                  progress: Callable[[Episode], None] | None = None,
-                  selection: Selection | None = None) -> LeRobotWritten:
+def write_lerobot(
+    source: DatasetSource,
+    episodes: Iterable[Episode],
+    out_dir: str | Path,
+    *,
+    images: str = "video",
+    task: str | None = None,
+    progress: Callable[[Episode], None] | None = None,
+    selection: Selection | None = None,
+) -> LeRobotWritten:
     """Write ``episodes`` of ``source`` as a LeRobot v3.0 dataset in ``out_dir`` (absent or empty).
 
     ``task`` is the one task string of every episode (default: the env id). ``progress`` is called
@@ -137,7 +149,7 @@ class _DataFiles:
         self.chunk, self.file = 0, 0
         self._writer: pq.ParquetWriter | None = None
         self._pending: list[pa.Table] = []
-        self._file_frames = 0   # frames written to the open file (flushed or pending)
+        self._file_frames = 0  # frames written to the open file (flushed or pending)
         self._pending_bytes = 0
 
     def add(self, table: pa.Table) -> tuple[int, int]:
@@ -194,8 +206,14 @@ class _Writer:
     def __init__(self, root: Path, layout: Layout, fps: int) -> None:
         self.root, self.layout, self.fps = root, layout, fps
         self.data = _DataFiles(root, layout.schema())
-        self.videos = {cam.key: CameraVideos(root / "videos" / cam.key, fps, cam.height, cam.width,
-                                             CHUNKS_SIZE) for cam in layout.cameras} if layout.video else {}
+        self.videos = (
+            {
+                cam.key: CameraVideos(root / "videos" / cam.key, fps, cam.height, cam.width, CHUNKS_SIZE)
+                for cam in layout.cameras
+            }
+            if layout.video
+            else {}
+        )
         self.rows: list[dict[str, Any]] = []
         self.stats = StatsAccumulator()
         self.episodes = self.frames = 0
@@ -203,20 +221,27 @@ class _Writer:
     def add(self, episode: Episode) -> None:
         index = self.episodes
         frames = {cam.key: cam.frames(episode.observations[cam.group]) for cam in self.layout.cameras}
-        cols = self.layout.columns(episode, episode_index=index, first_index=self.frames, fps=self.fps,
-                                   frames=frames)
+        cols = self.layout.columns(
+            episode, episode_index=index, first_index=self.frames, fps=self.fps, frames=frames
+        )
         chunk, file = self.data.add(self.layout.table(cols))
-        row: dict[str, Any] = {"episode_index": index, "tasks": None, "length": episode.length,
-                               "data/chunk_index": chunk, "data/file_index": file,
-                               "dataset_from_index": self.frames,
-                               "dataset_to_index": self.frames + episode.length}
+        row: dict[str, Any] = {
+            "episode_index": index,
+            "tasks": None,
+            "length": episode.length,
+            "data/chunk_index": chunk,
+            "data/file_index": file,
+            "dataset_from_index": self.frames,
+            "dataset_to_index": self.frames + episode.length,
+        }
         for key, videos in self.videos.items():
             for name, value in videos.add_episode(frames[key]).items():
                 row[f"videos/{key}/{name}"] = value
         stats = _episode_stats(self.layout, cols, frames)
         self.stats.add(stats)
-        row.update({f"stats/{key}/{name}": value.tolist()
-                    for key, ft in stats.items() for name, value in ft.items()})
+        row.update(
+            {f"stats/{key}/{name}": value.tolist() for key, ft in stats.items() for name, value in ft.items()}
+        )
         row.update(_episode_extras(episode))
         self.rows.append(row)
         self.episodes += 1
@@ -240,8 +265,10 @@ def _episode_stats(layout: Layout, cols: dict, frames: dict[str, np.ndarray]) ->
     """
     scalars = [key for key, ft in layout.features.items() if ft["shape"] == [1] and key not in frames]
     matrix = vector_stats(np.stack([np.asarray(cols[key], dtype=np.float64) for key in scalars], axis=1))
-    stats = {key: {name: value if name == "count" else value[i:i + 1] for name, value in matrix.items()}
-             for i, key in enumerate(scalars)}
+    stats = {
+        key: {name: value if name == "count" else value[i : i + 1] for name, value in matrix.items()}
+        for i, key in enumerate(scalars)
+    }
     for key in layout.features:
         if key in frames:
             stats[key] = image_stats(frames[key])
@@ -252,13 +279,19 @@ def _episode_stats(layout: Layout, cols: dict, frames: dict[str, np.ndarray]) ->
 
 def _episode_extras(episode: Episode) -> dict[str, Any]:
     """Episode columns under ``rl/``: filter mixed-quality data (return, success) without the frames."""
-    return {"rl/rank": episode.rank, "rl/env": episode.env, "rl/iteration": episode.iteration,
-            "rl/return": float(episode.episode_return), "rl/success": episode.succeeded,
-            "rl/cut": bool(episode.cut)}
+    return {
+        "rl/rank": episode.rank,
+        "rl/env": episode.env,
+        "rl/iteration": episode.iteration,
+        "rl/return": float(episode.episode_return),
+        "rl/success": episode.succeeded,
+        "rl/cut": bool(episode.cut),
+    }
 
 
-def _write_meta(root: Path, source: DatasetSource, writer: _Writer, task: str, images: str,
-                selection: Selection | None) -> None:
+def _write_meta(
+    root: Path, source: DatasetSource, writer: _Writer, task: str, images: str, selection: Selection | None
+) -> None:
     """``meta/``: tasks, episodes, stats, info and provenance (after the data and videos)."""
     meta = root / "meta"
     meta.mkdir(parents=True, exist_ok=True)
@@ -266,30 +299,67 @@ def _write_meta(root: Path, source: DatasetSource, writer: _Writer, task: str, i
     for row in writer.rows:
         row["tasks"] = [task]
     _write_episode_rows(root, writer.rows)
-    _write_json(meta / "stats.json", {key: {name: value.tolist() for name, value in stats.items()}
-                                      for key, stats in writer.stats.result().items()})
-    info = {"codebase_version": CODEBASE_VERSION, "robot_type": None,
-            "total_episodes": writer.episodes, "total_frames": writer.frames, "total_tasks": 1,
-            "chunks_size": CHUNKS_SIZE, "data_files_size_in_mb": DATA_FILE_SIZE_MB,
-            "video_files_size_in_mb": 200, "fps": writer.fps, "splits": {"train": f"0:{writer.episodes}"},
-            "data_path": DATA_PATH, "video_path": VIDEO_PATH if images == "video" else None,
-            "features": writer.layout.features}
+    _write_json(
+        meta / "stats.json",
+        {
+            key: {name: value.tolist() for name, value in stats.items()}
+            for key, stats in writer.stats.result().items()
+        },
+    )
+    info = {
+        "codebase_version": CODEBASE_VERSION,
+        "robot_type": None,
+        "total_episodes": writer.episodes,
+        "total_frames": writer.frames,
+        "total_tasks": 1,
+        "chunks_size": CHUNKS_SIZE,
+        "data_files_size_in_mb": DATA_FILE_SIZE_MB,
+        "video_files_size_in_mb": 200,
+        "fps": writer.fps,
+        "splits": {"train": f"0:{writer.episodes}"},
+        "data_path": DATA_PATH,
+        "video_path": VIDEO_PATH if images == "video" else None,
+        "features": writer.layout.features,
+    }
     _write_json(meta / "info.json", info)
     _write_json(meta / "rlpipe.json", _provenance(source, writer.layout, selection))
 
 
 def _tasks_table(task: str) -> pa.Table:
     """``meta/tasks.parquet`` as pandas writes a frame indexed by ``task`` (LeRobot reads it so)."""
-    pandas_meta = {"index_columns": ["task"], "column_indexes": [
-        {"name": None, "field_name": None, "pandas_type": "unicode", "numpy_type": "object",
-         "metadata": {"encoding": "UTF-8"}}], "columns": [
-        {"name": "task_index", "field_name": "task_index", "pandas_type": "int64", "numpy_type": "int64",
-         "metadata": None},
-        {"name": "task", "field_name": "task", "pandas_type": "unicode", "numpy_type": "object",
-         "metadata": None}], "creator": {"library": "pyarrow", "version": pa.__version__},
-        "pandas_version": "2.2.3"}
-    schema = pa.schema([("task_index", pa.int64()), ("task", pa.string())],
-                       metadata={"pandas": json.dumps(pandas_meta)})
+    pandas_meta = {
+        "index_columns": ["task"],
+        "column_indexes": [
+            {
+                "name": None,
+                "field_name": None,
+                "pandas_type": "unicode",
+                "numpy_type": "object",
+                "metadata": {"encoding": "UTF-8"},
+            }
+        ],
+        "columns": [
+            {
+                "name": "task_index",
+                "field_name": "task_index",
+                "pandas_type": "int64",
+                "numpy_type": "int64",
+                "metadata": None,
+            },
+            {
+                "name": "task",
+                "field_name": "task",
+                "pandas_type": "unicode",
+                "numpy_type": "object",
+                "metadata": None,
+            },
+        ],
+        "creator": {"library": "pyarrow", "version": pa.__version__},
+        "pandas_version": "2.2.3",
+    }
+    schema = pa.schema(
+        [("task_index", pa.int64()), ("task", pa.string())], metadata={"pandas": json.dumps(pandas_meta)}
+    )
     return pa.Table.from_arrays([pa.array([0], pa.int64()), pa.array([task])], schema=schema)
 
 
@@ -301,7 +371,7 @@ def _write_episode_rows(root: Path, rows: list[dict[str, Any]]) -> None:
         per_file = max(1, int(len(rows) * DATA_FILE_SIZE_MB * 1024**2 / table.nbytes))
     for number, start in enumerate(range(0, len(rows), per_file)):
         chunk, file = divmod(number, CHUNKS_SIZE)
-        part = rows[start:start + per_file]
+        part = rows[start : start + per_file]
         for row in part:
             row["meta/episodes/chunk_index"], row["meta/episodes/file_index"] = chunk, file
         path = root / EPISODES_PATH.format(chunk_index=chunk, file_index=file)
@@ -313,15 +383,25 @@ def _provenance(source: DatasetSource, layout: Layout, selection: Selection | No
     def groups(names):
         return [name if name is not None else "obs" for name in names]
 
-    mapping = {"observation.state": groups(layout.state_groups),
-               "observation.environment_state": groups(layout.env_state_groups),
-               **{cam.key: {"group": cam.group, "frame": f"the last {cam.channels} channels, CHW → HWC"}
-                  for cam in layout.cameras}}
-    return {"rlpipe_version": __version__, "run_dir": str(source.run_dir), "env_id": source.env_id,
-            "gym_id": source.gym_id, "params_hash": source.params_hash,
-            "iterations": list(source.iterations), "checkpoint": source.checkpoint,
-            "selection": dataclasses.asdict(selection) if dataclasses.is_dataclass(selection) else None,
-            "mapping": {k: v for k, v in mapping.items() if v}}
+    mapping = {
+        "observation.state": groups(layout.state_groups),
+        "observation.environment_state": groups(layout.env_state_groups),
+        **{
+            cam.key: {"group": cam.group, "frame": f"the last {cam.channels} channels, CHW → HWC"}
+            for cam in layout.cameras
+        },
+    }
+    return {
+        "rlpipe_version": __version__,
+        "run_dir": str(source.run_dir),
+        "env_id": source.env_id,
+        "gym_id": source.gym_id,
+        "params_hash": source.params_hash,
+        "iterations": list(source.iterations),
+        "checkpoint": source.checkpoint,
+        "selection": dataclasses.asdict(selection) if dataclasses.is_dataclass(selection) else None,
+        "mapping": {k: v for k, v in mapping.items() if v},
+    }
 
 
 def _write_json(path: Path, data: Any) -> None:

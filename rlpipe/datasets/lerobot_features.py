@@ -46,8 +46,13 @@ if TYPE_CHECKING:
 __all__ = ["Camera", "Layout", "layout_of"]
 
 STATE, ENV_STATE, ACTION = "observation.state", "observation.environment_state", "action"
-_LEROBOT_OWN = {"timestamp": "float32", "frame_index": "int64", "episode_index": "int64",
-                "index": "int64", "task_index": "int64"}
+_LEROBOT_OWN = {
+    "timestamp": "float32",
+    "frame_index": "int64",
+    "episode_index": "int64",
+    "index": "int64",
+    "task_index": "int64",
+}
 
 
 @dataclass(frozen=True)
@@ -56,14 +61,14 @@ class Camera:
 
     group: str
     key: str
-    channels: int           # channels of one frame in the store (1 or 3)
+    channels: int  # channels of one frame in the store (1 or 3)
     height: int
     width: int
-    stored_channels: int    # channels written: 3 in video (gray repeated), ``channels`` as PNG
+    stored_channels: int  # channels written: 3 in video (gray repeated), ``channels`` as PNG
 
     def frames(self, observations: np.ndarray) -> np.ndarray:
         """``[L, K·C, H, W]`` → the newest frame of each stack, ``[L, H, W, stored_channels]`` uint8."""
-        newest = np.asarray(observations)[:, -self.channels:].transpose(0, 2, 3, 1)
+        newest = np.asarray(observations)[:, -self.channels :].transpose(0, 2, 3, 1)
         if self.stored_channels != self.channels:
             newest = np.repeat(newest, self.stored_channels, axis=-1)
         return np.ascontiguousarray(newest, dtype=np.uint8)
@@ -74,15 +79,22 @@ class Layout:
     """How a source's episodes map to LeRobot features (see the module table)."""
 
     features: dict[str, dict]
-    state_groups: tuple[str | None, ...]   # None: the flat observation
+    state_groups: tuple[str | None, ...]  # None: the flat observation
     env_state_groups: tuple[str, ...]
     cameras: tuple[Camera, ...]
     action_dtype: str
     success: bool
     video: bool
 
-    def columns(self, episode: Episode, *, episode_index: int, first_index: int, fps: int,
-                frames: dict[str, np.ndarray]) -> dict[str, np.ndarray | list]:
+    def columns(
+        self,
+        episode: Episode,
+        *,
+        episode_index: int,
+        first_index: int,
+        fps: int,
+        frames: dict[str, np.ndarray],
+    ) -> dict[str, np.ndarray | list]:
         """The data columns of ``episode`` (``frames``: each camera's ``[L, H, W, C]``)."""
         length = episode.length
         steps = np.arange(length, dtype=np.int64)
@@ -93,8 +105,10 @@ class Layout:
             cols[ENV_STATE] = _concatenated(episode.observations, self.env_state_groups, length)
         if not self.video:
             for camera in self.cameras:
-                cols[camera.key] = [{"bytes": png_bytes(f), "path": f"frame-{i:06d}.png"}
-                                    for i, f in enumerate(frames[camera.key])]
+                cols[camera.key] = [
+                    {"bytes": png_bytes(f), "path": f"frame-{i:06d}.png"}
+                    for i, f in enumerate(frames[camera.key])
+                ]
         actions = np.asarray(episode.actions).reshape(length, -1).astype(self.action_dtype)
         cols[ACTION] = actions[:, 0] if self.features[ACTION]["shape"] == [1] else actions
         terminated = np.asarray(episode.terminated, dtype=bool)
@@ -105,8 +119,10 @@ class Layout:
         cols["next.truncated"] = truncated
         if self.success:
             if episode.success is None:
-                raise ValueError(f"episode {episode_index} (rank {episode.rank}, env {episode.env}) has "
-                                 "no success flags while earlier episodes have them")
+                raise ValueError(
+                    f"episode {episode_index} (rank {episode.rank}, env {episode.env}) has "
+                    "no success flags while earlier episodes have them"
+                )
             cols["next.success"] = np.asarray(episode.success, dtype=bool)
         cols["rl.iteration"] = np.asarray(episode.iterations, dtype=np.int64)
         cols["rl.log_prob"] = np.asarray(episode.log_probs, dtype=np.float32)
@@ -142,8 +158,11 @@ class Layout:
                 hf[key] = {"dtype": ft["dtype"], "_type": "Value"}
             else:
                 fields.append(pa.field(key, pa.list_(value, ft["shape"][0])))
-                hf[key] = {"feature": {"dtype": ft["dtype"], "_type": "Value"},
-                           "length": ft["shape"][0], "_type": "List"}
+                hf[key] = {
+                    "feature": {"dtype": ft["dtype"], "_type": "Value"},
+                    "length": ft["shape"][0],
+                    "_type": "List",
+                }
         return pa.schema(fields, metadata={"huggingface": json.dumps({"info": {"features": hf}})})
 
 
@@ -178,8 +197,14 @@ def _action_feature(space: gym.Space) -> tuple[dict, str]:
 
 def _camera(group: str, space: gym.Space, channels: int, video: bool) -> Camera:
     _, height, width = space.shape
-    return Camera(group=group, key=f"observation.images.{group}", channels=channels, height=height,
-                  width=width, stored_channels=3 if video else channels)
+    return Camera(
+        group=group,
+        key=f"observation.images.{group}",
+        channels=channels,
+        height=height,
+        width=width,
+        stored_channels=3 if video else channels,
+    )
 
 
 def layout_of(source: DatasetSource, *, video: bool, success: bool) -> Layout:
@@ -190,8 +215,9 @@ def layout_of(source: DatasetSource, *, video: bool, success: bool) -> Layout:
         names = tuple(space.spaces)
     else:
         spaces, names = {None: space}, (None,)
-    cameras = tuple(_camera(g, spaces[g], source.frame_channels[g], video)
-                    for g in names if g in source.image_groups)
+    cameras = tuple(
+        _camera(g, spaces[g], source.frame_channels[g], video) for g in names if g in source.image_groups
+    )
     vectors = [g for g in names if g not in source.image_groups]
     env_state = tuple(g for g in vectors if g in source.privileged_groups)
     state = tuple(g for g in vectors if g not in source.privileged_groups)
@@ -201,16 +227,35 @@ def layout_of(source: DatasetSource, *, video: bool, success: bool) -> Layout:
     if env_state:
         features[ENV_STATE] = _vector_feature(env_state, spaces)
     for cam in cameras:
-        features[cam.key] = {"dtype": "video" if video else "image",
-                             "shape": [cam.height, cam.width, cam.stored_channels],
-                             "names": ["height", "width", "channels"],
-                             "info": encoder_info(cam.height, cam.width, source.fps or 0) if video
-                             else {"is_depth_map": False}}
+        features[cam.key] = {
+            "dtype": "video" if video else "image",
+            "shape": [cam.height, cam.width, cam.stored_channels],
+            "names": ["height", "width", "channels"],
+            "info": encoder_info(cam.height, cam.width, source.fps or 0)
+            if video
+            else {"is_depth_map": False},
+        }
     features[ACTION], action_dtype = _action_feature(source.action_space)
-    scalars = {"next.reward": "float32", "next.done": "bool", "next.terminated": "bool",
-               "next.truncated": "bool", **({"next.success": "bool"} if success else {}),
-               "rl.iteration": "int64", "rl.log_prob": "float32", "rl.value": "float32",
-               "rl.rank": "int64", "rl.env": "int64", **_LEROBOT_OWN}
+    scalars = {
+        "next.reward": "float32",
+        "next.done": "bool",
+        "next.terminated": "bool",
+        "next.truncated": "bool",
+        **({"next.success": "bool"} if success else {}),
+        "rl.iteration": "int64",
+        "rl.log_prob": "float32",
+        "rl.value": "float32",
+        "rl.rank": "int64",
+        "rl.env": "int64",
+        **_LEROBOT_OWN,
+    }
     features.update({key: {"dtype": dtype, "shape": [1], "names": None} for key, dtype in scalars.items()})
-    return Layout(features=features, state_groups=state, env_state_groups=env_state, cameras=cameras,
-                  action_dtype=action_dtype, success=success, video=video)
+    return Layout(
+        features=features,
+        state_groups=state,
+        env_state_groups=env_state,
+        cameras=cameras,
+        action_dtype=action_dtype,
+        success=success,
+        video=video,
+    )

@@ -33,8 +33,13 @@ def vector_stats(values: np.ndarray) -> Stats:
     """Stats of ``[L]`` (→ shape ``[1]``) or ``[L, D]`` (→ shape ``[D]``) values over the frames."""
     x = np.asarray(values, dtype=np.float64)
     x = x.reshape(len(x), -1)
-    stats = {"min": x.min(axis=0), "max": x.max(axis=0), "mean": x.mean(axis=0), "std": x.std(axis=0),
-             "count": np.array([len(x)], dtype=np.int64)}
+    stats = {
+        "min": x.min(axis=0),
+        "max": x.max(axis=0),
+        "mean": x.mean(axis=0),
+        "std": x.std(axis=0),
+        "count": np.array([len(x)], dtype=np.int64),
+    }
     for key, q in zip(_Q_KEYS, np.quantile(x, QUANTILES, axis=0)):
         stats[key] = q
     return stats
@@ -45,7 +50,7 @@ def sample_frame_indices(length: int) -> np.ndarray:
 
     All frames up to 100, then ``length ** 0.75`` spread evenly (at most 10,000), as LeRobot samples.
     """
-    count = length if length < 100 else max(100, min(int(length ** 0.75), 10_000))
+    count = length if length < 100 else max(100, min(int(length**0.75), 10_000))
     return np.round(np.linspace(0, length - 1, count)).astype(np.int64)
 
 
@@ -79,9 +84,12 @@ def image_stats(frames: np.ndarray) -> Stats:
     mean = counts @ values / total
     std = np.sqrt(np.maximum(counts @ values**2 / total - mean**2, 0.0))
     nonzero = counts > 0
-    stats = {"min": nonzero.argmax(axis=1).astype(np.float64),
-             "max": (255 - nonzero[:, ::-1].argmax(axis=1)).astype(np.float64),
-             "mean": mean, "std": std}
+    stats = {
+        "min": nonzero.argmax(axis=1).astype(np.float64),
+        "max": (255 - nonzero[:, ::-1].argmax(axis=1)).astype(np.float64),
+        "mean": mean,
+        "std": std,
+    }
     quantiles = np.stack([_histogram_quantiles(row) for row in counts], axis=1)  # [Q, C]
     stats.update(zip(_Q_KEYS, quantiles))
     stats = {key: (value / 255.0).reshape(channels, 1, 1) for key, value in stats.items()}
@@ -99,8 +107,9 @@ class StatsAccumulator:
         """Fold one episode's ``{feature: stats}`` in."""
         for key, stats in episode.items():
             total = self._totals.get(key)
-            self._totals[key] = {k: v.copy() for k, v in stats.items()} if total is None \
-                else _combined(total, stats)
+            self._totals[key] = (
+                {k: v.copy() for k, v in stats.items()} if total is None else _combined(total, stats)
+            )
 
     def result(self) -> dict[str, Stats]:
         """``{feature: stats}`` over every episode added."""
@@ -112,10 +121,16 @@ def _combined(a: Stats, b: Stats) -> Stats:
     n_a, n_b = float(a["count"][0]), float(b["count"][0])
     n = n_a + n_b
     mean = (a["mean"] * n_a + b["mean"] * n_b) / n
-    variance = ((a["std"] ** 2 + (a["mean"] - mean) ** 2) * n_a
-                + (b["std"] ** 2 + (b["mean"] - mean) ** 2) * n_b) / n
-    out = {"min": np.minimum(a["min"], b["min"]), "max": np.maximum(a["max"], b["max"]),
-           "mean": mean, "std": np.sqrt(variance), "count": a["count"] + b["count"]}
+    variance = (
+        (a["std"] ** 2 + (a["mean"] - mean) ** 2) * n_a + (b["std"] ** 2 + (b["mean"] - mean) ** 2) * n_b
+    ) / n
+    out = {
+        "min": np.minimum(a["min"], b["min"]),
+        "max": np.maximum(a["max"], b["max"]),
+        "mean": mean,
+        "std": np.sqrt(variance),
+        "count": a["count"] + b["count"],
+    }
     for key, q in zip(_Q_KEYS, QUANTILES):
         out[key] = np.minimum(a[key], b[key]) if q <= 0.5 else np.maximum(a[key], b[key])
     return out

@@ -47,11 +47,21 @@ def _ffmpeg() -> tuple[str, str]:
 
 def encoder_info(height: int, width: int, fps: int) -> dict:
     """The ``info`` block of a video feature in ``info.json`` (LeRobot's ``video.*`` keys)."""
-    return {"video.height": height, "video.width": width, "video.codec": "av1",
-            "video.pix_fmt": ENCODER["pix_fmt"], "video.is_depth_map": False, "video.fps": fps,
-            "video.channels": 3, "video.g": ENCODER["g"], "video.crf": ENCODER["crf"],
-            "video.preset": ENCODER["preset"], "video.fast_decode": ENCODER["fast_decode"],
-            "has_audio": False, "is_depth_map": False}
+    return {
+        "video.height": height,
+        "video.width": width,
+        "video.codec": "av1",
+        "video.pix_fmt": ENCODER["pix_fmt"],
+        "video.is_depth_map": False,
+        "video.fps": fps,
+        "video.channels": 3,
+        "video.g": ENCODER["g"],
+        "video.crf": ENCODER["crf"],
+        "video.preset": ENCODER["preset"],
+        "video.fast_decode": ENCODER["fast_decode"],
+        "has_audio": False,
+        "is_depth_map": False,
+    }
 
 
 class _Encoder:
@@ -61,19 +71,50 @@ class _Encoder:
         exe, codec = _ffmpeg()
         options = ["-g", str(ENCODER["g"]), "-crf", str(ENCODER["crf"])]
         if codec == "libsvtav1":
-            options += ["-preset", str(ENCODER["preset"]),
-                        "-svtav1-params", f"fast-decode={ENCODER['fast_decode']}"]
+            options += [
+                "-preset",
+                str(ENCODER["preset"]),
+                "-svtav1-params",
+                f"fast-decode={ENCODER['fast_decode']}",
+            ]
         else:
             options += ["-cpu-used", "8", "-row-mt", "1"]
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._log = tempfile.TemporaryFile()  # SVT-AV1 logs to stderr whatever the log level
         self._proc = subprocess.Popen(
-            [exe, "-hide_banner", "-loglevel", "error", "-nostdin", "-y",
-             "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{width}x{height}", "-r", str(fps), "-i", "-",
-             "-c:v", codec, *options, "-pix_fmt", ENCODER["pix_fmt"], "-movflags", "+faststart",
-             "-f", "mp4", str(path)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._log)
+            [
+                exe,
+                "-hide_banner",
+                "-loglevel",
+                "error",
+                "-nostdin",
+                "-y",
+                "-f",
+                "rawvideo",
+                "-pix_fmt",
+                "rgb24",
+                "-s",
+                f"{width}x{height}",
+                "-r",
+                str(fps),
+                "-i",
+                "-",
+                "-c:v",
+                codec,
+                *options,
+                "-pix_fmt",
+                ENCODER["pix_fmt"],
+                "-movflags",
+                "+faststart",
+                "-f",
+                "mp4",
+                str(path),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+        )
 
     def write(self, frames: np.ndarray) -> None:
         assert self._proc.stdin is not None
@@ -129,8 +170,12 @@ class CameraVideos:
         start = self._frames
         self._encoder.write(frames)
         self._frames += len(frames)
-        return {"chunk_index": self.chunk, "file_index": self.file,
-                "from_timestamp": start / self.fps, "to_timestamp": self._frames / self.fps}
+        return {
+            "chunk_index": self.chunk,
+            "file_index": self.file,
+            "from_timestamp": start / self.fps,
+            "to_timestamp": self._frames / self.fps,
+        }
 
     def _would_overflow(self, length: int) -> bool:
         """Whether the open file plus ``length`` more frames (at its average size) reaches the limit."""

@@ -41,8 +41,14 @@ from rlpipe.extras import MINARI, require, require_all
 if TYPE_CHECKING:
     from rlpipe.datasets.episodes import DatasetSource, Episode
 
-__all__ = ["DATASET_ID_FORMAT", "check_dataset_id", "default_dataset_id", "episode_buffer", "step_infos",
-           "write_minari"]
+__all__ = [
+    "DATASET_ID_FORMAT",
+    "check_dataset_id",
+    "default_dataset_id",
+    "episode_buffer",
+    "step_infos",
+    "write_minari",
+]
 
 DATASET_ID_FORMAT = "(namespace/)name-vN, e.g. rlpipe/cartpole/rollouts-v0"
 """What ``--dataset-id`` accepts: Minari's id syntax with its version required."""
@@ -58,8 +64,9 @@ def default_dataset_id(run_dir: str | Path) -> str:
 def check_dataset_id(dataset_id: str) -> str:
     """``dataset_id`` when Minari accepts it; else a ``ValueError`` naming ``--dataset-id``."""
     if not _DATASET_ID.fullmatch(dataset_id) or "//" in dataset_id:
-        raise ValueError(f"--dataset-id: {dataset_id!r} is not a Minari dataset id; expected "
-                         f"{DATASET_ID_FORMAT}")
+        raise ValueError(
+            f"--dataset-id: {dataset_id!r} is not a Minari dataset id; expected {DATASET_ID_FORMAT}"
+        )
     return dataset_id
 
 
@@ -78,12 +85,16 @@ def step_infos(episode: Episode) -> dict[str, np.ndarray]:
     ``t`` came from (the final observation: the last step's). ``success[t]`` is what the env reported
     with observation ``t`` (after action ``t-1``; ``False`` at the first).
     """
+
     def padded(values: np.ndarray, last: object) -> np.ndarray:
         values = np.asarray(values)
         return np.concatenate([values, np.asarray([last], dtype=values.dtype)])
 
-    infos = {"log_prob": padded(episode.log_probs, np.nan), "value": padded(episode.values, np.nan),
-             "iteration": padded(episode.iterations, episode.iterations[-1])}
+    infos = {
+        "log_prob": padded(episode.log_probs, np.nan),
+        "value": padded(episode.values, np.nan),
+        "iteration": padded(episode.iterations, episode.iterations[-1]),
+    }
     if episode.success is not None:
         success = np.asarray(episode.success, dtype=bool)
         infos["success"] = np.concatenate([[False], success])
@@ -96,9 +107,12 @@ def episode_buffer(episode: Episode) -> Any:
 
     return EpisodeBuffer(
         observations=_with_final(episode.observations, episode.next_observation),
-        actions=np.asarray(episode.actions), rewards=np.asarray(episode.rewards),
-        terminations=np.asarray(episode.terminated), truncations=np.asarray(episode.truncated),
-        infos=step_infos(episode))
+        actions=np.asarray(episode.actions),
+        rewards=np.asarray(episode.rewards),
+        terminations=np.asarray(episode.terminated),
+        truncations=np.asarray(episode.truncated),
+        infos=step_infos(episode),
+    )
 
 
 @contextlib.contextmanager
@@ -117,12 +131,19 @@ def _datasets_path(root: Path) -> Iterator[None]:
 
 def _description(source: DatasetSource) -> str:
     first, last = source.iterations[0], source.iterations[-1]
-    return (f"rlpipe training rollouts of {source.env_id} (run {source.run_dir}, iterations {first}..{last}, "
-            f"params {source.params_hash}); a training policy's episodes: filter by infos/iteration")
+    return (
+        f"rlpipe training rollouts of {source.env_id} (run {source.run_dir}, iterations {first}..{last}, "
+        f"params {source.params_hash}); a training policy's episodes: filter by infos/iteration"
+    )
 
 
-def write_minari(episodes: Iterable[Episode], source: DatasetSource, root: Path, dataset_id: str,
-                 on_episode: Callable[[Episode], None] | None = None) -> Path:
+def write_minari(
+    episodes: Iterable[Episode],
+    source: DatasetSource,
+    root: Path,
+    dataset_id: str,
+    on_episode: Callable[[Episode], None] | None = None,
+) -> Path:
     """Write ``episodes`` as Minari dataset ``dataset_id`` under the datasets folder ``root``.
 
     Episodes stream through one at a time (Minari appends each to its HDF5 file), so memory holds one
@@ -143,8 +164,14 @@ def write_minari(episodes: Iterable[Episode], source: DatasetSource, root: Path,
     with _datasets_path(Path(root).absolute()), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # Minari's advice on unset author / permalink
         minari.create_dataset_from_buffers(
-            dataset_id=dataset_id, buffer=buffers(), env=source.gym_id,
-            observation_space=source.observation_space, action_space=source.action_space,
-            algorithm_name="rlpipe", author="rlpipe", description=_description(source),
-            jpeg_encoding=False)
+            dataset_id=dataset_id,
+            buffer=buffers(),
+            env=source.gym_id,
+            observation_space=source.observation_space,
+            action_space=source.action_space,
+            algorithm_name="rlpipe",
+            author="rlpipe",
+            description=_description(source),
+            jpeg_encoding=False,
+        )
     return root / dataset_id

@@ -63,8 +63,10 @@ class StoreData:
     def final_of(self, env: int, t: int) -> np.ndarray | dict[str, np.ndarray]:
         """The true final observation of the episode that ended at ``(env, t)``."""
         if self.final_index is None:
-            raise StoreError(f"{self.path}: written before rlpipe stored final observations ({FINAL_OBS}); "
-                             "the episodes ending in it have no true final observation")
+            raise StoreError(
+                f"{self.path}: written before rlpipe stored final observations ({FINAL_OBS}); "
+                "the episodes ending in it have no true final observation"
+            )
         row = int(np.searchsorted(self._final_keys, env * self.horizon + t))  # rows in (env, t) order
         return _pick(self.final_obs, row)
 
@@ -72,30 +74,47 @@ class StoreData:
 def read_store(path: Path, iteration: int, attrs: dict[str, Any], action: str) -> StoreData:
     """Read one store (a rank's shard) for episode cutting; ``action``: ``executed`` or ``mean``."""
     rollout, _, finals = read_rollout_final_obs(path)
-    arrays = {(k if isinstance(k, str) else "/".join(k)): v.numpy()
-              for k, v in rollout.items(include_nested=True, leaves_only=True)}
+    arrays = {
+        (k if isinstance(k, str) else "/".join(k)): v.numpy()
+        for k, v in rollout.items(include_nested=True, leaves_only=True)
+    }
     if action == "mean":
         key = next((k for k in MEAN_KEYS if k in arrays), None)
         if key is None:
-            raise ConfigError(f"--action mean: {path} stores no action_mean (the policy's deterministic "
-                              "action is recorded only with store.action_mean: true); accepted here: "
-                              "--action executed")
+            raise ConfigError(
+                f"--action mean: {path} stores no action_mean (the policy's deterministic "
+                "action is recorded only with store.action_mean: true); accepted here: "
+                "--action executed"
+            )
         actions = arrays[key]
     else:
         actions = arrays["action"]
-    obs = arrays["obs"] if "obs" in arrays else {
-        k.removeprefix("obs/"): v for k, v in arrays.items() if k.startswith("obs/")}
+    obs = (
+        arrays["obs"]
+        if "obs" in arrays
+        else {k.removeprefix("obs/"): v for k, v in arrays.items() if k.startswith("obs/")}
+    )
     final_obs = None
     if finals is not None:
         stored = finals["obs"]
-        final_obs = ({k: v.numpy() for k, v in stored.items()} if isinstance(stored, TensorDict)
-                     else stored.numpy())
+        final_obs = (
+            {k: v.numpy() for k, v in stored.items()} if isinstance(stored, TensorDict) else stored.numpy()
+        )
     return StoreData(
-        path=path, iteration=iteration, reset_at_start=bool(attrs.get(RESET_AT_START, iteration == 1)),
-        obs=obs, actions=actions, rewards=arrays["reward"], terminated=arrays["terminated"],
-        truncated=arrays["truncated"], success=arrays.get(SUCCESS), log_probs=arrays["sample_log_prob"],
-        values=arrays["value"], final_index=None if finals is None else finals["index"].numpy(),
-        final_obs=final_obs)
+        path=path,
+        iteration=iteration,
+        reset_at_start=bool(attrs.get(RESET_AT_START, iteration == 1)),
+        obs=obs,
+        actions=actions,
+        rewards=arrays["reward"],
+        terminated=arrays["terminated"],
+        truncated=arrays["truncated"],
+        success=arrays.get(SUCCESS),
+        log_probs=arrays["sample_log_prob"],
+        values=arrays["value"],
+        final_index=None if finals is None else finals["index"].numpy(),
+        final_obs=final_obs,
+    )
 
 
 def _pick(obs: np.ndarray | dict[str, np.ndarray], *index: Any) -> np.ndarray | dict[str, np.ndarray]:
@@ -161,12 +180,24 @@ class StreamCutter:
         truncated = cat("truncated")
         if cut:
             truncated[-1] = True
-        success = (np.concatenate([s.success[e, a:b] for s, a, b in pieces])
-                   if all(s.success is not None for s, _, _ in pieces) else None)
+        success = (
+            np.concatenate([s.success[e, a:b] for s, a, b in pieces])
+            if all(s.success is not None for s, _, _ in pieces)
+            else None
+        )
         return Episode(
-            rank=self.rank, env=e, index=0,
+            rank=self.rank,
+            env=e,
+            index=0,
             observations=_cat([_pick(s.obs, e, slice(a, b)) for s, a, b in pieces]),
-            next_observation=next_obs, actions=cat("actions"), rewards=cat("rewards"),
-            terminated=cat("terminated"), truncated=truncated, success=success,
+            next_observation=next_obs,
+            actions=cat("actions"),
+            rewards=cat("rewards"),
+            terminated=cat("terminated"),
+            truncated=truncated,
+            success=success,
             iterations=np.concatenate([np.full(b - a, s.iteration, np.int64) for s, a, b in pieces]),
-            log_probs=cat("log_probs"), values=cat("values"), cut=cut)
+            log_probs=cat("log_probs"),
+            values=cat("values"),
+            cut=cut,
+        )

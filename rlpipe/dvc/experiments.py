@@ -44,8 +44,15 @@ from rlpipe.dvc.runs import (
 )
 
 __all__ = [
-    "ACTIVE_LOCK", "ExperimentsUnreadable", "StageDirs", "gc", "kept_run_dirs", "publish", "run_stage",
-    "running", "stage_config",
+    "ACTIVE_LOCK",
+    "ExperimentsUnreadable",
+    "StageDirs",
+    "gc",
+    "kept_run_dirs",
+    "publish",
+    "run_stage",
+    "running",
+    "stage_config",
 ]
 
 ACTIVE_LOCK = ".active.lock"
@@ -93,8 +100,10 @@ def stage_config(params: str | Path = "params.yaml", stage: str = "train") -> St
     run_dir = Path(pointer.get("run_dir") or Path(cfg.trainer.data_dir) / cfg.trainer.exp_name)
     run_dir = run_dir if run_dir.is_absolute() else root / run_dir
     if run_dir.name != cfg.trainer.exp_name:
-        raise config.ConfigError(f"{workspace / RUN_POINTER}: names {run_dir}, not a run of "
-                                 f"trainer.exp_name={cfg.trainer.exp_name!r}; re-run the train stage")
+        raise config.ConfigError(
+            f"{workspace / RUN_POINTER}: names {run_dir}, not a run of "
+            f"trainer.exp_name={cfg.trainer.exp_name!r}; re-run the train stage"
+        )
     cfg.trainer.data_dir = str(run_dir.parent)
     if own is None or own.resolve() == run_dir.resolve():
         return StageDirs(cfg, cfg.run_dir, workspace)
@@ -105,8 +114,10 @@ def stage_config(params: str | Path = "params.yaml", stage: str = "train") -> St
 
 def _pointer(run_dir: Path, root: Path, name: str | None) -> dict[str, Any]:
     run_dir = run_dir.resolve()
-    return {"dvc_exp_name": name,
-            "run_dir": str(run_dir.relative_to(root) if run_dir.is_relative_to(root) else run_dir)}
+    return {
+        "dvc_exp_name": name,
+        "run_dir": str(run_dir.relative_to(root) if run_dir.is_relative_to(root) else run_dir),
+    }
 
 
 def publish(dirs: StageDirs, pointer: bool = False) -> None:
@@ -144,8 +155,9 @@ def running(dirs: StageDirs) -> Iterator[None]:
         yield
 
 
-def run_stage(stage: str, work: Callable[[RunConfig, RunLayout], Any],
-              params: str | Path = "params.yaml") -> None:
+def run_stage(
+    stage: str, work: Callable[[RunConfig, RunLayout], Any], params: str | Path = "params.yaml"
+) -> None:
     """One DVC stage: resolve its folders, hold the experiment's lock, ``work(cfg, out)``, publish.
 
     ``out`` is the layout of :attr:`StageDirs.out`, where the stage writes its outputs.
@@ -179,8 +191,9 @@ class ExperimentsUnreadable(ValueError):
 def _git(root: Path, *args: str) -> str:
     """``git ARGS`` in ``root``; its output, or :class:`ExperimentsUnreadable` when git fails in any way."""
     try:
-        result = subprocess.run(["git", "--no-optional-locks", *args], cwd=root, capture_output=True,
-                                text=True, timeout=60)
+        result = subprocess.run(
+            ["git", "--no-optional-locks", *args], cwd=root, capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise _unreadable(root, f"git {args[0]} could not run ({exc})") from None
     if result.returncode != 0:
@@ -190,8 +203,10 @@ def _git(root: Path, *args: str) -> str:
 
 
 def _unreadable(root: Path, why: str) -> ExperimentsUnreadable:
-    return ExperimentsUnreadable(f"{root}: cannot tell which DVC experiments exist: {why}; rlpipe gc deletes "
-                                 "nothing it cannot prove unused")
+    return ExperimentsUnreadable(
+        f"{root}: cannot tell which DVC experiments exist: {why}; rlpipe gc deletes "
+        "nothing it cannot prove unused"
+    )
 
 
 def _check_project(root: Path) -> None:
@@ -199,8 +214,11 @@ def _check_project(root: Path) -> None:
     toplevel = Path(_git(root, "rev-parse", "--show-toplevel").strip()).resolve()
     folders = [root, *(p for p in root.parents if p.is_relative_to(toplevel))]
     if not any((folder / ".dvc").is_dir() for folder in folders):
-        raise _unreadable(root, f"not a DVC project (no .dvc/ folder in {root} or above it up to {toplevel}; "
-                                "run `dvc init` first)")
+        raise _unreadable(
+            root,
+            f"not a DVC project (no .dvc/ folder in {root} or above it up to {toplevel}; "
+            "run `dvc init` first)",
+        )
 
 
 def _workspace_pointers(root: Path) -> list[dict[str, Any]]:
@@ -217,8 +235,9 @@ def _workspace_pointers(root: Path) -> list[dict[str, Any]]:
 
 def _pointers_in_git(root: Path) -> Iterator[dict[str, Any]]:
     """Every ``run.json`` in the tree of every branch, tag and DVC experiment ref."""
-    refs = _git(root, "for-each-ref", "--format=%(objectname) %(refname)",
-                "refs/heads", "refs/tags", "refs/exps").split("\n")
+    refs = _git(
+        root, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags", "refs/exps"
+    ).split("\n")
     commits = {line.split(" ", 1)[0] for line in refs if line and "/stash" not in line}
     for commit in sorted(commits):
         for rel in _git(root, "ls-tree", "-r", "--name-only", commit).splitlines():

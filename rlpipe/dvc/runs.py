@@ -31,8 +31,19 @@ from rlpipe.artifacts.layout import RUN_POINTER, RunLayout
 from rlpipe.location import AnyPath, is_url, location
 
 __all__ = [
-    "EXPS_DIR", "RESULTS_DIR", "RUN_POINTER", "RunDirError", "data_root", "experiment_data_dir", "exps_dir",
-    "known_experiments", "project_root", "read_pointer", "resolve_path", "resolve_run_dir", "resolve_target",
+    "EXPS_DIR",
+    "RESULTS_DIR",
+    "RUN_POINTER",
+    "RunDirError",
+    "data_root",
+    "experiment_data_dir",
+    "exps_dir",
+    "known_experiments",
+    "project_root",
+    "read_pointer",
+    "resolve_path",
+    "resolve_run_dir",
+    "resolve_target",
 ]
 
 EXPS_DIR = "exps"
@@ -98,8 +109,10 @@ def read_pointer(folder: Path) -> dict[str, Any] | None:
 
 def _is_run_dir(path: Path) -> bool:
     layout = RunLayout(path)
-    return path.is_dir() and any(p.exists() for p in (layout.params, layout.rollouts, layout.checkpoints,
-                                                      layout.metrics, path / RUN_POINTER))
+    return path.is_dir() and any(
+        p.exists()
+        for p in (layout.params, layout.rollouts, layout.checkpoints, layout.metrics, path / RUN_POINTER)
+    )
 
 
 def _follow_pointer(path: Path, root: Path) -> Path:
@@ -111,8 +124,10 @@ def _follow_pointer(path: Path, root: Path) -> Path:
     target = target if target.is_absolute() else root / target
     if not target.is_dir():
         name = pointer.get("dvc_exp_name") or target
-        raise RunDirError(f"{path / RUN_POINTER}: the run dir of experiment {name} ({target}) no longer "
-                          "exists (removed by `rlpipe gc`?)")
+        raise RunDirError(
+            f"{path / RUN_POINTER}: the run dir of experiment {name} ({target}) no longer "
+            "exists (removed by `rlpipe gc`?)"
+        )
     return target
 
 
@@ -176,11 +191,15 @@ def resolve_run_dir(name_or_path: str | Path, root: Path | None = None) -> AnyPa
     known = known_experiments(root)
     listed = ", ".join(known[:20]) + (" …" if len(known) > 20 else "") if known else "none yet"
     if path.is_dir():
-        raise RunDirError(f"{path}: not a run directory (no params.yaml); pass a params file, the folder "
-                          "of a run made by `rlpipe run`, or a DVC experiment name "
-                          f"(experiments with data: {listed})")
-    raise RunDirError(f"{name}: no run directory and no DVC experiment of that name under "
-                      f"{exps_dir(root)} (experiments with data: {listed})")
+        raise RunDirError(
+            f"{path}: not a run directory (no params.yaml); pass a params file, the folder "
+            "of a run made by `rlpipe run`, or a DVC experiment name "
+            f"(experiments with data: {listed})"
+        )
+    raise RunDirError(
+        f"{name}: no run directory and no DVC experiment of that name under "
+        f"{exps_dir(root)} (experiments with data: {listed})"
+    )
 
 
 def resolve_target(target: str | Path, root: Path | None = None) -> AnyPath:

@@ -89,8 +89,11 @@ def render(rows: list[ExpRow], metrics: tuple[str, ...], width: int | None = 120
     for key in metrics:
         table.add_column(key, justify="right")
     for row in rows:
-        cells = [row.name, *(_cell(row.params.get(path)) for path in params),
-                 *(_cell(row.metrics.get(key)) for key in metrics)]
+        cells = [
+            row.name,
+            *(_cell(row.params.get(path)) for path in params),
+            *(_cell(row.metrics.get(key)) for key in metrics),
+        ]
         table.add_row(*cells)
     out = io.StringIO()
     Console(width=width or 10_000, file=out, color_system=None).print(table)

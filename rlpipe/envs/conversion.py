@@ -21,8 +21,15 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-__all__ = ["IMAGE_GROUP", "HostObs", "flat_action_space", "flat_obs_space", "is_image_space", "obs_to_torch",
-           "success_of"]
+__all__ = [
+    "IMAGE_GROUP",
+    "HostObs",
+    "flat_action_space",
+    "flat_obs_space",
+    "is_image_space",
+    "obs_to_torch",
+    "success_of",
+]
 
 HostObs: TypeAlias = "np.ndarray | Mapping[str, HostObs]"
 """A simulator's batched observation on the host: an array ``[N, *obs]`` or a (nested) dict of them."""
@@ -47,10 +54,12 @@ def flat_obs_space(space: gym.Space, env_id: str) -> gym.spaces.Box | gym.spaces
         return _flat_box(space)
     if isinstance(space, gym.spaces.Dict):
         leaves = dict(_dict_leaves(space, env_id))
-        return gym.spaces.Dict({key: _image_box(box) if is_image_space(box) else _flat_box(box)
-                                for key, box in leaves.items()})
-    raise ValueError(f"env.id: {env_id} has a {type(space).__name__} observation space; "
-                     "accepted: Box, Dict of Boxes")
+        return gym.spaces.Dict(
+            {key: _image_box(box) if is_image_space(box) else _flat_box(box) for key, box in leaves.items()}
+        )
+    raise ValueError(
+        f"env.id: {env_id} has a {type(space).__name__} observation space; accepted: Box, Dict of Boxes"
+    )
 
 
 def flat_action_space(space: gym.Space, env_id: str) -> gym.spaces.Box | gym.spaces.Discrete:
@@ -58,10 +67,8 @@ def flat_action_space(space: gym.Space, env_id: str) -> gym.spaces.Box | gym.spa
     if isinstance(space, gym.spaces.Discrete):
         return gym.spaces.Discrete(int(space.n))
     if isinstance(space, gym.spaces.Box):
-        return gym.spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32),
-                              dtype=np.float32)
-    raise ValueError(f"env.id: {env_id} has a {type(space).__name__} action space; "
-                     "accepted: Box, Discrete")
+        return gym.spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32), dtype=np.float32)
+    raise ValueError(f"env.id: {env_id} has a {type(space).__name__} action space; accepted: Box, Discrete")
 
 
 def obs_to_torch(obs: HostObs, num_envs: int, device: torch.device) -> torch.Tensor | TensorDict:
@@ -124,8 +131,9 @@ def _dict_leaves(space: gym.spaces.Dict, env_id: str, prefix: str = "") -> list[
         elif isinstance(sub, gym.spaces.Box):
             leaves.append((name, sub))
         else:
-            raise ValueError(f"env.id: {env_id} observation key {name!r} is a "
-                             f"{type(sub).__name__}; accepted: Box")
+            raise ValueError(
+                f"env.id: {env_id} observation key {name!r} is a {type(sub).__name__}; accepted: Box"
+            )
     return leaves
 
 

@@ -113,16 +113,19 @@ def build_env(
         raise ConfigError(f"env.backend: got {backend!r}; accepted: {', '.join(BACKENDS)}")
     _import_builtins(env_id)
     if is_plugin_id(env_id):
-        return build_plugin_env(env_id, num_envs, device, cfg,
-                                lambda gym_id: _gymnasium(gym_id, num_envs, device, cfg))
+        return build_plugin_env(
+            env_id, num_envs, device, cfg, lambda gym_id: _gymnasium(gym_id, num_envs, device, cfg)
+        )
     if backend in ("auto", "torch") and env_id in _REGISTRY:
         cls = _REGISTRY[env_id]
         _check_arguments(env_id, cls, cfg)
         return _construct(lambda: cls(num_envs=num_envs, device=device, **cfg), cfg)
     if backend == "auto" and env_id in entry_point_ids():
         return build_env(entry_point_ids()[env_id], num_envs, device, cfg)
-    if backend == "auto" and (_prefers_native_vector(env_id, cfg)
-                              or ("vectorization_mode" in cfg and env_id in gymnasium.envs.registry)):
+    if backend == "auto" and (
+        _prefers_native_vector(env_id, cfg)
+        or ("vectorization_mode" in cfg and env_id in gymnasium.envs.registry)
+    ):
         return _gymnasium(env_id, num_envs, device, cfg, render)  # (a vectorization_mode is gymnasium's)
     if backend in ("auto", "envpool") and _envpool_knows(env_id, required=backend == "envpool"):
         return _envpool(env_id, num_envs, device, cfg)
@@ -139,8 +142,10 @@ def _unknown(env_id: str, backend: str) -> str:
     }
     accepted = [where[backend]] if backend != "auto" else [*where.values(), "package.module:Factory"]
     known = [*registered_env_ids(), *(gymnasium.envs.registry if backend in ("auto", "gymnasium") else ())]
-    return (f"env.id: unknown env {env_id!r} for backend {backend}{did_you_mean(env_id, known)}; "
-            f"accepted: {'; '.join(accepted)}")
+    return (
+        f"env.id: unknown env {env_id!r} for backend {backend}{did_you_mean(env_id, known)}; "
+        f"accepted: {'; '.join(accepted)}"
+    )
 
 
 def _prefers_native_vector(env_id: str, cfg: dict[str, Any]) -> bool:
@@ -185,8 +190,9 @@ def _envpool(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[s
     return _construct(make, cfg, make_kwargs_of=f"envpool:{env_id}")
 
 
-def _gymnasium(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any],
-               render: bool = False) -> BatchedEnv:
+def _gymnasium(
+    env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any], render: bool = False
+) -> BatchedEnv:
     """A gymnasium id: its own vectorized class where it has one (as ``gymnasium.make_vec`` picks), else sync.
 
     ``env.cfg.vectorization_mode`` chooses: ``vector_entry_point`` (the default where
@@ -216,8 +222,9 @@ def _native_vector(env_id: str, num_envs: int, device: torch.device | str, cfg: 
     cls = native_vector_type(env_id)
     if cls is not None:  # else GymnasiumVectorEnv names the ids that have one
         _check_arguments(env_id, cls, kwargs)
-    return _construct(lambda: GymnasiumVectorEnv(env_id, num_envs, device, **kwargs), cfg,
-                      make_kwargs_of=env_id)
+    return _construct(
+        lambda: GymnasiumVectorEnv(env_id, num_envs, device, **kwargs), cfg, make_kwargs_of=env_id
+    )
 
 
 def _without_mode(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -225,8 +232,14 @@ def _without_mode(cfg: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in cfg.items() if key != "vectorization_mode"}
 
 
-def build_eval_env(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any] | None,
-                   video: bool, backend: str = "auto") -> tuple[BatchedEnv, RenderUnavailable | None]:
+def build_eval_env(
+    env_id: str,
+    num_envs: int,
+    device: torch.device | str,
+    cfg: dict[str, Any] | None,
+    video: bool,
+    backend: str = "auto",
+) -> tuple[BatchedEnv, RenderUnavailable | None]:
     """The eval env: with ``video``, one built to draw; when that fails, a plain one and the reason.
 
     ``video`` without the video extra installed is a one-line ConfigError, before any env exists.
@@ -247,16 +260,15 @@ def _check_arguments(env_id: str, cls: type[BatchedEnv], cfg: dict[str, Any]) ->
     named = [
         name
         for name, p in params.items()
-        if name != "self" and name not in _SET_BY_TRAINER
+        if name != "self"
+        and name not in _SET_BY_TRAINER
         and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     ]
     for key in cfg:
         if key in _SET_BY_TRAINER:
             raise ConfigError(f"env.cfg.{key}: set by {_SET_BY_TRAINER[key]}, not env.cfg")
         if key not in named and not accepts_any:
-            raise ConfigError(
-                f"env.cfg.{key}: unknown argument of {env_id}; accepted: {', '.join(named)}"
-            )
+            raise ConfigError(f"env.cfg.{key}: unknown argument of {env_id}; accepted: {', '.join(named)}")
 
 
 def _construct(
@@ -279,8 +291,11 @@ def _construct(
     except TypeError as exc:
         if make_kwargs_of is None:
             raise
-        maker = (f"envpool.make({make_kwargs_of.removeprefix('envpool:')!r})"
-                 if make_kwargs_of.startswith("envpool:") else f"gymnasium.make({make_kwargs_of!r})")
+        maker = (
+            f"envpool.make({make_kwargs_of.removeprefix('envpool:')!r})"
+            if make_kwargs_of.startswith("envpool:")
+            else f"gymnasium.make({make_kwargs_of!r})"
+        )
         raise ConfigError(f"env.cfg: {_first_line(exc)} (kwargs of {maker})") from None
 
 

@@ -17,8 +17,13 @@ def space_to_dict(space: gym.Space) -> dict[str, Any]:
         uniform = (low == low.flat[0]).all() and (high == high.flat[0]).all()
         if space.dtype == np.uint8 and low.ndim == 3 and uniform:
             low, high = low.flat[0], high.flat[0]  # an image group: one bound for every pixel, not C·H·W
-        return {"type": "box", "shape": list(space.shape), "dtype": str(space.dtype),
-                "low": low.tolist(), "high": high.tolist()}
+        return {
+            "type": "box",
+            "shape": list(space.shape),
+            "dtype": str(space.dtype),
+            "low": low.tolist(),
+            "high": high.tolist(),
+        }
     if isinstance(space, gym.spaces.Discrete):
         return {"type": "discrete", "n": int(space.n)}
     if isinstance(space, gym.spaces.Dict):
@@ -32,8 +37,12 @@ def space_from_dict(data: dict[str, Any]) -> gym.Space:
     if kind == "box":
         dtype = np.dtype(data["dtype"])
         shape = tuple(data["shape"])  # a scalar bound (image groups) holds for every element
-        return gym.spaces.Box(np.broadcast_to(np.asarray(data["low"], dtype), shape),
-                              np.broadcast_to(np.asarray(data["high"], dtype), shape), shape, dtype)
+        return gym.spaces.Box(
+            np.broadcast_to(np.asarray(data["low"], dtype), shape),
+            np.broadcast_to(np.asarray(data["high"], dtype), shape),
+            shape,
+            dtype,
+        )
     if kind == "discrete":
         return gym.spaces.Discrete(int(data["n"]))
     if kind == "dict":

@@ -55,6 +55,7 @@ __all__ = [
     "update_from_rollout",
 ]
 
+
 def latest_of(layout: RunLayout) -> Path:
     """The run's newest checkpoint; a ``StoreError`` naming the folder when there is none."""
     found = latest_checkpoint(layout.checkpoints) if layout.checkpoints.is_dir() else None
@@ -84,16 +85,21 @@ def compute_advantages(cfg: RunConfig, rollout_path: Path, out: Path | None = No
     algo = rebuild_algorithm(cfg, spaces_of(attrs, rollout_path))
     algo.compute_advantages(rollout.to(algo.device))
     arrays = {key: rollout.get(key) for key in algo.advantage_keys}
-    meta = {"kind": "advantage", "rollout": rollout_path.name,
-            "iteration": iteration_of(attrs, rollout_path), "algorithm": cfg.algorithm.to_dict(),
-            "params_hash": params_hash(cfg)}
+    meta = {
+        "kind": "advantage",
+        "rollout": rollout_path.name,
+        "iteration": iteration_of(attrs, rollout_path),
+        "algorithm": cfg.algorithm.to_dict(),
+        "params_hash": params_hash(cfg),
+    }
     with RunLock(target.parent, "rlpipe advantage"):
         write_group(target, arrays, meta, cfg.store.chunk_envs, replace=True)
     return target
 
 
-def update_from_rollout(cfg: RunConfig, rollout_path: AnyPath, checkpoint: Path | None,
-                        out: AnyPath, allow_rejected: bool = False) -> tuple[Path, dict[str, float]]:
+def update_from_rollout(
+    cfg: RunConfig, rollout_path: AnyPath, checkpoint: Path | None, out: AnyPath, allow_rejected: bool = False
+) -> tuple[Path, dict[str, float]]:
     """Advantage + update of one stored rollout; write ``out/ckpt-NNNNNN.pt``; return it and the losses.
 
     NNNNNN is the rollout's iteration k, and the minibatch shuffle is that of online update k.
@@ -106,10 +112,12 @@ def update_from_rollout(cfg: RunConfig, rollout_path: AnyPath, checkpoint: Path 
         return _update_locked(cfg, as_path(rollout_path), checkpoint, as_path(out), allow_rejected)
 
 
-def _update_locked(cfg: RunConfig, rollout_path: AnyPath, checkpoint: Path | None, out: AnyPath,
-                   allow_rejected: bool) -> tuple[Path, dict[str, float]]:
-    rollout, attrs = load_rollout(rollout_path, allow_rejected=allow_rejected,
-                                  purpose="rlpipe update (the online update)")
+def _update_locked(
+    cfg: RunConfig, rollout_path: AnyPath, checkpoint: Path | None, out: AnyPath, allow_rejected: bool
+) -> tuple[Path, dict[str, float]]:
+    rollout, attrs = load_rollout(
+        rollout_path, allow_rejected=allow_rejected, purpose="rlpipe update (the online update)"
+    )
     algo = rebuild_algorithm(cfg, spaces_of(attrs, rollout_path))
     k = iteration_of(attrs, rollout_path)
     start = as_path(checkpoint) if checkpoint else _collected_with(rollout_path, k)
@@ -117,8 +125,9 @@ def _update_locked(cfg: RunConfig, rollout_path: AnyPath, checkpoint: Path | Non
         load_algorithm_state(algo, start)
     metrics = update_once(algo, rollout.to(algo.device), attrs, k, cfg.trainer.iterations)
     origin = {"rollout": str(rollout_path), "start": str(start) if start else None}
-    path = save_algorithm(algo, cfg, as_path(out), k, int(attrs.get("env_steps", 0)), origin,
-                        attrs.get("spaces"))
+    path = save_algorithm(
+        algo, cfg, as_path(out), k, int(attrs.get("env_steps", 0)), origin, attrs.get("spaces")
+    )
     return path, metrics
 
 
@@ -128,13 +137,16 @@ def _collected_with(rollout_path: Path, k: int) -> Path | None:
     layout = RunLayout.of_rollouts(rollout_path.parent)
     path = layout.checkpoint(k - 1)
     if not path.is_file():
-        raise StoreError(f"{rollout_path}: no checkpoint of iteration {k - 1} under {layout.checkpoints} to "
-                         "start from; pass --checkpoint, or use `rlpipe replay`, which rebuilds it")
+        raise StoreError(
+            f"{rollout_path}: no checkpoint of iteration {k - 1} under {layout.checkpoints} to "
+            "start from; pass --checkpoint, or use `rlpipe replay`, which rebuilds it"
+        )
     return path
 
 
-def evaluate_checkpoint(cfg: RunConfig, checkpoint: Path | None = None,
-                        out: Path | None = None) -> dict[str, float]:
+def evaluate_checkpoint(
+    cfg: RunConfig, checkpoint: Path | None = None, out: Path | None = None
+) -> dict[str, float]:
     """Evaluate a checkpoint's policy with the ``eval`` params; write ``<run_dir>/eval/metrics.json``.
 
     ``checkpoint=None``: the latest of ``cfg.run_dir``. Builds ``eval.num_envs`` envs and the policy
@@ -150,24 +162,38 @@ def evaluate_checkpoint(cfg: RunConfig, checkpoint: Path | None = None,
         raise StoreError(f"{path}: not an rlpipe checkpoint (no 'policy' entry)")
     device = resolve_device(cfg.trainer.device)
     seed_everything(cfg.trainer.seed)
-    env, problem = build_eval_env(cfg.env.id, cfg.eval.num_envs, device, cfg.env.cfg, cfg.eval.video,
-                                  cfg.env.backend)
+    env, problem = build_eval_env(
+        cfg.env.id, cfg.eval.num_envs, device, cfg.env.cfg, cfg.eval.video, cfg.env.backend
+    )
     try:
         policy = build_policy(cfg.policy, env.observation_space, env.action_space, device)
         with checkpoint_fits(path):
             policy.load_state_dict(state["policy"])
         refuse_nonfinite_weights(path, policy)
         seed = cfg.eval.seed if cfg.eval.seed is not None else cfg.trainer.seed + EVAL_SEED_OFFSET
-        evaluator = Evaluator(env, policy, cfg.eval.num_episodes, seed, deterministic=cfg.eval.deterministic,
-                              video=recorder_for(cfg.eval, problem))
+        evaluator = Evaluator(
+            env,
+            policy,
+            cfg.eval.num_episodes,
+            seed,
+            deterministic=cfg.eval.deterministic,
+            video=recorder_for(cfg.eval, problem),
+        )
         metrics = evaluator(layout.eval_video(int(state["iteration"])))
     finally:
         env.close()
     env_steps = int(state.get("env_steps", 0))
     metrics |= {"iteration": float(state["iteration"]), "env_steps": float(env_steps)}
-    run_id = log_single_run(cfg, metrics, run_dir=layout.root, kind="eval", step=env_steps,
-                            parent_run_id=source_run_id(layout.root), checkpoint=path,
-                            artifacts={"eval": evaluator.last_video} if evaluator.last_video else None)
+    run_id = log_single_run(
+        cfg,
+        metrics,
+        run_dir=layout.root,
+        kind="eval",
+        step=env_steps,
+        parent_run_id=source_run_id(layout.root),
+        checkpoint=path,
+        artifacts={"eval": evaluator.last_video} if evaluator.last_video else None,
+    )
     target = as_path(out) if out else layout.eval_metrics
     with RunLock(target.parent, "rlpipe eval"):
         atomic_write_json(target, {**metrics, "checkpoint": str(path), "mlflow_run_id": run_id})
@@ -185,4 +211,3 @@ def refuse_nonfinite_weights(path: AnyPath, policy: torch.nn.Module) -> None:
 def inspect_rollout(path: Path) -> dict[str, Any]:
     """Schema, attributes, per-key layout and stats, and episode stats of one stored rollout."""
     return describe_rollout(as_path(path))
-

@@ -36,16 +36,21 @@ def describe_rollout(path: AnyPath) -> dict[str, Any]:
     keys = {name: _describe_array(path, name, arr, data) for name, (arr, data) in arrays.items()}
     valid = {key: arrays[key][1][:, :-1] for key in ("done", "terminated", "truncated", "reward")}
     return {
-        "path": str(path), "schema_version": attrs["schema_version"], "attrs": attrs,
-        "num_envs": int(n), "horizon": int(t1 - 1), "transitions": int(n * (t1 - 1)),
-        "bytes_on_disk": _disk_bytes(path), "keys": keys,
-        "episodes": episode_stats(valid["done"], valid["terminated"], valid["truncated"],
-                                  valid["reward"]),
+        "path": str(path),
+        "schema_version": attrs["schema_version"],
+        "attrs": attrs,
+        "num_envs": int(n),
+        "horizon": int(t1 - 1),
+        "transitions": int(n * (t1 - 1)),
+        "bytes_on_disk": _disk_bytes(path),
+        "keys": keys,
+        "episodes": episode_stats(valid["done"], valid["terminated"], valid["truncated"], valid["reward"]),
     }
 
 
-def episode_stats(done: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
-                  reward: np.ndarray) -> dict[str, Any]:
+def episode_stats(
+    done: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, reward: np.ndarray
+) -> dict[str, Any]:
     """Episode counts and the returns/lengths of the episodes wholly inside the rollout.
 
     All inputs are the valid ``[N, T]`` transitions. An episode is *complete* when it both starts
@@ -61,16 +66,23 @@ def episode_stats(done: np.ndarray, terminated: np.ndarray, truncated: np.ndarra
         returns += (cumulative[ends[1:] + 1] - cumulative[ends[:-1] + 1]).tolist()
         lengths += np.diff(ends).tolist()
     stats: dict[str, Any] = {
-        "finished": int(done.sum()), "terminated": int(terminated.sum()),
-        "truncated": int(truncated.sum()), "complete": len(returns),
+        "finished": int(done.sum()),
+        "terminated": int(terminated.sum()),
+        "truncated": int(truncated.sum()),
+        "complete": len(returns),
         "mean_reward_per_step": float(reward.mean()) if reward.size else 0.0,
     }
     if returns:
         ret, length = np.asarray(returns), np.asarray(lengths)
-        stats |= {"return_mean": float(ret.mean()), "return_std": float(ret.std()),
-                  "return_min": float(ret.min()), "return_max": float(ret.max()),
-                  "length_mean": float(length.mean()), "length_min": int(length.min()),
-                  "length_max": int(length.max())}
+        stats |= {
+            "return_mean": float(ret.mean()),
+            "return_std": float(ret.std()),
+            "return_min": float(ret.min()),
+            "return_max": float(ret.max()),
+            "length_mean": float(length.mean()),
+            "length_min": int(length.min()),
+            "length_max": int(length.max()),
+        }
     return stats
 
 
@@ -78,10 +90,13 @@ def _describe_array(path: Path, name: str, arr: AsyncArray, data: np.ndarray) ->
     values = data[:, :-1] if name in TRANSITION_KEYS else data
     codecs = [_codec_name(c.to_dict()) for c in arr.compressors]
     return {
-        "shape": list(data.shape), "dtype": str(data.dtype), "chunks": list(arr.chunks),
+        "shape": list(data.shape),
+        "dtype": str(data.dtype),
+        "chunks": list(arr.chunks),
         "codec": "+".join(c for c in codecs if c != "crc32c") or "none",
         "checksum": "crc32c" if "crc32c" in codecs else None,
-        "bytes_on_disk": _disk_bytes(path / name), "stats": _stats(values),
+        "bytes_on_disk": _disk_bytes(path / name),
+        "stats": _stats(values),
     }
 
 
@@ -98,8 +113,12 @@ def _stats(values: np.ndarray) -> dict[str, Any]:
         finite = values[np.isfinite(values)].astype(np.float64)
         summary = {"nonfinite": int(values.size - finite.size)}
         if finite.size:
-            summary |= {"min": float(finite.min()), "max": float(finite.max()),
-                        "mean": float(finite.mean()), "std": float(finite.std())}
+            summary |= {
+                "min": float(finite.min()),
+                "max": float(finite.max()),
+                "mean": float(finite.mean()),
+                "std": float(finite.std()),
+            }
         return summary
     if not values.size:
         return {}

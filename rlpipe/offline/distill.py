@@ -77,8 +77,9 @@ class StopSignal(Protocol):
     def signum(self) -> int | None: ...
 
 
-def distill_config(teacher: Path, overrides: list[str] | tuple[str, ...] = (),
-                   params: Path | None = None) -> RunConfig:
+def distill_config(
+    teacher: Path, overrides: list[str] | tuple[str, ...] = (), params: Path | None = None
+) -> RunConfig:
     """The student's params: ``params`` (default: the teacher run's), set to distil from ``teacher``.
 
     Without ``params`` the student runs beside the teacher as ``<teacher>-student`` (a name checked
@@ -92,8 +93,11 @@ def distill_config(teacher: Path, overrides: list[str] | tuple[str, ...] = (),
     block = data.get("algorithm") or {}
     if params is None or str(block.get("name", "")).lower() != "distillation":
         block = {"name": "distillation", "cfg": {}}
-    block["cfg"] = {"teacher": str(checkpoint.resolve()), "stores": str(layout.rollouts.resolve()),
-                    **(block.get("cfg") or {})}
+    block["cfg"] = {
+        "teacher": str(checkpoint.resolve()),
+        "stores": str(layout.rollouts.resolve()),
+        **(block.get("cfg") or {}),
+    }
     data["algorithm"] = block
     derived = f"{layout.root.name}-student"
     if params is None:
@@ -102,8 +106,11 @@ def distill_config(teacher: Path, overrides: list[str] | tuple[str, ...] = (),
         data["trainer"] |= {"exp_name": derived, "data_dir": str(layout.root.parent)}
     data = config_mod.apply_overrides(data, list(overrides))
     if params is None and (data.get("trainer") or {}).get("exp_name") == derived:
-        derived_exp_name(derived, f"the student's name, derived as <teacher run>-student from {layout.root}; "
-                         "choose one with --set trainer.exp_name=NAME")
+        derived_exp_name(
+            derived,
+            f"the student's name, derived as <teacher run>-student from {layout.root}; "
+            "choose one with --set trainer.exp_name=NAME",
+        )
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
@@ -126,8 +133,8 @@ def update_plan(keys: list[int], passes: int, seed: int, per_update: int) -> lis
     """
     order, plan = store_order(keys, passes, seed), []
     for p in range(passes):
-        one_pass = order[p * len(keys):(p + 1) * len(keys)]
-        plan += [one_pass[j:j + per_update] for j in range(0, len(one_pass), per_update)]
+        one_pass = order[p * len(keys) : (p + 1) * len(keys)]
+        plan += [one_pass[j : j + per_update] for j in range(0, len(one_pass), per_update)]
     return plan
 
 
@@ -137,8 +144,9 @@ def load_stores(paths: list[Path], device: torch.device | str) -> TensorDict:
     return rollouts[0] if len(rollouts) == 1 else torch.cat(rollouts, dim=0)
 
 
-def distill_offline(cfg: RunConfig, resume: bool = False, stop: StopSignal | None = None,
-                    env_from: str = "env.id") -> dict[str, Any]:
+def distill_offline(
+    cfg: RunConfig, resume: bool = False, stop: StopSignal | None = None, env_from: str = "env.id"
+) -> dict[str, Any]:
     """Train the student from the teacher's stores into ``cfg.run_dir``; return its summary.
 
     ``resume``: continue from the run's newest checkpoint (bit for bit), refused when its training
@@ -164,12 +172,17 @@ def distill_offline(cfg: RunConfig, resume: bool = False, stop: StopSignal | Non
     check_env(cfg, attrs[first], stored[first], env_from)
     layout = RunLayout(cfg.run_dir)
     if not resume and layout.holds_run():
-        raise StoreError(f"{layout.root}: already holds a run; pass --resume, or choose another "
-                         "trainer.exp_name")
+        raise StoreError(
+            f"{layout.root}: already holds a run; pass --resume, or choose another trainer.exp_name"
+        )
     algo = rebuild_algorithm(cfg, spaces_of(attrs[first], stored[first]))
     assert isinstance(algo, Distillation)
-    plan = _Plan(stored, update_plan(sorted(stored), dcfg.offline_passes, cfg.trainer.seed,
-                                     dcfg.stores_per_update), attrs[first].get("spaces"), stop)
+    plan = _Plan(
+        stored,
+        update_plan(sorted(stored), dcfg.offline_passes, cfg.trainer.seed, dcfg.stores_per_update),
+        attrs[first].get("spaces"),
+        stop,
+    )
     with held_run_dir(layout, "rlpipe distill"):
         return _distill_locked(cfg, algo, plan, layout, resume)
 
@@ -187,8 +200,9 @@ class _Plan:
     """A :class:`~rlpipe.trainer.signals.GracefulStop`, or ``None``."""
 
 
-def _distill_locked(cfg: RunConfig, algo: Distillation, plan: _Plan, layout: RunLayout,
-                    resume: bool) -> dict[str, Any]:
+def _distill_locked(
+    cfg: RunConfig, algo: Distillation, plan: _Plan, layout: RunLayout, resume: bool
+) -> dict[str, Any]:
     start, header = 0, None
     latest = latest_checkpoint(layout.checkpoints) if resume and layout.checkpoints.is_dir() else None
     if latest is not None:
@@ -202,15 +216,17 @@ def _distill_locked(cfg: RunConfig, algo: Distillation, plan: _Plan, layout: Run
         header = truncate_curve(layout.curve, start)
     write_params(layout, cfg.to_dict())
     teacher_run = teacher_checkpoint(distillation_of(cfg).teacher)[1].root
-    with open_tracker(cfg, layout.root, kind="distill", parent_run_id=source_run_id(teacher_run),
-                      curve_fields=header) as tracker:
+    with open_tracker(
+        cfg, layout.root, kind="distill", parent_run_id=source_run_id(teacher_run), curve_fields=header
+    ) as tracker:
         summary = _loop(cfg, algo, plan, start, layout, tracker)
         tracker.finish(summary, status="KILLED" if "interrupted_by" in summary else "FINISHED")
     return summary
 
 
-def _loop(cfg: RunConfig, algo: Distillation, plan: _Plan, start: int, layout: RunLayout,
-          tracker: Tracker) -> dict[str, Any]:
+def _loop(
+    cfg: RunConfig, algo: Distillation, plan: _Plan, start: int, layout: RunLayout, tracker: Tracker
+) -> dict[str, Any]:
     begin, metrics, path, signum = time.perf_counter(), {}, None, None
     stored, order = plan.stored, plan.order
     per_pass = len(order) // cfg.algorithm.cfg.offline_passes
@@ -220,18 +236,26 @@ def _loop(cfg: RunConfig, algo: Distillation, plan: _Plan, start: int, layout: R
         rollout = load_stores([stored[k] for k in order[i - 1]], algo.device)
         n, t = rollout_dims(rollout)
         per_store = n // len(order[i - 1]) * t  # the stores of one run share N and T
-        before, total = (sum(map(len, order[:i - 1])) * per_store, sum(map(len, order)) * per_store)
+        before, total = (sum(map(len, order[: i - 1])) * per_store, sum(map(len, order)) * per_store)
         metrics = learn(algo, rollout, i, before, total)
-        metrics |= {"iteration": float(i), "env_steps": 0.0, "offline/store": float(order[i - 1][0]),
-                    "offline/stores": float(len(order[i - 1])), "offline/transitions": float(before + n * t),
-                    "time/iteration_s": time.perf_counter() - tick}
+        metrics |= {
+            "iteration": float(i),
+            "env_steps": 0.0,
+            "offline/store": float(order[i - 1][0]),
+            "offline/stores": float(len(order[i - 1])),
+            "offline/transitions": float(before + n * t),
+            "time/iteration_s": time.perf_counter() - tick,
+        }
         if i == len(order) and cfg.trainer.enable_eval:
             metrics |= evaluate_student(cfg, algo)
         tracker.log(metrics, step=before + n * t)
         signum = plan.stop.signum if plan.stop is not None and i < len(order) else None  # the last: done
         if cfg.checkpoint.every_iteration or i % per_pass == 0 or signum is not None:
-            origin = {"teacher": algo.teacher_record.get("path"), "stores": store_names(stored),
-                      "rollout": ", ".join(str(stored[k]) for k in order[i - 1])}
+            origin = {
+                "teacher": algo.teacher_record.get("path"),
+                "stores": store_names(stored),
+                "rollout": ", ".join(str(stored[k]) for k in order[i - 1]),
+            }
             path = save_algorithm(algo, cfg, layout.checkpoints, i, 0, origin, plan.spaces)
         if signum is not None:
             stopped = {"interrupted_by": signal.Signals(signum).name, "iteration": i}
@@ -239,11 +263,14 @@ def _loop(cfg: RunConfig, algo: Distillation, plan: _Plan, start: int, layout: R
     return _summary(algo, plan, metrics, begin, path)
 
 
-def _summary(algo: Distillation, plan: _Plan, metrics: dict[str, float], begin: float,
-             checkpoint: Path | None) -> dict[str, Any]:
+def _summary(
+    algo: Distillation, plan: _Plan, metrics: dict[str, float], begin: float, checkpoint: Path | None
+) -> dict[str, Any]:
     return {
-        "iterations": len(plan.order), "stores": sorted(str(p) for p in plan.stored.values()),
-        "teacher": algo.teacher_record, "wall_s": round(time.perf_counter() - begin, 3),
+        "iterations": len(plan.order),
+        "stores": sorted(str(p) for p in plan.stored.values()),
+        "teacher": algo.teacher_record,
+        "wall_s": round(time.perf_counter() - begin, 3),
         **{key: v for key, v in metrics.items() if key.startswith(("update/", "eval/"))},
         "checkpoint": str(checkpoint),
     }
@@ -251,11 +278,13 @@ def _summary(algo: Distillation, plan: _Plan, metrics: dict[str, float], begin: 
 
 def evaluate_student(cfg: RunConfig, algo: Distillation) -> dict[str, float]:
     """``eval/…`` of the student on ``trainer.num_eval_envs`` fresh envs, as the online run evaluates."""
-    env, _ = build_eval_env(cfg.env.id, cfg.trainer.num_eval_envs, algo.device, cfg.env.cfg, False,
-                            cfg.env.backend)
+    env, _ = build_eval_env(
+        cfg.env.id, cfg.trainer.num_eval_envs, algo.device, cfg.env.cfg, False, cfg.env.backend
+    )
     try:
-        evaluator = Evaluator(env, algo.policy, cfg.trainer.num_eval_episodes,
-                              seed=cfg.trainer.seed + EVAL_SEED_OFFSET)
+        evaluator = Evaluator(
+            env, algo.policy, cfg.trainer.num_eval_episodes, seed=cfg.trainer.seed + EVAL_SEED_OFFSET
+        )
         return evaluator(None)
     finally:
         env.close()
@@ -263,14 +292,20 @@ def evaluate_student(cfg: RunConfig, algo: Distillation) -> dict[str, float]:
 
 def online_name(cfg: RunConfig) -> str:
     """``<exp>-online``: the online continuation's ``trainer.exp_name``, checked like any other."""
-    return derived_exp_name(f"{cfg.trainer.exp_name}-online", "the online continuation's name, derived as "
-                            "<trainer.exp_name>-online; choose a shorter trainer.exp_name")
+    return derived_exp_name(
+        f"{cfg.trainer.exp_name}-online",
+        "the online continuation's name, derived as "
+        "<trainer.exp_name>-online; choose a shorter trainer.exp_name",
+    )
 
 
 def online_config(cfg: RunConfig, checkpoint: Path, iterations: int) -> RunConfig:
     """The online continuation: ``<exp>-online``, ``iterations`` long, from ``checkpoint``'s student."""
-    data = cfg.algorithm.to_dict()["cfg"] | {"student_init": str(as_path(checkpoint).resolve()),
-                                             "online_iterations": 0}
+    data = cfg.algorithm.to_dict()["cfg"] | {
+        "student_init": str(as_path(checkpoint).resolve()),
+        "online_iterations": 0,
+    }
     trainer = cfg.trainer.replace(exp_name=online_name(cfg), iterations=iterations)
-    return cfg.model_copy(update={"trainer": trainer,
-                                  "algorithm": validate_algorithm({"name": "distillation", "cfg": data})})
+    return cfg.model_copy(
+        update={"trainer": trainer, "algorithm": validate_algorithm({"name": "distillation", "cfg": data})}
+    )

@@ -32,8 +32,15 @@ from rlpipe.envs import build_env
 from rlpipe.offline.rebuild import spaces_of
 from rlpipe.teacher import teacher_checkpoint
 
-__all__ = ["LENGTH", "check_env", "check_resume", "check_stores", "derived_exp_name", "distillation_of",
-           "store_names"]
+__all__ = [
+    "LENGTH",
+    "check_env",
+    "check_resume",
+    "check_stores",
+    "derived_exp_name",
+    "distillation_of",
+    "store_names",
+]
 
 LENGTH = (("algorithm", "cfg", "offline_passes"), ("algorithm", "cfg", "online_iterations"))
 """The params that set how long a distillation goes: a resume may change them."""
@@ -43,8 +50,9 @@ def distillation_of(cfg: RunConfig) -> DistillationCfg:
     """The ``algorithm.cfg`` of a distillation run (``ConfigError`` naming ``algorithm.name`` otherwise)."""
     algo = cfg.algorithm.cfg
     if not isinstance(algo, DistillationCfg):
-        raise ConfigError(f"algorithm.name: {cfg.algorithm.name!r} is not a distillation; "
-                          "accepted: distillation")
+        raise ConfigError(
+            f"algorithm.name: {cfg.algorithm.name!r} is not a distillation; accepted: distillation"
+        )
     return algo
 
 
@@ -77,8 +85,9 @@ def check_stores(cfg: RunConfig, stored: dict[int, Path]) -> dict[int, dict[str,
         for key, where in wanted:
             if key not in groups:
                 have = ", ".join(groups) or "none: its observations are flat"
-                raise ConfigError(f"{path}: no observation group {key!r}, which {where} reads "
-                                  f"(its groups: {have})")
+                raise ConfigError(
+                    f"{path}: no observation group {key!r}, which {where} reads (its groups: {have})"
+                )
         found[k] = attrs
     _same_env_subset(found, stored)
     return found
@@ -90,15 +99,18 @@ def _same_env_subset(found: dict[int, dict[str, Any]], stored: dict[int, Path]) 
     Subset and lower-precision stores are valid samples for distillation; mixing subsets would mix
     whole episodes of some envs with others, so every store must keep the same envs.
     """
+
     def subset(attrs: dict[str, Any]) -> tuple[Any, Any]:
         return attrs.get("stored_envs"), attrs.get("num_envs")
 
     first = min(found)
     for k, attrs in sorted(found.items()):
         if subset(attrs) != subset(found[first]):
-            raise StoreError(f"{stored[k]}: keeps {_envs_words(attrs)}, {stored[first].name} keeps "
-                             f"{_envs_words(found[first])}; distill reads stores of one env subset "
-                             "(the same store.envs)")
+            raise StoreError(
+                f"{stored[k]}: keeps {_envs_words(attrs)}, {stored[first].name} keeps "
+                f"{_envs_words(found[first])}; distill reads stores of one env subset "
+                "(the same store.envs)"
+            )
 
 
 def _envs_words(attrs: dict[str, Any]) -> str:
@@ -131,9 +143,11 @@ def check_env(cfg: RunConfig, attrs: dict[str, Any], store: AnyPath, env_from: s
     finally:
         env.close()
     if now != recorded:
-        raise ConfigError(f"{env_from}: env {cfg.env.id!r} observes {now[0]} and acts in {now[1]}, but the "
-                          f"stores in {store.parent} hold observations {recorded[0]} and actions "
-                          f"{recorded[1]}; the student needs the env that wrote them")
+        raise ConfigError(
+            f"{env_from}: env {cfg.env.id!r} observes {now[0]} and acts in {now[1]}, but the "
+            f"stores in {store.parent} hold observations {recorded[0]} and actions "
+            f"{recorded[1]}; the student needs the env that wrote them"
+        )
 
 
 def store_names(stored: dict[int, Path]) -> list[str]:
@@ -152,10 +166,14 @@ def check_resume(path: Path, state: dict[str, Any], cfg: RunConfig, stored: dict
     if not isinstance(recorded, list):
         return  # written before checkpoints recorded their stores
     folder, now = as_path(cfg.algorithm.cfg.stores), store_names(stored)
-    for names, problem in ((sorted(set(recorded) - set(now)), "is gone"),
-                           (sorted(set(now) - set(recorded)), "is new")):
+    for names, problem in (
+        (sorted(set(recorded) - set(now)), "is gone"),
+        (sorted(set(now) - set(recorded)), "is new"),
+    ):
         if names:
             more = f" (+{len(names) - 1} more)" if len(names) > 1 else ""
-            raise StoreError(f"{folder / names[0]}{more}: {problem} since {path}, which was trained on "
-                             f"{len(recorded)} stores there; restore them as they were, or distil anew "
-                             "under another trainer.exp_name")
+            raise StoreError(
+                f"{folder / names[0]}{more}: {problem} since {path}, which was trained on "
+                f"{len(recorded)} stores there; restore them as they were, or distil anew "
+                "under another trainer.exp_name"
+            )

@@ -54,17 +54,21 @@ def stored_frames(obs: TensorDict | torch.Tensor, group: str, env: int, where: s
     images = [k for k, v in groups.items() if _is_image(v)]
     accepted = ", ".join(images) or "none"
     if group not in groups:
-        raise ConfigError(f"--frames {group}: no observation group {group!r} in {where}; image groups: "
-                          f"{accepted}")
+        raise ConfigError(
+            f"--frames {group}: no observation group {group!r} in {where}; image groups: {accepted}"
+        )
     if group not in images:
         value = groups[group]
-        raise ConfigError(f"--frames {group}: not an image group (uint8 [N, T+1, C, H, W]): it is "
-                          f"{str(value.dtype).removeprefix('torch.')} {list(value.shape)}; image groups: "
-                          f"{accepted}")
+        raise ConfigError(
+            f"--frames {group}: not an image group (uint8 [N, T+1, C, H, W]): it is "
+            f"{str(value.dtype).removeprefix('torch.')} {list(value.shape)}; image groups: "
+            f"{accepted}"
+        )
     data = groups[group]
     if not 0 <= env < data.shape[0]:
-        raise ConfigError(f"--env: got {env}; accepted: 0 to {data.shape[0] - 1} ({where} has "
-                          f"{data.shape[0]} envs)")
+        raise ConfigError(
+            f"--env: got {env}; accepted: 0 to {data.shape[0] - 1} ({where} has {data.shape[0]} envs)"
+        )
     return data[env].numpy()
 
 
@@ -87,15 +91,18 @@ def frame_pictures(frames: np.ndarray, channels: str = "all") -> np.ndarray:
         return np.repeat(gray[..., None], 3, axis=-1)
     if channels == "rgb":
         if c % 3:
-            raise ConfigError(f"--channels rgb: the frames have {c} channels, not a multiple of 3; "
-                              "accepted here: all, first")
+            raise ConfigError(
+                f"--channels rgb: the frames have {c} channels, not a multiple of 3; "
+                "accepted here: all, first"
+            )
         colour = frames.reshape(steps, c // 3, 3, h, w).transpose(0, 3, 1, 4, 2)  # [T, H, k, W, 3]
         return np.ascontiguousarray(colour.reshape(steps, h, (c // 3) * w, 3))
     raise ConfigError(f"--channels: got {channels!r}; accepted: {', '.join(CHANNELS)}")
 
 
-def write_frames(rollout: Path, group: str, env: int = 0, fmt: str = "png", channels: str = "all",
-                 out: Path | None = None) -> FramesResult:
+def write_frames(
+    rollout: Path, group: str, env: int = 0, fmt: str = "png", channels: str = "all", out: Path | None = None
+) -> FramesResult:
     """Write env ``env``'s frames of ``group`` from the stored ``rollout`` (a store or sharded iteration).
 
     PNGs go to ``<out>/iter-NNNNNN-<group>-env-E/t-TTTTTT.png``, an MP4 to

@@ -43,8 +43,9 @@ def rebuild_algorithm(cfg: RunConfig, spaces: tuple[Any, Any]) -> BaseAlgorithm:
     return algo
 
 
-def load_algorithm_state(algo: BaseAlgorithm, path: AnyPath,
-                         state: dict[str, Any] | None = None) -> dict[str, Any]:
+def load_algorithm_state(
+    algo: BaseAlgorithm, path: AnyPath, state: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Load checkpoint ``path``'s policy and algorithm state into ``algo``; return the checkpoint."""
     state = load_checkpoint(path) if state is None else state
     missing = [key for key in ("policy", "algo", "iteration") if key not in state]
@@ -55,8 +56,15 @@ def load_algorithm_state(algo: BaseAlgorithm, path: AnyPath,
     return state
 
 
-def save_algorithm(algo: BaseAlgorithm, cfg: RunConfig, directory: AnyPath, iteration: int, env_steps: int,
-                 origin: dict[str, Any], spaces: dict[str, Any] | None) -> AnyPath:
+def save_algorithm(
+    algo: BaseAlgorithm,
+    cfg: RunConfig,
+    directory: AnyPath,
+    iteration: int,
+    env_steps: int,
+    origin: dict[str, Any],
+    spaces: dict[str, Any] | None,
+) -> AnyPath:
     """Write ``directory/ckpt-NNNNNN.pt`` with the algorithm's state (the online format, minus collection).
 
     ``policy``, ``algo`` (optimizer [+ reference policy]), ``iteration``, ``env_steps``, the params
@@ -64,16 +72,25 @@ def save_algorithm(algo: BaseAlgorithm, cfg: RunConfig, directory: AnyPath, iter
     was collected).
     """
     state = {
-        "iteration": iteration, "env_steps": env_steps, "wall_s": 0.0,
-        "params_hash": params_hash(cfg), "training_hash": training_hash(cfg),
-        "training_params": training_params(cfg), "spaces": spaces, **learner_state(algo),
+        "iteration": iteration,
+        "env_steps": env_steps,
+        "wall_s": 0.0,
+        "params_hash": params_hash(cfg),
+        "training_hash": training_hash(cfg),
+        "training_params": training_params(cfg),
+        "spaces": spaces,
+        **learner_state(algo),
         "origin": origin,
     }
     return save_checkpoint(directory, iteration, state, cfg.checkpoint.keep_last)
 
 
-def load_rollout(path: Path, device: torch.device | str = "cpu", allow_rejected: bool = False,
-                 purpose: str | None = "reproducing the online run") -> tuple[TensorDict, dict[str, Any]]:
+def load_rollout(
+    path: Path,
+    device: torch.device | str = "cpu",
+    allow_rejected: bool = False,
+    purpose: str | None = "reproducing the online run",
+) -> tuple[TensorDict, dict[str, Any]]:
     """Read and validate a stored ``[N, T+1]`` rollout; any problem is a ``StoreError`` naming ``path``.
 
     A rollout the non-finite guard rejected is refused (``RejectedRolloutError``, exit code 3)

@@ -18,12 +18,21 @@ def render_rollout(info: dict[str, Any]) -> None:
         table.add_column(column, justify="right" if column == "bytes" else "left", no_wrap=True)
     table.add_column("stats", ratio=1)
     for key, meta in info["keys"].items():
-        table.add_row(key, str(meta["shape"]), meta["dtype"], str(meta["chunks"]), meta["codec"],
-                      f"{meta['bytes_on_disk']:,}", _format_stats(meta["stats"]))
+        table.add_row(
+            key,
+            str(meta["shape"]),
+            meta["dtype"],
+            str(meta["chunks"]),
+            meta["codec"],
+            f"{meta['bytes_on_disk']:,}",
+            _format_stats(meta["stats"]),
+        )
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
     console.print(table)
-    console.print(f"schema version {info['schema_version']}, {info['transitions']:,} transitions, "
-                  f"{info['bytes_on_disk']:,} bytes on disk")
+    console.print(
+        f"schema version {info['schema_version']}, {info['transitions']:,} transitions, "
+        f"{info['bytes_on_disk']:,} bytes on disk"
+    )
     for title, values in (("attrs", info["attrs"]), ("episodes", info["episodes"])):
         console.print(f"{title}: " + ", ".join(f"{k}={_short(v)}" for k, v in values.items()))
 
@@ -53,8 +62,7 @@ def _format_stats(stats: dict[str, Any]) -> str:
         return f"true {stats['true']:,} / false {stats['false']:,}"
     if "mean" in stats:
         bad = f", {stats['nonfinite']} non-finite" if stats["nonfinite"] else ""
-        return (f"{stats['min']:.4g} … {stats['max']:.4g}, mean {stats['mean']:.4g} ± "
-                f"{stats['std']:.4g}{bad}")
+        return f"{stats['min']:.4g} … {stats['max']:.4g}, mean {stats['mean']:.4g} ± {stats['std']:.4g}{bad}"
     if "counts" in stats:
         return "counts " + ", ".join(f"{k}: {v:,}" for k, v in stats["counts"].items())
     return ", ".join(f"{k} {_short(v)}" for k, v in stats.items())

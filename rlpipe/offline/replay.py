@@ -70,8 +70,9 @@ def iteration_of(attrs: dict[str, Any], path: Path) -> int:
     return found
 
 
-def update_once(algo: BaseAlgorithm, rollout: TensorDict, attrs: dict[str, Any], iteration: int,
-                iterations: int) -> dict[str, float]:
+def update_once(
+    algo: BaseAlgorithm, rollout: TensorDict, attrs: dict[str, Any], iteration: int, iterations: int
+) -> dict[str, float]:
     """Advantage + update of a stored rollout (``attrs``: its attributes) as online update ``iteration``.
 
     Schedules sit where the online run had them: after ``env_steps − N·T`` of ``iterations × N·T``
@@ -114,8 +115,9 @@ class _Reader:
         return rollout, attrs, time.perf_counter() - start
 
     def _submit(self, k: int, why: str) -> Future[tuple[TensorDict, dict[str, Any]]]:
-        return self._pool.submit(load_rollout, self.path(k, why), self.device, self.allow_rejected,
-                                 "replay (the online update)")
+        return self._pool.submit(
+            load_rollout, self.path(k, why), self.device, self.allow_rejected, "replay (the online update)"
+        )
 
     def close(self) -> None:
         """Stop the reader thread (pending reads are dropped)."""
@@ -129,8 +131,9 @@ class _Replay:
     from the replay params and takes its start state from ``online``.
     """
 
-    def __init__(self, cfg: RunConfig, layout: RunLayout, stored: dict[int, Path],
-                 allow_rejected: bool = False) -> None:
+    def __init__(
+        self, cfg: RunConfig, layout: RunLayout, stored: dict[int, Path], allow_rejected: bool = False
+    ) -> None:
         self.cfg, self.rcfg, self.layout = cfg, replay_config(cfg), layout
         self.spaces = read_any_attrs(next(iter(stored.values()))).get("spaces")
         spaces = spaces_of({"spaces": self.spaces}, next(iter(stored.values())))
@@ -145,8 +148,10 @@ class _Replay:
 
     def reach(self, m: int, want: str | None, k: int) -> None:
         """Put the online run's state after iteration ``m`` into ``online`` (for re-updating ``k``)."""
-        why = (f"replaying iteration {k} needs the weights after iteration {m}, and there is no "
-               f"checkpoint of iteration {m} of this run under {self.checkpoint_dir}")
+        why = (
+            f"replaying iteration {k} needs the weights after iteration {m}, and there is no "
+            f"checkpoint of iteration {m} of this run under {self.checkpoint_dir}"
+        )
         for j in sorted((j for j in self.checkpoints if j <= m), reverse=True):
             if self.at == j == m and self.from_disk:
                 return
@@ -184,11 +189,14 @@ class _Replay:
         mine = training_hash(self.cfg)
         if want is None or mine == want:
             return
-        need = (f"{why}; rebuilding them" if m else
-                "replaying iteration 1 starts from the initial weights, which")
-        raise StoreError(f"{self.reader.path(k, why)}: {need} needs the params the rollouts were "
-                         f"collected with, and these differ (training hash {mine} ≠ {want}); keep "
-                         "them and put replay changes under replay.algorithm")
+        need = (
+            f"{why}; rebuilding them" if m else "replaying iteration 1 starts from the initial weights, which"
+        )
+        raise StoreError(
+            f"{self.reader.path(k, why)}: {need} needs the params the rollouts were "
+            f"collected with, and these differ (training hash {mine} ≠ {want}); keep "
+            "them and put replay changes under replay.algorithm"
+        )
 
     def start_chain(self, first: int, want: str | None, start: Path | None) -> None:
         """Load the chain's start: checkpoint ``start``, or the online state before ``first``."""
@@ -214,8 +222,15 @@ class _Replay:
         return metrics
 
 
-def replay(cfg: RunConfig, rollouts: AnyPath, out: AnyPath, iterations: tuple[int, int] | None = None,
-           chain: bool = False, start: Path | None = None, allow_rejected: bool = False) -> dict[str, Any]:
+def replay(
+    cfg: RunConfig,
+    rollouts: AnyPath,
+    out: AnyPath,
+    iterations: tuple[int, int] | None = None,
+    chain: bool = False,
+    start: Path | None = None,
+    allow_rejected: bool = False,
+) -> dict[str, Any]:
     """Re-update stored rollouts offline; write ``out/checkpoints``, ``out/metrics.json``, ``out/curve.csv``.
 
     ``rollouts``: a folder of ``iter-NNNNNN.zarr`` stores; the run's checkpoints are read from the
@@ -240,12 +255,21 @@ def replay(cfg: RunConfig, rollouts: AnyPath, out: AnyPath, iterations: tuple[in
         return _replay_locked(cfg, layout, stored, ks, chain, start, out, allow_rejected)
 
 
-def _replay_locked(cfg: RunConfig, layout: RunLayout, stored: dict[int, Path], ks: list[int], chain: bool,
-                   start: Path | None, out: RunLayout, allow_rejected: bool) -> dict[str, Any]:
+def _replay_locked(
+    cfg: RunConfig,
+    layout: RunLayout,
+    stored: dict[int, Path],
+    ks: list[int],
+    chain: bool,
+    start: Path | None,
+    out: RunLayout,
+    allow_rejected: bool,
+) -> dict[str, Any]:
     job = _Replay(cfg, layout, stored, allow_rejected)
     try:
-        with open_tracker(job.rcfg, out.root, kind="replay",
-                          parent_run_id=source_run_id(layout.root)) as tracker:
+        with open_tracker(
+            job.rcfg, out.root, kind="replay", parent_run_id=source_run_id(layout.root)
+        ) as tracker:
             summary = _loop(job, ks, chain, start, out.checkpoints, tracker)
             tracker.finish(summary)
     finally:
@@ -253,8 +277,9 @@ def _replay_locked(cfg: RunConfig, layout: RunLayout, stored: dict[int, Path], k
     return summary
 
 
-def _select(stored: dict[int, Path], root: Path, iterations: tuple[int, int] | None,
-            chain: bool) -> list[int]:
+def _select(
+    stored: dict[int, Path], root: Path, iterations: tuple[int, int] | None, chain: bool
+) -> list[int]:
     if not stored:
         raise StoreError(f"{root}: no rollout stores (iter-NNNNNN.zarr) here")
     first, last = iterations if iterations else (min(stored), max(stored))
@@ -263,8 +288,10 @@ def _select(stored: dict[int, Path], root: Path, iterations: tuple[int, int] | N
     wanted = range(first, last + 1) if iterations or chain else sorted(stored)
     missing = [k for k in wanted if k not in stored]
     if missing:
-        raise StoreError(f"{root / rollout_name(missing[0])}: {_missing_words(stored)}; replaying iterations "
-                         f"{first}:{last}{' as a chain' if chain else ''} needs it")
+        raise StoreError(
+            f"{root / rollout_name(missing[0])}: {_missing_words(stored)}; replaying iterations "
+            f"{first}:{last}{' as a chain' if chain else ''} needs it"
+        )
     return list(wanted)
 
 
@@ -273,13 +300,16 @@ def _missing_words(stored: dict[int, Path]) -> str:
     every = int(read_any_attrs(stored[max(stored)]).get("every", 1)) if stored else 1
     if every == 1:
         return "missing"
-    return (f"not stored (the run stores the iterations that are multiples of {every}, store.every: "
-            f"{every}; checkpoint.every_iteration: true lets replay start each stored one from its "
-            "checkpoint)")
+    return (
+        f"not stored (the run stores the iterations that are multiples of {every}, store.every: "
+        f"{every}; checkpoint.every_iteration: true lets replay start each stored one from its "
+        "checkpoint)"
+    )
 
 
-def _loop(job: _Replay, ks: list[int], chain: bool, start: Path | None, directory: AnyPath,
-          tracker: Tracker) -> dict[str, Any]:
+def _loop(
+    job: _Replay, ks: list[int], chain: bool, start: Path | None, directory: AnyPath, tracker: Tracker
+) -> dict[str, Any]:
     begin, transitions, update_s = time.perf_counter(), 0, 0.0
     metrics: dict[str, float] = {}
     path = None
@@ -294,22 +324,35 @@ def _loop(job: _Replay, ks: list[int], chain: bool, start: Path | None, director
             job.fork()
         metrics = job.update(k, rollout, attrs)
         origin = {"rollout": str(job.reader.paths[k]), "start": str(start) if start else None}
-        path = save_algorithm(job.algo, job.rcfg, directory, k, int(attrs.get("env_steps", 0)), origin,
-                            job.spaces)
+        path = save_algorithm(
+            job.algo, job.rcfg, directory, k, int(attrs.get("env_steps", 0)), origin, job.spaces
+        )
         n, t = rollout_dims(rollout)
         elapsed = time.perf_counter() - tick
         transitions, update_s = transitions + n * t, update_s + metrics["time/update_s"]
-        metrics |= {"iteration": float(k), "env_steps": float(attrs.get("env_steps", 0)),
-                    "time/read_wait_s": waited, "time/iteration_s": elapsed, "time/sps": n * t / elapsed}
+        metrics |= {
+            "iteration": float(k),
+            "env_steps": float(attrs.get("env_steps", 0)),
+            "time/read_wait_s": waited,
+            "time/iteration_s": elapsed,
+            "time/sps": n * t / elapsed,
+        }
         if k == ks[-1]:  # the replayed policy, evaluated as the online run evaluated its own
             metrics |= evaluate_replayed(job.rcfg, job.algo.policy, job.algo.device, job.layout)
         tracker.log(metrics, step=int(attrs.get("env_steps", 0)))
     wall = time.perf_counter() - begin
     return {
-        "iterations": len(ks), "first_iteration": ks[0], "last_iteration": ks[-1], "chain": chain,
-        "transitions": transitions, "wall_s": round(wall, 3), "update_s": round(update_s, 3),
-        "transitions_per_s": transitions / wall, "rebuilt_updates": job.rebuilt,
-        "params_changed": not job.same, "params_hash": params_hash(job.rcfg),
+        "iterations": len(ks),
+        "first_iteration": ks[0],
+        "last_iteration": ks[-1],
+        "chain": chain,
+        "transitions": transitions,
+        "wall_s": round(wall, 3),
+        "update_s": round(update_s, 3),
+        "transitions_per_s": transitions / wall,
+        "rebuilt_updates": job.rebuilt,
+        "params_changed": not job.same,
+        "params_hash": params_hash(job.rcfg),
         **{key: v for key, v in metrics.items() if key.startswith(("update/", "eval/"))},
         **(online_eval_metrics(job.layout, ks[-1]) if any(k.startswith("eval/") for k in metrics) else {}),
         "checkpoint": str(path),

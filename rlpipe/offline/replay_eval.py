@@ -47,12 +47,16 @@ def online_eval_metrics(layout: RunLayout, iteration: int) -> dict[str, float]:
         return {}
     if summary.get("iterations") != iteration:
         return {}
-    return {f"online/{key}": float(value) for key, value in summary.items()
-            if key.startswith("eval/") and isinstance(value, int | float)}
+    return {
+        f"online/{key}": float(value)
+        for key, value in summary.items()
+        if key.startswith("eval/") and isinstance(value, int | float)
+    }
 
 
-def evaluate_replayed(cfg: RunConfig, policy: Policy, device: torch.device,
-                      layout: RunLayout) -> dict[str, float]:
+def evaluate_replayed(
+    cfg: RunConfig, policy: Policy, device: torch.device, layout: RunLayout
+) -> dict[str, float]:
     """``eval/…`` metrics of ``policy`` (the replay's final weights) under the online run's final eval.
 
     ``layout``: the online run (its ``curve.csv`` says how many evaluations preceded). Empty when
@@ -60,11 +64,13 @@ def evaluate_replayed(cfg: RunConfig, policy: Policy, device: torch.device,
     """
     if not cfg.trainer.enable_eval:
         return {}
-    env, _ = build_eval_env(cfg.env.id, cfg.trainer.num_eval_envs, device, cfg.env.cfg, False,
-                            cfg.env.backend)
+    env, _ = build_eval_env(
+        cfg.env.id, cfg.trainer.num_eval_envs, device, cfg.env.cfg, False, cfg.env.backend
+    )
     try:
-        evaluator = Evaluator(env, policy, cfg.trainer.num_eval_episodes,
-                              seed=cfg.trainer.seed + EVAL_SEED_OFFSET)
+        evaluator = Evaluator(
+            env, policy, cfg.trainer.num_eval_episodes, seed=cfg.trainer.seed + EVAL_SEED_OFFSET
+        )
         evaluator.calls = max(online_eval_count(layout) - 1, 0)  # the seed of the online final eval
         return evaluator()
     finally:

@@ -42,12 +42,18 @@ def describe_run(run_dir: Path) -> dict[str, Any]:
         "iterations": newest.get("iteration", metrics.get("iterations", 0)),
         "env_steps": newest.get("env_steps", metrics.get("env_steps", 0)),
         "rollouts": {
-            "count": len(stores), "first": min(stores, default=None), "last": max(stores, default=None),
-            "sharded": bool(shards), "world_size": max(len(shards), 1),
+            "count": len(stores),
+            "first": min(stores, default=None),
+            "last": max(stores, default=None),
+            "sharded": bool(shards),
+            "world_size": max(len(shards), 1),
             "bytes_on_disk": sum(_bytes(p) for p in stores.values()),
         },
-        "checkpoints": {"count": len(checkpoints), "iterations": list(checkpoints),
-                        "latest": latest.name if latest else None},
+        "checkpoints": {
+            "count": len(checkpoints),
+            "iterations": list(checkpoints),
+            "latest": latest.name if latest else None,
+        },
         "metrics": metrics,
         "last_row": _last_row(layout.curve),
     }

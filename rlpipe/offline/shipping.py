@@ -41,8 +41,14 @@ from rlpipe.runtime.seeding import seed_everything
 from rlpipe.tracking import log_single_run, source_run_id
 from rlpipe.version import __version__
 
-__all__ = ["TOLERANCE", "ExportMismatch", "ExportResult", "evaluate_policy_file", "export_run",
-           "resolve_checkpoint"]
+__all__ = [
+    "TOLERANCE",
+    "ExportMismatch",
+    "ExportResult",
+    "evaluate_policy_file",
+    "export_run",
+    "resolve_checkpoint",
+]
 
 TOLERANCE = 1e-5
 """Largest accepted |exported action − checkpoint action|, per action component."""
@@ -139,8 +145,9 @@ def _host(obs: Observations) -> np.ndarray | dict[str, np.ndarray]:
     return obs.numpy()
 
 
-def _max_difference(policy: Policy, actor: DeployedActor, model: ExportedModel, obs: Observations,
-                    done: torch.Tensor) -> float:
+def _max_difference(
+    policy: Policy, actor: DeployedActor, model: ExportedModel, obs: Observations, done: torch.Tensor
+) -> float:
     """Max |action of the file − checkpoint's deterministic action| over ``obs`` ``[n, L]``.
 
     Recurrent policies run each env's L steps in order from a zero state (reset after ``done``),
@@ -155,8 +162,11 @@ def _max_difference(policy: Policy, actor: DeployedActor, model: ExportedModel, 
     with torch.inference_mode():
         if not policy.is_recurrent:
             flat = obs.flatten(0, 1)
-            return float(np.abs(model(_host(flat))[0].astype(np.float64) - reference(
-                policy.act(flat, deterministic=True))).max())
+            return float(
+                np.abs(
+                    model(_host(flat))[0].astype(np.float64) - reference(policy.act(flat, deterministic=True))
+                ).max()
+            )
         worst = 0.0
         ref_state = policy.initial_state(obs.shape[0])
         file_state = ref_state.numpy().copy()
@@ -189,19 +199,36 @@ def export_run(cfg: RunConfig, checkpoint: Path | int | None, fmt: str, out: Pat
         batch = _stored_observations(cfg) if cfg.store.enabled else None
         obs, done, source = batch or _env_observations(policy, env, cfg.trainer.seed + EVAL_SEED_OFFSET)
         metadata = export_metadata(
-            actor, env.observation_space, env.action_space, policy, format=fmt,
-            env_id=cfg.env.id, policy_name=cfg.policy.name, checkpoint=path.name,
-            iteration=int(state.get("iteration", 0)), env_steps=int(state.get("env_steps", 0)),
-            params_hash=params_hash(cfg), training_hash=training_hash(cfg),
-            rlpipe_version=__version__, torch_version=torch.__version__)
+            actor,
+            env.observation_space,
+            env.action_space,
+            policy,
+            format=fmt,
+            env_id=cfg.env.id,
+            policy_name=cfg.policy.name,
+            checkpoint=path.name,
+            iteration=int(state.get("iteration", 0)),
+            env_steps=int(state.get("env_steps", 0)),
+            params_hash=params_hash(cfg),
+            training_hash=training_hash(cfg),
+            rlpipe_version=__version__,
+            torch_version=torch.__version__,
+        )
     finally:
         env.close()
     target = RunLayout(cfg.run_dir).exported(fmt, out)
     return _write_verified(policy, actor, metadata, obs, done, source, target)
 
 
-def _write_verified(policy: Policy, actor: DeployedActor, metadata: dict[str, Any], obs: Observations,
-                    done: torch.Tensor, source: str, target: AnyPath) -> ExportResult:
+def _write_verified(
+    policy: Policy,
+    actor: DeployedActor,
+    metadata: dict[str, Any],
+    obs: Observations,
+    done: torch.Tensor,
+    source: str,
+    target: AnyPath,
+) -> ExportResult:
     """Write into a temporary folder beside ``target``, verify, then move both files into place."""
     sidecar = RunLayout.export_metadata(target)
     with staged_files(target.parent, target.name) as tmp:
@@ -211,13 +238,21 @@ def _write_verified(policy: Policy, actor: DeployedActor, metadata: dict[str, An
         diff = _max_difference(policy, actor, ExportedModel(written), obs, done)
         count = int(obs.shape[0] * obs.shape[1])
         if not diff <= TOLERANCE:
-            raise ExportMismatch(f"{target.name}: exported actions differ from the checkpoint's by up to "
-                                 f"{diff:.3g} (> {TOLERANCE:g}) on {count} observations of {source}; "
-                                 "nothing written")
-        verified = {"observations": count, "source": source, "max_abs_diff": diff, "tolerance": TOLERANCE,
-                    "runtime": "onnxruntime" if metadata["format"] == "onnx" else "torch.jit"}
-        atomic_write_json(tmp / sidecar.name, {"file": target.name, **metadata, "verified": verified},
-                          fsync=False)
+            raise ExportMismatch(
+                f"{target.name}: exported actions differ from the checkpoint's by up to "
+                f"{diff:.3g} (> {TOLERANCE:g}) on {count} observations of {source}; "
+                "nothing written"
+            )
+        verified = {
+            "observations": count,
+            "source": source,
+            "max_abs_diff": diff,
+            "tolerance": TOLERANCE,
+            "runtime": "onnxruntime" if metadata["format"] == "onnx" else "torch.jit",
+        }
+        atomic_write_json(
+            tmp / sidecar.name, {"file": target.name, **metadata, "verified": verified}, fsync=False
+        )
     return ExportResult(target, sidecar, count, source, diff)
 
 
@@ -235,23 +270,38 @@ def evaluate_policy_file(cfg: RunConfig, policy_file: Path, out: Path | None = N
     model = ExportedModel(policy_file)
     device = resolve_device(cfg.trainer.device)
     seed_everything(cfg.trainer.seed)
-    env, problem = build_eval_env(cfg.env.id, cfg.eval.num_envs, device, cfg.env.cfg, cfg.eval.video,
-                                  cfg.env.backend)
+    env, problem = build_eval_env(
+        cfg.env.id, cfg.eval.num_envs, device, cfg.env.cfg, cfg.eval.video, cfg.env.backend
+    )
     iteration, env_steps = int(model.metadata.get("iteration", 0)), int(model.metadata.get("env_steps", 0))
     try:
         _check_spaces(model, env)
         seed = cfg.eval.seed if cfg.eval.seed is not None else cfg.trainer.seed + EVAL_SEED_OFFSET
-        evaluator = Evaluator(env, ExportedPolicy(model, device), cfg.eval.num_episodes, seed,
-                              video=recorder_for(cfg.eval, problem))
+        evaluator = Evaluator(
+            env,
+            ExportedPolicy(model, device),
+            cfg.eval.num_episodes,
+            seed,
+            video=recorder_for(cfg.eval, problem),
+        )
         metrics = evaluator(layout.eval_video(iteration, model.path.name))
     finally:
         env.close()
     metrics |= {"iteration": float(iteration), "env_steps": float(env_steps)}
-    run_id = log_single_run(cfg, metrics, run_dir=layout.root, kind="eval", step=env_steps,
-                            run_name=f"eval-{model.path.name}", parent_run_id=source_run_id(layout.root),
-                            artifacts={"eval": evaluator.last_video} if evaluator.last_video else None)
-    atomic_write_json(as_path(out) if out else layout.policy_eval_metrics,
-                      {**metrics, "policy": str(model.path), "mlflow_run_id": run_id})
+    run_id = log_single_run(
+        cfg,
+        metrics,
+        run_dir=layout.root,
+        kind="eval",
+        step=env_steps,
+        run_name=f"eval-{model.path.name}",
+        parent_run_id=source_run_id(layout.root),
+        artifacts={"eval": evaluator.last_video} if evaluator.last_video else None,
+    )
+    atomic_write_json(
+        as_path(out) if out else layout.policy_eval_metrics,
+        {**metrics, "policy": str(model.path), "mlflow_run_id": run_id},
+    )
     return metrics
 
 
@@ -259,8 +309,11 @@ def _check_spaces(model: ExportedModel, env: BatchedEnv) -> None:
     """One-line error when the file was exported for other observation groups, sizes or actions."""
     _check_observations(model, env.observation_space)
     action = model.metadata["action"]
-    env_action = {"n": int(env.action_space.n)} if env.action_dtype == torch.int64 else {
-        "shape": list(env.action_shape)}
+    env_action = (
+        {"n": int(env.action_space.n)}
+        if env.action_dtype == torch.int64
+        else {"shape": list(env.action_shape)}
+    )
     file_action = {key: action[key] for key in env_action if key in action}
     if file_action != env_action:
         raise StoreError(f"{model.path}: exported for action {file_action}; the env's {env_action} differs")
@@ -271,8 +324,10 @@ def _check_observations(model: ExportedModel, space: gym.Space) -> None:
     if model.obs_keys is None:
         if groups is not None or model.obs_dim != int(np.prod(space.shape)):
             given = f"groups {', '.join(groups)}" if groups is not None else f"shape {tuple(space.shape)}"
-            raise StoreError(f"{model.path}: exported for flat observations of size {model.obs_dim}; "
-                             f"the env's observation ({given}) differs")
+            raise StoreError(
+                f"{model.path}: exported for flat observations of size {model.obs_dim}; "
+                f"the env's observation ({given}) differs"
+            )
         return
     for key, group in model.groups.items():
         if groups is None or key not in groups:
@@ -280,5 +335,7 @@ def _check_observations(model: ExportedModel, space: gym.Space) -> None:
             raise StoreError(f"{model.path}: reads observation group {key!r}; the env has {has}")
         env_group = (list(groups[key].shape), str(np.dtype(groups[key].dtype)))
         if env_group != (group["shape"], group["dtype"]):
-            raise StoreError(f"{model.path}: observation group {key!r} exported as {group['dtype']} "
-                             f"{group['shape']}; the env gives {env_group[1]} {env_group[0]}")
+            raise StoreError(
+                f"{model.path}: observation group {key!r} exported as {group['dtype']} "
+                f"{group['shape']}; the env gives {env_group[1]} {env_group[0]}"
+            )

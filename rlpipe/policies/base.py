@@ -88,9 +88,7 @@ class Policy(nn.Module, ABC):
     def deterministic_action(self, dist: torch.distributions.Distribution) -> torch.Tensor:
         """The mode of ``dist`` (argmax / mean) used for evaluation."""
 
-    def sample(
-        self, obs: torch.Tensor, deterministic: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """``(action [B, *act], log_prob [B])``; the collector's hot path (no value)."""
         dist = self.distribution(obs)
         action = self.deterministic_action(dist) if deterministic else dist.sample()
@@ -115,9 +113,7 @@ class Policy(nn.Module, ABC):
         """Write ``action``, ``sample_log_prob`` and ``value`` into ``tensordict``."""
         obs = tensordict["obs"]
         action, log_prob = self.sample(obs, deterministic)
-        tensordict.update(
-            {"action": action, "sample_log_prob": log_prob, "value": self.value(obs)}
-        )
+        tensordict.update({"action": action, "sample_log_prob": log_prob, "value": self.value(obs)})
         return tensordict
 
     def get_value(self, tensordict: TensorDict) -> TensorDict:

@@ -23,8 +23,15 @@ import torch
 from torch.distributions import Beta, Distribution, constraints
 from torch.nn import functional
 
-__all__ = ["BETA_EPS", "ScaledBeta", "beta_concentrations", "beta_entropy", "beta_log_prob", "beta_mode",
-           "draw_beta"]
+__all__ = [
+    "BETA_EPS",
+    "ScaledBeta",
+    "beta_concentrations",
+    "beta_entropy",
+    "beta_log_prob",
+    "beta_mode",
+    "draw_beta",
+]
 
 BETA_EPS = 1e-6
 """Clamp of ``x = (a − low) / scale`` into ``[BETA_EPS, 1 − BETA_EPS]`` before ``log_prob`` (float32 keeps
@@ -48,8 +55,14 @@ def draw_beta(alpha: torch.Tensor, beta: torch.Tensor, sample_shape: torch.Size 
     return Beta(alpha, beta, validate_args=False).sample(sample_shape)
 
 
-def beta_log_prob(action: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor, low: torch.Tensor,
-                  scale: torch.Tensor, log_scale: torch.Tensor) -> torch.Tensor:
+def beta_log_prob(
+    action: torch.Tensor,
+    alpha: torch.Tensor,
+    beta: torch.Tensor,
+    low: torch.Tensor,
+    scale: torch.Tensor,
+    log_scale: torch.Tensor,
+) -> torch.Tensor:
     """``log π(action)`` ``[B]`` of actions ``[B, A]`` in ``[low, high]``, summed over dims, Jacobian in.
 
     ``low``, ``scale`` ``[A]``; ``log_scale``: the scalar ``Σ_d log scale_d``.
@@ -63,14 +76,20 @@ def beta_log_prob(action: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor,
 def beta_entropy(alpha: torch.Tensor, beta: torch.Tensor, log_scale: torch.Tensor) -> torch.Tensor:
     """Differential entropy ``[B]`` of the mapped Beta (the Beta's, summed over dims, plus ``log_scale``)."""
     total = alpha + beta
-    per_dim = (torch.lgamma(alpha) + torch.lgamma(beta) - torch.lgamma(total)
-               - (alpha - 1.0) * torch.digamma(alpha) - (beta - 1.0) * torch.digamma(beta)
-               + (total - 2.0) * torch.digamma(total))
+    per_dim = (
+        torch.lgamma(alpha)
+        + torch.lgamma(beta)
+        - torch.lgamma(total)
+        - (alpha - 1.0) * torch.digamma(alpha)
+        - (beta - 1.0) * torch.digamma(beta)
+        + (total - 2.0) * torch.digamma(total)
+    )
     return per_dim.sum(-1) + log_scale
 
 
-def beta_mode(alpha: torch.Tensor, beta: torch.Tensor, low: torch.Tensor,
-              scale: torch.Tensor) -> torch.Tensor:
+def beta_mode(
+    alpha: torch.Tensor, beta: torch.Tensor, low: torch.Tensor, scale: torch.Tensor
+) -> torch.Tensor:
     """The deterministic action ``[B, A]``: ``low + scale · (α − 1) / (α + β − 2)``."""
     return low + scale * ((alpha - 1.0) / (alpha + beta - 2.0))
 
@@ -85,8 +104,14 @@ class ScaledBeta(Distribution):
     arg_constraints: dict[str, constraints.Constraint] = {}
     has_rsample = False
 
-    def __init__(self, alpha: torch.Tensor, beta: torch.Tensor, low: torch.Tensor, scale: torch.Tensor,
-                 log_scale: torch.Tensor) -> None:
+    def __init__(
+        self,
+        alpha: torch.Tensor,
+        beta: torch.Tensor,
+        low: torch.Tensor,
+        scale: torch.Tensor,
+        log_scale: torch.Tensor,
+    ) -> None:
         self.alpha, self.beta, self.low, self.scale, self.log_scale = alpha, beta, low, scale, log_scale
         super().__init__(alpha.shape[:-1], alpha.shape[-1:], validate_args=False)
 

@@ -43,13 +43,15 @@ class CNNEncoder(nn.Module):
                 raise ConfigError(
                     f"{where}: a {image_shape[1]}x{image_shape[2]} image is reduced to nothing "
                     f"(kernel {kernel}, stride {stride} leaves {max(height, 0)}x{max(width, 0)}); "
-                    "use smaller kernel_sizes/strides or fewer layers")
+                    "use smaller kernel_sizes/strides or fewer layers"
+                )
             layers += [nn.Conv2d(channels, out, kernel, stride), ACTIVATIONS[cfg.activation]()]
             channels = out
         self.convs = nn.Sequential(*layers)
         self.image_shape = tuple(image_shape)
-        self.out = nn.Sequential(nn.Linear(channels * height * width, cfg.features),
-                                 ACTIVATIONS[cfg.activation]())
+        self.out = nn.Sequential(
+            nn.Linear(channels * height * width, cfg.features), ACTIVATIONS[cfg.activation]()
+        )
         self.features = cfg.features
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
@@ -65,8 +67,9 @@ class ObsEncoder(nn.Module):
     ``keys``: the groups read, concatenated in this order; ``cnns``: ``{image group: CNNEncoder}``.
     """
 
-    def __init__(self, keys: Sequence[str], cnns: Mapping[str, CNNEncoder],
-                 vector_dims: Mapping[str, int]) -> None:
+    def __init__(
+        self, keys: Sequence[str], cnns: Mapping[str, CNNEncoder], vector_dims: Mapping[str, int]
+    ) -> None:
         super().__init__()
         self.keys = tuple(keys)
         self.cnns = nn.ModuleDict({_safe(k): m for k, m in cnns.items()})
@@ -75,8 +78,10 @@ class ObsEncoder(nn.Module):
 
     def forward(self, obs: TensorDict) -> torch.Tensor:
         """``[B, out_dim]`` float32 from the TensorDict ``obs`` ``[B]``."""
-        parts = [self.cnns[_safe(k)](obs[k]) if k in self.image_keys else obs[k].flatten(obs.batch_dims)
-                 for k in self.keys]
+        parts = [
+            self.cnns[_safe(k)](obs[k]) if k in self.image_keys else obs[k].flatten(obs.batch_dims)
+            for k in self.keys
+        ]
         return torch.cat(parts, dim=-1)
 
     def cnn(self, key: str) -> CNNEncoder:
@@ -99,8 +104,13 @@ def check_obs_space(obs_space: gym.Space) -> None:
             raise ConfigError(f"env: {problem}")
 
 
-def build_obs_encoder(obs_space: gym.Space, keys: tuple[str, ...] | None, block: NetworkBlock,
-                      where: str, shared: ObsEncoder | None = None) -> tuple[ObsEncoder | None, int]:
+def build_obs_encoder(
+    obs_space: gym.Space,
+    keys: tuple[str, ...] | None,
+    block: NetworkBlock,
+    where: str,
+    shared: ObsEncoder | None = None,
+) -> tuple[ObsEncoder | None, int]:
     """``(encoder or None, in_dim)`` of a network reading ``keys`` of ``obs_space``.
 
     ``None`` when the network reads no image group (it then concatenates its keys as before).
@@ -115,15 +125,19 @@ def build_obs_encoder(obs_space: gym.Space, keys: tuple[str, ...] | None, block:
             accepted = ", ".join(images) or "none (the env has no image groups)"
             raise ConfigError(f"{where}.encoders.{key}: {problem}; image groups: {accepted}")
         if keys is not None and key not in keys:
-            raise ConfigError(f"{where}.encoders.{key}: this network does not read {key!r} "
-                              f"(obs_keys: {', '.join(keys)})")
+            raise ConfigError(
+                f"{where}.encoders.{key}: this network does not read {key!r} (obs_keys: {', '.join(keys)})"
+            )
     read = [k for k in (keys or ()) if k in images]
     if not read:
         return None, _flat_dim(obs_space, keys)
     spaces = obs_space.spaces
-    cnns = {k: shared.cnns[_safe(k)] if shared is not None and k in shared.image_keys else
-            CNNEncoder(spaces[k].shape, block.encoders.get(k, CNNCfg()), f"{where}.encoders.{k}")
-            for k in read}
+    cnns = {
+        k: shared.cnns[_safe(k)]
+        if shared is not None and k in shared.image_keys
+        else CNNEncoder(spaces[k].shape, block.encoders.get(k, CNNCfg()), f"{where}.encoders.{k}")
+        for k in read
+    }
     vector_dims = {k: math.prod(spaces[k].shape) for k in keys if k not in images}
     encoder = ObsEncoder(keys, cnns, vector_dims)
     return encoder, encoder.out_dim

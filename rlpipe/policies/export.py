@@ -94,8 +94,9 @@ def _observation_inputs(policy: Policy, observation_space: gym.Space) -> list[Ob
     if not isinstance(observation_space, gym.spaces.Dict):
         return [ObsInput("obs", None, (math.prod(observation_space.shape),))]
     if keys is None:
-        raise ExportError("dict observations without policy.actor_obs_keys: build the policy with "
-                          "build_policy")
+        raise ExportError(
+            "dict observations without policy.actor_obs_keys: build the policy with build_policy"
+        )
     spaces = observation_space.spaces
     return [ObsInput(f"obs/{k}", k, tuple(spaces[k].shape), spaces[k].dtype == np.uint8) for k in keys]
 
@@ -105,11 +106,14 @@ class DeployedActor(nn.Module):
 
     def __init__(self, policy: Policy, observation_space: gym.Space, action_space: gym.Space) -> None:
         super().__init__()
-        missing = [name for name in ("actor", "head")
-                   if not isinstance(getattr(policy, name, None), nn.Module)]
+        missing = [
+            name for name in ("actor", "head") if not isinstance(getattr(policy, name, None), nn.Module)
+        ]
         if missing:
-            raise ExportError(f"{type(policy).__name__} has no {missing[0]!r} module; export supports "
-                              "the actor_critic, actor_only and recurrent_actor_critic policies")
+            raise ExportError(
+                f"{type(policy).__name__} has no {missing[0]!r} module; export supports "
+                "the actor_critic, actor_only and recurrent_actor_critic policies"
+            )
         self.inputs = _observation_inputs(policy, observation_space)
         self.recurrent = policy.is_recurrent
         self.core = copy.deepcopy(policy.core) if self.recurrent else None
@@ -117,8 +121,9 @@ class DeployedActor(nn.Module):
         self.discrete = _is_discrete(policy.head)
         self.head = copy.deepcopy(policy.head)
         encoder = getattr(policy, "actor_encoder", None)
-        self.cnns = nn.ModuleList([copy.deepcopy(encoder.cnn(i.group)) if i.image else nn.Identity()
-                                   for i in self.inputs])
+        self.cnns = nn.ModuleList(
+            [copy.deepcopy(encoder.cnn(i.group)) if i.image else nn.Identity() for i in self.inputs]
+        )
         norms = _vector_normalizers(policy, self.inputs)
         self.normalize = [n is not None for n in norms]
         self.obs_clip = [float(n.clip) if n is not None else math.inf for n in norms]
@@ -221,8 +226,9 @@ def _example(actor: DeployedActor, batch: int = 2) -> tuple[torch.Tensor, ...]:
     return (*obs, torch.zeros(batch, actor.core.state_size)) if actor.core is not None else obs
 
 
-def export_metadata(actor: DeployedActor, observation_space: gym.Space, action_space: gym.Space,
-                    policy: Policy, **extra: Any) -> dict[str, Any]:
+def export_metadata(
+    actor: DeployedActor, observation_space: gym.Space, action_space: gym.Space, policy: Policy, **extra: Any
+) -> dict[str, Any]:
     """What a deployment needs besides the graph: inputs/outputs, observations, normalizer, recurrence.
 
     ``observation`` says which observation keys the file reads: ``keys`` (``["obs"]`` for a flat
@@ -233,10 +239,16 @@ def export_metadata(actor: DeployedActor, observation_space: gym.Space, action_s
     state = None
     if actor.core is not None:
         core = actor.core
-        state = {"type": core.kind, "num_layers": core.num_layers, "hidden_size": core.hidden_size,
-                 "state_size": core.state_size, "initial": "zeros at every episode start"}
+        state = {
+            "type": core.kind,
+            "num_layers": core.num_layers,
+            "hidden_size": core.hidden_size,
+            "state_size": core.state_size,
+            "initial": "zeros at every episode start",
+        }
     return {
-        "inputs": inputs, "outputs": outputs,
+        "inputs": inputs,
+        "outputs": outputs,
         "observation": _observation_meta(actor, observation_space),
         "action": _action_meta(action_space, actor, MODES.get(type(actor.head), "")),
         "normalizer": _normalizer_meta(policy, actor),
@@ -247,12 +259,21 @@ def export_metadata(actor: DeployedActor, observation_space: gym.Space, action_s
 
 def _observation_meta(actor: DeployedActor, observation_space: gym.Space) -> dict[str, Any]:
     if actor.inputs[0].group is None:
-        return {"keys": ["obs"], "sizes": {"obs": actor.inputs[0].shape[0]},
-                "shape": list(observation_space.shape), "dtype": "float32"}
-    groups = {spec.group: {"input": spec.name, "shape": list(spec.shape), "dtype": spec.dtype,
-                           "image": spec.image} for spec in actor.inputs}
-    meta = {"keys": list(groups), "sizes": {spec.group: math.prod(spec.shape) for spec in actor.inputs},
-            "groups": groups}
+        return {
+            "keys": ["obs"],
+            "sizes": {"obs": actor.inputs[0].shape[0]},
+            "shape": list(observation_space.shape),
+            "dtype": "float32",
+        }
+    groups = {
+        spec.group: {"input": spec.name, "shape": list(spec.shape), "dtype": spec.dtype, "image": spec.image}
+        for spec in actor.inputs
+    }
+    meta = {
+        "keys": list(groups),
+        "sizes": {spec.group: math.prod(spec.shape) for spec in actor.inputs},
+        "groups": groups,
+    }
     if any(spec.image for spec in actor.inputs):
         meta["images"] = "uint8 [B, C, H, W], scaled by 1/255 inside the model; not normalized"
     return meta
@@ -265,21 +286,44 @@ def _normalizer_meta(policy: Policy, actor: DeployedActor) -> dict[str, Any] | N
     common = {"eps": EPS, "formula": "clip((obs - mean) / sqrt(var + eps), ±clip)"}
     stats = _vector_normalizers(policy, actor.inputs)
     if isinstance(norm, ObsNormalizer):
-        return {"mean": norm.mean.tolist(), "var": norm.var.tolist(), "count": float(norm.count),
-                "clip": float(norm.clip), **common}
-    groups = {spec.group: {"mean": n.mean.tolist(), "var": n.var.tolist(), "count": float(n.count),
-                           "clip": float(n.clip)} for spec, n in zip(actor.inputs, stats) if n is not None}
+        return {
+            "mean": norm.mean.tolist(),
+            "var": norm.var.tolist(),
+            "count": float(norm.count),
+            "clip": float(norm.clip),
+            **common,
+        }
+    groups = {
+        spec.group: {
+            "mean": n.mean.tolist(),
+            "var": n.var.tolist(),
+            "count": float(n.count),
+            "clip": float(n.clip),
+        }
+        for spec, n in zip(actor.inputs, stats)
+        if n is not None
+    }
     return {"groups": groups, **common}
 
 
 def _action_meta(space: gym.Space, actor: DeployedActor, mode: str) -> dict[str, Any]:
     if isinstance(space, gym.spaces.Discrete):
-        return {"space": "Discrete", "n": int(space.n), "dtype": "int64", "shape": [],
-                "deterministic": "argmax of the logits"}
-    return {"space": "Box", "shape": list(space.shape), "dtype": "float32",
-            "low": [float(x) for x in space.low.reshape(-1)],
-            "high": [float(x) for x in space.high.reshape(-1)],
-            "clipped": actor.clip_action, "deterministic": mode}
+        return {
+            "space": "Discrete",
+            "n": int(space.n),
+            "dtype": "int64",
+            "shape": [],
+            "deterministic": "argmax of the logits",
+        }
+    return {
+        "space": "Box",
+        "shape": list(space.shape),
+        "dtype": "float32",
+        "low": [float(x) for x in space.low.reshape(-1)],
+        "high": [float(x) for x in space.high.reshape(-1)],
+        "clipped": actor.clip_action,
+        "deterministic": mode,
+    }
 
 
 @contextlib.contextmanager
@@ -304,14 +348,22 @@ def export_onnx(actor: DeployedActor, path: Path, metadata: dict[str, Any]) -> P
     onnx = require("onnx", "--format onnx")
     require("onnxscript", "--format onnx")  # torch's dynamo exporter
     if _torch_version() < DYNAMO_EXPORT:
-        raise ConfigError(f"--format onnx needs torch>=2.5 (torch.onnx.export(dynamo=True)); this is torch "
-                          f"{torch.__version__}: use --format torchscript")
+        raise ConfigError(
+            f"--format onnx needs torch>=2.5 (torch.onnx.export(dynamo=True)); this is torch "
+            f"{torch.__version__}: use --format torchscript"
+        )
     inputs, outputs = io_names(actor)
     batch = torch.export.Dim("batch", min=1)
     with _quiet(), torch.no_grad():
         program = torch.onnx.export(  # forward(*inputs): one dynamic-shape spec per positional input
-            actor, _example(actor), dynamo=True, opset_version=OPSET, input_names=inputs,
-            output_names=outputs, dynamic_shapes=(tuple({0: batch} for _ in inputs),), verbose=False,
+            actor,
+            _example(actor),
+            dynamo=True,
+            opset_version=OPSET,
+            input_names=inputs,
+            output_names=outputs,
+            dynamic_shapes=(tuple({0: batch} for _ in inputs),),
+            verbose=False,
         )
     model = program.model_proto
     for key, value in metadata.items():

@@ -56,8 +56,9 @@ class ExportedModel:
         """The observation groups the file reads, in input order (``None``: one flat ``obs``)."""
         return tuple(self.groups) if self.groups else None
 
-    def __call__(self, obs: np.ndarray | Mapping[str, np.ndarray],
-                 state: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    def __call__(
+        self, obs: np.ndarray | Mapping[str, np.ndarray], state: np.ndarray | None = None
+    ) -> tuple[np.ndarray, ...]:
         """``(action,)`` or ``(action, next_state)``."""
         inputs = self._observation_inputs(obs)
         if self.recurrent:
@@ -70,12 +71,16 @@ class ExportedModel:
         if not self.groups:
             return [np.ascontiguousarray(obs, dtype=np.float32)]
         if not isinstance(obs, Mapping):
-            raise ValueError(f"{self.path.name} reads observation groups {', '.join(self.groups)}: "
-                             "pass a mapping {group: array}")
+            raise ValueError(
+                f"{self.path.name} reads observation groups {', '.join(self.groups)}: "
+                "pass a mapping {group: array}"
+            )
         missing = [k for k in self.groups if k not in obs]
         if missing:
-            raise ValueError(f"{self.path.name}: observation group {missing[0]!r} missing; "
-                             f"it reads {', '.join(self.groups)}")
+            raise ValueError(
+                f"{self.path.name}: observation group {missing[0]!r} missing; "
+                f"it reads {', '.join(self.groups)}"
+            )
         return [np.ascontiguousarray(obs[k], dtype=np.dtype(g["dtype"])) for k, g in self.groups.items()]
 
 
@@ -143,8 +148,9 @@ class ExportedPolicy(Policy):
         self.model, self.device = model, torch.device(device)
         self.is_recurrent = model.recurrent
 
-    def _act(self, obs: torch.Tensor | TensorDict, state: torch.Tensor | None
-             ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _act(
+        self, obs: torch.Tensor | TensorDict, state: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         host_state = None if state is None else state.cpu().numpy()
         keys = self.model.obs_keys
         if keys is None:
@@ -152,8 +158,10 @@ class ExportedPolicy(Policy):
         elif isinstance(obs, TensorDict):
             host = {k: obs[k].cpu().numpy() for k in keys}
         else:
-            raise ValueError(f"{self.model.path.name} reads observation groups {', '.join(keys)}; the env "
-                             "gives one flat observation")
+            raise ValueError(
+                f"{self.model.path.name} reads observation groups {', '.join(keys)}; the env "
+                "gives one flat observation"
+            )
         out = self.model(host, host_state)
         action = torch.from_numpy(out[0]).to(self.device)
         return action, (torch.from_numpy(out[1]).to(self.device) if len(out) > 1 else None)
@@ -164,8 +172,9 @@ class ExportedPolicy(Policy):
         action, _ = self._act(obs, state)
         return action, torch.zeros(obs.shape[0], device=self.device)
 
-    def sample_step(self, obs: torch.Tensor, state: torch.Tensor, deterministic: bool = True
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def sample_step(
+        self, obs: torch.Tensor, state: torch.Tensor, deterministic: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(action, zeros [B], zeros [B], next_state [B, S])``."""
         action, next_state = self._act(obs, state)
         zeros = torch.zeros(obs.shape[0], device=self.device)
@@ -187,5 +196,3 @@ class ExportedPolicy(Policy):
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """Zeros ``[B]``."""
         return torch.zeros(obs.shape[0], device=self.device)
-
-

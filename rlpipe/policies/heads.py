@@ -36,8 +36,16 @@ from rlpipe.policies.distributions import (
     draw_beta,
 )
 
-__all__ = ["DISTRIBUTIONS", "LOG_STD_RANGE", "ActionHead", "BetaHead", "CategoricalHead", "GaussianHead",
-           "StateStdGaussianHead", "build_action_head"]
+__all__ = [
+    "DISTRIBUTIONS",
+    "LOG_STD_RANGE",
+    "ActionHead",
+    "BetaHead",
+    "CategoricalHead",
+    "GaussianHead",
+    "StateStdGaussianHead",
+    "build_action_head",
+]
 
 DISTRIBUTIONS = ("auto", "gaussian", "gaussian_state_std", "beta")
 """Values of ``policy.distribution``; ``auto`` is categorical for Discrete and ``gaussian`` for Box."""
@@ -269,8 +277,9 @@ def _normal_log_prob(value: torch.Tensor, mean: torch.Tensor, std: torch.Tensor)
     return log_prob.sum(-1)
 
 
-def build_action_head(action_space: gym.Space, log_std_init: float = 0.0,
-                      distribution: str = "auto") -> ActionHead:
+def build_action_head(
+    action_space: gym.Space, log_std_init: float = 0.0, distribution: str = "auto"
+) -> ActionHead:
     """The head ``policy.distribution`` names for ``action_space``; a bad combination is a ``ConfigError``.
 
     Discrete → categorical (``auto`` only); 1-D Box → ``gaussian`` (``auto``), ``gaussian_state_std``
@@ -281,8 +290,10 @@ def build_action_head(action_space: gym.Space, log_std_init: float = 0.0,
         raise ConfigError(f"policy.distribution: unknown {distribution!r}; accepted: {accepted}")
     if isinstance(action_space, gym.spaces.Discrete):
         if distribution != "auto":
-            raise ConfigError(f"policy.distribution: {distribution!r} needs a Box action space, the env's is "
-                              f"{action_space}; accepted for Discrete actions: auto (categorical)")
+            raise ConfigError(
+                f"policy.distribution: {distribution!r} needs a Box action space, the env's is "
+                f"{action_space}; accepted for Discrete actions: auto (categorical)"
+            )
         return CategoricalHead(int(action_space.n))
     if not (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
         raise ValueError(f"unsupported action space {action_space}; accepted: Discrete, 1-D Box")
@@ -292,8 +303,10 @@ def build_action_head(action_space: gym.Space, log_std_init: float = 0.0,
     if distribution == "beta":
         low, high = np.asarray(action_space.low, np.float64), np.asarray(action_space.high, np.float64)
         if not (np.isfinite(low).all() and np.isfinite(high).all() and (high > low).all()):
-            raise ConfigError(f"policy.distribution: 'beta' needs finite action bounds with low < high, "
-                              f"the env's are {action_space}; accepted for it: auto, gaussian, "
-                              "gaussian_state_std")
+            raise ConfigError(
+                f"policy.distribution: 'beta' needs finite action bounds with low < high, "
+                f"the env's are {action_space}; accepted for it: auto, gaussian, "
+                "gaussian_state_std"
+            )
         return BetaHead(low, high)
     return GaussianHead(dim, log_std_init)

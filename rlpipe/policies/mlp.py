@@ -58,7 +58,7 @@ def build_mlp(in_dim: int, out_dim: int, hidden_sizes: list[int], activation: st
     return MLP(*layers)
 
 
-HIDDEN_GAIN = 2.0 ** 0.5
+HIDDEN_GAIN = 2.0**0.5
 """Gain of the orthogonal initialization of every hidden layer."""
 
 
@@ -74,9 +74,7 @@ def orthogonal_init(net: nn.Module, output_gain: float) -> None:
         nn.init.zeros_(layer.bias)
 
 
-def build_mlp_from_cfg(
-    cfg: dict[str, Any], in_dim: int, out_dim: int, path: str = "policy.actor"
-) -> MLP:
+def build_mlp_from_cfg(cfg: dict[str, Any], in_dim: int, out_dim: int, path: str = "policy.actor") -> MLP:
     """Build the network a seed-style block describes; unknown types or keys are errors.
 
     ``cfg`` is ``{"type": "mlp", "network_cfg": {"hidden_sizes": [64, 64], "activation": "tanh"}}``

@@ -71,8 +71,14 @@ class RecurrentActorCritic(TrainablePolicy):
 
     is_recurrent = True
 
-    def __init__(self, core: RecurrentCore, actor: nn.Module, critic: nn.Module, head: ActionHead,
-                 device: torch.device | str) -> None:
+    def __init__(
+        self,
+        core: RecurrentCore,
+        actor: nn.Module,
+        critic: nn.Module,
+        head: ActionHead,
+        device: torch.device | str,
+    ) -> None:
         super().__init__()
         self.core, self.actor, self.critic, self.head = core, actor, critic, head
         self.device = torch.device(device)
@@ -128,7 +134,10 @@ class RecurrentActorCritic(TrainablePolicy):
         return torch.stack(outputs, 1)
 
     def evaluate_sequence(
-        self, obs_seq: torch.Tensor, action_seq: torch.Tensor, start_state: torch.Tensor,
+        self,
+        obs_seq: torch.Tensor,
+        action_seq: torch.Tensor,
+        start_state: torch.Tensor,
         done_seq: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(log_prob, entropy, value)``, each ``[B, L]``, of the stored actions ``[B, L, *act]``."""

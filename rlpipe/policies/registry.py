@@ -55,9 +55,7 @@ def build_policy(
     from rlpipe.policies.mlp import build_mlp_from_cfg
     from rlpipe.policies.obs_keys import resolve_obs_keys
 
-    cfg = policy_block if isinstance(policy_block, PolicyCfg) else PolicyCfg.from_dict(
-        policy_block, "policy"
-    )
+    cfg = policy_block if isinstance(policy_block, PolicyCfg) else PolicyCfg.from_dict(policy_block, "policy")
     if cfg.name not in _POLICIES:
         raise ConfigError(
             f"policy.name: unknown policy {cfg.name!r}; accepted: {', '.join(get_registered_policy_names())}"
@@ -76,12 +74,15 @@ def build_policy(
     critic_encoder = None
     if from_cfg is None and getattr(_POLICIES[cfg.name], "has_critic", True):  # a critic of its own
         critic_where = "policy.critic" if cfg.critic is not None else "policy.actor"
-        critic_encoder, critic_dim = build_obs_encoder(obs_space, critic_keys, critic_block, critic_where,
-                                                       actor_encoder if cfg.share_encoder else None)
+        critic_encoder, critic_dim = build_obs_encoder(
+            obs_space, critic_keys, critic_block, critic_where, actor_encoder if cfg.share_encoder else None
+        )
     if from_cfg is not None:  # policies with their own layout (recurrent) build their networks
         if critic_keys != actor_keys:
-            raise ConfigError(f"policy.critic.obs_keys: {cfg.name!r} shares one core between actor "
-                              "and critic; give both the same obs_keys")
+            raise ConfigError(
+                f"policy.critic.obs_keys: {cfg.name!r} shares one core between actor "
+                "and critic; give both the same obs_keys"
+            )
         policy = from_cfg(cfg, obs_dim, head, device)
         _with_init(policy, cfg)
         _with_encoders(policy, actor_encoder, None)  # the shared core reads the actor's features
@@ -134,8 +135,9 @@ def _with_encoders(policy: TrainablePolicy, actor: nn.Module | None, critic: nn.
     policy.critic_encoder = None if critic is None else critic.to(device)
 
 
-def _with_keys(policy: TrainablePolicy, actor_keys: tuple[str, ...] | None,
-               critic_keys: tuple[str, ...] | None) -> TrainablePolicy:
+def _with_keys(
+    policy: TrainablePolicy, actor_keys: tuple[str, ...] | None, critic_keys: tuple[str, ...] | None
+) -> TrainablePolicy:
     policy.actor_obs_keys, policy.critic_obs_keys = actor_keys, critic_keys
     return policy
 
@@ -147,7 +149,10 @@ def _with_normalizer(policy: TrainablePolicy, cfg: PolicyCfg, obs_space: gym.Spa
 
     if cfg.obs_normalization:
         device = next(policy.parameters()).device
-        norm = (DictObsNormalizer(obs_space) if isinstance(obs_space, gym.spaces.Dict)
-                else ObsNormalizer(obs_space.shape))
+        norm = (
+            DictObsNormalizer(obs_space)
+            if isinstance(obs_space, gym.spaces.Dict)
+            else ObsNormalizer(obs_space.shape)
+        )
         policy.obs_normalizer = norm.to(device)
     return policy

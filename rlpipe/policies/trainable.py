@@ -50,13 +50,17 @@ class TrainablePolicy(Policy):
         """V ``[B]`` of ``obs`` seen with ``state`` ``[B, S]`` (recurrent policies)."""
         raise NotImplementedError(f"{type(self).__name__} has no recurrent state")
 
-    def unroll(self, obs_seq: torch.Tensor, start_state: torch.Tensor,
-               done_seq: torch.Tensor) -> torch.Tensor:
+    def unroll(
+        self, obs_seq: torch.Tensor, start_state: torch.Tensor, done_seq: torch.Tensor
+    ) -> torch.Tensor:
         """Core outputs ``[B, L, H]`` of ``obs_seq`` ``[B, L, *obs]`` (recurrent policies)."""
         raise NotImplementedError(f"{type(self).__name__} has no recurrent state")
 
     def evaluate_sequence(
-        self, obs_seq: torch.Tensor, action_seq: torch.Tensor, start_state: torch.Tensor,
+        self,
+        obs_seq: torch.Tensor,
+        action_seq: torch.Tensor,
+        start_state: torch.Tensor,
         done_seq: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(log_prob, entropy, value)``, each ``[B, L]``, of stored actions (recurrent policies)."""

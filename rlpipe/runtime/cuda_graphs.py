@@ -38,8 +38,10 @@ def cuda_graphs_fallback(setting: str, device: torch.device) -> str | None:
     if device.type != "cuda":
         return f"cuda_graphs: {setting} needs a CUDA device; running eager on {device}"
     if setting == "on":
-        raise ConfigError(f"trainer.cuda_graphs: on is not available: CUDA graph capture is not built yet; "
-                          f"accepted on {device}: auto (eager), off")
+        raise ConfigError(
+            f"trainer.cuda_graphs: on is not available: CUDA graph capture is not built yet; "
+            f"accepted on {device}: auto (eager), off"
+        )
     return f"cuda_graphs: auto: no CUDA graph capture is built yet; running eager on {device}"
 
 

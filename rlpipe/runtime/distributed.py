@@ -12,10 +12,25 @@ import torch.distributed as dist
 from rlpipe.config import ConfigError
 
 __all__ = [
-    "DistContext", "all_reduce_mean", "all_reduce_sum", "average_gradients", "barrier", "batch_moments",
-    "broadcast_parameters", "gather_objects", "get_rank", "global_minibatch_count", "global_normalize",
-    "init_distributed", "launched_by_torchrun", "rank_device", "rank_zero_decides", "resolve_device",
-    "sharded_minibatch_indices", "shutdown", "world_size",
+    "DistContext",
+    "all_reduce_mean",
+    "all_reduce_sum",
+    "average_gradients",
+    "barrier",
+    "batch_moments",
+    "broadcast_parameters",
+    "gather_objects",
+    "get_rank",
+    "global_minibatch_count",
+    "global_normalize",
+    "init_distributed",
+    "launched_by_torchrun",
+    "rank_device",
+    "rank_zero_decides",
+    "resolve_device",
+    "sharded_minibatch_indices",
+    "shutdown",
+    "world_size",
 ]
 
 
@@ -72,8 +87,10 @@ def launched_by_torchrun(environ: Mapping[str, str] | None = None) -> bool:
 def _env_ints(environ: Mapping[str, str]) -> tuple[int, int, int]:
     missing = [name for name in REQUIRED_ENV if name not in environ]
     if missing:
-        raise ConfigError(f"trainer.distributed: {', '.join(missing)} not set; launch with "
-                          "`torchrun --nproc_per_node K -m rlpipe run params.yaml`")
+        raise ConfigError(
+            f"trainer.distributed: {', '.join(missing)} not set; launch with "
+            "`torchrun --nproc_per_node K -m rlpipe run params.yaml`"
+        )
     try:
         rank, world, local = (int(environ[name]) for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
     except ValueError:
@@ -93,13 +110,17 @@ def rank_device(spec: str, local_rank: int) -> torch.device:
     if device.type != "cuda":
         return device
     if spec not in ("auto", "cuda"):
-        raise ConfigError(f"trainer.device: {spec!r} pins every rank to one GPU; a distributed run "
-                          "uses cuda:LOCAL_RANK; accepted: auto, cuda, cpu")
+        raise ConfigError(
+            f"trainer.device: {spec!r} pins every rank to one GPU; a distributed run "
+            "uses cuda:LOCAL_RANK; accepted: auto, cuda, cpu"
+        )
     try:
         return resolve_device(f"cuda:{local_rank}")
     except ConfigError:
-        raise ConfigError(f"trainer.device: LOCAL_RANK={local_rank} but this node has "
-                          f"{torch.cuda.device_count()} CUDA devices") from None
+        raise ConfigError(
+            f"trainer.device: LOCAL_RANK={local_rank} but this node has "
+            f"{torch.cuda.device_count()} CUDA devices"
+        ) from None
 
 
 def init_distributed(spec: str, requested: bool, environ: Mapping[str, str] | None = None) -> DistContext:
@@ -165,7 +186,7 @@ def average_gradients(params: Iterable[torch.nn.Parameter]) -> None:
     offset = 0
     for p in params:
         n = p.numel()
-        p.grad = flat[offset:offset + n].view_as(p).to(p.dtype)
+        p.grad = flat[offset : offset + n].view_as(p).to(p.dtype)
         offset += n
 
 
@@ -193,9 +214,15 @@ def global_normalize(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     concatenation of every rank's ``x`` up to rounding.
     """
     flat = x.detach().reshape(-1).double()
-    moments = all_reduce_sum(torch.stack([flat.sum(), flat.square().sum(),
-                                          torch.tensor(float(flat.numel()), dtype=torch.float64,
-                                                       device=flat.device)]))
+    moments = all_reduce_sum(
+        torch.stack(
+            [
+                flat.sum(),
+                flat.square().sum(),
+                torch.tensor(float(flat.numel()), dtype=torch.float64, device=flat.device),
+            ]
+        )
+    )
     total, squares, count = moments.unbind()
     mean = total / count
     if float(count) < 2:
@@ -205,8 +232,12 @@ def global_normalize(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
 
 
 def sharded_minibatch_indices(
-    shard_size: int, num_shards: int, batch_size: int, device: torch.device,
-    generator: torch.Generator | None = None, shuffle: bool = True,
+    shard_size: int,
+    num_shards: int,
+    batch_size: int,
+    device: torch.device,
+    generator: torch.Generator | None = None,
+    shuffle: bool = True,
 ) -> Iterator[torch.Tensor]:
     """Minibatches of ``num_shards`` concatenated shards of ``shard_size`` rows each, as K ranks draw them.
 
@@ -215,11 +246,14 @@ def sharded_minibatch_indices(
     one process over the K shards (``rlpipe replay`` of a K-rank run, the equivalence test) steps
     with exactly the K-rank gradient average. ``shuffle=False``: contiguous slices of every shard.
     """
-    perm = (torch.randperm(shard_size, device=device, generator=generator) if shuffle
-            else torch.arange(shard_size, device=device))
+    perm = (
+        torch.randperm(shard_size, device=device, generator=generator)
+        if shuffle
+        else torch.arange(shard_size, device=device)
+    )
     offsets = torch.arange(num_shards, device=device).unsqueeze(1) * shard_size
     for start in range(0, shard_size, batch_size):
-        yield (offsets + perm[start:start + batch_size]).reshape(-1)
+        yield (offsets + perm[start : start + batch_size]).reshape(-1)
 
 
 def rank_zero_decides(flag: bool) -> bool:

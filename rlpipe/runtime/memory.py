@@ -55,9 +55,13 @@ def available_memory(device: torch.device | str) -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def check_memory(cfg: RunConfig, obs_space: gym.Space | None = None, action_space: gym.Space | None = None,
-                 device: torch.device | str = "cpu",
-                 available: Callable[[torch.device], int] | None = None) -> None:
+def check_memory(
+    cfg: RunConfig,
+    obs_space: gym.Space | None = None,
+    action_space: gym.Space | None = None,
+    device: torch.device | str = "cpu",
+    available: Callable[[torch.device], int] | None = None,
+) -> None:
     """``ConfigError`` naming the key when the run's estimated memory exceeds what is available.
 
     The estimate (:func:`estimate`), in bytes, with N = ``trainer.num_envs``, T = ``buffer_size``,
@@ -80,8 +84,11 @@ def check_memory(cfg: RunConfig, obs_space: gym.Space | None = None, action_spac
     device, host = torch.device(device), torch.device("cpu")
     free = available or available_memory
     needs = estimate(cfg, obs_space, action_space, on_device=device.type == "cuda")
-    pools = ([(device, [n for n in needs if n.on_device]), (host, [n for n in needs if not n.on_device])]
-             if device.type == "cuda" else [(host, needs)])
+    pools = (
+        [(device, [n for n in needs if n.on_device]), (host, [n for n in needs if not n.on_device])]
+        if device.type == "cuda"
+        else [(host, needs)]
+    )
     for where, terms in pools:
         total = sum(need.bytes for need in terms)
         if terms and total > (limit := free(where)):
@@ -92,12 +99,18 @@ def _refuse(terms: list[Need], total: int, limit: int, device: torch.device) -> 
     top = max(terms, key=lambda need: need.bytes)
     parts = ", ".join(f"{need.what} {format_bytes(need.bytes)}" for need in terms if need.bytes)
     where = "free on the GPU" if device.type == "cuda" else "available"
-    raise ConfigError(f"{top.key}: the run needs about {format_bytes(total)} of memory ({parts}) but "
-                      f"{format_bytes(limit)} is {where}; lower {top.key}")
+    raise ConfigError(
+        f"{top.key}: the run needs about {format_bytes(total)} of memory ({parts}) but "
+        f"{format_bytes(limit)} is {where}; lower {top.key}"
+    )
 
 
-def estimate(cfg: RunConfig, obs_space: gym.Space | None = None, action_space: gym.Space | None = None,
-             on_device: bool = False) -> list[Need]:
+def estimate(
+    cfg: RunConfig,
+    obs_space: gym.Space | None = None,
+    action_space: gym.Space | None = None,
+    on_device: bool = False,
+) -> list[Need]:
     """The terms of :func:`check_memory`'s sum, in bytes (``on_device``: the run's device is CUDA)."""
     trainer, algo = cfg.trainer, cfg.algorithm.cfg
     obs, obs_in = _space_bytes(obs_space), _mlp_inputs(obs_space)
@@ -115,8 +128,9 @@ def estimate(cfg: RunConfig, obs_space: gym.Space | None = None, action_space: g
     for what, key, params, per_param in nets:
         needs.append(Need(what, key, per_param * params, on_device))
     rows_key = "trainer.num_envs" if rows == n else "algorithm.cfg.batch_size"
-    activations = [(key if widest > rows else rows_key, 4 * 2 * rows * widest)
-                   for key, widest in _widest_layers(cfg)]
+    activations = [
+        (key if widest > rows else rows_key, 4 * 2 * rows * widest) for key, widest in _widest_layers(cfg)
+    ]
     top_key = max(activations, key=lambda item: item[1])[0]
     needs.append(Need("activations", top_key, sum(size for _, size in activations), on_device))
     return needs
@@ -129,8 +143,15 @@ def _network_params(cfg: RunConfig, obs_in: int, act_dim: int) -> list[tuple[str
     """
     policy, algo = cfg.policy, cfg.algorithm.cfg
     head = 2 * act_dim if policy.distribution in ("gaussian_state_std", "beta") else act_dim
-    nets = [("actor", "policy.actor.network_cfg.hidden_sizes", policy.actor.network_cfg.hidden_sizes, head,
-             ADAM_BYTES_PER_PARAM)]
+    nets = [
+        (
+            "actor",
+            "policy.actor.network_cfg.hidden_sizes",
+            policy.actor.network_cfg.hidden_sizes,
+            head,
+            ADAM_BYTES_PER_PARAM,
+        )
+    ]
     if policy.critic is not None and policy.name != "actor_only":
         critic = policy.critic.network_cfg.hidden_sizes
         nets.append(("critic", "policy.critic.network_cfg.hidden_sizes", critic, 1, ADAM_BYTES_PER_PARAM))
@@ -140,10 +161,19 @@ def _network_params(cfg: RunConfig, obs_in: int, act_dim: int) -> list[tuple[str
         nets.append(("RND predictor", key, rnd.hidden_sizes, rnd.embedding_dim, ADAM_BYTES_PER_PARAM))
         nets.append(("RND target", key, rnd.hidden_sizes, rnd.embedding_dim, 4))
         if rnd.intrinsic_critic:
-            nets.append(("intrinsic critic", "algorithm.cfg.rnd.critic_hidden_sizes", rnd.critic_hidden_sizes,
-                         1, ADAM_BYTES_PER_PARAM))
-    return [(what, key, _mlp_params(obs_in, list(sizes), out), per_param)
-            for what, key, sizes, out, per_param in nets]
+            nets.append(
+                (
+                    "intrinsic critic",
+                    "algorithm.cfg.rnd.critic_hidden_sizes",
+                    rnd.critic_hidden_sizes,
+                    1,
+                    ADAM_BYTES_PER_PARAM,
+                )
+            )
+    return [
+        (what, key, _mlp_params(obs_in, list(sizes), out), per_param)
+        for what, key, sizes, out, per_param in nets
+    ]
 
 
 def _widest_layers(cfg: RunConfig) -> list[tuple[str, int]]:
@@ -192,16 +222,18 @@ def _space_bytes(space: gym.Space | None) -> int:
     """Bytes of one value of a space as the rollout stores it (``None``: 4, one float)."""
     if space is None:
         return 4
-    return sum(math.prod(leaf.shape or (1,)) * max(getattr(leaf.dtype, "itemsize", 8), 1)
-               for leaf in _leaves(space))
+    return sum(
+        math.prod(leaf.shape or (1,)) * max(getattr(leaf.dtype, "itemsize", 8), 1) for leaf in _leaves(space)
+    )
 
 
 def _mlp_inputs(space: gym.Space | None) -> int:
     """An MLP's input width: vector groups flat, each image group its encoder's features."""
     if space is None:
         return 1
-    return sum(IMAGE_FEATURES if _is_image(leaf) else math.prod(leaf.shape or (1,))
-               for leaf in _leaves(space))
+    return sum(
+        IMAGE_FEATURES if _is_image(leaf) else math.prod(leaf.shape or (1,)) for leaf in _leaves(space)
+    )
 
 
 def format_bytes(count: float) -> str:

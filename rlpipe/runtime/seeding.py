@@ -31,10 +31,18 @@ def rng_state() -> dict[str, Any]:
     legacy = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state(legacy=True))
     name, key, pos, has_gauss, cached = legacy
     state: dict[str, Any] = {
-        "python": {"version": version, "state": torch.tensor(internal, dtype=torch.int64),
-                   "gauss_next": gauss_next},
-        "numpy": {"name": name, "key": torch.from_numpy(key.astype(np.int64)), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "python": {
+            "version": version,
+            "state": torch.tensor(internal, dtype=torch.int64),
+            "gauss_next": gauss_next,
+        },
+        "numpy": {
+            "name": name,
+            "key": torch.from_numpy(key.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        },
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available():

@@ -60,8 +60,12 @@ def linear_shapes(*modules: nn.Module) -> list[tuple[int, int]]:
     """``(in_features, out_features)`` of every ``nn.Linear`` inside ``modules``."""
     from torch import nn
 
-    return [(m.in_features, m.out_features) for module in modules for m in module.modules()
-            if isinstance(m, nn.Linear)]
+    return [
+        (m.in_features, m.out_features)
+        for module in modules
+        for m in module.modules()
+        if isinstance(m, nn.Linear)
+    ]
 
 
 def forward_macs(rows: int, shapes: Iterable[tuple[int, int]]) -> int:
@@ -100,8 +104,9 @@ def _si(value: float) -> str:
     return f"{value:.3g}"
 
 
-def resolve_threads(setting: int | str | None, rows: int, shapes: Iterable[tuple[int, int]],
-                    cores: int, current: int) -> int:
+def resolve_threads(
+    setting: int | str | None, rows: int, shapes: Iterable[tuple[int, int]], cores: int, current: int
+) -> int:
     """The thread count ``trainer.num_threads`` asks for: an int as is, ``auto`` the rule.
 
     ``None`` keeps ``current`` (torch's count as it stands: its default unless the caller changed it).
@@ -127,10 +132,15 @@ def oversubscription(threads: int, processes: int, cores: int, load: float | Non
     if busy:
         why.append(f"load average {load:.1f} on {cores} core{'s' * (cores != 1)} before this run")
     if wanted > cores:
-        why.append(f"{threads} torch threads × {processes} process{'es' * (processes != 1)} > "
-                   f"{cores} core{'s' * (cores != 1)}")
-    advice = ("set trainer.num_threads: 1" if threads > 1
-              else "timings will be slow and vary; fewer processes or a quieter machine help")
+        why.append(
+            f"{threads} torch threads × {processes} process{'es' * (processes != 1)} > "
+            f"{cores} core{'s' * (cores != 1)}"
+        )
+    advice = (
+        "set trainer.num_threads: 1"
+        if threads > 1
+        else "timings will be slow and vary; fewer processes or a quieter machine help"
+    )
     return f"Warning: the CPU is oversubscribed ({'; '.join(why)}): {advice}"
 
 
@@ -149,8 +159,13 @@ def load_average() -> float | None:
         return None
 
 
-def configure_threads(setting: int | str | None, rows: int, shapes: Iterable[tuple[int, int]],
-                      processes: int = 1, announce: bool = True) -> int:
+def configure_threads(
+    setting: int | str | None,
+    rows: int,
+    shapes: Iterable[tuple[int, int]],
+    processes: int = 1,
+    announce: bool = True,
+) -> int:
     """Set torch's intra-op threads as ``trainer.num_threads`` asks; warn once if oversubscribed.
 
     ``rows``: the largest batch through the networks (minibatch rows or N envs); ``shapes``: their
@@ -169,4 +184,3 @@ def configure_threads(setting: int | str | None, rows: int, shapes: Iterable[tup
         _warned = True
         print(message, file=sys.stderr, flush=True)
     return threads
-

@@ -24,11 +24,30 @@ from typing import Any
 __all__ = ["KILL_POINTS", "POISON_TARGETS", "point", "poison"]
 
 KILL_POINTS = (
-    "collect.start", "collect.end", "advantage.end", "store.write", "store.arrays_written",
-    "store.published", "store.retention", "update.start", "update.step", "update.end",
-    "eval.start", "checkpoint.start", "write.checkpoint", "renamed.checkpoint", "write.checksum",
-    "write.latest", "renamed.latest", "checkpoint.retention", "checkpoint.end",
-    "curve.append", "iteration.end", "resume.discard", "write.params", "write.metrics",
+    "collect.start",
+    "collect.end",
+    "advantage.end",
+    "store.write",
+    "store.arrays_written",
+    "store.published",
+    "store.retention",
+    "update.start",
+    "update.step",
+    "update.end",
+    "eval.start",
+    "checkpoint.start",
+    "write.checkpoint",
+    "renamed.checkpoint",
+    "write.checksum",
+    "write.latest",
+    "renamed.latest",
+    "checkpoint.retention",
+    "checkpoint.end",
+    "curve.append",
+    "iteration.end",
+    "resume.discard",
+    "write.params",
+    "write.metrics",
 )
 """Every point a kill can be injected at (collect, store write, update, checkpoint, pointers)."""
 POISON_TARGETS = ("obs", "reward", "grad")

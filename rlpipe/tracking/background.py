@@ -57,14 +57,30 @@ class BackgroundRun:
         atexit.register(self._at_exit)
 
     @classmethod
-    def start(cls, uri: str, experiment: str, params: dict[str, Any], tags: dict[str, str],
-              run_name: str | None = None, run_id: str | None = None) -> BackgroundRun:
+    def start(
+        cls,
+        uri: str,
+        experiment: str,
+        params: dict[str, Any],
+        tags: dict[str, str],
+        run_name: str | None = None,
+        run_id: str | None = None,
+    ) -> BackgroundRun:
         """Start the tracking process on run ``run_name`` in ``experiment``; returns at once.
 
         ``run_id``: reopen that run instead when the store still has it (a resumed run).
         """
-        return cls({"uri": uri, "experiment": experiment, "params": params, "tags": tags,
-                    "run_name": run_name, "cwd": str(Path.cwd()), "run_id": run_id})
+        return cls(
+            {
+                "uri": uri,
+                "experiment": experiment,
+                "params": params,
+                "tags": tags,
+                "run_name": run_name,
+                "cwd": str(Path.cwd()),
+                "run_id": run_id,
+            }
+        )
 
     # --- the trainer's calls, in order -------------------------------------------------------------
 
@@ -128,8 +144,12 @@ class BackgroundRun:
         return self._replies.get("ended")
 
     def _still_writing(self, timeout: float) -> None:
-        print(f"Warning: MLflow is still writing after {timeout:.0f}s; it finishes in the background "
-              f"(pid {self._proc.pid})", file=sys.stderr, flush=True)
+        print(
+            f"Warning: MLflow is still writing after {timeout:.0f}s; it finishes in the background "
+            f"(pid {self._proc.pid})",
+            file=sys.stderr,
+            flush=True,
+        )
 
     # --- threads ------------------------------------------------------------------------------------
 
@@ -204,12 +224,17 @@ def _take_prewarmed() -> subprocess.Popen[str] | None:
 
 def _spawn(prewarm: bool) -> subprocess.Popen[str]:
     env = {"MLFLOW_DISABLE_TELEMETRY": "true", **os.environ, **({PREWARM_ENV: "1"} if prewarm else {})}
-    return subprocess.Popen([sys.executable, "-m", "rlpipe.tracking.sink"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, encoding="utf-8", env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlpipe.tracking.sink"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        env=env,
+    )
 
 
 def _thread(target: Callable[[IO[str]], object], pipe: IO[str], name: str) -> threading.Thread:
     thread = threading.Thread(target=target, args=(pipe,), name=name, daemon=True)
     thread.start()
     return thread
-

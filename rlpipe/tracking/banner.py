@@ -17,8 +17,13 @@ if TYPE_CHECKING:
 
 __all__ = ["amp_words", "env_backend", "run_banner", "where_lines"]
 
-BACKENDS = {"EnvpoolEnv": "envpool", "GymnasiumEnv": "gymnasium", "RslRlEnv": "rsl_rl (vector env)",
-            "TorchEnv": "torch", "PushCube": "mujoco"}
+BACKENDS = {
+    "EnvpoolEnv": "envpool",
+    "GymnasiumEnv": "gymnasium",
+    "RslRlEnv": "rsl_rl (vector env)",
+    "TorchEnv": "torch",
+    "PushCube": "mujoco",
+}
 """Env classes (or a base class) → the backend named in the banner."""
 
 
@@ -29,8 +34,13 @@ def amp_words(requested: str, resolved: str, device: torch.device | str) -> str:
     return f"amp auto → {resolved} ({native_bf16(device)[1]})"
 
 
-def run_banner(cfg: RunConfig, device: torch.device, algo_cfg: AlgorithmCfg, malloc_tuned: bool,
-               threads_why: str | None = None) -> str:
+def run_banner(
+    cfg: RunConfig,
+    device: torch.device,
+    algo_cfg: AlgorithmCfg,
+    malloc_tuned: bool,
+    threads_why: str | None = None,
+) -> str:
     """One line printed before the first iteration, e.g.
 
     ``rlpipe run cartpole_ppo: CartPole, 256 envs × 32 steps, ppo on cpu (1 thread; auto: 9.1 M
@@ -41,8 +51,10 @@ def run_banner(cfg: RunConfig, device: torch.device, algo_cfg: AlgorithmCfg, mal
     count = torch.get_num_threads()
     why = f"; {threads_why}" if threads_why else ""
     threads = f" ({count} thread{'s' * (count != 1)}{why})" if device.type == "cpu" else ""
-    parts = [f"rlpipe run {trainer.exp_name}: {cfg.env.id}, {trainer.num_envs} envs × "
-             f"{trainer.buffer_size} steps", f"{cfg.algorithm.name} on {device}{threads}"]
+    parts = [
+        f"rlpipe run {trainer.exp_name}: {cfg.env.id}, {trainer.num_envs} envs × {trainer.buffer_size} steps",
+        f"{cfg.algorithm.name} on {device}{threads}",
+    ]
     resolved = getattr(algo_cfg, "amp", None)
     if resolved is not None:
         parts.append(amp_words(str(getattr(cfg.algorithm.cfg, "amp", "none")), resolved, device))

@@ -18,8 +18,16 @@ from rich.table import Table
 
 from rlpipe.tracking import RunRecord, TrackingError, metric_history, search_runs
 
-__all__ = ["DEFAULT_METRICS", "Comparison", "best_value", "compare", "differing_params", "plot_curves",
-           "render_table", "run_labels"]
+__all__ = [
+    "DEFAULT_METRICS",
+    "Comparison",
+    "best_value",
+    "compare",
+    "differing_params",
+    "plot_curves",
+    "render_table",
+    "run_labels",
+]
 
 DEFAULT_METRICS = ("eval/return_mean", "train/episode_return_mean")
 """What ``rlpipe compare`` shows without ``--metric``."""
@@ -76,8 +84,12 @@ def differing_params(runs: list[RunRecord]) -> list[str]:
     return [k for k in keys if len({p.get(k) for p in all_params}) > 1]
 
 
-def compare(uri: str | None = None, experiments: tuple[str, ...] = (), run_ids: tuple[str, ...] = (),
-            metrics: tuple[str, ...] = ()) -> Comparison:
+def compare(
+    uri: str | None = None,
+    experiments: tuple[str, ...] = (),
+    run_ids: tuple[str, ...] = (),
+    metrics: tuple[str, ...] = (),
+) -> Comparison:
     """Load the runs and the history of every chosen metric; raise ``TrackingError`` when there are none."""
     runs = search_runs(uri, experiments, run_ids)
     if not runs:
@@ -140,8 +152,11 @@ def render_table(comparison: Comparison, console: Console | None = None, wide: b
     differing param, at the table's natural width.
     """
     labels = run_labels(comparison)
-    what = f"{len(comparison.runs)} runs" + (f", labelled by what differs ({len(comparison.params)} params)"
-                                              if comparison.params and not wide else "")
+    what = f"{len(comparison.runs)} runs" + (
+        f", labelled by what differs ({len(comparison.params)} params)"
+        if comparison.params and not wide
+        else ""
+    )
     table = Table(title=what, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     table.add_column("run", overflow="fold")
     if wide:

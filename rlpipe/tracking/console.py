@@ -98,8 +98,15 @@ class ConsoleTable:
             )
 
             self._progress = Progress(
-                TextColumn("iterations"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                TextColumn("ETA"), TimeRemainingColumn(), console=self.console, transient=True)
+                TextColumn("iterations"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,
+            )
             self._progress.start()
             self._task = self._progress.add_task("train", total=self.total, completed=iteration - 1)
         if self._task is not None:
@@ -165,8 +172,11 @@ class MetricsFiles:
 
 def _curve_keys(metrics: dict[str, float]) -> list[str]:
     """The ``group/name`` metrics a curve row holds (``advantage/…`` histograms stay out)."""
-    return [k for k in metrics if k not in ("iteration", "env_steps") and "/" in k
-            and k.split("/")[0] != "advantage"]
+    return [
+        k
+        for k in metrics
+        if k not in ("iteration", "env_steps") and "/" in k and k.split("/")[0] != "advantage"
+    ]
 
 
 def _csv_value(value: float | None) -> str:

@@ -45,8 +45,9 @@ def _open_store(uri: str | None) -> tuple[MlflowClient, str]:
     return open_client(uri), uri
 
 
-def search_runs(uri: str | None = None, experiments: tuple[str, ...] = (),
-                run_ids: tuple[str, ...] = ()) -> list[RunRecord]:
+def search_runs(
+    uri: str | None = None, experiments: tuple[str, ...] = (), run_ids: tuple[str, ...] = ()
+) -> list[RunRecord]:
     """Runs of ``experiments`` (default: all) or exactly ``run_ids``, oldest first."""
     from mlflow.exceptions import MlflowException
 
@@ -86,13 +87,23 @@ def _all_runs(client: MlflowClient, experiment_ids: list[str]) -> list[Any]:
 
 def _record(run: Run, names: dict[str, str]) -> RunRecord:
     info, data = run.info, run.data
-    return RunRecord(info.run_id, info.run_name or info.run_id[:8], names.get(info.experiment_id, "?"),
-                     info.status, int(info.start_time or 0), info.end_time, dict(data.params),
-                     dict(data.metrics), dict(data.tags))
+    return RunRecord(
+        info.run_id,
+        info.run_name or info.run_id[:8],
+        names.get(info.experiment_id, "?"),
+        info.status,
+        int(info.start_time or 0),
+        info.end_time,
+        dict(data.params),
+        dict(data.metrics),
+        dict(data.tags),
+    )
 
 
 def metric_history(uri: str | None, run_ids: list[str], key: str) -> dict[str, list[tuple[int, float]]]:
     """``{run_id: [(step, value), ...]}`` of one metric, by step (step = env steps for training runs)."""
     client, _ = _open_store(uri)
-    return {run_id: sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
-            for run_id in run_ids}
+    return {
+        run_id: sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
+        for run_id in run_ids
+    }

@@ -88,8 +88,14 @@ class MlflowRun:
         self.ended = False
 
     @classmethod
-    def start(cls, uri: str, experiment: str, params: dict[str, Any], tags: dict[str, str],
-              run_name: str | None = None) -> MlflowRun:
+    def start(
+        cls,
+        uri: str,
+        experiment: str,
+        params: dict[str, Any],
+        tags: dict[str, str],
+        run_name: str | None = None,
+    ) -> MlflowRun:
         """Create the run in ``experiment`` (created if missing) and log ``params`` and ``tags``."""
         from mlflow.entities import Param
 
@@ -99,7 +105,7 @@ class MlflowRun:
         run = client.create_run(experiment_id, tags=tags, run_name=run_name)
         items = [Param(k, str(v)[:6000]) for k, v in params.items()]
         for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
-            client.log_batch(run.info.run_id, params=items[i:i + MAX_PARAMS_PER_BATCH])
+            client.log_batch(run.info.run_id, params=items[i : i + MAX_PARAMS_PER_BATCH])
         return cls(client, run.info.run_id, experiment_id)
 
     @classmethod
@@ -128,19 +134,25 @@ class MlflowRun:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        batch = [Metric(k, float(v), now if ts is None else int(ts), int(step))
-                 for metrics, step, ts in rows for k, v in metrics.items()
-                 if isinstance(v, int | float) and math.isfinite(v)]
+        batch = [
+            Metric(k, float(v), now if ts is None else int(ts), int(step))
+            for metrics, step, ts in rows
+            for k, v in metrics.items()
+            if isinstance(v, int | float) and math.isfinite(v)
+        ]
         try:
             for i in range(0, len(batch), MAX_METRICS_PER_BATCH):
-                self.client.log_batch(self.run_id, metrics=batch[i:i + MAX_METRICS_PER_BATCH])
+                self.client.log_batch(self.run_id, metrics=batch[i : i + MAX_METRICS_PER_BATCH])
         except Exception as exc:  # tracking trouble must not stop training
             self._warn("metrics write", exc)
 
     def _warn(self, what: str, exc: Exception) -> None:
         if self.error is None:
-            print(f"Warning: MLflow {what} failed, the run will be marked FAILED: {exc}".splitlines()[0],
-                  file=sys.stderr, flush=True)
+            print(
+                f"Warning: MLflow {what} failed, the run will be marked FAILED: {exc}".splitlines()[0],
+                file=sys.stderr,
+                flush=True,
+            )
         self.error = exc
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
@@ -163,10 +175,12 @@ class MlflowRun:
 
 def git_tags(cwd: Path) -> dict[str, str]:
     """``mlflow.source.git.commit`` and ``rlpipe.git_dirty`` of the repo at ``cwd`` (``{}`` outside one)."""
+
     def git(*args: str) -> str | None:
         try:
-            out = subprocess.run(["git", "--no-optional-locks", *args], cwd=cwd, capture_output=True,
-                                 text=True, timeout=10)
+            out = subprocess.run(
+                ["git", "--no-optional-locks", *args], cwd=cwd, capture_output=True, text=True, timeout=10
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
         return out.stdout.strip() if out.returncode == 0 else None

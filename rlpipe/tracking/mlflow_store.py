@@ -26,13 +26,16 @@ __all__ = ["TrackingError", "check_server", "open_client", "project_root", "reso
 
 PROBE_TIMEOUT_S = 3.0
 """How long an http(s) tracking server may take to answer the start-up probe."""
-HTTP_ENV_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
-                     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+HTTP_ENV_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+}
 """MLflow's defaults retry for minutes; a run should fail or degrade in seconds (the user's env wins)."""
+
 
 class TrackingError(ValueError):
     """A tracking problem the user can fix (bad URI, server down, unknown run); one line."""
-
 
 
 def resolve_uri(cfg: TrackingCfg | None = None, root: Path | None = None) -> str:
@@ -48,8 +51,10 @@ def resolve_uri(cfg: TrackingCfg | None = None, root: Path | None = None) -> str
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
         return f"sqlite:///{root / uri.removeprefix('sqlite:///')}"
     if uri.startswith("file:") or ("://" not in uri and not uri.startswith("databricks")):
-        raise TrackingError(f"tracking.uri: {uri!r} is an MLflow file store, which MLflow 3 refuses; "
-                            "use sqlite:///path/to/mlflow.db or an http(s) server")
+        raise TrackingError(
+            f"tracking.uri: {uri!r} is an MLflow file store, which MLflow 3 refuses; "
+            "use sqlite:///path/to/mlflow.db or an http(s) server"
+        )
     return uri
 
 
@@ -69,9 +74,11 @@ def check_server(uri: str, timeout: float = PROBE_TIMEOUT_S) -> None:
     try:
         requests.get(uri.rstrip("/") + "/health", timeout=timeout)
     except requests.RequestException as exc:
-        raise TrackingError(f"tracking.uri: MLflow server {uri} does not answer "
-                            f"({type(exc).__name__} after ≤{timeout:.0f}s); start it, fix the URI "
-                            "or set tracking.backend: none") from None
+        raise TrackingError(
+            f"tracking.uri: MLflow server {uri} does not answer "
+            f"({type(exc).__name__} after ≤{timeout:.0f}s); start it, fix the URI "
+            "or set tracking.backend: none"
+        ) from None
 
 
 def open_client(uri: str) -> MlflowClient:

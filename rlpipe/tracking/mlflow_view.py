@@ -23,8 +23,16 @@ import json
 
 __all__ = ["KEY_METRICS", "KEY_PARAMS", "VIEW_KEY", "experiment_tags", "run_line", "ui_command", "ui_url"]
 
-KEY_PARAMS = ("env.id", "algorithm.name", "trainer.num_envs", "trainer.buffer_size", "trainer.seed",
-              "algorithm.cfg.learning_rate", "algorithm.cfg.clip_coef", "rlpipe.params_hash")
+KEY_PARAMS = (
+    "env.id",
+    "algorithm.name",
+    "trainer.num_envs",
+    "trainer.buffer_size",
+    "trainer.seed",
+    "algorithm.cfg.learning_rate",
+    "algorithm.cfg.clip_coef",
+    "rlpipe.params_hash",
+)
 """Param columns of the saved runs view (``rlpipe.params_hash`` is a tag)."""
 KEY_METRICS = ("eval/return_mean", "train/episode_return_mean", "env_steps", "time/sps")
 """Metric columns of the saved runs view (their latest values: the final ones of a finished run)."""
@@ -41,20 +49,33 @@ def _column(kind: str, key: str) -> str:
 
 def view_state() -> dict[str, object]:
     """The saved runs view: key columns, newest run first, the table (not the charts) shown."""
-    columns = [*(_column("params", k) for k in KEY_PARAMS[:-1]), _column("tags", KEY_PARAMS[-1]),
-               *(_column("metrics", k) for k in KEY_METRICS)]
-    return {"orderByKey": "attributes.start_time", "orderByAsc": False,
-            "selectedColumns": columns, "runListHidden": False, "viewMaximized": False}
+    columns = [
+        *(_column("params", k) for k in KEY_PARAMS[:-1]),
+        _column("tags", KEY_PARAMS[-1]),
+        *(_column("metrics", k) for k in KEY_METRICS),
+    ]
+    return {
+        "orderByKey": "attributes.start_time",
+        "orderByAsc": False,
+        "selectedColumns": columns,
+        "runListHidden": False,
+        "viewMaximized": False,
+    }
 
 
 def experiment_tags(name: str) -> dict[str, str]:
     """Tags set on experiment ``name`` so the UI opens on its runs with the key columns."""
-    note = (f"rlpipe runs of `trainer.exp_name: {name}` (one MLflow run per `rlpipe run`, `replay` "
-            "and `eval`; step = env steps). Params are the resolved params.yaml, flattened; the "
-            "run's `rlpipe.run_dir` tag names its run directory. Compare runs in a terminal with "
-            f"`rlpipe compare --experiment {name} --plot curves.png`.")
-    return {"mlflow.experimentKind": "custom_model_development", "mlflow.note.content": note,
-            f"mlflow.sharedViewState.{VIEW_KEY}": json.dumps(view_state())}
+    note = (
+        f"rlpipe runs of `trainer.exp_name: {name}` (one MLflow run per `rlpipe run`, `replay` "
+        "and `eval`; step = env steps). Params are the resolved params.yaml, flattened; the "
+        "run's `rlpipe.run_dir` tag names its run directory. Compare runs in a terminal with "
+        f"`rlpipe compare --experiment {name} --plot curves.png`."
+    )
+    return {
+        "mlflow.experimentKind": "custom_model_development",
+        "mlflow.note.content": note,
+        f"mlflow.sharedViewState.{VIEW_KEY}": json.dumps(view_state()),
+    }
 
 
 def ui_command(uri: str) -> str:
@@ -79,5 +100,6 @@ def run_line(experiment: str, run_id: str, uri: str, experiment_id: str | None) 
     ``  MLflow  run 5e1d0c2a… (experiment cartpole_ppo): mlflow ui --backend-store-uri sqlite:///…
     → http://127.0.0.1:5000/#/experiments/1/runs?…&viewStateShareKey=rlpipe``
     """
-    return (f"  MLflow  run {run_id} (experiment {experiment}): {ui_command(uri)} → "
-            f"{ui_url(uri, experiment_id)}")
+    return (
+        f"  MLflow  run {run_id} (experiment {experiment}): {ui_command(uri)} → {ui_url(uri, experiment_id)}"
+    )

@@ -36,8 +36,13 @@ class CountProgress:
             from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
             self._progress = Progress(
-                TextColumn(self.what), SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                console=self.console, transient=True)
+                TextColumn(self.what),
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
             self._progress.start()
             self._task = self._progress.add_task(self._text(), total=None)
         return self
@@ -52,8 +57,9 @@ class CountProgress:
     def _text(self) -> str:
         return f"{self.items:,} episodes · {self.frames:,} frames"
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None

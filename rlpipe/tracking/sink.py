@@ -57,8 +57,9 @@ def _open(message: dict[str, Any]) -> MlflowRun:
     if message.get("run_id") and (run := MlflowRun.reopen(message["uri"], message["run_id"])):
         return run  # a resumed run continues its own MLflow run
     tags = {**git_tags(Path(message.get("cwd") or os.getcwd())), **message["tags"]}
-    return MlflowRun.start(message["uri"], message["experiment"], message["params"], tags,
-                           run_name=message.get("run_name"))
+    return MlflowRun.start(
+        message["uri"], message["experiment"], message["params"], tags, run_name=message.get("run_name")
+    )
 
 
 def _apply(run: MlflowRun, message: dict[str, Any], scratch: Path) -> None:
@@ -141,8 +142,11 @@ def serve(lines: IO[str], out: IO[str]) -> str:
     try:
         run = _open(json.loads(first))
     except Exception as exc:  # a store that cannot be opened must not stop training
-        print(f"Warning: MLflow run not opened, training goes on without it: {exc}".splitlines()[0],
-              file=sys.stderr, flush=True)
+        print(
+            f"Warning: MLflow run not opened, training goes on without it: {exc}".splitlines()[0],
+            file=sys.stderr,
+            flush=True,
+        )
         _say(out, {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__})
         for _ in lines:  # drain, so the trainer never blocks on a full pipe
             pass

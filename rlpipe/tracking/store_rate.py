@@ -33,8 +33,9 @@ def human_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
-def store_line(policy: StorePolicy, layout: Layout, world_size: int, iterations: int,
-               free: int | None) -> str:
+def store_line(
+    policy: StorePolicy, layout: Layout, world_size: int, iterations: int, free: int | None
+) -> str:
     """The banner's store line, e.g.
 
     ``  store   every iteration, all 4096 envs · 1.02 kB per env step, 102 MB per iteration
@@ -45,10 +46,12 @@ def store_line(policy: StorePolicy, layout: Layout, world_size: int, iterations:
     per_iteration = stored_bytes(stored) * world_size
     kept = iterations // policy.every
     free_words = "" if free is None else f" · disk free {human_bytes(free)}"
-    return (f"  store   {policy.words(layout)} · {human_bytes(per_iteration / (world_size * n * (t1 - 1)))} "
-            f"per stored env step, {human_bytes(per_iteration)} per stored iteration"
-            f"{' (all ranks)' if world_size > 1 else ''}, {human_bytes(per_iteration * kept)} for "
-            f"{kept} of {iterations} iterations{free_words}")
+    return (
+        f"  store   {policy.words(layout)} · {human_bytes(per_iteration / (world_size * n * (t1 - 1)))} "
+        f"per stored env step, {human_bytes(per_iteration)} per stored iteration"
+        f"{' (all ranks)' if world_size > 1 else ''}, {human_bytes(per_iteration * kept)} for "
+        f"{kept} of {iterations} iterations{free_words}"
+    )
 
 
 class StoreRate:
@@ -60,8 +63,14 @@ class StoreRate:
     ``every`` is stored, ``steps_per_iteration``: env steps of one iteration (all ranks).
     """
 
-    def __init__(self, per_iteration: int, every: int, steps_per_iteration: int, report_at: int = 3,
-                 out: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        per_iteration: int,
+        every: int,
+        steps_per_iteration: int,
+        report_at: int = 3,
+        out: TextIO | None = None,
+    ) -> None:
         self.per_iteration, self.every = per_iteration, every
         self.steps_per_iteration, self.report_at = steps_per_iteration, report_at
         self.out = out
@@ -71,14 +80,21 @@ class StoreRate:
         """Bytes per second the store demands at ``sps`` env steps per second (averaged over ``every``)."""
         return self.per_iteration / self.every * sps / self.steps_per_iteration
 
-    def observe(self, iteration: int, metrics: dict[str, float],
-                last_write: tuple[int, float] | None, last: bool = False) -> list[str]:
+    def observe(
+        self,
+        iteration: int,
+        metrics: dict[str, float],
+        last_write: tuple[int, float] | None,
+        last: bool = False,
+    ) -> list[str]:
         """Print what is due after ``iteration`` (its row's ``metrics``); return the lines printed."""
         lines, sps = [], metrics.get("time/sps")
         if sps and not self.reported and (iteration >= self.report_at or last):
             self.reported = True
-            lines.append(f"  store   demands {human_bytes(self.demand(sps))}/s at {sps:,.0f} env steps/s "
-                         f"(measured at iteration {iteration})")
+            lines.append(
+                f"  store   demands {human_bytes(self.demand(sps))}/s at {sps:,.0f} env steps/s "
+                f"(measured at iteration {iteration})"
+            )
         wait, took = metrics.get("time/store_wait_s", 0.0), metrics.get("time/iteration_s", 0.0)
         warm = iteration >= self.report_at  # the first writes also start the writer and import zarr
         if warm and not self.warned and took > 0 and wait > BEHIND_FRACTION * took:
@@ -88,11 +104,22 @@ class StoreRate:
             print(line, file=self.out or sys.stderr, flush=True)
         return lines
 
-    def _behind(self, iteration: int, wait: float, took: float, sps: float | None,
-                last_write: tuple[int, float] | None) -> str:
+    def _behind(
+        self,
+        iteration: int,
+        wait: float,
+        took: float,
+        sps: float | None,
+        last_write: tuple[int, float] | None,
+    ) -> str:
         demand = f"; the run demands {human_bytes(self.demand(sps))}/s" if sps else ""
-        keeps = (f", the writer keeps {human_bytes(last_write[0] / last_write[1])}/s"
-                 if last_write and last_write[1] > 0 else "")
-        return (f"Warning: the rollout store's writer falls behind: iteration {iteration} waited "
-                f"{wait:.3g} s for it ({wait / took:.0%} of the iteration){demand}{keeps}; nothing is "
-                f"dropped (the wait is the row's wait_s); {LOWER_DEMAND}")
+        keeps = (
+            f", the writer keeps {human_bytes(last_write[0] / last_write[1])}/s"
+            if last_write and last_write[1] > 0
+            else ""
+        )
+        return (
+            f"Warning: the rollout store's writer falls behind: iteration {iteration} waited "
+            f"{wait:.3g} s for it ({wait / took:.0%} of the iteration){demand}{keeps}; nothing is "
+            f"dropped (the wait is the row's wait_s); {LOWER_DEMAND}"
+        )

@@ -30,9 +30,16 @@ class Tracker:
     the run's queued metrics are written (:mod:`rlpipe.tracking.signals`).
     """
 
-    def __init__(self, cfg: RunConfig, run_dir: Path, console: Console | None = None,
-                 mlflow_run: BackgroundRun | None = None, curve_fields: list[str] | None = None,
-                 silent: bool = False, progress: bool = True) -> None:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        run_dir: Path,
+        console: Console | None = None,
+        mlflow_run: BackgroundRun | None = None,
+        curve_fields: list[str] | None = None,
+        silent: bool = False,
+        progress: bool = True,
+    ) -> None:
         self.cfg = cfg
         self.silent = silent
         """A silent tracker (ranks other than 0) prints no rows and writes no file and no MLflow run."""
@@ -81,8 +88,10 @@ class Tracker:
             self._say_mlflow_link(opened_late=False)
             return
         self._link_pending = True
-        self.table.console.print(f"  MLflow  opening a run in experiment {self.cfg.trainer.exp_name} at "
-                                 f"{self.mlflow.uri}; its link follows once it is open")
+        self.table.console.print(
+            f"  MLflow  opening a run in experiment {self.cfg.trainer.exp_name} at "
+            f"{self.mlflow.uri}; its link follows once it is open"
+        )
 
     def _say_mlflow_link(self, opened_late: bool = True) -> None:
         """The run's line once it is open.
@@ -94,11 +103,13 @@ class Tracker:
             return
         self._link_pending = False
         if (run_id := self.mlflow.run_id) is not None:
-            self.table.console.print(run_line(self.cfg.trainer.exp_name, run_id, self.mlflow.uri,
-                                              self.mlflow.experiment_id))
+            self.table.console.print(
+                run_line(self.cfg.trainer.exp_name, run_id, self.mlflow.uri, self.mlflow.experiment_id)
+            )
         elif not opened_late:
-            self.table.console.print(f"  MLflow  not opened (see the warning above); metrics in "
-                                     f"{self.files.curve_path}")
+            self.table.console.print(
+                f"  MLflow  not opened (see the warning above); metrics in {self.files.curve_path}"
+            )
 
     def log_artifact(self, path: AnyPath, artifact_path: str | None = None) -> None:
         """Copy file ``path`` into the MLflow run's artifacts under ``artifact_path`` (no-op without one)."""
@@ -147,8 +158,9 @@ class Tracker:
         self._end("KILLED" if interrupted else "FAILED" if exc_type else "FINISHED")
 
 
-def log_run_files(run: BackgroundRun, cfg: RunConfig, metrics_path: Path | None,
-                  checkpoint: str | Path | None) -> None:
+def log_run_files(
+    run: BackgroundRun, cfg: RunConfig, metrics_path: Path | None, checkpoint: str | Path | None
+) -> None:
     """Artifacts of a run: the resolved params (``params.yaml``), ``metrics.json``, the checkpoint."""
     import yaml
 
@@ -159,8 +171,14 @@ def log_run_files(run: BackgroundRun, cfg: RunConfig, metrics_path: Path | None,
         run.log_artifact(as_path(checkpoint), "checkpoints")
 
 
-def start_run(cfg: RunConfig, run_dir: Path, kind: str = "train", run_name: str | None = None,
-              source_run: str | None = None, run_id: str | None = None) -> BackgroundRun | None:
+def start_run(
+    cfg: RunConfig,
+    run_dir: Path,
+    kind: str = "train",
+    run_name: str | None = None,
+    source_run: str | None = None,
+    run_id: str | None = None,
+) -> BackgroundRun | None:
     """Start the MLflow run ``cfg.tracking`` asks for (``None`` for ``backend: none``); returns at once.
 
     The URI is checked here (a file store is refused, an http server must answer within seconds);
@@ -175,13 +193,26 @@ def start_run(cfg: RunConfig, run_dir: Path, kind: str = "train", run_name: str 
     check_server(uri)
     # Our own default name: MLflow's "adjective-animal-N" is not informative.
     name = run_name or os.environ.get("DVC_EXP_NAME") or f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
-    return BackgroundRun.start(uri, cfg.trainer.exp_name, flatten_params(cfg.to_dict()),
-                               run_tags(cfg, run_dir, kind, source_run), run_name=name, run_id=run_id)
+    return BackgroundRun.start(
+        uri,
+        cfg.trainer.exp_name,
+        flatten_params(cfg.to_dict()),
+        run_tags(cfg, run_dir, kind, source_run),
+        run_name=name,
+        run_id=run_id,
+    )
 
 
-def open_tracker(cfg: RunConfig, run_dir: Path, *, run_name: str | None = None,
-                 parent_run_id: str | None = None, kind: str = "train",
-                 curve_fields: list[str] | None = None, run_id: str | None = None) -> Tracker:
+def open_tracker(
+    cfg: RunConfig,
+    run_dir: Path,
+    *,
+    run_name: str | None = None,
+    parent_run_id: str | None = None,
+    kind: str = "train",
+    curve_fields: list[str] | None = None,
+    run_id: str | None = None,
+) -> Tracker:
     """The tracker ``cfg.tracking`` asks for; ``parent_run_id`` tags replay runs with their source.
 
     ``curve_fields``: the columns of a kept ``curve.csv`` that a resumed run appends to; ``run_id``:
@@ -190,13 +221,28 @@ def open_tracker(cfg: RunConfig, run_dir: Path, *, run_name: str | None = None,
     from rich.console import Console
 
     console = Console(highlight=False, soft_wrap=True, file=sys.stdout)
-    return Tracker(cfg, run_dir, console, start_run(cfg, run_dir, kind, run_name, parent_run_id, run_id),
-                   curve_fields, progress=kind == "train")
+    return Tracker(
+        cfg,
+        run_dir,
+        console,
+        start_run(cfg, run_dir, kind, run_name, parent_run_id, run_id),
+        curve_fields,
+        progress=kind == "train",
+    )
 
 
-def log_single_run(cfg: RunConfig, metrics: dict[str, float], *, run_dir: Path, kind: str = "eval",
-                   run_name: str | None = None, parent_run_id: str | None = None, step: int = 0,
-                   checkpoint: Path | None = None, artifacts: dict[str, Path] | None = None) -> str | None:
+def log_single_run(
+    cfg: RunConfig,
+    metrics: dict[str, float],
+    *,
+    run_dir: Path,
+    kind: str = "eval",
+    run_name: str | None = None,
+    parent_run_id: str | None = None,
+    step: int = 0,
+    checkpoint: Path | None = None,
+    artifacts: dict[str, Path] | None = None,
+) -> str | None:
     """One-shot MLflow run (e.g. an evaluation): metrics at ``step``, params, tags; returns its id.
 
     ``artifacts`` maps an artifact folder to a file logged into it (e.g. ``{"eval": video}``).

@@ -19,10 +19,17 @@ _writers: dict[Path, Any] = {}
 _warned: set[str] = set()
 
 
-def record_camera_data_async(ctx: EventContext, name: str = "main_cam", save_path: str = "videos",
-                             resolution: list[int] | None = None, eye: list[float] | None = None,
-                             target: list[float] | None = None, up: list[float] | None = None,
-                             intrinsics: list[float] | None = None, fps: int = 30) -> None:
+def record_camera_data_async(
+    ctx: EventContext,
+    name: str = "main_cam",
+    save_path: str = "videos",
+    resolution: list[int] | None = None,
+    eye: list[float] | None = None,
+    target: list[float] | None = None,
+    up: list[float] | None = None,
+    intrinsics: list[float] | None = None,
+    fps: int = 30,
+) -> None:
     """Append the eval env 0's current frame to ``<save_path>/<name>-iter-NNNNNN.mp4`` (one video per eval).
 
     Registered under ``events.eval`` it runs at eval env steps (every ``interval_step``-th). The camera
@@ -34,15 +41,24 @@ def record_camera_data_async(ctx: EventContext, name: str = "main_cam", save_pat
     try:
         if render is None:
             raise NotImplementedError(f"{type(ctx.env).__name__} has no render()")
-        camera = {"name": name, "resolution": resolution, "eye": eye, "target": target, "up": up,
-                  "intrinsics": intrinsics}
+        camera = {
+            "name": name,
+            "resolution": resolution,
+            "eye": eye,
+            "target": target,
+            "up": up,
+            "intrinsics": intrinsics,
+        }
         takes_camera = "camera" in inspect.signature(render).parameters
         frame = np.asarray(render([0], camera=camera) if takes_camera else render([0]))[0]
     except Exception as exc:  # rendering is best effort: training goes on
         if name not in _warned:
             _warned.add(name)
-            print(f"warning: event record_camera_data_async({name}): cannot render ({exc}); "
-                  "set MUJOCO_GL=egl for MuJoCo envs", file=sys.stderr)
+            print(
+                f"warning: event record_camera_data_async({name}): cannot render ({exc}); "
+                "set MUJOCO_GL=egl for MuJoCo envs",
+                file=sys.stderr,
+            )
         return
     path = Path(save_path) / f"{name}-iter-{ctx.iteration:06d}.mp4"
     _writer(path, fps).append_data(frame.astype(np.uint8))

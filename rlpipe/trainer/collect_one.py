@@ -44,6 +44,13 @@ def collect_rollout(cfg: RunConfig, checkpoint: Path | None, out: Path) -> Path:
     target = as_path(out) / rollout_name(iteration)
     attrs = rollout_attrs(cfg, parts, iteration, int(state.get("env_steps", 0)), path.name)
     with RunLock(as_path(out), "rlpipe collect"):
-        write_rollout(target, rollout, attrs, cfg.store.codec, cfg.store.chunk_envs, cfg.store.image_codec,
-                      parts.collector.final_obs)
+        write_rollout(
+            target,
+            rollout,
+            attrs,
+            cfg.store.codec,
+            cfg.store.chunk_envs,
+            cfg.store.image_codec,
+            parts.collector.final_obs,
+        )
     return target

@@ -35,8 +35,15 @@ if TYPE_CHECKING:
 
 __all__ = ["EVENTS", "Callback", "EventContext", "EventError", "Events", "resolve_function"]
 
-EVENTS = ("run_start", "after_collect", "after_update", "after_eval", "after_checkpoint", "run_end",
-          "eval_step")
+EVENTS = (
+    "run_start",
+    "after_collect",
+    "after_update",
+    "after_eval",
+    "after_checkpoint",
+    "run_end",
+    "eval_step",
+)
 
 
 class EventError(RuntimeError):
@@ -107,8 +114,15 @@ class Events:
         """Whether any handler listens to ``event`` (the loop skips building a context otherwise)."""
         return event in self._handlers
 
-    def add(self, event: str, handler: Callable[..., Any], *, every: int = 1, name: str | None = None,
-            params: dict[str, Any] | None = None) -> None:
+    def add(
+        self,
+        event: str,
+        handler: Callable[..., Any],
+        *,
+        every: int = 1,
+        name: str | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> None:
         """Call ``handler(ctx, **params)`` at every ``every``-th ``event``."""
         if event not in EVENTS:
             raise ConfigError(f"event {event!r} is not known; accepted: {', '.join(EVENTS)}")
@@ -122,7 +136,8 @@ class Events:
         for event in EVENTS:
             method = getattr(callback, f"on_{event}", None)
             if method is not None and getattr(type(callback), f"on_{event}", None) is not getattr(
-                    Callback, f"on_{event}", None):
+                Callback, f"on_{event}", None
+            ):
                 self.add(event, method, name=f"{type(callback).__name__}.on_{event}")
 
     def add_config(self, cfg: EventsCfg) -> None:
@@ -145,8 +160,10 @@ class Events:
             try:
                 result = handler.func(ctx, **handler.params)
             except Exception as exc:
-                raise EventError(f"event handler {handler.name} failed at {ctx.event} "
-                                 f"(iteration {ctx.iteration}): {type(exc).__name__}: {exc}") from exc
+                raise EventError(
+                    f"event handler {handler.name} failed at {ctx.event} "
+                    f"(iteration {ctx.iteration}): {type(exc).__name__}: {exc}"
+                ) from exc
             keep_going &= result is not False
         return keep_going
 

@@ -97,9 +97,12 @@ class NonFiniteGuard:
         """
         if self.mode != "skip" or self.in_a_row >= self.max_in_a_row:
             if self.mode == "skip":
-                raise NonFiniteError(f"{exc} ({self.in_a_row} iterations skipped in a row before it: "
-                                     "trainer.max_skipped_in_a_row reached)", exc.key,
-                                     exc.iteration) from None
+                raise NonFiniteError(
+                    f"{exc} ({self.in_a_row} iterations skipped in a row before it: "
+                    "trainer.max_skipped_in_a_row reached)",
+                    exc.key,
+                    exc.iteration,
+                ) from None
             raise exc
         snapshot, self._snapshot = self._snapshot, None
         self.in_a_row += 1

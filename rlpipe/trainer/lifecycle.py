@@ -25,8 +25,9 @@ from rlpipe.trainer.state import RunState
 __all__ = ["check_stop", "check_weights", "iteration_of", "refuse", "run_summary", "skip_iteration"]
 
 
-def check_stop(parts: Parts, metrics: dict[str, float],
-               evaluate: Callable[[], dict[str, float]]) -> dict[str, float]:
+def check_stop(
+    parts: Parts, metrics: dict[str, float], evaluate: Callable[[], dict[str, float]]
+) -> dict[str, float]:
     """Feed ``trainer.stop_when`` (rank 0 decides for all); at a stop, ``evaluate()`` unless already done."""
     stopped = parts.stopper.update(metrics)
     evaluated: dict[str, float] = {}
@@ -41,12 +42,16 @@ def check_weights(parts: Parts, iteration: int, before: str) -> None:
     """Before a checkpoint or evaluation: every weight is finite (else ``NonFiniteError``)."""
     name = nonfinite_weight(parts.algo.policy)
     if name is not None:
-        raise NonFiniteError(f"non-finite weight {name!r} at iteration {iteration} before {before}; "
-                             f"{_latest(parts)}", name, iteration)
+        raise NonFiniteError(
+            f"non-finite weight {name!r} at iteration {iteration} before {before}; {_latest(parts)}",
+            name,
+            iteration,
+        )
 
 
-def refuse(parts: Parts, state: RunState, rollout: TensorDict, key: str, where: str,
-           stored: bool = False) -> None:
+def refuse(
+    parts: Parts, state: RunState, rollout: TensorDict, key: str, where: str, stored: bool = False
+) -> None:
     """Keep the refused rollout under ``rollouts/rejected/`` and raise ``NonFiniteError`` naming ``key``.
 
     ``stored``: the rollout itself was fine and already went to the store: take it back out.
@@ -67,8 +72,11 @@ def skip_iteration(parts: Parts, state: RunState, exc: NonFiniteError) -> dict[s
     if snapshot is not None:
         load_learner_state(parts.algo, snapshot)
     state.complete_iteration(parts.steps_per_iteration)
-    print(f"Warning: {exc}; iteration skipped ({parts.guard.in_a_row} in a row, at most "
-          f"{parts.guard.max_in_a_row})", file=sys.stderr)
+    print(
+        f"Warning: {exc}; iteration skipped ({parts.guard.in_a_row} in a row, at most "
+        f"{parts.guard.max_in_a_row})",
+        file=sys.stderr,
+    )
     return {"iteration": float(state.iteration), "env_steps": float(state.env_steps), **parts.guard.metrics()}
 
 

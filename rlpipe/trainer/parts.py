@@ -73,8 +73,10 @@ class Parts:
 
     def spaces(self) -> dict[str, Any]:
         """The env's observation and action spaces as JSON (offline commands rebuild the policy from it)."""
-        return {"observation": space_to_dict(self.env.observation_space),
-                "action": space_to_dict(self.env.action_space)}
+        return {
+            "observation": space_to_dict(self.env.observation_space),
+            "action": space_to_dict(self.env.action_space),
+        }
 
     def env_attrs(self) -> dict[str, Any]:
         """Rollout attributes: the env's backend, time-out bootstrap, observation keys and control step.
@@ -96,8 +98,14 @@ class Parts:
         }
 
 
-def build_parts(cfg: RunConfig, env: EnvLike | None = None, eval_env: EnvLike | None = None, *,
-                store: bool = True, evaluate: bool = True) -> Parts:
+def build_parts(
+    cfg: RunConfig,
+    env: EnvLike | None = None,
+    eval_env: EnvLike | None = None,
+    *,
+    store: bool = True,
+    evaluate: bool = True,
+) -> Parts:
     """Validate and build every part; raises ``ConfigError`` before any env step or file write.
 
     ``env``/``eval_env``: live envs to use instead of building ``cfg.env`` (a script's own
@@ -113,24 +121,38 @@ def build_parts(cfg: RunConfig, env: EnvLike | None = None, eval_env: EnvLike | 
     seed_everything(trainer.seed + ctx.rank)
     live = env is not None
     check_memory(cfg, device=ctx.device)  # sizes alone, before an env allocates its N states
-    built = (_live(env, trainer.num_envs, ctx.device) if live else
-             build_env(cfg.env.id, trainer.num_envs, ctx.device, cfg.env.cfg, cfg.env.backend))
+    built = (
+        _live(env, trainer.num_envs, ctx.device)
+        if live
+        else build_env(cfg.env.id, trainer.num_envs, ctx.device, cfg.env.cfg, cfg.env.backend)
+    )
     check_memory(cfg, built.observation_space, built.action_space, ctx.device)
-    algo = build_algorithm(cfg, built.observation_space, built.action_space, ctx.device,
-                           built.max_episode_steps)
+    algo = build_algorithm(
+        cfg, built.observation_space, built.action_space, ctx.device, built.max_episode_steps
+    )
     set_threads(cfg, algo, ctx.is_main)
     collector = build_collector(cfg, built, algo, ctx.rank)
     check_key_flow(collector.writes, algo)
     layout = RunLayout(cfg.run_dir)
     evaluator = None
     if evaluate and trainer.enable_eval and ctx.is_main and (eval_env is not None or not live):
-        evaluator = _evaluator(cfg, algo, None if eval_env is None else
-                               _live(eval_env, trainer.num_eval_envs, ctx.device))
-    return Parts(layout, ctx, built, algo, collector, evaluator,
-                 ranks.open_run_store(cfg, layout, ctx, collector.rollout.exclude(*algo.advantage_keys))
-                 if store else None,
-                 Checkpointer(layout.checkpoints, cfg.checkpoint.keep_last), Stopper(trainer.stop_when),
-                 NonFiniteGuard(trainer.on_nonfinite, trainer.max_skipped_in_a_row))
+        evaluator = _evaluator(
+            cfg, algo, None if eval_env is None else _live(eval_env, trainer.num_eval_envs, ctx.device)
+        )
+    return Parts(
+        layout,
+        ctx,
+        built,
+        algo,
+        collector,
+        evaluator,
+        ranks.open_run_store(cfg, layout, ctx, collector.rollout.exclude(*algo.advantage_keys))
+        if store
+        else None,
+        Checkpointer(layout.checkpoints, cfg.checkpoint.keep_last),
+        Stopper(trainer.stop_when),
+        NonFiniteGuard(trainer.on_nonfinite, trainer.max_skipped_in_a_row),
+    )
 
 
 def check_run_location(cfg: RunConfig) -> None:
@@ -144,17 +166,22 @@ def check_run_location(cfg: RunConfig) -> None:
 def check_key_flow(collected: Iterable[str], algo: BaseAlgorithm) -> None:
     """``ConfigError`` if the advantage or the update reads a key nothing upstream writes (build time)."""
     available = set(collected)
-    for stage, reads, writes in (("advantage", algo.advantage_reads, algo.advantage_keys),
-                                 ("update", algo.update_keys, ())):
+    for stage, reads, writes in (
+        ("advantage", algo.advantage_reads, algo.advantage_keys),
+        ("update", algo.update_keys, ()),
+    ):
         missing = [key for key in reads if key not in available]
         if missing:
-            raise ConfigError(f"pipeline: {type(algo).__name__}'s {stage} reads {missing[0]!r}, which no "
-                              f"earlier stage writes (available: {', '.join(sorted(available))})")
+            raise ConfigError(
+                f"pipeline: {type(algo).__name__}'s {stage} reads {missing[0]!r}, which no "
+                f"earlier stage writes (available: {', '.join(sorted(available))})"
+            )
         available.update(writes)
 
 
-def run_config(params: str | Path | dict[str, Any],
-               overrides: dict[str, Any] | list[str] | tuple[str, ...] | None = None) -> RunConfig:
+def run_config(
+    params: str | Path | dict[str, Any], overrides: dict[str, Any] | list[str] | tuple[str, ...] | None = None
+) -> RunConfig:
     """The ``RunConfig`` of a params file, a run directory or a dict, with ``{key.path: value}`` overrides."""
     items = _override_items(overrides)
     if isinstance(params, dict):
@@ -165,18 +192,27 @@ def run_config(params: str | Path | dict[str, Any],
             raise ConfigError(f"params: {config_mod.format_validation_error(exc)}") from None
     # params_file reads any run path, local or s3:// (its annotation still says Path)
     path, layout = params_file(as_path(params))  # pyright: ignore[reportArgumentType]
-    where = [] if layout is None else [f"trainer.data_dir={layout.root.parent}",
-                                        f"trainer.exp_name={layout.root.name}"]
+    where = (
+        []
+        if layout is None
+        else [f"trainer.data_dir={layout.root.parent}", f"trainer.exp_name={layout.root.name}"]
+    )
     return config_mod.load(path, (*where, *items))
 
 
 def _evaluator(cfg: RunConfig, algo: BaseAlgorithm, eval_env: BatchedEnv | None) -> Evaluator:
     problem = None
     if eval_env is None:
-        eval_env, problem = build_eval_env(cfg.env.id, cfg.trainer.num_eval_envs, algo.device,
-                                           cfg.env.cfg, cfg.eval.video, cfg.env.backend)
-    return Evaluator(eval_env, algo.policy, cfg.trainer.num_eval_episodes,
-                     seed=cfg.trainer.seed + EVAL_SEED_OFFSET, video=recorder_for(cfg.eval, problem))
+        eval_env, problem = build_eval_env(
+            cfg.env.id, cfg.trainer.num_eval_envs, algo.device, cfg.env.cfg, cfg.eval.video, cfg.env.backend
+        )
+    return Evaluator(
+        eval_env,
+        algo.policy,
+        cfg.trainer.num_eval_episodes,
+        seed=cfg.trainer.seed + EVAL_SEED_OFFSET,
+        video=recorder_for(cfg.eval, problem),
+    )
 
 
 def _live(spec: Any, num_envs: int, device: torch.device) -> BatchedEnv:
@@ -189,8 +225,10 @@ def _live(spec: Any, num_envs: int, device: torch.device) -> BatchedEnv:
         return wrap_env("env", spec, device)
     if callable(spec):
         return _live(spec(num_envs=num_envs, device=device), num_envs, device)
-    raise ConfigError(f"env: a {type(spec).__name__} is not an env; accepted: an rlpipe BatchedEnv, a "
-                      "gymnasium vector env, an rsl_rl VecEnv, or a factory f(num_envs, device)")
+    raise ConfigError(
+        f"env: a {type(spec).__name__} is not an env; accepted: an rlpipe BatchedEnv, a "
+        "gymnasium vector env, an rsl_rl VecEnv, or a factory f(num_envs, device)"
+    )
 
 
 def _override_items(overrides: dict[str, Any] | list[str] | tuple[str, ...] | None) -> list[str]:
@@ -199,4 +237,3 @@ def _override_items(overrides: dict[str, Any] | list[str] | tuple[str, ...] | No
     if isinstance(overrides, dict):
         return [f"{key}={json.dumps(value)}" for key, value in overrides.items()]
     return list(overrides)
-

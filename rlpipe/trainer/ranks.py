@@ -27,16 +27,28 @@ from rlpipe.tracking import Tracker, open_tracker
 from rlpipe.trainer.stopping import Stopper
 
 __all__ = [
-    "agree_flag", "agree_stop", "claim_run_dir", "hold_run_dir", "open_run_store", "open_run_tracker",
-    "rank_states", "save_on_rank_zero", "select_rank_state",
+    "agree_flag",
+    "agree_stop",
+    "claim_run_dir",
+    "hold_run_dir",
+    "open_run_store",
+    "open_run_tracker",
+    "rank_states",
+    "save_on_rank_zero",
+    "select_rank_state",
 ]
 
 RANK_STOPPED = "rank 0 stopped the run"
 """``stopped_by`` of the other ranks when rank 0's ``trainer.stop_when`` fired."""
 
 
-def open_run_tracker(cfg: RunConfig, layout: RunLayout, ctx: DistContext,
-                     resume_curve: list[str] | None = None, run_id: str | None = None) -> Tracker:
+def open_run_tracker(
+    cfg: RunConfig,
+    layout: RunLayout,
+    ctx: DistContext,
+    resume_curve: list[str] | None = None,
+    run_id: str | None = None,
+) -> Tracker:
     """Rank 0: the tracker ``cfg.tracking`` asks for; the other ranks: a silent one (no rows, files or run).
 
     ``resume_curve``: the header of the kept ``curve.csv`` a resumed run appends to; ``run_id``: the
@@ -62,8 +74,9 @@ def agree_flag(flag: bool, ctx: DistContext) -> bool:
     return rank_zero_decides(flag) if ctx.active else flag
 
 
-def open_run_store(cfg: RunConfig, layout: RunLayout, ctx: DistContext,
-                   rollout: TensorDict) -> RolloutStore | None:
+def open_run_store(
+    cfg: RunConfig, layout: RunLayout, ctx: DistContext, rollout: TensorDict
+) -> RolloutStore | None:
     """The run's rollout store: whole iterations in one process, ``iter-N.zarr/rank-R`` shards in K.
 
     ``rollout``: one rank's rollout as stored (the advantage keys left out), from which the store
@@ -88,13 +101,19 @@ def select_rank_state(state: dict[str, Any], ctx: DistContext) -> dict[str, Any]
     if not ctx.active or not ranks:
         return state
     if len(ranks) != ctx.world_size:
-        raise ConfigError(f"trainer.distributed: checkpoint of {len(ranks)} ranks cannot resume "
-                          f"{ctx.world_size} ranks")
+        raise ConfigError(
+            f"trainer.distributed: checkpoint of {len(ranks)} ranks cannot resume {ctx.world_size} ranks"
+        )
     return {**state, **ranks[ctx.rank]}
 
 
-def save_on_rank_zero(checkpoint: Checkpointer, iteration: int, state: dict[str, Any],
-                      store: RolloutStore | None, ctx: DistContext) -> None:
+def save_on_rank_zero(
+    checkpoint: Checkpointer,
+    iteration: int,
+    state: dict[str, Any],
+    store: RolloutStore | None,
+    ctx: DistContext,
+) -> None:
     """Every rank's shard on disk, then rank 0 writes the checkpoint; every rank learns its path."""
     if store is not None:
         store.flush()  # never checkpoint past a rollout that is not on disk yet
@@ -127,8 +146,10 @@ def claim_run_dir(layout: RunLayout, ctx: DistContext, resume: bool, overwrite: 
     if ctx.is_main:
         if layout.holds_run() and not resume:
             if not overwrite:
-                raise ConfigError(f"{layout.root}: holds an earlier run; use --resume to continue it, "
-                                  "--overwrite to replace it, or another trainer.exp_name")
+                raise ConfigError(
+                    f"{layout.root}: holds an earlier run; use --resume to continue it, "
+                    "--overwrite to replace it, or another trainer.exp_name"
+                )
             _clear_earlier_run(layout)
         layout.root.mkdir(parents=True, exist_ok=True)
         clean_temporaries(layout.checkpoints)
@@ -139,12 +160,17 @@ def claim_run_dir(layout: RunLayout, ctx: DistContext, resume: bool, overwrite: 
 def _clear_earlier_run(layout: RunLayout) -> None:
     """``--overwrite``: delete what rlpipe wrote in the run dir (not the lock this process holds)."""
     if layout.root.is_symlink():
-        raise ConfigError(f"{layout.root}: is a symbolic link (to {layout.root.resolve()}); --overwrite "
-                          "never deletes through a link: remove the link to start afresh here, or clear the "
-                          "earlier run where it points yourself")
+        raise ConfigError(
+            f"{layout.root}: is a symbolic link (to {layout.root.resolve()}); --overwrite "
+            "never deletes through a link: remove the link to start afresh here, or clear the "
+            "earlier run where it points yourself"
+        )
     for entry in layout.written_entries():
         delete(entry, within=layout.root)
     foreign = sorted(p.name for p in layout.root.iterdir() if p != layout.lock)
     if foreign:
-        print(f"Warning: --overwrite kept {len(foreign)} entries of {layout.root} that rlpipe did not write: "
-              f"{', '.join(foreign[:5])}{' …' if len(foreign) > 5 else ''}", file=sys.stderr)
+        print(
+            f"Warning: --overwrite kept {len(foreign)} entries of {layout.root} that rlpipe did not write: "
+            f"{', '.join(foreign[:5])}{' …' if len(foreign) > 5 else ''}",
+            file=sys.stderr,
+        )

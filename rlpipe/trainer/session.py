@@ -86,12 +86,17 @@ class RunSession:
                 return
             if parts.dist.is_main:
                 write_params(parts.layout, cfg.to_dict())
-            tracker = ranks.open_run_tracker(cfg, parts.layout, parts.dist, header,
-                                             state.restored_mlflow_run_id)
+            tracker = ranks.open_run_tracker(
+                cfg, parts.layout, parts.dist, header, state.restored_mlflow_run_id
+            )
             self.tracker, self.mlflow_run = tracker, tracker.mlflow  # the run's id is read when needed
             if parts.dist.is_main:
-                print(run_banner(cfg, parts.algo.device, parts.algo.cfg, tune_malloc(),
-                                 threads_reason(cfg, parts.algo)), flush=True)
+                print(
+                    run_banner(
+                        cfg, parts.algo.device, parts.algo.cfg, tune_malloc(), threads_reason(cfg, parts.algo)
+                    ),
+                    flush=True,
+                )
                 print(where_lines(cfg, parts.layout.root, parts.env, tracker.mlflow), flush=True)
                 self._announce_store()
                 tracker.announce_mlflow()
@@ -112,13 +117,17 @@ class RunSession:
             stored = parts.layout.rollout_paths()
             if stored:
                 count = f"{len(stored)} rollout store{'s' if len(stored) > 1 else ''}"
-                raise ConfigError(f"{parts.layout.rollouts}: {count} but no valid "
-                                  f"checkpoint under {parts.checkpointer.directory} to resume from; --resume "
-                                  "never deletes stores without one: restore a checkpoint, or start over "
-                                  "with --overwrite (deletes this run)")
+                raise ConfigError(
+                    f"{parts.layout.rollouts}: {count} but no valid "
+                    f"checkpoint under {parts.checkpointer.directory} to resume from; --resume "
+                    "never deletes stores without one: restore a checkpoint, or start over "
+                    "with --overwrite (deletes this run)"
+                )
             if parts.dist.is_main:
-                print(f"resume: no checkpoint under {parts.checkpointer.directory}; starting from "
-                      "iteration 0", file=sys.stderr)
+                print(
+                    f"resume: no checkpoint under {parts.checkpointer.directory}; starting from iteration 0",
+                    file=sys.stderr,
+                )
             return None
         saved = load_online_checkpoint(latest, self.cfg)  # refuses other training params first
         with checkpoint_fits(latest):
@@ -138,10 +147,16 @@ class RunSession:
         summary = run_summary(parts, state, {})
         if not parts.dist.is_main:
             return summary
-        why = (f"trainer.stop_when stopped it ({parts.stopper.stopped_by})" if parts.stopper.stopped_by
-               else f"trainer.iterations is {self.cfg.trainer.iterations}")
-        print(f"resume: {parts.layout.root} is complete at iteration {state.iteration} ({why}); nothing to "
-              "do, no file changed (raise trainer.iterations to train on)", file=sys.stderr)
+        why = (
+            f"trainer.stop_when stopped it ({parts.stopper.stopped_by})"
+            if parts.stopper.stopped_by
+            else f"trainer.iterations is {self.cfg.trainer.iterations}"
+        )
+        print(
+            f"resume: {parts.layout.root} is complete at iteration {state.iteration} ({why}); nothing to "
+            "do, no file changed (raise trainer.iterations to train on)",
+            file=sys.stderr,
+        )
         if not parts.layout.metrics.is_file():  # killed after its last checkpoint, before its summary
             atomic_write_json(parts.layout.metrics, {**summary, "mlflow_run_id": self.mlflow_run_id})
         return summary
@@ -156,8 +171,9 @@ class RunSession:
         iterations = self.cfg.trainer.iterations
         print(store_line(policy, layout, world, iterations, disk_free(parts.layout.rollouts)), flush=True)
         per_iteration = stored_bytes(policy.stored_layout(layout)) * world
-        self.store_rate = StoreRate(per_iteration, policy.every, parts.steps_per_iteration,
-                                    report_at=self.state.iteration + 3)
+        self.store_rate = StoreRate(
+            per_iteration, policy.every, parts.steps_per_iteration, report_at=self.state.iteration + 3
+        )
 
     # ------------------------------------------------------------------------------- iterations
 
@@ -194,14 +210,16 @@ class RunSession:
             return
         faults.point("checkpoint.start")
         check_weights(parts, state.iteration, "the checkpoint")
-        ranks.save_on_rank_zero(parts.checkpointer, state.iteration, self.state_dict(), parts.store,
-                                parts.dist)
+        ranks.save_on_rank_zero(
+            parts.checkpointer, state.iteration, self.state_dict(), parts.store, parts.dist
+        )
         faults.point("checkpoint.end")
 
     # ---------------------------------------------------------------------------------- the end
 
-    def finish(self, metrics: dict[str, float], signum: int | None,
-               on_end: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
+    def finish(
+        self, metrics: dict[str, float], signum: int | None, on_end: Callable[[dict[str, Any]], object]
+    ) -> dict[str, Any]:
         """Flush the store, write ``metrics.json``, call ``on_end(summary)``, end tracking; the summary.
 
         ``metrics``: the last iteration's; ``signum``: the signal that asked the run to stop

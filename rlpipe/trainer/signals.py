@@ -35,8 +35,9 @@ class Interrupted(BaseException):  # noqa: N818  # like KeyboardInterrupt: not a
     A ``BaseException``, so no ``except Exception`` on the way swallows it.
     """
 
-    def __init__(self, signum: int, iteration: int | None = None, checkpoint: str | None = None,
-                 at_once: bool = False) -> None:
+    def __init__(
+        self, signum: int, iteration: int | None = None, checkpoint: str | None = None, at_once: bool = False
+    ) -> None:
         name = signal.Signals(signum).name
         where = f"checkpoint {checkpoint} (iteration {iteration})" if checkpoint else "no checkpoint yet"
         how = "at once (second signal)" if at_once else "at the iteration boundary"
@@ -62,8 +63,9 @@ class GracefulStop:
                 self._previous[sig] = signal.signal(sig, self._on_signal)
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
@@ -73,5 +75,9 @@ class GracefulStop:
             self.__exit__(None, None, None)  # a third signal gets the default behaviour
             raise Interrupted(signum, at_once=True)
         self.signum = signum
-        print(f"rlpipe: {signal.Signals(signum).name} received; stopping after this iteration "
-              "(send it again to stop at once)", file=sys.stderr, flush=True)
+        print(
+            f"rlpipe: {signal.Signals(signum).name} received; stopping after this iteration "
+            "(send it again to stop at once)",
+            file=sys.stderr,
+            flush=True,
+        )

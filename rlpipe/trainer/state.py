@@ -94,8 +94,9 @@ class RunState:
         restore_rng_state(state["rng"])
 
 
-def rollout_attrs(cfg: RunConfig, parts: Parts, iteration: int, env_steps_before: int,
-                  checkpoint: str | None) -> dict[str, Any]:
+def rollout_attrs(
+    cfg: RunConfig, parts: Parts, iteration: int, env_steps_before: int, checkpoint: str | None
+) -> dict[str, Any]:
     """The origin of iteration ``iteration``'s rollout, collected after ``env_steps_before`` env steps.
 
     ``checkpoint``: the name of the checkpoint whose weights collected it (``None``: initial weights).

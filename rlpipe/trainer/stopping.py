@@ -65,8 +65,7 @@ class PatienceCondition(StopCondition):
         self.bad_reports += 1
         assert self.cfg.patience is not None  # guaranteed by StopConditionCfg
         if self.bad_reports >= self.cfg.patience:
-            return (f"{self.cfg.metric} did not improve for {self.bad_reports} reports "
-                    f"(best {self.best:g})")
+            return f"{self.cfg.metric} did not improve for {self.bad_reports} reports (best {self.best:g})"
         return None
 
     def state_dict(self) -> dict[str, Any]:
@@ -111,8 +110,10 @@ class Stopper:
 
     def state_dict(self) -> dict[str, Any]:
         """Per-condition counters and the stop reason (weights_only-safe)."""
-        return {"stopped_by": self.stopped_by,
-                "conditions": [condition.state_dict() for condition in self.conditions]}
+        return {
+            "stopped_by": self.stopped_by,
+            "conditions": [condition.state_dict() for condition in self.conditions],
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`; a checkpoint without one leaves a fresh stopper."""

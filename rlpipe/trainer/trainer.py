@@ -51,9 +51,17 @@ class Trainer:
     ``store``/``evaluate`` false build no rollout store / eval envs (``rlpipe collect`` needs neither).
     """
 
-    def __init__(self, cfg: RunConfig, env: EnvLike | None = None, eval_env: EnvLike | None = None, *,
-                 resume: bool = False, overwrite: bool = False, store: bool = True,
-                 evaluate: bool = True) -> None:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        env: EnvLike | None = None,
+        eval_env: EnvLike | None = None,
+        *,
+        resume: bool = False,
+        overwrite: bool = False,
+        store: bool = True,
+        evaluate: bool = True,
+    ) -> None:
         self.cfg = cfg
         self.resume, self.overwrite = resume, overwrite
         self.events = Events()
@@ -69,15 +77,25 @@ class Trainer:
         self._started = False
 
     @classmethod
-    def from_params(cls, params: str | Path | dict[str, Any],
-                    overrides: dict[str, Any] | list[str] | tuple[str, ...] | None = None,
-                    env: EnvLike | None = None, eval_env: EnvLike | None = None, **kwargs: Any) -> Trainer:
+    def from_params(
+        cls,
+        params: str | Path | dict[str, Any],
+        overrides: dict[str, Any] | list[str] | tuple[str, ...] | None = None,
+        env: EnvLike | None = None,
+        eval_env: EnvLike | None = None,
+        **kwargs: Any,
+    ) -> Trainer:
         """A ``Trainer`` of a params file, a run directory or a dict, with ``{key.path: value}`` overrides."""
         return cls(run_config(params, overrides), env, eval_env, **kwargs)
 
     @classmethod
-    def load(cls, run_dir: str | Path, env: EnvLike | None = None, eval_env: EnvLike | None = None,
-             overrides: dict[str, Any] | list[str] | None = None) -> Trainer:
+    def load(
+        cls,
+        run_dir: str | Path,
+        env: EnvLike | None = None,
+        eval_env: EnvLike | None = None,
+        overrides: dict[str, Any] | list[str] | None = None,
+    ) -> Trainer:
         """A stored run, to continue (``train`` resumes from its newest checkpoint) or evaluate."""
         return cls.from_params(run_dir, overrides, env, eval_env, resume=True)
 
@@ -236,8 +254,11 @@ class Trainer:
     @property
     def done(self) -> bool:
         """The last iteration ran, or a stop condition or event ended the run."""
-        return (self.state.finished(self.parts) or self.state.nothing_to_do
-                or ranks.agree_flag(self._stop.requested, self.parts.dist))
+        return (
+            self.state.finished(self.parts)
+            or self.state.nothing_to_do
+            or ranks.agree_flag(self._stop.requested, self.parts.dist)
+        )
 
     def start(self, total_steps: int | None = None) -> None:
         """Lock and claim the run dir, resume if asked, write ``params.yaml``, open tracking; ``run_start``.
@@ -259,8 +280,9 @@ class Trainer:
         A run stopped by a signal first checkpoints its last complete iteration, ends its MLflow run
         ``KILLED`` and then raises :class:`~rlpipe.trainer.signals.Interrupted`.
         """
-        return self.session.finish(self.metrics, self._stop.signum,
-                                   lambda summary: self._fire("run_end", metrics=summary))
+        return self.session.finish(
+            self.metrics, self._stop.signum, lambda summary: self._fire("run_end", metrics=summary)
+        )
 
     def fail(self, exc: BaseException) -> None:
         """End a run an iteration raised ``exc`` in: MLflow run ``FAILED`` (``KILLED`` for a signal)."""
@@ -283,8 +305,9 @@ class Trainer:
         """
         parts = self.parts
         if parts.evaluator is None:
-            raise ConfigError("trainer.enable_eval: evaluation is off (or a live env was given "
-                              "without eval_env)")
+            raise ConfigError(
+                "trainer.enable_eval: evaluation is off (or a live env was given without eval_env)"
+            )
         faults.point("eval.start")
         lifecycle.check_weights(parts, self.state.iteration, "evaluation")
         video = parts.layout.eval_video(self.state.iteration) if film else None
@@ -313,9 +336,13 @@ class Trainer:
         """
         if self.parts.store is None:
             return {}
-        return {"time/store_wait_s": self.parts.store.submit(rollout.exclude(*self.parts.algo.advantage_keys),
-                                                             self.state.rollout_attrs(self.parts),
-                                                             self.parts.collector.final_obs)}
+        return {
+            "time/store_wait_s": self.parts.store.submit(
+                rollout.exclude(*self.parts.algo.advantage_keys),
+                self.state.rollout_attrs(self.parts),
+                self.parts.collector.final_obs,
+            )
+        }
 
     def _refuse_if(self, finding: tuple[str, str] | None, rollout: TensorDict, stored: bool = False) -> None:
         if finding is not None:
@@ -333,8 +360,11 @@ class Trainer:
 
     def _checkpoint_if_due(self, before: int) -> None:
         cfg, state = self.cfg, self.state
-        last = (state.iteration == cfg.trainer.iterations or cfg.checkpoint.every_iteration
-                or self.parts.stopper.stopped_by is not None)
+        last = (
+            state.iteration == cfg.trainer.iterations
+            or cfg.checkpoint.every_iteration
+            or self.parts.stopper.stopped_by is not None
+        )
         if last or crossed(before, state.env_steps, cfg.trainer.save_freq):
             self.session.checkpoint()
             self._fire("after_checkpoint", checkpoint=self.parts.checkpointer.last_saved)

@@ -71,13 +71,23 @@ def test_the_config_is_validated_once_at_load_and_only_resolved_after():
     assert (cfg.algorithm.cfg.device, cfg.algorithm.cfg.amp) == ("auto", "auto")  # the loaded one as written
 
 
-@pytest.mark.parametrize(("override", "expected"), [
-    ("algorithm.cfg.clip_anneal=true",
-     "algorithm.cfg.clip_anneal: Input should be a valid number, not true/false"),
-    ("algorithm.cfg.clip_aneal=0.5", "algorithm.cfg.clip_aneal: unknown key (did you mean 'clip_anneal'?)"),
-    ("algorithm.name=annealed",
-     "algorithm.name: unknown algorithm 'annealed'; accepted: annealed_ppo, distillation, grpo"),
-])
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        (
+            "algorithm.cfg.clip_anneal=true",
+            "algorithm.cfg.clip_anneal: Input should be a valid number, not true/false",
+        ),
+        (
+            "algorithm.cfg.clip_aneal=0.5",
+            "algorithm.cfg.clip_aneal: unknown key (did you mean 'clip_anneal'?)",
+        ),
+        (
+            "algorithm.name=annealed",
+            "algorithm.name: unknown algorithm 'annealed'; accepted: annealed_ppo, distillation, grpo",
+        ),
+    ],
+)
 def test_the_user_config_class_types_its_errors(override, expected):
     with pytest.raises(ConfigError) as info:
         load(PARAMS, [*USER[:1], override])

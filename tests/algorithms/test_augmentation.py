@@ -16,7 +16,7 @@ def test_each_image_is_its_own_shift_of_the_edge_padded_original():
     padded = torch.nn.functional.pad(images.float(), (SHIFT_PAD,) * 4, mode="replicate").to(torch.uint8)
     for i, (dy, dx) in enumerate(offsets.tolist()):  # the crop of the padded image at (pad+dy, pad+dx)
         y, x = SHIFT_PAD + dy, SHIFT_PAD + dx
-        assert torch.equal(shifted[i], padded[i, :, y:y + 12, x:x + 10])
+        assert torch.equal(shifted[i], padded[i, :, y : y + 12, x : x + 10])
     assert shifted.dtype == torch.uint8 and len(set(map(tuple, offsets.tolist()))) > 1
 
 
@@ -29,8 +29,10 @@ def test_same_generator_state_same_shifts_and_leading_dims_are_kept():
 
 
 def test_only_image_groups_are_shifted_and_the_input_is_left_alone():
-    obs = TensorDict({"pixels": torch.randint(0, 256, (5, 1, 8, 8), dtype=torch.uint8),
-                      "state": torch.randn(5, 3)}, batch_size=[5])
+    obs = TensorDict(
+        {"pixels": torch.randint(0, 256, (5, 1, 8, 8), dtype=torch.uint8), "state": torch.randn(5, 3)},
+        batch_size=[5],
+    )
     before = obs.clone()
     mb = TensorDict({"obs": obs[:], "action": torch.zeros(5)}, batch_size=[5])
     out = shift_images(mb, torch.Generator().manual_seed(0))

@@ -24,10 +24,14 @@ def make_ppo(chunk_rows, policy_cfg=None, **cfg):
 
 def batch() -> TensorDict:
     g = torch.Generator().manual_seed(1)
-    columns = {"obs": torch.randn(ROWS, 5, generator=g), "action": torch.randn(ROWS, 2, generator=g),
-               "sample_log_prob": torch.randn(ROWS, generator=g) - 2,
-               "advantage": torch.randn(ROWS, generator=g),
-               "return": torch.randn(ROWS, generator=g), "value": torch.randn(ROWS, generator=g)}
+    columns = {
+        "obs": torch.randn(ROWS, 5, generator=g),
+        "action": torch.randn(ROWS, 2, generator=g),
+        "sample_log_prob": torch.randn(ROWS, generator=g) - 2,
+        "advantage": torch.randn(ROWS, generator=g),
+        "return": torch.randn(ROWS, generator=g),
+        "value": torch.randn(ROWS, generator=g),
+    }
     return TensorDict(columns, batch_size=[ROWS])
 
 
@@ -38,8 +42,15 @@ def train(algo) -> tuple[torch.Tensor, dict[str, float]]:
     return torch.cat([p.detach().flatten() for p in algo.policy.parameters()]), stats
 
 
-@pytest.mark.parametrize("options", [{"normalize_advantage": "minibatch"}, {"normalize_advantage": "batch"},
-                                     {"accumulate_grads": True}, {"clip_value_loss": True}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"normalize_advantage": "minibatch"},
+        {"normalize_advantage": "batch"},
+        {"accumulate_grads": True},
+        {"clip_value_loss": True},
+    ],
+)
 def test_chunks_give_the_whole_minibatch_update_up_to_rounding(options):
     whole_params, whole = train(make_ppo(None, **options))
     chunk_params, chunked = train(make_ppo(300, **options))  # 1000-row minibatches: chunks of 300 ×3 and 100

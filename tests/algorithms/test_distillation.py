@@ -17,24 +17,30 @@ from rlpipe.config import ConfigError
 from rlpipe.trainer import Trainer
 
 GROUPS = "env.cfg={obs_groups: true}"
-STUDENT = ("policy.name=recurrent_actor_critic", "policy.actor.obs_keys=[proprio]",
-           "policy.critic.obs_keys=[proprio]", "policy.recurrent.hidden_size=16")
+STUDENT = (
+    "policy.name=recurrent_actor_critic",
+    "policy.actor.obs_keys=[proprio]",
+    "policy.critic.obs_keys=[proprio]",
+    "policy.recurrent.hidden_size=16",
+)
 """A recurrent student that sees positions only: it must infer the velocities the teacher reads."""
 
 
 @pytest.fixture(scope="module")
 def teacher(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny PPO teacher reading both groups (positions and the privileged velocities)."""
-    cfg = tiny_cfg(tmp_path_factory.mktemp("teacher"), "trainer.exp_name=teacher", GROUPS,
-                   "trainer.iterations=2")
+    cfg = tiny_cfg(
+        tmp_path_factory.mktemp("teacher"), "trainer.exp_name=teacher", GROUPS, "trainer.iterations=2"
+    )
     Trainer(cfg).train()
     return cfg.run_dir
 
 
 def student_cfg(data_dir: Path, teacher: Path, *extra: str):
     block = f"algorithm.cfg={{teacher: {teacher}, batch_size: 64, n_epochs: 2, learning_rate: 0.003}}"
-    return tiny_cfg(data_dir, "trainer.exp_name=student", GROUPS, "algorithm.name=distillation", block,
-                    *STUDENT, *extra)
+    return tiny_cfg(
+        data_dir, "trainer.exp_name=student", GROUPS, "algorithm.name=distillation", block, *STUDENT, *extra
+    )
 
 
 def test_online_distillation_fits_a_fixed_teacher(tmp_path, teacher):
@@ -92,17 +98,31 @@ def test_action_losses_match_their_definitions():
 
 
 def test_a_missing_teacher_is_a_config_error(tmp_path, teacher):
-    for ref, problem in ((tmp_path / "nowhere", "no such run directory or checkpoint"),
-                         (tmp_path, "not a run directory")):
+    for ref, problem in (
+        (tmp_path / "nowhere", "no such run directory or checkpoint"),
+        (tmp_path, "not a run directory"),
+    ):
         with pytest.raises(ConfigError, match=f"algorithm.cfg.teacher: .*{problem}"):
             _ = Trainer(student_cfg(tmp_path, ref)).parts
-    args = ["run", str(PARAMS), *set_args(tmp_path, GROUPS, "algorithm.name=distillation",
-                                          f"algorithm.cfg={{teacher: {tmp_path / 'nowhere'}}}", *STUDENT)]
+    args = [
+        "run",
+        str(PARAMS),
+        *set_args(
+            tmp_path,
+            GROUPS,
+            "algorithm.name=distillation",
+            f"algorithm.cfg={{teacher: {tmp_path / 'nowhere'}}}",
+            *STUDENT,
+        ),
+    ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2 and "algorithm.cfg.teacher" in result.output, result.output
     with pytest.raises(ConfigError, match="policy.actor.obs_keys: unknown key 'joints'"):
-        _ = Trainer(student_cfg(tmp_path, teacher, "policy.actor.obs_keys=[joints]",
-                                "policy.critic.obs_keys=[joints]")).parts
+        _ = Trainer(
+            student_cfg(
+                tmp_path, teacher, "policy.actor.obs_keys=[joints]", "policy.critic.obs_keys=[joints]"
+            )
+        ).parts
     with pytest.raises(ConfigError, match="algorithm.cfg.loss: mse compares continuous actions"):
         _ = Trainer(student_cfg(tmp_path, teacher, "algorithm.cfg.loss=mse")).parts
 
@@ -112,8 +132,11 @@ def test_online_distillation_labels_a_flat_teacher(tmp_path):
     teacher = tiny_cfg(tmp_path / "teacher", "trainer.exp_name=flat", "trainer.iterations=1")
     Trainer(teacher).train()
     block = f"algorithm.cfg={{teacher: {teacher.run_dir}, batch_size: 64, n_epochs: 2}}"
-    trainer = Trainer(tiny_cfg(tmp_path, "trainer.exp_name=student", "trainer.iterations=2",
-                               "algorithm.name=distillation", block))
+    trainer = Trainer(
+        tiny_cfg(
+            tmp_path, "trainer.exp_name=student", "trainer.iterations=2", "algorithm.name=distillation", block
+        )
+    )
     losses = [m["update/action_loss"] for m in trainer.iterate()]
     assert len(losses) == 2 and all(loss >= 0.0 for loss in losses)
     assert (trainer.run_dir / "checkpoints" / "ckpt-000002.pt").is_file()

@@ -80,8 +80,15 @@ def test_vectorized_matches_plain_loop(seed):
     adv, ret = generalized_advantage_estimate(
         reward, values[:, :-1], values[:, 1:], done, trunc_value, 0.97, 0.9
     )
-    expected = plain_loop_gae(reward.double(), values[:, :-1].double(), values[:, 1:].double(),
-                              done, trunc_value.double(), 0.97, 0.9)
+    expected = plain_loop_gae(
+        reward.double(),
+        values[:, :-1].double(),
+        values[:, 1:].double(),
+        done,
+        trunc_value.double(),
+        0.97,
+        0.9,
+    )
     torch.testing.assert_close(adv.double(), expected, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(ret, adv + values[:, :-1])
 

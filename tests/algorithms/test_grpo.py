@@ -28,12 +28,10 @@ def make_grpo(**cfg):
 
 def test_step_returns_and_mask_by_hand():
     algo = make_grpo(gamma=0.5)
-    rewards = torch.tensor([[1.0, 1.0, 1.0, 1.0],
-                            [1.0, 2.0, 3.0, 4.0],
-                            [1.0, 1.0, 1.0, 2.0]])
-    dones = torch.tensor([[False, True, False, False],
-                          [False, False, False, False],
-                          [True, False, True, False]])
+    rewards = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 2.0, 3.0, 4.0], [1.0, 1.0, 1.0, 2.0]])
+    dones = torch.tensor(
+        [[False, True, False, False], [False, False, False, False], [True, False, True, False]]
+    )
     returns, mask = algo._compute_step_returns_and_mask(rewards, dones)
     # env 0: R3 = 1; R2 = 1 + .5·1 = 1.5; R1 = 1 + .5·1.5·(1 − done_1) = 1; R0 = 1 + .5·1 = 1.5
     # env 1 (no done, no bootstrap past T): R3 = 4; R2 = 3 + 2 = 5; R1 = 2 + 2.5 = 4.5; R0 = 1 + 2.25
@@ -137,8 +135,11 @@ def test_compute_advantages_writes_padded_keys():
     ro = random_rollout()
     assert algo.compute_advantages(ro) == {}
     returns, mask = algo._compute_step_returns_and_mask(ro["reward"][:, :-1], ro["done"][:, :-1])
-    for key, value in (("seq_return", returns), ("seq_mask", mask),
-                       ("advantage", algo._compute_step_group_advantages(returns, mask))):
+    for key, value in (
+        ("seq_return", returns),
+        ("seq_mask", mask),
+        ("advantage", algo._compute_step_group_advantages(returns, mask)),
+    ):
         assert ro[key].shape == (8, 7)
         torch.testing.assert_close(ro[key][:, :-1], value)
         assert (ro[key][:, -1] == 0).all(), key
@@ -205,8 +206,15 @@ def test_update_changes_parameters_and_reports_metrics():
     before = [p.clone() for p in algo.policy.parameters()]
     stats = algo.update(random_rollout())
     assert any(not torch.equal(a, b) for a, b in zip(before, algo.policy.parameters()))
-    for key in ("policy_loss", "entropy", "approx_ref_kl", "approx_kl", "clip_fraction",
-                "valid_fraction", "learning_rate"):
+    for key in (
+        "policy_loss",
+        "entropy",
+        "approx_ref_kl",
+        "approx_kl",
+        "clip_fraction",
+        "valid_fraction",
+        "learning_rate",
+    ):
         assert math.isfinite(stats[key]), key
     assert 0.0 < stats["valid_fraction"] < 1.0
 
@@ -255,9 +263,16 @@ def test_reference_policy_round_trips_through_a_checkpoint(tmp_path):
 
 def test_grpo_cfg_has_the_seed_fields_and_defaults():
     cfg = GRPOCfg()
-    assert (cfg.n_epochs, cfg.clip_coef, cfg.ent_coef, cfg.kl_coef, cfg.group_size, cfg.eps,
-            cfg.reset_every_rollout, cfg.truncate_at_first_done) == (10, 0.2, 0.0, 0.02, 4, 1e-8,
-                                                                     True, True)
+    assert (
+        cfg.n_epochs,
+        cfg.clip_coef,
+        cfg.ent_coef,
+        cfg.kl_coef,
+        cfg.group_size,
+        cfg.eps,
+        cfg.reset_every_rollout,
+        cfg.truncate_at_first_done,
+    ) == (10, 0.2, 0.0, 0.02, 4, 1e-8, True, True)
     for field in ("device", "learning_rate", "batch_size", "gamma", "gae_lambda", "max_grad_norm"):
         assert field in GRPOCfg.model_fields
     assert cfg.group_reset == "shared" and cfg.reset_group_size == 4
@@ -278,8 +293,11 @@ def test_group_size_below_two_is_a_one_line_error():
     ("num_envs", "policy_name", "message"),
     [
         (10, "actor_only", "trainer.num_envs: 10 is not divisible by algorithm.cfg.group_size=4"),
-        (8, "actor_critic", "policy.name: GRPO needs an actor-only policy (got 'actor_critic'); "
-                            "accepted: actor_only"),
+        (
+            8,
+            "actor_critic",
+            "policy.name: GRPO needs an actor-only policy (got 'actor_critic'); accepted: actor_only",
+        ),
     ],
 )
 def test_check_run_rejects_impossible_runs(num_envs, policy_name, message):
@@ -301,25 +319,37 @@ def test_horizon_shorter_than_the_time_limit_warns():
         warnings.simplefilter("error")
         GRPO.check_run(GRPOCfg(), 8, "actor_only", horizon=500, max_episode_steps=500)
         GRPO.check_run(GRPOCfg(), 8, "actor_only", horizon=200, max_episode_steps=None)
-        GRPO.check_run(GRPOCfg(truncate_at_first_done=False), 8, "actor_only", horizon=200,
-                       max_episode_steps=500)
+        GRPO.check_run(
+            GRPOCfg(truncate_at_first_done=False), 8, "actor_only", horizon=200, max_episode_steps=500
+        )
 
 
 @pytest.mark.parametrize(
     ("override", "message"),
     [
         ("trainer.num_envs=10", "trainer.num_envs: 10 is not divisible by algorithm.cfg.group_size=4"),
-        ("algorithm.cfg.group_size=1",
-         "algorithm.cfg.group_size: must be >= 2 for within-group normalization (got 1)"),
+        (
+            "algorithm.cfg.group_size=1",
+            "algorithm.cfg.group_size: must be >= 2 for within-group normalization (got 1)",
+        ),
         ("policy.name=actor_critic", "policy.name: GRPO needs an actor-only policy (got 'actor_critic')"),
         ("algorithm.cfg.group_reset=sometimes", "algorithm.cfg.group_reset: Input should be 'shared'"),
     ],
 )
 def test_cli_bad_grpo_params_exit_2_with_one_line(tmp_path, override, message):
-    result = CliRunner().invoke(cli, [
-        "run", GRPO_PARAMS, "--set", f"trainer.data_dir={tmp_path / 'data'}",
-        "--set", "tracking.backend=none", "--set", override,
-    ])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            GRPO_PARAMS,
+            "--set",
+            f"trainer.data_dir={tmp_path / 'data'}",
+            "--set",
+            "tracking.backend=none",
+            "--set",
+            override,
+        ],
+    )
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.output

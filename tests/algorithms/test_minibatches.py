@@ -53,8 +53,14 @@ def test_grpo_target_kl_stops_early_and_reports_the_epoch():
 
 
 def test_grpo_adaptive_lr_and_accumulated_gradients():
-    algo = make_grpo(schedule="adaptive", desired_kl=100.0, learning_rate=1e-4, num_mini_batches=4,
-                     accumulate_grads=True, n_epochs=2)
+    algo = make_grpo(
+        schedule="adaptive",
+        desired_kl=100.0,
+        learning_rate=1e-4,
+        num_mini_batches=4,
+        accumulate_grads=True,
+        n_epochs=2,
+    )
     calls = count_steps(algo)
     stats = algo.update(rollout())
     assert len(calls) == 2 and stats["optimizer_steps"] == 2 and stats["minibatch_steps"] == 8
@@ -69,18 +75,23 @@ def test_grpo_shuffle_off_ignores_the_seed_and_other_optimizers_apply():
         algo.update(rollout())
         return [p.detach().clone() for p in algo.policy.parameters()]
 
-    assert all(torch.equal(a, b) for a, b in zip(run(1, shuffle_minibatches=False),
-                                                 run(2, shuffle_minibatches=False)))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(run(1, shuffle_minibatches=False), run(2, shuffle_minibatches=False))
+    )
     assert any(not torch.equal(a, b) for a, b in zip(run(1), run(2)))
     assert type(make_grpo(optimizer="sgd").optimizer) is torch.optim.SGD
 
 
-@pytest.mark.parametrize(("cfg", "message"), [
-    ({"schedule": "adaptive"}, r"^algorithm\.cfg\.desired_kl: required when schedule is adaptive"),
-    ({"amp": "fp16"}, r"^algorithm\.cfg\.amp: fp16 needs a CUDA device"),
-    ({"lr_schedule": [[10, 1e-3], [5, 1e-4]]}, r"^algorithm\.cfg\.lr_schedule: .*increasing"),
-    ({"target_kl": 0.01, "accumulate_grads": True}, r"^algorithm\.cfg\.target_kl: cannot be combined"),
-])
+@pytest.mark.parametrize(
+    ("cfg", "message"),
+    [
+        ({"schedule": "adaptive"}, r"^algorithm\.cfg\.desired_kl: required when schedule is adaptive"),
+        ({"amp": "fp16"}, r"^algorithm\.cfg\.amp: fp16 needs a CUDA device"),
+        ({"lr_schedule": [[10, 1e-3], [5, 1e-4]]}, r"^algorithm\.cfg\.lr_schedule: .*increasing"),
+        ({"target_kl": 0.01, "accumulate_grads": True}, r"^algorithm\.cfg\.target_kl: cannot be combined"),
+    ],
+)
 def test_grpo_validates_the_shared_fields_in_one_line(cfg, message):
     with pytest.raises(ConfigError, match=message) as info:
         make_grpo(**cfg)
@@ -110,6 +121,7 @@ def test_grpo_stats_are_weighted_by_valid_steps():
 
 def test_grpo_minibatches_a_k_rank_batch_as_one():
     """Ranks keep different numbers of valid steps: a replayed K-rank batch is shuffled as a whole."""
+
     def run(shards):
         torch.manual_seed(0)
         algo = make_grpo(n_epochs=2)
@@ -128,8 +140,11 @@ def test_a_rank_with_fewer_minibatches_still_steps_with_the_others(monkeypatch):
     calls = count_steps(algo)
     grads = []
     average = algo_base.average_gradients
-    monkeypatch.setattr(algo_base, "average_gradients",
-                        lambda params: (grads.append([p.grad.clone() for p in params]), average([]))[1])
+    monkeypatch.setattr(
+        algo_base,
+        "average_gradients",
+        lambda params: (grads.append([p.grad.clone() for p in params]), average([]))[1],
+    )
     stats = algo.update(rollout())  # 64 valid steps: 8 own minibatches + 2 sync-only steps per epoch
     assert len(calls) == 20 and stats["minibatch_steps"] == 16 == stats["optimizer_steps"]
     sync_only = [grads[i] for i in (8, 9, 18, 19)]

@@ -44,14 +44,17 @@ def test_the_shipped_mirrors_pass():
 def test_a_function_that_does_not_take_the_keywords_is_never_called():
     import os
 
-    assert error(os.system).startswith("takes (command), not obs=, actions=, env=; accepted: a function "
-                                       "f(obs=None, actions=None, env=None) returning (obs, actions)")
+    assert error(os.system).startswith(
+        "takes (command), not obs=, actions=, env=; accepted: a function "
+        "f(obs=None, actions=None, env=None) returning (obs, actions)"
+    )
     assert error(lambda batch: batch).startswith("takes (batch), not obs=")
 
 
 def test_returning_none_or_raising_names_what_happened():
     assert error(lambda obs=None, actions=None, env=None: None).startswith(
-        "returned None, not a pair (obs, actions); accepted: ")
+        "returned None, not a pair (obs, actions); accepted: "
+    )
 
     def boom(obs=None, actions=None, env=None):
         raise RuntimeError("kaboom")
@@ -75,7 +78,8 @@ def test_wrong_width_rows_order_and_copies_are_refused():
         return (None if obs is None else torch.cat([-obs, obs])), cartpole_mirror(actions=actions)[1]
 
     assert error(mirrored_first).startswith(
-        "returned observations whose first 3 rows are not the ones it was given; ")
+        "returned observations whose first 3 rows are not the ones it was given; "
+    )
 
     def uneven(obs=None, actions=None, env=None):
         return doubled(obs), (None if actions is None else torch.cat([actions, 1 - actions, actions]))
@@ -88,7 +92,8 @@ def test_a_categorical_mirror_must_permute_the_action_indices():
         return doubled(obs), (None if actions is None else torch.cat([actions, torch.zeros_like(actions)]))
 
     assert error(collapse).startswith(
-        "maps the action indices 0..1 to [0, 0], not to a permutation of them; ")
+        "maps the action indices 0..1 to [0, 0], not to a permutation of them; "
+    )
 
 
 def test_observation_groups_are_checked_per_group():
@@ -102,8 +107,11 @@ def test_observation_groups_are_checked_per_group():
         kept = None if obs is None else TensorDict({"proprio": doubled(obs["proprio"])}, batch_size=[6])
         return kept, doubled(actions)
 
-    assert re.match(r"returned \[6, \{proprio: \[2\]\}\] observations for \[3, \{privileged: \[2\], "
-                    r"proprio: \[2\]\}\]", error(drop_group, GROUPS, PENDULUM_ACT))
+    assert re.match(
+        r"returned \[6, \{proprio: \[2\]\}\] observations for \[3, \{privileged: \[2\], "
+        r"proprio: \[2\]\}\]",
+        error(drop_group, GROUPS, PENDULUM_ACT),
+    )
 
 
 def test_the_sample_leaves_the_envs_space_and_rng_alone():
@@ -127,6 +135,9 @@ def test_a_failure_during_training_names_the_key_too(monkeypatch):
     symmetry = Symmetry(SymmetryCfg(function=spec, data_augmentation=True))
     monkeypatch.setattr(symmetry, "function", lambda obs=None, actions=None, env=None: 1 / 0)
     mb = {"obs": torch.randn(4, 3), "action": torch.randn(4, 1)}
-    with pytest.raises(ConfigError, match="^" + KEY + r"rlpipe\.envs\.tasks\.symmetry:pendulum_mirror raised "
-                                          "ZeroDivisionError: division by zero"):
+    with pytest.raises(
+        ConfigError,
+        match="^" + KEY + r"rlpipe\.envs\.tasks\.symmetry:pendulum_mirror raised "
+        "ZeroDivisionError: division by zero",
+    ):
         symmetry.augment(mb)

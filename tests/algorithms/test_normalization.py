@@ -75,8 +75,13 @@ def test_reward_normalizer_matches_numpy_reference_across_rollouts():
 
 def test_reward_normalizer_state_dict_resumes_exactly():
     rng = np.random.default_rng(2)
-    data = [(torch.as_tensor(rng.normal(size=(3, 5)), dtype=torch.float32),
-             torch.as_tensor(rng.random((3, 5)) < 0.3)) for _ in range(2)]
+    data = [
+        (
+            torch.as_tensor(rng.normal(size=(3, 5)), dtype=torch.float32),
+            torch.as_tensor(rng.random((3, 5)) < 0.3),
+        )
+        for _ in range(2)
+    ]
     whole = RewardNormalizer(0.99, "cpu")
     whole(*data[0])
     state = whole.state_dict()

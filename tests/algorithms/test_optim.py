@@ -15,9 +15,14 @@ def cpu_with(monkeypatch: pytest.MonkeyPatch, avx512_bf16: bool, amx: bool) -> N
     monkeypatch.setattr(optim, "cpu_flags", lambda: flags)
 
 
-@pytest.mark.parametrize(("avx512_bf16", "amx", "expected"), [
-    (True, False, "bf16"), (False, True, "bf16"), (False, False, "none"),
-])
+@pytest.mark.parametrize(
+    ("avx512_bf16", "amx", "expected"),
+    [
+        (True, False, "bf16"),
+        (False, True, "bf16"),
+        (False, False, "none"),
+    ],
+)
 def test_auto_follows_the_cpu_instructions(monkeypatch, avx512_bf16, amx, expected):
     cpu_with(monkeypatch, avx512_bf16, amx)
     assert optim.resolve_amp("auto", "cpu") == expected

@@ -86,8 +86,15 @@ def test_update_changes_parameters_and_reports_metrics():
     before = [p.clone() for p in algo.policy.parameters()]
     stats = algo.update(random_rollout())
     assert any(not torch.equal(a, b) for a, b in zip(before, algo.policy.parameters()))
-    for key in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
-                "explained_variance", "learning_rate"):
+    for key in (
+        "policy_loss",
+        "value_loss",
+        "entropy",
+        "approx_kl",
+        "clip_fraction",
+        "explained_variance",
+        "learning_rate",
+    ):
         assert math.isfinite(stats[key]), key
     assert 0.0 <= stats["clip_fraction"] <= 1.0
 
@@ -138,23 +145,38 @@ def test_normalize_advantage_accepts_the_old_bool(value, expected):
     assert PPOCfg(normalize_advantage=value).normalize_advantage == expected
 
 
-@pytest.mark.parametrize(("cfg", "message"), [
-    ({"target_kl": 0.01, "accumulate_grads": True}, r"^algorithm\.cfg\.target_kl: cannot be combined"),
-    ({"schedule": "adaptive"}, r"^algorithm\.cfg\.desired_kl: required when schedule is adaptive"),
-    ({"schedule": "adaptive", "desired_kl": 0.01, "lr_schedule": [[0, 1]]}, r"^algorithm\.cfg\.schedule: "),
-    ({"dual_clip_coef": 1.0}, r"^algorithm\.cfg\.dual_clip_coef: .*greater than 1"),
-    ({"dual_clip_coef": 0.5}, r"^algorithm\.cfg\.dual_clip_coef: "),
-    ({"lr_schedule": [[100, 1e-3], [50, 1e-4]]}, r"^algorithm\.cfg\.lr_schedule: .*increasing"),
-    ({"ent_coef_schedule": [[0, 0.1], [0, 0.0]]}, r"^algorithm\.cfg\.ent_coef_schedule: .*increasing"),
-    ({"lr_schedule": [[0, 1e-3]], "lr_schedule_kind": "linear"}, r"^algorithm\.cfg\.lr_schedule: .*interp"),
-    ({"num_mini_batches": 0}, r"^algorithm\.cfg\.num_mini_batches: .*greater than or equal to 1"),
-    ({"optimizer_kwargs": {"betaz": [0.9]}}, r"^algorithm\.cfg\.optimizer_kwargs\.betaz: not an arg.*betas"),
-    ({"optimizer": "sgd", "optimizer_kwargs": {"betas": [0.9]}}, r"optimizer_kwargs\.betas: .*momentum"),
-    ({"optimizer_kwargs": {"lr": 0.1}}, r"^algorithm\.cfg\.optimizer_kwargs\.lr: set learning_rate instead"),
-    ({"optimizer": "lion"}, r"^algorithm\.cfg\.optimizer: "),
-    ({"amp": "fp16"}, r"^algorithm\.cfg\.amp: fp16 needs a CUDA device"),
-    ({"min_lr": 0.1, "max_lr": 0.01}, r"^algorithm\.cfg\.min_lr: must be <= max_lr"),
-])
+@pytest.mark.parametrize(
+    ("cfg", "message"),
+    [
+        ({"target_kl": 0.01, "accumulate_grads": True}, r"^algorithm\.cfg\.target_kl: cannot be combined"),
+        ({"schedule": "adaptive"}, r"^algorithm\.cfg\.desired_kl: required when schedule is adaptive"),
+        (
+            {"schedule": "adaptive", "desired_kl": 0.01, "lr_schedule": [[0, 1]]},
+            r"^algorithm\.cfg\.schedule: ",
+        ),
+        ({"dual_clip_coef": 1.0}, r"^algorithm\.cfg\.dual_clip_coef: .*greater than 1"),
+        ({"dual_clip_coef": 0.5}, r"^algorithm\.cfg\.dual_clip_coef: "),
+        ({"lr_schedule": [[100, 1e-3], [50, 1e-4]]}, r"^algorithm\.cfg\.lr_schedule: .*increasing"),
+        ({"ent_coef_schedule": [[0, 0.1], [0, 0.0]]}, r"^algorithm\.cfg\.ent_coef_schedule: .*increasing"),
+        (
+            {"lr_schedule": [[0, 1e-3]], "lr_schedule_kind": "linear"},
+            r"^algorithm\.cfg\.lr_schedule: .*interp",
+        ),
+        ({"num_mini_batches": 0}, r"^algorithm\.cfg\.num_mini_batches: .*greater than or equal to 1"),
+        (
+            {"optimizer_kwargs": {"betaz": [0.9]}},
+            r"^algorithm\.cfg\.optimizer_kwargs\.betaz: not an arg.*betas",
+        ),
+        ({"optimizer": "sgd", "optimizer_kwargs": {"betas": [0.9]}}, r"optimizer_kwargs\.betas: .*momentum"),
+        (
+            {"optimizer_kwargs": {"lr": 0.1}},
+            r"^algorithm\.cfg\.optimizer_kwargs\.lr: set learning_rate instead",
+        ),
+        ({"optimizer": "lion"}, r"^algorithm\.cfg\.optimizer: "),
+        ({"amp": "fp16"}, r"^algorithm\.cfg\.amp: fp16 needs a CUDA device"),
+        ({"min_lr": 0.1, "max_lr": 0.01}, r"^algorithm\.cfg\.min_lr: must be <= max_lr"),
+    ],
+)
 def test_impossible_combinations_fail_with_one_line_naming_the_key(cfg, message):
     with pytest.raises(ConfigError, match=message) as info:
         make_ppo(**cfg)
@@ -168,8 +190,15 @@ def test_check_run_rejects_fp16_on_cpu_before_the_policy_exists():
     PPO.check_run(PPOCfg(amp="bf16", device="cpu"), num_envs=4, policy_name="actor_critic", horizon=8)
 
 
-@pytest.mark.parametrize(("name", "cls"), [("adam", torch.optim.Adam), ("adamw", torch.optim.AdamW),
-                                           ("sgd", torch.optim.SGD), ("rmsprop", torch.optim.RMSprop)])
+@pytest.mark.parametrize(
+    ("name", "cls"),
+    [
+        ("adam", torch.optim.Adam),
+        ("adamw", torch.optim.AdamW),
+        ("sgd", torch.optim.SGD),
+        ("rmsprop", torch.optim.RMSprop),
+    ],
+)
 def test_optimizer_choice_and_kwargs_reach_torch(name, cls):
     kwargs = {"sgd": {"momentum": 0.9}, "adamw": {"weight_decay": 0.05}}.get(name, {"eps": 1e-5})
     algo = make_ppo(optimizer=name, optimizer_kwargs=kwargs, learning_rate=2e-3)
@@ -177,6 +206,7 @@ def test_optimizer_choice_and_kwargs_reach_torch(name, cls):
     group = algo.optimizer.param_groups[0]
     assert group["lr"] == 2e-3
     assert all(group[k] == v for k, v in kwargs.items())
+
 
 # --- loss pieces, each on a fixed batch computed by hand ---------------------------------------
 
@@ -222,14 +252,17 @@ def test_normalize_by_hand_and_single_sample():
     torch.testing.assert_close(normalize(torch.tensor([3.0])), torch.tensor([0.0]))  # no NaN
 
 
-@pytest.mark.parametrize(("kl", "expected"), [
-    (0.05, 1e-3 / 1.5),    # > 2 × desired: divide
-    (0.021, 1e-3 / 1.5),
-    (0.02, 1e-3),          # exactly 2 × desired: unchanged
-    (0.01, 1e-3),          # on target
-    (0.004, 1.5e-3),       # < desired / 2: multiply
-    (0.0, 1e-3),           # rsl_rl leaves the lr alone at KL 0
-])
+@pytest.mark.parametrize(
+    ("kl", "expected"),
+    [
+        (0.05, 1e-3 / 1.5),  # > 2 × desired: divide
+        (0.021, 1e-3 / 1.5),
+        (0.02, 1e-3),  # exactly 2 × desired: unchanged
+        (0.01, 1e-3),  # on target
+        (0.004, 1.5e-3),  # < desired / 2: multiply
+        (0.0, 1e-3),  # rsl_rl leaves the lr alone at KL 0
+    ],
+)
 def test_adaptive_lr_rule(kl, expected):
     assert adaptive_lr(1e-3, kl, desired_kl=0.01, min_lr=1e-5, max_lr=1e-2) == pytest.approx(expected)
 
@@ -251,9 +284,16 @@ def test_continuous_ppo_learns_pendulum(tmp_path):
     from rlpipe.config import load
     from rlpipe.trainer import Trainer
 
-    cfg = load("configs/ppo_pendulum.yaml", [f"trainer.data_dir={tmp_path}", "tracking.backend=none",
-                                             "store.enabled=false", "trainer.enable_eval=false",
-                                             "trainer.iterations=40"])
+    cfg = load(
+        "configs/ppo_pendulum.yaml",
+        [
+            f"trainer.data_dir={tmp_path}",
+            "tracking.backend=none",
+            "store.enabled=false",
+            "trainer.enable_eval=false",
+            "trainer.iterations=40",
+        ],
+    )
     trainer = Trainer(cfg)
     best = -math.inf
     for metrics in trainer:
@@ -268,7 +308,10 @@ def test_ppo_refuses_a_policy_without_critic():
     from rlpipe.config import ConfigError
     from rlpipe.config.algorithms import PPOCfg
 
-    with pytest.raises(ConfigError, match=r"^policy\.name: actor_only has no critic, .*use policy\.name: "
-                                          r"actor_critic, or algorithm\.name: grpo$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^policy\.name: actor_only has no critic, .*use policy\.name: "
+        r"actor_critic, or algorithm\.name: grpo$",
+    ):
         PPO.check_run(PPOCfg(), 8, "actor_only", 16)
     PPO.check_run(PPOCfg(), 8, "actor_critic", 16)  # the usual pairing passes

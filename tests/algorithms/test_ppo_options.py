@@ -16,8 +16,9 @@ N, T = 4, 8  # 32 transitions
 
 
 def make_ppo(action_space=None, **cfg) -> PPO:
-    policy = build_policy({"name": "actor_critic"}, gym.spaces.Box(-1, 1, (3,)),
-                          action_space or gym.spaces.Discrete(2), "cpu")
+    policy = build_policy(
+        {"name": "actor_critic"}, gym.spaces.Box(-1, 1, (3,)), action_space or gym.spaces.Discrete(2), "cpu"
+    )
     return build_algo("ppo", {"batch_size": 8, "n_epochs": 1, **cfg}, policy, "cpu")
 
 
@@ -200,8 +201,14 @@ def test_accumulated_equal_minibatches_equal_one_full_batch_step():
     # gradient, so one accumulated step lands on the same parameters as one full-batch step.
     def run(**cfg):
         torch.manual_seed(0)
-        algo = make_ppo(optimizer="sgd", learning_rate=0.1, max_grad_norm=1e6, normalize_advantage="off",
-                        shuffle_minibatches=False, **cfg)
+        algo = make_ppo(
+            optimizer="sgd",
+            learning_rate=0.1,
+            max_grad_norm=1e6,
+            normalize_advantage="off",
+            shuffle_minibatches=False,
+            **cfg,
+        )
         algo.update(random_rollout())
         return params_of(algo)
 
@@ -241,8 +248,13 @@ def test_interp_and_decay_schedules_at_chosen_env_steps():
     interp = make_ppo(lr_schedule=[[0, 1e-3], [1000, 0.0]], lr_schedule_kind="interp")
     interp.set_progress(250, 1000)
     assert interp.update(random_rollout())["learning_rate"] == pytest.approx(7.5e-4)
-    linear = make_ppo(learning_rate=1e-3, lr_schedule_kind="linear", lr_final=1e-4,
-                      ent_coef=0.02, ent_coef_schedule_kind="cosine")
+    linear = make_ppo(
+        learning_rate=1e-3,
+        lr_schedule_kind="linear",
+        lr_final=1e-4,
+        ent_coef=0.02,
+        ent_coef_schedule_kind="cosine",
+    )
     linear.set_progress(500, 1000)
     stats = linear.update(random_rollout())
     assert stats["learning_rate"] == pytest.approx(5.5e-4)
@@ -275,8 +287,12 @@ def test_linear_schedule_without_the_run_length_says_how_to_fix_it():
 
 
 def test_schedule_position_and_values_round_trip_through_state_dict():
-    algo = make_ppo(learning_rate=1e-3, lr_schedule_kind="linear", ent_coef_schedule=[[0, 0.1], [64, 0.05]],
-                    normalize_rewards=True)
+    algo = make_ppo(
+        learning_rate=1e-3,
+        lr_schedule_kind="linear",
+        ent_coef_schedule=[[0, 0.1], [64, 0.05]],
+        normalize_rewards=True,
+    )
     algo.set_progress(64, 128)
     algo.update(random_rollout())
     state = algo.state_dict()
@@ -286,8 +302,12 @@ def test_schedule_position_and_values_round_trip_through_state_dict():
     torch.save(state, buffer)
     buffer.seek(0)
     loaded = torch.load(buffer, weights_only=True)
-    fresh = make_ppo(learning_rate=1e-3, lr_schedule_kind="linear", ent_coef_schedule=[[0, 0.1], [64, 0.05]],
-                     normalize_rewards=True)
+    fresh = make_ppo(
+        learning_rate=1e-3,
+        lr_schedule_kind="linear",
+        ent_coef_schedule=[[0, 0.1], [64, 0.05]],
+        normalize_rewards=True,
+    )
     fresh.load_state_dict(loaded)
     assert fresh.env_steps == 96
     fresh.set_progress(96, 128)  # what the pipeline does before every update

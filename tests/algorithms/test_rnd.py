@@ -63,8 +63,7 @@ def test_reward_reads_the_next_observation_of_each_step():
 
 
 def test_novelty_of_repeatedly_seen_states_decreases_and_the_target_stays_frozen():
-    rnd = RND(RNDCfg(hidden_sizes=[64], learning_rate=1e-2, reward_normalization=False),
-              torch.device("cpu"))
+    rnd = RND(RNDCfg(hidden_sizes=[64], learning_rate=1e-2, reward_normalization=False), torch.device("cpu"))
     seen = _rollout(seed=1)
     before, _ = rnd.intrinsic_reward(seen, 0, 0, None)
     target = [p.clone() for p in rnd.target.parameters()]
@@ -98,14 +97,25 @@ def test_state_dict_round_trips_and_building_leaves_the_global_rng_alone():
 
 def _critic_rnd(**cfg) -> RND:
     """An ``intrinsic_critic`` RND on raw states and rewards (no normalization), γ = 0.5."""
-    return RND(RNDCfg(hidden_sizes=[16], critic_hidden_sizes=[8], intrinsic_critic=True, gamma=0.5,
-                      reward_normalization=False, state_normalization=False, **cfg), torch.device("cpu"))
+    return RND(
+        RNDCfg(
+            hidden_sizes=[16],
+            critic_hidden_sizes=[8],
+            intrinsic_critic=True,
+            gamma=0.5,
+            reward_normalization=False,
+            state_normalization=False,
+            **cfg,
+        ),
+        torch.device("cpu"),
+    )
 
 
 def _with_flags(rollout: TensorDict) -> TensorDict:
     """``rollout`` plus ``terminated`` (= ``done``) and ``truncated`` (none)."""
-    rollout.update({"terminated": rollout["done"].clone(),
-                    "truncated": torch.zeros(N, T + 1, dtype=torch.bool)})
+    rollout.update(
+        {"terminated": rollout["done"].clone(), "truncated": torch.zeros(N, T + 1, dtype=torch.bool)}
+    )
     return rollout
 
 
@@ -183,8 +193,10 @@ def test_rollout_normalization_forgets_the_early_novelty_and_running_keeps_it():
 def test_reward_normalization_takes_its_names_and_booleans():
     assert RNDCfg(reward_normalization=True).reward_normalization == "running"
     assert RNDCfg(reward_normalization=False).reward_normalization == "off"
-    kinds = {mode: type(RND(RNDCfg(reward_normalization=mode), torch.device("cpu")).reward_normalizer)
-             for mode in ("running", "rollout", "off")}
+    kinds = {
+        mode: type(RND(RNDCfg(reward_normalization=mode), torch.device("cpu")).reward_normalizer)
+        for mode in ("running", "rollout", "off")
+    }
     assert kinds == {"running": RewardNormalizer, "rollout": RolloutRewardNormalizer, "off": type(None)}
 
 
@@ -198,10 +210,16 @@ def _ppo(rnd: dict | None):
 
 def _ppo_rollout() -> TensorDict:
     rollout = _rollout()
-    rollout.update({"reward": torch.zeros(N, T + 1), "value": torch.zeros(N, T + 1),
-                    "truncated": torch.zeros(N, T + 1, dtype=torch.bool),
-                    "action": torch.zeros(N, T + 1).long(), "terminated": rollout["done"].clone(),
-                    "sample_log_prob": torch.full((N, T + 1), -0.69)})
+    rollout.update(
+        {
+            "reward": torch.zeros(N, T + 1),
+            "value": torch.zeros(N, T + 1),
+            "truncated": torch.zeros(N, T + 1, dtype=torch.bool),
+            "action": torch.zeros(N, T + 1).long(),
+            "terminated": rollout["done"].clone(),
+            "sample_log_prob": torch.full((N, T + 1), -0.69),
+        }
+    )
     return rollout
 
 
@@ -226,8 +244,18 @@ def test_the_predictor_steps_inside_the_update_on_the_policys_own_minibatches(ta
     """One predictor step per minibatch the loop draws, on that minibatch's rows: nothing replayed."""
     curious = _ppo({"hidden_sizes": [16]})
     if target_kl is not None:  # stops at the first minibatch: the predictor stops with the policy
-        curious = build_algo("ppo", {"batch_size": 8, "n_epochs": 2, "rnd": {"hidden_sizes": [16]},
-                                     "target_kl": target_kl, "learning_rate": 0.5}, curious.policy, "cpu")
+        curious = build_algo(
+            "ppo",
+            {
+                "batch_size": 8,
+                "n_epochs": 2,
+                "rnd": {"hidden_sizes": [16]},
+                "target_kl": target_kl,
+                "learning_rate": 0.5,
+            },
+            curious.policy,
+            "cpu",
+        )
     policy_rows, predictor_rows = [], []
     loss, step = curious.minibatch_loss, curious.rnd.step
 
@@ -250,8 +278,13 @@ def test_the_predictor_steps_inside_the_update_on_the_policys_own_minibatches(ta
 def test_ppo_with_an_intrinsic_critic_combines_the_two_advantages_and_trains_v_int():
     rollout = _ppo_rollout()
     rollout["reward"][:, :T] = torch.linspace(-1, 1, N * T).view(N, T)
-    cfg = {"hidden_sizes": [16], "critic_hidden_sizes": [8], "intrinsic_critic": True,
-           "extrinsic_coef": 0.5, "weight": 2.0}
+    cfg = {
+        "hidden_sizes": [16],
+        "critic_hidden_sizes": [8],
+        "intrinsic_critic": True,
+        "extrinsic_coef": 0.5,
+        "weight": 2.0,
+    }
     plain, curious, twin = _ppo(None), _ppo(cfg), _ppo(cfg)
     assert curious.advantage_keys == ("advantage", "return", INTRINSIC_RETURN)
     assert INTRINSIC_RETURN in curious.update_keys and INTRINSIC_RETURN not in plain.update_keys
@@ -274,15 +307,18 @@ def test_ppo_with_an_intrinsic_critic_combines_the_two_advantages_and_trains_v_i
     assert "critic_optimizer" in curious.state_dict()["rnd"]
 
 
-@pytest.mark.parametrize(("rnd", "key", "why"), [
-    ({"weight_schedule": [[10, 1.0], [5, 0.0]]}, "weight_schedule", "strictly increasing"),
-    ({"hidden_sizes": [0]}, "hidden_sizes", ">= 1"),
-    ({"intrinsic_critic": True, "critic_hidden_sizes": [4, 0]}, "critic_hidden_sizes", ">= 1"),
-    ({"episodic": False}, "episodic", "needs intrinsic_critic: true"),
-    ({"extrinsic_coef": 1.0}, "extrinsic_coef", "only with intrinsic_critic: true"),
-    ({"intrinsic_critic": True, "extrinsic_coef": -1}, "extrinsic_coef", "greater than or equal to 0"),
-    ({"reward_normalization": "batch"}, "reward_normalization", "'running', 'rollout' or 'off'"),
-])
+@pytest.mark.parametrize(
+    ("rnd", "key", "why"),
+    [
+        ({"weight_schedule": [[10, 1.0], [5, 0.0]]}, "weight_schedule", "strictly increasing"),
+        ({"hidden_sizes": [0]}, "hidden_sizes", ">= 1"),
+        ({"intrinsic_critic": True, "critic_hidden_sizes": [4, 0]}, "critic_hidden_sizes", ">= 1"),
+        ({"episodic": False}, "episodic", "needs intrinsic_critic: true"),
+        ({"extrinsic_coef": 1.0}, "extrinsic_coef", "only with intrinsic_critic: true"),
+        ({"intrinsic_critic": True, "extrinsic_coef": -1}, "extrinsic_coef", "greater than or equal to 0"),
+        ({"reward_normalization": "batch"}, "reward_normalization", "'running', 'rollout' or 'off'"),
+    ],
+)
 def test_rnd_config_errors_name_the_key(rnd, key, why):
     with pytest.raises(ConfigError, match=rf"^algorithm\.cfg\.rnd\.{key}: .*{why}") as info:
         PPOCfg.from_dict({"rnd": rnd}, "algorithm.cfg")
@@ -314,21 +350,33 @@ def test_obs_keys_must_name_groups_of_the_env():
             RND(RNDCfg(obs_keys=keys), "cpu").check_observations(space)
 
 
-@pytest.mark.parametrize("env_cfg, message", [
-    ("env.cfg.obs_groups=true", "the env has no observation group 'nope'; accepted: privileged, proprio"),
-    ("env.cfg.obs_groups=false", "the env's observations are flat, not a dict of groups; remove obs_keys"),
-])
+@pytest.mark.parametrize(
+    "env_cfg, message",
+    [
+        ("env.cfg.obs_groups=true", "the env has no observation group 'nope'; accepted: privileged, proprio"),
+        (
+            "env.cfg.obs_groups=false",
+            "the env's observations are flat, not a dict of groups; remove obs_keys",
+        ),
+    ],
+)
 def test_the_cli_refuses_obs_keys_the_env_lacks_before_writing(tmp_path, env_cfg, message):
-    result = CliRunner().invoke(cli, ["run", str(PARAMS), *set_args(tmp_path, env_cfg,
-                                                                   "algorithm.cfg.rnd={obs_keys: [nope]}")])
+    result = CliRunner().invoke(
+        cli, ["run", str(PARAMS), *set_args(tmp_path, env_cfg, "algorithm.cfg.rnd={obs_keys: [nope]}")]
+    )
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [f"Error: algorithm.cfg.rnd.obs_keys: {message}"]
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("rnd", ["{hidden_sizes: [16], weight: 0.5}",
-                                 "{hidden_sizes: [16], critic_hidden_sizes: [8], intrinsic_critic: true, "
-                                 "reward_normalization: rollout}"])
+@pytest.mark.parametrize(
+    "rnd",
+    [
+        "{hidden_sizes: [16], weight: 0.5}",
+        "{hidden_sizes: [16], critic_hidden_sizes: [8], intrinsic_critic: true, "
+        "reward_normalization: rollout}",
+    ],
+)
 def test_a_resumed_curious_run_equals_the_uninterrupted_one(tmp_path, rnd):
     rnd = (f"algorithm.cfg.rnd={rnd}", f"trainer.save_freq={2 * STEPS}")
     whole = tiny_cfg(tmp_path / "whole", "trainer.iterations=4", *rnd)

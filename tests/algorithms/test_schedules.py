@@ -16,9 +16,17 @@ from rlpipe.algorithms.schedules import (
 POINTS = [(0, 1.0), (100, 0.5), (300, 0.1)]
 
 
-@pytest.mark.parametrize(("env_steps", "expected"), [
-    (0, 1.0), (99, 1.0), (100, 0.5), (299, 0.5), (300, 0.1), (10**9, 0.1),
-])
+@pytest.mark.parametrize(
+    ("env_steps", "expected"),
+    [
+        (0, 1.0),
+        (99, 1.0),
+        (100, 0.5),
+        (299, 0.5),
+        (300, 0.1),
+        (10**9, 0.1),
+    ],
+)
 def test_step_jumps_at_each_point_and_holds(env_steps, expected):
     assert step_schedule(POINTS, env_steps) == expected
 
@@ -30,14 +38,17 @@ def test_step_holds_the_first_value_before_the_first_point():
     assert step_schedule([(50, 3.0), (100, 2.0)], 50) == 3.0
 
 
-@pytest.mark.parametrize(("env_steps", "expected"), [
-    (0, 1.0),     # before the first point: first value
-    (100, 1.0),
-    (200, 0.5),   # halfway between (100, 1.0) and (300, 0.0)
-    (250, 0.25),
-    (300, 0.0),
-    (400, 0.0),   # after the last point: last value
-])
+@pytest.mark.parametrize(
+    ("env_steps", "expected"),
+    [
+        (0, 1.0),  # before the first point: first value
+        (100, 1.0),
+        (200, 0.5),  # halfway between (100, 1.0) and (300, 0.0)
+        (250, 0.25),
+        (300, 0.0),
+        (400, 0.0),  # after the last point: last value
+    ],
+)
 def test_interp_by_hand(env_steps, expected):
     assert interp_schedule([(100, 1.0), (300, 0.0)], env_steps) == pytest.approx(expected)
 

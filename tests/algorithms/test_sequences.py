@@ -60,8 +60,12 @@ def make_run(name: str, seed: int = 0):
     mlp = {"network_cfg": {"hidden_sizes": [32]}}
     block = {"name": name, "recurrent": {"type": "gru", "hidden_size": 32}, "actor": mlp, "critic": mlp}
     policy = build_policy(block, env.observation_space, env.action_space, "cpu")
-    algo = build_algo("ppo", {"batch_size": 256, "n_epochs": 4, "seq_len": L, "learning_rate": 3e-3,
-                              "ent_coef": 0.01}, policy, "cpu")
+    algo = build_algo(
+        "ppo",
+        {"batch_size": 256, "n_epochs": 4, "seq_len": L, "learning_rate": 3e-3, "ent_coef": 0.01},
+        policy,
+        "cpu",
+    )
     collector = Collector(env, policy, T, seed, seq_len=L, seqs_per_state_reset=-1)
     return policy, algo, collector
 
@@ -107,13 +111,26 @@ def test_a_recurrent_run_goes_through_the_pipeline_and_stores_its_states(tmp_pat
     from rlpipe.trainer import Trainer
 
     params = Path(__file__).resolve().parents[2] / "params.yaml"
-    cfg = config.load(params, [
-        "trainer.device=cpu", "trainer.num_envs=4", "trainer.buffer_size=8", "trainer.iterations=2",
-        "trainer.enable_eval=false", "tracking.backend=none", f"trainer.data_dir={tmp_path}",
-        "env.id=RepeatFirst", "env.cfg={length: 3}", "policy.name=recurrent_actor_critic",
-        "policy.recurrent={type: gru, hidden_size: 8}", "algorithm.cfg.seq_len=4",
-        "algorithm.cfg.batch_size=16", "algorithm.cfg.n_epochs=1", "policy.obs_normalization=true",
-    ])
+    cfg = config.load(
+        params,
+        [
+            "trainer.device=cpu",
+            "trainer.num_envs=4",
+            "trainer.buffer_size=8",
+            "trainer.iterations=2",
+            "trainer.enable_eval=false",
+            "tracking.backend=none",
+            f"trainer.data_dir={tmp_path}",
+            "env.id=RepeatFirst",
+            "env.cfg={length: 3}",
+            "policy.name=recurrent_actor_critic",
+            "policy.recurrent={type: gru, hidden_size: 8}",
+            "algorithm.cfg.seq_len=4",
+            "algorithm.cfg.batch_size=16",
+            "algorithm.cfg.n_epochs=1",
+            "policy.obs_normalization=true",
+        ],
+    )
     summary = Trainer(cfg).train()
     assert summary["iterations"] == 2
     first, _ = read_rollout(cfg.run_dir / "rollouts" / "iter-000001.zarr")
@@ -124,4 +141,6 @@ def test_a_recurrent_run_goes_through_the_pipeline_and_stores_its_states(tmp_pat
     # state at every rollout start
     assert second["recurrent_state"][:, 0].abs().sum() == 0
     with pytest.raises(ConfigError, match="algorithm.cfg.seq_len"):
-        Trainer(cfg.replace(algorithm=cfg.algorithm.replace(cfg=cfg.algorithm.cfg.replace(seq_len=3)))).train()
+        Trainer(
+            cfg.replace(algorithm=cfg.algorithm.replace(cfg=cfg.algorithm.cfg.replace(seq_len=3)))
+        ).train()

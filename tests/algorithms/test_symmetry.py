@@ -25,13 +25,16 @@ CARTPOLE = "rlpipe.envs.tasks.symmetry:cartpole_mirror"
 def _mirror_once(fn, obs, actions):
     """The mirrored half of ``fn``'s output."""
     m_obs, m_act = fn(obs=obs, actions=actions)
-    return m_obs[obs.shape[0]:], m_act[actions.shape[0]:]
+    return m_obs[obs.shape[0] :], m_act[actions.shape[0] :]
 
 
-@pytest.mark.parametrize("fn, obs, actions", [
-    (pendulum_mirror, torch.randn(5, 3), torch.randn(5, 1)),
-    (cartpole_mirror, torch.randn(5, 4), torch.randint(0, 2, (5,))),
-])
+@pytest.mark.parametrize(
+    "fn, obs, actions",
+    [
+        (pendulum_mirror, torch.randn(5, 3), torch.randn(5, 1)),
+        (cartpole_mirror, torch.randn(5, 4), torch.randint(0, 2, (5,))),
+    ],
+)
 def test_mirror_twice_is_the_identity_and_originals_come_first(fn, obs, actions):
     all_obs, all_act = fn(obs=obs, actions=actions)
     assert all_obs.shape[0] == 10 and all_act.shape[0] == 10
@@ -51,8 +54,9 @@ def test_pendulum_mirror_is_the_reflection_of_the_angle():
     assert torch.allclose(mirrored, expected) and torch.equal(torque, torch.tensor([[-1.5], [0.2]]))
 
 
-def _linear_policy(obs_dim: int, action_space: gym.Space, weight: torch.Tensor,
-                   bias: torch.Tensor | None = None):
+def _linear_policy(
+    obs_dim: int, action_space: gym.Space, weight: torch.Tensor, bias: torch.Tensor | None = None
+):
     """An actor_critic whose actor is one Linear ``weight``·obs (+ ``bias``): a policy affine in obs."""
     policy = build_policy({"name": "actor_critic"}, gym.spaces.Box(-1, 1, (obs_dim,)), action_space, "cpu")
     linear = nn.Linear(obs_dim, weight.shape[0], bias=bias is not None)
@@ -100,8 +104,14 @@ def test_mirror_loss_is_detached_unless_enabled():
 
 def test_augmentation_doubles_the_minibatch_with_the_right_pairing():
     symmetry = Symmetry(SymmetryCfg(function=PENDULUM, data_augmentation=True))
-    mb = {"obs": torch.randn(4, 3), "action": torch.randn(4, 1), "sample_log_prob": torch.randn(4),
-          "advantage": torch.randn(4), "return": torch.randn(4), "value": torch.randn(4)}
+    mb = {
+        "obs": torch.randn(4, 3),
+        "action": torch.randn(4, 1),
+        "sample_log_prob": torch.randn(4),
+        "advantage": torch.randn(4),
+        "return": torch.randn(4),
+        "value": torch.randn(4),
+    }
     out = symmetry.augment(mb)
     assert out.batch_size == torch.Size([8])
     for i in range(4):  # row i + 4 is row i mirrored, with row i's log-prob, advantage, return, value
@@ -114,25 +124,32 @@ def test_augmentation_doubles_the_minibatch_with_the_right_pairing():
 
 def _pendulum_ppo(symmetry: dict | None):
     torch.manual_seed(0)
-    policy = build_policy({"name": "actor_critic"}, gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-2, 2, (1,)),
-                          "cpu")
+    policy = build_policy(
+        {"name": "actor_critic"}, gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-2, 2, (1,)), "cpu"
+    )
     cfg = {"batch_size": 16, "n_epochs": 1, "normalize_advantage": "minibatch"}
     return build_algo("ppo", {**cfg, **({"symmetry": symmetry} if symmetry else {})}, policy, "cpu")
 
 
 def _minibatch():
     g = torch.Generator().manual_seed(1)
-    return {"obs": torch.randn(16, 3, generator=g), "action": torch.randn(16, 1, generator=g),
-            "sample_log_prob": torch.randn(16, generator=g) - 1.0, "advantage": torch.randn(16, generator=g),
-            "return": torch.randn(16, generator=g), "value": torch.randn(16, generator=g)}
+    return {
+        "obs": torch.randn(16, 3, generator=g),
+        "action": torch.randn(16, 1, generator=g),
+        "sample_log_prob": torch.randn(16, generator=g) - 1.0,
+        "advantage": torch.randn(16, generator=g),
+        "return": torch.randn(16, generator=g),
+        "value": torch.randn(16, generator=g),
+    }
 
 
 def test_ppo_loss_adds_the_weighted_mirror_loss_and_reports_it():
     mb = _minibatch()
     plain_total, plain = _pendulum_ppo(None).loss(mb)
     off_total, logged = _pendulum_ppo({"function": PENDULUM}).loss(mb)
-    on_total, stats = _pendulum_ppo({"function": PENDULUM, "mirror_loss": True,
-                                     "mirror_loss_coef": 2.0}).loss(mb)
+    on_total, stats = _pendulum_ppo(
+        {"function": PENDULUM, "mirror_loss": True, "mirror_loss_coef": 2.0}
+    ).loss(mb)
     assert off_total.item() == pytest.approx(plain_total.item(), rel=1e-6)
     assert stats["symmetry_loss"].item() == pytest.approx(logged["symmetry_loss"].item())
     assert stats["symmetry_loss"].item() > 0
@@ -166,13 +183,29 @@ def test_symmetry_config_checks_the_form_and_imports_at_build(monkeypatch):
 
 def test_cli_refuses_a_bad_mirror_function_with_exit_2_before_writing(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "rlpipe", "run", "params.yaml", "--set", "tracking.backend=none",
-         "--set", "trainer.num_envs=4", "--set", f"trainer.data_dir={tmp_path}",
-         "--set", "algorithm.cfg.symmetry.function=os:system"],
-        capture_output=True, text=True, cwd=str(Path(__file__).resolve().parents[2]),
+        [
+            sys.executable,
+            "-m",
+            "rlpipe",
+            "run",
+            "params.yaml",
+            "--set",
+            "tracking.backend=none",
+            "--set",
+            "trainer.num_envs=4",
+            "--set",
+            f"trainer.data_dir={tmp_path}",
+            "--set",
+            "algorithm.cfg.symmetry.function=os:system",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=str(Path(__file__).resolve().parents[2]),
     )
     assert proc.returncode == 2
     line = proc.stderr.strip().splitlines()[-1]
-    assert line.startswith("Error: algorithm.cfg.symmetry.function: os:system takes (command), "
-                           "not obs=, actions=, env=; accepted: ")
+    assert line.startswith(
+        "Error: algorithm.cfg.symmetry.function: os:system takes (command), "
+        "not obs=, actions=, env=; accepted: "
+    )
     assert list(tmp_path.iterdir()) == []

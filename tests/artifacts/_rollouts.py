@@ -43,5 +43,11 @@ def assert_same(a: TensorDict, b: TensorDict) -> None:
         assert torch.equal(a[key], b[key]), key
 
 
-ATTRS = {"iteration": 3, "env_steps": 90, "env_id": "CartPole", "seed": 42,
-         "params_hash": "abc123", "checkpoint": "ckpt-000002.pt"}
+ATTRS = {
+    "iteration": 3,
+    "env_steps": 90,
+    "env_id": "CartPole",
+    "seed": 42,
+    "params_hash": "abc123",
+    "checkpoint": "ckpt-000002.pt",
+}

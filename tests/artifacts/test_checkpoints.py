@@ -82,11 +82,9 @@ def test_retention_keeps_last_k_and_the_best(tmp_path: Path) -> None:
     metrics = {1: 10.0, 2: 50.0, 3: 20.0, 4: 30.0, 5: 5.0}
     for it, metric in metrics.items():
         save_checkpoint(tmp_path, it, make_state(it), keep_last=2, best_metric=metric)
-    assert names(tmp_path) == ["best", "ckpt-000002.pt", "ckpt-000004.pt", "ckpt-000005.pt",
-                               "latest"]
+    assert names(tmp_path) == ["best", "ckpt-000002.pt", "ckpt-000004.pt", "ckpt-000005.pt", "latest"]
     assert best_checkpoint(tmp_path) == tmp_path / "ckpt-000002.pt"
-    assert json.loads((tmp_path / "best").read_text()) == {"file": "ckpt-000002.pt",
-                                                           "metric": 50.0}
+    assert json.loads((tmp_path / "best").read_text()) == {"file": "ckpt-000002.pt", "metric": 50.0}
     save_checkpoint(tmp_path, 6, make_state(6), keep_last=2, best_metric=60.0)
     assert best_checkpoint(tmp_path) == tmp_path / "ckpt-000006.pt"
     assert names(tmp_path) == ["best", "ckpt-000005.pt", "ckpt-000006.pt", "latest"]
@@ -143,8 +141,7 @@ def test_missing_and_non_dict_checkpoints(tmp_path: Path) -> None:
 
 def draw() -> tuple[list[float], list[float], list[float]]:
     py = [random.random(), random.gauss(0, 1), float(random.getrandbits(40))]
-    npy = [*np.random.rand(3).tolist(), float(np.random.standard_normal()),
-           float(np.random.randint(1 << 30))]
+    npy = [*np.random.rand(3).tolist(), float(np.random.standard_normal()), float(np.random.randint(1 << 30))]
     return py, npy, torch.rand(4).tolist() + torch.randn(2).tolist()
 
 

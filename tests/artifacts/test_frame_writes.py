@@ -27,6 +27,8 @@ def test_a_full_disk_names_the_frame_file_and_leaves_nothing(tmp_path, monkeypat
         write_pngs(frames, tmp_path / "frames")
     code, line = describe(info.value)
     assert code == 1
-    assert line == (f"{tmp_path / 'frames' / 't-000001.png'}: No space left on device — the disk is full: "
-                    "free space, then retry")
+    assert line == (
+        f"{tmp_path / 'frames' / 't-000001.png'}: No space left on device — the disk is full: "
+        "free space, then retry"
+    )
     assert list((tmp_path / "frames").iterdir()) == []

@@ -39,8 +39,13 @@ def rollout(n: int = 4, t: int = 3, seed: int = 0) -> TensorDict:
 
 
 def client(endpoint: str):
-    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
-                        aws_secret_access_key="testing", region_name="us-east-1")
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
 
 
 def keys(endpoint: str, url: str) -> list[str]:
@@ -109,7 +114,10 @@ def test_the_latest_pointer_refuses_a_writer_that_lost_the_run(s3_server, s3_buc
     assert latest_checkpoint(ckpts) == ckpts / "ckpt-000002.pt"
     assert torch.equal(load_checkpoint(ckpts / "ckpt-000002.pt")["w"], torch.full((2,), 2.0))
     assert [k.rsplit("/", 1)[1] for k in keys(s3_server, str(ckpts))] == [
-        "ckpt-000002.pt", "ckpt-000002.pt.sha256", "latest"]
+        "ckpt-000002.pt",
+        "ckpt-000002.pt.sha256",
+        "latest",
+    ]
     client(s3_server).put_object(Bucket=s3_bucket[5:], Key="run/checkpoints/latest", Body=b"ckpt-000009.pt\n")
     with pytest.raises(LockedError, match="latest: moved by another writer"):
         save_checkpoint(ckpts, 3, {"w": torch.zeros(2)}, keep_last=None)
@@ -127,8 +135,9 @@ def test_the_run_lock_is_a_conditional_create_with_a_lease(s3_server, s3_bucket,
     with pytest.raises(LockedError, match=r"run: in use by rlpipe run \(pid 1 on node-7, "):
         RunLock(run).acquire()  # another node's holder whose lease still runs
     # the same holder died: its lease ran out, the lock is taken over
-    client(s3_server).put_object(Bucket=bucket, Key="run/.lock",
-                                 Body=json.dumps({**live, "expires": time.time() - 1}).encode())
+    client(s3_server).put_object(
+        Bucket=bucket, Key="run/.lock", Body=json.dumps({**live, "expires": time.time() - 1}).encode()
+    )
     with RunLock(run, "rlpipe run"):
         assert json.loads((run / ".lock").read_text())["pid"] != 1
     assert "taking over the lock of pid 1 on node-7, whose lease ran out" in capsys.readouterr().err

@@ -63,8 +63,9 @@ def test_a_compressed_image_store_is_smaller(tmp_path):
 
 
 def test_a_uint8_observation_of_the_wrong_rank_is_refused(tmp_path):
-    ro = allocate_rollout(2, 3, {"pixels": (8, 8)}, (), torch.int64, "cpu",
-                          obs_dtypes={"pixels": torch.uint8})
+    ro = allocate_rollout(
+        2, 3, {"pixels": (8, 8)}, (), torch.int64, "cpu", obs_dtypes={"pixels": torch.uint8}
+    )
     with pytest.raises(RolloutError, match=r"image group 'obs/pixels' has shape \[2, 4, 8, 8\]"):
         check_schema(ro)
     with pytest.raises(StoreError, match="obs/pixels"):

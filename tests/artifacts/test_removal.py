@@ -42,9 +42,12 @@ def test_a_path_through_a_link_or_outside_its_folder_is_refused(tmp_path, outsid
     run = tmp_path / "run"
     run.mkdir()
     (run / "rollouts").symlink_to(outside, target_is_directory=True)
-    with pytest.raises(UnsafeRemoval, match=r"run/rollouts/precious: reached through the symbolic link .*"
-                                            r"run/rollouts \(→ .*outside\); rlpipe never deletes through a "
-                                            r"link"):
+    with pytest.raises(
+        UnsafeRemoval,
+        match=r"run/rollouts/precious: reached through the symbolic link .*"
+        r"run/rollouts \(→ .*outside\); rlpipe never deletes through a "
+        r"link",
+    ):
         delete(run / "rollouts" / "precious", within=run)
     for escaping in (run / ".." / "outside" / "precious", run):
         with pytest.raises(UnsafeRemoval, match="not inside"):

@@ -32,8 +32,10 @@ def test_the_staged_copy_equals_the_source_bit_for_bit_and_owns_its_memory() -> 
     for key, value in want.items(include_nested=True, leaves_only=True):
         got = host.get(key)
         assert got.dtype == value.dtype and got.shape == value.shape, key
-        assert torch.equal(got.view(torch.uint8) if got.dtype != torch.bool else got,
-                           value.view(torch.uint8) if value.dtype != torch.bool else value), key
+        assert torch.equal(
+            got.view(torch.uint8) if got.dtype != torch.bool else got,
+            value.view(torch.uint8) if value.dtype != torch.bool else value,
+        ), key
         assert got.data_ptr() != source.get(key).data_ptr(), key
     source.zero_()  # the collector refills its buffer: the staged copy keeps the rollout
     assert torch.equal(host["obs"], want["obs"])
@@ -96,8 +98,9 @@ def test_a_disabled_store_never_waits(tmp_path: Path) -> None:
     assert RolloutStore(tmp_path, StoreCfg(enabled=False)).submit(make_rollout(), {"iteration": 1}) == 0.0
 
 
-def test_the_iteration_row_shows_the_wait_for_a_slow_disk(tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_iteration_row_shows_the_wait_for_a_slow_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     slow_disk(monkeypatch, 1.0)
     trainer = Trainer(tiny_cfg(tmp_path, "trainer.iterations=3", "store.queue_size=1", "store.writer=thread"))
     out = io.StringIO()
@@ -111,7 +114,10 @@ def test_the_iteration_row_shows_the_wait_for_a_slow_disk(tmp_path: Path,
     assert trainer.metrics["time/store_wait_s"] == pytest.approx(waits[2], abs=0.01)
     assert summary["iterations"] == 3
     assert sorted(p.name for p in (tmp_path / "cartpole_ppo" / "rollouts").glob("iter-*")) == [
-        "iter-000001.zarr", "iter-000002.zarr", "iter-000003.zarr"]
+        "iter-000001.zarr",
+        "iter-000002.zarr",
+        "iter-000003.zarr",
+    ]
 
 
 def test_the_writer_returns_each_buffer_before_freeing_its_slot(tmp_path: Path) -> None:

@@ -117,8 +117,11 @@ def test_write_error_surfaces_on_flush_and_keeps_earlier_stores(
 ) -> None:
     def disk_full_at_3(real: Any, path: Path, *args: object, **kwargs: object) -> None:
         if path.name == "iter-000003.zarr":
-            raise (OSError(28, "No space left on device") if writer == "thread"
-                   else StoreError(f"writing {path} failed: [Errno 28] No space left on device"))
+            raise (
+                OSError(28, "No space left on device")
+                if writer == "thread"
+                else StoreError(f"writing {path} failed: [Errno 28] No space left on device")
+            )
         real(path, *args, **kwargs)
 
     store = RolloutStore(tmp_path, StoreCfg(queue_size=1, writer=writer))
@@ -149,8 +152,9 @@ def test_submit_checks_schema_and_write_once_on_callers_thread(tmp_path: Path, w
             store.submit(make_rollout(), {"iteration": 1})
 
 
-def test_a_rollout_is_checked_once_on_its_way_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 writer: str) -> None:
+def test_a_rollout_is_checked_once_on_its_way_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
+) -> None:
     checked = []
     real = intake.check_schema
     monkeypatch.setattr(intake, "check_schema", lambda *args: (checked.append(1), real(*args)))
@@ -163,8 +167,7 @@ def test_a_rollout_is_checked_once_on_its_way_in(tmp_path: Path, monkeypatch: py
     assert store.iterations() == [1, 2]
 
 
-def test_context_exit_keeps_the_body_exception(tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_context_exit_keeps_the_body_exception(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 

@@ -44,7 +44,13 @@ def test_the_default_policy_stores_everything_and_says_complete_and_exact(tmp_pa
     rollout, attrs = read_rollout(tmp_path / "iter-000002.zarr")
     assert torch.equal(rollout["obs"], make_rollout(seed=2)["obs"])
     assert {k: attrs[k] for k in ("complete", "exact", "stored_envs", "num_envs", "every", "precision")} == {
-        "complete": True, "exact": True, "stored_envs": N, "num_envs": N, "every": 1, "precision": {}}
+        "complete": True,
+        "exact": True,
+        "stored_envs": N,
+        "num_envs": N,
+        "every": 1,
+        "precision": {},
+    }
 
 
 @pytest.mark.parametrize("writer", ["thread", "process"])
@@ -64,8 +70,9 @@ def test_an_env_subset_keeps_the_first_m_envs_bit_for_bit(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("writer", ["thread", "process"])
-def test_a_lower_precision_group_is_stored_as_float16_and_read_back_as_float32(tmp_path: Path,
-                                                                                writer: str) -> None:
+def test_a_lower_precision_group_is_stored_as_float16_and_read_back_as_float32(
+    tmp_path: Path, writer: str
+) -> None:
     written(tmp_path, StorePolicy(precision={"obs": "float16"}), range(1, 2), writer)
     assert '"data_type": "float16"' in (tmp_path / "iter-000001.zarr" / "obs" / "zarr.json").read_text()
     assert '"data_type": "float32"' in (tmp_path / "iter-000001.zarr" / "value" / "zarr.json").read_text()
@@ -121,8 +128,9 @@ def test_a_total_budget_below_one_iteration_is_an_error_naming_the_key() -> None
 def test_a_rate_budget_keeps_every_kth_iteration_within_the_rate() -> None:
     layout = layout_of(make_rollout())
     per_step = bytes_per_env_step(layout)
-    cfg = StoreCfg.model_validate({"budget": {"rate_gb_s": per_step * 1e6 / 2.5 / 1e9,
-                                              "env_steps_per_s": 1e6}})
+    cfg = StoreCfg.model_validate(
+        {"budget": {"rate_gb_s": per_step * 1e6 / 2.5 / 1e9, "env_steps_per_s": 1e6}}
+    )
     assert derive_policy(cfg, layout, iterations=10).every == 3  # 1/2.5 of the bytes: k = ceil(2.5)
 
 
@@ -131,12 +139,20 @@ def test_stores_without_fidelity_attributes_are_complete_and_exact() -> None:
 
 
 def test_the_refusals_name_the_store_and_what_it_lacks() -> None:
-    subset = fidelity_refusal(Path("iter-000002.zarr"), {"complete": False, "stored_envs": 3,
-                                                         "num_envs": 8}, "replay (the online update)")
-    assert subset == ("iter-000002.zarr: holds the first 3 of 8 envs (store.envs), not the whole "
-                      "iteration; replay (the online update) needs every env, so it is refused")
-    lossy = fidelity_refusal(Path("iter-000002.zarr"), {"exact": False, "precision": {"obs": "float16"}},
-                             "rlpipe update (the online update)")
+    subset = fidelity_refusal(
+        Path("iter-000002.zarr"),
+        {"complete": False, "stored_envs": 3, "num_envs": 8},
+        "replay (the online update)",
+    )
+    assert subset == (
+        "iter-000002.zarr: holds the first 3 of 8 envs (store.envs), not the whole "
+        "iteration; replay (the online update) needs every env, so it is refused"
+    )
+    lossy = fidelity_refusal(
+        Path("iter-000002.zarr"),
+        {"exact": False, "precision": {"obs": "float16"}},
+        "rlpipe update (the online update)",
+    )
     assert lossy is not None and lossy.startswith("iter-000002.zarr: stores obs as float16 (store.precision)")
 
 

@@ -38,8 +38,11 @@ def test_a_writer_process_killed_mid_write_is_one_error_naming_the_store(tmp_pat
     store.submit(make_rollout(seed=1), {"iteration": 1})
     store.flush()
     store.submit(make_rollout(seed=2), {"iteration": 2})
-    with pytest.raises(WriterDiedError, match=r"iter-000002\.zarr: the rollout store's writer process died "
-                                              r"\(killed by SIGKILL\) while writing it") as info:
+    with pytest.raises(
+        WriterDiedError,
+        match=r"iter-000002\.zarr: the rollout store's writer process died "
+        r"\(killed by SIGKILL\) while writing it",
+    ) as info:
         store.flush()
     code, line = describe(info.value, "rlpipe run … --resume")
     assert code == 1 and "iter-000002.zarr" in line and "\n" not in line
@@ -72,9 +75,14 @@ def test_process_mode_writes_nothing_in_the_training_process(tmp_path, monkeypat
         called.append(args[:1])
         raise AssertionError("a write-path function ran in the training process")
 
-    for owner, name in ((store_mod, "_write_checked"), (zarr_write, "write_rollout"),
-                        (zarr_arrays, "write_arrays"), (fast, "write_zarr_store"), (fast, "write_chunk"),
-                        (fast, "crc32c_of")):
+    for owner, name in (
+        (store_mod, "_write_checked"),
+        (zarr_write, "write_rollout"),
+        (zarr_arrays, "write_arrays"),
+        (fast, "write_zarr_store"),
+        (fast, "write_chunk"),
+        (fast, "crc32c_of"),
+    ):
         monkeypatch.setattr(owner, name, must_not_run)
     rollouts = [make_rollout(seed=k) for k in (1, 2, 3)]
     with RolloutStore(tmp_path, StoreCfg(writer="process", queue_size=2)) as store:

@@ -21,8 +21,9 @@ from rlpipe.rollout import SCHEMA_VERSION
 
 @pytest.mark.parametrize("codec", ["none", "blosc-lz4"])
 @pytest.mark.parametrize("damage", ["flip", "zero"])
-def test_a_damaged_chunk_is_a_checksum_error_naming_store_and_key(tmp_path: Path, codec: str,
-                                                                  damage: str) -> None:
+def test_a_damaged_chunk_is_a_checksum_error_naming_store_and_key(
+    tmp_path: Path, codec: str, damage: str
+) -> None:
     path = tmp_path / "iter-000001.zarr"
     write_rollout(path, make_rollout(), {"iteration": 1}, codec=codec)
     chunk = path / "reward" / "c" / "0" / "0"
@@ -32,8 +33,11 @@ def test_a_damaged_chunk_is_a_checksum_error_naming_store_and_key(tmp_path: Path
     else:
         data[: len(data) // 2] = bytes(len(data) // 2)
     chunk.write_bytes(bytes(data))
-    with pytest.raises(ChunkChecksumError, match=rf"^{path}: key 'reward': checksum mismatch in chunk "
-                                                 r"reward/c/0/0 \(the store is damaged\)$"):
+    with pytest.raises(
+        ChunkChecksumError,
+        match=rf"^{path}: key 'reward': checksum mismatch in chunk "
+        r"reward/c/0/0 \(the store is damaged\)$",
+    ):
         read_rollout(path)
 
 
@@ -52,7 +56,6 @@ def test_metadata_is_bounded_by_the_chunk_files_before_allocation(tmp_path: Path
     meta_path.write_text(json.dumps(meta))  # 9999 chunks declared, one file
     with pytest.raises(StoreError, match="damaged or crafted metadata"):
         read_rollout(path)
-
 
 
 # ----------------------------------------------------------------------------------- read errors
@@ -78,8 +81,11 @@ def test_zarr_array_is_not_a_store(tmp_path: Path) -> None:
 def test_foreign_zarr_group(tmp_path: Path) -> None:
     group = zarr.open_group(tmp_path / "other.zarr", mode="w", attributes={"owner": "someone"})
     group.create_array("obs", shape=(2, 3), dtype="f4")
-    with pytest.raises(StoreError, match="other.zarr: not an rlpipe rollout store "
-                                         r"\(no schema_version attribute\)"):
+    with pytest.raises(
+        StoreError,
+        match="other.zarr: not an rlpipe rollout store "
+        r"\(no schema_version attribute\)",
+    ):
         read_rollout(tmp_path / "other.zarr")
 
 
@@ -92,13 +98,25 @@ def test_group_missing_a_schema_array(tmp_path: Path) -> None:
         read_rollout(path)
 
 
-@pytest.mark.parametrize(("key", "value", "message"), [
-    ("reward", lambda r: r.__setitem__((2, T), 1.0), rf"key 'reward' padding slot is not zero at \[2, {T}\]"),
-    ("done", lambda r: r.__setitem__((1, 0), ~r[1, 0]), r"key 'done' != terminated \| truncated at \[1, 0\]"),
-    ("value", lambda r: r.astype("float64"), "key 'value' has dtype float64, expected float32"),
-])
-def test_a_stored_rollout_that_breaks_the_schema_is_refused_on_read(tmp_path: Path, key, value,
-                                                                    message) -> None:
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (
+            "reward",
+            lambda r: r.__setitem__((2, T), 1.0),
+            rf"key 'reward' padding slot is not zero at \[2, {T}\]",
+        ),
+        (
+            "done",
+            lambda r: r.__setitem__((1, 0), ~r[1, 0]),
+            r"key 'done' != terminated \| truncated at \[1, 0\]",
+        ),
+        ("value", lambda r: r.astype("float64"), "key 'value' has dtype float64, expected float32"),
+    ],
+)
+def test_a_stored_rollout_that_breaks_the_schema_is_refused_on_read(
+    tmp_path: Path, key, value, message
+) -> None:
     path = tmp_path / "iter-000001.zarr"
     write_rollout(path, make_rollout(), {"iteration": 1})
     group = zarr.open_group(path, mode="r+")
@@ -115,9 +133,12 @@ def test_other_schema_version(tmp_path: Path) -> None:
     path = tmp_path / "iter-000001.zarr"
     write_rollout(path, make_rollout(), {"iteration": 1})
     zarr.open_group(path, mode="r+").attrs["schema_version"] = SCHEMA_VERSION + 1
-    with pytest.raises(StoreError, match=f"iter-000001.zarr: rollout schema version "
-                                         f"{SCHEMA_VERSION + 1}, this rlpipe reads version "
-                                         f"{SCHEMA_VERSION}"):
+    with pytest.raises(
+        StoreError,
+        match=f"iter-000001.zarr: rollout schema version "
+        f"{SCHEMA_VERSION + 1}, this rlpipe reads version "
+        f"{SCHEMA_VERSION}",
+    ):
         read_rollout(path)
 
 
@@ -128,8 +149,10 @@ def test_truncated_chunk_names_the_file(tmp_path: Path, codec: str, cut: float) 
     write_rollout(path, make_rollout(n=8), {"iteration": 1}, codec=codec, chunk_envs=4)
     chunk = path / "obs" / "c" / "1" / "0" / "0"
     chunk.write_bytes(chunk.read_bytes()[: int(chunk.stat().st_size * cut)])
-    named = (r"iter-000001\.zarr(/obs/c/1/0/0: truncated or unreadable|: key 'obs': checksum mismatch "
-             r"in chunk obs/c/1/0/0)")
+    named = (
+        r"iter-000001\.zarr(/obs/c/1/0/0: truncated or unreadable|: key 'obs': checksum mismatch "
+        r"in chunk obs/c/1/0/0)"
+    )
     with pytest.raises(StoreError, match=named):
         read_rollout(path)
     with pytest.raises(StoreError, match=named):
@@ -150,8 +173,7 @@ def test_deleted_chunk_names_the_file(tmp_path: Path) -> None:
 def test_describe_reports_layout_stats_and_episodes(tmp_path: Path) -> None:
     rollout = make_rollout(n=8, box=True)
     path = tmp_path / "iter-000002.zarr"
-    write_rollout(path, rollout, {"iteration": 2, "env_id": "Pendulum"}, codec="blosc-lz4",
-                  chunk_envs=4)
+    write_rollout(path, rollout, {"iteration": 2, "env_id": "Pendulum"}, codec="blosc-lz4", chunk_envs=4)
     info = describe_rollout(path)
     assert info["schema_version"] == SCHEMA_VERSION
     assert info["attrs"]["env_id"] == "Pendulum"
@@ -163,8 +185,7 @@ def test_describe_reports_layout_stats_and_episodes(tmp_path: Path) -> None:
     assert obs["stats"]["max"] == pytest.approx(float(rollout["obs"].max()))
     assert obs["stats"]["std"] == pytest.approx(float(rollout["obs"].double().std(unbiased=False)))
     valid_done = rollout["done"][:, :-1]
-    assert info["keys"]["done"]["stats"] == {"true": int(valid_done.sum()),
-                                             "false": int((~valid_done).sum())}
+    assert info["keys"]["done"]["stats"] == {"true": int(valid_done.sum()), "false": int((~valid_done).sum())}
     assert info["episodes"]["finished"] == int(valid_done.sum()) > 0
     assert info["episodes"]["terminated"] == int(rollout["terminated"].sum())
     mean_reward = float(rollout["reward"][:, :-1].double().mean())

@@ -15,8 +15,10 @@ from rlpipe.artifacts.store import StoreError, write_rollout
 from rlpipe.artifacts.zarr_read import read_attrs, read_rollout
 from rlpipe.cli.exits import describe
 
-SPACES = {"observation": {"type": "box", "shape": [4], "dtype": "float32", "low": -1.0, "high": 1.0},
-          "action": {"type": "discrete", "n": 3}}
+SPACES = {
+    "observation": {"type": "box", "shape": [4], "dtype": "float32", "low": -1.0, "high": 1.0},
+    "action": {"type": "discrete", "n": 3},
+}
 
 
 def _store(tmp_path: Path) -> Path:
@@ -34,6 +36,7 @@ def _replace(path: Path, name: str, data: np.ndarray, compressor: object) -> Non
 
 def _unread(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail the test if any chunk is read (the checks must refuse on the metadata alone)."""
+
     async def no_read(*args: object, **kwargs: object) -> None:
         raise AssertionError("a chunk was read")
 
@@ -52,33 +55,42 @@ def test_a_foreign_codec_is_refused_before_reading(tmp_path: Path, monkeypatch: 
     _unread(monkeypatch)
     with pytest.raises(StoreError) as info:
         read_rollout(path)
-    assert str(info.value) == (f"{path / 'value'}: codec numcodecs.bz2 is not one rlpipe writes (accepted: "
-                               "bytes, crc32c, blosc-lz4, blosc-zstd, zstd); nothing was read")
+    assert str(info.value) == (
+        f"{path / 'value'}: codec numcodecs.bz2 is not one rlpipe writes (accepted: "
+        "bytes, crc32c, blosc-lz4, blosc-zstd, zstd); nothing was read"
+    )
     assert describe(info.value)[0] == 2
     with pytest.raises(StoreError, match="codec numcodecs.bz2"):
         read_attrs(path)  # inspect's path: the same checks
 
 
-def test_a_shape_beyond_the_recorded_spaces_is_refused_before_reading(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_shape_beyond_the_recorded_spaces_is_refused_before_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Zeros under zstd: a small file declaring an observation 1024 times wider than the run's."""
     path = _store(tmp_path)
     _replace(path, "obs", np.zeros((N, T + 1, 4096), np.float32), ZstdCodec(level=3))
     _unread(monkeypatch)
     with pytest.raises(StoreError) as info:
         read_rollout(path)
-    assert str(info.value) == (f"{path / 'obs'}: stored as float32 [{N}, {T + 1}, 4096], but the run's "
-                               "recorded spaces give [N, T+1, 4] of numbers; nothing was read")
+    assert str(info.value) == (
+        f"{path / 'obs'}: stored as float32 [{N}, {T + 1}, 4096], but the run's "
+        "recorded spaces give [N, T+1, 4] of numbers; nothing was read"
+    )
 
 
-@pytest.mark.parametrize(("name", "data", "expected"), [
-    ("action", np.zeros((N, T + 1, 2), np.int64), "[N, T+1] of integers"),
-    ("action", np.zeros((N, T + 1), np.float32), "[N, T+1] of integers"),
-    ("done", np.zeros((N, T + 1), np.uint8), "[N, T+1] of booleans"),
-    ("reward", np.zeros((N, T + 1, 3), np.float32), "[N, T+1] of floats"),
-])
-def test_dtypes_and_schema_shapes_are_checked(tmp_path: Path, name: str, data: np.ndarray,
-                                              expected: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "data", "expected"),
+    [
+        ("action", np.zeros((N, T + 1, 2), np.int64), "[N, T+1] of integers"),
+        ("action", np.zeros((N, T + 1), np.float32), "[N, T+1] of integers"),
+        ("done", np.zeros((N, T + 1), np.uint8), "[N, T+1] of booleans"),
+        ("reward", np.zeros((N, T + 1, 3), np.float32), "[N, T+1] of floats"),
+    ],
+)
+def test_dtypes_and_schema_shapes_are_checked(
+    tmp_path: Path, name: str, data: np.ndarray, expected: str
+) -> None:
     path = _store(tmp_path)
     _replace(path, name, data, ZstdCodec(level=3))
     with pytest.raises(StoreError) as info:

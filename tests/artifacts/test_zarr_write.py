@@ -62,7 +62,6 @@ def test_default_chunk_covers_all_envs_and_codec_none(tmp_path: Path) -> None:
     assert (path / "obs" / "c" / "0" / "0" / "0").stat().st_size == N * (T + 1) * 4 * 4 + 4  # raw + CRC
 
 
-
 def test_unknown_codec_and_bad_attrs_are_store_errors(tmp_path: Path) -> None:
     path = tmp_path / "iter-000001.zarr"
     with pytest.raises(StoreError, match="codec 'gzip' is not known; accepted: none, blosc-lz4"):
@@ -151,8 +150,7 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("done_rate", [0.3, 0.0])  # some dones; none (K = 0: empty arrays)
-def test_every_writer_writes_the_sparse_final_obs_byte_identically_to_zarr(tmp_path, monkeypatch,
-                                                                          done_rate):
+def test_every_writer_writes_the_sparse_final_obs_byte_identically_to_zarr(tmp_path, monkeypatch, done_rate):
     from rlpipe.artifacts.zarr_read import read_rollout_final_obs
 
     rollout = make_rollout()
@@ -161,8 +159,11 @@ def test_every_writer_writes_the_sparse_final_obs_byte_identically_to_zarr(tmp_p
             rollout[key].zero_()
         rollout["final_value"].zero_()
     final = _final_obs(rollout)
-    for name, writer, fast_on in (("zarr", "thread", False), ("thread", "thread", True),
-                                  ("process", "process", True)):
+    for name, writer, fast_on in (
+        ("zarr", "thread", False),
+        ("thread", "thread", True),
+        ("process", "process", True),
+    ):
         monkeypatch.setattr(fast, "ENABLED", fast_on)
         with RolloutStore(tmp_path / name, StoreCfg(writer=writer, chunk_envs=4)) as store:
             store.submit(rollout, dict(ATTRS), final)
@@ -207,8 +208,12 @@ def test_a_sparse_index_that_is_not_the_done_slots_is_refused(tmp_path):
 
 def test_action_mean_is_written_by_every_writer_and_follows_the_env_subset(tmp_path, monkeypatch):
     rollout = make_rollout(box=True)  # holds action_mean [N, T+1, 2]
-    for name, writer, fast_on, envs in (("zarr", "thread", False, None), ("thread", "thread", True, None),
-                                        ("process", "process", True, None), ("subset", "process", True, 2)):
+    for name, writer, fast_on, envs in (
+        ("zarr", "thread", False, None),
+        ("thread", "thread", True, None),
+        ("process", "process", True, None),
+        ("subset", "process", True, 2),
+    ):
         monkeypatch.setattr(fast, "ENABLED", fast_on)
         with RolloutStore(tmp_path / name, StoreCfg(writer=writer, chunk_envs=4, envs=envs)) as store:
             store.submit(rollout, dict(ATTRS), _final_obs(rollout))

@@ -32,11 +32,35 @@ def bench() -> ModuleType:
 
 
 def test_the_benchmark_times_both_loops_and_writes_ratios_breakdown_and_profile(
-        bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture):
+    bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+):
     out = tmp_path / "result.json"
-    argv = [str(SCRIPT), "--ids", "HalfCheetah-v5", "--num-envs", "4", "--horizon", "8", "--epochs", "1",
-            "--minibatches", "2", "--hidden", "16", "--warmup", "1", "--rounds", "2", "--iterations", "1",
-            "--profile-top", "5", "--no-mlflow", "--json", str(out)]
+    argv = [
+        str(SCRIPT),
+        "--ids",
+        "HalfCheetah-v5",
+        "--num-envs",
+        "4",
+        "--horizon",
+        "8",
+        "--epochs",
+        "1",
+        "--minibatches",
+        "2",
+        "--hidden",
+        "16",
+        "--warmup",
+        "1",
+        "--rounds",
+        "2",
+        "--iterations",
+        "1",
+        "--profile-top",
+        "5",
+        "--no-mlflow",
+        "--json",
+        str(out),
+    ]
     monkeypatch.setattr(sys, "argv", argv)
     wrapped = (bench.store_module, "_write_checked"), (bench.envpool_module, "obs_to_torch")
     originals = [getattr(owner, name) for owner, name in wrapped]
@@ -55,8 +79,9 @@ def test_the_benchmark_times_both_loops_and_writes_ratios_breakdown_and_profile(
     for side in ("plain", "rlpipe"):
         assert len(row["rounds"][side]) == 2
         assert row[f"{side}_sps_wall"] > 0 and row[f"{side}_sps_cpu"] > 0
-        assert row[f"{side}_sps_wall"] == pytest.approx(statistics.median(
-            4 * 8 / r["wall_s"] for r in row["rounds"][side]))  # env steps of one iteration per round
+        assert row[f"{side}_sps_wall"] == pytest.approx(
+            statistics.median(4 * 8 / r["wall_s"] for r in row["rounds"][side])
+        )  # env steps of one iteration per round
         assert row[f"{side}_collect_s"] > 0 and row[f"{side}_update_s"] > 0
     assert all(r["tracking_cpu_s"] == 0 for r in row["rounds"]["rlpipe"])  # no MLflow process to charge
     plain, rlpipe = row["rounds"]["plain"], row["rounds"]["rlpipe"]
@@ -81,16 +106,19 @@ def test_the_benchmark_times_both_loops_and_writes_ratios_breakdown_and_profile(
     assert "wall ratio" in stdout and "CPU ratio" in stdout and "MLflow off" in stdout
 
 
-def test_the_benchmark_keeps_mlflow_on_unless_told(bench: ModuleType, monkeypatch: pytest.MonkeyPatch,
-                                                   tmp_path: Path):
+def test_the_benchmark_keeps_mlflow_on_unless_told(
+    bench: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
     monkeypatch.setattr(sys, "argv", [str(SCRIPT)])
     assert bench.parse_args().no_mlflow is False
     w = bench.Workload(num_envs=4, horizon=8, epochs=1, minibatches=2, hidden=(16,))
-    on = bench.load_cfg(bench.DEFAULT_PARAMS,
-                        bench.rlpipe_overrides("HalfCheetah-v5", w, str(tmp_path), None))
+    on = bench.load_cfg(
+        bench.DEFAULT_PARAMS, bench.rlpipe_overrides("HalfCheetah-v5", w, str(tmp_path), None)
+    )
     assert on.tracking.backend == "mlflow" and on.tracking.uri == f"sqlite:///{tmp_path}/mlflow.db"
     assert on.store.enabled and on.env.backend == "envpool" and on.trainer.num_envs == 4
-    off = bench.load_cfg(bench.DEFAULT_PARAMS,
-                         bench.rlpipe_overrides("HalfCheetah-v5", w, str(tmp_path), None, mlflow=False))
+    off = bench.load_cfg(
+        bench.DEFAULT_PARAMS, bench.rlpipe_overrides("HalfCheetah-v5", w, str(tmp_path), None, mlflow=False)
+    )
     assert off.tracking.backend == "none" and off.store.enabled
     assert on.model_dump(exclude={"tracking"}) == off.model_dump(exclude={"tracking"})  # only MLflow differs

@@ -26,8 +26,26 @@ def load_benchmark():
 
 def run_main(bench, monkeypatch, out: Path, *extra: str) -> dict:
     """The script's ``main()`` with its command line, in this process (torch and rlpipe already loaded)."""
-    argv = [str(SCRIPT), "--device", "cpu", "--num-envs", "8", "--horizon", "4", "--warmup", "1",
-            "--rounds", "2", "--block", "2", "--threads", "1", "--json", str(out), *extra]
+    argv = [
+        str(SCRIPT),
+        "--device",
+        "cpu",
+        "--num-envs",
+        "8",
+        "--horizon",
+        "4",
+        "--warmup",
+        "1",
+        "--rounds",
+        "2",
+        "--block",
+        "2",
+        "--threads",
+        "1",
+        "--json",
+        str(out),
+        *extra,
+    ]
     monkeypatch.setattr(sys, "argv", argv)
     threads = torch.get_num_threads()
     try:
@@ -37,8 +55,9 @@ def run_main(bench, monkeypatch, out: Path, *extra: str) -> dict:
     return json.loads(out.read_text())
 
 
-def test_the_benchmark_runs_both_trainers_at_a_tiny_n_and_writes_its_rows(tmp_path: Path, monkeypatch,
-                                                                          capsys):
+def test_the_benchmark_runs_both_trainers_at_a_tiny_n_and_writes_its_rows(
+    tmp_path: Path, monkeypatch, capsys
+):
     bench = load_benchmark()
     data = run_main(bench, monkeypatch, tmp_path / "result.json")
     assert data["benchmark"] == "gpu_vs_rsl_rl" and data["device"] == "cpu"
@@ -59,7 +78,8 @@ def test_the_benchmark_runs_both_trainers_at_a_tiny_n_and_writes_its_rows(tmp_pa
 
 
 def test_every_store_writer_gets_its_side_and_no_side_is_timed_while_a_store_still_writes(
-        tmp_path: Path, monkeypatch):
+    tmp_path: Path, monkeypatch
+):
     """``--store-writer thread process``: one store side each; every block starts with every store idle."""
     bench = load_benchmark()
     stores, busy = [], []
@@ -75,8 +95,17 @@ def test_every_store_writer_gets_its_side_and_no_side_is_timed_while_a_store_sti
 
     monkeypatch.setattr(bench.RlpipeSide, "__init__", init)
     monkeypatch.setattr(bench, "timed_block", block)
-    data = run_main(bench, monkeypatch, tmp_path / "result.json", "--sides", "rlpipe", "rlpipe+store",
-                    "--store-writer", "thread", "process")
+    data = run_main(
+        bench,
+        monkeypatch,
+        tmp_path / "result.json",
+        "--sides",
+        "rlpipe",
+        "rlpipe+store",
+        "--store-writer",
+        "thread",
+        "process",
+    )
     rows = {row["side"]: row for row in data["rows"]}
     assert set(rows) == {"rlpipe", "rlpipe+store[thread]", "rlpipe+store[process]"}
     assert rows["rlpipe+store[thread]"]["store_writer"] == "thread"
@@ -104,8 +133,9 @@ def test_a_store_sides_figure_includes_its_writes(tmp_path: Path, monkeypatch):
 
     monkeypatch.setattr(store_module, "_write_checked", slow_write)
     monkeypatch.setattr(bench, "timed_block", block)
-    data = run_main(bench, monkeypatch, tmp_path / "result.json", "--sides", "rlpipe+store",
-                    "--store-writer", "thread")
+    data = run_main(
+        bench, monkeypatch, tmp_path / "result.json", "--sides", "rlpipe+store", "--store-writer", "thread"
+    )
     row = data["rows"][0]
     assert row["side"] == "rlpipe+store" and row["store_writer"] == "thread"
     assert pending == [0, 0, 0]  # the warm-up and both rounds: every write inside its block's time
@@ -143,8 +173,12 @@ def test_rsl_rl_and_rlpipe_get_the_same_learning_problem():
     ppo = run.algorithm.cfg
     assert (ppo.n_epochs, ppo.num_mini_batches, ppo.schedule, ppo.desired_kl) == (5, 4, "adaptive", 0.01)
     assert (ppo.learning_rate, ppo.clip_coef, ppo.ent_coef, ppo.vf_coef, ppo.max_grad_norm) == (
-        algo["learning_rate"], algo["clip_param"], algo["entropy_coef"], algo["value_loss_coef"],
-        algo["max_grad_norm"])
+        algo["learning_rate"],
+        algo["clip_param"],
+        algo["entropy_coef"],
+        algo["value_loss_coef"],
+        algo["max_grad_norm"],
+    )
     assert ppo.clip_value_loss and (ppo.gamma, ppo.gae_lambda) == (algo["gamma"], algo["lam"])
     for net, keys in ((run.policy.actor, ["policy"]), (run.policy.critic, ["policy", "privileged"])):
         assert net.obs_keys == keys and net.network_cfg.hidden_sizes == cfg["actor"]["hidden_dims"]

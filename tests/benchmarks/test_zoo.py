@@ -30,8 +30,19 @@ STEPS = 8 * 16  # env steps of one iteration of the fixture config
 
 def arguments(tmp: Path, out: Path | None, *args: str) -> list[str]:
     """The fixture configs with MLflow off, run dirs and outputs under ``tmp`` (run dirs in ``out``)."""
-    return ["--configs", str(CONFIGS), "--set", "tracking.backend=none", "--out", str(out or tmp / "out"),
-            "--json", str(tmp / "zoo.json"), "--plots", str(tmp / "png"), *args]
+    return [
+        "--configs",
+        str(CONFIGS),
+        "--set",
+        "tracking.backend=none",
+        "--out",
+        str(out or tmp / "out"),
+        "--json",
+        str(tmp / "zoo.json"),
+        "--plots",
+        str(tmp / "png"),
+        *args,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -148,8 +159,9 @@ def test_an_interrupted_run_continues_from_its_checkpoint(first, in_process, cap
 
 def test_a_finished_run_of_other_training_params_is_refused(first, in_process, capsys, tmp_path: Path):
     tmp, _ = first
-    code = in_process(tmp_path, "--seeds", "0", "--iterations", "1", "--set", "algorithm.cfg.clip_coef=0.1",
-                      out=tmp / "out")
+    code = in_process(
+        tmp_path, "--seeds", "0", "--iterations", "1", "--set", "algorithm.cfg.clip_coef=0.1", out=tmp / "out"
+    )
     assert code == 1
     refusal = "finished with other training params (algorithm.cfg.clip_coef: 0.2 there, 0.1 now)"
     assert refusal in capsys.readouterr().err
@@ -160,8 +172,11 @@ def test_user_errors_are_one_line_and_exit_2(in_process, capsys, tmp_path: Path)
     with pytest.raises(SystemExit) as exit_:
         in_process(tmp_path, "--tasks", "nope")
     assert exit_.value.code == 2
-    assert capsys.readouterr().err.splitlines()[-1].endswith(
-        f"--tasks: no config {CONFIGS}/nope.yaml; accepted: cartpole")
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .endswith(f"--tasks: no config {CONFIGS}/nope.yaml; accepted: cartpole")
+    )
     with pytest.raises(SystemExit) as exit_:
         in_process(tmp_path, "--set", "trainer.num_envs=0")
     assert exit_.value.code == 2
@@ -176,20 +191,31 @@ def test_a_task_reference_wins_over_its_env_ids(script: ModuleType):
     assert script.reference("CartPole", "grpo", "cartpole_grpo")["source"].startswith("none found")
 
 
-@pytest.mark.parametrize(("env_id", "algorithm", "why"), [
-    ("CartPole", "grpo", "GRPO"), ("MetaWorld/Push-v3", "ppo", "Meta-World v3"),
-    ("PandaPickCube-v1", "ppo", "MuJoCo Playground"), ("PushCube", "ppo", "rlpipe's own task"),
-])
-def test_a_missing_reference_says_what_was_looked_for(script: ModuleType, env_id: str, algorithm: str,
-                                                      why: str):
+@pytest.mark.parametrize(
+    ("env_id", "algorithm", "why"),
+    [
+        ("CartPole", "grpo", "GRPO"),
+        ("MetaWorld/Push-v3", "ppo", "Meta-World v3"),
+        ("PandaPickCube-v1", "ppo", "MuJoCo Playground"),
+        ("PushCube", "ppo", "rlpipe's own task"),
+    ],
+)
+def test_a_missing_reference_says_what_was_looked_for(
+    script: ModuleType, env_id: str, algorithm: str, why: str
+):
     ref = script.reference(env_id, algorithm)
     assert ref["value"] is None and ref["source"].startswith("none found: ") and why in ref["source"]
     assert script.reference("Acrobot-v1", "ppo")["source"] == "none found"
 
 
-@pytest.mark.parametrize(("tokens", "seeds"), [
-    (["0-9"], list(range(10))), (["0", "1", "2"], [0, 1, 2]), (["0-2", "7", "1-3"], [0, 1, 2, 7, 3]),
-])
+@pytest.mark.parametrize(
+    ("tokens", "seeds"),
+    [
+        (["0-9"], list(range(10))),
+        (["0", "1", "2"], [0, 1, 2]),
+        (["0-2", "7", "1-3"], [0, 1, 2, 7, 3]),
+    ],
+)
 def test_seeds_are_integers_and_inclusive_ranges(script: ModuleType, tokens: list[str], seeds: list[int]):
     assert script.seed_list(tokens) == seeds
 
@@ -206,20 +232,42 @@ def test_a_bad_seed_is_one_line_and_exit_2(in_process, capsys, tmp_path: Path, t
 
 def row(seed: int, eval_return: float) -> dict:
     """A row as an earlier zoo.py wrote it for the fixture's CartPole (reference 500), run dir elsewhere."""
-    return {"task": "cartpole", "config": "tests/fixtures/zoo/cartpole.yaml", "env_id": "CartPole",
-            "algorithm": "ppo", "seed": seed, "run_dir": f"elsewhere/seed{seed}", "env_steps": STEPS,
-            "budget_env_steps": STEPS, "eval_return": eval_return, "eval_success_rate": None,
-            "eval_success_at_end": None, "train_return": eval_return, "wall_s": 2.0, "cpu_s": None,
-            "env_steps_per_s": STEPS / 2.0,
-            "curve": {"env_steps": [STEPS], "train_return": [eval_return], "eval_env_steps": [STEPS],
-                      "eval_return": [eval_return]}}
+    return {
+        "task": "cartpole",
+        "config": "tests/fixtures/zoo/cartpole.yaml",
+        "env_id": "CartPole",
+        "algorithm": "ppo",
+        "seed": seed,
+        "run_dir": f"elsewhere/seed{seed}",
+        "env_steps": STEPS,
+        "budget_env_steps": STEPS,
+        "eval_return": eval_return,
+        "eval_success_rate": None,
+        "eval_success_at_end": None,
+        "train_return": eval_return,
+        "wall_s": 2.0,
+        "cpu_s": None,
+        "env_steps_per_s": STEPS / 2.0,
+        "curve": {
+            "env_steps": [STEPS],
+            "train_return": [eval_return],
+            "eval_env_steps": [STEPS],
+            "eval_return": [eval_return],
+        },
+    }
 
 
 def test_from_json_re_aggregates_the_rows_without_run_directories(in_process, capsys, tmp_path: Path):
-    old = {"benchmark": "zoo", "configs": "tests/fixtures/zoo", "seeds": [0, 1, 2, 3], "jobs": 2,
-           "rows": [row(s, r) for s, r in enumerate([100.0, 450.0, 500.0, 500.0])],
-           "summary": {"cartpole": {"task": "cartpole", "eval_return_mean": 387.5}},  # an older summary
-           "failed": [], "environment": {"cpu_count": 16, "torch": "measured there"}}
+    old = {
+        "benchmark": "zoo",
+        "configs": "tests/fixtures/zoo",
+        "seeds": [0, 1, 2, 3],
+        "jobs": 2,
+        "rows": [row(s, r) for s, r in enumerate([100.0, 450.0, 500.0, 500.0])],
+        "summary": {"cartpole": {"task": "cartpole", "eval_return_mean": 387.5}},  # an older summary
+        "failed": [],
+        "environment": {"cpu_count": 16, "torch": "measured there"},
+    }
     (tmp_path / "zoo.json").write_text(json.dumps(old))
     assert in_process(tmp_path, "--from-json", out=tmp_path / "nowhere") == 0
     assert "summary of 4 rows rewritten" in capsys.readouterr().out
@@ -231,13 +279,18 @@ def test_from_json_re_aggregates_the_rows_without_run_directories(in_process, ca
     assert task["eval_return_ci"]["iqm"][0] == pytest.approx(475.0)  # the middle two of 100, 450, 500, 500
     assert task["ratios"] == pytest.approx([0.2, 0.9, 1.0, 1.0])
     assert task["seeds_at_least"] == {"0.5": 0.75, "0.8": 0.75}
-    assert {p.name for p in (tmp_path / "png").iterdir()} == {"cartpole.png", "summary-ratios.png",
-                                                             "summary-profile.png"}
+    assert {p.name for p in (tmp_path / "png").iterdir()} == {
+        "cartpole.png",
+        "summary-ratios.png",
+        "summary-profile.png",
+    }
     assert not (tmp_path / "nowhere").exists()  # nothing trained, no run directory read or made
 
 
 def test_from_json_without_zoo_results_is_one_line_and_exit_2(in_process, capsys, tmp_path: Path):
     (tmp_path / "zoo.json").write_text("[]")
     assert in_process(tmp_path, "--from-json") == 2
-    assert capsys.readouterr().err.strip() == (f"error: --json {tmp_path / 'zoo.json'}: no zoo results there "
-                                               "(a JSON object with 'rows' written by benchmarks/zoo.py)")
+    assert capsys.readouterr().err.strip() == (
+        f"error: --json {tmp_path / 'zoo.json'}: no zoo results there "
+        "(a JSON object with 'rows' written by benchmarks/zoo.py)"
+    )

@@ -6,17 +6,33 @@ from click.testing import CliRunner
 
 from rlpipe.cli import cli
 
-FAST = ["--set", "trainer.num_envs=8", "--set", "trainer.buffer_size=8", "--set", "trainer.iterations=2",
-        "--set", "tracking.backend=none", "--set", "trainer.num_eval_envs=2",
-        "--set", "algorithm.cfg.batch_size=32", "--set", "algorithm.cfg.n_epochs=1"]
+FAST = [
+    "--set",
+    "trainer.num_envs=8",
+    "--set",
+    "trainer.buffer_size=8",
+    "--set",
+    "trainer.iterations=2",
+    "--set",
+    "tracking.backend=none",
+    "--set",
+    "trainer.num_eval_envs=2",
+    "--set",
+    "algorithm.cfg.batch_size=32",
+    "--set",
+    "algorithm.cfg.n_epochs=1",
+]
 
 
 @pytest.mark.parametrize(
     ("override", "message"),
     [
         ("algorithm.cfg.batch_size=0", "algorithm.cfg.batch_size: Input should be greater than or equal"),
-        ("env.id=NoSuchEnv", "env.id: unknown env 'NoSuchEnv' for backend auto; accepted: a registered torch "
-                             "env (CartPole, DeepSea, Pendulum"),
+        (
+            "env.id=NoSuchEnv",
+            "env.id: unknown env 'NoSuchEnv' for backend auto; accepted: a registered torch "
+            "env (CartPole, DeepSea, Pendulum",
+        ),
         ("algorithm.name=sac", "algorithm.name: unknown algorithm 'sac'; accepted:"),
         ("trainer.foo=1", "trainer.foo: unknown key"),
         ("policy.actor.network_cfg.activation=swish", "policy.actor.network_cfg.activation: unknown 'swish'"),
@@ -43,7 +59,9 @@ def test_run_writes_metrics_and_checkpoint(tmp_path):
     data = tmp_path / "data"
     result = subprocess.run(
         [sys.executable, "-m", "rlpipe", "run", "params.yaml", "--set", f"trainer.data_dir={data}", *FAST],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     run_dir = data / "cartpole_ppo"

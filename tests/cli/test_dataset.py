@@ -22,16 +22,22 @@ def made_in(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
 
-@pytest.mark.parametrize(("args", "line"), [
-    (["--format", "rlds"], "Error: Invalid value for '--format': 'rlds' is not one of 'lerobot', 'minari'."),
-    (["--iterations", "5:3"], "Error: Invalid value for '--iterations': '5:3': expected A:B with 1 <= A"),
-    (["--iterations", "x"], "Error: Invalid value for '--iterations': 'x': expected A:B"),
-    (["--last", "0"], "Error: Invalid value for '--last': 0 is not in the range x>=1."),
-    (["--envs", "3:1"], "Error: Invalid value for '--envs': '3:1': expected env indices and ranges A:B"),
-    (["--envs", "0,a"], "Error: Invalid value for '--envs': '0,a': expected env indices"),
-    (["--action", "greedy"], "Error: Invalid value for '--action': 'greedy' is not one of 'executed'"),
-    (["--images", "jpeg"], "Error: Invalid value for '--images': 'jpeg' is not one of 'video', 'png'."),
-])
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["--format", "rlds"],
+            "Error: Invalid value for '--format': 'rlds' is not one of 'lerobot', 'minari'.",
+        ),
+        (["--iterations", "5:3"], "Error: Invalid value for '--iterations': '5:3': expected A:B with 1 <= A"),
+        (["--iterations", "x"], "Error: Invalid value for '--iterations': 'x': expected A:B"),
+        (["--last", "0"], "Error: Invalid value for '--last': 0 is not in the range x>=1."),
+        (["--envs", "3:1"], "Error: Invalid value for '--envs': '3:1': expected env indices and ranges A:B"),
+        (["--envs", "0,a"], "Error: Invalid value for '--envs': '0,a': expected env indices"),
+        (["--action", "greedy"], "Error: Invalid value for '--action': 'greedy' is not one of 'executed'"),
+        (["--images", "jpeg"], "Error: Invalid value for '--images': 'jpeg' is not one of 'video', 'png'."),
+    ],
+)
 def test_a_malformed_option_is_named_and_exits_2(tmp_path, args, line):
     base = {"--format": "minari", "--out": str(tmp_path / "out")}
     for option, value in zip(args[::2], args[1::2], strict=True):
@@ -41,17 +47,24 @@ def test_a_malformed_option_is_named_and_exits_2(tmp_path, args, line):
     assert made_in(tmp_path) == []
 
 
-@pytest.mark.parametrize(("args", "line"), [
-    (["--iterations", "1:2", "--last", "1"], "Error: --iterations and --last: give one of them"),
-    (["--min-return", "nan"], "Error: --min-return: nan is not a finite number"),
-    (["--format", "minari", "--images", "png"], "Error: --images: not an option of --format minari"),
-    (["--format", "minari", "--task", "push"], "Error: --task: not an option of --format minari"),
-    (["--format", "lerobot", "--dataset-id", "a/b-v0"],
-     "Error: --dataset-id: not an option of --format lerobot"),
-    (["--format", "minari", "--dataset-id", "rlpipe/x"],
-     "Error: --dataset-id: 'rlpipe/x' is not a Minari dataset id; expected (namespace/)name-vN, e.g. "
-     "rlpipe/cartpole/rollouts-v0"),
-])
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--iterations", "1:2", "--last", "1"], "Error: --iterations and --last: give one of them"),
+        (["--min-return", "nan"], "Error: --min-return: nan is not a finite number"),
+        (["--format", "minari", "--images", "png"], "Error: --images: not an option of --format minari"),
+        (["--format", "minari", "--task", "push"], "Error: --task: not an option of --format minari"),
+        (
+            ["--format", "lerobot", "--dataset-id", "a/b-v0"],
+            "Error: --dataset-id: not an option of --format lerobot",
+        ),
+        (
+            ["--format", "minari", "--dataset-id", "rlpipe/x"],
+            "Error: --dataset-id: 'rlpipe/x' is not a Minari dataset id; expected (namespace/)name-vN, e.g. "
+            "rlpipe/cartpole/rollouts-v0",
+        ),
+    ],
+)
 def test_options_that_do_not_fit_are_one_line_and_exit_2(tmp_path, args, line):
     if "--format" not in args:
         args = ["--format", "minari", *args]
@@ -65,36 +78,45 @@ def test_an_existing_out_is_refused_and_left_alone(tmp_path):
     out.mkdir()
     (out / "mine.txt").write_text("keep")
     code, lines = invoke(str(tmp_path / "run"), "--format", "minari", "--out", str(out))
-    assert (code, lines) == (2, [f"Error: --out: {out} already exists; give a new folder (a dataset is "
-                                 "written once)"])
+    assert (code, lines) == (
+        2,
+        [f"Error: --out: {out} already exists; give a new folder (a dataset is written once)"],
+    )
     assert made_in(tmp_path) == ["out"] and made_in(out) == ["mine.txt"]
 
 
 def test_minari_without_its_extra_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "minari", None)
     code, lines = invoke(str(tmp_path / "run"), "--format", "minari", "--out", str(tmp_path / "out"))
-    assert (code, lines) == (2, ["Error: rlpipe dataset --format minari needs minari: pip install "
-                                 "'rlpipe[minari]'"])
+    assert (code, lines) == (
+        2,
+        ["Error: rlpipe dataset --format minari needs minari: pip install 'rlpipe[minari]'"],
+    )
     assert made_in(tmp_path) == []
 
 
 def test_an_object_store_out_is_refused(tmp_path):
     code, lines = invoke(str(tmp_path / "run"), "--format", "minari", "--out", "s3://bucket/datasets/x")
-    assert (code, lines) == (2, ["Error: --out: s3://bucket/datasets/x: a dataset is written to a local "
-                                 "folder; copy it afterwards"])
+    assert (code, lines) == (
+        2,
+        ["Error: --out: s3://bucket/datasets/x: a dataset is written to a local folder; copy it afterwards"],
+    )
 
 
 # --- bad input found in the run: one line naming the option or store, exit 2, no dataset folder -------
+
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Tiny stored runs: plain, without stores, with store.every gaps, kept last 2, an env without a rate."""
     base = tmp_path_factory.mktemp("runs")
-    return {"plain": tiny_run(base / "plain"),
-            "no_stores": tiny_run(base / "no_stores", "store.enabled=false"),
-            "every": tiny_run(base / "every", "trainer.iterations=4", "store.every=2"),
-            "keep_last": tiny_run(base / "keep_last", "store.keep_last=2"),
-            "no_rate": tiny_run(base / "no_rate", "env.id=RepeatFirst", "trainer.iterations=2")}
+    return {
+        "plain": tiny_run(base / "plain"),
+        "no_stores": tiny_run(base / "no_stores", "store.enabled=false"),
+        "every": tiny_run(base / "every", "trainer.iterations=4", "store.every=2"),
+        "keep_last": tiny_run(base / "keep_last", "store.keep_last=2"),
+        "no_rate": tiny_run(base / "no_rate", "env.id=RepeatFirst", "trainer.iterations=2"),
+    }
 
 
 def refused(run: Path, out: Path, *args: str) -> str:
@@ -122,20 +144,27 @@ def test_kept_last_stores_export_from_the_oldest_kept_one_dropping_its_leading_f
     assert fragments >= 5  # per env: the one before store 2 (deleted store 1) and the one cut by store 3
 
 
-@pytest.mark.parametrize(("run", "span", "missing"), [
-    ("keep_last", "1:3", "not stored: 1 (deleted by store.keep_last, skipped by store.every, or not run "
-                         "yet); stored: 2–3"),
-    ("keep_last", "2:5", "not stored: 4–5 ("),
-    ("every", "2:4", "not stored: 3 ("),
-])
+@pytest.mark.parametrize(
+    ("run", "span", "missing"),
+    [
+        (
+            "keep_last",
+            "1:3",
+            "not stored: 1 (deleted by store.keep_last, skipped by store.every, or not run yet); stored: 2–3",
+        ),
+        ("keep_last", "2:5", "not stored: 4–5 ("),
+        ("every", "2:4", "not stored: 3 ("),
+    ],
+)
 def test_iterations_reaching_unstored_ones_are_refused_naming_them(runs, tmp_path, run, span, missing):
     line = refused(runs[run], tmp_path / "out", "--format", "minari", "--iterations", span)
     assert line.startswith(f"Error: --iterations {span}: {missing}"), line
 
 
 def test_last_k_means_the_last_k_stored(runs, tmp_path):
-    code, lines = invoke(str(runs["keep_last"]), "--out", str(tmp_path / "out"), "--format", "minari",
-                         "--last", "5")
+    code, lines = invoke(
+        str(runs["keep_last"]), "--out", str(tmp_path / "out"), "--format", "minari", "--last", "5"
+    )
     assert code == 0, lines
 
 
@@ -156,11 +185,23 @@ def test_an_env_index_the_run_does_not_have_is_refused(runs, tmp_path):
 
 def test_a_kept_selection_writes_the_dataset_and_its_summary(runs, tmp_path):
     out = tmp_path / "sub" / "minari"
-    code, lines = invoke(str(runs["plain"]), "--format", "minari", "--out", str(out), "--last", "2",
-                         "--dataset-id", "me/cartpole-v3")
+    code, lines = invoke(
+        str(runs["plain"]),
+        "--format",
+        "minari",
+        "--out",
+        str(out),
+        "--last",
+        "2",
+        "--dataset-id",
+        "me/cartpole-v3",
+    )
     assert code == 0, lines
-    assert re.fullmatch(rf"dataset → {re.escape(str(out))}: \d+ episodes, \d+ frames, \d+ fragments dropped, "
-                        r"0 episodes filtered out, \d+\.\d MB, \d+\.\d s", lines[-1]), lines
+    assert re.fullmatch(
+        rf"dataset → {re.escape(str(out))}: \d+ episodes, \d+ frames, \d+ fragments dropped, "
+        r"0 episodes filtered out, \d+\.\d MB, \d+\.\d s",
+        lines[-1],
+    ), lines
     assert (out / "me" / "cartpole-v3" / "data" / "main_data.hdf5").is_file()
     assert sorted(p.name for p in out.parent.iterdir()) == ["minari"]  # published, no temporary left
 

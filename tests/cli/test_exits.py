@@ -13,12 +13,15 @@ from rlpipe.rollout import NonFiniteError
 from rlpipe.trainer.signals import Interrupted
 
 
-@pytest.mark.parametrize(("error", "advice"), [
-    (errno.ENOSPC, "the disk is full: free space"),
-    (errno.EROFS, "the file system is read-only: choose a writable trainer.data_dir / --out"),
-    (errno.EACCES, "permission denied: fix the permissions"),
-    (errno.EFBIG, "the file-size limit (ulimit -f) was reached: raise it"),
-])
+@pytest.mark.parametrize(
+    ("error", "advice"),
+    [
+        (errno.ENOSPC, "the disk is full: free space"),
+        (errno.EROFS, "the file system is read-only: choose a writable trainer.data_dir / --out"),
+        (errno.EACCES, "permission denied: fix the permissions"),
+        (errno.EFBIG, "the file-size limit (ulimit -f) was reached: raise it"),
+    ],
+)
 def test_os_errors_name_the_file_and_what_to_do(error, advice):
     error = OSError(error, "strerror", "/data/run/ckpt-000003.pt")
     code, line = describe(error, "rlpipe run p.yaml --resume")
@@ -47,7 +50,9 @@ def test_classes_of_failure():
     oom = RuntimeError("CUDA out of memory. Tried to allocate 2 GiB")
     assert describe(oom)[1].startswith("out of memory")
     assert describe(Interrupted(15, 3, "ckpt-000003.pt"), "rlpipe run p --resume") == (
-        143, "stopped by SIGTERM at the iteration boundary; checkpoint ckpt-000003.pt (iteration 3); "
-             "resume with: rlpipe run p --resume")
+        143,
+        "stopped by SIGTERM at the iteration boundary; checkpoint ckpt-000003.pt (iteration 3); "
+        "resume with: rlpipe run p --resume",
+    )
     code, line = describe(KeyError("boom"))
     assert code == 1 and line == "KeyError: 'boom' (rlpipe --debug … shows the traceback)"

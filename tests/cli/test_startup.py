@@ -33,8 +33,9 @@ def run_cli(args: list[str], tmp_path: Path) -> tuple[subprocess.CompletedProces
         from rlpipe.cli import main
         main()
     """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     return result, set(json.loads(dump.read_text()))
 
 
@@ -68,8 +69,9 @@ def test_command_help_imports_nothing_heavy(tmp_path, command):
     ],
 )
 def test_params_error_is_one_line_exit_2_and_imports_nothing_heavy(tmp_path, override, message):
-    result, modules = run_cli(["run", "params.yaml", "--set", f"trainer.data_dir={tmp_path / 'data'}",
-                               "--set", override], tmp_path)
+    result, modules = run_cli(
+        ["run", "params.yaml", "--set", f"trainer.data_dir={tmp_path / 'data'}", "--set", override], tmp_path
+    )
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.stderr
@@ -85,8 +87,9 @@ def test_envs_lists_without_torch(tmp_path):
 
 
 def test_grpo_params_are_checked_at_load_too(tmp_path):
-    result, modules = run_cli(["run", "configs/grpo_cartpole.yaml", "--set", "algorithm.cfg.group_size=1"],
-                              tmp_path)
+    result, modules = run_cli(
+        ["run", "configs/grpo_cartpole.yaml", "--set", "algorithm.cfg.group_size=1"], tmp_path
+    )
     assert result.returncode == 2 and "algorithm.cfg.group_size: must be >= 2" in result.stderr, result.stderr
     assert heavy(modules) == []
 
@@ -101,7 +104,8 @@ def test_a_run_reaches_its_first_iteration_without_zarr(tmp_path):
         exp = Trainer(cfg).parts
         print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "zarr")))
     """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) == []

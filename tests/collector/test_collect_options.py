@@ -82,9 +82,18 @@ def test_deterministic_collection_takes_the_mode_action():
 
 
 def test_the_pipeline_passes_the_trainer_options_to_the_collector(tmp_path):
-    cfg = config.load(PARAMS, ["trainer.device=cpu", "trainer.num_envs=4", "tracking.backend=none",
-                               f"trainer.data_dir={tmp_path}", "trainer.horizons_per_env_reset=3",
-                               "trainer.deterministic_collect=true", "store.enabled=false"])
+    cfg = config.load(
+        PARAMS,
+        [
+            "trainer.device=cpu",
+            "trainer.num_envs=4",
+            "tracking.backend=none",
+            f"trainer.data_dir={tmp_path}",
+            "trainer.horizons_per_env_reset=3",
+            "trainer.deterministic_collect=true",
+            "store.enabled=false",
+        ],
+    )
     exp = Trainer(cfg).parts
     assert exp.collector.horizons_per_env_reset == 3 and exp.collector.deterministic
     defaults = config.TrainerCfg()

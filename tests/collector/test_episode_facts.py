@@ -95,8 +95,9 @@ def mean_collector(env_id, policy_block, **options):
     return policy, Collector(env, policy, 12, seed=3, **options)
 
 
-@pytest.mark.parametrize(("env_id", "distribution"), [("CartPole", "auto"), ("Pendulum", "gaussian"),
-                                                      ("Pendulum", "beta")])
+@pytest.mark.parametrize(
+    ("env_id", "distribution"), [("CartPole", "auto"), ("Pendulum", "gaussian"), ("Pendulum", "beta")]
+)
 def test_action_mean_is_the_deterministic_action_of_each_stored_observation(env_id, distribution):
     block = {"name": "actor_critic", "distribution": distribution}
     policy, collector = mean_collector(env_id, block, action_mean=True)
@@ -126,8 +127,12 @@ def test_action_mean_draws_nothing_and_is_absent_by_default():
 
 def test_a_recurrent_action_mean_follows_the_state_the_policy_acted_with():
     small = {"network_cfg": {"hidden_sizes": [8]}}
-    block = {"name": "recurrent_actor_critic", "actor": small, "critic": small,
-             "recurrent": {"type": "gru", "hidden_size": 8, "num_layers": 1}}
+    block = {
+        "name": "recurrent_actor_critic",
+        "actor": small,
+        "critic": small,
+        "recurrent": {"type": "gru", "hidden_size": 8, "num_layers": 1},
+    }
     policy, collector = mean_collector("RepeatFirst", block, action_mean=True)
     rollout, _ = collector()
     state, expected = torch.zeros(4, policy.state_size), []

@@ -37,8 +37,9 @@ class Flagging(BatchedEnv):
         truncated = self.t >= LENGTH
         self.t[truncated] = 0
         obs = torch.zeros(self.num_envs, 2)
-        return StepResult(obs, torch.ones(self.num_envs), torch.zeros_like(truncated), truncated, obs,
-                          {"success": success})
+        return StepResult(
+            obs, torch.ones(self.num_envs), torch.zeros_like(truncated), truncated, obs, {"success": success}
+        )
 
     def state_dict(self) -> dict[str, Any]:
         return {"t": self.t.clone()}

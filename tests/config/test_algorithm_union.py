@@ -43,13 +43,19 @@ def test_params_keep_the_keys_as_written_so_snapshots_and_hashes_do_not_grow():
     assert RunConfig.model_validate(cfg.to_dict()) == cfg and pickle.loads(pickle.dumps(cfg)) == cfg
 
 
-@pytest.mark.parametrize(("override", "expected"), [
-    ("algorithm.name=sac", "algorithm.name: unknown algorithm 'sac'; accepted: "),
-    ("algorithm.name=[ppo]", "algorithm.name: Input should be a valid string"),
-    ("algorithm=[ppo]", "algorithm: Input should be a mapping {name, cfg}"),
-    ("algorithm.cfg.kl_coeff=0.1", "algorithm.cfg.kl_coeff: unknown key; accepted: device, learning_rate"),
-    ("algorithm.cfg.clip_coef=-1", "algorithm.cfg.clip_coef: Input should be greater than 0 (got -1)"),
-])
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("algorithm.name=sac", "algorithm.name: unknown algorithm 'sac'; accepted: "),
+        ("algorithm.name=[ppo]", "algorithm.name: Input should be a valid string"),
+        ("algorithm=[ppo]", "algorithm: Input should be a mapping {name, cfg}"),
+        (
+            "algorithm.cfg.kl_coeff=0.1",
+            "algorithm.cfg.kl_coeff: unknown key; accepted: device, learning_rate",
+        ),
+        ("algorithm.cfg.clip_coef=-1", "algorithm.cfg.clip_coef: Input should be greater than 0 (got -1)"),
+    ],
+)
 def test_errors_name_the_key_inside_the_block(override, expected):
     with pytest.raises(ConfigError) as info:
         load(PARAMS, [override])
@@ -74,7 +80,9 @@ def test_replay_overrides_merge_over_the_block():
 
 
 def test_loading_params_imports_no_torch():
-    code = ("import sys; from rlpipe.config import load; "
-            "c = load('params.yaml', ['algorithm.name=grpo', 'algorithm.cfg={group_size: 2}']); "
-            "assert type(c.algorithm.cfg).__name__ == 'GRPOCfg'; assert 'torch' not in sys.modules, 'torch'")
+    code = (
+        "import sys; from rlpipe.config import load; "
+        "c = load('params.yaml', ['algorithm.name=grpo', 'algorithm.cfg={group_size: 2}']); "
+        "assert type(c.algorithm.cfg).__name__ == 'GRPOCfg'; assert 'torch' not in sys.modules, 'torch'"
+    )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)

@@ -15,8 +15,14 @@ def test_default_params_load_with_seed_blocks(tmp_path):
 
 
 def test_set_overrides_parse_yaml_values():
-    cfg = load("params.yaml", ["trainer.iterations=3", "policy.actor.network_cfg.hidden_sizes=[256,256]",
-                               "algorithm.cfg.clip_coef=0.1"])
+    cfg = load(
+        "params.yaml",
+        [
+            "trainer.iterations=3",
+            "policy.actor.network_cfg.hidden_sizes=[256,256]",
+            "algorithm.cfg.clip_coef=0.1",
+        ],
+    )
     assert cfg.trainer.iterations == 3
     assert cfg.policy.actor.network_cfg.hidden_sizes == [256, 256]
     assert cfg.algorithm.cfg.clip_coef == 0.1
@@ -26,8 +32,10 @@ def test_set_overrides_parse_yaml_values():
     ("override", "message"),
     [
         ("trainer.num_envs=0", r"trainer.num_envs: Input should be greater than or equal to 1 \(got 0\)"),
-        ("trainer.seeed=1",
-         r"trainer.seeed: unknown key \(did you mean 'seed'\?\); accepted: exp_name, seed, device"),
+        (
+            "trainer.seeed=1",
+            r"trainer.seeed: unknown key \(did you mean 'seed'\?\); accepted: exp_name, seed, device",
+        ),
         ("trainer.iterations=abc", r"trainer.iterations: Input should be a valid integer"),
         ("store.codec=gzip", r"store.codec: Input should be 'none', 'blosc-lz4', 'blosc-zstd' or 'zstd'"),
         ("trainer.device=tpu", r"trainer.device: got 'tpu'; accepted: auto, cpu, cuda, cuda:N$"),
@@ -60,17 +68,44 @@ def test_bad_set_syntax():
 def test_seed_json_format_is_accepted(tmp_path):
     (tmp_path / "gym_config.json").write_text(json.dumps({"id": "CartPole", "cfg": {}}))
     train = {
-        "trainer": {"exp_name": "push", "gym_config": "gym_config.json", "seed": 1, "device": "cpu",
-                    "headless": True, "enable_rt": False, "gpu_id": 0, "num_envs": 8, "iterations": 2,
-                    "buffer_size": 16, "enable_eval": True, "num_eval_envs": 4, "num_eval_episodes": 1,
-                    "eval_freq": 100, "save_freq": 100, "use_wandb": False,
-                    "wandb_project_name": "x"},
-        "policy": {"name": "actor_critic",
-                   "actor": {"type": "mlp", "network_cfg": {"hidden_sizes": [8], "activation": "relu"}},
-                   "critic": {"type": "mlp", "network_cfg": {"hidden_sizes": [8], "activation": "relu"}}},
-        "algorithm": {"name": "ppo", "cfg": {"learning_rate": 1e-4, "n_epochs": 1, "batch_size": 64,
-                                             "gamma": 0.99, "gae_lambda": 0.95, "clip_coef": 0.2,
-                                             "ent_coef": 0.01, "vf_coef": 0.5, "max_grad_norm": 0.5}},
+        "trainer": {
+            "exp_name": "push",
+            "gym_config": "gym_config.json",
+            "seed": 1,
+            "device": "cpu",
+            "headless": True,
+            "enable_rt": False,
+            "gpu_id": 0,
+            "num_envs": 8,
+            "iterations": 2,
+            "buffer_size": 16,
+            "enable_eval": True,
+            "num_eval_envs": 4,
+            "num_eval_episodes": 1,
+            "eval_freq": 100,
+            "save_freq": 100,
+            "use_wandb": False,
+            "wandb_project_name": "x",
+        },
+        "policy": {
+            "name": "actor_critic",
+            "actor": {"type": "mlp", "network_cfg": {"hidden_sizes": [8], "activation": "relu"}},
+            "critic": {"type": "mlp", "network_cfg": {"hidden_sizes": [8], "activation": "relu"}},
+        },
+        "algorithm": {
+            "name": "ppo",
+            "cfg": {
+                "learning_rate": 1e-4,
+                "n_epochs": 1,
+                "batch_size": 64,
+                "gamma": 0.99,
+                "gae_lambda": 0.95,
+                "clip_coef": 0.2,
+                "ent_coef": 0.01,
+                "vf_coef": 0.5,
+                "max_grad_norm": 0.5,
+            },
+        },
     }
     path = tmp_path / "train_config.json"
     path.write_text(json.dumps(train))
@@ -88,8 +123,10 @@ def test_params_hash_changes_with_params():
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("trainer.num_envs=true",
-         r"trainer.num_envs: Input should be a valid integer, not true/false \(got true\)"),
+        (
+            "trainer.num_envs=true",
+            r"trainer.num_envs: Input should be a valid integer, not true/false \(got true\)",
+        ),
         ('store.enabled="yes"', r"store.enabled: Input should be true or false \(got 'yes'\)"),
         ("store.enabled=1", r"store.enabled: Input should be true or false \(got 1\)"),
         ('trainer.seed="7"', r"trainer.seed: Input should be a valid integer, not a string"),
@@ -106,8 +143,10 @@ def test_no_coercion_between_bools_numbers_and_strings(override, message):
 
 
 def test_strict_types_still_take_ints_for_floats_lists_for_tuples_and_exponents():
-    cfg = load("params.yaml", ["algorithm.cfg.learning_rate=1e-3", "trainer.exp_name=run_2.b",
-                               "policy.log_std_init=0"])
+    cfg = load(
+        "params.yaml",
+        ["algorithm.cfg.learning_rate=1e-3", "trainer.exp_name=run_2.b", "policy.log_std_init=0"],
+    )
     assert cfg.algorithm.cfg.learning_rate == 0.001 and cfg.policy.log_std_init == 0.0
     from rlpipe.algorithms import resolve_algo_cfg
 

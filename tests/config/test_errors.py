@@ -17,14 +17,24 @@ def params_file():
     return ROOT / "params.yaml"
 
 
-@pytest.mark.parametrize("override, expected", [
-    ("trainer.iteratons=3",
-     "trainer.iteratons: unknown key (did you mean 'iterations'?); accepted: exp_name"),
-    ("traner.seed=3", "traner: unknown key (did you mean 'trainer'?); accepted: trainer, env"),
-    ("algorithm.cfg.clip_coeff=0.1",
-     "algorithm.cfg.clip_coeff: unknown key (did you mean 'clip_coef'?); accepted:"),
-    ("policy.actor.network_cfgs={}", "policy.actor.network_cfgs: unknown key (did you mean 'network_cfg'?)"),
-])
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        (
+            "trainer.iteratons=3",
+            "trainer.iteratons: unknown key (did you mean 'iterations'?); accepted: exp_name",
+        ),
+        ("traner.seed=3", "traner: unknown key (did you mean 'trainer'?); accepted: trainer, env"),
+        (
+            "algorithm.cfg.clip_coeff=0.1",
+            "algorithm.cfg.clip_coeff: unknown key (did you mean 'clip_coef'?); accepted:",
+        ),
+        (
+            "policy.actor.network_cfgs={}",
+            "policy.actor.network_cfgs: unknown key (did you mean 'network_cfg'?)",
+        ),
+    ],
+)
 def test_a_key_typo_names_the_closest_key(params_file, override, expected):
     with pytest.raises(ConfigError, match=r"^\S+params\.yaml: ") as info:
         load(params_file, [override])
@@ -53,8 +63,9 @@ def test_yaml_error_names_line_and_column(tmp_path):
 def test_yaml_flow_error_names_line_and_context(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text("env: {id: CartPole}\ntrainer: {seed: [1, 2}\n")
-    with pytest.raises(ConfigError,
-                       match=rf"^{path}:2:\d+: not valid YAML \(expected ',' or ']'.*flow sequence\)$"):
+    with pytest.raises(
+        ConfigError, match=rf"^{path}:2:\d+: not valid YAML \(expected ',' or ']'.*flow sequence\)$"
+    ):
         load(path)
 
 

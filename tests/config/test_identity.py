@@ -30,8 +30,9 @@ def test_a_derived_name_is_checked_with_the_same_rule():
 def test_an_out_of_range_seed_names_the_accepted_range(key, value):
     with pytest.raises(ConfigError) as info:
         load("params.yaml", [f"{key}={value}"])
-    assert str(info.value) == (f"params.yaml: {key}: got {value}; accepted: an integer from 0 to "
-                               "2147483647 (2**31 - 1)")
+    assert str(info.value) == (
+        f"params.yaml: {key}: got {value}; accepted: an integer from 0 to 2147483647 (2**31 - 1)"
+    )
 
 
 def test_a_seed_of_many_digits_is_shortened():

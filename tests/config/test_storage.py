@@ -14,18 +14,27 @@ from rlpipe.config import ConfigError, load
     [
         ("store.every=0", "store.every", r"Input should be greater than or equal to 1 \(got 0\)$"),
         ("store.envs=0", "store.envs", r"Input should be greater than or equal to 1"),
-        ("store.envs=100000", "store.envs",
-         r"got 100000; at most trainer\.num_envs \(\d+\), the envs of each rank$"),
-        ("store.precision={action: float16}", "store.precision.action",
-         r"'action' is not an observation group; accepted: obs \(every observation array\) or obs/<key>"),
+        (
+            "store.envs=100000",
+            "store.envs",
+            r"got 100000; at most trainer\.num_envs \(\d+\), the envs of each rank$",
+        ),
+        (
+            "store.precision={action: float16}",
+            "store.precision.action",
+            r"'action' is not an observation group; accepted: obs \(every observation array\) or obs/<key>",
+        ),
         ("store.precision={obs: bfloat16}", "store.precision.obs", r"Input should be 'float16'"),
         ("store.budget={}", "store.budget", r"give one of total_tb .* or rate_gb_s"),
         ("store.budget={total_tb: 1, rate_gb_s: 1, env_steps_per_s: 1}", "store.budget", r"give one of"),
         ("store.budget={rate_gb_s: 1.5}", "store.budget", r"rate_gb_s and env_steps_per_s go together"),
         ("store.budget={total_tb: -1}", "store.budget.total_tb", r"Input should be greater than 0"),
         ("store.budget={total_tb: .inf}", "store.budget.total_tb", r"Input should be a finite number"),
-        ("store.budget={total_tb: 2, tb: 1}", "store.budget.tb",
-         r"unknown key; accepted: total_tb, rate_gb_s"),
+        (
+            "store.budget={total_tb: 2, tb: 1}",
+            "store.budget.tb",
+            r"unknown key; accepted: total_tb, rate_gb_s",
+        ),
         ("store.budget={total_tb: '2'}", "store.budget.total_tb", r""),
         ("store.action_mean='true'", "store.action_mean", r"Input should be true or false"),
         ("store.action_mean=1", "store.action_mean", r"Input should be true or false"),
@@ -43,7 +52,13 @@ def test_a_budget_replaces_every():
 
 
 def test_good_policies_load():
-    cfg = load("params.yaml", ["store.envs=4", "store.precision={obs/policy: float16}",
-                               "store.budget={rate_gb_s: 1.5, env_steps_per_s: 2.0e6}"])
+    cfg = load(
+        "params.yaml",
+        [
+            "store.envs=4",
+            "store.precision={obs/policy: float16}",
+            "store.budget={rate_gb_s: 1.5, env_steps_per_s: 2.0e6}",
+        ],
+    )
     assert cfg.store.budget.bytes_per_env_step() == pytest.approx(750.0)
     assert cfg.store.budget.words() == "rate_gb_s 1.5 at 2000000 env steps/s"

@@ -27,9 +27,15 @@ def _takes_float(annotation: object) -> bool:
     return annotation is float
 
 
-FLOAT_FIELDS = sorted({(cls.__name__, name, cls) for cls in _config_classes()
-                       for name, field in cls.model_fields.items() if _takes_float(field.annotation)},
-                      key=lambda item: item[:2])
+FLOAT_FIELDS = sorted(
+    {
+        (cls.__name__, name, cls)
+        for cls in _config_classes()
+        for name, field in cls.model_fields.items()
+        if _takes_float(field.annotation)
+    },
+    key=lambda item: item[:2],
+)
 
 
 def test_there_are_float_fields_to_check():
@@ -49,8 +55,9 @@ def test_every_float_field_refuses_non_finite_values(owner, name, cls, value):
     assert ((name,), "finite_number") in problems, f"{owner}.{name} accepted {value}"
 
 
-@pytest.mark.parametrize("key", ["algorithm.cfg.learning_rate", "algorithm.cfg.ent_coef",
-                                 "algorithm.cfg.vf_coef"])
+@pytest.mark.parametrize(
+    "key", ["algorithm.cfg.learning_rate", "algorithm.cfg.ent_coef", "algorithm.cfg.vf_coef"]
+)
 def test_inf_coefficients_are_refused_naming_the_key(key):
     with pytest.raises(ConfigError) as info:
         load("params.yaml", [f"{key}=.inf"])

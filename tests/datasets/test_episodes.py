@@ -68,14 +68,26 @@ def independent_episodes(run: Path, keep_last: bool = False) -> tuple[list[dict]
         steps, known = [], False
         for it, g in stores:
             a = {k: np.asarray(g[k][...]) for k in ("obs", "action", "reward", "terminated", "truncated")}
-            finals = {tuple(ij): row for ij, row in zip(np.asarray(g["final_obs/index"][...]).tolist(),
-                                                     np.asarray(g["final_obs/obs"][...]))}
+            finals = {
+                tuple(ij): row
+                for ij, row in zip(
+                    np.asarray(g["final_obs/index"][...]).tolist(), np.asarray(g["final_obs/obs"][...])
+                )
+            }
             if g.attrs["reset_at_start"]:
                 dropped += bool(steps)
                 steps, known = [], True
             for t in range(a["reward"].shape[1] - 1):
-                steps.append((it, a["obs"][env, t], a["action"][env, t], a["reward"][env, t],
-                              a["terminated"][env, t], a["truncated"][env, t]))
+                steps.append(
+                    (
+                        it,
+                        a["obs"][env, t],
+                        a["action"][env, t],
+                        a["reward"][env, t],
+                        a["terminated"][env, t],
+                        a["truncated"][env, t],
+                    )
+                )
                 if a["terminated"][env, t] or a["truncated"][env, t]:
                     if known:
                         out.append({"env": env, "steps": steps, "next": finals[(env, t)], "cut": False})
@@ -159,7 +171,8 @@ def test_selection_of_iterations_last_and_envs(ppo_run):
     inside = [e for e in everything if e.iterations[-1] <= 3]
     # an episode that began in iteration 2 is the same whether iteration 1 is read or not
     assert [(e.env, e.iteration, e.length) for e in episodes] == [
-        (e.env, e.iteration, e.length) for e in inside]
+        (e.env, e.iteration, e.length) for e in inside
+    ]
 
 
 def test_min_return_filters_and_counts(ppo_run):
@@ -181,17 +194,23 @@ def test_success_is_stored_per_step_and_filters(tmp_path):
     assert 0 < len(winners) < len(episodes) and all(e.succeeded for e in winners)
 
 
-@pytest.mark.parametrize(("selection", "message"), [
-    (Selection(iterations=(1, 2), last=1), "--iterations and --last"),
-    (Selection(iterations=(3, 2)), "--iterations 3:2"),
-    (Selection(iterations=(7, 9)), "--iterations 7:9: not stored: 7–9 (deleted by store.keep_last, "
-                                   "skipped by store.every, or not run yet); stored: 1–4"),
-    (Selection(iterations=(3, 6)), "--iterations 3:6: not stored: 5–6 ("),
-    (Selection(last=0), "--last 0"),
-    (Selection(action="greedy"), "--action greedy: accepted executed | mean"),
-    (Selection(envs=(8,)), "--envs 8: the stores hold envs 0–7"),
-    (Selection(min_success=True), "--min-success"),
-])
+@pytest.mark.parametrize(
+    ("selection", "message"),
+    [
+        (Selection(iterations=(1, 2), last=1), "--iterations and --last"),
+        (Selection(iterations=(3, 2)), "--iterations 3:2"),
+        (
+            Selection(iterations=(7, 9)),
+            "--iterations 7:9: not stored: 7–9 (deleted by store.keep_last, "
+            "skipped by store.every, or not run yet); stored: 1–4",
+        ),
+        (Selection(iterations=(3, 6)), "--iterations 3:6: not stored: 5–6 ("),
+        (Selection(last=0), "--last 0"),
+        (Selection(action="greedy"), "--action greedy: accepted executed | mean"),
+        (Selection(envs=(8,)), "--envs 8: the stores hold envs 0–7"),
+        (Selection(min_success=True), "--min-success"),
+    ],
+)
 def test_bad_selections_are_one_line(ppo_run, selection, message):
     with pytest.raises(ConfigError, match=re.escape(message)) as info:
         list(read_episodes(ppo_run, selection))
@@ -236,7 +255,8 @@ def test_old_stores_read_as_before_and_episodes_say_what_is_missing(ppo_run, grp
     old = _make_old(ppo_run, tmp_path / "old")
     rollout, attrs = read_rollout(old / "rollouts" / "iter-000002.zarr")  # replay's read: unchanged
     assert "reset_at_start" not in attrs and torch.equal(
-        rollout["obs"], read_rollout(ppo_run / "rollouts" / "iter-000002.zarr")[0]["obs"])
+        rollout["obs"], read_rollout(ppo_run / "rollouts" / "iter-000002.zarr")[0]["obs"]
+    )
     with pytest.raises(StoreError, match="iter-000001.zarr: written before rlpipe stored final observations"):
         list(read_episodes(old, Selection()))
     old_grpo = _make_old(grpo_run, tmp_path / "old_grpo")
@@ -262,7 +282,8 @@ def test_sharded_iterations_give_one_stream_per_rank_and_env(ppo_run, tmp_path):
     single = list(read_episodes(ppo_run, Selection()))
     episodes = list(read_episodes(sharded, Selection()))
     assert [(e.rank, e.env, e.length) for e in episodes] == [
-        (rank, e.env, e.length) for rank in (0, 1) for e in single]
+        (rank, e.env, e.length) for rank in (0, 1) for e in single
+    ]
     assert [e.index for e in episodes] == list(range(2 * len(single)))
 
 

@@ -58,8 +58,9 @@ def independent_episodes(run: Path) -> list[dict[str, np.ndarray]]:
 
 
 def export(run: Path, out: Path, *options: str) -> None:
-    result = CliRunner().invoke(cli, ["dataset", str(run), "--format", "lerobot", "--out", str(out),
-                                      "--action", "mean", *options])
+    result = CliRunner().invoke(
+        cli, ["dataset", str(run), "--format", "lerobot", "--out", str(out), "--action", "mean", *options]
+    )
     assert result.exit_code == 0, result.output
 
 

@@ -30,13 +30,27 @@ H, W, FPS = 16, 16, 10
 
 
 def group_source(channels: int = 3, fps: int | None = FPS, height: int = H) -> Src:
-    space = gym.spaces.Dict({
-        "policy": gym.spaces.Box(-1, 1, (5,), np.float32),
-        "camera": gym.spaces.Box(0, 255, (2 * channels, height, W), np.uint8),
-        "privileged": gym.spaces.Box(-1, 1, (3,), np.float32),
-    })
-    return Src("data/push", "PushCube", None, space, gym.spaces.Box(-1, 1, (2,), np.float32),
-               ("camera",), {"camera": channels}, ("privileged",), fps, "abc123", (3, 4), "ckpt-000004.pt")
+    space = gym.spaces.Dict(
+        {
+            "policy": gym.spaces.Box(-1, 1, (5,), np.float32),
+            "camera": gym.spaces.Box(0, 255, (2 * channels, height, W), np.uint8),
+            "privileged": gym.spaces.Box(-1, 1, (3,), np.float32),
+        }
+    )
+    return Src(
+        "data/push",
+        "PushCube",
+        None,
+        space,
+        gym.spaces.Box(-1, 1, (2,), np.float32),
+        ("camera",),
+        {"camera": channels},
+        ("privileged",),
+        fps,
+        "abc123",
+        (3, 4),
+        "ckpt-000004.pt",
+    )
 
 
 def _frames(rng, length, channels, height=H):
@@ -54,19 +68,31 @@ def group_episodes(channels: int = 3, lengths=(4, 7, 5), height: int = H) -> lis
     rng = np.random.default_rng(0)
     eps = []
     for i, length in enumerate(lengths):
-        obs = {"policy": rng.normal(size=(length, 5)).astype(np.float32),
-               "camera": _frames(rng, length, channels, height),
-               "privileged": rng.normal(size=(length, 3)).astype(np.float32)}
+        obs = {
+            "policy": rng.normal(size=(length, 5)).astype(np.float32),
+            "camera": _frames(rng, length, channels, height),
+            "privileged": rng.normal(size=(length, 3)).astype(np.float32),
+        }
         last = np.zeros(length, bool)
         last[-1] = True
-        eps.append(Ep(rank=0, env=i % 2, index=i, observations=obs,
-                      next_observation={k: v[-1] for k, v in obs.items()},
-                      actions=rng.normal(size=(length, 2)).astype(np.float32),
-                      rewards=rng.normal(size=length).astype(np.float32),
-                      terminated=last & (i != 1), truncated=last & (i == 1),
-                      success=last & (i == 0), iterations=np.full(length, 3 + i // 2, np.int64),
-                      log_probs=rng.normal(size=length).astype(np.float32),
-                      values=rng.normal(size=length).astype(np.float32), cut=False))
+        eps.append(
+            Ep(
+                rank=0,
+                env=i % 2,
+                index=i,
+                observations=obs,
+                next_observation={k: v[-1] for k, v in obs.items()},
+                actions=rng.normal(size=(length, 2)).astype(np.float32),
+                rewards=rng.normal(size=length).astype(np.float32),
+                terminated=last & (i != 1),
+                truncated=last & (i == 1),
+                success=last & (i == 0),
+                iterations=np.full(length, 3 + i // 2, np.int64),
+                log_probs=rng.normal(size=length).astype(np.float32),
+                values=rng.normal(size=length).astype(np.float32),
+                cut=False,
+            )
+        )
     return eps
 
 
@@ -94,15 +120,23 @@ def test_video_export_matches_v3_layout_and_episodes(tmp_path):
     assert info["data_path"] == "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
     assert info["video_path"] == "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
     feats = info["features"]
-    assert feats["observation.state"] == {"dtype": "float32", "shape": [5],
-                                          "names": [f"policy/{i}" for i in range(5)]}
+    assert feats["observation.state"] == {
+        "dtype": "float32",
+        "shape": [5],
+        "names": [f"policy/{i}" for i in range(5)],
+    }
     assert feats["observation.environment_state"]["shape"] == [3]
     cam = feats["observation.images.camera"]
     assert (cam["dtype"], cam["shape"], cam["names"]) == ("video", [H, W, 3], ["height", "width", "channels"])
     assert cam["info"]["video.codec"] == "av1" and cam["info"]["video.fps"] == FPS
     assert feats["action"]["shape"] == [2] and feats["next.success"]["dtype"] == "bool"
-    for key, dtype in [("timestamp", "float32"), ("frame_index", "int64"), ("episode_index", "int64"),
-                       ("index", "int64"), ("task_index", "int64")]:
+    for key, dtype in [
+        ("timestamp", "float32"),
+        ("frame_index", "int64"),
+        ("episode_index", "int64"),
+        ("index", "int64"),
+        ("task_index", "int64"),
+    ]:
         assert feats[key] == {"dtype": dtype, "shape": [1], "names": None}
     assert not [k for k in feats if k.startswith("action") and k != "action"]
 
@@ -124,10 +158,11 @@ def test_video_export_matches_v3_layout_and_episodes(tmp_path):
     data = read_data(out)
     assert list(data["index"]) == list(range(total))
     for ep, (_, row) in zip(eps, rows.iterrows()):
-        part = data.iloc[row["dataset_from_index"]:row["dataset_to_index"]]
+        part = data.iloc[row["dataset_from_index"] : row["dataset_to_index"]]
         np.testing.assert_array_equal(np.stack(part["observation.state"]), ep.observations["policy"])
-        np.testing.assert_array_equal(np.stack(part["observation.environment_state"]),
-                                      ep.observations["privileged"])
+        np.testing.assert_array_equal(
+            np.stack(part["observation.environment_state"]), ep.observations["privileged"]
+        )
         np.testing.assert_array_equal(np.stack(part["action"]), ep.actions)
         np.testing.assert_array_equal(part["next.reward"], ep.rewards)
         np.testing.assert_array_equal(part["next.done"], ep.terminated | ep.truncated)
@@ -150,11 +185,14 @@ def test_video_frames_count_timing_and_content(tmp_path):
     video = out / "videos/observation.images.camera/chunk-000/file-000.mp4"
     with av.open(str(video)) as container:
         stream = container.streams.video[0]
-        assert (stream.codec_context.name in ("libdav1d", "libaom-av1", "av1")
-                and stream.codec.canonical_name == "av1")
+        assert (
+            stream.codec_context.name in ("libdav1d", "libaom-av1", "av1")
+            and stream.codec.canonical_name == "av1"
+        )
         assert (stream.width, stream.height, stream.pix_fmt) == (W, H, "yuv420p")
-        decoded = [(float(f.pts * f.time_base), f.to_ndarray(format="rgb24"))
-                   for f in container.decode(stream)]
+        decoded = [
+            (float(f.pts * f.time_base), f.to_ndarray(format="rgb24")) for f in container.decode(stream)
+        ]
     assert len(decoded) == len(data)
     times = np.array([t for t, _ in decoded])
     for ep, (_, row) in zip(eps, rows.iterrows()):
@@ -179,8 +217,11 @@ def test_png_export_keeps_frames_exactly(tmp_path):
     assert str(table.schema.field("observation.images.camera").type) == "struct<bytes: binary, path: string>"
     hf = json.loads(table.schema.metadata[b"huggingface"])["info"]["features"]
     assert hf["observation.images.camera"] == {"_type": "Image"}
-    assert hf["observation.state"] == {"feature": {"dtype": "float32", "_type": "Value"}, "length": 5,
-                                       "_type": "List"}
+    assert hf["observation.state"] == {
+        "feature": {"dtype": "float32", "_type": "Value"},
+        "length": 5,
+        "_type": "List",
+    }
     images = table.column("observation.images.camera").to_pylist()
     frames = np.concatenate([e.observations["camera"][:, -3:].transpose(0, 2, 3, 1) for e in eps])
     for image, frame in zip(images, frames, strict=True):
@@ -219,12 +260,38 @@ def test_stats_per_feature_and_images_per_channel(tmp_path):
 
 
 def test_flat_observation_and_discrete_action(tmp_path):
-    source = Src("data/cp", "CartPole", "CartPole-v1", gym.spaces.Box(-5, 5, (4,), np.float32),
-                 gym.spaces.Discrete(2), (), {}, (), 50, "h", (1,), None)
+    source = Src(
+        "data/cp",
+        "CartPole",
+        "CartPole-v1",
+        gym.spaces.Box(-5, 5, (4,), np.float32),
+        gym.spaces.Discrete(2),
+        (),
+        {},
+        (),
+        50,
+        "h",
+        (1,),
+        None,
+    )
     obs = np.arange(12, dtype=np.float32).reshape(3, 4)
     flags = np.array([False, False, True])
-    ep = Ep(0, 0, 0, obs, obs[-1], np.array([1, 0, 1]), np.ones(3, np.float32), flags, ~flags & False,
-            None, np.ones(3, np.int64), np.zeros(3, np.float32), np.zeros(3, np.float32), False)
+    ep = Ep(
+        0,
+        0,
+        0,
+        obs,
+        obs[-1],
+        np.array([1, 0, 1]),
+        np.ones(3, np.float32),
+        flags,
+        ~flags & False,
+        None,
+        np.ones(3, np.int64),
+        np.zeros(3, np.float32),
+        np.zeros(3, np.float32),
+        False,
+    )
     write_lerobot(source, [ep], tmp_path / "ds")
     info = json.loads((tmp_path / "ds/meta/info.json").read_text())
     assert info["features"]["observation.state"]["shape"] == [4]
@@ -245,8 +312,9 @@ def test_data_files_rotate_by_size_without_splitting_episodes(tmp_path, monkeypa
     assert list(rows["data/file_index"]) == [0, 1, 2]
     for _, row in rows.iterrows():
         path = tmp_path / "ds" / f"data/chunk-000/file-{row['data/file_index']:03d}.parquet"
-        assert list(pq.read_table(path, columns=["index"]).column("index").to_pylist()) == \
-            list(range(row["dataset_from_index"], row["dataset_to_index"]))
+        assert list(pq.read_table(path, columns=["index"]).column("index").to_pylist()) == list(
+            range(row["dataset_from_index"], row["dataset_to_index"])
+        )
 
 
 def test_provenance_records_run_and_one_frame_episodes_write(tmp_path):
@@ -259,12 +327,15 @@ def test_provenance_records_run_and_one_frame_episodes_write(tmp_path):
     assert prov["mapping"]["observation.environment_state"] == ["privileged"]
 
 
-@pytest.mark.parametrize("source, images, words", [
-    (group_source(fps=None), "video", "env PushCube has no control rate"),
-    (group_source(channels=2), "png", "2-channel"),
-    (group_source(height=15), "video", "even sides"),
-    (group_source(), "gif", "--images"),
-])
+@pytest.mark.parametrize(
+    "source, images, words",
+    [
+        (group_source(fps=None), "video", "env PushCube has no control rate"),
+        (group_source(channels=2), "png", "2-channel"),
+        (group_source(height=15), "video", "even sides"),
+        (group_source(), "gif", "--images"),
+    ],
+)
 def test_bad_sources_refused_before_writing(tmp_path, source, images, words):
     with pytest.raises(ValueError, match=words) as err:
         write_lerobot(source, group_episodes(), tmp_path / "ds", images=images)

@@ -17,15 +17,23 @@ from rlpipe.datasets.minari_export import check_dataset_id, default_dataset_id, 
 minari = pytest.importorskip("minari")
 
 
-def source_of(run_dir: str, env_id: str, gym_id: str | None, observation_space: gym.Space,
-           action_space: gym.Space) -> DatasetSource:
+def source_of(
+    run_dir: str, env_id: str, gym_id: str | None, observation_space: gym.Space, action_space: gym.Space
+) -> DatasetSource:
     """A run's description as the writer reads it (no images named: Minari keeps every group raw)."""
-    return DatasetSource(run_dir, env_id, gym_id, observation_space, action_space, (), {}, (), None,
-                         "abc123", (1, 2), None)
+    return DatasetSource(
+        run_dir, env_id, gym_id, observation_space, action_space, (), {}, (), None, "abc123", (1, 2), None
+    )
 
 
-def _episode(rng: np.random.Generator, length: int, obs: Any, act: tuple[int, ...] | None, ended: str,
-             success: bool = False) -> Episode:
+def _episode(
+    rng: np.random.Generator,
+    length: int,
+    obs: Any,
+    act: tuple[int, ...] | None,
+    ended: str,
+    success: bool = False,
+) -> Episode:
     def draw(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         if dtype == np.uint8:
             return rng.integers(0, 256, shape, dtype=np.uint8)
@@ -39,10 +47,22 @@ def _episode(rng: np.random.Generator, length: int, obs: Any, act: tuple[int, ..
     flags = {"terminated": np.zeros(length, bool), "truncated": np.zeros(length, bool)}
     flags[ended][-1] = True
     actions = rng.integers(0, 2, length) if act is None else draw((length, *act), np.float32)
-    return Episode(0, 0, 0, steps, final, actions, draw((length,), np.float32), flags["terminated"],
-                   flags["truncated"], (np.arange(length) == length - 1) & success if success else None,
-                   np.full(length, 3, np.int64), draw((length,), np.float32), draw((length,), np.float32),
-                   cut=False)
+    return Episode(
+        0,
+        0,
+        0,
+        steps,
+        final,
+        actions,
+        draw((length,), np.float32),
+        flags["terminated"],
+        flags["truncated"],
+        (np.arange(length) == length - 1) & success if success else None,
+        np.full(length, 3, np.int64),
+        draw((length,), np.float32),
+        draw((length,), np.float32),
+        cut=False,
+    )
 
 
 def _load(root: Path, dataset_id: str, monkeypatch: pytest.MonkeyPatch) -> Any:
@@ -52,11 +72,14 @@ def _load(root: Path, dataset_id: str, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 def test_a_flat_cartpole_export_loads_with_minari_equal_bit_for_bit(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
-    episodes = [_episode(rng, n, (4,), None, ended) for n, ended in
-                [(5, "terminated"), (1, "truncated"), (9, "terminated")]]
+    episodes = [
+        _episode(rng, n, (4,), None, ended)
+        for n, ended in [(5, "terminated"), (1, "truncated"), (9, "terminated")]
+    ]
     cartpole = gym.make("CartPole-v1")
-    source = source_of("data/cartpole", "CartPole-v1", "CartPole-v1", cartpole.observation_space,
-                    cartpole.action_space)
+    source = source_of(
+        "data/cartpole", "CartPole-v1", "CartPole-v1", cartpole.observation_space, cartpole.action_space
+    )
     seen = []
     folder = write_minari(iter(episodes), source, tmp_path, "rlpipe/cartpole/rollouts-v0", seen.append)
     assert folder == tmp_path / "rlpipe/cartpole/rollouts-v0" and (folder / "data/main_data.hdf5").is_file()
@@ -67,14 +90,22 @@ def test_a_flat_cartpole_export_loads_with_minari_equal_bit_for_bit(tmp_path, mo
     assert dataset.spec.env_spec.id == "CartPole-v1"  # offline-RL tools rebuild the env from it
     assert dataset.recover_environment().spec.id == "CartPole-v1"
     for mine, theirs in zip(episodes, dataset.iterate_episodes(), strict=True):
-        np.testing.assert_array_equal(theirs.observations,
-                                      np.concatenate([mine.observations, mine.next_observation[None]]))
+        np.testing.assert_array_equal(
+            theirs.observations, np.concatenate([mine.observations, mine.next_observation[None]])
+        )
         assert theirs.observations.dtype == np.float32 and theirs.actions.dtype == mine.actions.dtype
-        for field, ours in [("actions", mine.actions), ("rewards", mine.rewards),
-                            ("terminations", mine.terminated), ("truncations", mine.truncated)]:
+        for field, ours in [
+            ("actions", mine.actions),
+            ("rewards", mine.rewards),
+            ("terminations", mine.terminated),
+            ("truncations", mine.truncated),
+        ]:
             np.testing.assert_array_equal(getattr(theirs, field), ours, err_msg=field)
-        infos = [("log_prob", mine.log_probs, np.nan), ("value", mine.values, np.nan),
-                 ("iteration", mine.iterations, mine.iterations[-1])]
+        infos = [
+            ("log_prob", mine.log_probs, np.nan),
+            ("value", mine.values, np.nan),
+            ("iteration", mine.iterations, mine.iterations[-1]),
+        ]
         for key, ours, last in infos:  # [L+1], entry t with observation t: the final one took no action
             np.testing.assert_array_equal(theirs.infos[key], np.append(ours, last), err_msg=key)
             assert theirs.infos[key].dtype == ours.dtype
@@ -84,8 +115,12 @@ def test_a_flat_cartpole_export_loads_with_minari_equal_bit_for_bit(tmp_path, mo
 def test_observation_groups_and_raw_images_keep_their_bytes(tmp_path, monkeypatch):
     rng = np.random.default_rng(1)
     groups = {"policy": ((6,), np.float32), "camera": ((3, 64, 64), np.uint8)}
-    space = gym.spaces.Dict({"policy": gym.spaces.Box(-np.inf, np.inf, (6,), np.float32),
-                             "camera": gym.spaces.Box(0, 255, (3, 64, 64), np.uint8)})
+    space = gym.spaces.Dict(
+        {
+            "policy": gym.spaces.Box(-np.inf, np.inf, (6,), np.float32),
+            "camera": gym.spaces.Box(0, 255, (3, 64, 64), np.uint8),
+        }
+    )
     action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
     episodes = [_episode(rng, n, groups, (2,), "terminated", success=True) for n in (4, 7)]
     source = source_of("data/push", "PushCube", None, space, action_space)
@@ -145,9 +180,15 @@ def independent_episodes(run: Path, action_key: str = "action") -> tuple[list[di
                 steps.append(tuple(arrays[k][t] for k in STEP_KEYS))
                 if arrays["done"][t]:
                     obs, action, reward, terminated, truncated = map(np.stack, zip(*steps, strict=True))
-                    episodes.append({"observations": np.concatenate([obs, finals[(env, t)][None]]),
-                                     "actions": action, "rewards": reward, "terminations": terminated,
-                                     "truncations": truncated})
+                    episodes.append(
+                        {
+                            "observations": np.concatenate([obs, finals[(env, t)][None]]),
+                            "actions": action,
+                            "rewards": reward,
+                            "terminations": terminated,
+                            "truncations": truncated,
+                        }
+                    )
                     steps = []
         fragments += bool(steps)
     return episodes, fragments
@@ -165,8 +206,10 @@ def test_a_cartpole_run_exported_by_the_cli_equals_its_stores_bit_for_bit(tmp_pa
     expected, fragments = independent_episodes(run)
     assert len(expected) >= 3 and fragments >= 1  # CartPole episodes end inside and across the stores
     frames = sum(len(e["rewards"]) for e in expected)
-    assert result.output.startswith(f"dataset → {out}: {len(expected)} episodes, {frames} frames, "
-                                    f"{fragments} fragments dropped, 0 episodes filtered out, ")
+    assert result.output.startswith(
+        f"dataset → {out}: {len(expected)} episodes, {frames} frames, "
+        f"{fragments} fragments dropped, 0 episodes filtered out, "
+    )
 
     dataset = _load(out, "rlpipe/cartpole_ppo/rollouts-v0", monkeypatch)
     assert dataset.total_episodes == len(expected) and dataset.total_steps == frames
@@ -186,13 +229,15 @@ def test_an_export_with_action_mean_holds_the_recorded_deterministic_actions(tmp
 
     run = tiny_run(tmp_path / "data", "store.action_mean=true", "store.envs=2", "trainer.iterations=2")
     out = tmp_path / "minari"
-    result = CliRunner().invoke(cli, ["dataset", str(run), "--format", "minari", "--out", str(out),
-                                      "--action", "mean"])
+    result = CliRunner().invoke(
+        cli, ["dataset", str(run), "--format", "minari", "--out", str(out), "--action", "mean"]
+    )
     assert result.exit_code == 0, result.output
     expected, _ = independent_episodes(run, action_key="action_mean")
     executed, _ = independent_episodes(run)
-    assert expected and any(not np.array_equal(m["actions"], e["actions"])
-                            for m, e in zip(expected, executed, strict=True))
+    assert expected and any(
+        not np.array_equal(m["actions"], e["actions"]) for m, e in zip(expected, executed, strict=True)
+    )
     dataset = _load(out, "rlpipe/cartpole_ppo/rollouts-v0", monkeypatch)
     assert dataset.total_episodes == len(expected)
     for ours, theirs in zip(expected, dataset.iterate_episodes(), strict=True):

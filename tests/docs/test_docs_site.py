@@ -28,8 +28,14 @@ RESULTS = ROOT / "benchmarks" / "results"
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("site")
     command = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", "mkdocs.yml", "-d", str(out)]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                            env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    result = subprocess.run(
+        command,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout}\n{result.stderr}"
     return out
 
@@ -37,14 +43,27 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def page_text(site: Path, page: str) -> str:
     """The visible text of a built page (tags dropped, entities decoded, whitespace collapsed)."""
     body = (site / page / "index.html").read_text()
-    body = body[body.index("<article"):body.index("</article>")]
+    body = body[body.index("<article") : body.index("</article>")]
     return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", body)))
 
 
 def test_strict_build_passes_and_makes_every_nav_page(site: Path):
-    for page in ("getting-started", "params", "envs", "algorithms", "python-api", "rollout-store", "offline",
-                 "faults", "tracking-dvc", "distributed", "performance", "results", "architecture",
-                 "reference"):
+    for page in (
+        "getting-started",
+        "params",
+        "envs",
+        "algorithms",
+        "python-api",
+        "rollout-store",
+        "offline",
+        "faults",
+        "tracking-dvc",
+        "distributed",
+        "performance",
+        "results",
+        "architecture",
+        "reference",
+    ):
         assert (site / page / "index.html").is_file(), page
     assert (site / "index.html").is_file()
 
@@ -152,7 +171,8 @@ def test_sphinx_roles_in_docstrings_read_as_inline_code(site: Path):
 
     md = Markdown(extensions=[load_hook("reference").SphinxRoles()])
     assert md.convert("See :class:`Trainer` and :func:`~rlpipe.rollout.validate`.") == (
-        "<p>See <code>Trainer</code> and <code>validate</code>.</p>")
+        "<p>See <code>Trainer</code> and <code>validate</code>.</p>"
+    )
     assert ":class:`" not in (site / "reference" / "rlpipe.trainer" / "index.html").read_text()
 
 

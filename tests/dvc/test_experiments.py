@@ -47,7 +47,9 @@ def test_train_stage_of_an_experiment_writes_outside_the_temporary_workspace(wor
     published = temp / "results" / "cartpole_ppo"
     assert sorted(p.name for p in published.iterdir()) == ["curve.csv", "metrics.json", "run.json"]
     assert json.loads((published / "run.json").read_text()) == {
-        "dvc_exp_name": "clip01", "run_dir": "data/exps/clip01/cartpole_ppo"}
+        "dvc_exp_name": "clip01",
+        "run_dir": "data/exps/clip01/cartpole_ppo",
+    }
 
 
 def fake_eval(cfg, out) -> None:
@@ -118,8 +120,10 @@ def test_dvc_exp_apply_stash_keeps_every_rollout(tmp_path):
     git(repo, "init", "-q")
     git(repo, "add", ".gitignore")
     git(repo, "commit", "-q", "-m", "baseline")
-    rollouts = [repo / "data" / "cartpole_ppo" / "rollouts" / "iter-000001.zarr" / "zarr.json",
-                repo / "data" / "exps" / "clip03" / "cartpole_ppo" / "checkpoints" / "ckpt-000002.pt"]
+    rollouts = [
+        repo / "data" / "cartpole_ppo" / "rollouts" / "iter-000001.zarr" / "zarr.json",
+        repo / "data" / "exps" / "clip03" / "cartpole_ppo" / "checkpoints" / "ckpt-000002.pt",
+    ]
     small = [repo / "results" / "cartpole_ppo" / name for name in ("metrics.json", "curve.csv", "run.json")]
     for path in rollouts + small:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -135,10 +139,16 @@ def test_dvc_exp_apply_stash_keeps_every_rollout(tmp_path):
 
 
 def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True,
-                          text=True).stdout.strip()
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    return subprocess.run(
+        ["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def pointer(repo: Path, name: str | None) -> None:
@@ -158,8 +168,11 @@ def test_gc_frees_only_what_no_experiment_branch_or_workspace_names(tmp_path, mo
     (repo / ".dvc").mkdir()
     git(repo, "init", "-q")
     git(repo, "commit", "-q", "--allow-empty", "-m", "baseline")
-    for name, ref in (("exp_kept", "refs/exps/ab/cdef/exp_kept"), ("branch_kept", "refs/heads/promoted"),
-                      ("removed", "refs/exps/ab/cdef/removed")):
+    for name, ref in (
+        ("exp_kept", "refs/exps/ab/cdef/exp_kept"),
+        ("branch_kept", "refs/heads/promoted"),
+        ("removed", "refs/exps/ab/cdef/removed"),
+    ):
         pointer(repo, name)
         git(repo, "add", "-f", "results/cartpole_ppo/run.json")
         tree = git(repo, "write-tree")
@@ -199,9 +212,11 @@ def failing_git(tmp_path: Path, monkeypatch, but: str = "") -> None:
     """
     bin_dir, real = tmp_path / "bin", shutil.which("git")
     bin_dir.mkdir()
-    (bin_dir / "git").write_text("#!/bin/sh\n"
-                                 f"case \" $* \" in *\" {but or '-'} \"*) exec {real} \"$@\";; esac\n"
-                                 "echo \"fatal: detected dubious ownership in repository\" >&2\nexit 128\n")
+    (bin_dir / "git").write_text(
+        "#!/bin/sh\n"
+        f'case " $* " in *" {but or "-"} "*) exec {real} "$@";; esac\n'
+        'echo "fatal: detected dubious ownership in repository" >&2\nexit 128\n'
+    )
     (bin_dir / "git").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
@@ -213,8 +228,11 @@ def test_gc_refuses_when_git_fails_and_deletes_nothing(tmp_path, monkeypatch, bu
     git(repo, "update-ref", "refs/exps/ab/cdef/myexp", "HEAD")  # the experiment exists
     failing_git(tmp_path, monkeypatch, but)
     for dry_run in (True, False):
-        with pytest.raises(ExperimentsUnreadable, match=r"cannot tell which DVC experiments exist: git "
-                                                        r".*exit 128: fatal: detected dubious ownership"):
+        with pytest.raises(
+            ExperimentsUnreadable,
+            match=r"cannot tell which DVC experiments exist: git "
+            r".*exit 128: fatal: detected dubious ownership",
+        ):
             gc(repo, dry_run=dry_run)
     assert (repo / "data" / "exps" / "myexp" / "cartpole_ppo" / "x").is_file()
 

@@ -20,12 +20,20 @@ STAGES = ("train", "evaluate", "reupdate")
 
 def sh_env() -> dict[str, str]:
     """The environment of DVC and git commands: the venv on PATH, this tree first on PYTHONPATH."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MLFLOW_TRACKING_URI", "DVC_ROOT", "DVC_EXP_NAME", "DVC_STAGE")}
-    return env | {"PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}", "DVC_NO_ANALYTICS": "1",
-                  "PYTHONPATH": f"{ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}".rstrip(os.pathsep),
-                  "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                  "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MLFLOW_TRACKING_URI", "DVC_ROOT", "DVC_EXP_NAME", "DVC_STAGE")
+    }
+    return env | {
+        "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        "DVC_NO_ANALYTICS": "1",
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}".rstrip(os.pathsep),
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
 
 
 def sh(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -54,8 +62,13 @@ def set_params(repo: Path, changes: dict[str, dict]) -> None:
 
 def working_tree_files() -> list[str]:
     """What a commit of the working tree would hold: tracked and untracked-but-not-ignored files."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return sorted({rel for rel in listed.split("\0") if rel and (ROOT / rel).is_file()})
 
 
@@ -67,10 +80,20 @@ def repo(tmp_path):
         (copy / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, copy / rel)
     (copy / "dvc.lock").unlink(missing_ok=True)
-    set_params(copy, {"trainer": {"num_envs": 8, "buffer_size": 8, "iterations": 2, "num_eval_envs": 2,
-                                  "num_threads": 1},
-                      "algorithm": {"cfg.batch_size": 32, "cfg.n_epochs": 1},
-                      "eval": {"num_envs": 2, "num_episodes": 1}})
+    set_params(
+        copy,
+        {
+            "trainer": {
+                "num_envs": 8,
+                "buffer_size": 8,
+                "iterations": 2,
+                "num_eval_envs": 2,
+                "num_threads": 1,
+            },
+            "algorithm": {"cfg.batch_size": 32, "cfg.n_epochs": 1},
+            "eval": {"num_envs": 2, "num_episodes": 1},
+        },
+    )
     sh(copy, "git", "init", "-q")
     sh(copy, "git", "add", "-A")
     sh(copy, "git", "commit", "-qm", "baseline")
@@ -105,18 +128,24 @@ def test_dvc_yaml_stages_are_thin_entry_files_with_their_own_params():
     for stage in stages.values():
         for kind in ("outs", "metrics", "plots"):
             for out in stage.get(kind, []):
-                (path, spec), = out.items()
+                ((path, spec),) = out.items()
                 assert spec.get("cache") is False, f"{path}: heavy data must not be a DVC out"
                 assert path.endswith((".json", ".csv")), path
     outs = {next(iter(o)) for o in stages["train"]["outs"]}
     assert outs == {"results/${trainer.exp_name}/run.json"}
 
 
-@pytest.mark.parametrize(("stage", "entry"), [
-    ("train", "rlpipe.trainer.trainer"), ("evaluate", "rlpipe.offline.commands"),
-    ("reupdate", "rlpipe.offline.replay"),
-    ("train", "rlpipe.dvc.experiments"), ("evaluate", "rlpipe.dvc.experiments"),
-    ("reupdate", "rlpipe.dvc.experiments")])
+@pytest.mark.parametrize(
+    ("stage", "entry"),
+    [
+        ("train", "rlpipe.trainer.trainer"),
+        ("evaluate", "rlpipe.offline.commands"),
+        ("reupdate", "rlpipe.offline.replay"),
+        ("train", "rlpipe.dvc.experiments"),
+        ("evaluate", "rlpipe.dvc.experiments"),
+        ("reupdate", "rlpipe.dvc.experiments"),
+    ],
+)
 def test_code_deps_cover_the_import_closure(stage, entry):
     import grimp
 
@@ -150,11 +179,18 @@ def test_repro_train_noop_metrics_and_plots(repo):
 
     # Outside experiments the run dir is the workspace's data/<exp>, and results/<exp>/run.json says so.
     assert json.loads((repo / "results/cartpole_ppo/run.json").read_text()) == {
-        "dvc_exp_name": None, "run_dir": "data/cartpole_ppo"}
+        "dvc_exp_name": None,
+        "run_dir": "data/cartpole_ppo",
+    }
     assert (repo / "data/cartpole_ppo/params.yaml").is_file()  # the params snapshot
-    heavy = ["data/cartpole_ppo/rollouts", "data/cartpole_ppo/checkpoints", "data/mlflow.db",
-             "data/exps/x/cartpole_ppo/rollouts", "data/cartpole_ppo/params.yaml",
-             "data/cartpole_ppo/metrics.json"]
+    heavy = [
+        "data/cartpole_ppo/rollouts",
+        "data/cartpole_ppo/checkpoints",
+        "data/mlflow.db",
+        "data/exps/x/cartpole_ppo/rollouts",
+        "data/cartpole_ppo/params.yaml",
+        "data/cartpole_ppo/metrics.json",
+    ]
     small = [f"results/cartpole_ppo/{name}" for name in ("metrics.json", "curve.csv", "run.json")]
     ignored = sh(repo, "git", "check-ignore", *heavy, *small, check=False)
     assert ignored.stdout.split() == heavy  # data/ is ignored whole; the published copies stay git-trackable
@@ -194,7 +230,9 @@ def assert_keeps_its_data(repo: Path, name: str, run, clip: float) -> None:
     """An ended experiment's run dir holds rollouts, checkpoints, params and metrics; MLflow names it."""
     run_dir = run_dir_of(repo, name)
     assert sorted(p.name for p in (run_dir / "rollouts").glob("iter-*.zarr")) == [
-        "iter-000001.zarr", "iter-000002.zarr"]
+        "iter-000001.zarr",
+        "iter-000002.zarr",
+    ]
     assert (run_dir / "checkpoints" / "ckpt-000002.pt").is_file()
     snapshot = yaml.safe_load((run_dir / "params.yaml").read_text())
     assert snapshot["algorithm"]["cfg"]["clip_coef"] == clip
@@ -211,7 +249,9 @@ def test_two_workspace_experiments_both_keep_their_data_and_replay_bit_exact(rep
         dvc(repo, "exp", "run", "train", "-n", name, "-S", f"algorithm.cfg.clip_coef={clip}")
     assert sorted(p.name for p in (repo / "data" / "exps").iterdir()) == ["clip01", "clip03"]
     assert json.loads((repo / "results/cartpole_ppo/run.json").read_text()) == {
-        "dvc_exp_name": "clip03", "run_dir": "data/exps/clip03/cartpole_ppo"}
+        "dvc_exp_name": "clip03",
+        "run_dir": "data/exps/clip03/cartpole_ppo",
+    }
     assert not (repo / "data/cartpole_ppo/rollouts").exists()  # nothing heavy in DVC's workspace
     runs = {r.tags.get("rlpipe.dvc_exp_name"): r for r in mlflow_runs(repo)}
     for name, clip in (("clip01", 0.1), ("clip03", 0.3)):
@@ -250,8 +290,14 @@ def start_workers(repo: Path, jobs: int) -> None:
     """``dvc queue start --jobs N``; its output goes to a file, since the detached workers it
     starts would keep a captured pipe open until the whole queue has run."""
     with open(repo.parent / "queue-start.log", "w") as log:
-        result = subprocess.run([str(BIN / "dvc"), "queue", "start", "--jobs", str(jobs)], cwd=repo,
-                                env=sh_env(), stdout=log, stderr=subprocess.STDOUT, timeout=600)
+        result = subprocess.run(
+            [str(BIN / "dvc"), "queue", "start", "--jobs", str(jobs)],
+            cwd=repo,
+            env=sh_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=600,
+        )
     assert result.returncode == 0, (repo.parent / "queue-start.log").read_text()
 
 

@@ -21,10 +21,16 @@ pytestmark = pytest.mark.slow  # three DVC processes: ~10 s
 
 
 def run(repo: Path, endpoint: str, *args: str) -> str:
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "AWS_ACCESS_KEY_ID": "testing",
-           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-    result = subprocess.run([str(BIN / "dvc"), *args], cwd=repo, env=env, capture_output=True, text=True,
-                            timeout=300)
+    env = {
+        **os.environ,
+        "DVC_NO_ANALYTICS": "1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    result = subprocess.run(
+        [str(BIN / "dvc"), *args], cwd=repo, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, f"dvc {' '.join(args)}\n{result.stdout}\n{result.stderr}"
     return result.stdout
 
@@ -50,8 +56,13 @@ def test_checkpoints_push_to_and_pull_from_the_s3_remote(s3_server, s3_bucket, t
     assert digest(repo / "models" / "cartpole_ppo") == before
     assert "4 files pushed" in run(repo, s3_server, "push")  # ckpt, .sha256, latest, the .dir listing
 
-    s3 = boto3.client("s3", endpoint_url=s3_server, aws_access_key_id="testing",
-                      aws_secret_access_key="testing", region_name="us-east-1")
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=s3_server,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=s3_bucket[5:]).get("Contents", [])]
     assert len(keys) == 4 and all(k.startswith("dvc/files/md5/") for k in keys), keys
 

@@ -23,8 +23,12 @@ def make_run(run_dir: Path, clip: float = 0.2) -> Path:
     (run_dir / "rollouts" / "iter-000001.zarr").mkdir(parents=True)
     (run_dir / "checkpoints").mkdir()
     (run_dir / "checkpoints" / "ckpt-000001.pt").write_bytes(b"x")
-    params = {"trainer": {"exp_name": run_dir.name, "data_dir": "/elsewhere"}, "env": {"id": "CartPole"},
-              "policy": {"name": "actor_critic"}, "algorithm": {"name": "ppo", "cfg": {"clip_coef": clip}}}
+    params = {
+        "trainer": {"exp_name": run_dir.name, "data_dir": "/elsewhere"},
+        "env": {"id": "CartPole"},
+        "policy": {"name": "actor_critic"},
+        "algorithm": {"name": "ppo", "cfg": {"clip_coef": clip}},
+    }
     (run_dir / "params.yaml").write_text(yaml.safe_dump(params))
     (run_dir / "metrics.json").write_text("{}")
     return run_dir
@@ -40,8 +44,9 @@ def project(tmp_path, monkeypatch):
     workspace = tmp_path / "data" / "cartpole_ppo"
     workspace.mkdir()
     (workspace / "metrics.json").write_text("{}")
-    (workspace / "run.json").write_text(json.dumps({"dvc_exp_name": "b",
-                                                    "run_dir": "data/exps/b/cartpole_ppo"}))
+    (workspace / "run.json").write_text(
+        json.dumps({"dvc_exp_name": "b", "run_dir": "data/exps/b/cartpole_ppo"})
+    )
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -90,11 +95,14 @@ def test_pointer_to_a_freed_run_dir_says_so(project):
 
 def test_paths_below_an_experiment(project):
     assert resolve_path("a/rollouts/iter-000001.zarr") == (
-        project / "data/exps/a/cartpole_ppo/rollouts/iter-000001.zarr")
+        project / "data/exps/a/cartpole_ppo/rollouts/iter-000001.zarr"
+    )
     assert resolve_path("b/cartpole_ppo/checkpoints/ckpt-000001.pt") == (
-        project / "data/exps/b/cartpole_ppo/checkpoints/ckpt-000001.pt")
+        project / "data/exps/b/cartpole_ppo/checkpoints/ckpt-000001.pt"
+    )
     assert resolve_path("data/cartpole_ppo/rollouts/iter-000001.zarr") == (
-        project / "data/exps/b/cartpole_ppo/rollouts/iter-000001.zarr")
+        project / "data/exps/b/cartpole_ppo/rollouts/iter-000001.zarr"
+    )
     assert resolve_path("a") == project / "data/exps/a/cartpole_ppo"
     assert resolve_path("data/cartpole_ppo") == project / "data/exps/b/cartpole_ppo"
     assert resolve_path("missing/file.zarr") == Path("missing/file.zarr")  # reported by the command

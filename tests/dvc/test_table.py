@@ -25,8 +25,11 @@ def test_rows_follow_dvc_commits_then_their_experiments():
 def test_short_names_stay_unique():
     names = short_names(["algorithm.cfg.lr", "replay.algorithm.cfg.lr", "trainer.seed"])
     # the first path ends the second: both keep their whole names
-    assert names == {"algorithm.cfg.lr": "algorithm.cfg.lr",
-                     "replay.algorithm.cfg.lr": "replay.algorithm.cfg.lr", "trainer.seed": "seed"}
+    assert names == {
+        "algorithm.cfg.lr": "algorithm.cfg.lr",
+        "replay.algorithm.cfg.lr": "replay.algorithm.cfg.lr",
+        "trainer.seed": "seed",
+    }
     assert short_names(["a.x", "b.y"]) == {"a.x": "x", "b.y": "y"}
 
 
@@ -45,4 +48,5 @@ def test_outside_a_dvc_project_it_is_one_line_and_exit_2(tmp_path, monkeypatch):
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
-        "Error: rlpipe exps: dvc exp show failed: you are not inside of a DVC repository")
+        "Error: rlpipe exps: dvc exp show failed: you are not inside of a DVC repository"
+    )

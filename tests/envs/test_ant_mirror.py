@@ -31,8 +31,10 @@ WIDTHS = {(True, True): 105, (True, False): 27, (False, True): 107, (False, Fals
 def mirrored_half(obs: torch.Tensor | None = None, actions: torch.Tensor | None = None):
     """The mirrored copies alone (the second half of ``ant_mirror``'s output)."""
     m_obs, m_act = ant_mirror(obs=obs, actions=actions)
-    return (None if obs is None else m_obs[obs.shape[0]:],
-            None if actions is None else m_act[actions.shape[0]:])
+    return (
+        None if obs is None else m_obs[obs.shape[0] :],
+        None if actions is None else m_act[actions.shape[0] :],
+    )
 
 
 class ModelMirror:
@@ -51,8 +53,10 @@ class ModelMirror:
             sign = float(np.dot(-REFLECT @ data.xaxis[j], data.xaxis[image]))
             assert abs(abs(sign) - 1.0) < 1e-9, (j, image, sign)
             self.joints[j] = (image, float(round(sign)))
-        self.bodies = [int(np.argmin(np.linalg.norm(data.xipos - REFLECT @ data.xipos[b], axis=1)))
-                       for b in range(model.nbody)]
+        self.bodies = [
+            int(np.argmin(np.linalg.norm(data.xipos - REFLECT @ data.xipos[b], axis=1)))
+            for b in range(model.nbody)
+        ]
         assert sorted(self.bodies) == list(range(model.nbody)) and self.bodies != list(range(model.nbody))
 
     def state(self, qpos: np.ndarray, qvel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -94,8 +98,11 @@ class ModelMirror:
 
 
 def ant(exclude_positions: bool = True, contact_forces: bool = True):
-    return gym.make("Ant-v5", exclude_current_positions_from_observation=exclude_positions,
-                    include_cfrc_ext_in_observation=contact_forces).unwrapped
+    return gym.make(
+        "Ant-v5",
+        exclude_current_positions_from_observation=exclude_positions,
+        include_cfrc_ext_in_observation=contact_forces,
+    ).unwrapped
 
 
 def test_mirror_twice_is_the_identity_for_every_accepted_width():
@@ -113,11 +120,17 @@ def test_mirror_twice_is_the_identity_for_every_accepted_width():
 
 
 def test_a_wrong_width_is_one_line_naming_it_and_the_accepted_ones():
-    with pytest.raises(ValueError, match=r"^ant_mirror: observation of shape \(4, 111\) \(width 111\); "
-                                         r"accepted: \[B, W\] with W in \[27, 29, 105, 107\]$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^ant_mirror: observation of shape \(4, 111\) \(width 111\); "
+        r"accepted: \[B, W\] with W in \[27, 29, 105, 107\]$",
+    ):
         ant_mirror(obs=torch.zeros(4, 111))
-    with pytest.raises(ValueError, match=r"^ant_mirror: actions of shape \(4, 6\) \(width 6\); "
-                                         r"accepted: \[B, 8\]$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^ant_mirror: actions of shape \(4, 6\) \(width 6\); "
+        r"accepted: \[B, 8\]$",
+    ):
         ant_mirror(actions=torch.zeros(4, 6))
     with pytest.raises(ValueError, match=r"width 105"):
         ant_mirror(obs=torch.zeros(105))
@@ -145,7 +158,8 @@ def contact_state(env, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray
 
 @pytest.mark.parametrize("exclude_positions, contact_forces", list(WIDTHS))
 def test_the_mirrored_state_observes_as_the_mirrored_observation_and_steps_mirrored(
-        exclude_positions, contact_forces):
+    exclude_positions, contact_forces
+):
     env, twin = ant(exclude_positions, contact_forces), ant(exclude_positions, contact_forces)
     mirror = ModelMirror(env.model)
     rng = np.random.default_rng(7)
@@ -171,8 +185,9 @@ def test_the_mirrored_state_observes_as_the_mirrored_observation_and_steps_mirro
         action2 = mirrored_half(actions=torch.from_numpy(action)[None])[1][0].numpy()
         obs, reward, terminated, _, _ = env.step(action)
         obs2, reward2, terminated2, _, _ = twin.step(action2)
-        torch.testing.assert_close(torch.from_numpy(obs2), mirrored_half(torch.from_numpy(obs)[None])[0][0],
-                                   rtol=0, atol=1e-9)
+        torch.testing.assert_close(
+            torch.from_numpy(obs2), mirrored_half(torch.from_numpy(obs)[None])[0][0], rtol=0, atol=1e-9
+        )
         assert reward2 == pytest.approx(reward, abs=1e-9) and terminated2 == terminated
         contacts += env.data.ncon
     assert contacts > 0  # the steps ran through ground contacts too
@@ -181,8 +196,12 @@ def test_the_mirrored_state_observes_as_the_mirrored_observation_and_steps_mirro
 def test_envpool_ant_v5_observes_what_gymnasium_does():
     envpool = pytest.importorskip("envpool")
     for (exclude_positions, contact_forces), width in WIDTHS.items():
-        pool = envpool.make_gymnasium("Ant-v5", num_envs=1, use_contact_force=contact_forces,
-                                      exclude_current_positions_from_observation=exclude_positions)
+        pool = envpool.make_gymnasium(
+            "Ant-v5",
+            num_envs=1,
+            use_contact_force=contact_forces,
+            exclude_current_positions_from_observation=exclude_positions,
+        )
         assert pool.observation_space.shape == (width,) and pool.action_space.shape == (8,)
     # from envpool's first state, zero actions until the ant lands: the same entries, the same contacts
     # (x and y, which envpool's default observation leaves out, move nothing on the infinite plane)
@@ -211,11 +230,13 @@ class Symmetrized(nn.Module):
 
 def test_a_policy_symmetric_by_construction_has_zero_mirror_loss():
     torch.manual_seed(0)
-    symmetry = Symmetry(SymmetryCfg(function="rlpipe.envs.tasks.symmetry:ant_mirror", mirror_loss=True,
-                                    mirror_loss_coef=1.0))
+    symmetry = Symmetry(
+        SymmetryCfg(function="rlpipe.envs.tasks.symmetry:ant_mirror", mirror_loss=True, mirror_loss_coef=1.0)
+    )
     obs = torch.randn(64, 105)
-    policy = build_policy({"name": "actor_critic"}, gym.spaces.Box(-np.inf, np.inf, (105,)),
-                          gym.spaces.Box(-1, 1, (8,)), "cpu")
+    policy = build_policy(
+        {"name": "actor_critic"}, gym.spaces.Box(-np.inf, np.inf, (105,)), gym.spaces.Box(-1, 1, (8,)), "cpu"
+    )
     mlp = nn.Sequential(nn.Linear(105, 32), nn.Tanh(), nn.Linear(32, 8))
     policy.actor = mlp
     assert symmetry.mirror_loss(policy, obs).item() > 1e-3

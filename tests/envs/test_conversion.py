@@ -22,8 +22,9 @@ def test_a_bare_image_space_becomes_the_pixels_group() -> None:
 
 
 def test_images_inside_a_dict_stay_images_and_vectors_are_flattened() -> None:
-    space = flat_obs_space(gym.spaces.Dict({"camera": FRAMES, "joints": gym.spaces.Box(-1, 1, (2, 3))}),
-                           "any")
+    space = flat_obs_space(
+        gym.spaces.Dict({"camera": FRAMES, "joints": gym.spaces.Box(-1, 1, (2, 3))}), "any"
+    )
     assert space["camera"].shape == (4, 84, 84) and space["camera"].dtype == np.uint8
     assert space["joints"].shape == (6,) and space["joints"].dtype == np.float32
 

@@ -71,11 +71,14 @@ def test_randomized_actions_move_right_where_the_cell_says_so():
     assert sum(rewards) < 0.5 and path != [1] * SIZE
 
 
-@pytest.mark.parametrize(("cfg", "message"), [
-    ({"randomize_actions": 1}, "env.cfg.randomize_actions: got 1; accepted: true or false"),
-    ({"size": 1}, "env.cfg.size: got 1; accepted: an int >= 2"),
-    ({"move_cost": -1}, "env.cfg.move_cost: got -1; accepted: a number >= 0"),
-])
+@pytest.mark.parametrize(
+    ("cfg", "message"),
+    [
+        ({"randomize_actions": 1}, "env.cfg.randomize_actions: got 1; accepted: true or false"),
+        ({"size": 1}, "env.cfg.size: got 1; accepted: an int >= 2"),
+        ({"move_cost": -1}, "env.cfg.move_cost: got -1; accepted: a number >= 0"),
+    ],
+)
 def test_arguments_are_checked(cfg, message):
     with pytest.raises(ConfigError, match=f"^{message}$"):
         build_env("DeepSea", 2, "cpu", cfg)

@@ -37,8 +37,9 @@ def test_spaces_are_flat_float32_and_the_time_limit_is_read() -> None:
 def test_the_extra_reset_step_is_hidden_no_transition_is_wasted() -> None:
     env = cheetah()
     env.reset(seed=3)
-    raw = envpool.make("HalfCheetah-v5", env_type="gymnasium", num_envs=4, seed=[3, 4, 5, 6],
-                       max_episode_steps=LIMIT)
+    raw = envpool.make(
+        "HalfCheetah-v5", env_type="gymnasium", num_envs=4, seed=[3, 4, 5, 6], max_episode_steps=LIMIT
+    )
     raw.reset()
     steps = [env.step(a) for a in actions(2 * LIMIT)]
     dones = [bool((s.terminated | s.truncated).all()) for s in steps]
@@ -50,8 +51,7 @@ def test_the_extra_reset_step_is_hidden_no_transition_is_wasted() -> None:
     assert done_step.truncated.all() and not done_step.terminated.any()
     reset_obs, reward, *_ = raw.step(actions(1)[0].numpy())  # envpool's own extra reset step
     assert (reward == 0).all()
-    torch.testing.assert_close(done_step.obs, torch.from_numpy(reset_obs.astype(np.float32)),
-                               rtol=0, atol=0)
+    torch.testing.assert_close(done_step.obs, torch.from_numpy(reset_obs.astype(np.float32)), rtol=0, atol=0)
     assert not torch.equal(done_step.obs, done_step.final_obs)
     assert torch.equal(steps[0].obs, steps[0].final_obs)  # not done: the same observation
 
@@ -181,10 +181,16 @@ def test_from_pixels_that_cannot_render_is_one_line_naming_the_key(tmp_path) -> 
             env.close()
 
 
-@pytest.mark.parametrize(("env_id", "dt"), [
-    ("HalfCheetah-v5", 0.05), ("Hopper-v4", 0.008), ("Humanoid-v4", 0.015), ("InvertedPendulum-v4", 0.04),
-    ("CartPole-v1", None),
-])
+@pytest.mark.parametrize(
+    ("env_id", "dt"),
+    [
+        ("HalfCheetah-v5", 0.05),
+        ("Hopper-v4", 0.008),
+        ("Humanoid-v4", 0.015),
+        ("InvertedPendulum-v4", 0.04),
+        ("CartPole-v1", None),
+    ],
+)
 def test_mujoco_tasks_record_their_control_step_and_others_none(env_id, dt):
     env = EnvpoolEnv(env_id, 2, "cpu")  # gymnasium's dt for the same tasks: frame_skip × model timestep
     assert env.control_dt == pytest.approx(dt) if dt else env.control_dt is None

@@ -18,16 +18,29 @@ from rlpipe.trainer import Trainer
 pytest.importorskip("envpool")
 
 STEPS = 4 * 16
-SMALL = ("trainer.num_envs=4", "trainer.buffer_size=16", f"trainer.save_freq={STEPS}",
-         "trainer.iterations=2", "env.cfg.max_episode_steps=12")
+SMALL = (
+    "trainer.num_envs=4",
+    "trainer.buffer_size=16",
+    f"trainer.save_freq={STEPS}",
+    "trainer.iterations=2",
+    "env.cfg.max_episode_steps=12",
+)
 """2 iterations of 4 envs × 16 steps, a checkpoint after each; episodes of 12 steps (truncations)."""
 CASES = {
-    "CheetahRun-v1": ("env.id=CheetahRun-v1", "policy.obs_normalization=true",
-                      "policy.actor.obs_keys=[position]", "policy.critic.obs_keys=[position,velocity]"),
+    "CheetahRun-v1": (
+        "env.id=CheetahRun-v1",
+        "policy.obs_normalization=true",
+        "policy.actor.obs_keys=[position]",
+        "policy.critic.obs_keys=[position,velocity]",
+    ),
     "PandaPickCube-v1": ("env.id=PandaPickCube-v1",),
-    "Pong-v5": ("env.id=Pong-v5", "policy.actor.encoders={pixels: {channels: [8, 8], kernel_sizes: [8, 4], "
-                "strides: [4, 2], features: 32}}",  # uint8 [4, 84, 84] frame stacks: the image group pixels
-                "trainer.num_envs=2", "trainer.save_freq=32"),  # 2 Atari emulators: half the start-up
+    "Pong-v5": (
+        "env.id=Pong-v5",
+        "policy.actor.encoders={pixels: {channels: [8, 8], kernel_sizes: [8, 4], "
+        "strides: [4, 2], features: 32}}",  # uint8 [4, 84, 84] frame stacks: the image group pixels
+        "trainer.num_envs=2",
+        "trainer.save_freq=32",
+    ),  # 2 Atari emulators: half the start-up
 }
 
 
@@ -63,8 +76,10 @@ def test_run_store_resume_and_replay_bit_for_bit(env_id: str, tmp_path: Path) ->
     state_a = dict(leaves(load_checkpoint(whole.run_dir / ckpt)))
     state_b = dict(leaves(load_checkpoint(split.run_dir / ckpt)))
     drop = ("/wall_s", "/params_hash")
-    assert same_leaves({k: v for k, v in state_a.items() if k not in drop},
-                       {k: v for k, v in state_b.items() if k not in drop})
+    assert same_leaves(
+        {k: v for k, v in state_a.items() if k not in drop},
+        {k: v for k, v in state_b.items() if k not in drop},
+    )
 
     out = tmp_path / "replayed"
     summary = replay(whole, whole.run_dir / "rollouts", out)
@@ -81,9 +96,19 @@ def test_halfcheetah_envpool_config_is_1m_steps_and_runs(tmp_path: Path) -> None
     per_iteration = full.trainer.num_envs * full.trainer.buffer_size
     iterations = full.trainer.iterations
     assert (iterations - 1) * per_iteration < 1_000_000 <= iterations * per_iteration
-    short = config.load(path, [f"trainer.data_dir={tmp_path}", "trainer.num_envs=4", "trainer.buffer_size=16",
-                               "trainer.iterations=2", "trainer.num_eval_envs=2", "trainer.eval_freq=64",
-                               "algorithm.cfg.batch_size=32", "store.enabled=true"])
+    short = config.load(
+        path,
+        [
+            f"trainer.data_dir={tmp_path}",
+            "trainer.num_envs=4",
+            "trainer.buffer_size=16",
+            "trainer.iterations=2",
+            "trainer.num_eval_envs=2",
+            "trainer.eval_freq=64",
+            "algorithm.cfg.batch_size=32",
+            "store.enabled=true",
+        ],
+    )
     metrics = Trainer(short).train()
     assert metrics["env_steps"] == 2 * 4 * 16
     stored, attrs = rollout(short.run_dir, 2)

@@ -117,13 +117,15 @@ def test_auto_prefers_gymnasiums_vectorized_class_over_envpool() -> None:
 def test_bad_settings_are_one_line_config_errors() -> None:
     with pytest.raises(ConfigError) as bad_mode:
         build_env("CartPole-v1", 2, "cpu", {"vectorization_mode": "gpu"})
-    assert str(bad_mode.value) == ("env.cfg.vectorization_mode: got 'gpu'; "
-                                   "accepted: vector_entry_point, sync, async")
+    assert str(bad_mode.value) == (
+        "env.cfg.vectorization_mode: got 'gpu'; accepted: vector_entry_point, sync, async"
+    )
     with pytest.raises(ConfigError) as unsupported:
         build_env("Pendulum-v1", 2, "cpu", {"vectorization_mode": "vector_entry_point"}, "gymnasium")
     assert str(unsupported.value).startswith(
         "env.cfg.vectorization_mode: vector_entry_point is not available for 'Pendulum-v1'; "
-        "accepted for CartPole-v0, CartPole-v1")
+        "accepted for CartPole-v0, CartPole-v1"
+    )
     with pytest.raises(ConfigError) as unknown:
         build_env("CartPole-v1", 2, "cpu", {"pole_length": 2.0}, "gymnasium")
     assert str(unknown.value).startswith("env.cfg.pole_length: unknown argument of CartPole-v1")

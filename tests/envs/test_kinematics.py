@@ -31,8 +31,7 @@ def test_pose_and_jacobian_match_mujoco(model):
         mujoco.mj_jacSite(model, data, jacp, jacr, ids.tcp_site)
         np.testing.assert_allclose(pos[i].numpy(), data.site_xpos[ids.tcp_site], atol=1e-12)
         np.testing.assert_allclose(rot[i].numpy().ravel(), data.site_xmat[ids.tcp_site], atol=1e-12)
-        np.testing.assert_allclose(jac[i].numpy(), np.vstack((jacp, jacr))[:, ids.robot_dof[:7]],
-                                   atol=1e-12)
+        np.testing.assert_allclose(jac[i].numpy(), np.vstack((jacp, jacr))[:, ids.robot_dof[:7]], atol=1e-12)
 
 
 def test_matrix_to_quat_matches_mujoco_with_positive_w():

@@ -89,14 +89,18 @@ def test_rsl_rl_factory_is_wrapped(user_module: str) -> None:
 def test_errors_name_the_module_and_the_problem(user_module: str) -> None:
     assert error_of("broken_sim:make") == (
         "env.id: cannot import module 'broken_sim' "
-        "(ModuleNotFoundError: No module named 'not_a_module_anywhere')")
+        "(ModuleNotFoundError: No module named 'not_a_module_anywhere')"
+    )
     assert error_of("my_sim:Nope") == (
-        "env.id: module 'my_sim' has no attribute 'Nope' and registered no gymnasium id of that name")
+        "env.id: module 'my_sim' has no attribute 'Nope' and registered no gymnasium id of that name"
+    )
     assert error_of("my_sim:make_nothing").startswith("env.id: my_sim:make_nothing returned a int;")
     assert error_of("my_sim:make_pole", {"num_envs": 3}) == (
-        "env.cfg.num_envs: set by trainer.num_envs, not env.cfg")
+        "env.cfg.num_envs: set by trainer.num_envs, not env.cfg"
+    )
     assert error_of("my_sim:make_pole", {"gravity": 3}) == (
-        "env.cfg.gravity: unknown argument of my_sim:make_pole; accepted: max_episode_steps")
+        "env.cfg.gravity: unknown argument of my_sim:make_pole; accepted: max_episode_steps"
+    )
     assert error_of(":make").startswith("env.id: ':make' is not of the form")
 
 
@@ -115,7 +119,8 @@ def test_a_module_in_the_working_directory_is_not_imported(tmp_path, monkeypatch
     path_before = list(sys.path)
     assert error_of("cwd_sim:make_pole") == (
         "env.id: cannot import module 'cwd_sim' (ModuleNotFoundError: No module named 'cwd_sim'); it is "
-        "imported from the installed packages and PYTHONPATH, never the working directory")
+        "imported from the installed packages and PYTHONPATH, never the working directory"
+    )
     assert sys.path == path_before and "cwd_sim" not in sys.modules
     monkeypatch.syspath_prepend(str(tmp_path))  # the documented way: PYTHONPATH=.
     assert type(build_env("cwd_sim:MyPole", 2, "cpu")).__name__ == "MyPole"

@@ -34,8 +34,9 @@ def random_actions(steps: int, dim: int, seed: int) -> list[torch.Tensor]:
 def put_cube(env: PushCube, xy: torch.Tensor) -> None:
     """Teleport every cube to ``xy [N, 2]`` (at rest on the table)."""
     qpos = env.physics.qpos.clone()
-    qpos[:, env.ids.cube_qpos:env.ids.cube_qpos + 3] = torch.cat(
-        (xy.double(), torch.full((N, 1), CUBE_HALF_SIZE, dtype=torch.float64)), -1)
+    qpos[:, env.ids.cube_qpos : env.ids.cube_qpos + 3] = torch.cat(
+        (xy.double(), torch.full((N, 1), CUBE_HALF_SIZE, dtype=torch.float64)), -1
+    )
     env.physics.reset_where(torch.ones(N, dtype=torch.bool), qpos, torch.zeros_like(env.physics.qvel))
 
 
@@ -193,8 +194,9 @@ def test_render_frames(tmp_path):
         "print('ok')\n"
     )
     env = {**os.environ, "MUJOCO_GL": "egl", "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
     if "cannot open an offscreen GL context" in result.stderr:
         pytest.skip("no EGL on this machine")
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr
@@ -202,15 +204,26 @@ def test_render_frames(tmp_path):
 
 def test_push_cube_config_runs_two_iterations(tmp_path):
     data = tmp_path / "data"
-    sets = {"trainer.data_dir": str(data), "trainer.iterations": 2, "trainer.num_envs": 4,
-            "trainer.buffer_size": 10, "trainer.num_eval_envs": 2, "trainer.eval_freq": 40,
-            "tracking.backend": "none", "algorithm.cfg.num_mini_batches": 2, "eval.video": "false",
-            "policy.actor.network_cfg.hidden_sizes": "[16]",
-            "policy.critic.network_cfg.hidden_sizes": "[16]"}
+    sets = {
+        "trainer.data_dir": str(data),
+        "trainer.iterations": 2,
+        "trainer.num_envs": 4,
+        "trainer.buffer_size": 10,
+        "trainer.num_eval_envs": 2,
+        "trainer.eval_freq": 40,
+        "tracking.backend": "none",
+        "algorithm.cfg.num_mini_batches": 2,
+        "eval.video": "false",
+        "policy.actor.network_cfg.hidden_sizes": "[16]",
+        "policy.critic.network_cfg.hidden_sizes": "[16]",
+    }
     args = [arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")]
     result = subprocess.run(
         [sys.executable, "-m", "rlpipe", "run", str(ROOT / "configs" / "push_cube.yaml"), *args],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert result.returncode == 0, result.stderr[-2000:]
@@ -228,12 +241,20 @@ def test_push_cube_ppo_learns_to_push(tmp_path):
     (the full run of 2026-11-23: 0.71 at any step, 0.70 at the episode's end after these 28
     iterations; success at the end first ≥ 0.9 at 857k env steps)."""
     data = tmp_path / "data"
-    sets = {"trainer.data_dir": str(data), "trainer.iterations": 28, "trainer.stop_when": "[]",
-            "tracking.backend": "none", "eval.video": "false"}
+    sets = {
+        "trainer.data_dir": str(data),
+        "trainer.iterations": 28,
+        "trainer.stop_when": "[]",
+        "tracking.backend": "none",
+        "eval.video": "false",
+    }
     args = [arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")]
     result = subprocess.run(
         [sys.executable, "-m", "rlpipe", "run", str(ROOT / "configs" / "push_cube.yaml"), *args],
-        capture_output=True, text=True, timeout=3600, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert result.returncode == 0, result.stderr[-2000:]

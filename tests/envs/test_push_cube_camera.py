@@ -52,11 +52,13 @@ def egl(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     """``{check: "" or its traceback, "work": folder}`` of :data:`CHECKS` run with ``MUJOCO_GL=egl``."""
     work = tmp_path_factory.mktemp("egl")
     module = Path(__file__).stem
-    code = (f"import sys; sys.path.insert(0, {str(HERE)!r}); import {module}; "
-            f"{module}._run_checks({str(work)!r})")
+    code = (
+        f"import sys; sys.path.insert(0, {str(HERE)!r}); import {module}; {module}._run_checks({str(work)!r})"
+    )
     env = {**os.environ, "MUJOCO_GL": "egl", "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                            timeout=600, cwd=work)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600, cwd=work
+    )
     report = work / "report.json"
     if not report.is_file() and "camera: no working OpenGL" in result.stderr:
         pytest.skip("no EGL on this machine")
@@ -87,6 +89,7 @@ def _run_checks(work: str) -> None:
 
 # ---------------------------------------------------------------- groups (no rendering)
 
+
 def test_groups_are_a_permutation_of_the_flat_observation():
     assert sorted(task.PROPRIO_COLUMNS + task.PRIVILEGED_COLUMNS) == list(range(task.OBS_DIM))
     flat, grouped = make(max_episode_steps=3), make(max_episode_steps=3, obs_groups=True)
@@ -112,7 +115,7 @@ def test_proprio_holds_the_robot_and_the_goal_privileged_the_cube():
     obs = env.reset(seed=1)
     proprio, privileged = obs["proprio"], obs["privileged"]
     torch.testing.assert_close(proprio[:, 25:28], env.goal.float())  # the command
-    cube = env.physics.qpos[:, env.ids.cube_qpos:env.ids.cube_qpos + 7].float()
+    cube = env.physics.qpos[:, env.ids.cube_qpos : env.ids.cube_qpos + 7].float()
     torch.testing.assert_close(privileged[:, :7], cube)
     torch.testing.assert_close(privileged[:, 7:10], cube[:, :3] - proprio[:, 18:21])  # tool → cube
     torch.testing.assert_close(privileged[:, 10:13], env.goal.float() - cube[:, :3])  # cube → goal
@@ -150,13 +153,23 @@ def test_the_teacher_config_trains_on_proprio_and_privileged(tmp_path):
 
 def teacher_sets(data_dir: Path) -> list[str]:
     """A 2-iteration teacher of 4 envs × 10 steps without eval, tracking or videos."""
-    return [f"trainer.data_dir={data_dir}", "trainer.iterations=2", "trainer.num_envs=4",
-            "trainer.buffer_size=10", "trainer.enable_eval=false", "trainer.stop_when=[]",
-            "tracking.backend=none", "eval.video=false", "algorithm.cfg.num_mini_batches=2",
-            "policy.actor.network_cfg.hidden_sizes=[16]", "policy.critic.network_cfg.hidden_sizes=[16]"]
+    return [
+        f"trainer.data_dir={data_dir}",
+        "trainer.iterations=2",
+        "trainer.num_envs=4",
+        "trainer.buffer_size=10",
+        "trainer.enable_eval=false",
+        "trainer.stop_when=[]",
+        "tracking.backend=none",
+        "eval.video=false",
+        "algorithm.cfg.num_mini_batches=2",
+        "policy.actor.network_cfg.hidden_sizes=[16]",
+        "policy.critic.network_cfg.hidden_sizes=[16]",
+    ]
 
 
 # ---------------------------------------------------------------- the camera (EGL)
+
 
 def test_camera_frames_show_cube_goal_and_gripper(egl):
     passed(egl, "_check_frames")
@@ -190,12 +203,23 @@ def _check_student(work: Path) -> None:
 
     teacher = config.load(ROOT / "configs" / "push_cube_teacher.yaml", teacher_sets(work))
     Trainer(teacher).train()
-    sets = {"trainer.data_dir": work, "trainer.iterations": 2, "trainer.num_envs": 2,
-            "trainer.buffer_size": 5, "trainer.num_eval_envs": 2, "trainer.eval_freq": 10,
-            "trainer.stop_when": "[]", "tracking.backend": "none", "eval.num_envs": 2, "eval.num_episodes": 1,
-            "algorithm.cfg.teacher": teacher.run_dir, "algorithm.cfg.batch_size": 5,
-            "env.cfg.camera.frame_stack": 2, "policy.actor.network_cfg.hidden_sizes": "[16]",
-            "policy.critic.network_cfg.hidden_sizes": "[16]"}
+    sets = {
+        "trainer.data_dir": work,
+        "trainer.iterations": 2,
+        "trainer.num_envs": 2,
+        "trainer.buffer_size": 5,
+        "trainer.num_eval_envs": 2,
+        "trainer.eval_freq": 10,
+        "trainer.stop_when": "[]",
+        "tracking.backend": "none",
+        "eval.num_envs": 2,
+        "eval.num_episodes": 1,
+        "algorithm.cfg.teacher": teacher.run_dir,
+        "algorithm.cfg.batch_size": 5,
+        "env.cfg.camera.frame_stack": 2,
+        "policy.actor.network_cfg.hidden_sizes": "[16]",
+        "policy.critic.network_cfg.hidden_sizes": "[16]",
+    }
     args = [arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")]
     student = ROOT / "configs" / "push_cube_camera_student.yaml"
     stderr = io.StringIO()
@@ -236,7 +260,7 @@ def _check_frames() -> None:
     robot_grey = (camera[:, 3:].int().min(1).values > 140).sum((1, 2))  # the arm and the hand
     assert (robot_grey >= 100).all()
     # the cube is where the state says: +y is to the camera's right, +x towards it (down the image)
-    cube = env.physics.qpos[:, env.ids.cube_qpos:env.ids.cube_qpos + 2]
+    cube = env.physics.qpos[:, env.ids.cube_qpos : env.ids.cube_qpos + 2]
     where = _centroid(_red(camera))
     assert torch.equal(where[:, 1].argsort(), cube[:, 1].argsort())
     assert torch.equal(where[:, 0].argsort(), cube[:, 0].argsort())

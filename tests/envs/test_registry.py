@@ -78,9 +78,7 @@ def test_invalid_value_names_the_key_and_the_accepted_values() -> None:
     assert config_error("CartPole", {"physics_dtype": "float16"}) == (
         "env.cfg.physics_dtype: got 'float16'; accepted: float32, float64"
     )
-    assert config_error("Pendulum", {"max_episode_steps": -1}).startswith(
-        "env.cfg.max_episode_steps: got -1"
-    )
+    assert config_error("Pendulum", {"max_episode_steps": -1}).startswith("env.cfg.max_episode_steps: got -1")
     assert config_error("CartPole-v1", {"vectorization_mode": "gpu"}, "gymnasium") == (
         "env.cfg.vectorization_mode: got 'gpu'; accepted: vector_entry_point, sync, async"
     )
@@ -130,6 +128,8 @@ def test_the_env_listing_skips_built_ins_whose_packages_are_missing() -> None:
     import subprocess
     import sys
 
-    code = ("import sys; sys.modules['mujoco'] = None; from rlpipe.envs.registry import registered_env_ids; "
-            "ids = registered_env_ids(); assert 'CartPole' in ids and 'PushCube' not in ids, ids")
+    code = (
+        "import sys; sys.modules['mujoco'] = None; from rlpipe.envs.registry import registered_env_ids; "
+        "ids = registered_env_ids(); assert 'CartPole' in ids and 'PushCube' not in ids, ids"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -66,8 +66,9 @@ def test_gymnasium_env_needs_rgb_array_mode_and_build_eval_env_asks_for_it():
             plain.render([0])
     finally:
         plain.close()
-    env, problem = build_eval_env("CartPole-v1", 2, "cpu", {"vectorization_mode": "async"}, video=True,
-                                  backend="gymnasium")
+    env, problem = build_eval_env(
+        "CartPole-v1", 2, "cpu", {"vectorization_mode": "async"}, video=True, backend="gymnasium"
+    )
     try:
         assert problem is None and env.vec_env.render_mode == "rgb_array"
         assert type(env.vec_env).__name__ == "SyncVectorEnv"  # workers never open GL contexts
@@ -100,8 +101,11 @@ except RenderUnavailable as exc:
 def test_mujoco_envs_render_with_egl_and_name_the_variable_without_gl(gl):
     pytest.importorskip("mujoco")
     env = {"PYTHONPATH": ":".join(sys.path), **({"MUJOCO_GL": gl} if gl else {})}  # no DISPLAY either
-    out = subprocess.run([sys.executable, "-c", MUJOCO], env=env, capture_output=True, text=True,
-                         timeout=180).stdout.strip().splitlines()[-1]
+    out = (
+        subprocess.run([sys.executable, "-c", MUJOCO], env=env, capture_output=True, text=True, timeout=180)
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     if gl == "egl":
         if out.startswith("UNAVAILABLE"):
             pytest.skip(f"no EGL on this machine: {out}")

@@ -28,9 +28,13 @@ class CountingVecEnv(rsl_env.VecEnv):
     def get_observations(self) -> TensorDict:
         count = self.episode_length_buf.float()
         index = torch.arange(self.num_envs, dtype=torch.float32)
-        return TensorDict({"policy": torch.stack([count, index], -1),
-                           "critic": torch.stack([count, index, count * 10], -1)},
-                          batch_size=[self.num_envs])
+        return TensorDict(
+            {
+                "policy": torch.stack([count, index], -1),
+                "critic": torch.stack([count, index, count * 10], -1),
+            },
+            batch_size=[self.num_envs],
+        )
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         self.episode_length_buf += 1
@@ -39,8 +43,10 @@ class CountingVecEnv(rsl_env.VecEnv):
         terminated[0] = bool(actions[0, 0] > 1)
         dones = time_outs | terminated
         self.episode_length_buf[dones] = 0
-        extras = {"time_outs": time_outs, "log": {"/reward_terms/alive": torch.ones(self.num_envs) * 2,
-                                                  "Episode/count": 3.0}}
+        extras = {
+            "time_outs": time_outs,
+            "log": {"/reward_terms/alive": torch.ones(self.num_envs) * 2, "Episode/count": 3.0},
+        }
         return self.get_observations(), actions.sum(-1), dones.long(), extras
 
 
@@ -100,8 +106,9 @@ def test_collector_trains_on_it_with_asymmetric_keys() -> None:
     from rlpipe.policies import build_policy
 
     env = RslRlEnv(CountingVecEnv())
-    cfg = PolicyCfg.from_dict({"actor": {"obs_keys": ["policy"]},
-                               "critic": {"obs_keys": ["policy", "critic"]}})
+    cfg = PolicyCfg.from_dict(
+        {"actor": {"obs_keys": ["policy"]}, "critic": {"obs_keys": ["policy", "critic"]}}
+    )
     policy = build_policy(cfg, env.observation_space, env.action_space, "cpu")
     assert policy.actor[0].in_features == 2 and policy.critic[0].in_features == 5
     rollout, stats = Collector(env, policy, horizon=6, seed=0)()
@@ -118,9 +125,14 @@ def test_run_records_the_approximate_bootstrap_and_log_metrics(tmp_path, monkeyp
     from rlpipe.trainer import Trainer
 
     monkeypatch.syspath_prepend(str(ROOT))  # as PYTHONPATH=. does: rlpipe never imports from the cwd
-    cfg = tiny_cfg(tmp_path, "env.id=examples.rsl_rl_counting_env:make", "trainer.iterations=2",
-                   "policy.actor.obs_keys=[policy]", "policy.critic.obs_keys=[policy,critic]",
-                   "env.cfg.max_episode_length=10")
+    cfg = tiny_cfg(
+        tmp_path,
+        "env.id=examples.rsl_rl_counting_env:make",
+        "trainer.iterations=2",
+        "policy.actor.obs_keys=[policy]",
+        "policy.critic.obs_keys=[policy,critic]",
+        "env.cfg.max_episode_length=10",
+    )
     Trainer(cfg).train()
     rollout, attrs = read_rollout(cfg.run_dir / "rollouts" / "iter-000002.zarr")
     assert attrs["bootstrap"] == "approximate" and attrs["env_backend"] == "RslRlEnv"

@@ -15,7 +15,7 @@ import yaml
 from _fault_harness import EXP, error_line
 from _offline_fixtures import ROOT
 
-PAYLOAD = '''
+PAYLOAD = """
 from pathlib import Path
 
 Path({marker!r}).write_text("ran")
@@ -28,9 +28,11 @@ def make(num_envs, device):
 
 def mirror(obs=None, actions=None, env=None):
     return obs, actions
-'''
-LAUNCHERS = {"python -m rlpipe": [sys.executable, "-m", "rlpipe"],
-             "rlpipe": [str(Path(sys.executable).with_name("rlpipe"))]}
+"""
+LAUNCHERS = {
+    "python -m rlpipe": [sys.executable, "-m", "rlpipe"],
+    "rlpipe": [str(Path(sys.executable).with_name("rlpipe"))],
+}
 
 
 @pytest.fixture
@@ -55,17 +57,22 @@ def rlpipe_in(folder: Path, launcher: str, *args: str) -> subprocess.CompletedPr
     """``rlpipe ARGS`` run from ``folder``, the Python path being the user's (rlpipe's checkout only)."""
     environ = {**os.environ, "PYTHONPATH": str(ROOT)}
     environ.pop("RLPIPE_DEBUG", None)
-    return subprocess.run([*LAUNCHERS[launcher], *args], cwd=folder, env=environ, text=True,
-                          capture_output=True, timeout=300)
+    return subprocess.run(
+        [*LAUNCHERS[launcher], *args], cwd=folder, env=environ, text=True, capture_output=True, timeout=300
+    )
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_inspect_imports_nothing_its_params_name(sent, launcher):
     folder, marker = sent
     module = f"data.{EXP}.payload"
-    name_in_params(folder / "data" / EXP, lambda params: (
-        params["algorithm"]["cfg"].update(symmetry={"function": f"{module}:mirror"}),
-        params["trainer"].update(events={"train": {"hook": {"func": f"{module}:mirror"}}})))
+    name_in_params(
+        folder / "data" / EXP,
+        lambda params: (
+            params["algorithm"]["cfg"].update(symmetry={"function": f"{module}:mirror"}),
+            params["trainer"].update(events={"train": {"hook": {"func": f"{module}:mirror"}}}),
+        ),
+    )
     result = rlpipe_in(folder, launcher, "inspect", f"data/{EXP}")
     assert result.returncode == 0, result.stderr
     assert "ppo on data.faulty.payload:make" in result.stdout and "latest ckpt-000004.pt" in result.stdout
@@ -80,6 +87,7 @@ def test_eval_and_export_do_not_import_an_env_from_the_run_directory(sent, launc
     assert result.returncode == 2
     assert error_line(result) == (
         f"Error: env.id: cannot import module 'data.{EXP}.payload' (ModuleNotFoundError: No module named "
-        "'data'); it is imported from the installed packages and PYTHONPATH, never the working directory")
+        "'data'); it is imported from the installed packages and PYTHONPATH, never the working directory"
+    )
     assert not marker.exists()
     assert not (folder / "data" / EXP / "eval").exists() and not (folder / "data" / EXP / "export").exists()

@@ -30,7 +30,8 @@ def test_file_size_limit_at_the_first_checkpoint_then_resume_is_bit_exact(tmp_pa
     assert failed.returncode == 1, failed.stderr
     assert error_line(failed).startswith(
         f"Error: {root / 'checkpoints' / 'ckpt-000001.pt'}: File too large — the file-size limit (ulimit -f) "
-        "was reached: raise it; resume with: rlpipe run ")
+        "was reached: raise it; resume with: rlpipe run "
+    )
     assert not (root / "checkpoints" / "ckpt-000001.pt").exists()
     assert not [p for p in (root / "checkpoints").iterdir() if p.name.startswith(".")]  # no temporary
     assert (root / "params.yaml").is_file() and (root / "rollouts" / "iter-000001.zarr").is_dir()

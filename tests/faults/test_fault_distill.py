@@ -19,8 +19,15 @@ def teacher(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """4 stores of the fast params (observation groups): 4 distillation updates, a checkpoint at the end."""
     from rlpipe.trainer import Trainer
 
-    cfg = config.load(PARAMS, [*FAST, f"trainer.data_dir={tmp_path_factory.mktemp('teacher')}",
-                               "trainer.exp_name=teacher", "env.cfg={obs_groups: true}"])
+    cfg = config.load(
+        PARAMS,
+        [
+            *FAST,
+            f"trainer.data_dir={tmp_path_factory.mktemp('teacher')}",
+            "trainer.exp_name=teacher",
+            "env.cfg={obs_groups: true}",
+        ],
+    )
     Trainer(cfg).train()
     return cfg.run_dir
 
@@ -30,14 +37,17 @@ def distill_argv(teacher: Path, data_dir: Path) -> list[str]:
 
 
 def test_sigint_stops_at_the_update_boundary_and_the_printed_command_resumes_exactly(tmp_path, teacher):
-    stopped = rlpipe(*distill_argv(teacher, tmp_path / "split"),
-                     env={"RLPIPE_FAULT_SIGNAL_AT": "update.start:2:SIGINT"})
+    stopped = rlpipe(
+        *distill_argv(teacher, tmp_path / "split"), env={"RLPIPE_FAULT_SIGNAL_AT": "update.start:2:SIGINT"}
+    )
     assert stopped.returncode == 130, stopped.stderr
     student = tmp_path / "split" / "teacher-student"
     checkpoint = student / "checkpoints" / "ckpt-000002.pt"
     line = error_line(stopped)
-    assert line.startswith(f"Error: stopped by SIGINT at the iteration boundary; checkpoint {checkpoint} "
-                           f"(iteration 2); resume with: rlpipe distill {teacher} --set ")
+    assert line.startswith(
+        f"Error: stopped by SIGINT at the iteration boundary; checkpoint {checkpoint} "
+        f"(iteration 2); resume with: rlpipe distill {teacher} --set "
+    )
     assert "SIGINT received; stopping after this iteration" in stopped.stderr
     assert sorted(p.name for p in (student / "checkpoints").glob("ckpt-*.pt")) == ["ckpt-000002.pt"]
     assert json.loads((student / "metrics.json").read_text())["interrupted_by"] == "SIGINT"
@@ -52,10 +62,13 @@ def test_sigint_stops_at_the_update_boundary_and_the_printed_command_resumes_exa
 
 
 def test_a_second_signal_before_the_first_checkpoint_stops_at_once_and_leaves_no_run_dir(tmp_path, teacher):
-    stopped = rlpipe(*distill_argv(teacher, tmp_path),
-                     env={"RLPIPE_FAULT_SIGNAL_AT": "update.start:2:SIGTERM:2"})
+    stopped = rlpipe(
+        *distill_argv(teacher, tmp_path), env={"RLPIPE_FAULT_SIGNAL_AT": "update.start:2:SIGTERM:2"}
+    )
     assert stopped.returncode == 143, stopped.stderr
     line = error_line(stopped)
-    assert line.startswith("Error: stopped by SIGTERM at once (second signal); no checkpoint yet; "
-                           f"resume with: rlpipe distill {teacher} ")
+    assert line.startswith(
+        "Error: stopped by SIGTERM at once (second signal); no checkpoint yet; "
+        f"resume with: rlpipe distill {teacher} "
+    )
     assert not (tmp_path / "teacher-student").exists()

@@ -29,8 +29,10 @@ def test_flipped_checkpoint_byte_is_refused_then_the_advice_resumes_exactly(tmp_
     assert refused.returncode == 3
     line = error_line(refused)
     assert line.startswith(f"Error: {checkpoint}: checksum mismatch (sha256 ")
-    assert line.endswith("the file is damaged; delete it (and its .sha256) to fall back to the previous "
-                         "checkpoint, ckpt-000003.pt")
+    assert line.endswith(
+        "the file is damaged; delete it (and its .sha256) to fall back to the previous "
+        "checkpoint, ckpt-000003.pt"
+    )
     assert snapshot(root) == before
     checkpoint.unlink()  # what the message says to do
     checkpoint.with_name("ckpt-000004.pt.sha256").unlink()
@@ -51,7 +53,8 @@ def test_the_only_checkpoint_damaged_no_advice_and_no_resume_deletes_a_rollout(t
     assert refused.returncode == 3
     assert error_line(refused).endswith(
         "the file is damaged; no earlier checkpoint is here to fall back to: restore it from a copy, or "
-        "start the run over with --overwrite (a --resume without a checkpoint refuses and deletes nothing)")
+        "start the run over with --overwrite (a --resume without a checkpoint refuses and deletes nothing)"
+    )
     checkpoint.unlink()  # what the advice used to say ("delete it … to fall back to the previous checkpoint")
     checkpoint.with_name("ckpt-000004.pt.sha256").unlink()
     before = snapshot(root)
@@ -60,7 +63,8 @@ def test_the_only_checkpoint_damaged_no_advice_and_no_resume_deletes_a_rollout(t
     assert error_line(again) == (
         f"Error: {root / 'rollouts'}: 4 rollout stores but no valid checkpoint under "
         f"{root / 'checkpoints'} to resume from; --resume never deletes stores without one: restore a "
-        "checkpoint, or start over with --overwrite (deletes this run)")
+        "checkpoint, or start over with --overwrite (deletes this run)"
+    )
     assert snapshot(root) == before  # every rollout store kept, byte for byte
 
 
@@ -72,8 +76,10 @@ def test_zeroed_latest_pointer_names_itself_and_falls_back(tmp_path, reference):
     pointer.write_bytes(b"\x00" * 15)
     resumed = rlpipe(*run_command(tmp_path), "--resume")
     assert resumed.returncode == 0, resumed.stderr
-    assert (f"Warning: {pointer}: holds 15 unreadable bytes, not a checkpoint of this folder; using the "
-            "newest valid checkpoint, ckpt-000003.pt") in resumed.stderr
+    assert (
+        f"Warning: {pointer}: holds 15 unreadable bytes, not a checkpoint of this folder; using the "
+        "newest valid checkpoint, ckpt-000003.pt"
+    ) in resumed.stderr
     assert pointer.read_text().strip() == "ckpt-000004.pt"
     assert_same_as_reference(root, reference)
 

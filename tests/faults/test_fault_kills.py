@@ -74,8 +74,10 @@ def test_a_killed_writer_process_is_one_line_exit_1_and_resume_is_bit_exact(tmp_
     assert killed.returncode == 1, killed.stderr[-2000:]
     line = error_line(killed)
     store = root / "rollouts" / "iter-000002.zarr"
-    assert line.startswith(f"Error: {store}: the rollout store's writer process "
-                           "died (killed by SIGKILL) while writing it; resume with: "), line
+    assert line.startswith(
+        f"Error: {store}: the rollout store's writer process "
+        "died (killed by SIGKILL) while writing it; resume with: "
+    ), line
     assert not (root / "rollouts" / "iter-000002.zarr").exists()
     before = snapshot(root)
     resumed = rlpipe(*command, "--resume")

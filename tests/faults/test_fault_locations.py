@@ -10,8 +10,10 @@ def test_data_dir_that_is_a_file_says_so_and_exits_2(tmp_path):
     target.write_text("not a folder")
     result = rlpipe(*run_command(tmp_path / "afile"))
     assert result.returncode == 2, result.stderr
-    assert error_line(result) == (f"Error: trainer.data_dir: {target} is a file, not a directory; choose a "
-                                  "folder rlpipe can create and write")
+    assert error_line(result) == (
+        f"Error: trainer.data_dir: {target} is a file, not a directory; choose a "
+        "folder rlpipe can create and write"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
 
 

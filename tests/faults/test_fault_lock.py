@@ -20,8 +20,16 @@ def copy_run(reference, tmp_path):
 
 
 def hold(root, pid: int) -> None:
-    (root / ".lock").write_text(json.dumps({"pid": pid, "host": socket.gethostname(),
-                                            "command": "rlpipe run", "since": "2026-01-01T00:00:00"}))
+    (root / ".lock").write_text(
+        json.dumps(
+            {
+                "pid": pid,
+                "host": socket.gethostname(),
+                "command": "rlpipe run",
+                "since": "2026-01-01T00:00:00",
+            }
+        )
+    )
 
 
 def test_second_writer_is_refused_naming_pid_and_host(tmp_path, reference):
@@ -34,7 +42,8 @@ def test_second_writer_is_refused_naming_pid_and_host(tmp_path, reference):
         assert result.returncode == 1
         assert error_line(result) == (
             f"Error: {root.absolute()}: in use by rlpipe run (pid {holder.pid} on {socket.gethostname()}, "
-            "since 2026-01-01T00:00:00); wait for it to end or stop it, then retry")
+            "since 2026-01-01T00:00:00); wait for it to end or stop it, then retry"
+        )
         assert snapshot(root) == before and (root / ".lock").is_file()
         out = tmp_path / "replayed"
         out.mkdir()
@@ -55,8 +64,10 @@ def test_a_dead_writers_lock_is_taken_over_with_a_warning(tmp_path, reference):
     hold(root, gone.pid)
     result = rlpipe(*run_command(tmp_path), "--resume")
     assert result.returncode == 0, result.stderr
-    assert (f"Warning: {(root / '.lock').absolute()}: taking over the lock of pid {gone.pid} on "
-            f"{socket.gethostname()}, which is no longer running") in result.stderr
+    assert (
+        f"Warning: {(root / '.lock').absolute()}: taking over the lock of pid {gone.pid} on "
+        f"{socket.gethostname()}, which is no longer running"
+    ) in result.stderr
     assert not (root / ".lock").exists()
 
 

@@ -18,10 +18,13 @@ def _capped() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))
 
 
-@pytest.mark.parametrize(("override", "key"), [
-    ("trainer.num_envs=1000000000", "trainer.num_envs"),
-    ("algorithm.cfg.rnd={hidden_sizes: [1000000000]}", "algorithm.cfg.rnd.hidden_sizes"),
-])
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("trainer.num_envs=1000000000", "trainer.num_envs"),
+        ("algorithm.cfg.rnd={hidden_sizes: [1000000000]}", "algorithm.cfg.rnd.hidden_sizes"),
+    ],
+)
 def test_sizes_beyond_memory_are_refused_before_allocating(tmp_path, override, key):
     result = rlpipe(*run_command(tmp_path, override), preexec=_capped, timeout=120)
     assert result.returncode == 2, result.stderr[-800:]

@@ -27,7 +27,8 @@ def test_nan_reward_stops_before_the_update_and_resume_is_bit_exact(tmp_path, re
     rejected = root / "rollouts" / "rejected" / "iter-000003.zarr"
     assert error_line(killed) == (
         f"Error: non-finite 'reward' at iteration 3 (envs [1]); rollout kept at {rejected}; latest "
-        "stays ckpt-000002.pt (fix the cause, then resume with --resume)")
+        "stays ckpt-000002.pt (fix the cause, then resume with --resume)"
+    )
     assert (root / "checkpoints" / "latest").read_text().strip() == "ckpt-000002.pt"
     assert not (root / "checkpoints" / "ckpt-000003.pt").exists()
     stored = sorted(p.name for p in (root / "rollouts").glob("iter-*"))
@@ -38,9 +39,11 @@ def test_nan_reward_stops_before_the_update_and_resume_is_bit_exact(tmp_path, re
 
     refused = rlpipe("update", str(root), str(rejected))  # update refuses it unless asked
     assert refused.returncode == 3
-    assert re.fullmatch(rf"Error: {re.escape(str(rejected))}: rollout was rejected by the non-finite "
-                        r"guard \(non-finite 'reward' .*\); pass --allow-rejected to use it anyway",
-                        error_line(refused))
+    assert re.fullmatch(
+        rf"Error: {re.escape(str(rejected))}: rollout was rejected by the non-finite "
+        r"guard \(non-finite 'reward' .*\); pass --allow-rejected to use it anyway",
+        error_line(refused),
+    )
     allowed = rlpipe("update", str(root), str(rejected), "--allow-rejected")  # still must be finite
     assert allowed.returncode == 3 and "key 'reward' is not finite at [1, 2]" in error_line(allowed)
 
@@ -52,11 +55,14 @@ def test_nan_reward_stops_before_the_update_and_resume_is_bit_exact(tmp_path, re
     assert_same_as_reference(root, reference)
 
 
-@pytest.mark.parametrize(("fault", "key", "iteration"), [
-    ("obs:2", "obs", 2),
-    pytest.param("reward:1:inf", "reward", 1, marks=pytest.mark.slow),
-    ("grad:3", "gradients", 2),  # one optimizer step per minibatch: step 3 is in update 2
-])
+@pytest.mark.parametrize(
+    ("fault", "key", "iteration"),
+    [
+        ("obs:2", "obs", 2),
+        pytest.param("reward:1:inf", "reward", 1, marks=pytest.mark.slow),
+        ("grad:3", "gradients", 2),  # one optimizer step per minibatch: step 3 is in update 2
+    ],
+)
 def test_nonfinite_obs_reward_and_gradients_are_refused(tmp_path, fault, key, iteration):
     result = rlpipe(*run_command(tmp_path), env={"RLPIPE_FAULT_NAN_AT": fault})
     root = run_dir(tmp_path)
@@ -64,8 +70,11 @@ def test_nonfinite_obs_reward_and_gradients_are_refused(tmp_path, fault, key, it
     line = error_line(result)
     assert line.startswith(f"Error: non-finite '{key}' at iteration {iteration} (")
     last = iteration - 1
-    assert line.endswith(f"latest stays ckpt-{last:06d}.pt (fix the cause, then resume with --resume)"
-                         if last else "no checkpoint written (fix the cause, then resume with --resume)")
+    assert line.endswith(
+        f"latest stays ckpt-{last:06d}.pt (fix the cause, then resume with --resume)"
+        if last
+        else "no checkpoint written (fix the cause, then resume with --resume)"
+    )
     assert (root / "rollouts" / "rejected" / f"iter-{iteration:06d}.zarr").is_dir()
     assert not (root / "rollouts" / f"iter-{iteration:06d}.zarr").exists()  # out of the replayable set
     for ckpt in (root / "checkpoints").glob("ckpt-*.pt"):  # nothing non-finite ever reached a file
@@ -74,8 +83,9 @@ def test_nonfinite_obs_reward_and_gradients_are_refused(tmp_path, fault, key, it
 
 @pytest.mark.slow
 def test_skip_mode_drops_the_iteration_and_goes_on(tmp_path):
-    result = rlpipe(*run_command(tmp_path, "trainer.on_nonfinite=skip"),
-                    env={"RLPIPE_FAULT_NAN_AT": "reward:2"})
+    result = rlpipe(
+        *run_command(tmp_path, "trainer.on_nonfinite=skip"), env={"RLPIPE_FAULT_NAN_AT": "reward:2"}
+    )
     root = run_dir(tmp_path)
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if line.startswith("Warning: non-finite")]
@@ -90,15 +100,21 @@ def test_skip_mode_drops_the_iteration_and_goes_on(tmp_path):
 
 @pytest.mark.slow
 def test_skip_mode_stops_after_max_in_a_row(tmp_path):
-    result = rlpipe(*run_command(tmp_path, "trainer.on_nonfinite=skip", "trainer.max_skipped_in_a_row=2"),
-                    env={"RLPIPE_FAULT_NAN_AT": "reward:2+"})  # every rollout from the second on
+    result = rlpipe(
+        *run_command(tmp_path, "trainer.on_nonfinite=skip", "trainer.max_skipped_in_a_row=2"),
+        env={"RLPIPE_FAULT_NAN_AT": "reward:2+"},
+    )  # every rollout from the second on
     root = run_dir(tmp_path)
     assert result.returncode == 3, result.stderr
-    assert error_line(result).endswith("(2 iterations skipped in a row before it: "
-                                       "trainer.max_skipped_in_a_row reached)")
+    assert error_line(result).endswith(
+        "(2 iterations skipped in a row before it: trainer.max_skipped_in_a_row reached)"
+    )
     assert "non-finite 'reward' at iteration 4" in error_line(result)
     assert sorted(p.name for p in (root / "rollouts" / "rejected").iterdir()) == [
-        "iter-000002.zarr", "iter-000003.zarr", "iter-000004.zarr"]
+        "iter-000002.zarr",
+        "iter-000003.zarr",
+        "iter-000004.zarr",
+    ]
     assert (root / "checkpoints" / "latest").read_text().strip() == "ckpt-000001.pt"
 
 

@@ -60,7 +60,7 @@ def test_a_store_outage_stops_the_run_in_one_line_and_resume_continues(reference
     try:
         rollouts = sorted(p.name for p in (run_dir / "rollouts").iterdir())
         committed = [name for name in rollouts if (run_dir / "rollouts" / name / "zarr.json").is_file()]
-        assert committed and committed == rollouts[:len(committed)]  # whole ones first, any leftover last
+        assert committed and committed == rollouts[: len(committed)]  # whole ones first, any leftover last
         Trainer.from_params(PARAMS, overrides=items, resume=True).train()
         assert_same_as_reference(run_dir, reference)  # type: ignore[arg-type]
         assert not (run_dir / ".lock").exists()

@@ -19,18 +19,25 @@ def resume_argv(line: str) -> list[str]:
     return command[1:]
 
 
-@pytest.mark.parametrize(("sig", "code"), [
-    ("SIGTERM", 143), pytest.param("SIGINT", 130, marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    ("sig", "code"),
+    [
+        ("SIGTERM", 143),
+        pytest.param("SIGINT", 130, marks=pytest.mark.slow),
+    ],
+)
 def test_signal_stops_at_the_boundary_with_a_checkpoint_and_resumes_exactly(tmp_path, reference, sig, code):
-    stopped = rlpipe(*run_command(tmp_path, RARE_SAVES),
-                     env={"RLPIPE_FAULT_SIGNAL_AT": f"collect.start:2:{sig}"})
+    stopped = rlpipe(
+        *run_command(tmp_path, RARE_SAVES), env={"RLPIPE_FAULT_SIGNAL_AT": f"collect.start:2:{sig}"}
+    )
     root = run_dir(tmp_path)
     assert stopped.returncode == code, stopped.stderr
     line = error_line(stopped)
     checkpoint = root / "checkpoints" / "ckpt-000002.pt"
-    assert line.startswith(f"Error: stopped by {sig} at the iteration boundary; checkpoint {checkpoint} "
-                           "(iteration 2); resume with: rlpipe run ")
+    assert line.startswith(
+        f"Error: stopped by {sig} at the iteration boundary; checkpoint {checkpoint} "
+        "(iteration 2); resume with: rlpipe run "
+    )
     assert f"{sig} received; stopping after this iteration" in stopped.stderr
     assert sorted(p.name for p in (root / "checkpoints").glob("ckpt-*.pt")) == ["ckpt-000002.pt"]
     assert json.loads((root / "metrics.json").read_text())["interrupted_by"] == sig
@@ -43,8 +50,9 @@ def test_signal_stops_at_the_boundary_with_a_checkpoint_and_resumes_exactly(tmp_
 
 @pytest.mark.slow
 def test_signal_before_the_first_checkpoint_keeps_the_first_iteration(tmp_path):
-    stopped = rlpipe(*run_command(tmp_path, RARE_SAVES),
-                     env={"RLPIPE_FAULT_SIGNAL_AT": "collect.start:1:SIGINT"})
+    stopped = rlpipe(
+        *run_command(tmp_path, RARE_SAVES), env={"RLPIPE_FAULT_SIGNAL_AT": "collect.start:1:SIGINT"}
+    )
     assert stopped.returncode == 130, stopped.stderr
     assert (run_dir(tmp_path) / "checkpoints" / "ckpt-000001.pt").is_file()  # Ctrl-C loses nothing
 
@@ -55,8 +63,10 @@ def test_second_signal_stops_at_once_and_the_last_checkpoint_stands(tmp_path, re
     root = run_dir(tmp_path)
     assert stopped.returncode == 143, stopped.stderr
     line = error_line(stopped)
-    assert line.startswith(f"Error: stopped by SIGTERM at once (second signal); checkpoint "
-                           f"{root / 'checkpoints' / 'ckpt-000002.pt'} (iteration 2); resume with: ")
+    assert line.startswith(
+        f"Error: stopped by SIGTERM at once (second signal); checkpoint "
+        f"{root / 'checkpoints' / 'ckpt-000002.pt'} (iteration 2); resume with: "
+    )
     assert not (root / "checkpoints" / "ckpt-000003.pt").exists()
     resumed = rlpipe(*resume_argv(line))
     assert resumed.returncode == 0, resumed.stderr

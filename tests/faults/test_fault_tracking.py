@@ -21,15 +21,27 @@ def sigterm_after_iteration_2(monkeypatch):
 
 
 def test_killed_run_ends_killed_and_its_resume_continues_the_same_mlflow_run(
-        tmp_path, monkeypatch, sigterm_after_iteration_2, capsys):
+    tmp_path, monkeypatch, sigterm_after_iteration_2, capsys
+):
     from mlflow.tracking import MlflowClient
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    cfg = config.load(PARAMS, [*FAST, f"trainer.data_dir={tmp_path}", f"trainer.exp_name={EXP}",
-                               "tracking.backend=mlflow", f"tracking.uri={uri}"])
-    with pytest.raises(Interrupted, match=r"stopped by SIGTERM at the iteration boundary; checkpoint .*"
-                                          r"ckpt-000002\.pt \(iteration 2\)"):
+    cfg = config.load(
+        PARAMS,
+        [
+            *FAST,
+            f"trainer.data_dir={tmp_path}",
+            f"trainer.exp_name={EXP}",
+            "tracking.backend=mlflow",
+            f"tracking.uri={uri}",
+        ],
+    )
+    with pytest.raises(
+        Interrupted,
+        match=r"stopped by SIGTERM at the iteration boundary; checkpoint .*"
+        r"ckpt-000002\.pt \(iteration 2\)",
+    ):
         Trainer(cfg).train()
     root = run_dir(tmp_path)
     run_id = json.loads((root / "metrics.json").read_text())["mlflow_run_id"]
@@ -50,14 +62,16 @@ def test_killed_run_ends_killed_and_its_resume_continues_the_same_mlflow_run(
     again = Trainer(cfg, resume=True).train()  # nothing left to do
     assert again["iterations"] == 4 and snapshot(root) == before
     assert "is complete at iteration 4 (trainer.iterations is 4); nothing to do, no file changed" in (
-        capsys.readouterr().err)
+        capsys.readouterr().err
+    )
 
 
 def test_a_broken_mlflow_store_never_stops_training(tmp_path):
     db = tmp_path / "mlflow.db"
     db.write_bytes(b"this is not an SQLite database\x00" * 64)
-    result = rlpipe(*run_command(tmp_path, "tracking.backend=mlflow"),
-                    env={"MLFLOW_TRACKING_URI": f"sqlite:///{db}"})
+    result = rlpipe(
+        *run_command(tmp_path, "tracking.backend=mlflow"), env={"MLFLOW_TRACKING_URI": f"sqlite:///{db}"}
+    )
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "MLflow" in line]
     assert len(warnings) == 1 and warnings[0].startswith("Warning: MLflow run not opened, training goes on")

@@ -48,8 +48,15 @@ def digest(folder: Path) -> str:
 
 
 def test_collect_from_an_online_checkpoint_reproduces_the_next_rollout(online, tmp_path):
-    out = ok("collect", PARAMS, *set_args(online.trainer.data_dir), "--checkpoint",
-             online.run_dir / "checkpoints" / "ckpt-000002.pt", "--out", tmp_path)
+    out = ok(
+        "collect",
+        PARAMS,
+        *set_args(online.trainer.data_dir),
+        "--checkpoint",
+        online.run_dir / "checkpoints" / "ckpt-000002.pt",
+        "--out",
+        tmp_path,
+    )
     path = tmp_path / "iter-000003.zarr"
     assert str(path) in out
     got, attrs = read_rollout(path)
@@ -92,8 +99,16 @@ def test_update_steps_chain_into_the_online_checkpoint(online, tmp_path):
     args = set_args(online.trainer.data_dir)
     out = ok("update", PARAMS, rollout_path(online, 3), *args, "--out", tmp_path)  # from ckpt 2
     assert "update/policy_loss" in out and "update/value_loss" in out
-    ok("update", PARAMS, rollout_path(online, 4), *args, "--checkpoint",
-       tmp_path / "ckpt-000003.pt", "--out", tmp_path)
+    ok(
+        "update",
+        PARAMS,
+        rollout_path(online, 4),
+        *args,
+        "--checkpoint",
+        tmp_path / "ckpt-000003.pt",
+        "--out",
+        tmp_path,
+    )
     assert_same_learner(online.run_dir / "checkpoints" / "ckpt-000004.pt", tmp_path / "ckpt-000004.pt")
     state = load_checkpoint(tmp_path / "ckpt-000004.pt")
     assert state["iteration"] == 4 and state["env_steps"] == 4 * 128
@@ -101,8 +116,17 @@ def test_update_steps_chain_into_the_online_checkpoint(online, tmp_path):
 
 
 def test_update_without_the_collecting_checkpoint_says_what_to_do(online, tmp_path):
-    result = CliRunner().invoke(cli, ["update", str(PARAMS), str(rollout_path(online, 4)),
-                                      *set_args(online.trainer.data_dir), "--out", str(tmp_path)])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "update",
+            str(PARAMS),
+            str(rollout_path(online, 4)),
+            *set_args(online.trainer.data_dir),
+            "--out",
+            str(tmp_path),
+        ],
+    )
     assert result.exit_code == 2
     assert "no checkpoint of iteration 3" in result.output and "rlpipe replay" in result.output
 
@@ -116,15 +140,29 @@ def test_eval_writes_metrics_and_is_repeatable(online, tmp_path):
     assert metrics["checkpoint"].endswith("ckpt-000004.pt")
     ok("eval", PARAMS, *args)
     assert json.loads((tmp_path / "m.json").read_text()) == metrics
-    ok("eval", PARAMS, *set_args(online.trainer.data_dir), "--checkpoint",
-       online.run_dir / "checkpoints" / "ckpt-000002.pt")
+    ok(
+        "eval",
+        PARAMS,
+        *set_args(online.trainer.data_dir),
+        "--checkpoint",
+        online.run_dir / "checkpoints" / "ckpt-000002.pt",
+    )
     assert json.loads((online.run_dir / "eval" / "metrics.json").read_text())["iteration"] == 2
 
 
 def test_inspect_prints_layout_attrs_and_episodes(online):
     out = ok("inspect", rollout_path(online, 2))
-    for text in ("obs", "[8, 17, 4]", "float32", "sample_log_prob", "true", "schema version 1",
-                 "iteration=2", "checkpoint=None", "episodes: finished="):
+    for text in (
+        "obs",
+        "[8, 17, 4]",
+        "float32",
+        "sample_log_prob",
+        "true",
+        "schema version 1",
+        "iteration=2",
+        "checkpoint=None",
+        "episodes: finished=",
+    ):
         assert text in out, text
     info = json.loads(ok("inspect", rollout_path(online, 2), "--json"))
     assert info["attrs"]["iteration"] == 2 and info["keys"]["obs"]["shape"] == [8, 17, 4]

@@ -51,7 +51,9 @@ def curve(path: Path) -> list[dict[str, str]]:
 
 def test_stored_rollouts_hold_the_collected_keys_and_their_origin(online):
     assert sorted(p.name for p in (online.run_dir / "checkpoints").glob("ckpt-*.pt")) == [
-        "ckpt-000002.pt", "ckpt-000004.pt"]
+        "ckpt-000002.pt",
+        "ckpt-000004.pt",
+    ]
     rollout, attrs = read_rollout(online.run_dir / "rollouts" / "iter-000003.zarr")
     assert set(rollout.keys()) == set(Collector.writes)  # not last iteration's stale advantages
     assert attrs["iteration"] == 3 and attrs["checkpoint"] == "ckpt-000002.pt"
@@ -65,7 +67,8 @@ def test_replay_with_unchanged_params_reproduces_the_online_checkpoints(online, 
     for k in (2, 4):
         assert_same_learner(online_ckpt(online, k), ckpt(tmp_path / "checkpoints", k))
     assert {p.name for p in (tmp_path / "checkpoints").glob("ckpt-*.pt")} == {
-        f"ckpt-{k:06d}.pt" for k in (1, 2, 3, 4)}
+        f"ckpt-{k:06d}.pt" for k in (1, 2, 3, 4)
+    }
     assert json.loads((tmp_path / "metrics.json").read_text())["last_iteration"] == 4
     losses = ("iteration", "env_steps", "update/policy_loss", "update/value_loss", "update/approx_kl")
     offline_rows = [{k: row[k] for k in losses} for row in curve(tmp_path / "curve.csv")]
@@ -79,16 +82,29 @@ def test_replay_of_one_rollout_rebuilds_the_missing_checkpoint(online, tmp_path)
 
 
 def test_chain_replay_equals_the_online_run(online, tmp_path):
-    replay(online, online.run_dir / "rollouts", tmp_path / "a", iterations=(3, 4), chain=True,
-           start=online_ckpt(online, 2))
+    replay(
+        online,
+        online.run_dir / "rollouts",
+        tmp_path / "a",
+        iterations=(3, 4),
+        chain=True,
+        start=online_ckpt(online, 2),
+    )
     assert_same_learner(online_ckpt(online, 4), ckpt(tmp_path / "a" / "checkpoints", 4))
     replay(online, online.run_dir / "rollouts", tmp_path / "b", chain=True)  # from initial weights
     assert_same_learner(online_ckpt(online, 4), ckpt(tmp_path / "b" / "checkpoints", 4))
     # --from is where the chain starts, even when it is not the checkpoint before A:
-    replay(online, online.run_dir / "rollouts", tmp_path / "c", iterations=(4, 4), chain=True,
-           start=online_ckpt(online, 2))
-    skipped, _ = update_from_rollout(online, online.run_dir / "rollouts" / "iter-000004.zarr",
-                                     online_ckpt(online, 2), tmp_path / "d")
+    replay(
+        online,
+        online.run_dir / "rollouts",
+        tmp_path / "c",
+        iterations=(4, 4),
+        chain=True,
+        start=online_ckpt(online, 2),
+    )
+    skipped, _ = update_from_rollout(
+        online, online.run_dir / "rollouts" / "iter-000004.zarr", online_ckpt(online, 2), tmp_path / "d"
+    )
     assert_same_learner(skipped, ckpt(tmp_path / "c" / "checkpoints", 4))
     assert not same_leaves(learner(skipped), learner(online_ckpt(online, 4)))
 
@@ -103,25 +119,31 @@ def test_changed_params_start_each_update_from_the_online_weights(online, tmp_pa
     assert load_checkpoint(got)["algo"]["optimizer"]["param_groups"][0]["lr"] == 0.01
     # Update 4 started from the online weights after 3 (rebuilt), not from the changed update 3:
     replay(online, online.run_dir / "rollouts", tmp_path / "same", iterations=(3, 3))
-    path, metrics = update_from_rollout(tiny_cfg(data, "algorithm.cfg.learning_rate=0.01"),
-                                        online.run_dir / "rollouts" / "iter-000004.zarr",
-                                        ckpt(tmp_path / "same" / "checkpoints", 3), tmp_path / "one")
+    path, metrics = update_from_rollout(
+        tiny_cfg(data, "algorithm.cfg.learning_rate=0.01"),
+        online.run_dir / "rollouts" / "iter-000004.zarr",
+        ckpt(tmp_path / "same" / "checkpoints", 3),
+        tmp_path / "one",
+    )
     assert metrics["update/learning_rate"] == 0.01
     assert_same_learner(path, got)
-    chained = replay(changed, online.run_dir / "rollouts", tmp_path / "chain", iterations=(3, 4),
-                     chain=True)
+    chained = replay(changed, online.run_dir / "rollouts", tmp_path / "chain", iterations=(3, 4), chain=True)
     assert chained["chain"]
     assert not same_leaves(learner(ckpt(tmp_path / "chain" / "checkpoints", 4)), learner(got))
 
 
 def test_replay_without_checkpoint_or_rollouts_to_rebuild_from(online, tmp_path):
     run_dir = tmp_path / "run"
-    shutil.copytree(online.run_dir / "rollouts" / "iter-000004.zarr",
-                    run_dir / "rollouts" / "iter-000004.zarr")
+    shutil.copytree(
+        online.run_dir / "rollouts" / "iter-000004.zarr", run_dir / "rollouts" / "iter-000004.zarr"
+    )
     (run_dir / "checkpoints").mkdir()
     shutil.copy(online_ckpt(online, 2), run_dir / "checkpoints")
-    with pytest.raises(StoreError, match=r"iter-000003\.zarr: missing; replaying iteration 4 needs "
-                                         r"the weights after iteration 3, and there is no checkpoint"):
+    with pytest.raises(
+        StoreError,
+        match=r"iter-000003\.zarr: missing; replaying iteration 4 needs "
+        r"the weights after iteration 3, and there is no checkpoint",
+    ):
         replay(online, run_dir / "rollouts", tmp_path / "out", iterations=(4, 4))
     with pytest.raises(StoreError, match=r"iter-000002\.zarr: missing; replaying iterations 2:4"):
         replay(online, run_dir / "rollouts", tmp_path / "out", iterations=(2, 4))
@@ -133,12 +155,18 @@ def test_replay_without_checkpoint_or_rollouts_to_rebuild_from(online, tmp_path)
 
 def test_rebuilding_needs_the_runs_own_params(online, tmp_path):
     other = tiny_cfg(online.trainer.data_dir, "algorithm.cfg.clip_coef=0.1")
-    with pytest.raises(StoreError, match=r"iter-000004\.zarr: .*no checkpoint of iteration 3.*"
-                                         r"training hash .*replay\.algorithm"):
+    with pytest.raises(
+        StoreError,
+        match=r"iter-000004\.zarr: .*no checkpoint of iteration 3.*"
+        r"training hash .*replay\.algorithm",
+    ):
         replay(other, online.run_dir / "rollouts", tmp_path, iterations=(4, 4))
     with pytest.raises(ConfigError, match=r"replay\.algorithm\.cfg\.clip_coef"):
-        replay(tiny_cfg(online.trainer.data_dir, "replay.algorithm.cfg.clip_coef=-1"),
-               online.run_dir / "rollouts", tmp_path)
+        replay(
+            tiny_cfg(online.trainer.data_dir, "replay.algorithm.cfg.clip_coef=-1"),
+            online.run_dir / "rollouts",
+            tmp_path,
+        )
 
 
 # ---------------------------------------------------------------------- bad input: one line, exit 2
@@ -166,18 +194,31 @@ def copied(online, tmp_path) -> Path:
 
 
 def test_missing_store_and_folder(online, tmp_path):
-    one_line_error(invoke("inspect", tmp_path / "iter-000009.zarr"),
-                   "iter-000009.zarr: no rollout store here")
-    one_line_error(invoke("replay", PARAMS, *set_args(tmp_path), "--rollouts", tmp_path / "none"),
-                   f"{tmp_path / 'none'}: no rollout stores")
+    one_line_error(
+        invoke("inspect", tmp_path / "iter-000009.zarr"), "iter-000009.zarr: no rollout store here"
+    )
+    one_line_error(
+        invoke("replay", PARAMS, *set_args(tmp_path), "--rollouts", tmp_path / "none"),
+        f"{tmp_path / 'none'}: no rollout stores",
+    )
 
 
 def test_truncated_chunk(online, copied):
     chunk = copied / "obs" / "c" / "0" / "0" / "0"
     chunk.write_bytes(chunk.read_bytes()[:100])
-    for args in (("inspect", copied), ("advantage", PARAMS, copied, *set_args(copied.parent)),
-                 ("replay", PARAMS, *set_args(copied.parent), "--rollouts", copied.parent,
-                  "--out", copied.parent.parent / "out")):
+    for args in (
+        ("inspect", copied),
+        ("advantage", PARAMS, copied, *set_args(copied.parent)),
+        (
+            "replay",
+            PARAMS,
+            *set_args(copied.parent),
+            "--rollouts",
+            copied.parent,
+            "--out",
+            copied.parent.parent / "out",
+        ),
+    ):
         # every chunk carries a CRC32C: a cut chunk fails it (refused data, exit 3)
         one_line_error(invoke(*args), f"{copied}: key 'obs': checksum mismatch in chunk obs/c/0/0/0", code=3)
 
@@ -185,46 +226,65 @@ def test_truncated_chunk(online, copied):
 def test_foreign_zarr_group(tmp_path):
     group = zarr.open_group(tmp_path / "foreign.zarr", mode="w", attributes={"owner": "someone"})
     group.create_array("obs", shape=(2, 3), dtype="f4")
-    one_line_error(invoke("inspect", tmp_path / "foreign.zarr"),
-                   "foreign.zarr: not an rlpipe rollout store (no schema_version attribute)")
+    one_line_error(
+        invoke("inspect", tmp_path / "foreign.zarr"),
+        "foreign.zarr: not an rlpipe rollout store (no schema_version attribute)",
+    )
 
 
 def test_other_schema_version(online, copied):
     zarr.open_group(copied, mode="r+").attrs["schema_version"] = SCHEMA_VERSION + 1
     for args in (("inspect", copied), ("update", PARAMS, copied, *set_args(copied.parent))):
-        one_line_error(invoke(*args), f"{copied}: rollout schema version {SCHEMA_VERSION + 1}, "
-                                      f"this rlpipe reads version {SCHEMA_VERSION}")
+        one_line_error(
+            invoke(*args),
+            f"{copied}: rollout schema version {SCHEMA_VERSION + 1}, "
+            f"this rlpipe reads version {SCHEMA_VERSION}",
+        )
 
 
 def test_non_finite_rollout_names_file_key_and_index(online, copied):
     reward = zarr.open_group(copied, mode="r+")["reward"]
     reward[2, 5] = float("nan")
-    one_line_error(invoke("advantage", PARAMS, copied, *set_args(copied.parent)),
-                   f"{copied}: rollout (iteration 3): key 'reward' is not finite at [2, 5]", code=3)
+    one_line_error(
+        invoke("advantage", PARAMS, copied, *set_args(copied.parent)),
+        f"{copied}: rollout (iteration 3): key 'reward' is not finite at [2, 5]",
+        code=3,
+    )
 
 
 def test_checkpoint_of_another_policy(online, tmp_path):
     wider = set_args(online.trainer.data_dir, "policy.actor.network_cfg.hidden_sizes=[32,32]")
     path = online_ckpt(online, 2)
     rollout = online.run_dir / "rollouts" / "iter-000003.zarr"
-    for args in (("eval", PARAMS, *wider, "--checkpoint", path, "--out", tmp_path / "m.json"),
-                 ("update", PARAMS, rollout, *wider, "--out", tmp_path),
-                 ("collect", PARAMS, *wider, "--checkpoint", path, "--out", tmp_path)):
-        one_line_error(invoke(*args), f"{path}: checkpoint does not match the policy",
-                       "size mismatch for")
+    for args in (
+        ("eval", PARAMS, *wider, "--checkpoint", path, "--out", tmp_path / "m.json"),
+        ("update", PARAMS, rollout, *wider, "--out", tmp_path),
+        ("collect", PARAMS, *wider, "--checkpoint", path, "--out", tmp_path),
+    ):
+        one_line_error(invoke(*args), f"{path}: checkpoint does not match the policy", "size mismatch for")
     assert not list(tmp_path.iterdir())
 
 
 def test_truncated_or_foreign_checkpoint(online, tmp_path):
     cut = tmp_path / "ckpt-000002.pt"
     cut.write_bytes(online_ckpt(online, 2).read_bytes()[:2000])
-    one_line_error(invoke("eval", PARAMS, *set_args(tmp_path), "--checkpoint", cut),
-                   f"{cut}: truncated or not a checkpoint")
+    one_line_error(
+        invoke("eval", PARAMS, *set_args(tmp_path), "--checkpoint", cut),
+        f"{cut}: truncated or not a checkpoint",
+    )
     foreign = tmp_path / "weights.pt"
     torch.save({"weights": torch.zeros(3)}, foreign)
-    one_line_error(invoke("update", PARAMS, online.run_dir / "rollouts" / "iter-000003.zarr",
-                          *set_args(tmp_path), "--checkpoint", foreign),
-                   f"{foreign}: not an rlpipe checkpoint (no 'policy' entry)")
+    one_line_error(
+        invoke(
+            "update",
+            PARAMS,
+            online.run_dir / "rollouts" / "iter-000003.zarr",
+            *set_args(tmp_path),
+            "--checkpoint",
+            foreign,
+        ),
+        f"{foreign}: not an rlpipe checkpoint (no 'policy' entry)",
+    )
 
 
 @pytest.mark.parametrize("span", ["5:2", "0:3", "a:b", "3:"])

@@ -34,5 +34,10 @@ def test_no_complete_episode_leaves_the_return_fields_out():
     done = np.zeros((2, 4), dtype=bool)
     done[0, 2] = True
     stats = episode_stats(done, done, np.zeros_like(done), np.ones((2, 4), dtype=np.float32))
-    assert stats == {"finished": 1, "terminated": 1, "truncated": 0, "complete": 0,
-                     "mean_reward_per_step": 1.0}
+    assert stats == {
+        "finished": 1,
+        "terminated": 1,
+        "truncated": 0,
+        "complete": 0,
+        "mean_reward_per_step": 1.0,
+    }

@@ -16,9 +16,15 @@ from rlpipe.cli import cli
 from rlpipe.offline.distill import distill_config, distill_offline, store_order, update_plan
 from rlpipe.trainer import Trainer
 
-STUDENT = ("policy.name=recurrent_actor_critic", "policy.actor.obs_keys=[proprio]",
-           "policy.critic.obs_keys=[proprio]", "policy.recurrent.hidden_size=16",
-           "algorithm.cfg.batch_size=64", "algorithm.cfg.learning_rate=0.003", "algorithm.cfg.seq_len=8")
+STUDENT = (
+    "policy.name=recurrent_actor_critic",
+    "policy.actor.obs_keys=[proprio]",
+    "policy.critic.obs_keys=[proprio]",
+    "policy.recurrent.hidden_size=16",
+    "algorithm.cfg.batch_size=64",
+    "algorithm.cfg.learning_rate=0.003",
+    "algorithm.cfg.seq_len=8",
+)
 
 
 def teacher_run(root: Path, *extra: str) -> Path:
@@ -35,8 +41,15 @@ def teacher(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_offline_distillation_trains_names_its_lineage_and_resumes_bit_for_bit(tmp_path, teacher):
     def cfg(name: str, passes: int):
-        return distill_config(teacher, [f"trainer.data_dir={tmp_path}", f"trainer.exp_name={name}", *STUDENT,
-                                        f"algorithm.cfg.offline_passes={passes}"])
+        return distill_config(
+            teacher,
+            [
+                f"trainer.data_dir={tmp_path}",
+                f"trainer.exp_name={name}",
+                *STUDENT,
+                f"algorithm.cfg.offline_passes={passes}",
+            ],
+        )
 
     whole = distill_offline(cfg("whole", 3))
     distill_offline(cfg("split", 1))
@@ -63,9 +76,16 @@ def test_an_update_can_mix_stores_and_every_pass_visits_each_once(tmp_path, teac
     assert update_plan([1, 2, 3], 2, 0, 2) == [order[:2], order[2:3], order[3:5], order[5:]]
 
     def cfg(name: str, passes: int):
-        return distill_config(teacher, [f"trainer.data_dir={tmp_path}", f"trainer.exp_name={name}", *STUDENT,
-                                        f"algorithm.cfg.offline_passes={passes}",
-                                        "algorithm.cfg.stores_per_update=2"])
+        return distill_config(
+            teacher,
+            [
+                f"trainer.data_dir={tmp_path}",
+                f"trainer.exp_name={name}",
+                *STUDENT,
+                f"algorithm.cfg.offline_passes={passes}",
+                "algorithm.cfg.stores_per_update=2",
+            ],
+        )
 
     whole = distill_offline(cfg("whole", 2))
     distill_offline(cfg("split", 1))
@@ -85,8 +105,9 @@ def test_cli_distills_then_continues_online(tmp_path, teacher):
     result = CliRunner().invoke(cli, ["distill", str(teacher), *sets, "--online-iterations", "1"])
     assert result.exit_code == 0, result.output
     online = yaml.safe_load((tmp_path / "teacher-student-online" / "params.yaml").read_text())
-    assert online["algorithm"]["cfg"]["student_init"] == str(tmp_path / "teacher-student" / "checkpoints"
-                                                             / "ckpt-000003.pt")
+    assert online["algorithm"]["cfg"]["student_init"] == str(
+        tmp_path / "teacher-student" / "checkpoints" / "ckpt-000003.pt"
+    )
     assert (tmp_path / "teacher-student-online" / "checkpoints" / "ckpt-000001.pt").is_file()
 
 
@@ -155,11 +176,15 @@ def test_resume_refuses_other_params_and_other_stores(tmp_path, teacher):
     student = tmp_path / "runs" / "teacher-student"
     before = files_under(student)
     cases = [
-        (["--set", "algorithm.cfg.learning_rate=0.01", "--set", "trainer.seed=3"],
-         "(algorithm.cfg.learning_rate: 0.001 in the checkpoint, 0.01 now; "
-         "trainer.seed: 42 in the checkpoint, 3 now)"),
-        (["--set", "algorithm.cfg.stores_per_update=2"],
-         "algorithm.cfg.stores_per_update: 1 in the checkpoint"),
+        (
+            ["--set", "algorithm.cfg.learning_rate=0.01", "--set", "trainer.seed=3"],
+            "(algorithm.cfg.learning_rate: 0.001 in the checkpoint, 0.01 now; "
+            "trainer.seed: 42 in the checkpoint, 3 now)",
+        ),
+        (
+            ["--set", "algorithm.cfg.stores_per_update=2"],
+            "algorithm.cfg.stores_per_update: 1 in the checkpoint",
+        ),
     ]
     for extra, expected in cases:
         result = CliRunner().invoke(cli, [*base, *extra, "--resume"])
@@ -185,10 +210,13 @@ def test_params_of_another_env_are_refused_before_training(tmp_path, teacher):
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2, result.output
     assert result.output.count("\n") == 1
-    assert (f"--params {tmp_path / 'pendulum.yaml'}: env 'Pendulum' observes Box(3,) float32 and acts in "
-            "Box(1,) float32, but the stores in") in result.output
-    assert ("hold observations {privileged: Box(2,) float32, proprio: Box(2,) float32} and actions "
-            "Discrete(2)") in result.output
+    assert (
+        f"--params {tmp_path / 'pendulum.yaml'}: env 'Pendulum' observes Box(3,) float32 and acts in "
+        "Box(1,) float32, but the stores in"
+    ) in result.output
+    assert (
+        "hold observations {privileged: Box(2,) float32, proprio: Box(2,) float32} and actions Discrete(2)"
+    ) in result.output
     assert not (tmp_path / "pendulum_student").exists()
 
 
@@ -199,8 +227,10 @@ def test_derived_names_are_checked_like_exp_name_and_say_where_they_came_from(tm
     assert result.exit_code == 2, result.output
     assert result.output.startswith("Error: trainer.exp_name: ") and result.output.count("\n") == 1
     assert f"the student's name, derived as <teacher run>-student from {long_teacher}" in result.output
-    result = CliRunner().invoke(cli, [*distill_args(flat_teacher, tmp_path, f"trainer.exp_name={'s' * 195}"),
-                                      "--online-iterations", "1"])
+    result = CliRunner().invoke(
+        cli,
+        [*distill_args(flat_teacher, tmp_path, f"trainer.exp_name={'s' * 195}"), "--online-iterations", "1"],
+    )
     assert result.exit_code == 2, result.output
     assert "the online continuation's name, derived as <trainer.exp_name>-online" in result.output
     assert not (tmp_path / ("s" * 195)).exists()  # refused before the offline run started
@@ -213,6 +243,9 @@ def test_distill_refuses_stores_of_different_env_subsets_naming_the_first_that_d
     stored = {k: tmp_path / f"iter-{k:06d}.zarr" for k in (1, 2, 3)}
     same = {1: {"stored_envs": 4, "num_envs": 8}, 2: {"stored_envs": 4, "num_envs": 8}}
     _same_env_subset(same, stored)  # one subset: valid samples
-    with pytest.raises(StoreError, match=r"iter-000003\.zarr: keeps every env, iter-000001\.zarr keeps the "
-                                         r"first 4 of 8 envs; distill reads stores of one env subset"):
+    with pytest.raises(
+        StoreError,
+        match=r"iter-000003\.zarr: keeps every env, iter-000001\.zarr keeps the "
+        r"first 4 of 8 envs; distill reads stores of one env subset",
+    ):
         _same_env_subset({**same, 3: {}}, stored)

@@ -84,15 +84,23 @@ def test_rgb_layout_takes_each_three_channels_as_one_colour_picture():
         frame_pictures(frames[:, :4], "rgb")
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--frames", "state"], "--frames state: not an image group (uint8 [N, T+1, C, H, W]): it is float32 "
-                            "[8, 17, 4]; image groups: pixels"),
-    (["--frames", "camera"], "--frames camera: no observation group 'camera' in iter-000002.zarr; "
-                             "image groups: pixels"),
-    (["--frames", "pixels", "--env", "8"], "--env: got 8; accepted: 0 to 7"),
-    (["--frames", "pixels", "--iteration", "5"], "--iteration: 5 is not stored; stored: 1 to 2"),
-    (["--frames", "pixels", "--channels", "rgb"], "--channels rgb: the frames have 2 channels"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--frames", "state"],
+            "--frames state: not an image group (uint8 [N, T+1, C, H, W]): it is float32 "
+            "[8, 17, 4]; image groups: pixels",
+        ),
+        (
+            ["--frames", "camera"],
+            "--frames camera: no observation group 'camera' in iter-000002.zarr; image groups: pixels",
+        ),
+        (["--frames", "pixels", "--env", "8"], "--env: got 8; accepted: 0 to 7"),
+        (["--frames", "pixels", "--iteration", "5"], "--iteration: 5 is not stored; stored: 1 to 2"),
+        (["--frames", "pixels", "--channels", "rgb"], "--channels rgb: the frames have 2 channels"),
+    ],
+)
 def test_bad_frame_requests_are_one_line_exit_2_and_write_nothing(run_dir, tmp_path, args, message):
     out = invoke("inspect", run_dir, *args, "--out", tmp_path / "frames", code=2)
     assert len(out.strip().splitlines()) == 1 and message in out, out
@@ -104,5 +112,6 @@ def test_mp4_without_the_video_extra_and_frame_options_without_frames_exit_2(run
     monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # the package is not installed
     out = invoke("inspect", run_dir, "--frames", "pixels", "--format", "mp4", "--out", tmp_path / "f", code=2)
     assert out.strip().splitlines() == [
-        "Error: rlpipe inspect --format mp4 needs imageio-ffmpeg: pip install 'rlpipe[video]'"]
+        "Error: rlpipe inspect --format mp4 needs imageio-ffmpeg: pip install 'rlpipe[video]'"
+    ]
     assert not (tmp_path / "f").exists()

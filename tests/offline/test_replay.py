@@ -31,9 +31,15 @@ def cli_run(*args: object) -> tuple[int, str]:
 def thinned(tmp_path_factory):
     """Three 4-iteration runs: the first 3 of 8 envs, obs as float16, every 2nd iteration."""
     root = tmp_path_factory.mktemp("thinned")
-    runs = {name: tiny_cfg(root / name, *extra) for name, extra in (
-        ("subset", ("store.envs=3",)), ("lossy", ("store.precision={obs: float16}",)),
-        ("gap", ("store.every=2",)), ("gap_ckpt", ("store.every=2", "checkpoint.every_iteration=true")))}
+    runs = {
+        name: tiny_cfg(root / name, *extra)
+        for name, extra in (
+            ("subset", ("store.envs=3",)),
+            ("lossy", ("store.precision={obs: float16}",)),
+            ("gap", ("store.every=2",)),
+            ("gap_ckpt", ("store.every=2", "checkpoint.every_iteration=true")),
+        )
+    }
     for cfg in runs.values():
         Trainer(cfg).train()
     return runs
@@ -43,9 +49,11 @@ def test_replay_refuses_a_subset_store_in_one_line_naming_it(thinned, tmp_path):
     code, out = cli_run("replay", thinned["subset"].run_dir, "--out", tmp_path)
     store = thinned["subset"].run_dir / "rollouts" / "iter-000001.zarr"
     assert code == 3
-    assert out.strip().splitlines() == [f"Error: {store}: holds the first 3 of 8 envs (store.envs), not the "
-                                        "whole iteration; replay (the online update) needs every env, so it "
-                                        "is refused"]
+    assert out.strip().splitlines() == [
+        f"Error: {store}: holds the first 3 of 8 envs (store.envs), not the "
+        "whole iteration; replay (the online update) needs every env, so it "
+        "is refused"
+    ]
     assert not list(tmp_path.glob("checkpoints/*.pt"))
 
 
@@ -62,11 +70,15 @@ def test_update_and_advantage_refuse_a_lower_precision_store(thinned, tmp_path):
 def test_replay_across_a_gap_names_the_missing_store_and_store_every(thinned, tmp_path):
     cfg = thinned["gap"]
     assert sorted(p.name for p in (cfg.run_dir / "rollouts").glob("iter-*")) == [
-        "iter-000002.zarr", "iter-000004.zarr"]
+        "iter-000002.zarr",
+        "iter-000004.zarr",
+    ]
     code, out = cli_run("replay", cfg.run_dir, "--out", tmp_path)
     assert code == 2
-    assert out.startswith(f"Error: {cfg.run_dir / 'rollouts' / 'iter-000001.zarr'}: not stored (the run "
-                          "stores the iterations that are multiples of 2, store.every: 2"), out
+    assert out.startswith(
+        f"Error: {cfg.run_dir / 'rollouts' / 'iter-000001.zarr'}: not stored (the run "
+        "stores the iterations that are multiples of 2, store.every: 2"
+    ), out
 
 
 def test_replay_of_every_kth_store_with_its_checkpoints_is_bit_exact(thinned, tmp_path):
@@ -74,5 +86,6 @@ def test_replay_of_every_kth_store_with_its_checkpoints_is_bit_exact(thinned, tm
     code, out = cli_run("replay", cfg.run_dir, "--out", tmp_path)
     assert code == 0, out
     for k in (2, 4):
-        assert_same_learner(tmp_path / "checkpoints" / f"ckpt-{k:06d}.pt",
-                            cfg.run_dir / "checkpoints" / f"ckpt-{k:06d}.pt")
+        assert_same_learner(
+            tmp_path / "checkpoints" / f"ckpt-{k:06d}.pt", cfg.run_dir / "checkpoints" / f"ckpt-{k:06d}.pt"
+        )

@@ -24,8 +24,17 @@ def test_replay_reports_eval_metrics_beside_the_online_runs(tmp_path):
     rows = list(csv.DictReader((tmp_path / "reupdate" / "curve.csv").open()))
     assert rows[-1]["eval/return_mean"] and not rows[0]["eval/return_mean"]  # the final weights only
 
-    out = CliRunner().invoke(cli, ["replay", str(cfg.run_dir), "--out", str(tmp_path / "clip"),
-                                   "--set", "replay.algorithm.cfg.clip_coef=0.05"])
+    out = CliRunner().invoke(
+        cli,
+        [
+            "replay",
+            str(cfg.run_dir),
+            "--out",
+            str(tmp_path / "clip"),
+            "--set",
+            "replay.algorithm.cfg.clip_coef=0.05",
+        ],
+    )
     assert out.exit_code == 0, out.output
     line = next(x for x in out.output.splitlines() if x.startswith("eval/return_mean"))
     assert line.endswith(f"(online run: {online['eval/return_mean']:.6g})")

@@ -22,8 +22,11 @@ def invoke(*args: object) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     data = tmp_path_factory.mktemp("data")
-    code, out = invoke("run", PARAMS, *set_args(data, f"trainer.exp_name={EXP}", "trainer.iterations=4",
-                                                "checkpoint.every_iteration=true"))
+    code, out = invoke(
+        "run",
+        PARAMS,
+        *set_args(data, f"trainer.exp_name={EXP}", "trainer.iterations=4", "checkpoint.every_iteration=true"),
+    )
     assert code == 0, out
     return data / EXP
 
@@ -37,18 +40,29 @@ def test_replay_of_the_run_dir_needs_no_params_file_and_is_bit_exact(run_dir, tm
     code, out = invoke("replay", run_dir, "--out", tmp_path / "re")
     assert code == 0, out
     for k in range(1, 5):
-        assert_same_learner(run_dir / "checkpoints" / f"ckpt-{k:06d}.pt",
-                            tmp_path / "re" / "checkpoints" / f"ckpt-{k:06d}.pt")
+        assert_same_learner(
+            run_dir / "checkpoints" / f"ckpt-{k:06d}.pt", tmp_path / "re" / "checkpoints" / f"ckpt-{k:06d}.pt"
+        )
 
 
 def test_replay_with_the_params_file_and_another_exp_name_is_bit_exact(run_dir, tmp_path):
     # params.yaml names exp_name cartpole_ppo: where a run lives never makes replay refuse
-    code, out = invoke("replay", PARAMS, *set_args(tmp_path), "--rollouts", run_dir / "rollouts",
-                       "--iterations", "1:4", "--out", tmp_path / "re")
+    code, out = invoke(
+        "replay",
+        PARAMS,
+        *set_args(tmp_path),
+        "--rollouts",
+        run_dir / "rollouts",
+        "--iterations",
+        "1:4",
+        "--out",
+        tmp_path / "re",
+    )
     assert code == 0, out
     for k in range(1, 5):
-        assert_same_learner(run_dir / "checkpoints" / f"ckpt-{k:06d}.pt",
-                            tmp_path / "re" / "checkpoints" / f"ckpt-{k:06d}.pt")
+        assert_same_learner(
+            run_dir / "checkpoints" / f"ckpt-{k:06d}.pt", tmp_path / "re" / "checkpoints" / f"ckpt-{k:06d}.pt"
+        )
 
 
 def test_inspect_the_run_dir_summarizes_the_whole_run(run_dir):
@@ -75,7 +89,14 @@ def test_a_folder_without_params_is_a_one_line_error(tmp_path):
 
 
 def test_resume_with_other_training_params_names_each_key_and_both_values(run_dir):
-    code, out = invoke("run", run_dir / "params.yaml", "--resume", "--set", "algorithm.cfg.learning_rate=0.5",
-                       "--set", f"trainer.data_dir={run_dir.parent}")
+    code, out = invoke(
+        "run",
+        run_dir / "params.yaml",
+        "--resume",
+        "--set",
+        "algorithm.cfg.learning_rate=0.5",
+        "--set",
+        f"trainer.data_dir={run_dir.parent}",
+    )
     assert code == 2
     assert "algorithm.cfg.learning_rate" in out and "0.5" in out and "in the checkpoint" in out

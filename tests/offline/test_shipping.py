@@ -31,10 +31,17 @@ def cartpole(tmp_path_factory):
 @pytest.fixture(scope="module")
 def recurrent_no_store(tmp_path_factory):
     """A GRU policy on Pendulum, no rollout store: export verifies on fresh env observations."""
-    cfg = tiny_cfg(tmp_path_factory.mktemp("ship-rnn"), "env.id=Pendulum", "store.enabled=false",
-                   "trainer.iterations=2", "policy.name=recurrent_actor_critic",
-                   "policy.recurrent.type=gru", "policy.recurrent.hidden_size=8", "algorithm.cfg.seq_len=8",
-                   "eval.num_episodes=1")
+    cfg = tiny_cfg(
+        tmp_path_factory.mktemp("ship-rnn"),
+        "env.id=Pendulum",
+        "store.enabled=false",
+        "trainer.iterations=2",
+        "policy.name=recurrent_actor_critic",
+        "policy.recurrent.type=gru",
+        "policy.recurrent.hidden_size=8",
+        "algorithm.cfg.seq_len=8",
+        "eval.num_episodes=1",
+    )
     Trainer(cfg).train()
     return cfg.run_dir
 
@@ -62,12 +69,14 @@ def test_exported_file_scores_exactly_like_its_checkpoint(cartpole):
     assert {k: shipped[k] for k in keys} == {k: checkpoint[k] for k in keys}
 
 
-def test_a_file_that_acts_differently_is_refused_with_exit_3_and_nothing_written(cartpole, tmp_path,
-                                                                                   monkeypatch):
+def test_a_file_that_acts_differently_is_refused_with_exit_3_and_nothing_written(
+    cartpole, tmp_path, monkeypatch
+):
     original = DeployedActor._action
     monkeypatch.setattr(DeployedActor, "_action", lambda self, out: 1 - original(self, out))
-    result = CliRunner().invoke(cli, ["export", str(cartpole), "--format", "torchscript", "--out",
-                                      str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli, ["export", str(cartpole), "--format", "torchscript", "--out", str(tmp_path / "out")]
+    )
     assert result.exit_code == 3
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: policy.pt: exported actions differ")

@@ -56,7 +56,8 @@ def test_export_reads_uint8_frames_and_the_vector_group_and_acts_like_the_policy
     assert sidecar["observation"]["keys"] == ["pixels", "state"]
     assert sidecar["observation"]["groups"] == {
         "pixels": {"input": "obs/pixels", "shape": [2, 32, 32], "dtype": "uint8", "image": True},
-        "state": {"input": "obs/state", "shape": [4], "dtype": "float32", "image": False}}
+        "state": {"input": "obs/state", "shape": [4], "dtype": "float32", "image": False},
+    }
     norm = sidecar["normalizer"]["groups"]
     assert list(norm) == ["state"] and norm["state"]["count"] > 0  # images are not normalized
 
@@ -67,8 +68,10 @@ def test_export_reads_uint8_frames_and_the_vector_group_and_acts_like_the_policy
     pixels_in, state_in = obs["pixels"].numpy(), obs["state"].numpy()
     if fmt == "onnx":  # onnxruntime itself, fed by input name
         session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        assert [(i.name, i.type) for i in session.get_inputs()] == [("obs/pixels", "tensor(uint8)"),
-                                                                    ("obs/state", "tensor(float)")]
+        assert [(i.name, i.type) for i in session.get_inputs()] == [
+            ("obs/pixels", "tensor(uint8)"),
+            ("obs/state", "tensor(float)"),
+        ]
         got = session.run(None, {"obs/pixels": pixels_in, "obs/state": state_in})[0]
     else:
         with warnings.catch_warnings():
@@ -106,7 +109,15 @@ def test_eval_policy_onnx_scores_like_the_checkpoint_and_films_the_policys_camer
 
 def test_a_file_reading_a_group_the_env_lacks_is_one_line_exit_2(pixels):
     cfg, _ = pixels
-    out = invoke("eval", cfg.run_dir, "--policy", cfg.run_dir / "export" / "policy.pt",
-                 "--set", "env.cfg.state_group=false", code=2)
+    out = invoke(
+        "eval",
+        cfg.run_dir,
+        "--policy",
+        cfg.run_dir / "export" / "policy.pt",
+        "--set",
+        "env.cfg.state_group=false",
+        code=2,
+    )
     assert out.strip().splitlines() == [
-        f"Error: {cfg.run_dir / 'export' / 'policy.pt'}: reads observation group 'state'; the env has pixels"]
+        f"Error: {cfg.run_dir / 'export' / 'policy.pt'}: reads observation group 'state'; the env has pixels"
+    ]

@@ -117,8 +117,12 @@ def test_state_std_gaussian_shapes_and_log_probs_equal_torchs_normal():
 
 def test_distribution_picks_the_head_and_sizes_the_actor():
     box = gym.spaces.Box(-2, 2, (3,))
-    expected = {"auto": (GaussianHead, 3), "gaussian": (GaussianHead, 3),
-                "gaussian_state_std": (StateStdGaussianHead, 6), "beta": (BetaHead, 6)}
+    expected = {
+        "auto": (GaussianHead, 3),
+        "gaussian": (GaussianHead, 3),
+        "gaussian_state_std": (StateStdGaussianHead, 6),
+        "beta": (BetaHead, 6),
+    }
     for name, (cls, units) in expected.items():
         block = {"name": "actor_critic", "distribution": name, "action_dim": 3}
         policy = build_policy(block, OBS, box, "cpu")
@@ -130,8 +134,9 @@ def test_distribution_picks_the_head_and_sizes_the_actor():
 
 
 def test_beta_head_bounds_are_not_in_the_state_dict_and_follow_the_policy():
-    policy = build_policy({"name": "actor_critic", "distribution": "beta"}, OBS,
-                          gym.spaces.Box(-2, 2, (1,)), "cpu")
+    policy = build_policy(
+        {"name": "actor_critic", "distribution": "beta"}, OBS, gym.spaces.Box(-2, 2, (1,)), "cpu"
+    )
     assert not [k for k in policy.state_dict() if k.startswith("head.")]
     assert policy.head.low.tolist() == [-2.0] and policy.head.scale.tolist() == [4.0]
     policy.double()
@@ -140,29 +145,43 @@ def test_beta_head_bounds_are_not_in_the_state_dict_and_follow_the_policy():
 
 @pytest.mark.parametrize("name", ["gaussian", "gaussian_state_std", "beta"])
 def test_a_continuous_distribution_on_a_discrete_space_is_a_config_error(name):
-    with pytest.raises(ConfigError, match=rf"^policy\.distribution: '{name}' needs a Box action space, "
-                                          r"the env's is Discrete\(2\); accepted for Discrete actions: auto"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"^policy\.distribution: '{name}' needs a Box action space, "
+        r"the env's is Discrete\(2\); accepted for Discrete actions: auto",
+    ):
         build_action_head(gym.spaces.Discrete(2), distribution=name)
 
 
 def test_beta_needs_finite_bounds():
     for space in (gym.spaces.Box(-float("inf"), float("inf"), (2,)), gym.spaces.Box(0.0, 0.0, (1,))):
-        with pytest.raises(ConfigError, match=r"^policy\.distribution: 'beta' needs finite action bounds "
-                                              r"with low < high, .*accepted for it: auto, gaussian"):
+        with pytest.raises(
+            ConfigError,
+            match=r"^policy\.distribution: 'beta' needs finite action bounds "
+            r"with low < high, .*accepted for it: auto, gaussian",
+        ):
             build_action_head(space, distribution="beta")
     with pytest.raises(ConfigError, match=r"policy\.distribution: unknown 'gamma'; accepted: auto, gaussian"):
         build_action_head(gym.spaces.Box(-1, 1, (1,)), distribution="gamma")
 
 
 def test_recurrent_policies_use_the_beta_distribution_object():
-    policy = build_policy({"name": "recurrent_actor_critic", "distribution": "beta",
-                           "recurrent": {"type": "gru", "hidden_size": 8}}, OBS,
-                          gym.spaces.Box(-2, 2, (2,)), "cpu")
+    policy = build_policy(
+        {
+            "name": "recurrent_actor_critic",
+            "distribution": "beta",
+            "recurrent": {"type": "gru", "hidden_size": 8},
+        },
+        OBS,
+        gym.spaces.Box(-2, 2, (2,)),
+        "cpu",
+    )
     obs, state = torch.randn(6, 4), policy.initial_state(6)
     action, log_prob, _, _ = policy.sample_step(obs, state)
     assert ((action >= -2) & (action <= 2)).all() and torch.isfinite(log_prob).all()
-    seq_log_prob, entropy, _ = policy.evaluate_sequence(obs.unsqueeze(1), action.unsqueeze(1), state,
-                                                        torch.zeros(6, 1, dtype=torch.bool))
+    seq_log_prob, entropy, _ = policy.evaluate_sequence(
+        obs.unsqueeze(1), action.unsqueeze(1), state, torch.zeros(6, 1, dtype=torch.bool)
+    )
     torch.testing.assert_close(seq_log_prob[:, 0], log_prob)
     assert entropy.shape == (6, 1) and torch.isfinite(entropy).all()
 
@@ -187,6 +206,11 @@ def beta_log_prob_in_bf16(out: torch.Tensor, action: torch.Tensor) -> torch.Tens
     """The same formula with every op in bf16: what the clause in ``beta_concentrations`` avoids."""
     alpha, beta = (torch.nn.functional.softplus(h) + 1 for h in out.chunk(2, -1))
     x = ((action.bfloat16() - LOW.bfloat16()) / (HIGH - LOW).bfloat16()).clamp(1e-3, 1 - 1e-3)
-    per_dim = (torch.xlogy(alpha - 1, x) + torch.xlogy(beta - 1, 1 - x) + torch.lgamma(alpha + beta)
-               - torch.lgamma(alpha) - torch.lgamma(beta))
+    per_dim = (
+        torch.xlogy(alpha - 1, x)
+        + torch.xlogy(beta - 1, 1 - x)
+        + torch.lgamma(alpha + beta)
+        - torch.lgamma(alpha)
+        - torch.lgamma(beta)
+    )
     return (per_dim.sum(-1) - torch.log(HIGH - LOW).sum().bfloat16()).float()

@@ -63,8 +63,9 @@ def test_a_resumed_beta_run_equals_the_uninterrupted_one(beta_run, tmp_path):
     Trainer(tiny_cfg(tmp_path, *BETA, "trainer.iterations=2")).train()
     split = tiny_cfg(tmp_path, *BETA)
     Trainer(split, resume=True).train()
-    assert_same_learner(beta_run.run_dir / "checkpoints" / "ckpt-000004.pt",
-                        split.run_dir / "checkpoints" / "ckpt-000004.pt")
+    assert_same_learner(
+        beta_run.run_dir / "checkpoints" / "ckpt-000004.pt", split.run_dir / "checkpoints" / "ckpt-000004.pt"
+    )
     for k in (3, 4):
         whole = read_rollout(beta_run.run_dir / "rollouts" / f"iter-{k:06d}.zarr")[0]
         resumed = read_rollout(split.run_dir / "rollouts" / f"iter-{k:06d}.zarr")[0]
@@ -94,11 +95,18 @@ def test_rlpipe_export_of_a_beta_policy_is_its_mapped_mode_in_onnxruntime(beta_r
 def test_a_state_std_gaussian_exports_its_mean(tmp_path):
     env = build_env("Pendulum", 2, "cpu")
     torch.manual_seed(0)
-    policy = build_policy({"name": "actor_critic", "distribution": "gaussian_state_std"},
-                          env.observation_space, env.action_space, "cpu").eval()
+    policy = build_policy(
+        {"name": "actor_critic", "distribution": "gaussian_state_std"},
+        env.observation_space,
+        env.action_space,
+        "cpu",
+    ).eval()
     actor = DeployedActor(policy, env.observation_space, env.action_space)
-    path = export_onnx(actor, tmp_path / "policy.onnx",
-                       export_metadata(actor, env.observation_space, env.action_space, policy))
+    path = export_onnx(
+        actor,
+        tmp_path / "policy.onnx",
+        export_metadata(actor, env.observation_space, env.action_space, policy),
+    )
     obs = torch.randn(50, 3)
     with torch.no_grad():
         mean = policy.actor(obs)[:, :1].clamp(-2, 2)
@@ -114,9 +122,11 @@ def _run(tmp_path, *overrides: str):
 def test_a_continuous_distribution_on_cartpole_exits_2_in_one_line(tmp_path, name):
     result = _run(tmp_path, f"policy.distribution={name}")  # params.yaml: CartPole, Discrete(2)
     assert result.exit_code == 2, result.output
-    assert result.output.strip() == (f"Error: policy.distribution: '{name}' needs a Box action space, "
-                                     "the env's is Discrete(2); accepted for Discrete actions: auto "
-                                     "(categorical)")
+    assert result.output.strip() == (
+        f"Error: policy.distribution: '{name}' needs a Box action space, "
+        "the env's is Discrete(2); accepted for Discrete actions: auto "
+        "(categorical)"
+    )
     assert not list(tmp_path.rglob("rollouts/iter-*"))  # refused before any iteration
 
 
@@ -127,5 +137,7 @@ def test_beta_on_an_unbounded_box_and_an_unknown_name_exit_2(tmp_path):
     assert len(lines) == 1 and "policy.distribution: 'beta' needs finite action bounds" in lines[0]
     result = _run(tmp_path, "policy.distribution=gamma")
     assert result.exit_code == 2
-    assert ("policy.distribution: Input should be 'auto', 'gaussian', 'gaussian_state_std' or 'beta' "
-            "(got 'gamma')") in result.output
+    assert (
+        "policy.distribution: Input should be 'auto', 'gaussian', 'gaussian_state_std' or 'beta' "
+        "(got 'gamma')"
+    ) in result.output

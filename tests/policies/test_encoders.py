@@ -22,9 +22,12 @@ def _space(size: int = 64, state: bool = True) -> gym.spaces.Dict:
 
 def _obs(space: gym.spaces.Dict, batch: int, seed: int = 0) -> TensorDict:
     g = torch.Generator().manual_seed(seed)
-    fields = {k: torch.randint(0, 256, (batch, *s.shape), generator=g, dtype=torch.uint8)
-              if s.dtype == np.uint8 else torch.randn(batch, *s.shape, generator=g)
-              for k, s in space.spaces.items()}
+    fields = {
+        k: torch.randint(0, 256, (batch, *s.shape), generator=g, dtype=torch.uint8)
+        if s.dtype == np.uint8
+        else torch.randn(batch, *s.shape, generator=g)
+        for k, s in space.spaces.items()
+    }
     return TensorDict(fields, batch_size=[batch])
 
 
@@ -45,10 +48,16 @@ def test_the_cnn_scales_pixels_by_255():
 
 def test_images_and_vectors_are_concatenated_before_the_mlp():
     space = _space()
-    cfg = PolicyCfg.model_validate({
-        "actor": {"obs_keys": ["pixels", "state"], "encoders": {"pixels": {"features": 32}},
-                  "network_cfg": {"hidden_sizes": [16]}},
-        "critic": {"obs_keys": ["state"], "network_cfg": {"hidden_sizes": [16]}}})
+    cfg = PolicyCfg.model_validate(
+        {
+            "actor": {
+                "obs_keys": ["pixels", "state"],
+                "encoders": {"pixels": {"features": 32}},
+                "network_cfg": {"hidden_sizes": [16]},
+            },
+            "critic": {"obs_keys": ["state"], "network_cfg": {"hidden_sizes": [16]}},
+        }
+    )
     policy = build_policy(cfg, space, gym.spaces.Discrete(2), "cpu")
     assert policy.actor[0].in_features == 32 + 4 and policy.critic[0].in_features == 4
     assert policy.critic_encoder is None  # the critic reads no image
@@ -72,23 +81,31 @@ def test_share_encoder_gives_the_critic_the_actors_cnn():
 
 def test_a_recurrent_policy_reads_cnn_features():
     space = _space()
-    cfg = PolicyCfg.model_validate({"name": "recurrent_actor_critic", "recurrent": {"hidden_size": 8},
-                                    "actor": {"encoders": {"pixels": {"features": 16}}}})
+    cfg = PolicyCfg.model_validate(
+        {
+            "name": "recurrent_actor_critic",
+            "recurrent": {"hidden_size": 8},
+            "actor": {"encoders": {"pixels": {"features": 16}}},
+        }
+    )
     policy = build_policy(cfg, space, gym.spaces.Discrete(2), "cpu")
     assert policy.core.rnn.input_size == 16 + 4
     obs = _obs(space, 3)
     action, log_prob, value, state = policy.sample_step(obs, policy.initial_state(3))
-    seq = TensorDict({k: v.unsqueeze(1).expand(-1, 2, *v.shape[1:]) for k, v in obs.items()},
-                     batch_size=[3, 2])
-    lp, _, values = policy.evaluate_sequence(seq, action.unsqueeze(1).expand(-1, 2), policy.initial_state(3),
-                                             torch.zeros(3, 2, dtype=torch.bool))
+    seq = TensorDict(
+        {k: v.unsqueeze(1).expand(-1, 2, *v.shape[1:]) for k, v in obs.items()}, batch_size=[3, 2]
+    )
+    lp, _, values = policy.evaluate_sequence(
+        seq, action.unsqueeze(1).expand(-1, 2), policy.initial_state(3), torch.zeros(3, 2, dtype=torch.bool)
+    )
     assert torch.allclose(lp[:, 0], log_prob, atol=1e-6) and torch.allclose(values[:, 0], value, atol=1e-6)
 
 
 def test_obs_normalization_leaves_images_to_the_encoder():
     space = _space()
-    policy = build_policy(PolicyCfg.model_validate({"obs_normalization": True}), space,
-                          gym.spaces.Discrete(2), "cpu")
+    policy = build_policy(
+        PolicyCfg.model_validate({"obs_normalization": True}), space, gym.spaces.Discrete(2), "cpu"
+    )
     obs = _obs(space, 5)
     policy.update_normalization(obs)
     normalized = policy.normalize_obs(obs)
@@ -96,11 +113,14 @@ def test_obs_normalization_leaves_images_to_the_encoder():
     assert not torch.equal(normalized["state"], obs["state"])
 
 
-@pytest.mark.parametrize(("block", "match"), [
-    ({"encoders": {"camera": {}}}, r"policy.actor.encoders.camera: names no observation group"),
-    ({"encoders": {"state": {}}}, r"policy.actor.encoders.state: is not an image group"),
-    ({"obs_keys": ["state"], "encoders": {"pixels": {}}}, r"does not read 'pixels'"),
-])
+@pytest.mark.parametrize(
+    ("block", "match"),
+    [
+        ({"encoders": {"camera": {}}}, r"policy.actor.encoders.camera: names no observation group"),
+        ({"encoders": {"state": {}}}, r"policy.actor.encoders.state: is not an image group"),
+        ({"obs_keys": ["state"], "encoders": {"pixels": {}}}, r"does not read 'pixels'"),
+    ],
+)
 def test_encoders_naming_the_wrong_group_are_config_errors(block, match):
     with pytest.raises(ConfigError, match=match):
         build_policy(PolicyCfg.model_validate({"actor": block}), _space(), gym.spaces.Discrete(2), "cpu")

@@ -27,10 +27,18 @@ SMALL = {"network_cfg": {"hidden_sizes": [16]}}
 CASES = {  # name: (env, policy block)
     "mlp-discrete-normalized": ("CartPole", {"name": "actor_critic", "obs_normalization": True}),
     "mlp-continuous": ("Pendulum", {"name": "actor_critic"}),
-    "lstm-continuous-normalized": ("Pendulum", {"name": "recurrent_actor_critic", "obs_normalization": True,
-                                                "recurrent": {"type": "lstm", "hidden_size": 8}}),
-    "gru-discrete": ("CartPole", {"name": "recurrent_actor_critic",
-                                  "recurrent": {"type": "gru", "hidden_size": 8, "num_layers": 2}}),
+    "lstm-continuous-normalized": (
+        "Pendulum",
+        {
+            "name": "recurrent_actor_critic",
+            "obs_normalization": True,
+            "recurrent": {"type": "lstm", "hidden_size": 8},
+        },
+    ),
+    "gru-discrete": (
+        "CartPole",
+        {"name": "recurrent_actor_critic", "recurrent": {"type": "gru", "hidden_size": 8, "num_layers": 2}},
+    ),
 }
 
 
@@ -39,16 +47,22 @@ def trained(case: str):
     env_id, block = CASES[case]
     torch.manual_seed(0)
     env = build_env(env_id, 4, "cpu")
-    policy = build_policy({**block, "actor": SMALL, "critic": SMALL}, env.observation_space,
-                          env.action_space, "cpu")
+    policy = build_policy(
+        {**block, "actor": SMALL, "critic": SMALL}, env.observation_space, env.action_space, "cpu"
+    )
     policy.update_normalization(torch.randn(256, *env.obs_shape) * 2 + 1)
     with torch.no_grad():
         policy.actor[-1].weight.mul_(30)  # Pendulum: means far outside ±2, so clipping matters
     return env, policy.eval()
 
 
-def reference(policy, env, obs: torch.Tensor | TensorDict, state: torch.Tensor | None,
-              bounds: tuple[float, float] | None = None):
+def reference(
+    policy,
+    env,
+    obs: torch.Tensor | TensorDict,
+    state: torch.Tensor | None,
+    bounds: tuple[float, float] | None = None,
+):
     """The checkpoint's deterministic action (clipped to a Box's bounds) and next state."""
     with torch.no_grad():
         if state is None:
@@ -108,8 +122,9 @@ def test_onnx_file_runs_in_onnxruntime_with_a_dynamic_batch_and_carries_metadata
 def test_exported_policy_acts_like_the_policy_for_the_evaluator(tmp_path):
     env, policy = trained("gru-discrete")
     actor = DeployedActor(policy, env.observation_space, env.action_space)
-    path = export_torchscript(actor, tmp_path / "policy.pt",
-                              export_metadata(actor, env.observation_space, env.action_space, policy))
+    path = export_torchscript(
+        actor, tmp_path / "policy.pt", export_metadata(actor, env.observation_space, env.action_space, policy)
+    )
     shipped = ExportedPolicy(ExportedModel(path), "cpu")
     obs, state = torch.randn(6, 4), shipped.initial_state(6)
     action, _, _, next_state = shipped.sample_step(obs, state)
@@ -130,9 +145,13 @@ def test_unsupported_policies_and_files_are_one_line_errors(tmp_path):
         ExportedModel(tmp_path / "policy.bin")
 
 
-IMAGE_SPACE = gym.spaces.Dict({"camera": gym.spaces.Box(0, 255, (3, 24, 24), np.uint8),
-                               "joints": gym.spaces.Box(-1, 1, (2, 3), np.float32),
-                               "privileged": gym.spaces.Box(-1, 1, (5,), np.float32)})
+IMAGE_SPACE = gym.spaces.Dict(
+    {
+        "camera": gym.spaces.Box(0, 255, (3, 24, 24), np.uint8),
+        "joints": gym.spaces.Box(-1, 1, (2, 3), np.float32),
+        "privileged": gym.spaces.Box(-1, 1, (5,), np.float32),
+    }
+)
 """An image group, a 2-D vector group and a group only the critic reads."""
 TINY_CNN = {"camera": {"channels": [4], "kernel_sizes": [6], "strides": [3], "features": 8}}
 
@@ -142,9 +161,13 @@ def image_policy(recurrent: bool):
     torch.manual_seed(1)
     actor = {**SMALL, "obs_keys": ["joints", "camera"], "encoders": TINY_CNN}
     critic = actor if recurrent else {**SMALL, "obs_keys": ["joints", "privileged"]}  # one core: same keys
-    block = {"name": "recurrent_actor_critic" if recurrent else "actor_critic", "obs_normalization": True,
-             "actor": actor, "critic": critic,
-             "recurrent": {"type": "gru", "hidden_size": 8}}
+    block = {
+        "name": "recurrent_actor_critic" if recurrent else "actor_critic",
+        "obs_normalization": True,
+        "actor": actor,
+        "critic": critic,
+        "recurrent": {"type": "gru", "hidden_size": 8},
+    }
     action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
     policy = build_policy(block, IMAGE_SPACE, action_space, "cpu")
     policy.update_normalization(random_obs(256))
@@ -154,9 +177,14 @@ def image_policy(recurrent: bool):
 
 
 def random_obs(batch: int) -> TensorDict:
-    return TensorDict({"camera": torch.randint(0, 256, (batch, 3, 24, 24), dtype=torch.uint8),
-                       "joints": torch.randn(batch, 2, 3) * 2 + 1, "privileged": torch.randn(batch, 5)},
-                      batch_size=[batch])
+    return TensorDict(
+        {
+            "camera": torch.randint(0, 256, (batch, 3, 24, 24), dtype=torch.uint8),
+            "joints": torch.randn(batch, 2, 3) * 2 + 1,
+            "privileged": torch.randn(batch, 5),
+        },
+        batch_size=[batch],
+    )
 
 
 @pytest.mark.parametrize("recurrent", [False, True], ids=["mlp", "gru"])
@@ -167,8 +195,12 @@ def test_dict_observations_export_as_one_input_per_group_the_actor_reads(fmt, re
     metadata = export_metadata(actor, IMAGE_SPACE, action_space, policy)
     assert metadata["inputs"] == ["obs/joints", "obs/camera", *(["state"] if recurrent else [])]
     assert metadata["observation"]["keys"] == ["joints", "camera"]  # the actor's obs_keys, in its order
-    assert metadata["observation"]["groups"]["camera"] == {"input": "obs/camera", "shape": [3, 24, 24],
-                                                         "dtype": "uint8", "image": True}
+    assert metadata["observation"]["groups"]["camera"] == {
+        "input": "obs/camera",
+        "shape": [3, 24, 24],
+        "dtype": "uint8",
+        "image": True,
+    }
     assert metadata["observation"]["groups"]["joints"]["dtype"] == "float32"
     assert list(metadata["normalizer"]["groups"]) == ["joints"]  # read, not an image
     write = export_onnx if fmt == "onnx" else export_torchscript
@@ -191,8 +223,9 @@ def test_dict_observations_export_as_one_input_per_group_the_actor_reads(fmt, re
 def test_the_exported_policy_feeds_the_envs_dict_observations_to_the_file(tmp_path):
     policy, action_space = image_policy(recurrent=False)
     actor = DeployedActor(policy, IMAGE_SPACE, action_space)
-    path = export_torchscript(actor, tmp_path / "policy.pt",
-                              export_metadata(actor, IMAGE_SPACE, action_space, policy))
+    path = export_torchscript(
+        actor, tmp_path / "policy.pt", export_metadata(actor, IMAGE_SPACE, action_space, policy)
+    )
     shipped = ExportedPolicy(ExportedModel(path), "cpu")
     obs = random_obs(4)
     action, log_prob = shipped.sample(obs)

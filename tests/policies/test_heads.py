@@ -14,15 +14,21 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> None:
 
 
 def _heads() -> list[tuple[object, tuple[int, ...]]]:
-    return [(CategoricalHead(3), (7, 3)), (CategoricalHead(5), (4, 6, 5)), (CategoricalHead(2), (1000, 2)),
-            (GaussianHead(2, -0.3), (7, 2)), (StateStdGaussianHead(2, -0.3), (7, 4)),
-            (BetaHead(torch.tensor([-2.0, 0.0]), torch.tensor([2.0, 0.5])), (7, 4))]
+    return [
+        (CategoricalHead(3), (7, 3)),
+        (CategoricalHead(5), (4, 6, 5)),
+        (CategoricalHead(2), (1000, 2)),
+        (GaussianHead(2, -0.3), (7, 2)),
+        (StateStdGaussianHead(2, -0.3), (7, 4)),
+        (BetaHead(torch.tensor([-2.0, 0.0]), torch.tensor([2.0, 0.5])), (7, 4)),
+    ]
 
 
 @pytest.mark.parametrize("fast_paths", [True, False])  # RLPIPE_FAST on and off
 @pytest.mark.parametrize(("head", "shape"), _heads())
-def test_sample_draws_the_distributions_actions_and_log_probs_bit_for_bit(head, shape, fast_paths,
-                                                                         monkeypatch):
+def test_sample_draws_the_distributions_actions_and_log_probs_bit_for_bit(
+    head, shape, fast_paths, monkeypatch
+):
     monkeypatch.setattr(fast, "ENABLED", fast_paths)
     out = torch.randn(*shape)
     for deterministic in (False, True):

@@ -31,13 +31,16 @@ def gain_of(layer: nn.Linear) -> float:
 @pytest.mark.parametrize("name", ["actor_critic", "recurrent_actor_critic"])
 def test_orthogonal_weights_with_the_documented_gains_and_zero_biases(name: str) -> None:
     torch.manual_seed(0)
-    block = {"name": name, "init": "orthogonal",
-             "actor": {"network_cfg": {"hidden_sizes": [16, 8]}},
-             "critic": {"network_cfg": {"hidden_sizes": [16, 8]}}}
+    block = {
+        "name": name,
+        "init": "orthogonal",
+        "actor": {"network_cfg": {"hidden_sizes": [16, 8]}},
+        "critic": {"network_cfg": {"hidden_sizes": [16, 8]}},
+    }
     policy = build_policy(block, OBS, ACT, "cpu")
     for net, output_gain in ((policy.actor, 0.01), (policy.critic, 1.0)):
         layers = linears(net)
-        assert [gain_of(m) for m in layers] == pytest.approx([2 ** 0.5] * 2 + [output_gain], rel=1e-5)
+        assert [gain_of(m) for m in layers] == pytest.approx([2**0.5] * 2 + [output_gain], rel=1e-5)
         assert all(torch.count_nonzero(m.bias) == 0 for m in layers)
 
 
@@ -56,8 +59,10 @@ def test_the_small_actor_output_makes_the_first_means_nearly_zero() -> None:
 def test_the_same_seed_gives_the_same_weights_and_torch_leaves_the_defaults() -> None:
     def weights(init: str) -> list[torch.Tensor]:
         torch.manual_seed(3)
-        return [p.detach().clone() for p in build_policy({"name": "actor_critic", "init": init},
-                                                        OBS, ACT, "cpu").parameters()]
+        return [
+            p.detach().clone()
+            for p in build_policy({"name": "actor_critic", "init": init}, OBS, ACT, "cpu").parameters()
+        ]
 
     first, again, default = weights("orthogonal"), weights("orthogonal"), weights("torch")
     assert all(torch.equal(a, b) for a, b in zip(first, again))

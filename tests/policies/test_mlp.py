@@ -12,8 +12,9 @@ from rlpipe.policies.mlp import MLP, build_mlp
 def reference(net: nn.Sequential) -> nn.Sequential:
     """The same network with out-of-place ReLUs and the same weights."""
     layers = [nn.ReLU() if isinstance(m, nn.ReLU) else m for m in net]
-    twin = nn.Sequential(*[type(m)(m.in_features, m.out_features) if isinstance(m, nn.Linear) else m
-                           for m in layers])
+    twin = nn.Sequential(
+        *[type(m)(m.in_features, m.out_features) if isinstance(m, nn.Linear) else m for m in layers]
+    )
     twin.load_state_dict(net.state_dict())
     return twin
 

@@ -19,8 +19,9 @@ OBS = gym.spaces.Box(-1, 1, (4,))
 
 def normalized_policy(enabled: bool = True):
     torch.manual_seed(0)
-    return build_policy({"name": "actor_critic", "obs_normalization": enabled}, OBS,
-                        gym.spaces.Discrete(2), "cpu")
+    return build_policy(
+        {"name": "actor_critic", "obs_normalization": enabled}, OBS, gym.spaces.Discrete(2), "cpu"
+    )
 
 
 def test_running_moments_equal_the_moments_of_all_samples_seen():
@@ -47,8 +48,7 @@ def test_policy_acts_on_normalized_obs_and_saves_statistics_in_its_state_dict():
     policy.update_normalization(torch.randn(64, 4) * 3 + 5)
     obs = torch.randn(6, 4) * 3 + 5
     expected = (obs - policy.obs_normalizer.mean.float()) / (policy.obs_normalizer.var.float() + 1e-8).sqrt()
-    torch.testing.assert_close(policy.distribution(obs).logits,
-                               torch.log_softmax(policy.actor(expected), -1))
+    torch.testing.assert_close(policy.distribution(obs).logits, torch.log_softmax(policy.actor(expected), -1))
     buffer = io.BytesIO()
     torch.save(policy.state_dict(), buffer)
     buffer.seek(0)
@@ -70,8 +70,9 @@ def test_disabled_normalization_adds_nothing_and_update_is_a_no_op():
 
 def test_collect_and_eval_leave_the_statistics_frozen_and_the_update_stage_merges_the_rollout():
     env = build_env("CartPole", 4, "cpu")
-    policy = build_policy({"name": "actor_critic", "obs_normalization": True},
-                          env.observation_space, env.action_space, "cpu")
+    policy = build_policy(
+        {"name": "actor_critic", "obs_normalization": True}, env.observation_space, env.action_space, "cpu"
+    )
     policy.update_normalization(torch.randn(10, 4))
     frozen = {k: v.clone() for k, v in policy.obs_normalizer.state_dict().items()}
     Evaluator(build_env("CartPole", 2, "cpu"), policy, num_episodes=1, seed=1)()

@@ -12,22 +12,27 @@ from rlpipe.config import ConfigError, PolicyCfg
 from rlpipe.policies import build_policy
 from rlpipe.policies.obs_keys import DictObsNormalizer
 
-SPACE = gym.spaces.Dict({
-    "state": gym.spaces.Box(-np.inf, np.inf, (3,), np.float32),
-    "privileged_state": gym.spaces.Box(-np.inf, np.inf, (5,), np.float32),
-})
+SPACE = gym.spaces.Dict(
+    {
+        "state": gym.spaces.Box(-np.inf, np.inf, (3,), np.float32),
+        "privileged_state": gym.spaces.Box(-np.inf, np.inf, (5,), np.float32),
+    }
+)
 ACTIONS = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
 
 
 def obs(batch: int = 4) -> TensorDict:
     g = torch.Generator().manual_seed(0)
-    return TensorDict({"state": torch.randn(batch, 3, generator=g),
-                       "privileged_state": torch.randn(batch, 5, generator=g)}, batch_size=[batch])
+    return TensorDict(
+        {"state": torch.randn(batch, 3, generator=g), "privileged_state": torch.randn(batch, 5, generator=g)},
+        batch_size=[batch],
+    )
 
 
 def policy(actor_keys=None, critic_keys=None, name="actor_critic", **extra):
-    cfg = PolicyCfg.from_dict({"name": name, "actor": {"obs_keys": actor_keys},
-                               "critic": {"obs_keys": critic_keys}, **extra})
+    cfg = PolicyCfg.from_dict(
+        {"name": name, "actor": {"obs_keys": actor_keys}, "critic": {"obs_keys": critic_keys}, **extra}
+    )
     return build_policy(cfg, SPACE, ACTIONS, "cpu")
 
 
@@ -49,11 +54,14 @@ def test_default_reads_every_key_sorted_and_order_is_honoured() -> None:
     assert policy(["state", "privileged_state"]).actor_obs_keys == ("state", "privileged_state")
 
 
-@pytest.mark.parametrize(("keys", "message"), [
-    (["stat"], "policy.actor.obs_keys: unknown key 'stat'; accepted: privileged_state, state"),
-    ([], "policy.actor.obs_keys: needs distinct keys; accepted: privileged_state, state"),
-    (["state", "state"], "policy.actor.obs_keys: needs distinct keys"),
-])
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        (["stat"], "policy.actor.obs_keys: unknown key 'stat'; accepted: privileged_state, state"),
+        ([], "policy.actor.obs_keys: needs distinct keys; accepted: privileged_state, state"),
+        (["state", "state"], "policy.actor.obs_keys: needs distinct keys"),
+    ],
+)
 def test_bad_keys_are_one_line_errors(keys, message) -> None:
     with pytest.raises(ConfigError, match=f"^{message}"):
         policy(keys)

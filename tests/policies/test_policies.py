@@ -22,8 +22,9 @@ def test_categorical_log_prob_and_entropy_match_torch():
 
 def test_gaussian_log_prob_sums_over_action_dims_with_learnable_std():
     torch.manual_seed(0)
-    policy = build_policy({"name": "actor_critic", "log_std_init": -0.5}, OBS,
-                          gym.spaces.Box(-2, 2, (2,)), "cpu")
+    policy = build_policy(
+        {"name": "actor_critic", "log_std_init": -0.5}, OBS, gym.spaces.Box(-2, 2, (2,)), "cpu"
+    )
     obs, action = torch.randn(5, 4), torch.randn(5, 2)
     log_prob, entropy, _ = policy.evaluate(obs, action)
     ref = torch.distributions.Normal(policy.actor(obs), torch.full((2,), -0.5).exp())

@@ -15,8 +15,12 @@ def recurrent_policy(kind: str = "lstm", layers: int = 1, env=None):
     torch.manual_seed(0)
     env = env or build_env("RepeatFirst", 4, "cpu")
     small = {"network_cfg": {"hidden_sizes": [8]}}
-    block = {"name": "recurrent_actor_critic", "actor": small, "critic": small,
-             "recurrent": {"type": kind, "hidden_size": 8, "num_layers": layers}}
+    block = {
+        "name": "recurrent_actor_critic",
+        "actor": small,
+        "critic": small,
+        "recurrent": {"type": kind, "hidden_size": 8, "num_layers": layers},
+    }
     return build_policy(block, env.observation_space, env.action_space, "cpu")
 
 
@@ -70,8 +74,9 @@ def test_truncated_bptt_gradients_reach_the_first_step_but_not_across_a_done():
 
 def test_collector_stores_states_at_sequence_starts_zeroed_after_done():
     env = build_env("RepeatFirst", 4, "cpu", {"length": 3})
-    collector = Collector(env, recurrent_policy(env=env), horizon=6, seed=0, seq_len=2,
-                          seqs_per_state_reset=-1)
+    collector = Collector(
+        env, recurrent_policy(env=env), horizon=6, seed=0, seq_len=2, seqs_per_state_reset=-1
+    )
     rollout, _ = collector()
     state = rollout["recurrent_state"]
     assert state.shape == (4, 7, collector.policy.state_size)
@@ -105,8 +110,9 @@ def test_update_recomputes_the_collected_log_probs_and_values(seq_len):
     length = seq_len or 8
     assert batch["obs"].shape == (3 * 8 // length, length, 3)
     with torch.no_grad():
-        log_prob, _, value = policy.evaluate_sequence(batch["obs"], batch["action"], batch["start_state"],
-                                                      batch["done"])
+        log_prob, _, value = policy.evaluate_sequence(
+            batch["obs"], batch["action"], batch["start_state"], batch["done"]
+        )
     torch.testing.assert_close(log_prob, batch["sample_log_prob"])
     torch.testing.assert_close(value, batch["value"])
     second = rollout["obs"][0, length] if length < 8 else rollout["obs"][1, 0]  # env-major order
@@ -117,8 +123,9 @@ def test_collector_state_survives_a_state_dict_round_trip():
     env = build_env("RepeatFirst", 2, "cpu", {"length": 5})
     collector = Collector(env, recurrent_policy(env=env), horizon=4, seed=0, seq_len=2)
     collector()
-    other = Collector(build_env("RepeatFirst", 2, "cpu", {"length": 5}), collector.policy, horizon=4, seed=0,
-                      seq_len=2)
+    other = Collector(
+        build_env("RepeatFirst", 2, "cpu", {"length": 5}), collector.policy, horizon=4, seed=0, seq_len=2
+    )
     other.load_state_dict(collector.state_dict())
     torch.testing.assert_close(other.recurrent_state, collector.recurrent_state)
     assert other.recurrent_state.abs().sum() > 0

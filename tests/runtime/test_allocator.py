@@ -40,8 +40,9 @@ print(applied, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 def faults_per_repeat(malloc_env: str) -> tuple[bool, int]:
     """``(tune_malloc() result, page faults of nine repeated 64 MiB allocations)`` in a fresh process."""
     env = {**os.environ, allocator.MALLOC_ENV: malloc_env}
-    done = subprocess.run([sys.executable, "-c", FAULTS_PER_REPEAT], env=env, capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", FAULTS_PER_REPEAT], env=env, capture_output=True, text=True, check=True
+    )
     applied, faults = done.stdout.split()
     return applied == "True", int(faults)
 

@@ -39,17 +39,22 @@ def test_off_says_nothing_and_other_ranks_stay_silent(capsys: pytest.CaptureFixt
 
 def test_on_cuda_on_is_refused_and_auto_runs_eager_saying_why():
     # no CUDA is touched: the decision needs only the device's type
-    with pytest.raises(ConfigError, match=r"^trainer\.cuda_graphs: on is not available: CUDA graph capture "
-                                          r"is not built yet; accepted on cuda:0: auto \(eager\), off$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^trainer\.cuda_graphs: on is not available: CUDA graph capture "
+        r"is not built yet; accepted on cuda:0: auto \(eager\), off$",
+    ):
         graphs.cuda_graphs_fallback("on", CUDA)
     assert graphs.cuda_graphs_fallback("auto", CUDA) == (
-        "cuda_graphs: auto: no CUDA graph capture is built yet; running eager on cuda:0")
+        "cuda_graphs: auto: no CUDA graph capture is built yet; running eager on cuda:0"
+    )
     with pytest.raises(ConfigError, match="accepted: auto, on, off"):
         graphs.cuda_graphs_fallback("always", CPU)
 
 
-@pytest.mark.parametrize(("value", "expected"),
-                         [("on", "on"), ("off", "off"), ("auto", "auto"), ("true", "on")])
+@pytest.mark.parametrize(
+    ("value", "expected"), [("on", "on"), ("off", "off"), ("auto", "auto"), ("true", "on")]
+)
 def test_the_config_key_reads_yamls_bare_on_and_off(value: str, expected: str):
     cfg = config.load(ROOT / "params.yaml", [f"trainer.cuda_graphs={value}"])
     assert cfg.trainer.cuda_graphs == expected
@@ -62,8 +67,9 @@ def test_an_unknown_value_is_one_line_naming_the_key():
     assert str(caught.value).endswith("trainer.cuda_graphs: got 'maybe'; accepted: auto, on, off")
 
 
-def test_a_cpu_run_with_graphs_on_trains_eager_and_says_so_once(tmp_path: Path,
-                                                                capsys: pytest.CaptureFixture[str]):
+def test_a_cpu_run_with_graphs_on_trains_eager_and_says_so_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
     first = Trainer(tiny_cfg(tmp_path / "a", "trainer.cuda_graphs=on", "trainer.iterations=1"))
     first.train()
     second = Trainer(tiny_cfg(tmp_path / "b", "trainer.cuda_graphs=on", "trainer.iterations=1"))

@@ -27,8 +27,13 @@ from rlpipe.trainer import Trainer
 
 N = 4
 """Envs per rank; the single-process reference runs 2N."""
-EQUIV = ["trainer.buffer_size=16", "algorithm.cfg.batch_size=16", "algorithm.cfg.n_epochs=2",
-         "algorithm.cfg.schedule=adaptive", "algorithm.cfg.desired_kl=0.002"]
+EQUIV = [
+    "trainer.buffer_size=16",
+    "algorithm.cfg.batch_size=16",
+    "algorithm.cfg.n_epochs=2",
+    "algorithm.cfg.schedule=adaptive",
+    "algorithm.cfg.desired_kl=0.002",
+]
 """Per rank: 4 envs × 16 steps = 64 samples, 4 minibatches of 16 per epoch; the adaptive lr makes
 the update depend on the (global) KL of every minibatch."""
 
@@ -84,8 +89,11 @@ def test_rank_zeros_stop_flag_travels_on_the_gpu_under_nccl(monkeypatch: pytest.
     monkeypatch.setattr(dist, "broadcast", lambda tensor, src: sent.append(tensor.device))
     made: list[torch.device] = []
     real_tensor = torch.tensor
-    monkeypatch.setattr(torch, "tensor", lambda data, device=None: made.append(torch.device(device or "cpu"))
-                        or real_tensor(data))  # no CUDA here: record where it was asked for
+    monkeypatch.setattr(
+        torch,
+        "tensor",
+        lambda data, device=None: made.append(torch.device(device or "cpu")) or real_tensor(data),
+    )  # no CUDA here: record where it was asked for
     monkeypatch.setattr(dist, "get_backend", lambda: dist.Backend.NCCL)
     assert distributed.rank_zero_decides(True) is True
     monkeypatch.setattr(dist, "get_backend", lambda: dist.Backend.GLOO)
@@ -206,8 +214,9 @@ def test_cli_distributed_without_torchrun_exits_2_with_one_line(
 ) -> None:
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(name, raising=False)
-    result = CliRunner().invoke(cli, ["run", "params.yaml", "--distributed",
-                                      "--set", f"trainer.data_dir={tmp_path / 'data'}"])
+    result = CliRunner().invoke(
+        cli, ["run", "params.yaml", "--distributed", "--set", f"trainer.data_dir={tmp_path / 'data'}"]
+    )
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "trainer.distributed: RANK, WORLD_SIZE" in lines[0], result.output

@@ -12,8 +12,12 @@ from rlpipe.runtime.memory import check_memory, estimate
 
 OBS = gym.spaces.Box(-1, 1, (4,), np.float32)
 ACT = gym.spaces.Discrete(2)
-SMALL = ["trainer.num_envs=4", "trainer.buffer_size=8", "trainer.num_eval_envs=2",
-         "algorithm.cfg.batch_size=16"]
+SMALL = [
+    "trainer.num_envs=4",
+    "trainer.buffer_size=8",
+    "trainer.num_eval_envs=2",
+    "algorithm.cfg.batch_size=16",
+]
 
 
 def _cfg(*extra: str):
@@ -49,15 +53,21 @@ def test_num_envs_beyond_memory_is_refused_before_the_env_exists():
 def test_rnd_widths_beyond_memory_name_the_rnd_key():
     cfg = _cfg("algorithm.cfg.rnd={hidden_sizes: [1000000000]}")
     # predictor: (4 + 1)·1e9 + (1e9 + 1)·16 parameters of 16 B: 336 GB
-    with pytest.raises(ConfigError, match=r"^algorithm.cfg.rnd.hidden_sizes: the run needs about .*RND "
-                                          r"predictor 336.0 GB"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^algorithm.cfg.rnd.hidden_sizes: the run needs about .*RND "
+        r"predictor 336.0 GB",
+    ):
         check_memory(cfg, OBS, ACT, available=_free(24 * 10**9))
 
 
 def test_policy_widths_name_the_policy_key():
     cfg = _cfg("policy.critic.network_cfg.hidden_sizes=[100000, 100000]")
-    with pytest.raises(ConfigError, match=r"^policy.critic.network_cfg.hidden_sizes: .* lower "
-                                          r"policy.critic.network_cfg.hidden_sizes$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^policy.critic.network_cfg.hidden_sizes: .* lower "
+        r"policy.critic.network_cfg.hidden_sizes$",
+    ):
         check_memory(cfg, OBS, ACT, available=_free(10**9))
 
 

@@ -10,8 +10,14 @@ from rlpipe.build import build_algorithm, largest_batch, set_threads
 from rlpipe.config import ConfigError, load
 from rlpipe.runtime import threads
 
-W1 = ["env.id=CartPole-v1", "trainer.num_envs=8", "trainer.buffer_size=128", "trainer.device=cpu",
-      "algorithm.cfg.batch_size=256", "algorithm.cfg.n_epochs=4"]
+W1 = [
+    "env.id=CartPole-v1",
+    "trainer.num_envs=8",
+    "trainer.buffer_size=128",
+    "trainer.device=cpu",
+    "algorithm.cfg.batch_size=256",
+    "algorithm.cfg.n_epochs=4",
+]
 W1_LAYERS = [(4, 64), (64, 64), (64, 2), (4, 64), (64, 64), (64, 1)]
 CPU = torch.device("cpu")
 
@@ -69,8 +75,10 @@ def test_threads_times_processes_over_the_cores_is_named_with_the_fix(monkeypatc
     algo = build_algorithm(cfg, gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), CPU)
     set_threads(cfg.model_copy(update={"trainer": cfg.trainer.replace(num_threads=2)}), algo)
     err = capsys.readouterr().err.strip()
-    assert err == ("Warning: the CPU is oversubscribed (2 torch threads × 2 processes > 2 cores): "
-                   "set trainer.num_threads: 1")
+    assert err == (
+        "Warning: the CPU is oversubscribed (2 torch threads × 2 processes > 2 cores): "
+        "set trainer.num_threads: 1"
+    )
 
 
 def test_a_quiet_machine_gets_no_warning_and_rank_other_than_zero_stays_silent(monkeypatch, capsys):

@@ -50,8 +50,9 @@ def tracker_output(tmp_path, run):
     from rlpipe.tracking.tracker import Tracker
 
     out = io.StringIO()
-    tracker = Tracker(RunConfig.model_validate({}), tmp_path, Console(file=out, width=300), mlflow_run=run,
-                      progress=False)
+    tracker = Tracker(
+        RunConfig.model_validate({}), tmp_path, Console(file=out, width=300), mlflow_run=run, progress=False
+    )
     return tracker, out
 
 
@@ -69,7 +70,8 @@ def test_where_lines_name_run_dir_backend_params_hash_and_the_mlflow_ui(tmp_path
     assert out.getvalue().splitlines() == [
         "  MLflow  run 5e1d0c2a (experiment cartpole_ppo): mlflow ui --backend-store-uri "
         "sqlite:////p/data/mlflow.db → http://127.0.0.1:5000/#/experiments/3/runs"
-        "?workflowType=machine_learning&viewStateShareKey=rlpipe"]
+        "?workflowType=machine_learning&viewStateShareKey=rlpipe"
+    ]
     tracker.log({"iteration": 1.0}, step=1)
     assert out.getvalue().count("MLflow  run") == 1  # said once
     tracker.end("FINISHED")  # restores the signal handlers
@@ -84,7 +86,8 @@ def test_the_banner_never_waits_for_mlflow_and_the_link_comes_before_the_next_ro
     tracker.announce_mlflow()
     assert out.getvalue().splitlines() == [
         "  MLflow  opening a run in experiment cartpole_ppo at sqlite:////p/data/mlflow.db; "
-        "its link follows once it is open"]
+        "its link follows once it is open"
+    ]
     tracker.log({"iteration": 1.0}, step=1)
     assert "MLflow  run" not in out.getvalue()  # still opening: only the row
     run.ready = True
@@ -92,7 +95,12 @@ def test_the_banner_never_waits_for_mlflow_and_the_link_comes_before_the_next_ro
     tracker.log({"iteration": 3.0}, step=3)
     lines = out.getvalue().splitlines()[1:]
     assert [line.startswith("  MLflow  run 5e1d0c2a (experiment cartpole_ppo)") for line in lines] == [
-        False, False, True, False, False]  # header, row 1, the link once, row 2, row 3
+        False,
+        False,
+        True,
+        False,
+        False,
+    ]  # header, row 1, the link once, row 2, row 3
     tracker.end("FINISHED")  # restores the signal handlers
 
 

@@ -24,8 +24,15 @@ from rlpipe.tracking.compare import (
 from rlpipe.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ["trainer.num_envs=8", "trainer.buffer_size=8", "trainer.iterations=3", "trainer.num_eval_envs=2",
-        "trainer.eval_freq=64", "algorithm.cfg.batch_size=32", "algorithm.cfg.n_epochs=1"]
+TINY = [
+    "trainer.num_envs=8",
+    "trainer.buffer_size=8",
+    "trainer.iterations=3",
+    "trainer.num_eval_envs=2",
+    "trainer.eval_freq=64",
+    "algorithm.cfg.batch_size=32",
+    "algorithm.cfg.n_epochs=1",
+]
 RATES = ("0.001", "0.0003", "0.003")
 
 
@@ -40,8 +47,12 @@ def three_runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("compare")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     for lr in RATES:
-        overrides = [f"trainer.data_dir={tmp / lr}", f"tracking.uri={uri}", "trainer.exp_name=sweep",
-                     f"algorithm.cfg.learning_rate={lr}"]
+        overrides = [
+            f"trainer.data_dir={tmp / lr}",
+            f"tracking.uri={uri}",
+            "trainer.exp_name=sweep",
+            f"algorithm.cfg.learning_rate={lr}",
+        ]
         Trainer(config.load(ROOT / "params.yaml", [*TINY, *overrides])).train()
     return uri
 
@@ -51,8 +62,11 @@ def record(run_id, params, tags=None):
 
 
 def test_differing_params_keeps_only_what_changes():
-    runs = [record("a", {"lr": "1", "clip": "0.2"}), record("b", {"lr": "2", "clip": "0.2"}),
-            record("c", {"lr": "2", "clip": "0.2", "extra": "x"}, {"rlpipe.kind": "replay"})]
+    runs = [
+        record("a", {"lr": "1", "clip": "0.2"}),
+        record("b", {"lr": "2", "clip": "0.2"}),
+        record("c", {"lr": "2", "clip": "0.2", "extra": "x"}, {"rlpipe.kind": "replay"}),
+    ]
     assert differing_params(runs) == ["extra", "kind", "lr"]  # a missing key differs from a present one
     assert differing_params(runs[:1]) == []
 
@@ -67,8 +81,9 @@ def test_best_is_max_for_returns_and_min_for_losses():
 def test_compare_three_runs_table_and_png(three_runs, tmp_path):
     png = tmp_path / "curves.png"
     metrics = ["--metric", "train/episode_return_mean", "--metric", "update/value_loss"]
-    result = CliRunner().invoke(cli, ["compare", "--uri", three_runs, "--experiment", "sweep", *metrics,
-                                      "--plot", str(png)])
+    result = CliRunner().invoke(
+        cli, ["compare", "--uri", three_runs, "--experiment", "sweep", *metrics, "--plot", str(png)]
+    )
     assert result.exit_code == 0, result.output
     out = result.output
     assert "3 runs" in out and "clip_coef" not in out and "num_envs" not in out  # same in every run
@@ -81,19 +96,22 @@ def test_compare_three_runs_table_and_png(three_runs, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
-
 def test_labels_name_what_differs_and_never_repeat():
-    runs = [record("r1", {"algorithm.cfg.lr": "1", "trainer.seed": "0"}),
-            record("r2", {"algorithm.cfg.lr": "2", "trainer.seed": "0"}),
-            record("r3", {"algorithm.cfg.lr": "2", "trainer.seed": "0"}),
-            record("r4", {"algorithm.cfg.lr": "2", "trainer.seed": "0", "replay.algorithm.cfg.lr": "3"})]
+    runs = [
+        record("r1", {"algorithm.cfg.lr": "1", "trainer.seed": "0"}),
+        record("r2", {"algorithm.cfg.lr": "2", "trainer.seed": "0"}),
+        record("r3", {"algorithm.cfg.lr": "2", "trainer.seed": "0"}),
+        record("r4", {"algorithm.cfg.lr": "2", "trainer.seed": "0", "replay.algorithm.cfg.lr": "3"}),
+    ]
     comparison = Comparison(runs, ("eval/return_mean",), differing_params(runs))
     labels = run_labels(comparison)
     # the shortest unambiguous key: "algorithm.cfg.lr" and "replay.algorithm.cfg.lr" both end in "lr"
-    assert labels == {"r1": "algorithm.cfg.lr=1 replay.algorithm.cfg.lr=-",
-                      "r2": "algorithm.cfg.lr=2 replay.algorithm.cfg.lr=-",
-                      "r3": "algorithm.cfg.lr=2 replay.algorithm.cfg.lr=- #2",
-                      "r4": "algorithm.cfg.lr=2 replay.algorithm.cfg.lr=3"}
+    assert labels == {
+        "r1": "algorithm.cfg.lr=1 replay.algorithm.cfg.lr=-",
+        "r2": "algorithm.cfg.lr=2 replay.algorithm.cfg.lr=-",
+        "r3": "algorithm.cfg.lr=2 replay.algorithm.cfg.lr=- #2",
+        "r4": "algorithm.cfg.lr=2 replay.algorithm.cfg.lr=3",
+    }
     same = [RunRecord(i, "train-1", "e", "FINISHED", 0, 1, {"x": "1"}, {}, {}) for i in ("i1", "i2")]
     assert run_labels(Comparison(same, (), [])) == {"i1": "train-1", "i2": "train-1 #2"}  # same name
 
@@ -141,8 +159,9 @@ def test_compare_200_runs(tmp_path):
     now = int(time.time() * 1000)
     for i in range(200):
         run_id = client.create_run(exp, run_name=f"r{i}").info.run_id
-        metrics = [Metric(k, float(i + s), now, 64 * s) for s in (1, 2)
-                   for k in ("eval/return_mean", "env_steps")]
+        metrics = [
+            Metric(k, float(i + s), now, 64 * s) for s in (1, 2) for k in ("eval/return_mean", "env_steps")
+        ]
         client.log_batch(run_id, metrics=metrics, params=[Param("seed", str(i)), Param("same", "1")])
         client.set_terminated(run_id)
     start = time.perf_counter()

@@ -16,8 +16,11 @@ from rlpipe.tracking.store_rate import LOWER_DEMAND, StoreRate, human_bytes, sto
 from rlpipe.trainer import Trainer
 
 N, T = 8, 4
-LAYOUT = (("obs", (N, T + 1, 6), torch.float32), ("action", (N, T + 1), torch.int64),
-          ("done", (N, T + 1), torch.bool))
+LAYOUT = (
+    ("obs", (N, T + 1, 6), torch.float32),
+    ("action", (N, T + 1), torch.int64),
+    ("done", (N, T + 1), torch.bool),
+)
 """33 B per [env, time] slot."""
 
 
@@ -28,8 +31,10 @@ def test_human_bytes_uses_decimal_units_and_three_digits():
 def test_the_store_line_states_what_is_kept_its_bytes_and_the_free_space():
     line = store_line(StorePolicy(every=4, envs=3), LAYOUT, world_size=1, iterations=10, free=2 * 10**12)
     # 3 envs × 5 slots × 33 B = 495 B per stored iteration, over 3 × 4 env steps: 41.25 B each
-    assert line == ("  store   every 4th iteration, envs 0–2 of 8 · 41 B per stored env step, 495 B per "
-                    "stored iteration, 990 B for 2 of 10 iterations · disk free 2 TB")
+    assert line == (
+        "  store   every 4th iteration, envs 0–2 of 8 · 41 B per stored env step, 495 B per "
+        "stored iteration, 990 B for 2 of 10 iterations · disk free 2 TB"
+    )
     two = store_line(StorePolicy(), LAYOUT, world_size=2, iterations=10, free=None)
     assert two.endswith("2.64 kB per stored iteration (all ranks), 26.4 kB for 10 of 10 iterations")
 
@@ -52,9 +57,11 @@ def test_one_warning_says_by_how_much_the_writer_falls_behind_and_what_helps():
     slow = {"time/sps": 10_000.0, "time/iteration_s": 0.2, "time/store_wait_s": 0.1}
     assert rate.observe(2, slow, (2_000_000, 0.2)) == []  # the first writes also start the writer
     lines = rate.observe(3, slow, (2_000_000, 0.2))
-    assert lines[1] == ("Warning: the rollout store's writer falls behind: iteration 3 waited 0.1 s for it "
-                        "(50% of the iteration); the run demands 20 MB/s, the writer keeps 10 MB/s; "
-                        f"nothing is dropped (the wait is the row's wait_s); {LOWER_DEMAND}")
+    assert lines[1] == (
+        "Warning: the rollout store's writer falls behind: iteration 3 waited 0.1 s for it "
+        "(50% of the iteration); the run demands 20 MB/s, the writer keeps 10 MB/s; "
+        f"nothing is dropped (the wait is the row's wait_s); {LOWER_DEMAND}"
+    )
     assert rate.observe(4, slow, (2_000_000, 0.2)) == []  # once
     fast = StoreRate(2_000_000, 1, 1000, report_at=1, out=io.StringIO())
     assert fast.observe(5, {**slow, "time/store_wait_s": 0.001}, None)[1:] == []  # 0.5 %: no warning

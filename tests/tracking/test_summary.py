@@ -14,25 +14,37 @@ def test_end_summary_names_results_places_and_next_commands(tmp_path):
     cfg = config.load(ROOT / "params.yaml", [f"trainer.data_dir={tmp_path}", "trainer.exp_name=demo"])
     for k in (1, 2):
         (cfg.run_dir / "rollouts" / f"iter-{k:06d}.zarr").mkdir(parents=True)
-    summary = {"eval/return_mean": 499.94, "train/episode_return_mean": 132.8, "update/value_loss": 5.2,
-               "checkpoint": f"{cfg.run_dir}/checkpoints/ckpt-000002.pt"}
+    summary = {
+        "eval/return_mean": 499.94,
+        "train/episode_return_mean": 132.8,
+        "update/value_loss": 5.2,
+        "checkpoint": f"{cfg.run_dir}/checkpoints/ckpt-000002.pt",
+    }
     text = end_summary(cfg, summary, "abc123", "sqlite:////p/data/mlflow.db", "7")
     run = f"{tmp_path}/demo"
-    assert ("final       eval/return_mean 499.9 · train/episode_return_mean 132.8 · "
-            "update/value_loss 5.2") in text
+    assert (
+        "final       eval/return_mean 499.9 · train/episode_return_mean 132.8 · update/value_loss 5.2"
+    ) in text
     assert f"checkpoint  {run}/checkpoints/ckpt-000002.pt" in text
     assert f"rollouts    {run}/rollouts/ (2 stored)" in text
     assert f"curves      {run}/curve.csv" in text
-    assert "run abc123: mlflow ui --backend-store-uri sqlite:////p/data/mlflow.db → " \
-           "http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning" in text
-    for command in (f"rlpipe replay {run}", f"rlpipe eval {run}", f"rlpipe export {run}",
-                    "rlpipe compare --experiment demo --plot"):
+    assert (
+        "run abc123: mlflow ui --backend-store-uri sqlite:////p/data/mlflow.db → "
+        "http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning" in text
+    )
+    for command in (
+        f"rlpipe replay {run}",
+        f"rlpipe eval {run}",
+        f"rlpipe export {run}",
+        "rlpipe compare --experiment demo --plot",
+    ):
         assert command in text
 
 
 def test_without_mlflow_or_store_it_says_so(tmp_path):
-    cfg = config.load(ROOT / "params.yaml", [f"trainer.data_dir={tmp_path}", "tracking.backend=none",
-                                             "store.enabled=false"])
+    cfg = config.load(
+        ROOT / "params.yaml", [f"trainer.data_dir={tmp_path}", "tracking.backend=none", "store.enabled=false"]
+    )
     text = end_summary(cfg, {}, None)
     assert "not stored (store.enabled: false)" in text and "no finished episode yet" in text
     assert "MLflow" not in text and "rlpipe compare" not in text  # compare reads MLflow

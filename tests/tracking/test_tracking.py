@@ -21,8 +21,14 @@ from rlpipe.tracking import MlflowRun, TrackingError, open_tracker, project_root
 from rlpipe.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ["trainer.num_envs=8", "trainer.buffer_size=8", "trainer.iterations=3", "trainer.num_eval_envs=2",
-        "algorithm.cfg.batch_size=32", "algorithm.cfg.n_epochs=1"]
+TINY = [
+    "trainer.num_envs=8",
+    "trainer.buffer_size=8",
+    "trainer.iterations=3",
+    "trainer.num_eval_envs=2",
+    "algorithm.cfg.batch_size=32",
+    "algorithm.cfg.n_epochs=1",
+]
 
 
 def tiny_cfg(tmp_path, *extra):
@@ -92,8 +98,9 @@ def test_project_root_is_dvc_root_else_nearest_project_folder(tmp_path, monkeypa
 
 
 def test_short_run_logs_params_metrics_per_iteration_and_checkpoint(tmp_path, store):
-    cfg = tiny_cfg(tmp_path, f"tracking.uri={store}", "trainer.exp_name=logged",
-                   "algorithm.cfg.clip_coef=0.15")
+    cfg = tiny_cfg(
+        tmp_path, f"tracking.uri={store}", "trainer.exp_name=logged", "algorithm.cfg.clip_coef=0.15"
+    )
     summary = Trainer(cfg).train()
     runs = read_back(store, "logged")
     assert len(runs) == 1
@@ -118,8 +125,12 @@ def test_short_run_logs_params_metrics_per_iteration_and_checkpoint(tmp_path, st
     view = json.loads(experiment["mlflow.sharedViewState.rlpipe"])
     assert "params.`algorithm.cfg.clip_coef`" in view["selectedColumns"]
     assert "metrics.`eval/return_mean`" in view["selectedColumns"]
-    untracked = Trainer(cfg.replace(tracking=cfg.tracking.replace(backend="none"),
-                                trainer=cfg.trainer.replace(data_dir=str(tmp_path / "none")))).train()
+    untracked = Trainer(
+        cfg.replace(
+            tracking=cfg.tracking.replace(backend="none"),
+            trainer=cfg.trainer.replace(data_dir=str(tmp_path / "none")),
+        )
+    ).train()
     for key in ("update/policy_loss", "update/value_loss", "train/episode_return_mean"):
         assert untracked[key] == summary[key], f"tracking changed the training result ({key})"
 
@@ -131,13 +142,14 @@ def test_backend_none_writes_nothing_and_never_imports_mlflow(tmp_path):
         os.environ["MLFLOW_TRACKING_URI"] = "sqlite:///{db}"
         from rlpipe import config
         from rlpipe.trainer import Trainer
-        cfg = config.load({str(ROOT / 'params.yaml')!r}, {TINY!r} + [
-            "trainer.data_dir={tmp_path / 'data'}", "tracking.backend=none"])
+        cfg = config.load({str(ROOT / "params.yaml")!r}, {TINY!r} + [
+            "trainer.data_dir={tmp_path / "data"}", "tracking.backend=none"])
         Trainer(cfg).train()
         assert "mlflow" not in sys.modules, "backend none imported mlflow"
     """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                            cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr
     assert not db.exists() and not (tmp_path / "mlartifacts").exists() and not (tmp_path / "mlruns").exists()
     metrics = json.loads((tmp_path / "data" / "cartpole_ppo" / "metrics.json").read_text())
@@ -165,8 +177,15 @@ def closed_port() -> str:
 @pytest.mark.parametrize("kind", ["refused", "silent"])
 def test_unreachable_server_fails_fast_with_one_line(tmp_path, kind, request):
     uri = closed_port() if kind == "refused" else request.getfixturevalue("silent_server")
-    args = ["run", str(ROOT / "params.yaml"), *[a for kv in TINY for a in ("--set", kv)],
-            "--set", f"trainer.data_dir={tmp_path / 'data'}", "--set", f"tracking.uri={uri}"]
+    args = [
+        "run",
+        str(ROOT / "params.yaml"),
+        *[a for kv in TINY for a in ("--set", kv)],
+        "--set",
+        f"trainer.data_dir={tmp_path / 'data'}",
+        "--set",
+        f"tracking.uri={uri}",
+    ]
     start = time.perf_counter()
     result = CliRunner().invoke(cli, args)
     elapsed = time.perf_counter() - start
@@ -192,8 +211,9 @@ def test_one_batched_write_per_iteration_at_env_steps():
     client = FakeClient()
     mlflow_run = MlflowRun(client, "run-1")
     for i in range(1, 6):
-        mlflow_run.log_metrics({"update/policy_loss": 0.1 * i, "env_steps": 64.0 * i, "bad": float("nan")},
-                               step=64 * i)
+        mlflow_run.log_metrics(
+            {"update/policy_loss": 0.1 * i, "env_steps": 64.0 * i, "bad": float("nan")}, step=64 * i
+        )
     mlflow_run.end()
     assert len(client.batches) == 5
     assert [batch[0][2] for batch in client.batches] == [64, 128, 192, 256, 320]
@@ -206,7 +226,7 @@ def test_a_crashed_run_is_marked_failed_not_left_running(tmp_path, store):
         from pathlib import Path
         from rlpipe import config
         from rlpipe.tracking import open_tracker
-        cfg = config.load({str(ROOT / 'params.yaml')!r}, ["tracking.uri={store}", "trainer.exp_name=crashed"])
+        cfg = config.load({str(ROOT / "params.yaml")!r}, ["tracking.uri={store}", "trainer.exp_name=crashed"])
         tracker = open_tracker(cfg, Path({str(tmp_path)!r}))
         tracker.log({{"env_steps": 64.0, "update/policy_loss": 0.5}}, step=64)
         raise RuntimeError("boom")
@@ -230,10 +250,14 @@ def test_replay_runs_point_back_to_their_source(tmp_path, store):
 
 def test_the_mlflow_modules_are_the_only_ones_that_import_mlflow():
     mlflow_modules = {ROOT / "rlpipe/tracking" / f"mlflow_{name}.py" for name in ("store", "runs", "query")}
-    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "rlpipe").rglob("*.py")
-                 if p not in mlflow_modules
-                 and any(line.strip().startswith(("import mlflow", "from mlflow"))
-                         for line in p.read_text().splitlines())]
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "rlpipe").rglob("*.py")
+        if p not in mlflow_modules
+        and any(
+            line.strip().startswith(("import mlflow", "from mlflow")) for line in p.read_text().splitlines()
+        )
+    ]
     assert offenders == []
 
 
@@ -247,12 +271,27 @@ def data_rows(lines):
 
 def test_sigterm_flushes_every_logged_iteration_and_ends_the_run_killed(tmp_path, store):
     data = tmp_path / "data"
-    args = ["run", str(ROOT / "params.yaml"), *[a for kv in TINY for a in ("--set", kv)],
-            "--set", "trainer.iterations=100000", "--set", f"tracking.uri={store}",
-            "--set", "trainer.exp_name=killed", "--set", f"trainer.data_dir={data}"]
-    proc = subprocess.Popen([sys.executable, "-m", "rlpipe", *args], cwd=tmp_path, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    args = [
+        "run",
+        str(ROOT / "params.yaml"),
+        *[a for kv in TINY for a in ("--set", kv)],
+        "--set",
+        "trainer.iterations=100000",
+        "--set",
+        f"tracking.uri={store}",
+        "--set",
+        "trainer.exp_name=killed",
+        "--set",
+        f"trainer.data_dir={data}",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlpipe", *args],
+        cwd=tmp_path,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     rows = data_rows(proc.stdout)
     for _ in range(3):
         next(rows)
@@ -265,18 +304,25 @@ def test_sigterm_flushes_every_logged_iteration_and_ends_the_run_killed(tmp_path
     assert killed["status"] == "KILLED"
     assert len(curve_steps) >= 3
     # Every iteration in curve.csv reached MLflow (MLflow is written first, so it may hold one more).
-    assert killed["steps"][:len(curve_steps)] == curve_steps
+    assert killed["steps"][: len(curve_steps)] == curve_steps
     assert len(killed["steps"]) - len(curve_steps) in (0, 1)
 
 
 def test_a_store_that_cannot_be_opened_costs_one_warning_line_and_training_goes_on(tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
-    args = ["run", str(ROOT / "params.yaml"), *[a for kv in TINY for a in ("--set", kv)],
-            "--set", f"tracking.uri=sqlite:///{blocker}/mlflow.db",
-            "--set", f"trainer.data_dir={tmp_path / 'data'}"]
-    result = subprocess.run([sys.executable, "-m", "rlpipe", *args], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=300)
+    args = [
+        "run",
+        str(ROOT / "params.yaml"),
+        *[a for kv in TINY for a in ("--set", kv)],
+        "--set",
+        f"tracking.uri=sqlite:///{blocker}/mlflow.db",
+        "--set",
+        f"trainer.data_dir={tmp_path / 'data'}",
+    ]
+    result = subprocess.run(
+        [sys.executable, "-m", "rlpipe", *args], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "MLflow" in line]
     assert len(warnings) == 1 and warnings[0].startswith("Warning: MLflow run not opened"), result.stderr
@@ -289,13 +335,14 @@ def test_training_process_never_imports_mlflow(tmp_path, store):
         import sys
         from rlpipe import config
         from rlpipe.trainer import Trainer
-        cfg = config.load({str(ROOT / 'params.yaml')!r}, {TINY!r} + [
-            "trainer.data_dir={tmp_path / 'data'}", "tracking.uri={store}", "trainer.exp_name=apart"])
+        cfg = config.load({str(ROOT / "params.yaml")!r}, {TINY!r} + [
+            "trainer.data_dir={tmp_path / "data"}", "tracking.uri={store}", "trainer.exp_name=apart"])
         summary = Trainer(cfg).train()
         assert "mlflow" not in sys.modules, "the training process imported mlflow"
     """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                            cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr
     (logged,) = read_back(store, "apart")
     assert logged["status"] == "FINISHED" and logged["steps"] == [64, 128, 192]

@@ -70,7 +70,11 @@ def test_two_shards_per_iteration_with_rank_and_world_size(online: Online) -> No
 def test_rank_zero_alone_checkpoints_and_logs(online: Online) -> None:
     run_dir, uri, _ = online
     assert sorted(p.name for p in (run_dir / "checkpoints").glob("ckpt-*.pt")) == [
-        "ckpt-000001.pt", "ckpt-000002.pt", "ckpt-000003.pt", "ckpt-000004.pt"]  # save_freq: 2 × 128 steps
+        "ckpt-000001.pt",
+        "ckpt-000002.pt",
+        "ckpt-000003.pt",
+        "ckpt-000004.pt",
+    ]  # save_freq: 2 × 128 steps
     summary = json.loads((run_dir / "metrics.json").read_text())
     assert summary["iterations"] == 4 and summary["env_steps"] == 4 * 2 * STEPS
     assert any(key.startswith("eval/") for key in summary)
@@ -93,8 +97,10 @@ def test_replay_in_one_process_equals_the_two_rank_run(online: Online, tmp_path:
     run_dir, _, _ = online
     cfg = tiny_cfg(run_dir.parent, "trainer.enable_eval=true")  # the online params
     replay(cfg, run_dir / "rollouts", tmp_path, chain=True)
-    online_state, replayed = learner(run_dir / "checkpoints" / "ckpt-000004.pt"), learner(
-        tmp_path / "checkpoints" / "ckpt-000004.pt")
+    online_state, replayed = (
+        learner(run_dir / "checkpoints" / "ckpt-000004.pt"),
+        learner(tmp_path / "checkpoints" / "ckpt-000004.pt"),
+    )
     assert online_state.keys() == replayed.keys()
     tensors = [k for k, v in online_state.items() if isinstance(v, torch.Tensor) and v.is_floating_point()]
     assert len(tensors) >= 12
@@ -122,8 +128,12 @@ RND_WEIGHT_POINTS = [[0, 1.0], [128, 0.5], [256, 0.25], [384, 0.125], [512, 0.06
 def test_two_rank_rnd_weight_follows_every_ranks_env_steps(tmp_path: Path) -> None:
     rnd = json.dumps({"hidden_sizes": [8], "weight": 1.0, "weight_schedule": RND_WEIGHT_POINTS})
     overrides = [f"algorithm.cfg.rnd={rnd}", "trainer.iterations=3", "store.enabled=false"]
-    mp.spawn(train_recording, args=(2, free_port(), tmp_path, overrides, "advantage/rnd_weight"), nprocs=2,
-             join=True)
+    mp.spawn(
+        train_recording,
+        args=(2, free_port(), tmp_path, overrides, "advantage/rnd_weight"),
+        nprocs=2,
+        join=True,
+    )
     weights = [torch.load(tmp_path / f"rank-{r}.pt") for r in range(2)]
     # iteration k's advantages weigh the novelty at the env steps both ranks collected before it: 0, 256, 512
     assert weights == [[1.0, 0.25, 0.0625]] * 2

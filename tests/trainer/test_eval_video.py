@@ -12,8 +12,15 @@ from _offline_fixtures import tiny_cfg
 
 from rlpipe.trainer import Trainer
 
-VIDEO = ("trainer.iterations=2", "trainer.enable_eval=true", "trainer.eval_freq=128",
-         "trainer.num_eval_envs=3", "trainer.num_eval_episodes=1", "eval.video=true", "eval.video_envs=2")
+VIDEO = (
+    "trainer.iterations=2",
+    "trainer.enable_eval=true",
+    "trainer.eval_freq=128",
+    "trainer.num_eval_envs=3",
+    "trainer.num_eval_episodes=1",
+    "eval.video=true",
+    "eval.video_envs=2",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -56,8 +63,9 @@ def test_an_env_that_cannot_draw_runs_on_with_one_warning_line(tmp_path, capsys)
 
 def test_video_freq_films_every_kth_eval_and_the_last(tmp_path):
     """Evals every 128 steps, video every 256: iteration 1 only scores, 2 and 3 (the last) are filmed."""
-    cfg = tiny_cfg(tmp_path, *VIDEO, "trainer.iterations=3", "eval.video_freq=256",
-                   "env.cfg.max_episode_steps=16")
+    cfg = tiny_cfg(
+        tmp_path, *VIDEO, "trainer.iterations=3", "eval.video_freq=256", "env.cfg.max_episode_steps=16"
+    )
     summary = Trainer(cfg).train()
     videos = sorted(p.name for p in (cfg.run_dir / "eval").glob("*.mp4"))
     assert videos == ["video-iter-000002.mp4", "video-iter-000003.mp4"]

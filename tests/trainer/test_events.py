@@ -20,9 +20,11 @@ def calls(path):
 
 def test_params_events_block_fires_at_its_intervals(tmp_path):
     log = tmp_path / "calls.jsonl"
-    events = (f"trainer.events={{train: {{every2: {{func: '_event_fns:record', mode: interval, "
-              f"interval_step: 2, params: {{path: '{log}', tag: two}}}}, once: {{func: '_event_fns:record', "
-              f"mode: startup, params: {{path: '{log}', tag: start}}}}}}}}")
+    events = (
+        f"trainer.events={{train: {{every2: {{func: '_event_fns:record', mode: interval, "
+        f"interval_step: 2, params: {{path: '{log}', tag: two}}}}, once: {{func: '_event_fns:record', "
+        f"mode: startup, params: {{path: '{log}', tag: start}}}}}}}}"
+    )
     result = CliRunner().invoke(cli, ["run", str(PARAMS), *set_args(tmp_path, events)])
     assert result.exit_code == 0, result.output
     got = [(c["tag"], c["event"], c["iteration"]) for c in calls(log)]
@@ -67,8 +69,14 @@ def test_a_raising_handler_is_one_line_naming_handler_and_event(tmp_path):
 
 
 def test_unknown_function_or_event_is_a_config_error(tmp_path):
-    result = CliRunner().invoke(cli, ["run", str(PARAMS), *set_args(
-        tmp_path, "trainer.events={train: {x: {func: 'no_such_module_xyz:f'}}}")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            str(PARAMS),
+            *set_args(tmp_path, "trainer.events={train: {x: {func: 'no_such_module_xyz:f'}}}"),
+        ],
+    )
     assert result.exit_code == 2
     assert "trainer.events.train.x.func: cannot import module 'no_such_module_xyz'" in result.output
     with pytest.raises(ValueError, match="accepted: " + ", ".join(EVENTS)):
@@ -82,7 +90,10 @@ def test_the_camera_event_without_imageio_names_the_video_extra(tmp_path, monkey
     from rlpipe.trainer import builtin_events
 
     monkeypatch.setitem(sys.modules, "imageio", None)
-    with pytest.raises(ConfigError, match=r"^event record_camera_data_async needs imageio: "
-                                          r"pip install 'rlpipe\[video\]'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^event record_camera_data_async needs imageio: "
+        r"pip install 'rlpipe\[video\]'",
+    ):
         builtin_events._writer(tmp_path / "v" / "a.mp4", fps=10)
     assert not (tmp_path / "v").exists()

@@ -37,15 +37,38 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def torchrun(nnodes: int, nproc: int, port: int, data_dir: str, endpoint: str, *extra: str,
-             ) -> subprocess.Popen[bytes]:
+def torchrun(
+    nnodes: int,
+    nproc: int,
+    port: int,
+    data_dir: str,
+    endpoint: str,
+    *extra: str,
+) -> subprocess.Popen[bytes]:
     """One node's ``torchrun … -m rlpipe run`` (its own process group, so a kill reaches every rank)."""
-    args = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nnodes), "--nproc_per_node",
-            str(nproc), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "-m", "rlpipe",
-            "run", str(PARAMS), *set_args(data_dir, *NODE_ARGS), *extra]  # type: ignore[arg-type]
+    args = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        str(nnodes),
+        "--nproc_per_node",
+        str(nproc),
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{port}",
+        "-m",
+        "rlpipe",
+        "run",
+        str(PARAMS),
+        *set_args(data_dir, *NODE_ARGS),
+        *extra,
+    ]  # type: ignore[arg-type]
     env = {**os.environ, **s3_env(endpoint), "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen(args, env=env, cwd=ROOT, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        args, env=env, cwd=ROOT, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
 
 
 def finish(*procs: subprocess.Popen[bytes]) -> None:

@@ -16,8 +16,10 @@ def test_a_data_dir_that_is_a_file_is_said_to_be_one(tmp_path):
     (tmp_path / "afile").write_text("x")
     with pytest.raises(ConfigError) as info:
         check_run_location(_cfg(tmp_path / "afile"))
-    assert str(info.value) == (f"trainer.data_dir: {tmp_path / 'afile'} is a file, not a directory; "
-                               "choose a folder rlpipe can create and write")
+    assert str(info.value) == (
+        f"trainer.data_dir: {tmp_path / 'afile'} is a file, not a directory; "
+        "choose a folder rlpipe can create and write"
+    )
     assert "--resume" not in str(info.value)
 
 
@@ -47,8 +49,10 @@ def test_num_envs_beyond_memory_is_refused_before_the_env_is_built(tmp_path, mon
         raise AssertionError("the env was built")
 
     monkeypatch.setattr(parts, "build_env", no_env)
-    cfg = load("params.yaml", [f"trainer.data_dir={tmp_path}", "trainer.num_envs=1000000000",
-                               "tracking.backend=none"])
+    cfg = load(
+        "params.yaml",
+        [f"trainer.data_dir={tmp_path}", "trainer.num_envs=1000000000", "tracking.backend=none"],
+    )
     refused = r"^trainer.num_envs: the run needs about .* lower trainer.num_envs"
     with pytest.raises(ConfigError, match=refused):
         Trainer(cfg).parts  # noqa: B018  # building the parts is the act under test

@@ -20,11 +20,20 @@ from rlpipe.trainer import Trainer
 
 PIXEL_PARAMS = ROOT / "configs" / "pixel_cartpole.yaml"
 SMALL = (
-    "trainer.device=cpu", "trainer.num_envs=8", "trainer.buffer_size=16", "trainer.enable_eval=false",
-    "trainer.save_freq=256", "algorithm.cfg.batch_size=64", "algorithm.cfg.n_epochs=2",
-    "algorithm.cfg.image_augmentation=shift", "env.cfg.size=48", "env.cfg.frame_stack=2",
-    "policy.actor.encoders.pixels.channels=[8,16,16]", "policy.actor.encoders.pixels.features=32",
-    "policy.actor.network_cfg.hidden_sizes=[16]", "policy.critic.network_cfg.hidden_sizes=[16]",
+    "trainer.device=cpu",
+    "trainer.num_envs=8",
+    "trainer.buffer_size=16",
+    "trainer.enable_eval=false",
+    "trainer.save_freq=256",
+    "algorithm.cfg.batch_size=64",
+    "algorithm.cfg.n_epochs=2",
+    "algorithm.cfg.image_augmentation=shift",
+    "env.cfg.size=48",
+    "env.cfg.frame_stack=2",
+    "policy.actor.encoders.pixels.channels=[8,16,16]",
+    "policy.actor.encoders.pixels.features=32",
+    "policy.actor.network_cfg.hidden_sizes=[16]",
+    "policy.critic.network_cfg.hidden_sizes=[16]",
 )
 """8 envs × 16 steps of 48×48 frames, 2 stacked; a small shared CNN; DrQ shifts in the update."""
 
@@ -57,8 +66,9 @@ def test_a_resumed_pixel_run_equals_the_uninterrupted_one(tmp_path):
     Trainer(pixel_cfg(tmp_path / "split", "trainer.iterations=2")).train()
     split = pixel_cfg(tmp_path / "split", "trainer.iterations=4")
     Trainer(split, resume=True).train()
-    assert_same_learner(whole.run_dir / "checkpoints" / "ckpt-000004.pt",
-                        split.run_dir / "checkpoints" / "ckpt-000004.pt")
+    assert_same_learner(
+        whole.run_dir / "checkpoints" / "ckpt-000004.pt", split.run_dir / "checkpoints" / "ckpt-000004.pt"
+    )
     a, _ = read_rollout(whole.run_dir / "rollouts" / "iter-000004.zarr")
     b, _ = read_rollout(split.run_dir / "rollouts" / "iter-000004.zarr")
     assert torch.equal(a["obs", "pixels"], b["obs", "pixels"])
@@ -72,14 +82,21 @@ class FlatFramePixelCartPole(PixelCartPole):
         self.observation_space = gym.spaces.Dict({"pixels": gym.spaces.Box(0, 255, (64, 64), np.uint8)})
 
 
-@pytest.mark.parametrize(("sets", "message"), [
-    (["policy.actor.encoders.camera={}"], "policy.actor.encoders.camera: names no observation group"),
-    (["env.cfg.state_group=true", "policy.actor.encoders.state={}"],
-     "policy.actor.encoders.state: is not an image group (uint8 [C, H, W])"),
-    (["env.cfg.size=16"], "policy.actor.encoders.pixels: a 16x16 image is reduced to nothing"),
-    ([f"env.id={__name__}:FlatFramePixelCartPole", "env.cfg={}"],
-     "env: observation group 'pixels' is uint8 of shape [64, 64]"),
-])
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (["policy.actor.encoders.camera={}"], "policy.actor.encoders.camera: names no observation group"),
+        (
+            ["env.cfg.state_group=true", "policy.actor.encoders.state={}"],
+            "policy.actor.encoders.state: is not an image group (uint8 [C, H, W])",
+        ),
+        (["env.cfg.size=16"], "policy.actor.encoders.pixels: a 16x16 image is reduced to nothing"),
+        (
+            [f"env.id={__name__}:FlatFramePixelCartPole", "env.cfg={}"],
+            "env: observation group 'pixels' is uint8 of shape [64, 64]",
+        ),
+    ],
+)
 def test_bad_image_input_is_one_line_exit_2_and_nothing_written(tmp_path, sets, message):
     data = tmp_path / "data"
     args = ["run", str(PIXEL_PARAMS), "--set", f"trainer.data_dir={data}", "--set", "trainer.device=cpu"]

@@ -12,9 +12,16 @@ from rlpipe.trainer.ranks import claim_run_dir
 
 def earlier_run(tmp_path):
     layout = RunLayout(tmp_path / "exp")
-    for name in ("rollouts/iter-000001.zarr/zarr.json", "checkpoints/ckpt-000001.pt", "eval/metrics.json",
-                 "reupdate/metrics.json", "reupdate/curve.csv", "advantages/iter-000001.zarr/zarr.json",
-                 "metrics.json", "curve.csv"):
+    for name in (
+        "rollouts/iter-000001.zarr/zarr.json",
+        "checkpoints/ckpt-000001.pt",
+        "eval/metrics.json",
+        "reupdate/metrics.json",
+        "reupdate/curve.csv",
+        "advantages/iter-000001.zarr/zarr.json",
+        "metrics.json",
+        "curve.csv",
+    ):
         (layout.root / name).parent.mkdir(parents=True, exist_ok=True)
         (layout.root / name).write_text("{}")
     return layout
@@ -39,8 +46,11 @@ def test_overwrite_refuses_a_run_dir_that_is_a_link_and_leaves_its_target_alone(
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "v").symlink_to(victim, target_is_directory=True)
     before = sorted(str(p.relative_to(victim)) for p in victim.rglob("*"))
-    with pytest.raises(ConfigError, match=r"data/v: is a symbolic link \(to .*/exp\); --overwrite never "
-                                          r"deletes through a link: remove the link"):
+    with pytest.raises(
+        ConfigError,
+        match=r"data/v: is a symbolic link \(to .*/exp\); --overwrite never "
+        r"deletes through a link: remove the link",
+    ):
         claim_run_dir(RunLayout(tmp_path / "data" / "v"), DistContext(), resume=False, overwrite=True)
     assert sorted(str(p.relative_to(victim)) for p in victim.rglob("*")) == before
     assert (tmp_path / "data" / "v").is_symlink()
@@ -58,4 +68,5 @@ def test_overwrite_unlinks_links_inside_the_run_dir_and_keeps_what_rlpipe_did_no
     assert sorted(p.name for p in layout.root.iterdir()) == ["notes.md"]
     assert (elsewhere / "metrics.json").is_file()  # the link went, not what it points at
     assert f"--overwrite kept 1 entries of {layout.root} that rlpipe did not write: notes.md" in (
-        capsys.readouterr().err)
+        capsys.readouterr().err
+    )

@@ -101,9 +101,12 @@ def test_resume_without_a_checkpoint_refuses_to_delete_the_stores(tmp_path):
     Trainer(cfg).train()
     shutil.rmtree(cfg.run_dir / "checkpoints")  # as if killed before its first checkpoint
     stored = read_rollout(cfg.run_dir / "rollouts" / "iter-000001.zarr")[0]
-    with pytest.raises(ConfigError, match=r"rollouts: 1 rollout store but no valid checkpoint under .*; "
-                                          r"--resume never deletes stores without one: restore a checkpoint, "
-                                          r"or start over with --overwrite"):
+    with pytest.raises(
+        ConfigError,
+        match=r"rollouts: 1 rollout store but no valid checkpoint under .*; "
+        r"--resume never deletes stores without one: restore a checkpoint, "
+        r"or start over with --overwrite",
+    ):
         Trainer(cfg, resume=True).train()
     kept = read_rollout(cfg.run_dir / "rollouts" / "iter-000001.zarr")[0]
     assert all(torch.equal(stored[key], kept[key]) for key in stored.keys())
@@ -121,16 +124,23 @@ def test_resume_without_a_checkpoint_or_stores_starts_from_scratch(tmp_path, cap
 
 def test_resume_refuses_other_params(tmp_path):
     Trainer(tiny_cfg(tmp_path, "trainer.iterations=1")).train()
-    with pytest.raises(ConfigError, match=r"ckpt-000001.pt: checkpoint was written with other training "
-                                          r"params \(algorithm.cfg.clip_coef: 0.2 in the checkpoint, 0.1"):
+    with pytest.raises(
+        ConfigError,
+        match=r"ckpt-000001.pt: checkpoint was written with other training "
+        r"params \(algorithm.cfg.clip_coef: 0.2 in the checkpoint, 0.1",
+    ):
         cfg = tiny_cfg(tmp_path, "trainer.iterations=2", "algorithm.cfg.clip_coef=0.1")
         Trainer(cfg, resume=True).train()
 
 
 def test_gymnasium_resume_is_reproducible(tmp_path):
     """Gymnasium envs cannot be snapshotted: resume restarts their episodes (reproducibly)."""
-    gym = ("env.id=CartPole-v1", "env.backend=gymnasium", "env.cfg.vectorization_mode=sync",
-           f"trainer.save_freq={STEPS}")
+    gym = (
+        "env.id=CartPole-v1",
+        "env.backend=gymnasium",
+        "env.cfg.vectorization_mode=sync",
+        f"trainer.save_freq={STEPS}",
+    )
     Trainer(tiny_cfg(tmp_path / "a", "trainer.iterations=1", *gym)).train()
     shutil.copytree(tmp_path / "a", tmp_path / "b")
     finals = []
@@ -142,8 +152,9 @@ def test_gymnasium_resume_is_reproducible(tmp_path):
 
 
 def test_gymnasium_collector_continues_from_the_restarted_episodes(tmp_path):
-    exp = Trainer(tiny_cfg(tmp_path, "env.id=CartPole-v1", "env.backend=gymnasium",
-                         "env.cfg.vectorization_mode=sync")).parts
+    exp = Trainer(
+        tiny_cfg(tmp_path, "env.id=CartPole-v1", "env.backend=gymnasium", "env.cfg.vectorization_mode=sync")
+    ).parts
     exp.collector()
     state = exp.collector.state_dict()
     exp.collector.load_state_dict(state)
@@ -168,8 +179,7 @@ def test_sigkill_mid_run_then_resume_completes_like_an_uninterrupted_run(tmp_pat
     assert proc.returncode == -signal.SIGKILL, f"the run ended before it was killed: {stderr}"
     assert stored_after_checkpoint and not (run_dir / "metrics.json").exists()
 
-    resumed = subprocess.run([*command, "--resume"], cwd=ROOT, capture_output=True, text=True,
-                             timeout=300)
+    resumed = subprocess.run([*command, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert "resume: continuing from" in resumed.stderr
     names = sorted(p.name for p in (run_dir / "rollouts").iterdir())
@@ -185,8 +195,9 @@ def test_sigkill_mid_run_then_resume_completes_like_an_uninterrupted_run(tmp_pat
     whole = tiny_cfg(tmp_path / "whole", f"trainer.iterations={iterations}")
     Trainer(whole).train()
     final = f"ckpt-{iterations:06d}.pt"
-    assert same_leaves(full_state(whole.run_dir / "checkpoints" / final),
-                       full_state(run_dir / "checkpoints" / final))
+    assert same_leaves(
+        full_state(whole.run_dir / "checkpoints" / final), full_state(run_dir / "checkpoints" / final)
+    )
     assert_same_rollouts(whole.run_dir, run_dir, range(1, iterations + 1))
     assert json.loads((run_dir / "metrics.json").read_text())["iterations"] == iterations
 
@@ -212,7 +223,10 @@ def test_a_resumed_run_storing_every_kth_iteration_stores_what_the_uninterrupted
     Trainer(split, resume=True).train()
     for cfg in (whole, split):
         assert sorted(p.name for p in (cfg.run_dir / "rollouts").glob("iter-*")) == [
-            "iter-000002.zarr", "iter-000004.zarr", "iter-000006.zarr"]
+            "iter-000002.zarr",
+            "iter-000004.zarr",
+            "iter-000006.zarr",
+        ]
     assert_same_rollouts(whole.run_dir, split.run_dir, range(2, 7, 2))
     last = [full_state(cfg.run_dir / "checkpoints" / "ckpt-000006.pt") for cfg in (whole, split)]
     assert same_leaves(*last)

@@ -14,11 +14,20 @@ from rlpipe.trainer import Trainer
 from rlpipe.trainer.stopping import Stopper
 
 PARAMS = Path(__file__).resolve().parents[2] / "params.yaml"
-TINY = ("trainer.device=cpu", "trainer.num_envs=4", "trainer.buffer_size=8", "trainer.save_freq=100000",
-        "trainer.eval_freq=100000", "trainer.num_eval_envs=2", "tracking.backend=none",
-        "store.enabled=false", "policy.actor.network_cfg.hidden_sizes=[8]",
-        "policy.critic.network_cfg.hidden_sizes=[8]", "algorithm.cfg.batch_size=32",
-        "algorithm.cfg.n_epochs=1")
+TINY = (
+    "trainer.device=cpu",
+    "trainer.num_envs=4",
+    "trainer.buffer_size=8",
+    "trainer.save_freq=100000",
+    "trainer.eval_freq=100000",
+    "trainer.num_eval_envs=2",
+    "tracking.backend=none",
+    "store.enabled=false",
+    "policy.actor.network_cfg.hidden_sizes=[8]",
+    "policy.critic.network_cfg.hidden_sizes=[8]",
+    "algorithm.cfg.batch_size=32",
+    "algorithm.cfg.n_epochs=1",
+)
 
 
 def stopper(*conditions: dict) -> Stopper:
@@ -70,8 +79,12 @@ def test_conditions_need_exactly_one_rule():
 
 
 def test_a_stop_writes_the_final_checkpoint_and_eval_and_records_the_reason(tmp_path):
-    cfg = tiny(tmp_path, "trainer.iterations=5", "trainer.enable_eval=true",
-               "trainer.stop_when=[{metric: iteration, min: 2}]")
+    cfg = tiny(
+        tmp_path,
+        "trainer.iterations=5",
+        "trainer.enable_eval=true",
+        "trainer.stop_when=[{metric: iteration, min: 2}]",
+    )
     summary = Trainer(cfg).train()
     assert summary["iterations"] == 2 and summary["stopped_by"] == "iteration >= 2 (got 2)"
     assert "eval/return_mean" in summary  # evaluated at the stop although eval_freq was not crossed

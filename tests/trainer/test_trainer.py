@@ -46,8 +46,9 @@ def test_total_steps_a_live_env_and_load_to_continue(tmp_path):
     summary = trainer.train(total_steps=2 * 8 * 16)
     assert summary["iterations"] == 2 and trainer.env is env
     assert trainer.save_checkpoint().name == "ckpt-000002.pt"
-    resumed = Trainer.load(tmp_path / "cartpole_ppo", overrides={"trainer.iterations": 3,
-                                                                     "trainer.enable_eval": True})
+    resumed = Trainer.load(
+        tmp_path / "cartpole_ppo", overrides={"trainer.iterations": 3, "trainer.enable_eval": True}
+    )
     assert resumed.train()["iterations"] == 3
     assert resumed.evaluate()["eval/episodes"] >= 1
 
@@ -73,6 +74,7 @@ def test_a_linear_rnd_weight_decays_from_the_first_iteration(tmp_path):
     # The schedules know the run's length before the first advantage: 4 iterations × 128 steps, so the
     # weight falls linearly from 1 to 0 over 512 env steps, read at 0, 128, 256, 384 steps collected.
     rnd = '{"hidden_sizes": [8], "weight": 1.0, "weight_final": 0.0, "weight_schedule_kind": "linear"}'
-    trainer = Trainer.from_params(PARAMS, tiny_overrides(tmp_path, f"algorithm.cfg.rnd={rnd}",
-                                                         "store.enabled=false"))
+    trainer = Trainer.from_params(
+        PARAMS, tiny_overrides(tmp_path, f"algorithm.cfg.rnd={rnd}", "store.enabled=false")
+    )
     assert [m["advantage/rnd_weight"] for m in trainer] == [1.0, 0.75, 0.5, 0.25]

@@ -161,8 +161,7 @@ class EnvpoolEnv(BatchedEnv):
 
     def state_dict(self) -> dict[str, Any]:
         """Seeds, group size, env steps and (``replay``) the action log and last observation."""
-        state: dict[str, Any] = {"seed": self._seed, "group_size": self._group_size,
-                                 "steps": self._steps}
+        state: dict[str, Any] = {"seed": self._seed, "group_size": self._group_size, "steps": self._steps}
         if self.resume_mode == "replay":
             steps = [e for e in self._log if not isinstance(e, int)]
             state["resets"] = torch.tensor([i for i, e in enumerate(self._log) if isinstance(e, int)])
@@ -199,9 +198,17 @@ class EnvpoolEnv(BatchedEnv):
         seeds = [seed + i // group_size for i in range(self.num_envs)]
         for rows in self._halves():
             part = seeds[rows]
-            self._pools.append(envpool.make(
-                self.env_id, env_type="gymnasium", num_envs=len(part), batch_size=len(part),
-                seed=part, num_threads=self.num_threads, **self.make_kwargs))
+            self._pools.append(
+                envpool.make(
+                    self.env_id,
+                    env_type="gymnasium",
+                    num_envs=len(part),
+                    batch_size=len(part),
+                    seed=part,
+                    num_threads=self.num_threads,
+                    **self.make_kwargs,
+                )
+            )
 
     def _record(self, event: np.ndarray | int) -> None:
         """Count steps; append to the action log (``replay`` only); a full reset is :data:`RESET`."""
@@ -253,8 +260,10 @@ class EnvpoolEnv(BatchedEnv):
                 step += 1
         saved = obs_from_state(state.get("obs"), self.device)
         if saved is not None and not _equal(saved, self._obs):
-            raise RuntimeError(f"envpool {self.env_id}: replaying the action log did not reproduce "
-                               "the saved observation; resume with env.cfg.resume=restart")
+            raise RuntimeError(
+                f"envpool {self.env_id}: replaying the action log did not reproduce "
+                "the saved observation; resume with env.cfg.resume=restart"
+            )
 
     def _to_numpy(self, action: torch.Tensor, rows: int | None = None) -> np.ndarray:
         array = action.detach().cpu().numpy()
@@ -278,14 +287,21 @@ def check_pixels_render(env_id: str, make_kwargs: tuple[tuple[str, Any], ...]) -
     envpool's renderer ends the process (MuJoCo's fatal error) where it gets no OpenGL context, so
     the check runs it in a child process; once per process and arguments.
     """
-    done = subprocess.run([sys.executable, "-c", PROBE, env_id, repr(dict(make_kwargs))],
-                          capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, env_id, repr(dict(make_kwargs))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     if done.returncode != 0:
         lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
         reason = (lines[-1] if lines else f"exit code {done.returncode}").removeprefix("ERROR: ")
-        raise ValueError(f"env.cfg.from_pixels: envpool cannot render {env_id} on this machine ({reason}); "
-                         "accepted: false here (envpool's MuJoCo renderer needs an OpenGL context of its "
-                         "own: a GPU driver); cameras that render headless: PixelCartPole, PushCube's camera")
+        raise ValueError(
+            f"env.cfg.from_pixels: envpool cannot render {env_id} on this machine ({reason}); "
+            "accepted: false here (envpool's MuJoCo renderer needs an OpenGL context of its "
+            "own: a GPU driver); cameras that render headless: PixelCartPole, PushCube's camera"
+        )
 
 
 def _recv_and_reset(pool: Any) -> tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray, dict]:

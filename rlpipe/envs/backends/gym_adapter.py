@@ -57,8 +57,7 @@ class GymnasiumEnv(BatchedEnv):
     ) -> None:
         if vectorization_mode not in VECTORIZATION_MODES:
             raise ValueError(
-                f"vectorization_mode: got {vectorization_mode!r}; "
-                f"accepted: {', '.join(VECTORIZATION_MODES)}"
+                f"vectorization_mode: got {vectorization_mode!r}; accepted: {', '.join(VECTORIZATION_MODES)}"
             )
         self.env_id = env_id
         self.num_envs = num_envs
@@ -90,9 +89,11 @@ class GymnasiumEnv(BatchedEnv):
         """
         mode = vec_env.metadata.get("autoreset_mode")
         if mode != AutoresetMode.SAME_STEP:
-            raise ValueError(f"env: a gymnasium vector env with autoreset_mode {mode}; accepted: SAME_STEP "
-                             "(gymnasium.make_vec(..., vector_kwargs={'autoreset_mode': "
-                             "AutoresetMode.SAME_STEP}))")
+            raise ValueError(
+                f"env: a gymnasium vector env with autoreset_mode {mode}; accepted: SAME_STEP "
+                "(gymnasium.make_vec(..., vector_kwargs={'autoreset_mode': "
+                "AutoresetMode.SAME_STEP}))"
+            )
         env = cls.__new__(cls)
         spec = getattr(vec_env, "spec", None)
         env.env_id = spec.id if spec is not None else type(vec_env).__name__
@@ -147,8 +148,7 @@ class GymnasiumEnv(BatchedEnv):
         """Restore the RNGs and reset every sub-env from them; see the class docstring."""
         if len(state["np_random"]) != self.num_envs:
             raise ValueError(
-                f"state_dict holds {len(state['np_random'])} sub-env RNGs; "
-                f"this env has {self.num_envs}"
+                f"state_dict holds {len(state['np_random'])} sub-env RNGs; this env has {self.num_envs}"
             )
         self.vec_env.set_attr("np_random", [numpy_generator(s) for s in state["np_random"]])
         self._seed_rng = numpy_generator(state["seed_rng"])
@@ -160,11 +160,15 @@ class GymnasiumEnv(BatchedEnv):
         An OpenGL failure (MuJoCo envs without a usable ``MUJOCO_GL``) is a ``RenderUnavailable``.
         """
         if self.vec_env.render_mode != "rgb_array":
-            raise RenderUnavailable(f"{self.env_id} was built with render_mode="
-                                    f"{self.vec_env.render_mode!r}; video needs render_mode='rgb_array'")
+            raise RenderUnavailable(
+                f"{self.env_id} was built with render_mode="
+                f"{self.vec_env.render_mode!r}; video needs render_mode='rgb_array'"
+            )
         if not hasattr(self.vec_env, "envs"):  # forked workers may hang creating GL contexts
-            raise RenderUnavailable(f"{self.env_id}: video needs vectorization_mode='sync' "
-                                    "(build_env(..., render=True) chooses it)")
+            raise RenderUnavailable(
+                f"{self.env_id}: video needs vectorization_mode='sync' "
+                "(build_env(..., render=True) chooses it)"
+            )
         try:
             frames = [self.vec_env.envs[i].render() for i in env_ids]
         except gymnasium.error.DependencyNotInstalled as exc:
@@ -212,21 +216,19 @@ def _final_obs(obs: np.ndarray, infos: dict[str, Any]) -> np.ndarray | None:
 def _flat_box(space: gymnasium.Space, env_id: str) -> gymnasium.spaces.Box:
     """Flattened float32 Box of one observation; ConfigError for non-Box spaces."""
     if not isinstance(space, gymnasium.spaces.Box):
-        raise ConfigError(
-            f"env.id: {env_id!r} has a {type(space).__name__} observation space; accepted: Box"
-        )
+        raise ConfigError(f"env.id: {env_id!r} has a {type(space).__name__} observation space; accepted: Box")
     low = np.asarray(space.low, dtype=np.float32).reshape(-1)
     high = np.asarray(space.high, dtype=np.float32).reshape(-1)
     return gymnasium.spaces.Box(low, high, dtype=np.float32)
 
 
-def _check_action_space(space: gymnasium.Space, env_id: str
-                        ) -> gymnasium.spaces.Discrete | gymnasium.spaces.Box:
+def _check_action_space(
+    space: gymnasium.Space, env_id: str
+) -> gymnasium.spaces.Discrete | gymnasium.spaces.Box:
     """Return ``space`` if it is Discrete or Box; ConfigError otherwise."""
     if not isinstance(space, gymnasium.spaces.Discrete | gymnasium.spaces.Box):
         raise ConfigError(
-            f"env.id: {env_id!r} has a {type(space).__name__} action space; "
-            "accepted: Discrete, Box"
+            f"env.id: {env_id!r} has a {type(space).__name__} action space; accepted: Discrete, Box"
         )
     return space
 

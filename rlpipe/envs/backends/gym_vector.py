@@ -60,7 +60,8 @@ def _cartpole_obs(env: Any) -> np.ndarray:
 
 ROW_RESETS: dict[str, NativeVector] = {
     "gymnasium.envs.classic_control.cartpole:CartPoleVectorEnv": NativeVector(
-        _reset_cartpole_rows, _cartpole_obs, ("state", "steps", "prev_done")),
+        _reset_cartpole_rows, _cartpole_obs, ("state", "steps", "prev_done")
+    ),
 }
 """The vectorized classes rlpipe runs, by ``vector_entry_point``."""
 
@@ -93,12 +94,15 @@ class GymnasiumVectorEnv(BatchedEnv):
         entry = native_vector_class(env_id)
         if entry is None:
             supported = ", ".join(sorted(_supported_ids()))
-            raise ConfigError(f"env.cfg.vectorization_mode: vector_entry_point is not available for "
-                              f"{env_id!r}; accepted for {supported} (other ids: sync, async)")
+            raise ConfigError(
+                f"env.cfg.vectorization_mode: vector_entry_point is not available for "
+                f"{env_id!r}; accepted for {supported} (other ids: sync, async)"
+            )
         self._reset_rows, self._observe, self._state_keys = ROW_RESETS[entry]
         self.env_id, self.num_envs, self.device = env_id, num_envs, torch.device(device)
-        self.vec_env = gymnasium.make_vec(env_id, num_envs=num_envs,
-                                          vectorization_mode="vector_entry_point", **make_kwargs)
+        self.vec_env = gymnasium.make_vec(
+            env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **make_kwargs
+        )
         self.observation_space = self.vec_env.single_observation_space
         self.action_space = self.vec_env.single_action_space
         self.max_episode_steps = getattr(self.vec_env, "max_episode_steps", None)
@@ -135,16 +139,23 @@ class GymnasiumVectorEnv(BatchedEnv):
         if done.any():
             self._reset_rows(self.vec_env.unwrapped, done)
             next_obs = self._obs()
-        return StepResult(obs=next_obs, reward=self._to_torch(reward), terminated=self._to_torch(terminated),
-                          truncated=self._to_torch(truncated), final_obs=final_obs)
+        return StepResult(
+            obs=next_obs,
+            reward=self._to_torch(reward),
+            terminated=self._to_torch(terminated),
+            truncated=self._to_torch(truncated),
+            final_obs=final_obs,
+        )
 
     def state_dict(self) -> dict[str, Any]:
         """The simulator's arrays, its generator and the adapter's seed generator: a bit-exact resume."""
         env = self.vec_env.unwrapped
         arrays = {key: torch.tensor(getattr(env, key)) for key in self._state_keys}  # weights_only-safe
-        return {"arrays": arrays,
-                "np_random": env.np_random.bit_generator.state,
-                "seed_rng": self._seed_rng.bit_generator.state}
+        return {
+            "arrays": arrays,
+            "np_random": env.np_random.bit_generator.state,
+            "seed_rng": self._seed_rng.bit_generator.state,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly where :meth:`state_dict` was taken."""
@@ -158,8 +169,10 @@ class GymnasiumVectorEnv(BatchedEnv):
 
     def render(self, env_ids: list[int]) -> np.ndarray:
         """Not drawn: eval videos need ``env.cfg.vectorization_mode: sync`` (a ``RenderUnavailable``)."""
-        raise RenderUnavailable(f"{self.env_id} runs gymnasium's vectorized class, which rlpipe does not "
-                                "film; env.cfg.vectorization_mode: sync draws each env")
+        raise RenderUnavailable(
+            f"{self.env_id} runs gymnasium's vectorized class, which rlpipe does not "
+            "film; env.cfg.vectorization_mode: sync draws each env"
+        )
 
     def close(self) -> None:
         """Close the vector env."""
@@ -183,4 +196,3 @@ class GymnasiumVectorEnv(BatchedEnv):
 
 def _supported_ids() -> list[str]:
     return [env_id for env_id in gymnasium.envs.registry if native_vector_class(env_id)]
-

@@ -65,7 +65,10 @@ def plugin_target(env_id: str) -> tuple[str, Any]:
 
 
 def build_plugin_env(
-    env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any],
+    env_id: str,
+    num_envs: int,
+    device: torch.device | str,
+    cfg: dict[str, Any],
     build_gymnasium: Callable[[str], BatchedEnv],
 ) -> BatchedEnv:
     """Build a ``module:attr`` env (see the module docstring); ``build_gymnasium(id)`` wraps ids."""
@@ -73,8 +76,10 @@ def build_plugin_env(
     if target is None:
         if attr in gymnasium.envs.registry:
             return build_gymnasium(attr)
-        raise ConfigError(f"env.id: module {env_id.partition(':')[0]!r} has no attribute {attr!r} "
-                          "and registered no gymnasium id of that name")
+        raise ConfigError(
+            f"env.id: module {env_id.partition(':')[0]!r} has no attribute {attr!r} "
+            "and registered no gymnasium id of that name"
+        )
     if isinstance(target, type) and issubclass(target, BatchedEnv):
         return wrap_env(env_id, _call(env_id, target, num_envs, device, cfg), device)
     if isinstance(target, type) and issubclass(target, gymnasium.Env):
@@ -83,8 +88,10 @@ def build_plugin_env(
             gymnasium.register(id=gym_id, entry_point=target)
         return build_gymnasium(gym_id)
     if not callable(target):
-        raise ConfigError(f"env.id: {env_id} is a {type(target).__name__}; accepted: a BatchedEnv "
-                          "class, a gymnasium.Env class or a factory")
+        raise ConfigError(
+            f"env.id: {env_id} is a {type(target).__name__}; accepted: a BatchedEnv "
+            "class, a gymnasium.Env class or a factory"
+        )
     return wrap_env(env_id, _call(env_id, target, num_envs, device, cfg), device)
 
 
@@ -96,20 +103,22 @@ def wrap_env(env_id: str, env: object, device: torch.device | str) -> BatchedEnv
         return env
     if is_rsl_rl_env(env):
         return RslRlEnv(env, device)
-    raise ConfigError(f"env.id: {env_id} returned a {type(env).__name__}; accepted: a BatchedEnv or "
-                      "an rsl_rl VecEnv (get_observations, step, num_envs, num_actions)")
+    raise ConfigError(
+        f"env.id: {env_id} returned a {type(env).__name__}; accepted: a BatchedEnv or "
+        "an rsl_rl VecEnv (get_observations, step, num_envs, num_actions)"
+    )
 
 
-def _call(env_id: str, target: Callable[..., Any], num_envs: int, device: torch.device | str,
-          cfg: dict[str, Any]) -> object:
+def _call(
+    env_id: str, target: Callable[..., Any], num_envs: int, device: torch.device | str, cfg: dict[str, Any]
+) -> object:
     """Call ``target`` with ``num_envs``/``device`` where accepted and ``cfg``; bad kwargs → ConfigError."""
     try:
         params = inspect.signature(target).parameters
     except (TypeError, ValueError):
         params = {}
     any_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    given = {k: v for k, v in (("num_envs", num_envs), ("device", device))
-             if k in params or any_kw}
+    given = {k: v for k, v in (("num_envs", num_envs), ("device", device)) if k in params or any_kw}
     for key in cfg:
         if key in given:
             raise ConfigError(f"env.cfg.{key}: set by trainer.{key}, not env.cfg")

@@ -49,10 +49,12 @@ class RslRlEnv(BatchedEnv):
         self.num_envs = int(env.num_envs)
         self.device = torch.device(device if device is not None else env.device)
         obs = self._convert(env.get_observations())
-        self.observation_space = gym.spaces.Dict({
-            key: gym.spaces.Box(-np.inf, np.inf, (int(obs[key].shape[-1]),), np.float32)
-            for key in obs.keys()
-        })
+        self.observation_space = gym.spaces.Dict(
+            {
+                key: gym.spaces.Box(-np.inf, np.inf, (int(obs[key].shape[-1]),), np.float32)
+                for key in obs.keys()
+            }
+        )
         self.action_space = gym.spaces.Box(-np.inf, np.inf, (int(env.num_actions),), np.float32)
         length = getattr(env, "max_episode_length", None)
         self.max_episode_steps = int(length) if isinstance(length, int | float) else None
@@ -85,11 +87,17 @@ class RslRlEnv(BatchedEnv):
         obs = self._convert(obs)
         done = dones.to(self.device).bool().reshape(self.num_envs)
         time_outs = extras.get("time_outs")
-        timeout = (done & time_outs.to(self.device).bool().reshape(self.num_envs)
-                   if time_outs is not None else torch.zeros_like(done))
+        timeout = (
+            done & time_outs.to(self.device).bool().reshape(self.num_envs)
+            if time_outs is not None
+            else torch.zeros_like(done)
+        )
         keep = done.unsqueeze(-1)
-        final = TensorDict({k: torch.where(keep, self._obs[k], obs[k]) for k in obs.keys()},
-                           batch_size=[self.num_envs], device=self.device)
+        final = TensorDict(
+            {k: torch.where(keep, self._obs[k], obs[k]) for k in obs.keys()},
+            batch_size=[self.num_envs],
+            device=self.device,
+        )
         self._accumulate(extras)
         self._obs = obs
         return StepResult(
@@ -103,8 +111,10 @@ class RslRlEnv(BatchedEnv):
 
     def pop_metrics(self) -> dict[str, float]:
         """``{"env/<key>": mean}`` of ``extras["log"]`` since the last call (one host sync per key)."""
-        metrics = {f"env/{key.strip('/')}": float(total) / self._log_counts[key]
-                   for key, total in self._log_sums.items()}
+        metrics = {
+            f"env/{key.strip('/')}": float(total) / self._log_counts[key]
+            for key, total in self._log_sums.items()
+        }
         self._log_sums, self._log_counts = {}, {}
         return metrics
 
@@ -125,8 +135,9 @@ class RslRlEnv(BatchedEnv):
         """Groups → flat float32 ``[N, dim]`` entries on the device; a bare tensor → group ``policy``."""
         if isinstance(obs, torch.Tensor):
             obs = {"policy": obs}
-        fields = {key: value.to(self.device, torch.float32).reshape(self.num_envs, -1)
-                  for key, value in obs.items()}
+        fields = {
+            key: value.to(self.device, torch.float32).reshape(self.num_envs, -1) for key, value in obs.items()
+        }
         return TensorDict(fields, batch_size=[self.num_envs], device=self.device)
 
     def _accumulate(self, extras: dict[str, Any]) -> None:

@@ -139,9 +139,7 @@ class TorchEnv(BatchedEnv):
 
     def _uniform(self, n: int, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
         """``[n, S]`` uniform in ``[low, high)`` per column; ``low``/``high``: ``[S]``."""
-        u = torch.rand(
-            n, self.state_dim, generator=self.generator, device=self.device, dtype=self.dtype
-        )
+        u = torch.rand(n, self.state_dim, generator=self.generator, device=self.device, dtype=self.dtype)
         return low + (high - low) * u
 
     def _constant(self, values: list[float]) -> torch.Tensor:

@@ -35,10 +35,12 @@ THETA_THRESHOLD = 12 * 2 * math.pi / 360
 X_THRESHOLD = 2.4
 INIT_BOUND = 0.05
 OBS_HIGH = np.array([X_THRESHOLD * 2, np.inf, THETA_THRESHOLD * 2, np.inf], dtype=np.float32)
-OBS_GROUPS = gym.spaces.Dict({
-    "proprio": gym.spaces.Box(-OBS_HIGH[0::2], OBS_HIGH[0::2], dtype=np.float32),
-    "privileged": gym.spaces.Box(-OBS_HIGH[1::2], OBS_HIGH[1::2], dtype=np.float32),
-})
+OBS_GROUPS = gym.spaces.Dict(
+    {
+        "proprio": gym.spaces.Box(-OBS_HIGH[0::2], OBS_HIGH[0::2], dtype=np.float32),
+        "privileged": gym.spaces.Box(-OBS_HIGH[1::2], OBS_HIGH[1::2], dtype=np.float32),
+    }
+)
 """``obs_groups: true``: positions (cart position, pole angle) apart from velocities, which a
 teacher may read as privileged observations while its student infers them from memory."""
 RENDER_HEIGHT, RENDER_WIDTH = 240, 320
@@ -72,10 +74,19 @@ class _Constants:
             return torch.tensor(value, dtype=dtype, device=device)
 
         bound = const(INIT_BOUND)
-        return cls(force=const(FORCE_MAG), neg_force=const(-FORCE_MAG), gravity=const(GRAVITY),
-                   masspole=const(MASSPOLE), total_mass=const(TOTAL_MASS), length=const(LENGTH),
-                   polemass_length=const(POLEMASS_LENGTH), four_thirds=const(4.0 / 3.0), tau=const(TAU),
-                   init_bound=bound, init_width=bound - -bound)
+        return cls(
+            force=const(FORCE_MAG),
+            neg_force=const(-FORCE_MAG),
+            gravity=const(GRAVITY),
+            masspole=const(MASSPOLE),
+            total_mass=const(TOTAL_MASS),
+            length=const(LENGTH),
+            polemass_length=const(POLEMASS_LENGTH),
+            four_thirds=const(4.0 / 3.0),
+            tau=const(TAU),
+            init_bound=bound,
+            init_width=bound - -bound,
+        )
 
 
 @register_env("CartPole")
@@ -141,8 +152,11 @@ class CartPole(TorchEnv):
         obs = state.to(torch.float32, copy=True)
         if not self.obs_groups:
             return obs
-        return TensorDict({"proprio": obs[:, 0::2], "privileged": obs[:, 1::2]}, batch_size=[obs.shape[0]],
-                          device=obs.device)
+        return TensorDict(
+            {"proprio": obs[:, 0::2], "privileged": obs[:, 1::2]},
+            batch_size=[obs.shape[0]],
+            device=obs.device,
+        )
 
     def render(self, env_ids: list[int]) -> np.ndarray:
         """``[k, 240, 320, 3]`` uint8: track, cart and pole of envs ``env_ids`` (gymnasium's picture)."""

@@ -42,8 +42,15 @@ class DeepSea(TorchEnv):
     state_dim = 2
     action_space = gym.spaces.Discrete(2)
 
-    def __init__(self, num_envs: int, device: torch.device | str, size: int = 10, move_cost: float = 0.01,
-                 randomize_actions: bool = True, mapping_seed: int = 0) -> None:
+    def __init__(
+        self,
+        num_envs: int,
+        device: torch.device | str,
+        size: int = 10,
+        move_cost: float = 0.01,
+        randomize_actions: bool = True,
+        mapping_seed: int = 0,
+    ) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 2:
             raise ValueError(f"size: got {size!r}; accepted: an int >= 2")
         if isinstance(move_cost, bool) or not isinstance(move_cost, int | float) or move_cost < 0:

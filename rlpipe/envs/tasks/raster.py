@@ -26,8 +26,9 @@ class Painter:
     RGB frames are looked up once, on the host, when read.
     """
 
-    def __init__(self, k: int, height: int, width: int, device: torch.device | str,
-                 background: Color = (255, 255, 255)) -> None:
+    def __init__(
+        self, k: int, height: int, width: int, device: torch.device | str, background: Color = (255, 255, 255)
+    ) -> None:
         self.device = torch.device(device)
         self.labels = torch.zeros(k, height, width, dtype=torch.uint8, device=self.device)
         self.palette: list[Color] = [background]
@@ -98,8 +99,9 @@ class Painter:
         self.paint((self.ys - y).abs() <= thickness / 2, color)
 
 
-def capsule_coverage(xs: torch.Tensor, ys: torch.Tensor, p0: torch.Tensor, p1: torch.Tensor,
-                     radius: float) -> torch.Tensor:
+def capsule_coverage(
+    xs: torch.Tensor, ys: torch.Tensor, p0: torch.Tensor, p1: torch.Tensor, radius: float
+) -> torch.Tensor:
     """``[k, H, W]`` float in [0, 1]: how much of each pixel a segment ``p0``–``p1`` ``[k, 2]`` covers.
 
     ``xs`` ``[1, 1, W]`` and ``ys`` ``[1, H, 1]`` are the pixel centres. The edge is a one-pixel ramp
@@ -115,8 +117,9 @@ def capsule_coverage(xs: torch.Tensor, ys: torch.Tensor, p0: torch.Tensor, p1: t
     return (radius + 0.5 - dist).clamp_(0.0, 1.0)
 
 
-def box_coverage(xs: torch.Tensor, ys: torch.Tensor, center: torch.Tensor, half: tuple[float, float]
-                 ) -> torch.Tensor:
+def box_coverage(
+    xs: torch.Tensor, ys: torch.Tensor, center: torch.Tensor, half: tuple[float, float]
+) -> torch.Tensor:
     """``[k, H, W]`` float in [0, 1]: coverage of an axis-aligned box ``center`` ``[k, 2]`` ± ``half`` px.
 
     Edges ramp over one pixel as in :func:`capsule_coverage`.

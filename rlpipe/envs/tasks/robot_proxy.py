@@ -65,10 +65,42 @@ TILT, TILT_RATE, VEL, CMD = slice(36, 38), slice(38, 40), slice(40, 43), slice(4
 PUSH, STIFFNESS, FRICTION = slice(46, 48), slice(48, 49), slice(49, 50)
 STATE_DIM = 50
 
-START_LOW = [*(q - 0.1 for q in DEFAULT_POSE), *[0.0] * 24, -0.05, -0.05, 0.0, 0.0, 0.0, 0.0, 0.0,
-             -1.0, -0.5, -1.0, -0.2, -0.2, 0.8, 0.5]
-START_HIGH = [*(q + 0.1 for q in DEFAULT_POSE), *[0.0] * 24, 0.05, 0.05, 0.0, 0.0, 0.0, 0.0, 0.0,
-              1.0, 0.5, 1.0, 0.2, 0.2, 1.2, 1.25]
+START_LOW = [
+    *(q - 0.1 for q in DEFAULT_POSE),
+    *[0.0] * 24,
+    -0.05,
+    -0.05,
+    0.0,
+    0.0,
+    0.0,
+    0.0,
+    0.0,
+    -1.0,
+    -0.5,
+    -1.0,
+    -0.2,
+    -0.2,
+    0.8,
+    0.5,
+]
+START_HIGH = [
+    *(q + 0.1 for q in DEFAULT_POSE),
+    *[0.0] * 24,
+    0.05,
+    0.05,
+    0.0,
+    0.0,
+    0.0,
+    0.0,
+    0.0,
+    1.0,
+    0.5,
+    1.0,
+    0.2,
+    0.2,
+    1.2,
+    1.25,
+]
 """Start distribution per state column: joints near q0 at rest, a small tilt, the command
 (vx, vy, yaw rate), the push, the stiffness and friction scales; uniform in ``[low, high)``."""
 
@@ -92,8 +124,13 @@ class RobotProxy(TorchEnv):
     action_space = gym.spaces.Box(-1.0, 1.0, (NUM_JOINTS,), np.float32)
     observation_space = gym.spaces.Dict({"policy": _space(POLICY_DIM), "privileged": _space(PRIVILEGED_DIM)})
 
-    def __init__(self, num_envs: int, device: torch.device | str, max_episode_steps: int | None = 1000,
-                 physics_dtype: str = "float32") -> None:
+    def __init__(
+        self,
+        num_envs: int,
+        device: torch.device | str,
+        max_episode_steps: int | None = 1000,
+        physics_dtype: str = "float32",
+    ) -> None:
         # constants first: TorchEnv.__init__ draws the first start states
         on = {"device": torch.device(device), "dtype": PHYSICS_DTYPES.get(physics_dtype, torch.float32)}
         maps = torch.Generator().manual_seed(MAP_SEED)
@@ -115,8 +152,9 @@ class RobotProxy(TorchEnv):
         target = self._q0 + ACTION_SCALE * action
         return KP * state[:, STIFFNESS] * (target - state[:, Q]) - KD * state[:, QD]
 
-    def _dynamics(self, state: torch.Tensor, action: torch.Tensor
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _dynamics(
+        self, state: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One ``dt`` of ``[N, 50]`` under ``action`` ``[N, 12]``; reward ``[N]``, fell ``[N]``."""
         action = action.to(self.dtype).clamp(-1.0, 1.0)
         torque = self._torque(state, action)
@@ -128,12 +166,14 @@ class RobotProxy(TorchEnv):
         tilt = tilt + DT * tilt_rate
         vel = state[:, VEL] + DT * VEL_RATE * (state[:, FRICTION] * (posture @ self._b.T) - state[:, VEL])
         cmd = state[:, CMD]
-        reward = (torch.exp(-(vel[:, :2] - cmd[:, :2]).square().sum(-1) / 0.25)
-                  + 0.5 * torch.exp(-(vel[:, 2] - cmd[:, 2]).square() / 0.25)
-                  - 0.05 * tilt_rate.square().sum(-1)
-                  - 0.01 * (action - state[:, LAST]).square().sum(-1)
-                  - 1e-4 * torque.square().sum(-1))
-        next_state = torch.cat((q, qd, action, tilt, tilt_rate, vel, state[:, CMD.start:]), dim=-1)
+        reward = (
+            torch.exp(-(vel[:, :2] - cmd[:, :2]).square().sum(-1) / 0.25)
+            + 0.5 * torch.exp(-(vel[:, 2] - cmd[:, 2]).square() / 0.25)
+            - 0.05 * tilt_rate.square().sum(-1)
+            - 0.01 * (action - state[:, LAST]).square().sum(-1)
+            - 1e-4 * torque.square().sum(-1)
+        )
+        next_state = torch.cat((q, qd, action, tilt, tilt_rate, vel, state[:, CMD.start :]), dim=-1)
         fell = (tilt.abs() > FALL_TILT).any(-1)
         return next_state, reward.to(torch.float32), fell
 
@@ -145,12 +185,36 @@ class RobotProxy(TorchEnv):
         posture = state[:, Q] - self._q0
         height = BASE_HEIGHT * cos_roll * cos_pitch + 0.05 * posture.mean(-1)
         vel, tilt_rate = state[:, VEL], state[:, TILT_RATE]
-        policy = torch.cat((vel[:, :2], tilt_rate, vel[:, 2:], gravity, state[:, CMD], height[:, None],
-                            posture, 0.05 * state[:, QD], state[:, LAST]), dim=-1)
+        policy = torch.cat(
+            (
+                vel[:, :2],
+                tilt_rate,
+                vel[:, 2:],
+                gravity,
+                state[:, CMD],
+                height[:, None],
+                posture,
+                0.05 * state[:, QD],
+                state[:, LAST],
+            ),
+            dim=-1,
+        )
         slope = torch.stack((sin_pitch, sin_roll * cos_pitch), -1)
         scan = height[:, None] + slope @ self._scan
-        privileged = torch.cat((scan, state[:, TILT], state[:, PUSH], state[:, STIFFNESS], state[:, FRICTION],
-                                self._torque(state, state[:, LAST]) / KP), dim=-1)
+        privileged = torch.cat(
+            (
+                scan,
+                state[:, TILT],
+                state[:, PUSH],
+                state[:, STIFFNESS],
+                state[:, FRICTION],
+                self._torque(state, state[:, LAST]) / KP,
+            ),
+            dim=-1,
+        )
         n = state.shape[0]
-        return TensorDict({"policy": policy.to(torch.float32), "privileged": privileged.to(torch.float32)},
-                          batch_size=[n], device=state.device)
+        return TensorDict(
+            {"policy": policy.to(torch.float32), "privileged": privileged.to(torch.float32)},
+            batch_size=[n],
+            device=state.device,
+        )

@@ -117,13 +117,17 @@ def ant_mirror(
     if obs is not None:
         table = ANT_OBS_TABLES.get(obs.shape[-1])
         if table is None or obs.dim() < 2:
-            raise ValueError(f"ant_mirror: observation of shape {tuple(obs.shape)} (width {obs.shape[-1]}); "
-                             f"accepted: [B, W] with W in {sorted(ANT_OBS_TABLES)}")
+            raise ValueError(
+                f"ant_mirror: observation of shape {tuple(obs.shape)} (width {obs.shape[-1]}); "
+                f"accepted: [B, W] with W in {sorted(ANT_OBS_TABLES)}"
+            )
         mirrored_obs = torch.cat([obs, _apply(obs, table)])
     mirrored_actions = None
     if actions is not None:
         if actions.dim() < 2 or actions.shape[-1] != len(ANT_ACTIONS):
-            raise ValueError(f"ant_mirror: actions of shape {tuple(actions.shape)} "
-                             f"(width {actions.shape[-1]}); accepted: [B, {len(ANT_ACTIONS)}]")
+            raise ValueError(
+                f"ant_mirror: actions of shape {tuple(actions.shape)} "
+                f"(width {actions.shape[-1]}); accepted: [B, {len(ANT_ACTIONS)}]"
+            )
         mirrored_actions = torch.cat([actions, _apply(actions, ANT_ACTIONS)])
     return mirrored_obs, mirrored_actions

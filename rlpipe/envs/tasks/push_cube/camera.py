@@ -25,9 +25,16 @@ class StateRenderer:
         lookat, distance, azimuth, elevation: the camera (``mjvCamera`` free-camera parameters).
     """
 
-    def __init__(self, model: mujoco.MjModel, width: int = 320, height: int = 240,
-                 lookat: tuple[float, float, float] = (-0.1, 0.0, 0.2), distance: float = 1.6,
-                 azimuth: float = 135.0, elevation: float = -25.0) -> None:
+    def __init__(
+        self,
+        model: mujoco.MjModel,
+        width: int = 320,
+        height: int = 240,
+        lookat: tuple[float, float, float] = (-0.1, 0.0, 0.2),
+        distance: float = 1.6,
+        azimuth: float = 135.0,
+        elevation: float = -25.0,
+    ) -> None:
         self.model, self.width, self.height = model, width, height
         self.camera = mujoco.MjvCamera()
         self.camera.type = mujoco.mjtCamera.mjCAMERA_FREE

@@ -71,8 +71,17 @@ class PushCube(BatchedEnv):
         obs_groups: bool = False,
         camera: dict[str, Any] | None = None,
     ) -> None:
-        _check_args(num_envs, control, engine, max_episode_steps, sim_substeps, timestep,
-                    num_threads, render_size, obs_groups)
+        _check_args(
+            num_envs,
+            control,
+            engine,
+            max_episode_steps,
+            sim_substeps,
+            timestep,
+            num_threads,
+            render_size,
+            obs_groups,
+        )
         self.camera_cfg = CameraCfg.parse(camera)
         self.obs_groups = obs_groups or self.camera_cfg is not None
         self.num_envs, self.device = num_envs, torch.device(device)
@@ -89,11 +98,13 @@ class PushCube(BatchedEnv):
         self._setup_task_tensors()
         self._render_size = (int(render_size[0]), int(render_size[1]))
         self._renderer: StateRenderer | None = None
-        self.action_space = gym.spaces.Box(-1.0, 1.0, (8 if control == "joint_delta" else 4,),
-                                           dtype=np.float32)
+        self.action_space = gym.spaces.Box(
+            -1.0, 1.0, (8 if control == "joint_delta" else 4,), dtype=np.float32
+        )
         self.observation_space = self._space()
-        self._camera = None if self.camera_cfg is None else PolicyCamera(timestep, self.camera_cfg,
-                                                                         self.robot_base_x)
+        self._camera = (
+            None if self.camera_cfg is None else PolicyCamera(timestep, self.camera_cfg, self.robot_base_x)
+        )
         self._frames: torch.Tensor | None = None
         """``uint8 [N, frame_stack, 3, H, W]``: the camera frames of the current observation."""
         self.generator = torch.Generator(device=self.device)
@@ -105,13 +116,15 @@ class PushCube(BatchedEnv):
     def _space(self) -> gym.spaces.Box | gym.spaces.Dict:
         if not self.obs_groups:
             return gym.spaces.Box(-np.inf, np.inf, (task.OBS_DIM,), dtype=np.float32)
-        spaces = {key: gym.spaces.Box(-np.inf, np.inf, (len(columns),), dtype=np.float32)
-                  for key, columns in (("proprio", task.PROPRIO_COLUMNS),
-                                       ("privileged", task.PRIVILEGED_COLUMNS))}
+        spaces = {
+            key: gym.spaces.Box(-np.inf, np.inf, (len(columns),), dtype=np.float32)
+            for key, columns in (("proprio", task.PROPRIO_COLUMNS), ("privileged", task.PRIVILEGED_COLUMNS))
+        }
         if self.camera_cfg is not None:
             self.frame_channels = {"camera": 3}  # RGB: three channels per stacked frame
-            spaces["camera"] = gym.spaces.Box(0, 255, (self.camera_cfg.channels, *self.camera_cfg.size),
-                                              dtype=np.uint8)
+            spaces["camera"] = gym.spaces.Box(
+                0, 255, (self.camera_cfg.channels, *self.camera_cfg.size), dtype=np.uint8
+            )
         return gym.spaces.Dict(spaces)
 
     def _make_physics(self, substeps: int, num_threads: int | None) -> PhysicsBatch:
@@ -125,8 +138,11 @@ class PushCube(BatchedEnv):
         ids, dev, dt = self.ids, self.device, self.dtype
         self.kin = SiteKinematics(self.model, ids.tcp_site, dev, dt)
         as_t = lambda a: torch.as_tensor(np.asarray(a), device=dev)  # noqa: E731
-        self._qidx = {"arm": as_t(ids.arm_qpos), "fingers": as_t(ids.finger_qpos),
-                      "cube": torch.arange(ids.cube_qpos, ids.cube_qpos + 7, device=dev)}
+        self._qidx = {
+            "arm": as_t(ids.arm_qpos),
+            "fingers": as_t(ids.finger_qpos),
+            "cube": torch.arange(ids.cube_qpos, ids.cube_qpos + 7, device=dev),
+        }
         self._robot_dof = as_t(ids.robot_dof)
         self._template = as_t(self.model.qpos0).to(dt)
         self._rest = as_t(REST_QPOS).to(dt)
@@ -180,8 +196,12 @@ class PushCube(BatchedEnv):
 
     def state_dict(self) -> dict[str, Any]:
         """Physics (time, qpos, qvel, ctrl, sensors), goals, step counters, generator, camera frames."""
-        state = {"physics": self.physics.get_state(), "goal": self.goal.cpu().clone(),
-                 "elapsed": self.elapsed.cpu().clone(), "generator": self.generator.get_state()}
+        state = {
+            "physics": self.physics.get_state(),
+            "goal": self.goal.cpu().clone(),
+            "elapsed": self.elapsed.cpu().clone(),
+            "generator": self.generator.get_state(),
+        }
         if self._frames is not None:
             state["camera_frames"] = self._frames.cpu().clone()
         return state
@@ -189,8 +209,9 @@ class PushCube(BatchedEnv):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`; the following steps equal the original run bit for bit."""
         if tuple(state["goal"].shape) != (self.num_envs, 3):
-            raise ValueError(f"state_dict holds {tuple(state['goal'].shape)[0]} envs; "
-                             f"this PushCube has {self.num_envs}")
+            raise ValueError(
+                f"state_dict holds {tuple(state['goal'].shape)[0]} envs; this PushCube has {self.num_envs}"
+            )
         self.physics.set_state(state["physics"])
         self.goal = state["goal"].to(self.device, self.dtype).clone()
         self.elapsed = state["elapsed"].to(self.device, torch.int64).clone()
@@ -199,17 +220,21 @@ class PushCube(BatchedEnv):
             frames = state.get("camera_frames")
             if frames is None or frames.shape != self._frames.shape:
                 shape = None if frames is None else tuple(frames.shape)
-                raise ValueError(f"state_dict holds camera frames of shape {shape}; this PushCube "
-                                 f"needs {tuple(self._frames.shape)} (same camera and num_envs)")
+                raise ValueError(
+                    f"state_dict holds camera frames of shape {shape}; this PushCube "
+                    f"needs {tuple(self._frames.shape)} (same camera and num_envs)"
+                )
             self._frames = frames.to(self.device).clone()
 
     def render(self, env_ids: list[int] | torch.Tensor | None = None) -> np.ndarray:
         """Frames of ``env_ids`` (default: all) as ``uint8 [k, H, W, 3]`` (``render_size``)."""
         if self._renderer is None:
             height, width = self._render_size
-            self._renderer = StateRenderer(build_model(self.model.opt.timestep, visual=True,
-                                                       robot_base_x=self.robot_base_x),
-                                           width=width, height=height)
+            self._renderer = StateRenderer(
+                build_model(self.model.opt.timestep, visual=True, robot_base_x=self.robot_base_x),
+                width=width,
+                height=height,
+            )
         rows = torch.arange(self.num_envs) if env_ids is None else torch.as_tensor(env_ids).cpu()
         qpos = self.physics.qpos.cpu()[rows]
         return self._renderer.render(qpos, self.goal.cpu()[rows].unsqueeze(1))
@@ -267,8 +292,7 @@ class PushCube(BatchedEnv):
         return frames
 
     def _sample_start(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return task.sample_start(n, self._template, self._qidx, self._rest, self._ctrl_range,
-                                 self.generator)
+        return task.sample_start(n, self._template, self._qidx, self._rest, self._ctrl_range, self.generator)
 
     def _observe(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Observation ``[N, 41]``, tool position ``[N, 3]`` and cube position ``[N, 3]``."""
@@ -277,8 +301,7 @@ class PushCube(BatchedEnv):
         tcp_pos, tcp_rot, _, _ = self.kin.forward(qpos)
         robot_q = torch.cat((qpos[:, self._qidx["arm"]], qpos[:, self._qidx["fingers"]]), -1)
         cube = qpos[:, self._qidx["cube"]]
-        obs = task.observe(robot_q, qvel[:, self._robot_dof], tcp_pos, tcp_rot, cube, self.goal,
-                           self._down)
+        obs = task.observe(robot_q, qvel[:, self._robot_dof], tcp_pos, tcp_rot, cube, self.goal, self._down)
         return obs, tcp_pos, cube[:, :3]
 
     def _ctrl(self, action: torch.Tensor) -> torch.Tensor:
@@ -289,8 +312,9 @@ class PushCube(BatchedEnv):
         if self.control == "joint_delta":
             targets = task.joint_delta_targets(arm, action, self._ctrl_range)
         else:
-            targets = task.ee_delta_targets(self.kin, qpos, self._qidx["arm"], action, self._down,
-                                            self._ctrl_range)
+            targets = task.ee_delta_targets(
+                self.kin, qpos, self._qidx["arm"], action, self._down, self._ctrl_range
+            )
         gripper = task.gripper_target(action, *self.ids.gripper_range)
         return torch.cat((targets, gripper.unsqueeze(-1)), dim=-1)
 
@@ -301,10 +325,19 @@ class PushCube(BatchedEnv):
         return action.to(self.device).clamp(-1.0, 1.0)
 
 
-def _check_args(num_envs: int, control: str, engine: str, max_episode_steps: int,
-                sim_substeps: int, timestep: float, num_threads: int | None,
-                render_size: tuple[int, int] | list[int], obs_groups: bool) -> None:
+def _check_args(
+    num_envs: int,
+    control: str,
+    engine: str,
+    max_episode_steps: int,
+    sim_substeps: int,
+    timestep: float,
+    num_threads: int | None,
+    render_size: tuple[int, int] | list[int],
+    obs_groups: bool,
+) -> None:
     """ValueError ``"<argument>: got X; accepted: …"`` for the first invalid argument."""
+
     def positive_int(value: object) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
@@ -314,12 +347,21 @@ def _check_args(num_envs: int, control: str, engine: str, max_episode_steps: int
         ("engine", engine, engine in ENGINES, ", ".join(ENGINES)),
         ("max_episode_steps", max_episode_steps, positive_int(max_episode_steps), "an int >= 1"),
         ("sim_substeps", sim_substeps, positive_int(sim_substeps), "an int >= 1"),
-        ("timestep", timestep, isinstance(timestep, float | int) and 0 < timestep <= 0.05,
-         "seconds in (0, 0.05]"),
-        ("num_threads", num_threads, num_threads is None or positive_int(num_threads),
-         "an int >= 1 or null"),
-        ("render_size", render_size, isinstance(render_size, list | tuple) and len(render_size) == 2
-         and all(positive_int(v) for v in render_size), "[height, width] in pixels"),
+        (
+            "timestep",
+            timestep,
+            isinstance(timestep, float | int) and 0 < timestep <= 0.05,
+            "seconds in (0, 0.05]",
+        ),
+        ("num_threads", num_threads, num_threads is None or positive_int(num_threads), "an int >= 1 or null"),
+        (
+            "render_size",
+            render_size,
+            isinstance(render_size, list | tuple)
+            and len(render_size) == 2
+            and all(positive_int(v) for v in render_size),
+            "[height, width] in pixels",
+        ),
         ("obs_groups", obs_groups, isinstance(obs_groups, bool), "true, false"),
     )
     for name, value, ok, accepted in checks:

@@ -38,8 +38,9 @@ class SiteKinematics:
     Jacobian's columns follow it.
     """
 
-    def __init__(self, model: mujoco.MjModel, site: int, device: torch.device | str,
-                 dtype: torch.dtype = torch.float64) -> None:
+    def __init__(
+        self, model: mujoco.MjModel, site: int, device: torch.device | str, dtype: torch.dtype = torch.float64
+    ) -> None:
         self.device, self.dtype = torch.device(device), dtype
         chain, body = [], int(model.site_bodyid[site])
         while body != 0:
@@ -60,10 +61,20 @@ class SiteKinematics:
             if model.jnt_type[joint] != mujoco.mjtJoint.mjJNT_HINGE:
                 raise ValueError(f"joint {model.joint(joint).name!r} on the chain is not a hinge")
             adr = int(model.jnt_qposadr[joint])
-            hinges.append((adr, len(hinges), self._tensor(model.jnt_axis[joint]),
-                           self._tensor(model.jnt_pos[joint]), float(model.qpos0[adr])))
-        return _Link(self._tensor(model.body_pos[body]),
-                     self._tensor(_quat_to_matrix_np(model.body_quat[body])), tuple(hinges))
+            hinges.append(
+                (
+                    adr,
+                    len(hinges),
+                    self._tensor(model.jnt_axis[joint]),
+                    self._tensor(model.jnt_pos[joint]),
+                    float(model.qpos0[adr]),
+                )
+            )
+        return _Link(
+            self._tensor(model.body_pos[body]),
+            self._tensor(_quat_to_matrix_np(model.body_quat[body])),
+            tuple(hinges),
+        )
 
     def forward(self, qpos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Site pose and hinge frames of ``qpos [N, nq]``.
@@ -87,8 +98,12 @@ class SiteKinematics:
                 pos = world_anchor - _matvec(rot, anchor)
         site_pos = pos + _matvec(rot, self.site_pos)
         empty = pos.new_zeros(n, 0, 3)
-        return (site_pos, _matmul(rot, self.site_rot),
-                torch.stack(axes, 1) if axes else empty, torch.stack(anchors, 1) if anchors else empty)
+        return (
+            site_pos,
+            _matmul(rot, self.site_rot),
+            torch.stack(axes, 1) if axes else empty,
+            torch.stack(anchors, 1) if anchors else empty,
+        )
 
     def jacobian(self, qpos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Site pose and Jacobian of ``qpos [N, nq]``.
@@ -136,16 +151,41 @@ def matrix_to_quat(rot: torch.Tensor) -> torch.Tensor:
     """
     m = rot
     trace = m[:, 0, 0] + m[:, 1, 1] + m[:, 2, 2]
-    candidates = torch.stack((
-        torch.stack((1 + trace, m[:, 2, 1] - m[:, 1, 2], m[:, 0, 2] - m[:, 2, 0],
-                     m[:, 1, 0] - m[:, 0, 1]), -1),
-        torch.stack((m[:, 2, 1] - m[:, 1, 2], 1 + m[:, 0, 0] - m[:, 1, 1] - m[:, 2, 2],
-                     m[:, 0, 1] + m[:, 1, 0], m[:, 0, 2] + m[:, 2, 0]), -1),
-        torch.stack((m[:, 0, 2] - m[:, 2, 0], m[:, 0, 1] + m[:, 1, 0],
-                     1 - m[:, 0, 0] + m[:, 1, 1] - m[:, 2, 2], m[:, 1, 2] + m[:, 2, 1]), -1),
-        torch.stack((m[:, 1, 0] - m[:, 0, 1], m[:, 0, 2] + m[:, 2, 0], m[:, 1, 2] + m[:, 2, 1],
-                     1 - m[:, 0, 0] - m[:, 1, 1] + m[:, 2, 2]), -1),
-    ), 1)  # [N, 4 branches, 4]
+    candidates = torch.stack(
+        (
+            torch.stack(
+                (1 + trace, m[:, 2, 1] - m[:, 1, 2], m[:, 0, 2] - m[:, 2, 0], m[:, 1, 0] - m[:, 0, 1]), -1
+            ),
+            torch.stack(
+                (
+                    m[:, 2, 1] - m[:, 1, 2],
+                    1 + m[:, 0, 0] - m[:, 1, 1] - m[:, 2, 2],
+                    m[:, 0, 1] + m[:, 1, 0],
+                    m[:, 0, 2] + m[:, 2, 0],
+                ),
+                -1,
+            ),
+            torch.stack(
+                (
+                    m[:, 0, 2] - m[:, 2, 0],
+                    m[:, 0, 1] + m[:, 1, 0],
+                    1 - m[:, 0, 0] + m[:, 1, 1] - m[:, 2, 2],
+                    m[:, 1, 2] + m[:, 2, 1],
+                ),
+                -1,
+            ),
+            torch.stack(
+                (
+                    m[:, 1, 0] - m[:, 0, 1],
+                    m[:, 0, 2] + m[:, 2, 0],
+                    m[:, 1, 2] + m[:, 2, 1],
+                    1 - m[:, 0, 0] - m[:, 1, 1] + m[:, 2, 2],
+                ),
+                -1,
+            ),
+        ),
+        1,
+    )  # [N, 4 branches, 4]
     diag = torch.stack((trace, m[:, 0, 0], m[:, 1, 1], m[:, 2, 2]), -1)
     best = diag.argmax(-1)
     quat = candidates.gather(1, best.view(-1, 1, 1).expand(-1, 1, 4)).squeeze(1)

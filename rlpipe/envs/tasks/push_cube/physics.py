@@ -86,8 +86,9 @@ class PhysicsBatch(ABC):
 class MujocoBatch(PhysicsBatch):
     """The C engine over ``mujoco.rollout`` with ``nthread`` threads (see the module docstring)."""
 
-    def __init__(self, model: mujoco.MjModel, num_envs: int, substeps: int,
-                 nthread: int | None = None) -> None:
+    def __init__(
+        self, model: mujoco.MjModel, num_envs: int, substeps: int, nthread: int | None = None
+    ) -> None:
         self.model, self.num_envs, self.substeps = model, num_envs, substeps
         self.device, self.dtype = torch.device("cpu"), torch.float64
         self.nthread = nthread or default_threads()
@@ -129,9 +130,17 @@ class MujocoBatch(PhysicsBatch):
     def step(self, ctrl: torch.Tensor) -> None:
         """One ``rollout`` call: N trajectories of ``substeps`` steps from the current states."""
         self._ctrl[:] = ctrl.detach().to("cpu", torch.float64).numpy()[:, None, :]
-        self._pool.rollout(self._models, self._datas, self._state, self._ctrl,
-                           initial_warmstart=self._warmstart, nstep=self.substeps,
-                           state=self._out_state, sensordata=self._out_sensor, skip_checks=True)
+        self._pool.rollout(
+            self._models,
+            self._datas,
+            self._state,
+            self._ctrl,
+            initial_warmstart=self._warmstart,
+            nstep=self.substeps,
+            state=self._out_state,
+            sensordata=self._out_sensor,
+            skip_checks=True,
+        )
         self._state[:] = self._out_state[:, -1]
         self._sensor[:] = self._out_sensor[:, -1]
 
@@ -146,15 +155,20 @@ class MujocoBatch(PhysicsBatch):
 
     def get_state(self) -> dict[str, torch.Tensor]:
         """Copies of the states ``[N, nstate]``, sensors and the last controls."""
-        return {"physics": self._state_t.clone(), "sensordata": self._sensor_t.clone(),
-                "ctrl": torch.from_numpy(self._ctrl[:, 0].copy())}
+        return {
+            "physics": self._state_t.clone(),
+            "sensordata": self._sensor_t.clone(),
+            "ctrl": torch.from_numpy(self._ctrl[:, 0].copy()),
+        }
 
     def set_state(self, state: dict[str, torch.Tensor]) -> None:
         """Restore :meth:`get_state` (ValueError for another model or N)."""
         physics = state["physics"]
         if tuple(physics.shape) != tuple(self._state.shape):
-            raise ValueError(f"physics state of shape {tuple(physics.shape)}; this batch needs "
-                             f"{tuple(self._state.shape)} (same model and num_envs)")
+            raise ValueError(
+                f"physics state of shape {tuple(physics.shape)}; this batch needs "
+                f"{tuple(self._state.shape)} (same model and num_envs)"
+            )
         self._state[:] = physics.to(torch.float64).numpy()
         self._sensor[:] = state["sensordata"].to(torch.float64).numpy()
         self._ctrl[:] = state["ctrl"].to(torch.float64).numpy()[:, None, :]

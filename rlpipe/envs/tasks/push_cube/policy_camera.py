@@ -77,16 +77,35 @@ class CameraCfg:
     def _check(self) -> None:
         low, high = SIZE_RANGE
         checks = (
-            ("size", self.size, isinstance(self.size, tuple) and len(self.size) == 2
-             and all(_is_int(v) and low <= v <= high for v in self.size),
-             f"[height, width], ints from {low} to {high}"),
-            ("frame_stack", self.frame_stack, _is_int(self.frame_stack) and 1 <= self.frame_stack
-             <= MAX_FRAME_STACK, f"an int from 1 to {MAX_FRAME_STACK}"),
+            (
+                "size",
+                self.size,
+                isinstance(self.size, tuple)
+                and len(self.size) == 2
+                and all(_is_int(v) and low <= v <= high for v in self.size),
+                f"[height, width], ints from {low} to {high}",
+            ),
+            (
+                "frame_stack",
+                self.frame_stack,
+                _is_int(self.frame_stack) and 1 <= self.frame_stack <= MAX_FRAME_STACK,
+                f"an int from 1 to {MAX_FRAME_STACK}",
+            ),
             ("eye", self.eye, _is_point(self.eye), "[x, y, z] in metres"),
-            ("target", self.target, _is_point(self.target) and self.target != self.eye,
-             "[x, y, z] in metres, not the eye"),
-            ("fovy", self.fovy, isinstance(self.fovy, float | int) and not isinstance(self.fovy, bool)
-             and 10 <= self.fovy <= 120, "degrees from 10 to 120"),
+            (
+                "target",
+                self.target,
+                _is_point(self.target) and self.target != self.eye,
+                "[x, y, z] in metres, not the eye",
+            ),
+            (
+                "fovy",
+                self.fovy,
+                isinstance(self.fovy, float | int)
+                and not isinstance(self.fovy, bool)
+                and 10 <= self.fovy <= 120,
+                "degrees from 10 to 120",
+            ),
         )
         for name, value, ok, accepted in checks:
             if not ok:
@@ -99,8 +118,11 @@ def _is_int(value: object) -> bool:
 
 
 def _is_point(value: object) -> bool:
-    return isinstance(value, tuple) and len(value) == 3 and all(
-        isinstance(v, float | int) and not isinstance(v, bool) for v in value)
+    return (
+        isinstance(value, tuple)
+        and len(value) == 3
+        and all(isinstance(v, float | int) and not isinstance(v, bool) for v in value)
+    )
 
 
 def camera_model(timestep: float, cfg: CameraCfg, robot_base_x: float = ROBOT_BASE[0]) -> mujoco.MjModel:
@@ -114,12 +136,23 @@ def camera_model(timestep: float, cfg: CameraCfg, robot_base_x: float = ROBOT_BA
             geom.rgba = CUBE_RGBA
         elif body.startswith(PREFIX):
             geom.rgba = FINGER_RGBA if body.endswith("finger") else ROBOT_RGBA
-    spec.body("goal").add_geom(type=mujoco.mjtGeom.mjGEOM_CYLINDER, rgba=GOAL_RGBA, contype=0,
-                               conaffinity=0, size=[GOAL_RADIUS, GOAL_HALF_HEIGHT, 0])
+    spec.body("goal").add_geom(
+        type=mujoco.mjtGeom.mjGEOM_CYLINDER,
+        rgba=GOAL_RGBA,
+        contype=0,
+        conaffinity=0,
+        size=[GOAL_RADIUS, GOAL_HALF_HEIGHT, 0],
+    )
     for light in list(spec.lights):
         spec.delete(light)
-    spec.worldbody.add_light(pos=[0, 0, 2], dir=[0, 0, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL,
-                             diffuse=[0.45] * 3, specular=[0] * 3, castshadow=False)
+    spec.worldbody.add_light(
+        pos=[0, 0, 2],
+        dir=[0, 0, -1],
+        type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL,
+        diffuse=[0.45] * 3,
+        specular=[0] * 3,
+        castshadow=False,
+    )
     spec.visual.headlight.ambient = [0.35] * 3
     spec.visual.headlight.diffuse = [0.45] * 3
     spec.visual.headlight.specular = [0] * 3
@@ -160,8 +193,12 @@ class PolicyCamera:
         self._camera.fixedcamid = model.camera("policy").id
         self._perturb = mujoco.MjvPerturb()
         self._scene = mujoco.MjvScene(model, maxgeom=model.ngeom + 8)
-        for flag in (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION,
-                     mujoco.mjtRndFlag.mjRND_SKYBOX, mujoco.mjtRndFlag.mjRND_HAZE):
+        for flag in (
+            mujoco.mjtRndFlag.mjRND_SHADOW,
+            mujoco.mjtRndFlag.mjRND_REFLECTION,
+            mujoco.mjtRndFlag.mjRND_SKYBOX,
+            mujoco.mjtRndFlag.mjRND_HAZE,
+        ):
             self._scene.flags[flag] = False
         self._rect = mujoco.MjrRect(0, 0, self.width, self.height)
         self._gl, self._context = _open_gl(model, self.width, self.height)
@@ -180,8 +217,15 @@ class PolicyCamera:
             data.mocap_pos[0] = goal_np[i]
             mujoco.mj_kinematics(model, data)
             mujoco.mj_camlight(model, data)
-            mujoco.mjv_updateScene(model, data, self._option, self._perturb, self._camera,
-                                   mujoco.mjtCatBit.mjCAT_ALL.value, scene)
+            mujoco.mjv_updateScene(
+                model,
+                data,
+                self._option,
+                self._perturb,
+                self._camera,
+                mujoco.mjtCatBit.mjCAT_ALL.value,
+                scene,
+            )
             mujoco.mjr_render(self._rect, scene, context)
             mujoco.mjr_readPixels(frames[i], None, self._rect, context)
         # OpenGL reads rows bottom-up

@@ -22,7 +22,13 @@ import numpy as np
 from rlpipe.envs.tasks.push_cube.assets import panda_spec
 
 __all__ = [
-    "CUBE_HALF_SIZE", "GOAL_RADIUS", "REST_QPOS", "ROBOT_BASE", "SceneIds", "build_model", "scene_ids",
+    "CUBE_HALF_SIZE",
+    "GOAL_RADIUS",
+    "REST_QPOS",
+    "ROBOT_BASE",
+    "SceneIds",
+    "build_model",
+    "scene_ids",
     "scene_spec",
 ]
 
@@ -86,8 +92,13 @@ def scene_spec(timestep: float, visual: bool, robot_base_x: float = ROBOT_BASE[0
     opt.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
     opt.iterations, opt.ls_iterations = 10, 10
     world = scene.worldbody
-    world.add_geom(name="table", type=mujoco.mjtGeom.mjGEOM_BOX, size=TABLE_HALF, pos=TABLE_CENTRE,
-                   rgba=[0.62, 0.5, 0.38, 1])
+    world.add_geom(
+        name="table",
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        size=TABLE_HALF,
+        pos=TABLE_CENTRE,
+        rgba=[0.62, 0.5, 0.38, 1],
+    )
     frame = world.add_frame(pos=[robot_base_x, *ROBOT_BASE[1:]])
     robot = panda_spec()
     for body in robot.bodies:  # the joint controllers balance gravity, as ManiSkill's do
@@ -96,13 +107,26 @@ def scene_spec(timestep: float, visual: bool, robot_base_x: float = ROBOT_BASE[0
     cube = world.add_body(name="cube", pos=[0, 0, CUBE_HALF_SIZE])
     cube.add_freejoint(name="cube")
     # contype 3: touches the table and the fingertip pads (conaffinity 3) and the hand capsule
-    cube.add_geom(name="cube", type=mujoco.mjtGeom.mjGEOM_BOX, size=[CUBE_HALF_SIZE] * 3,
-                  rgba=[0.85, 0.15, 0.1, 1], contype=3, conaffinity=1, condim=3)
+    cube.add_geom(
+        name="cube",
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        size=[CUBE_HALF_SIZE] * 3,
+        rgba=[0.85, 0.15, 0.1, 1],
+        contype=3,
+        conaffinity=1,
+        condim=3,
+    )
     goal = world.add_body(name="goal", mocap=True, pos=[0.2, 0, 1e-3])
     for side in ("left", "right"):
-        scene.add_sensor(name=f"{side}_grasp", type=mujoco.mjtSensor.mjSENS_CONTACT,
-                         objtype=mujoco.mjtObj.mjOBJ_BODY, objname=f"{PREFIX}{side}_finger",
-                         reftype=mujoco.mjtObj.mjOBJ_BODY, refname="cube", intprm=[1, 1, 1])
+        scene.add_sensor(
+            name=f"{side}_grasp",
+            type=mujoco.mjtSensor.mjSENS_CONTACT,
+            objtype=mujoco.mjtObj.mjOBJ_BODY,
+            objname=f"{PREFIX}{side}_finger",
+            reftype=mujoco.mjtObj.mjOBJ_BODY,
+            refname="cube",
+            intprm=[1, 1, 1],
+        )
     if visual:
         _add_visuals(scene, goal)
     else:
@@ -112,19 +136,33 @@ def scene_spec(timestep: float, visual: bool, robot_base_x: float = ROBOT_BASE[0
 
 def _add_visuals(scene: mujoco.MjSpec, goal: mujoco.MjsBody) -> None:
     """Goal target (red/white discs, no collision), a floor, lights and a skybox."""
-    for radius, height, rgba in ((GOAL_RADIUS, 1e-3, [0.9, 0.1, 0.1, 1]),
-                                 (GOAL_RADIUS * 0.8, 1.5e-3, [1, 1, 1, 1]),
-                                 (GOAL_RADIUS * 0.6, 2e-3, [0.9, 0.1, 0.1, 1]),
-                                 (GOAL_RADIUS * 0.4, 2.5e-3, [1, 1, 1, 1]),
-                                 (GOAL_RADIUS * 0.2, 3e-3, [0.9, 0.1, 0.1, 1])):
-        goal.add_geom(type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[radius, height, 0],
-                      rgba=rgba, contype=0, conaffinity=0, group=VISUAL_GROUP)
+    for radius, height, rgba in (
+        (GOAL_RADIUS, 1e-3, [0.9, 0.1, 0.1, 1]),
+        (GOAL_RADIUS * 0.8, 1.5e-3, [1, 1, 1, 1]),
+        (GOAL_RADIUS * 0.6, 2e-3, [0.9, 0.1, 0.1, 1]),
+        (GOAL_RADIUS * 0.4, 2.5e-3, [1, 1, 1, 1]),
+        (GOAL_RADIUS * 0.2, 3e-3, [0.9, 0.1, 0.1, 1]),
+    ):
+        goal.add_geom(
+            type=mujoco.mjtGeom.mjGEOM_CYLINDER,
+            size=[radius, height, 0],
+            rgba=rgba,
+            contype=0,
+            conaffinity=0,
+            group=VISUAL_GROUP,
+        )
     world = scene.worldbody
-    world.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[3, 3, 0.1],
-                   pos=[0, 0, -0.75], rgba=[0.35, 0.4, 0.45, 1], contype=0, conaffinity=0,
-                   group=VISUAL_GROUP)
-    world.add_light(pos=[0, 0, 2.0], dir=[0, 0, -1],
-                    type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
+    world.add_geom(
+        name="floor",
+        type=mujoco.mjtGeom.mjGEOM_PLANE,
+        size=[3, 3, 0.1],
+        pos=[0, 0, -0.75],
+        rgba=[0.35, 0.4, 0.45, 1],
+        contype=0,
+        conaffinity=0,
+        group=VISUAL_GROUP,
+    )
+    world.add_light(pos=[0, 0, 2.0], dir=[0, 0, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
     world.add_light(pos=[1.0, 1.0, 1.5], dir=[-1, -1, -1.5])
     scene.visual.headlight.ambient = [0.35, 0.35, 0.35]
     scene.visual.headlight.diffuse = [0.5, 0.5, 0.5]
@@ -160,6 +198,5 @@ def scene_ids(model: mujoco.MjModel) -> SceneIds:
         gripper_range=(float(gripper.ctrlrange[0]), float(gripper.ctrlrange[1])),
         tcp_site=int(model.site(f"{PREFIX}gripper").id),
         goal_mocap=int(goal_body.mocapid[0]),
-        grasp_sensors=(int(model.sensor("left_grasp").adr[0]),
-                       int(model.sensor("right_grasp").adr[0])),
+        grasp_sensors=(int(model.sensor("left_grasp").adr[0]), int(model.sensor("right_grasp").adr[0])),
     )

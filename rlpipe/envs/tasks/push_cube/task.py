@@ -16,9 +16,18 @@ from rlpipe.envs.tasks.push_cube.kinematics import SiteKinematics, matrix_to_qua
 from rlpipe.envs.tasks.push_cube.scene import CUBE_HALF_SIZE, GOAL_RADIUS
 
 __all__ = [
-    "JOINT_DELTA_SCALE", "EE_DELTA_SCALE", "OBS_DIM", "PRIVILEGED_COLUMNS", "PROPRIO_COLUMNS",
-    "ee_delta_targets", "gripper_target", "joint_delta_targets", "observe", "split_groups",
-    "staged_reward", "success",
+    "JOINT_DELTA_SCALE",
+    "EE_DELTA_SCALE",
+    "OBS_DIM",
+    "PRIVILEGED_COLUMNS",
+    "PROPRIO_COLUMNS",
+    "ee_delta_targets",
+    "gripper_target",
+    "joint_delta_targets",
+    "observe",
+    "split_groups",
+    "staged_reward",
+    "success",
 ]
 
 JOINT_DELTA_SCALE = 0.1
@@ -47,8 +56,12 @@ PRIVILEGED_COLUMNS = (*range(25, 32), *range(35, 41))
 
 
 def sample_start(
-    n: int, template: torch.Tensor, ids: dict[str, torch.Tensor], rest: torch.Tensor,
-    joint_range: torch.Tensor, generator: torch.Generator,
+    n: int,
+    template: torch.Tensor,
+    ids: dict[str, torch.Tensor],
+    rest: torch.Tensor,
+    joint_range: torch.Tensor,
+    generator: torch.Generator,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Draw ``n`` start states: ``qpos [n, nq]`` and the goal ``[n, 3]``.
 
@@ -65,8 +78,9 @@ def sample_start(
     qpos = template.expand(n, -1).clone()
     qpos[:, ids["arm"]] = arm
     qpos[:, ids["fingers"]] = rest[7:]
-    cube = torch.cat((xy, xy.new_full((n, 1), CUBE_HALF_SIZE),
-                      xy.new_tensor([1.0, 0.0, 0.0, 0.0]).expand(n, 4)), dim=-1)
+    cube = torch.cat(
+        (xy, xy.new_full((n, 1), CUBE_HALF_SIZE), xy.new_tensor([1.0, 0.0, 0.0, 0.0]).expand(n, 4)), dim=-1
+    )
     qpos[:, ids["cube"]] = cube
     goal = torch.cat((xy[:, :1] + GOAL_OFFSET, xy[:, 1:], xy.new_full((n, 1), 1e-3)), dim=-1)
     return qpos, goal
@@ -77,16 +91,22 @@ def gripper_target(action: torch.Tensor, low: float, high: float) -> torch.Tenso
     return low + (action[:, -1] + 1) * 0.5 * (high - low)
 
 
-def joint_delta_targets(arm_qpos: torch.Tensor, action: torch.Tensor,
-                        ctrl_range: torch.Tensor) -> torch.Tensor:
+def joint_delta_targets(
+    arm_qpos: torch.Tensor, action: torch.Tensor, ctrl_range: torch.Tensor
+) -> torch.Tensor:
     """``pd_joint_delta_pos``: arm targets ``[N, 7]`` = current joints + 0.1 rad × action."""
     target = arm_qpos + JOINT_DELTA_SCALE * action[:, :7]
     return torch.minimum(torch.maximum(target, ctrl_range[:, 0]), ctrl_range[:, 1])
 
 
-def ee_delta_targets(kin: SiteKinematics, qpos: torch.Tensor, arm: torch.Tensor,
-                     action: torch.Tensor, target_rot: torch.Tensor,
-                     ctrl_range: torch.Tensor) -> torch.Tensor:
+def ee_delta_targets(
+    kin: SiteKinematics,
+    qpos: torch.Tensor,
+    arm: torch.Tensor,
+    action: torch.Tensor,
+    target_rot: torch.Tensor,
+    ctrl_range: torch.Tensor,
+) -> torch.Tensor:
     """``pd_ee_delta_pos``: arm targets ``[N, 7]`` moving the tool by 0.1 m × ``action[:, :3]``.
 
     The tool's orientation is held at ``target_rot [3, 3]``.
@@ -110,9 +130,15 @@ def ee_delta_targets(kin: SiteKinematics, qpos: torch.Tensor, arm: torch.Tensor,
     return q[:, arm]
 
 
-def observe(robot_qpos: torch.Tensor, robot_qvel: torch.Tensor, tcp_pos: torch.Tensor,
-            tcp_rot: torch.Tensor, cube_pose: torch.Tensor, goal: torch.Tensor,
-            rest_rot: torch.Tensor) -> torch.Tensor:
+def observe(
+    robot_qpos: torch.Tensor,
+    robot_qvel: torch.Tensor,
+    tcp_pos: torch.Tensor,
+    tcp_rot: torch.Tensor,
+    cube_pose: torch.Tensor,
+    goal: torch.Tensor,
+    rest_rot: torch.Tensor,
+) -> torch.Tensor:
     """State observation ``[N, 41]`` float32.
 
     Robot qpos ``[N, 9]`` and qvel ``[N, 9]``, tool position + quaternion ``[N, 7]``, cube
@@ -123,8 +149,16 @@ def observe(robot_qpos: torch.Tensor, robot_qvel: torch.Tensor, tcp_pos: torch.T
     """
     cube_pos = cube_pose[:, :3]
     relative = rest_rot.transpose(0, 1) @ tcp_rot
-    parts = (robot_qpos, robot_qvel, tcp_pos, matrix_to_quat(relative), cube_pose, goal,
-             cube_pos - tcp_pos, goal - cube_pos)
+    parts = (
+        robot_qpos,
+        robot_qvel,
+        tcp_pos,
+        matrix_to_quat(relative),
+        cube_pose,
+        goal,
+        cube_pos - tcp_pos,
+        goal - cube_pos,
+    )
     return torch.cat([p.to(torch.float32) for p in parts], dim=-1)
 
 
@@ -134,8 +168,10 @@ def split_groups(obs: torch.Tensor) -> dict[str, torch.Tensor]:
     ``proprio`` = columns :data:`PROPRIO_COLUMNS` in order, ``privileged`` =
     :data:`PRIVILEGED_COLUMNS`: together a permutation of the 41 columns.
     """
-    return {"proprio": torch.cat((obs[:, 0:25], obs[:, 32:35]), dim=-1),
-            "privileged": torch.cat((obs[:, 25:32], obs[:, 35:41]), dim=-1)}
+    return {
+        "proprio": torch.cat((obs[:, 0:25], obs[:, 32:35]), dim=-1),
+        "privileged": torch.cat((obs[:, 25:32], obs[:, 35:41]), dim=-1),
+    }
 
 
 def success(cube_pos: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:
@@ -143,8 +179,9 @@ def success(cube_pos: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:
     return (cube_pos[:, :2] - goal[:, :2]).norm(dim=-1) < GOAL_RADIUS
 
 
-def staged_reward(tcp_pos: torch.Tensor, cube_pos: torch.Tensor, goal: torch.Tensor,
-                  solved: torch.Tensor) -> torch.Tensor:
+def staged_reward(
+    tcp_pos: torch.Tensor, cube_pos: torch.Tensor, goal: torch.Tensor, solved: torch.Tensor
+) -> torch.Tensor:
     """ManiSkill PushCube-v1's normalized dense reward ``[N]`` float32 in [0, 1].
 
     reach = 1 − tanh(5 · |tool − push point|), the push point being 2.5 cm behind the cube;

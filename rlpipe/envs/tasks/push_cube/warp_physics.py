@@ -37,8 +37,9 @@ def import_warp() -> tuple[Any, Any]:
 class WarpBatch(PhysicsBatch):
     """N worlds of ``model`` in MuJoCo Warp on ``device`` (``cpu`` or ``cuda:N``)."""
 
-    def __init__(self, model: mujoco.MjModel, num_envs: int, substeps: int,
-                 device: torch.device | str) -> None:
+    def __init__(
+        self, model: mujoco.MjModel, num_envs: int, substeps: int, device: torch.device | str
+    ) -> None:
         wp, mjw = import_warp()
         self._wp, self._mjw = wp, mjw
         self.model, self.num_envs, self.substeps = model, num_envs, substeps
@@ -47,8 +48,9 @@ class WarpBatch(PhysicsBatch):
         self._wp_device = "cpu" if self.device.type == "cpu" else f"cuda:{self.device.index or 0}"
         with wp.ScopedDevice(self._wp_device):
             self._model = mjw.put_model(model)
-            self._data = mjw.put_data(model, mujoco.MjData(model), nworld=num_envs,
-                                      nconmax=NCONMAX, njmax=NJMAX)
+            self._data = mjw.put_data(
+                model, mujoco.MjData(model), nworld=num_envs, nconmax=NCONMAX, njmax=NJMAX
+            )
         d = self._data
         self._qpos, self._qvel = wp.to_torch(d.qpos), wp.to_torch(d.qvel)
         self._ctrl, self._time = wp.to_torch(d.ctrl), wp.to_torch(d.time)
@@ -106,10 +108,18 @@ class WarpBatch(PhysicsBatch):
         """Restore :meth:`get_state`."""
         for name, tensor in self._fields().items():
             if tuple(state[name].shape) != tuple(tensor.shape):
-                raise ValueError(f"warp state {name} of shape {tuple(state[name].shape)}; "
-                                 f"this batch needs {tuple(tensor.shape)}")
+                raise ValueError(
+                    f"warp state {name} of shape {tuple(state[name].shape)}; "
+                    f"this batch needs {tuple(tensor.shape)}"
+                )
             tensor.copy_(state[name].to(self.device, tensor.dtype))
 
     def _fields(self) -> dict[str, torch.Tensor]:
-        return {"time": self._time, "qpos": self._qpos, "qvel": self._qvel, "ctrl": self._ctrl,
-                "qacc_warmstart": self._warm, "sensordata": self._sensor}
+        return {
+            "time": self._time,
+            "qpos": self._qpos,
+            "qvel": self._qvel,
+            "ctrl": self._ctrl,
+            "qacc_warmstart": self._warm,
+            "sensordata": self._sensor,
+        }
