@@ -77,7 +77,7 @@ def test_the_store_holds_at_most_queue_size_rollouts_and_submit_blocks_before_co
     held: list[int] = []  # rollouts the store holds (queued + being written) at each write
 
     def slow_write(real: Any, *args: object, **kwargs: object) -> None:
-        held.append(store._queue.qsize() + 1)
+        held.append(sum(job is not None for job in list(store._queue.queue)) + 1)  # not close()'s stop mark
         entered.set()
         gate.wait(timeout=30)
         real(*args, **kwargs)
