@@ -95,8 +95,7 @@ class Collector:
         self.num_resets = 0
         self.reset_at_start = False
         """The newest rollout began with a reset of every env (no episode continues into it)."""
-        self.final_obs: TensorDict | None = None
-        """The newest rollout's sparse final observations ``[K]`` (``index``, ``obs``), on the device."""
+        self._sparse_final_obs: TensorDict | None = None
         self._restarted = False
         """The env restarted its episodes on :meth:`load_state_dict`: the next rollout begins afresh."""
 
@@ -160,6 +159,18 @@ class Collector:
         write_obs(obs_at[self.horizon], obs)
         self.obs = obs
 
+    @property
+    def final_obs(self) -> TensorDict:
+        """The newest rollout's sparse final observations ``[K]`` (``index``, ``obs``), on the device.
+
+        Gathered from the step buffer at the rollout's done slots on first use (one host sync), so a
+        run without a store never pays for it.
+        """
+        if self._sparse_final_obs is None:
+            done = self.rollout["done"][:, : self.horizon]
+            self._sparse_final_obs = gather_final_obs(self._final_obs, done)
+        return self._sparse_final_obs
+
     def _step_slots(self) -> dict[str, list[Any]]:
         """:attr:`_slots`, made again only when a buffer is no longer the rollout's (an event replaced it)."""
         buffers = {key: self.rollout.get(key) for key in STEP_KEYS} | {"final_obs": self._final_obs}
@@ -173,7 +184,7 @@ class Collector:
         ro, t = self.rollout, self.horizon
         done = ro["terminated"][:, :t] | ro["truncated"][:, :t]
         ro["done"][:, :t] = done
-        self.final_obs = gather_final_obs(self._final_obs, done)
+        self._sparse_final_obs = None  # gathered when asked for (the store), not on every rollout
         if self.success.seen:
             if SUCCESS not in ro.keys():
                 ro.set(SUCCESS, torch.zeros(ro.batch_size, dtype=torch.bool, device=ro.device))
