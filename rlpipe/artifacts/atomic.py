@@ -31,7 +31,6 @@ __all__ = [
     "atomic_write",
     "atomic_write_json",
     "atomic_write_text",
-    "delete_tree",
     "naming_the_file",
     "publish_file",
     "publish_dir",
@@ -177,11 +176,6 @@ def staged_files(directory: Path, name: str) -> Iterator[Path]:
             os.replace(path, directory / path.name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def delete_tree(path: AnyPath, within: AnyPath | None = None) -> None:
-    """Remove ``path`` (a folder, file or link) so that no reader sees it half-deleted; see :func:`delete`."""
-    delete(path, within)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -4,9 +4,10 @@ A run holds something once a checkpoint or a rollout is in it (:meth:`RunLayout.
 that, its folder carries only what the start wrote (``params.yaml``, ``curve.csv``) and a retry must
 not trip over it. :func:`held_run_dir` takes the run's lock for the body; when the body raises
 (an error, a signal's ``Interrupted``) while the run still holds nothing, a folder the call created
-is renamed to a hidden ``.del`` temporary and deleted under the lock, as :func:`delete_tree` does,
-so no reader sees it half-gone and no other start sees it at all. A folder that was there before is
-left in place: it holds no run either, so a fresh start may write over it.
+is renamed to a hidden ``.del`` temporary and deleted under the lock
+(:func:`~rlpipe.artifacts.removal.delete`), so no reader sees it half-gone and no other start sees
+it. A folder that was there before is left in place: it holds no run either, so a fresh start may
+write over it.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from rlpipe.artifacts.atomic import delete_tree
 from rlpipe.artifacts.fs import is_object
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.lock import RunLock
-from rlpipe.artifacts.removal import clean_temporaries
+from rlpipe.artifacts.removal import clean_temporaries, delete
 
 __all__ = ["held_run_dir"]
 
@@ -38,5 +38,5 @@ def held_run_dir(layout: RunLayout, command: str) -> Iterator[RunLayout]:
         except BaseException:
             if created and not layout.holds_run():
                 with contextlib.suppress(OSError):  # the first failure is the one to report
-                    delete_tree(layout.root)  # the lock file goes with it: it was never a run
+                    delete(layout.root)  # the lock file goes with it: it was never a run
             raise

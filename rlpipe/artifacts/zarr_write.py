@@ -17,10 +17,11 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from rlpipe.artifacts.atomic import delete_tree, publish_dir, temporary_sibling
+from rlpipe.artifacts.atomic import publish_dir, temporary_sibling
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path, is_object
 from rlpipe.artifacts.intake import check_new_store, final_obs_arrays, group_attributes, rollout_arrays
+from rlpipe.artifacts.removal import delete
 from rlpipe.artifacts.zarr_arrays import array_codecs, write_arrays, write_group_async
 from rlpipe.artifacts.zarr_io import Codecs, run_at, sync
 from rlpipe.rollout import DIM_NAMES
@@ -102,7 +103,7 @@ def _write_committed(
 ) -> None:
     """Object store: clear what is at ``path``, write the arrays there, commit (root ``zarr.json``) last."""
     if path.exists():
-        delete_tree(path)  # an uncommitted leftover of a killed writer, or the group ``replace`` swaps
+        delete(path)  # an uncommitted leftover of a killed writer, or the group ``replace`` swaps
     run_at(path, lambda: _write_group(path, arrays, attrs, compressors, chunk_envs))
     faults.point("store.arrays_written")
 

@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rlpipe.artifacts.atomic import delete_tree, publish_dir, temporary_sibling
+from rlpipe.artifacts.atomic import publish_dir, temporary_sibling
 from rlpipe.artifacts.fs import is_object, tree_bytes
+from rlpipe.artifacts.removal import delete
 
 if TYPE_CHECKING:
     from rlpipe.datasets.episodes import DatasetSource, Episode, Selection, Summary
@@ -114,7 +115,7 @@ def export_dataset(
         summary.bytes = tree_bytes(tmp)
         publish_dir(tmp, out)
     except BaseException:
-        delete_tree(tmp)
+        delete(tmp)
         raise
     return summary
 
