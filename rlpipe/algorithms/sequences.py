@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from rlpipe.policies.trainable import TrainablePolicy
 
 __all__ = [
-    "RECURRENT_STATE",
     "START_STATE",
     "SequenceCfg",
     "flatten_transitions",
