@@ -10,7 +10,7 @@ from rlpipe.artifacts.errors import StoreError
 from rlpipe.config import RunConfig
 from rlpipe.config.hashing import refuse_other_training
 
-__all__ = ["ONLINE_ENTRIES", "load_online_checkpoint", "refuse_other_params"]
+__all__ = ["ONLINE_ENTRIES", "load_online_checkpoint"]
 
 ONLINE_ENTRIES = ("policy", "algo", "iteration", "collector", "rng")
 """What a checkpoint of an online run holds (replay and update checkpoints hold weights only)."""
@@ -23,10 +23,5 @@ def load_online_checkpoint(path: Path, cfg: RunConfig | None = None) -> dict[str
     if missing:
         raise StoreError(f"{path}: not an rlpipe training checkpoint (no {missing[0]!r} entry)")
     if cfg is not None:
-        refuse_other_params(path, state, cfg)
+        refuse_other_training(str(path), state, cfg)
     return state
-
-
-def refuse_other_params(path: Path, state: dict[str, Any], cfg: RunConfig) -> None:
-    """``ConfigError`` naming each differing training param (both values) when ``state`` came from others."""
-    refuse_other_training(str(path), state, cfg)
