@@ -110,8 +110,8 @@ def collectives(rank: int, work: Path) -> None:
         {
             "initial": initial,
             "grads": [p.grad.clone() for p in exp.algo.policy.parameters()],
-            "kl_mean": float(exp.algo._global_mean(torch.tensor(float(rank)))),
-            "early_stop": exp.algo._kl_control(torch.tensor(float(rank))),
+            "kl_mean": float(exp.algo.kl_rules.global_mean(torch.tensor(float(rank)))),
+            "early_stop": exp.algo.kl_rules.stop_after(torch.tensor(float(rank))),
             "normalized": ppo_module.global_normalize(x),
             "steps_per_iteration": exp.steps_per_iteration,
             "has_evaluator": exp.evaluator is not None,

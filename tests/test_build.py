@@ -14,6 +14,7 @@ from tensordict import TensorDict
 
 from rlpipe.algorithms import GRPO, PPO, BaseAlgorithm
 from rlpipe.algorithms.base import update_seed
+from rlpipe.algorithms.schedules import Progress
 from rlpipe.build import build_algorithm, learn, learner_state, load_learner_state
 from rlpipe.config import ConfigError
 from rlpipe.rollout import allocate_rollout
@@ -125,7 +126,7 @@ def test_learn_changes_parameters_and_returns_named_metrics(tmp_path: Path) -> N
     assert set(metrics) == {f"update/{name}" for name in expected}
     assert all(math.isfinite(v) for v in metrics.values())
     assert metrics["update/minibatch_steps"] == 2 * 2  # 128 transitions / 64 per minibatch × 2 epochs
-    assert algo.env_steps == N * T  # the schedules' position moved past this rollout
+    assert algo.progress == Progress(0, 4 * N * T)  # the caller's counters: the update never counts
 
 
 def test_learn_is_the_online_iterations_advantage_and_update_bit_for_bit(tmp_path: Path) -> None:

@@ -5,15 +5,14 @@ An algorithm contributes its config class (an ``UpdateCfg``), ``compute_advantag
 sequences for a recurrent policy, :mod:`rlpipe.algorithms.sequences`), and per minibatch
 ``prepare(mb)`` (what spans all its rows, such as advantage normalization; default: nothing) and
 ``minibatch_loss(prepared) -> (total, named stats)``. Everything else — optimizer, grad scaler,
-schedules, the KL rules, the minibatch shuffle and the epochs × minibatches loop
-(:meth:`BaseAlgorithm.update`) — lives here and works the same for every algorithm. The loop also
-owns: one optimizer step per minibatch, or per epoch with ``accumulate_grads``; minibatches larger
-than ``chunk_rows`` run forward and backward in chunks of the prepared minibatch whose row-weighted
-gradients add up (one optimizer step still; only for a ``chunkable`` loss); gradient averaging
-across ranks, clipping, the fp16 grad scaler; the KL rules (adaptive learning rate, target-KL early
-stop) read from the ``approx_kl`` stat; networks an algorithm trains beside the policy
-(:meth:`BaseAlgorithm.train_beside`) on the same minibatches; and distributed ranks with fewer rows
-than others join the other ranks' gradient all-reduce with zero gradients.
+schedules, the minibatch shuffle and the epochs × minibatches loop (:meth:`BaseAlgorithm.update`)
+— lives here and works the same for every algorithm. The loop also owns: one optimizer step per
+minibatch, or per epoch with ``accumulate_grads``; minibatches larger than ``chunk_rows`` run
+forward and backward in chunks of the prepared minibatch whose row-weighted gradients add up (one
+optimizer step still; only for a ``chunkable`` loss); gradient averaging across ranks, clipping,
+the fp16 grad scaler; the KL rules (:mod:`~rlpipe.algorithms.kl_rules`) read from the ``approx_kl``
+stat; networks an algorithm trains beside the policy (:meth:`BaseAlgorithm.train_beside`) on the
+same minibatches; and ranks with fewer rows join the others' gradient all-reduce with zero gradients.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from tensordict import TensorDict
 from rlpipe.algorithms import optim, sequences
 from rlpipe.algorithms.augmentation import shift_images
 from rlpipe.algorithms.finite import GradientCheck
+from rlpipe.algorithms.kl_rules import KLRules
 from rlpipe.algorithms.minibatches import (
     KL_STAT,
     Minibatch,
@@ -39,12 +39,11 @@ from rlpipe.algorithms.minibatches import (
     minibatch_slices,
     take_rows,
 )
-from rlpipe.algorithms.ppo_loss import adaptive_lr, kl_exceeds_target
-from rlpipe.algorithms.schedules import Schedule
-from rlpipe.algorithms.update_cfg import Points, UpdateCfg
+from rlpipe.algorithms.schedules import Progress, Schedule
+from rlpipe.algorithms.update_cfg import UpdateCfg
 from rlpipe.config import AlgorithmCfg, ConfigError
 from rlpipe.rollout import RECURRENT_KEYS
-from rlpipe.runtime.distributed import all_reduce_sum, average_gradients, global_minibatch_count, world_size
+from rlpipe.runtime.distributed import average_gradients, global_minibatch_count
 
 if TYPE_CHECKING:
     from rlpipe.policies.trainable import ActingPolicy, TrainablePolicy
@@ -99,18 +98,15 @@ class BaseAlgorithm(ABC):
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"algorithm.cfg.optimizer_kwargs: {exc}") from None
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.amp == "fp16")
-        self.lr_schedule = Schedule(
-            cfg.lr_schedule_kind, cfg.learning_rate, _points(cfg.lr_schedule), cfg.lr_final
-        )
-        self.ent_coef_schedule = Schedule(
-            cfg.ent_coef_schedule_kind, cfg.ent_coef, _points(cfg.ent_coef_schedule), cfg.ent_coef_final
+        self.kl_rules = KLRules(cfg, self.optimizer, self.device)
+        self.lr_schedule = Schedule.of(cfg.lr_schedule_kind, cfg.learning_rate, cfg.lr_schedule, cfg.lr_final)
+        self.ent_coef_schedule = Schedule.of(
+            cfg.ent_coef_schedule_kind, cfg.ent_coef, cfg.ent_coef_schedule, cfg.ent_coef_final
         )
         self.ent_coef = cfg.ent_coef
         """The entropy coefficient of the next update (the schedule's value)."""
-        self.env_steps = 0
-        """Env steps collected before the rollout of the next update (the schedules' position)."""
-        self.total_env_steps: int | None = None
-        """The run's length in env steps, needed by linear/cosine schedules (see ``set_progress``)."""
+        self.progress = Progress()
+        """Where the run is (the schedules' position): only ``set_progress`` sets it, the update never."""
 
     # ------------------------------------------------------------------ what an algorithm provides
 
@@ -208,7 +204,7 @@ class BaseAlgorithm(ABC):
         so re-updating a stored rollout from the same state reproduces the online update exactly
         (``None``: the generator goes on as it is). The observation statistics merge this rollout's
         ``obs[:, :T]`` after the update, so the update saw the statistics the rollout was collected
-        with. Returns averaged diagnostics.
+        with. The schedules read :attr:`progress` as the caller set it. Returns averaged diagnostics.
         """
         if iteration is not None:
             self.reseed(update_seed(self.seed, iteration))
@@ -219,7 +215,6 @@ class BaseAlgorithm(ABC):
         batch = self.update_batch(rollout)
         tally = self._epochs(batch)
         metrics = self.report(tally, self.diagnostics(rollout, batch))
-        self.env_steps += rollout.batch_size[0] * (rollout.batch_size[1] - 1)
         self.policy.update_normalization(rollout["obs"][:, :-1])
         return metrics
 
@@ -258,7 +253,7 @@ class BaseAlgorithm(ABC):
             slices = itertools.chain(own, itertools.repeat(None))
             for idx in itertools.islice(slices, per_epoch):
                 if idx is None:  # this rank ran out of rows: join the others' collectives only
-                    if self._kl_control(None):
+                    if self.kl_rules.stop_after(None):
                         tally.early_stop_epoch = epoch
                         return tally
                     if not cfg.accumulate_grads:
@@ -273,7 +268,7 @@ class BaseAlgorithm(ABC):
                     total, stats = self.minibatch_loss(mb)
                 stats |= self.train_beside(rows_taken)
                 tally.add(stats, float(rows_taken.batch_size[0]) if weighted else None)
-                if self._kl_control(stats[KL_STAT]):  # an accumulated chunk gradient is never stepped
+                if self.kl_rules.stop_after(stats[KL_STAT]):  # an accumulated chunk gradient is never stepped
                     tally.early_stop_epoch = epoch
                     return tally
                 if total is not None:
@@ -289,7 +284,7 @@ class BaseAlgorithm(ABC):
 
     def augment(self, mb: TensorDict) -> TensorDict:
         """Minibatch ``mb`` with its image groups augmented (``cfg.image_augmentation``), else as it is."""
-        if getattr(self.cfg, "image_augmentation", "none") == "shift":
+        if self.cfg.image_augmentation == "shift":
             return shift_images(mb, self.generator)
         return mb
 
@@ -343,24 +338,27 @@ class BaseAlgorithm(ABC):
         self.generator.manual_seed(seed)
 
     def set_progress(self, env_steps: int, total_env_steps: int) -> None:
-        """Position the schedules: env steps collected before this update's rollout, and the run's total."""
-        self.env_steps, self.total_env_steps = int(env_steps), int(total_env_steps)
+        """Position the schedules at the caller's counters (the trainer's ``RunState`` owns them).
+
+        ``env_steps``: every rank's env steps before the current rollout; ``total_env_steps``: the run's.
+        """
+        self.progress = Progress(int(env_steps), int(total_env_steps))
 
     def apply_schedules(self) -> None:
         """Set the learning rate (unless adaptive) and the entropy coefficient for the next update."""
+        at = self.progress
         if self.cfg.schedule == "fixed":
-            self.set_learning_rate(self.lr_schedule(self.env_steps, self.total_env_steps))
-        self.ent_coef = self.ent_coef_schedule(self.env_steps, self.total_env_steps)
+            self.set_learning_rate(self.lr_schedule(at.env_steps, at.total_env_steps))
+        self.ent_coef = self.ent_coef_schedule(at.env_steps, at.total_env_steps)
 
     @property
     def learning_rate(self) -> float:
         """The optimizer's current learning rate."""
-        return float(self.optimizer.param_groups[0]["lr"])
+        return optim.learning_rate(self.optimizer)
 
     def set_learning_rate(self, lr: float) -> None:
         """Set the learning rate of every parameter group."""
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        optim.set_learning_rate(self.optimizer, lr)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """Autocast of the network forwards under ``amp`` (a null context without it)."""
@@ -368,61 +366,29 @@ class BaseAlgorithm(ABC):
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=optim.AMP_DTYPES[self.cfg.amp])
 
-    def _global_mean(self, t: torch.Tensor, weight: float = 1.0) -> torch.Tensor:
-        """Mean of ``t`` over the ranks (each weighted by ``weight``); identity in a single process.
-
-        The one place KL decisions read their value: a distributed run all-reduces here so every
-        rank stops early and adapts its learning rate identically. A rank without this minibatch
-        passes weight 0.
-        """
-        if world_size() == 1:
-            return t
-        pair = torch.stack([t.detach().float() * weight, torch.tensor(weight, device=t.device)])
-        total = all_reduce_sum(pair)
-        return total[0] / total[1]
-
-    def _kl_control(self, kl: torch.Tensor | None) -> bool:
-        """Adapt the learning rate from this minibatch's KL; true when the update must stop early.
-
-        Reads the KL on the host (one sync per minibatch) only when ``target_kl`` or the adaptive
-        schedule is on. ``kl=None``: this rank has no such minibatch (it still joins the mean).
-        """
-        cfg = self.cfg
-        if not cfg.reads_kl:
-            return False
-        if kl is None:
-            kl_value = float(self._global_mean(torch.zeros((), device=self.device), 0.0))
-        else:
-            kl_value = float(self._global_mean(kl))
-        if cfg.schedule == "adaptive":
-            assert cfg.desired_kl is not None  # guaranteed by UpdateCfg
-            self.set_learning_rate(
-                adaptive_lr(self.learning_rate, kl_value, cfg.desired_kl, cfg.min_lr, cfg.max_lr)
-            )
-        return cfg.target_kl is not None and kl_exceeds_target(kl_value, cfg.target_kl)
-
     # ------------------------------------------------------------------ checkpoints
 
     def state_dict(self) -> dict[str, Any]:
-        """Optimizer, grad scaler, schedule position and values.
+        """Optimizer, grad scaler and the schedules' values.
 
-        The run length is not state: the caller passes it with ``set_progress`` before every
-        update, so a resumed run may extend ``trainer.iterations``.
+        The schedules' position is not state: the run's counters are the trainer's, handed over
+        with ``set_progress`` before every rollout, so a resumed run may also extend ``trainer.iterations``.
         """
         return {
             "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict(),
-            "env_steps": self.env_steps,
             "learning_rate": self.learning_rate,
             "ent_coef": float(self.ent_coef),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore ``state_dict``; a state holding only ``optimizer`` loads too (the rest from the config)."""
+        """Restore ``state_dict``; a state holding only ``optimizer`` loads too (the rest from the config).
+
+        An older state's own ``env_steps`` is ignored: ``set_progress`` positions the schedules.
+        """
         self.optimizer.load_state_dict(state["optimizer"])
         if state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
-        self.env_steps = int(state.get("env_steps", 0))
         if "learning_rate" in state:
             self.set_learning_rate(float(state["learning_rate"]))
         self.ent_coef = float(state.get("ent_coef", self.cfg.ent_coef))
@@ -431,7 +397,3 @@ class BaseAlgorithm(ABC):
 def update_seed(seed: int, iteration: int) -> int:
     """Seed of iteration ``iteration``'s minibatch shuffle: a function of ``(seed, iteration)`` only."""
     return (seed * 1_000_003 + iteration) % 2**63
-
-
-def _points(points: Points | None) -> tuple[tuple[int, float], ...] | None:
-    return None if points is None else tuple((int(s), float(v)) for s, v in points)

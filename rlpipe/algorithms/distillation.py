@@ -148,8 +148,7 @@ class Distillation(BaseAlgorithm):
         """The frozen teacher policy (``attach_teacher``)."""
         self.teacher_record: dict[str, str] = {}
         """``{path, sha256}`` of the teacher's checkpoint."""
-        points = None if cfg.teacher_mix is None else tuple((int(s), float(v)) for s, v in cfg.teacher_mix)
-        self.mix_schedule = Schedule(cfg.teacher_mix_kind, 0.0, points)
+        self.mix_schedule = Schedule.of(cfg.teacher_mix_kind, 0.0, cfg.teacher_mix)
         self._acting: TeacherMix | None = None
 
     @classmethod
@@ -194,8 +193,8 @@ class Distillation(BaseAlgorithm):
         return self.teacher
 
     def teacher_share(self) -> float:
-        """β: the probability that an env executes the teacher's action at ``env_steps``."""
-        return self.mix_schedule(self.env_steps) if self.cfg.teacher_mix is not None else 0.0
+        """β: the probability that an env executes the teacher's action at the run's ``progress``."""
+        return self.mix_schedule(self.progress.env_steps) if self.cfg.teacher_mix is not None else 0.0
 
     # ------------------------------------------------------------------ labels, rows, loss
 

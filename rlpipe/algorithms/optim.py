@@ -1,4 +1,4 @@
-"""Optimizer factory (``optimizer: adam | adamw | sgd | rmsprop`` plus validated kwargs) and AMP checks."""
+"""Optimizer factory (``optimizer: adam | adamw | sgd | rmsprop`` plus validated kwargs), lr, AMP checks."""
 
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ __all__ = [
     "OPTIMIZERS",
     "build_optimizer",
     "check_amp_device",
+    "learning_rate",
     "native_bf16",
     "optimizer_kwarg_names",
     "resolve_amp",
+    "set_learning_rate",
 ]
 
 OptimizerClass: TypeAlias = (
@@ -60,6 +62,17 @@ def build_optimizer(
     if "fused" not in kwargs and "foreach" not in kwargs:
         kwargs["fused" if name in FUSED else "foreach"] = True
     return OPTIMIZERS[name](params, lr=lr, **kwargs)
+
+
+def learning_rate(optimizer: torch.optim.Optimizer) -> float:
+    """The optimizer's current learning rate (every parameter group has the same one)."""
+    return float(optimizer.param_groups[0]["lr"])
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Set the learning rate of every parameter group."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
 
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}

@@ -1,13 +1,15 @@
 """PPO over ``[N, T+1]`` rollouts: ``PPO`` and ``PPOCfg``, with rl8's and rsl_rl's options.
 
-The loss maths lives in ``ppo_loss`` (one pure function per option), reward scaling in
-``normalization``; the optimizer, schedules, KL rules and the epochs × minibatches loop are the
-shared ``BaseAlgorithm.update``. PPO contributes GAE, its update rows (every transition,
-or ``seq_len`` sequences for a recurrent policy), the minibatch preparation (advantage
-normalization) and the clipped-surrogate loss. Two optional parts plug in where they act: RND
-curiosity (``rnd``) adds its intrinsic reward (or, with its own value network, its intrinsic
-advantage) in the advantage stage and trains its networks on each of the update's minibatches
-(``train_beside``); symmetry (``symmetry``) mirrors the rows of the loss and/or adds the mirror loss.
+One minibatch reads in three files: the shared loop (``BaseAlgorithm.update`` in ``base``:
+optimizer, schedules, KL rules, epochs × minibatches), this module (:meth:`PPO.prepare`,
+:meth:`PPO.minibatch_loss` and, at the bottom, the loss maths: one pure function of ``[B]`` tensors
+per option, Schulman et al. 2017, arXiv:1707.06347) and the policy's ``evaluate``. Reward scaling
+is in ``normalization``. PPO contributes GAE, its update rows (every transition, or ``seq_len``
+sequences for a recurrent policy), the minibatch preparation (advantage normalization) and the
+clipped-surrogate loss. Two optional parts plug in where they act: RND curiosity (``rnd``) adds
+its intrinsic reward (or, with its own value network, its intrinsic advantage) in the advantage
+stage and trains its networks on each of the update's minibatches (``train_beside``); symmetry
+(``symmetry``) mirrors the rows of the loss and/or adds the mirror loss.
 """
 
 from __future__ import annotations
@@ -23,15 +25,6 @@ from rlpipe.algorithms.base import BaseAlgorithm, Minibatch
 from rlpipe.algorithms.gae import generalized_advantage_estimate, truncation_bootstrap
 from rlpipe.algorithms.grpo import ACTOR_ONLY_POLICIES
 from rlpipe.algorithms.normalization import RewardNormalizer
-from rlpipe.algorithms.ppo_loss import (
-    approx_kl,
-    clip_fraction,
-    clipped_surrogate,
-    clipped_value_loss,
-    explained_variance,
-    normalize,
-    value_mse,
-)
 from rlpipe.algorithms.registry import register_algo
 from rlpipe.algorithms.rnd import INTRINSIC_RETURN, RND
 from rlpipe.algorithms.symmetry import Symmetry
@@ -42,7 +35,19 @@ from rlpipe.runtime.distributed import global_normalize
 if TYPE_CHECKING:
     from rlpipe.policies.trainable import TrainablePolicy
 
-__all__ = ["PPO", "PPOCfg"]
+__all__ = [
+    "PPO",
+    "PPOCfg",
+    "approx_kl",
+    "clip_fraction",
+    "clipped_surrogate",
+    "clipped_value_loss",
+    "dual_clip",
+    "explained_variance",
+    "normalize",
+    "surrogate",
+    "value_mse",
+]
 
 UPDATE_KEYS = ("obs", "action", "sample_log_prob", "advantage", "return", "value")
 
@@ -115,11 +120,11 @@ class PPO(BaseAlgorithm):
         if self.reward_normalizer is not None:
             reward = self.reward_normalizer(reward, done)
         diagnostics: dict[str, float] = {}
-        rnd = self.rnd
+        rnd, at = self.rnd, self.progress
         two_values = rnd is not None and rnd.cfg.intrinsic_critic
         if rnd is not None and not two_values:
             intrinsic, diagnostics = rnd.intrinsic_reward(
-                rollout, self.seed, self.env_steps, self.total_env_steps
+                rollout, self.seed, at.env_steps, at.total_env_steps
             )
             reward = reward + intrinsic
         value = rollout["value"].float()
@@ -135,7 +140,7 @@ class PPO(BaseAlgorithm):
         outputs = {"advantage": advantage, "return": returns}
         if rnd is not None and two_values:
             intrinsic, outputs[INTRINSIC_RETURN], diagnostics = rnd.intrinsic_advantage(
-                rollout, self.seed, self.env_steps, self.total_env_steps, self.cfg.gae_lambda
+                rollout, self.seed, at.env_steps, at.total_env_steps, self.cfg.gae_lambda
             )
             outputs["advantage"] = rnd.cfg.extrinsic_coef * advantage + intrinsic
         for key, tensor in outputs.items():
@@ -269,3 +274,79 @@ class PPO(BaseAlgorithm):
             self.reward_normalizer.load_state_dict(state["reward_normalizer"])
         if self.rnd is not None and state.get("rnd") is not None:
             self.rnd.load_state_dict(state["rnd"])
+
+
+# ---------------------------------------------------------------------- the loss maths
+# One pure function of flat ``[B]`` tensors per option of ``PPOCfg`` that changes the maths.
+
+
+def surrogate(ratio: torch.Tensor, advantage: torch.Tensor, clip_coef: float) -> torch.Tensor:
+    """Per-sample clipped objective ``[B]``: min(ρA, clip(ρ, 1−ε, 1+ε)A) (to be maximized)."""
+    return torch.min(ratio * advantage, ratio.clamp(1.0 - clip_coef, 1.0 + clip_coef) * advantage)
+
+
+def dual_clip(objective: torch.Tensor, advantage: torch.Tensor, dual_clip_coef: float) -> torch.Tensor:
+    """Bound the objective ``[B]`` below by c·A where A < 0 (Ye et al. 2020, arXiv:1912.09729).
+
+    For a negative advantage the plain clip leaves −ρA unbounded as ρ grows; the dual clip caps
+    that loss at −c·A (c > 1): max(objective, c·A). Samples with A ≥ 0 are unchanged.
+    """
+    return torch.where(advantage < 0, torch.max(objective, dual_clip_coef * advantage), objective)
+
+
+def clipped_surrogate(
+    log_prob: torch.Tensor,
+    old_log_prob: torch.Tensor,
+    advantage: torch.Tensor,
+    clip_coef: float,
+    dual_clip_coef: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(loss, log_ratio)``: −mean of the clipped (optionally dual-clipped) objective, ρ = π/π_old."""
+    log_ratio = log_prob - old_log_prob
+    objective = surrogate(log_ratio.exp(), advantage, clip_coef)
+    if dual_clip_coef is not None:
+        objective = dual_clip(objective, advantage, dual_clip_coef)
+    return -objective.mean(), log_ratio
+
+
+def value_mse(value: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+    """Mean squared error of the critic against the GAE returns."""
+    return (value - returns).pow(2).mean()
+
+
+def clipped_value_loss(
+    value: torch.Tensor, old_value: torch.Tensor, returns: torch.Tensor, clip_coef: float
+) -> torch.Tensor:
+    """PPO2's clipped value loss: mean(max((V − R)², (V_old + clip(V − V_old, ±c) − R)²)).
+
+    ``old_value`` ``[B]`` is the critic's estimate at collection time; the value may move at most
+    ``clip_coef`` from it before the clipped branch stops the gradient (OpenAI baselines, rsl_rl).
+    """
+    clipped = old_value + (value - old_value).clamp(-clip_coef, clip_coef)
+    return torch.max((value - returns).pow(2), (clipped - returns).pow(2)).mean()
+
+
+def approx_kl(log_ratio: torch.Tensor) -> torch.Tensor:
+    """KL(π_old‖π) estimate E[(ρ − 1) − log ρ] (Schulman's k3: unbiased, non-negative)."""
+    return (log_ratio.exp() - 1.0 - log_ratio).mean()
+
+
+def clip_fraction(log_ratio: torch.Tensor, clip_coef: float) -> torch.Tensor:
+    """Share of samples whose ratio left the clip range."""
+    return ((log_ratio.exp() - 1.0).abs() > clip_coef).float().mean()
+
+
+def explained_variance(value: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+    """1 − Var[returns − value] / Var[returns]: 1 is a perfect critic, ≤ 0 no better than a constant."""
+    var = returns.var()
+    return 1.0 - (returns - value).var() / var.clamp_min(1e-8)
+
+
+def normalize(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """Zero mean, unit std (advantage normalization, over a batch or a minibatch).
+
+    A single sample has no spread: it is only centered (to 0), never divided by a NaN std.
+    """
+    if x.numel() < 2:
+        return x - x.mean()
+    return (x - x.mean()) / (x.std() + eps)

@@ -35,7 +35,6 @@ from torch import nn
 
 from rlpipe.algorithms.gae import generalized_advantage_estimate
 from rlpipe.algorithms.normalization import RewardNormalizer, RunningMeanStd
-from rlpipe.algorithms.ppo_loss import value_mse
 from rlpipe.algorithms.schedules import Schedule
 from rlpipe.config import ConfigError
 from rlpipe.config.rnd import RNDCfg
@@ -97,9 +96,9 @@ class RND:
 
     def __init__(self, cfg: RNDCfg, device: torch.device) -> None:
         self.cfg, self.device = cfg, torch.device(device)
-        schedule = cfg.weight_schedule
-        points = None if schedule is None else tuple((int(x), float(y)) for x, y in schedule)
-        self.weight_schedule = Schedule(cfg.weight_schedule_kind, cfg.weight, points, cfg.weight_final)
+        self.weight_schedule = Schedule.of(
+            cfg.weight_schedule_kind, cfg.weight, cfg.weight_schedule, cfg.weight_final
+        )
         normalizers = {"running": RewardNormalizer, "rollout": RolloutRewardNormalizer}
         normalizer = normalizers.get(cfg.reward_normalization)
         self.reward_normalizer = normalizer(cfg.gamma, self.device) if normalizer is not None else None
@@ -249,7 +248,7 @@ class RND:
         losses = {"rnd_loss": self.error(state).mean()}
         nets = [(self.predictor, self.optimizer)]
         if self.critic is not None and self.critic_optimizer is not None and returns is not None:
-            losses["intrinsic_value_loss"] = value_mse(self.value(state), returns)
+            losses["intrinsic_value_loss"] = (self.value(state) - returns).pow(2).mean()  # mean squared error
             nets.append((self.critic, self.critic_optimizer))
         for (net, optimizer), loss in zip(nets, losses.values()):
             optimizer.zero_grad(set_to_none=True)

@@ -9,7 +9,8 @@ Two families, one function each:
 * decays over the whole run from an initial value to a final one: ``linear`` and ``cosine``
   (Loshchilov & Hutter 2016, arXiv:1608.03983), which need the run length in env steps.
 
-:func:`schedule_value` picks one by kind; :class:`Schedule` bundles a kind with its parameters.
+:func:`schedule_value` picks one by kind; :class:`Schedule` bundles a kind with its parameters;
+:class:`Progress` is the position they are read at.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from rlpipe.config.schedules import ScheduleKind, points_error
 
 __all__ = [
     "SCHEDULE_KINDS",
+    "Progress",
     "Schedule",
     "ScheduleKind",
     "cosine_decay",
@@ -110,6 +112,27 @@ class Schedule:
     points: tuple[tuple[int, float], ...] | None = None
     final: float = 0.0
 
+    @classmethod
+    def of(cls, kind: str, initial: float, points: Points | None, final: float = 0.0) -> Schedule:
+        """The schedule of config ``points`` (``[[env_steps, value], ...]``; ``None``: ``initial``)."""
+        steps = None if points is None else tuple((int(s), float(v)) for s, v in points)
+        return cls(kind, initial, steps, final)
+
     def __call__(self, env_steps: int, total_env_steps: int | None = None) -> float:
         """The value at ``env_steps`` of a run of ``total_env_steps`` (``None``: unknown)."""
         return schedule_value(self.kind, self.initial, env_steps, self.points, self.final, total_env_steps)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where the run is, as the algorithm reads it: a copy handed over, never counted by the algorithm.
+
+    ``env_steps``: the env steps every rank collected before the current rollout (the position of
+    the schedules, RND's weight and distillation's teacher mix while it is collected, its
+    advantages computed and its update run); ``total_env_steps``: the run's length (``None``:
+    unknown; linear/cosine schedules need it). The run's counters have one owner, the trainer's
+    ``RunState``; it hands them over with ``BaseAlgorithm.set_progress`` before each rollout.
+    """
+
+    env_steps: int = 0
+    total_env_steps: int | None = None

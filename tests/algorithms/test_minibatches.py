@@ -47,7 +47,7 @@ def count_steps(algo):
 def test_grpo_target_kl_stops_early_and_reports_the_epoch():
     algo = make_grpo(target_kl=1e-9, n_epochs=3, learning_rate=1e-2)
     it = iter([0.0] * 8 + [1.0])  # epoch 1: 8 minibatches under the limit; epoch 2: the first one over
-    algo._global_mean = lambda t: torch.tensor(next(it))
+    algo.kl_rules.global_mean = lambda t: torch.tensor(next(it))
     stats = algo.update(rollout())
     assert stats["early_stop_epoch"] == 2 and stats["minibatch_steps"] == 8 == stats["optimizer_steps"]
 

@@ -5,15 +5,13 @@ import pytest
 import torch
 
 from rlpipe.algorithms import PPO, PPOCfg, build_algo
-from rlpipe.algorithms.ppo_loss import (
-    adaptive_lr,
+from rlpipe.algorithms.ppo import (
     approx_kl,
     clip_fraction,
     clipped_surrogate,
     clipped_value_loss,
     dual_clip,
     explained_variance,
-    kl_exceeds_target,
     normalize,
     surrogate,
     value_mse,
@@ -250,32 +248,6 @@ def test_normalize_by_hand_and_single_sample():
     expected = torch.tensor([-1.5, -0.5, 0.5, 1.5]) / math.sqrt(5 / 3)
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(normalize(torch.tensor([3.0])), torch.tensor([0.0]))  # no NaN
-
-
-@pytest.mark.parametrize(
-    ("kl", "expected"),
-    [
-        (0.05, 1e-3 / 1.5),  # > 2 × desired: divide
-        (0.021, 1e-3 / 1.5),
-        (0.02, 1e-3),  # exactly 2 × desired: unchanged
-        (0.01, 1e-3),  # on target
-        (0.004, 1.5e-3),  # < desired / 2: multiply
-        (0.0, 1e-3),  # rsl_rl leaves the lr alone at KL 0
-    ],
-)
-def test_adaptive_lr_rule(kl, expected):
-    assert adaptive_lr(1e-3, kl, desired_kl=0.01, min_lr=1e-5, max_lr=1e-2) == pytest.approx(expected)
-
-
-def test_adaptive_lr_floor_and_ceiling():
-    assert adaptive_lr(1.2e-5, 1.0, 0.01, 1e-5, 1e-2) == 1e-5
-    assert adaptive_lr(9e-3, 1e-4, 0.01, 1e-5, 1e-2) == 1e-2
-
-
-def test_early_stop_threshold_is_one_and_a_half_target():
-    assert kl_exceeds_target(0.0151, 0.01)
-    assert not kl_exceeds_target(0.015, 0.01)
-    assert not kl_exceeds_target(0.0149, 0.01)
 
 
 @pytest.mark.slow

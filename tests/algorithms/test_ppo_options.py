@@ -8,7 +8,8 @@ import torch
 
 from rlpipe.algorithms import PPO, build_algo
 from rlpipe.algorithms.gae import compute_gae
-from rlpipe.algorithms.ppo_loss import clipped_value_loss, normalize
+from rlpipe.algorithms.ppo import clipped_value_loss, normalize
+from rlpipe.algorithms.schedules import Progress
 from rlpipe.policies import build_policy
 from rlpipe.rollout import allocate_rollout
 
@@ -116,7 +117,7 @@ def test_dual_clip_changes_the_loss_only_for_negative_advantages():
 def scripted_kl(algo, values):
     """Make the KL hook return ``values`` in turn (the decisions must read the KL through it)."""
     it = iter(values)
-    algo._global_mean = lambda t: torch.tensor(next(it))
+    algo.kl_rules.global_mean = lambda t: torch.tensor(next(it))
 
 
 def test_target_kl_stops_before_the_first_minibatch_over_the_limit():
@@ -273,11 +274,14 @@ def test_the_entropy_schedule_value_is_the_one_in_the_loss():
     torch.testing.assert_close(without - with_bonus, stats["entropy"])
 
 
-def test_schedules_advance_by_themselves_without_set_progress():
+def test_the_schedules_position_is_the_callers_the_update_never_counts():
     algo = make_ppo(lr_schedule=[[0, 1e-3], [32, 1e-4]])
     assert algo.update(random_rollout())["learning_rate"] == 1e-3  # position 0
-    assert algo.env_steps == N * T
+    assert algo.progress == Progress(0, None)  # N·T env steps later: still where the caller put it
+    assert algo.update(random_rollout())["learning_rate"] == 1e-3
+    algo.set_progress(N * T, 2 * N * T)
     assert algo.update(random_rollout())["learning_rate"] == 1e-4  # position 32
+    assert algo.progress == Progress(N * T, 2 * N * T)
 
 
 def test_linear_schedule_without_the_run_length_says_how_to_fix_it():
@@ -296,7 +300,7 @@ def test_schedule_position_and_values_round_trip_through_state_dict():
     algo.set_progress(64, 128)
     algo.update(random_rollout())
     state = algo.state_dict()
-    assert state["env_steps"] == 96 and "total_env_steps" not in state  # the run length is config
+    assert "env_steps" not in state and "total_env_steps" not in state  # the run's counters are the trainer's
     assert state["learning_rate"] == pytest.approx(5e-4) and state["ent_coef"] == 0.05
     buffer = __import__("io").BytesIO()
     torch.save(state, buffer)
@@ -309,11 +313,11 @@ def test_schedule_position_and_values_round_trip_through_state_dict():
         normalize_rewards=True,
     )
     fresh.load_state_dict(loaded)
-    assert fresh.env_steps == 96
-    fresh.set_progress(96, 128)  # what the pipeline does before every update
+    fresh.set_progress(96, 128)  # what the pipeline does before every rollout
     assert fresh.learning_rate == pytest.approx(5e-4) and fresh.ent_coef == 0.05
     assert fresh.reward_normalizer.stats.count.item() == algo.reward_normalizer.stats.count.item() == N * T
     fresh.policy.load_state_dict(algo.policy.state_dict())
+    algo.set_progress(96, 128)  # the trainer's counters, handed to the running algorithm too
     for one in (algo, fresh):
         one.reseed(3)
     torch.testing.assert_close(fresh.update(random_rollout(seed=1)), algo.update(random_rollout(seed=1)))
@@ -322,7 +326,17 @@ def test_schedule_position_and_values_round_trip_through_state_dict():
 def test_old_checkpoints_with_only_the_optimizer_still_load():
     algo = make_ppo()
     algo.load_state_dict({"optimizer": make_ppo().optimizer.state_dict()})
-    assert algo.env_steps == 0 and algo.learning_rate == algo.cfg.learning_rate
+    assert algo.progress == Progress() and algo.learning_rate == algo.cfg.learning_rate
+
+
+def test_an_old_state_with_the_algorithms_own_env_steps_loads_and_the_caller_positions_it():
+    algo = make_ppo(lr_schedule=[[0, 1e-3], [96, 1e-4]])
+    old = algo.state_dict() | {"env_steps": 96}  # what checkpoints held before the trainer owned it
+    fresh = make_ppo(lr_schedule=[[0, 1e-3], [96, 1e-4]])
+    fresh.load_state_dict(old)
+    assert fresh.progress == Progress()  # the stored counter is not a second owner
+    fresh.set_progress(96, 128)
+    assert fresh.update(random_rollout())["learning_rate"] == 1e-4
 
 
 # --- reward normalization ---------------------------------------------------------------------
