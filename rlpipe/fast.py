@@ -166,7 +166,8 @@ def write_zarr_store(
     * ``zarr.json`` of the group (``attributes``) and of every intermediate group of a nested key;
     * per array a ``zarr.json``, ``array_metadata(shape, dtype, chunks, dimension names)``: made by
       zarr itself, in memory, by the caller (:func:`rlpipe.artifacts.zarr_arrays.array_metadata`, so
-      zarr is imported only by ``artifacts``), and one file per chunk, ``c/<i>/0/…``, holding the chunk's raw
+      zarr is imported only by ``artifacts``), and one file per chunk in the array's folder,
+      ``c.<i>.0…`` (the ``.`` chunk-key separator that metadata declares), holding the chunk's raw
       little-endian bytes followed by their CRC32C, written copy-free (:func:`write_chunk`); the
       edge chunk is padded to the full chunk shape with the fill value (zero / ``False``), as zarr
       pads it.
@@ -217,9 +218,7 @@ def _write_zarr_array(
         block = little[i * rows : (i + 1) * rows]  # rows of a C-contiguous array: a view, no copy
         if block.shape[0] < rows:  # the edge chunk, padded with the fill value (zero / False): the one copy
             block = np.concatenate([block, np.zeros((rows - block.shape[0], *rest), block.dtype)])
-        chunk = os.path.join(folder, "c", str(i), *tail)
-        os.makedirs(os.path.dirname(chunk), exist_ok=True)
-        write_chunk(chunk, block)
+        write_chunk(os.path.join(folder, ".".join(("c", str(i), *tail))), block)
 
 
 def write_chunk(path: str, block: np.ndarray) -> None:

@@ -117,7 +117,7 @@ def test_write_rollout_without_codec_reads_back_and_detects_damage(tmp_path, fas
     back, attrs = zarr_read.read_rollout(tmp_path / "iter-000001.zarr")
     assert attrs["iteration"] == 1 and attrs["schema_version"] == 1
     assert all(torch.equal(back.get(k), v) for k, v in rollout.items(include_nested=True, leaves_only=True))
-    chunk = tmp_path / "iter-000001.zarr" / "reward" / "c" / "0" / "0"
+    chunk = tmp_path / "iter-000001.zarr" / "reward" / "c.0.0"
     data = bytearray(chunk.read_bytes())
     data[3] ^= 0x40
     chunk.write_bytes(bytes(data))

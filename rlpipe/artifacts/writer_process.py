@@ -229,8 +229,11 @@ def _die_with_parent(parent: int) -> None:
 
 def main(argv: list[str]) -> None:
     """``python -m rlpipe.artifacts.writer_process FD PARENT_PID``: serve on socket ``FD``."""
+    from rlpipe.runtime.threads import yield_to_training
+
     fd, parent = int(argv[0]), int(argv[1])
     _die_with_parent(parent)
+    yield_to_training()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the trainer, which then stops this
     conn = Connection(fd)
     try:

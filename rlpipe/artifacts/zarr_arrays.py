@@ -32,7 +32,15 @@ from rlpipe.artifacts.fs import AnyPath, is_object, zarr_store
 from rlpipe.artifacts.zarr_io import Codecs, compressors, sync
 from rlpipe.testing import faults
 
-__all__ = ["SPARSE_DIMS", "array_codecs", "array_dims", "array_metadata", "write_arrays", "write_group_async"]
+__all__ = [
+    "CHUNK_KEY_ENCODING",
+    "SPARSE_DIMS",
+    "array_codecs",
+    "array_dims",
+    "array_metadata",
+    "write_arrays",
+    "write_group_async",
+]
 
 FINAL_OBS = "final_obs"
 """The sparse group of a store (``rlpipe.rollout.FINAL_OBS``, named here: this module imports no torch)."""
@@ -91,6 +99,7 @@ def array_metadata(
         compressors=(Crc32cCodec(),),
         filters=None,
         dimension_names=dimension_names,
+        chunk_key_encoding=CHUNK_KEY_ENCODING,
         config={"write_empty_chunks": True},
         zarr_format=3,
     )
@@ -115,6 +124,14 @@ def _is_image(name: str, array: np.ndarray) -> bool:
         return array.dtype == np.uint8 and array.ndim == 4
     return name.startswith("obs/") and array.dtype == np.uint8 and array.ndim == 5
 
+
+CHUNK_KEY_ENCODING = {"name": "default", "separator": "."}
+"""Chunk files named ``c.<i>.0…`` inside the array's folder: one folder per array, none per chunk index.
+
+Zarr's default (``/``) nests a folder per index; on file systems where creating a folder is costly
+that is most of a small rollout's write. Readers follow each array's ``zarr.json``, so stores
+written with either separator read alike.
+"""
 
 SPARSE_DIMS = ("done",)
 """The dimension name of the sparse arrays' first dim (one row per done slot)."""
@@ -210,5 +227,6 @@ async def _write_array(
         compressors=compressors,
         filters=None,
         dimension_names=(*named, *(f"feat{i}" for i in range(data.ndim - len(named)))),
+        chunk_key_encoding=CHUNK_KEY_ENCODING,
         config={"write_empty_chunks": True},  # every chunk has a file: a missing one is damage
     )

@@ -19,6 +19,10 @@ starts, or torch threads × processes of this run exceed the cores.
 
 The count depends on the config only (never on the load), so a resumed or replayed run computes
 with the same thread count as the original.
+
+rlpipe's helper processes (the store's writer, the MLflow process) call :func:`yield_to_training`
+first: they run at a lower scheduling priority, on the cycles training leaves, so on a machine with
+fewer free cores than busy processes the training loop is the one that keeps its core.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTO",
+    "HELPER_NICENESS",
     "LOAD_WARNING_ENV",
     "PARALLEL_MACS",
     "auto_threads",
@@ -43,6 +48,7 @@ __all__ = [
     "oversubscription",
     "resolve_threads",
     "thread_reason",
+    "yield_to_training",
 ]
 
 AUTO = "auto"
@@ -184,3 +190,19 @@ def configure_threads(
         _warned = True
         print(message, file=sys.stderr, flush=True)
     return threads
+
+
+HELPER_NICENESS = 10
+"""How much lower than the training process a helper process is scheduled (``nice`` increment)."""
+
+
+def yield_to_training() -> None:
+    """Lower this (helper) process's scheduling priority by :data:`HELPER_NICENESS`, where the OS allows.
+
+    Priority, not a limit: an idle core still runs the helper at full speed, and a training loop
+    waiting on the helper (a full store queue) leaves it the core.
+    """
+    try:
+        os.nice(HELPER_NICENESS)
+    except (OSError, AttributeError):  # no os.nice (Windows), or not permitted
+        pass

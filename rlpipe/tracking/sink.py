@@ -39,6 +39,7 @@ from pathlib import Path  # noqa: E402
 from typing import IO, TYPE_CHECKING, Any  # noqa: E402
 
 from rlpipe import fast  # noqa: E402
+from rlpipe.runtime.threads import yield_to_training  # noqa: E402
 
 if TYPE_CHECKING:
     from rlpipe.tracking.mlflow_runs import MlflowRun
@@ -181,6 +182,7 @@ def serve(lines: IO[str], out: IO[str]) -> str:
 
 def main() -> None:
     """Entry point of the tracking process: protocol on stdin/stdout, stray output to stderr."""
+    yield_to_training()  # before MLflow's import: its cost comes from cycles training leaves idle
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a library's print must not corrupt replies
     try:

@@ -176,3 +176,21 @@ def test_close_ends_the_writer_process_cleanly_after_its_writes(tmp_path):
     store.close()
     assert handle.returncode == 0
     assert_same(read_rollout(tmp_path / "iter-000001.zarr")[0], make_rollout())
+
+
+def test_the_writer_process_runs_below_the_training_process_priority(tmp_path):
+    """On a machine with fewer free cores than busy processes, training keeps its core."""
+    import os
+
+    from rlpipe.runtime.threads import HELPER_NICENESS
+
+    store = RolloutStore(tmp_path, StoreCfg(writer="process"))
+    store.submit(make_rollout(), {"iteration": 1})
+    store.flush()
+    handle = store._process._process
+    assert handle is not None
+    try:
+        ours = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, handle.pid) == min(ours + HELPER_NICENESS, 19)
+    finally:
+        store.close()

@@ -26,7 +26,7 @@ def test_a_damaged_chunk_is_a_checksum_error_naming_store_and_key(
 ) -> None:
     path = tmp_path / "iter-000001.zarr"
     write_rollout(path, make_rollout(), {"iteration": 1}, codec=codec)
-    chunk = path / "reward" / "c" / "0" / "0"
+    chunk = path / "reward" / "c.0.0"
     data = bytearray(chunk.read_bytes())
     if damage == "flip":
         data[len(data) // 3] ^= 0x10
@@ -36,7 +36,7 @@ def test_a_damaged_chunk_is_a_checksum_error_naming_store_and_key(
     with pytest.raises(
         ChunkChecksumError,
         match=rf"^{path}: key 'reward': checksum mismatch in chunk "
-        r"reward/c/0/0 \(the store is damaged\)$",
+        r"reward/c\.0\.0 \(the store is damaged\)$",
     ):
         read_rollout(path)
 
@@ -147,11 +147,11 @@ def test_other_schema_version(tmp_path: Path) -> None:
 def test_truncated_chunk_names_the_file(tmp_path: Path, codec: str, cut: float) -> None:
     path = tmp_path / "iter-000001.zarr"
     write_rollout(path, make_rollout(n=8), {"iteration": 1}, codec=codec, chunk_envs=4)
-    chunk = path / "obs" / "c" / "1" / "0" / "0"
+    chunk = path / "obs" / "c.1.0.0"
     chunk.write_bytes(chunk.read_bytes()[: int(chunk.stat().st_size * cut)])
     named = (
-        r"iter-000001\.zarr(/obs/c/1/0/0: truncated or unreadable|: key 'obs': checksum mismatch "
-        r"in chunk obs/c/1/0/0)"
+        r"iter-000001\.zarr(/obs/c\.1\.0\.0: truncated or unreadable|: key 'obs': checksum mismatch "
+        r"in chunk obs/c\.1\.0\.0)"
     )
     with pytest.raises(StoreError, match=named):
         read_rollout(path)
@@ -162,8 +162,8 @@ def test_truncated_chunk_names_the_file(tmp_path: Path, codec: str, cut: float) 
 def test_deleted_chunk_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "iter-000001.zarr"
     write_rollout(path, make_rollout(n=8), {"iteration": 1}, chunk_envs=4)
-    (path / "done" / "c" / "0" / "0").unlink()  # all-False chunk: zarr would read fill values
-    with pytest.raises(StoreError, match=r"iter-000001\.zarr/done/c/0/0: chunk file missing"):
+    (path / "done" / "c.0.0").unlink()  # all-False chunk: zarr would read fill values
+    with pytest.raises(StoreError, match=r"iter-000001\.zarr/done/c\.0\.0: chunk file missing"):
         read_rollout(path)
 
 
@@ -203,3 +203,39 @@ def test_describe_counts_small_integer_actions(tmp_path: Path) -> None:
     counts = torch.bincount(rollout["action"][:, :-1].flatten())
     assert stats["counts"] == {i: int(c) for i, c in enumerate(counts) if c}
     assert describe_rollout(path)["keys"]["action"]["codec"] == "none"
+
+
+# ------------------------------------------------------------------------------- chunk keys
+
+
+def _nest_chunk_keys(store: Path) -> int:
+    """Lay ``store`` out as zarr's default ``/`` chunk-key separator does (``c/0/0``); the arrays changed."""
+    changed = 0
+    for meta_file in store.rglob("zarr.json"):
+        meta = json.loads(meta_file.read_text())
+        if meta["node_type"] != "array":
+            continue
+        meta["chunk_key_encoding"]["configuration"]["separator"] = "/"
+        meta_file.write_text(json.dumps(meta, indent=2))
+        for chunk in meta_file.parent.glob("c.*"):
+            nested = chunk.parent.joinpath(*chunk.name.split("."))
+            nested.parent.mkdir(parents=True, exist_ok=True)
+            chunk.rename(nested)
+        changed += 1
+    return changed
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_stores_with_nested_chunk_keys_read_as_before(tmp_path: Path, codec: str) -> None:
+    path = tmp_path / "iter-000001.zarr"
+    rollout = make_rollout()
+    write_rollout(path, rollout, {"iteration": 1}, codec=codec)
+    written, attrs = read_rollout(path)
+    assert sorted(p.name for p in (path / "obs").iterdir()) == ["c.0.0.0", "zarr.json"]  # no folder per index
+    assert _nest_chunk_keys(path) >= 8
+    assert (path / "obs" / "c" / "0" / "0" / "0").is_file()
+    nested, nested_attrs = read_rollout(path)
+    assert nested_attrs == attrs
+    assert set(nested.keys(True, True)) == set(written.keys(True, True))
+    for key in written.keys(True, True):
+        assert torch.equal(nested[key], written[key]), key

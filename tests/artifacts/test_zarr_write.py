@@ -50,7 +50,7 @@ def test_arrays_chunked_along_envs_only_with_dim_names(tmp_path: Path) -> None:
     assert group["obs"].compressors[0].cname.value == "lz4"
     assert group.metadata.consolidated_metadata is None
     assert "consolidated_metadata" not in json.loads((path / "zarr.json").read_text())
-    assert sorted(p.name for p in (path / "obs" / "c").iterdir()) == ["0", "1", "2"]
+    assert sorted(p.name for p in (path / "obs").glob("c.*")) == ["c.0.0.0", "c.1.0.0", "c.2.0.0"]
 
 
 def test_default_chunk_covers_all_envs_and_codec_none(tmp_path: Path) -> None:
@@ -59,7 +59,7 @@ def test_default_chunk_covers_all_envs_and_codec_none(tmp_path: Path) -> None:
     group = zarr.open_group(path, mode="r")
     assert group["obs"].chunks == (N, T + 1, 4)
     assert [type(c).__name__ for c in group["obs"].compressors] == ["Crc32cCodec"]
-    assert (path / "obs" / "c" / "0" / "0" / "0").stat().st_size == N * (T + 1) * 4 * 4 + 4  # raw + CRC
+    assert (path / "obs" / "c.0.0.0").stat().st_size == N * (T + 1) * 4 * 4 + 4  # raw + CRC
 
 
 def test_unknown_codec_and_bad_attrs_are_store_errors(tmp_path: Path) -> None:

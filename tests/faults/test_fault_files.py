@@ -88,9 +88,9 @@ def test_zeroed_latest_pointer_names_itself_and_falls_back(tmp_path, reference):
 def test_zeroed_rollout_chunk_is_refused_naming_store_and_key(tmp_path, reference):
     root = copy_run(reference, tmp_path)
     store = root / "rollouts" / "iter-000002.zarr"
-    chunk = store / "reward" / "c" / "0" / "0"
+    chunk = store / "reward" / "c.0.0"
     chunk.write_bytes(bytes(chunk.stat().st_size))
-    expected = f"Error: {store}: key 'reward': checksum mismatch in chunk reward/c/0/0 (the store is damaged)"
+    expected = f"Error: {store}: key 'reward': checksum mismatch in chunk reward/c.0.0 (the store is damaged)"
     replay = rlpipe("replay", str(root), "--iterations", "2", "--out", str(tmp_path / "re"))
     assert replay.returncode == 3 and error_line(replay) == expected
     inspect = rlpipe("inspect", str(store))

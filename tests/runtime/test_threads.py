@@ -112,3 +112,17 @@ def test_the_reason_names_the_setting_or_the_rules_input():
     assert small == "auto: 2.28 M forward MACs < 33.6 M"
     big = threads.thread_reason("auto", 10**6, [(512, 512)] * 40)
     assert big.startswith("auto: 10.5 T forward MACs ≥ ")
+
+
+def test_yield_to_training_lowers_only_the_calling_process():
+    import os
+    import subprocess
+    import sys
+
+    from rlpipe.runtime.threads import HELPER_NICENESS
+
+    code = "import os; from rlpipe.runtime import threads; threads.yield_to_training(); print(os.nice(0))"
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    ours = os.nice(0)
+    assert int(child.stdout) == min(ours + HELPER_NICENESS, 19)
+    assert os.nice(0) == ours

@@ -370,3 +370,17 @@ def test_processes_creating_one_sqlite_store_at_once_all_succeed(tmp_path):
     runs = search_runs(uri, ("concurrent",))
     assert sorted(r.run_id for r in runs) == sorted(run_ids)
     assert all(r.status == "FINISHED" and r.metrics == {"m": 1.0} for r in runs)
+
+
+def test_the_tracking_process_runs_below_the_training_process_priority(store):
+    """MLflow's import and writes take the cycles training leaves, not training's core."""
+    from rlpipe.runtime.threads import HELPER_NICENESS
+    from rlpipe.tracking.background import BackgroundRun
+
+    run = BackgroundRun.start(store, "priority", {}, {}, run_name="priority")
+    try:
+        assert run.run_id is not None  # the process is past its start-up: the run is open
+        ours = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, run._proc.pid) == min(ours + HELPER_NICENESS, 19)
+    finally:
+        assert run.end() == "FINISHED"

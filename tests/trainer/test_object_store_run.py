@@ -48,7 +48,7 @@ def test_run_resume_replay_and_inspect_on_s3(s3_server, s3_bucket):
         "checkpoints/ckpt-000002.pt",
         "checkpoints/latest",
         "rollouts/iter-000001.zarr/zarr.json",
-        "rollouts/iter-000002.zarr/obs/c/0/0/0",
+        "rollouts/iter-000002.zarr/obs/c.0.0.0",
     ):
         assert f"runs/cartpole_ppo/{name}" in files, name
     assert "runs/cartpole_ppo/.lock" not in files  # released at the end
