@@ -8,7 +8,7 @@ import torch
 from tensordict import TensorDict
 
 from rlpipe.envs import BatchedEnv
-from rlpipe.episode_tally import RolloutEpisodes
+from rlpipe.episode_tally import EpisodeTally
 from rlpipe.policies import Policy
 from rlpipe.rollout import (
     ACTION_MEAN,
@@ -88,7 +88,7 @@ class Collector:
         self._slotted: dict[str, Any] = {}
         self._slots: dict[str, list[Any]] = {}
         """Per-step views ``[N, ...]`` of the rollout's buffers and of the final observations."""
-        self.episodes = RolloutEpisodes(n, horizon, dev)
+        self.episodes = EpisodeTally(n, horizon, dev)
         self.success, self.episode_return = self.episodes.success, self.episodes.episode_return
         self.episode_length = self.episodes.episode_length
         self.obs: torch.Tensor | TensorDict | None = None

@@ -1,14 +1,21 @@
-"""The episode tally: running returns, lengths and success of N envs, worked out a block of steps at a time.
+"""The episode tally: running returns, lengths and success of N envs, folded a block of steps at a time.
 
-Step loops only add the step's rewards and flags; which episode ended where, and its length, is worked
-out once per block, vectorised (:func:`latest_done`), and success through one :class:`SuccessTracker`.
+One :class:`EpisodeTally` serves the collector and evaluation. Their step loops only record each
+step's rewards and done flags (the collector in its rollout, evaluation in a block of
+:data:`SYNC_EVERY` steps); :meth:`EpisodeTally.fold` then works out every step's episode return
+and length for the whole block at once (:func:`episode_sums`: a dozen vectorised ops per block
+instead of several per step, nothing synced), and success goes through one :class:`SuccessTracker`.
+What each side keeps of the episodes that ended is all that differs: the collector a window of
+the latest ones (:meth:`EpisodeTally.stats`, behind ``train/episode_return_mean``,
+``train/episode_length_mean`` and ``train/success_rate``), evaluation the first ``k`` of each env
+(:class:`FirstEpisodes`, behind ``eval/return_mean`` and the other ``eval/…`` figures).
 
-* :class:`RolloutEpisodes` (the collector) folds a whole rollout ``[N, T]`` at once
-  (:func:`episode_sums`, float64 sums: nothing per step) and keeps the running sums across rollouts
-  and the window of finished episodes behind ``train/episode_return_mean``,
-  ``train/episode_length_mean`` and ``train/success_rate``.
-* :class:`EpisodeTally` (evaluation) keeps the first ``k`` episodes of each env, its returns
-  accumulated step by step in float32 (the same bits as a plain per-step tally).
+Precision, the same on both sides: within a block, returns are summed in float64 and each step's
+return is rounded to float32 once; the running return carried from block to block is float32, the
+dtype the collector checkpoints, so a resumed run continues from the very bits it saved. An
+episode's return is therefore rounded once per block it spans, not once per step as a float32
+running sum would be: closer to the exact sum, and the same bits wherever every partial sum is
+exact in float32 (integer rewards such as CartPole's, the golden run's).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ __all__ = [
     "EPISODE_WINDOW",
     "SYNC_EVERY",
     "EpisodeTally",
-    "RolloutEpisodes",
+    "FirstEpisodes",
     "SuccessTracker",
     "episode_sums",
     "latest_done",
@@ -116,37 +123,46 @@ class SuccessTracker:
             self.seen = bool(state["seen"])
 
 
-class RolloutEpisodes:
-    """The episodes of N envs across rollouts: running return and length ``[N]``, the finished ones' window.
+class EpisodeTally:
+    """The episodes of N envs across blocks of steps: running return and length ``[N]``, success, a window.
 
-    :meth:`fold` takes one rollout's rewards and done flags ``[N, T]`` and returns the
-    ``train/…`` statistics of the window of the last :data:`EPISODE_WINDOW` finished episodes.
+    :meth:`fold` takes one block's rewards and done flags ``[N, n]`` (n ≤ ``horizon``: the
+    collector's rollout, evaluation's block of steps) and leaves each step's episode return and
+    length so far in :attr:`return_at` and :attr:`length_at`; step loops fold success in through
+    :attr:`success`. :meth:`stats` adds the episodes that ended to the window of the last
+    ``window`` ones (:data:`EPISODE_WINDOW` for the collector).
     """
 
-    def __init__(self, num_envs: int, horizon: int, device: torch.device) -> None:
+    def __init__(
+        self, num_envs: int, horizon: int, device: torch.device, window: int = EPISODE_WINDOW
+    ) -> None:
         self.episode_return = torch.zeros(num_envs, device=device)
-        """``[N]``: return so far of each env's running episode."""
+        """``[N]``: return so far of each env's running episode (float32: the checkpointed bits)."""
         self.episode_length = torch.zeros(num_envs, dtype=torch.int64, device=device)
         """``[N]``: its length so far."""
-        self.success = SuccessTracker(num_envs, horizon, device, EPISODE_WINDOW)
-        self.recent_returns: deque[float] = deque(maxlen=EPISODE_WINDOW)
-        self.recent_lengths: deque[int] = deque(maxlen=EPISODE_WINDOW)
-        self._return_at = torch.zeros(num_envs, horizon, device=device)
-        self._length_at = torch.zeros(num_envs, horizon, dtype=torch.int64, device=device)
+        self.success = SuccessTracker(num_envs, horizon, device, window)
+        self.recent_returns: deque[float] = deque(maxlen=window)
+        self.recent_lengths: deque[int] = deque(maxlen=window)
+        self.return_at = torch.zeros(num_envs, horizon, device=device)
+        """``[N, horizon]``: after a fold of n steps, its first n columns hold each step's episode return."""
+        self.length_at = torch.zeros(num_envs, horizon, dtype=torch.int64, device=device)
+        """``[N, horizon]``: the same for episode lengths."""
 
     def fold(self, reward: torch.Tensor, done: torch.Tensor) -> None:
-        """Fold one rollout in (``reward``, ``done`` ``[N, T]``), all T steps at once; nothing syncs."""
+        """Fold one block in (``reward``, ``done`` ``[N, n]``), all n steps at once; nothing syncs."""
+        n = reward.shape[1]
         return_at, length_at = episode_sums(reward, done, self.episode_return, self.episode_length)
-        self._return_at.copy_(return_at)
-        self._length_at.copy_(length_at)
+        self.return_at[:, :n].copy_(return_at)
+        self.length_at[:, :n].copy_(length_at)
         self.episode_return.copy_(return_at[:, -1].masked_fill(done[:, -1], 0.0))
         self.episode_length.copy_(length_at[:, -1].masked_fill(done[:, -1], 0))
 
     def stats(self, finished: torch.Tensor) -> dict[str, float]:
-        """The window's statistics once the folded rollout's ``finished`` ``[N, T]`` episodes joined it."""
-        returns = self._return_at[finished].tolist()
+        """The window's statistics once the folded block's ``finished`` ``[N, n]`` episodes joined it."""
+        n = finished.shape[1]
+        returns = self.return_at[:, :n][finished].tolist()
         self.recent_returns.extend(returns)
-        self.recent_lengths.extend(self._length_at[finished].tolist())
+        self.recent_lengths.extend(self.length_at[:, :n][finished].tolist())
         stats = {"collect/episodes": float(len(returns))}
         if self.recent_returns:
             stats["train/episode_return_mean"] = sum(self.recent_returns) / len(self.recent_returns)
@@ -180,27 +196,27 @@ class RolloutEpisodes:
 
 
 SYNC_EVERY = 32
-"""Env steps per block of :class:`EpisodeTally`, and between host checks of "every env is done"."""
+"""Env steps per block of :class:`FirstEpisodes`, and between host checks of "every env is done"."""
 
 
-class EpisodeTally:
-    """The first ``k`` episodes of each of M envs: returns, lengths, success flags ``[M, k]``.
+class FirstEpisodes:
+    """The first ``k`` episodes of each of M envs (evaluation): returns, lengths, success flags ``[M, k]``.
 
-    Per step the loop adds the reward to each env's running return and copies ``[M]`` rows into
-    block buffers ``[L, M]`` (L = ``SYNC_EVERY``): three small ops. Which episode ended where is
-    worked out once per block, vectorized, in :meth:`flush`, instead of a dozen ops on every step,
-    which would be a large share of a small eval's step. Returns are accumulated in the same order
-    as a per-step tally (the same float32 bits); lengths come from the steps between episode ends.
+    Per step :meth:`add` copies the step's rewards and done flags into a block ``[M, L]``
+    (L = :data:`SYNC_EVERY`): two small ops. Every L steps :meth:`flush` folds the block through
+    an :class:`EpisodeTally` and writes the episodes that ended to their env's next free slot,
+    vectorised, instead of a dozen ops on every step, which would be a large share of a small
+    eval's step.
     """
 
     def __init__(self, num_envs: int, num_episodes: int, device: torch.device) -> None:
-        m, k, L = num_envs, num_episodes, SYNC_EVERY
-        self.k, self.device = k, device
+        m, k = num_envs, num_episodes
+        self.k = k
+        self.tally = EpisodeTally(m, SYNC_EVERY, device, window=0)
         self.count = torch.zeros(m, dtype=torch.int64, device=device)
         """Episodes finished per env ``[M]``, at most ``k`` (up to date after each flush)."""
         self.slots = torch.arange(k, device=device).unsqueeze(0)
-        self.reports_success = False
-        self._slot_base = torch.arange(m, device=device).unsqueeze(0) * k  # [1, M]: row of env i
+        self._slot_base = torch.arange(m, device=device).unsqueeze(1) * k  # [M, 1]: row of env i
         flat = m * k + 1  # a spare last cell takes the writes of episodes past the k-th
         self._returns = torch.zeros(flat, device=device)
         self._lengths = torch.zeros(flat, device=device)
@@ -214,48 +230,43 @@ class EpisodeTally:
         """``[M, k]``: success at any step of the episode."""
         self.at_end = self._at_end[:-1].view(m, k)
         """``[M, k]``: success on the episode's last step."""
-        self._running_return = torch.zeros(m, device=device)
-        self._last_end = torch.full((m,), -1, dtype=torch.int64, device=device)  # step of the last end
-        self._block_return = torch.zeros(L, m, device=device)
-        self._block_done = torch.zeros(L, m, dtype=torch.bool, device=device)
-        self._success_block = SuccessTracker(m, L, device)
-        """Success at any step of the episode so far (``at``) and at each step (``step``), ``[M, L]``."""
-        self._block_start = 0
+        self._reward = torch.zeros(m, SYNC_EVERY, device=device)
+        self._done = torch.zeros(m, SYNC_EVERY, dtype=torch.bool, device=device)
         self.pending = 0
         """Steps added since the last flush."""
+
+    @property
+    def reports_success(self) -> bool:
+        """Some step reported success (the envs have ``info["success"]``)."""
+        return self.tally.success.seen
 
     def add(self, reward: torch.Tensor, finished: torch.Tensor, success: torch.Tensor | None = None) -> None:
         """One env step: ``reward`` ``[M]``, ``finished`` ``[M]`` bool, optional ``success`` ``[M]`` bool."""
         i = self.pending
-        self._running_return += reward
-        self._block_return[i] = self._running_return
-        self._block_done[i] = finished
-        self._running_return.masked_fill_(finished, 0.0)
+        self._reward[:, i] = reward
+        self._done[:, i] = finished
         if success is not None:  # success at any step of the episode, and at its last step
-            self.reports_success = True
-            self._success_block.track_flag(i, success, finished)
+            self.tally.success.track_flag(i, success, finished)
         self.pending += 1
         if self.pending == SYNC_EVERY:
             self.flush()
 
     def flush(self) -> None:
-        """Record the episodes that ended in the pending block ``[n, M]`` and start a new block."""
-        n = self.pending
+        """Record the episodes that ended in the pending block ``[M, n]`` and start a new block."""
+        n, tally = self.pending, self.tally
         if n == 0:
             return
-        done = self._block_done[:n]
-        step = torch.arange(self._block_start, self._block_start + n, device=self.device).unsqueeze(1)
-        ends = latest_done(done, step, 0)  # [n, M]: the last end at or before each step
-        before = torch.cat((self._last_end.unsqueeze(0), ends[:-1])).maximum(self._last_end)
-        slot = self.count + done.long().cumsum(0) - 1  # [n, M]: which episode of its env ended there
-        target = torch.where(done & (slot < self.k), self._slot_base + slot, self._returns.numel() - 1)
-        target = target.flatten()
-        self._returns.scatter_(0, target, self._block_return[:n].flatten())
-        self._lengths.scatter_(0, target, (step - before).flatten().to(self._lengths.dtype))
+        done = self._done[:, :n]
+        tally.fold(self._reward[:, :n], done)
+        slot = (
+            self.count.unsqueeze(1) + done.long().cumsum(1) - 1
+        )  # [M, n]: which episode of its env ended there
+        spare = self._returns.numel() - 1
+        target = torch.where(done & (slot < self.k), self._slot_base + slot, spare).flatten()
+        self._returns.scatter_(0, target, tally.return_at[:, :n].flatten())
+        self._lengths.scatter_(0, target, tally.length_at[:, :n].flatten().to(self._lengths.dtype))
         if self.reports_success:
-            self._success.scatter_(0, target, self._success_block.at[:, :n].T.flatten())
-            self._at_end.scatter_(0, target, self._success_block.step[:, :n].T.flatten())
-        self.count = (self.count + done.sum(0)).clamp_max(self.k)
-        self._last_end = self._last_end.maximum(ends[-1])
-        self._block_start += n
+            self._success.scatter_(0, target, tally.success.at[:, :n].flatten())
+            self._at_end.scatter_(0, target, tally.success.step[:, :n].flatten())
+        self.count = (self.count + done.sum(1)).clamp_max(self.k)
         self.pending = 0

@@ -7,20 +7,20 @@ through their interfaces (``reset``/``step``; ``sample``/``sample_step``), so it
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from rlpipe.episode_tally import EpisodeTally
+from rlpipe.episode_tally import FirstEpisodes
 from rlpipe.location import AnyPath
 
 if TYPE_CHECKING:
     from rlpipe.artifacts.video import VideoRecorder
     from rlpipe.envs import BatchedEnv
     from rlpipe.policies import Policy
+    from rlpipe.policies.trainable import TrainablePolicy
 
-__all__ = ["EVAL_SEED_OFFSET", "EpisodeTally", "Evaluator"]
+__all__ = ["EVAL_SEED_OFFSET", "Evaluator"]
 
 EVAL_SEED_OFFSET = 1_000_003
 """Eval envs draw from a seed stream disjoint from the training envs'."""
@@ -42,7 +42,10 @@ class _FeedforwardActor:
 class _RecurrentActor(_FeedforwardActor):
     """Carries the core state ``[M, S]`` across steps and zeroes it where an episode ended."""
 
-    def __init__(self, policy: Policy, deterministic: bool, num_envs: int) -> None:
+    policy: TrainablePolicy
+    """A recurrent policy: ``initial_state`` and ``sample_step`` besides ``Policy``'s methods."""
+
+    def __init__(self, policy: TrainablePolicy, deterministic: bool, num_envs: int) -> None:
         super().__init__(policy, deterministic)
         self.state = policy.initial_state(num_envs)
 
@@ -80,7 +83,7 @@ class Evaluator:
         self.env, self.policy, self.num_episodes, self.seed = env, policy, num_episodes, seed
         self.deterministic = deterministic
         self.video = video
-        self.last_video: Path | None = None
+        self.last_video: AnyPath | None = None
         """The MP4 of the latest call that filmed one (the caller clears it once logged)."""
         limit = env.max_episode_steps or 1000
         self.max_steps = max_steps or limit * num_episodes + 1
@@ -89,8 +92,8 @@ class Evaluator:
         """Called with ``(env, step)`` after every eval env step (the ``eval_step`` event); ``None``: off."""
 
     def _actor(self, num_envs: int) -> _FeedforwardActor:
-        if self.policy.is_recurrent:
-            return _RecurrentActor(self.policy, self.deterministic, num_envs)
+        if self.policy.is_recurrent:  # it has the core steps
+            return _RecurrentActor(cast("TrainablePolicy", self.policy), self.deterministic, num_envs)
         return _FeedforwardActor(self.policy, self.deterministic)
 
     @torch.inference_mode()
@@ -121,10 +124,11 @@ class Evaluator:
         m, k = self.env.num_envs, self.num_episodes
         obs = self.env.reset(seed=self.seed + self.calls)
         self.calls += 1
-        video = self.video if video_path is not None else None
-        if video is not None:
+        video = None
+        if video_path is not None and self.video is not None:
+            video = self.video
             video.start(self.env, video_path)
-        tally = EpisodeTally(m, k, self.env.device)
+        episodes = FirstEpisodes(m, k, self.env.device)
         live = torch.zeros(m, dtype=torch.int64, device=self.env.device)  # per-step count, for the video
         was_training = self.policy.training
         self.policy.eval()
@@ -133,7 +137,7 @@ class Evaluator:
             result = self.env.step(act(obs))
             finished = result.terminated | result.truncated
             success = result.info.get("success")
-            tally.add(result.reward, finished, None if success is None else success.bool())
+            episodes.add(result.reward, finished, None if success is None else success.bool())
             act.episode_ended(finished)
             obs = result.obs
             if self.on_step is not None:
@@ -141,21 +145,21 @@ class Evaluator:
             if video is not None and video.recording:
                 live += (finished & (live < k)).long()
                 video.capture(self.env, live, k)
-            if tally.pending == 0 and bool((tally.count >= k).all()):
+            if episodes.pending == 0 and bool((episodes.count >= k).all()):
                 break
-        tally.flush()
+        episodes.flush()
         self.policy.train(was_training)
-        valid = tally.slots < tally.count.unsqueeze(1)
-        ep_returns, ep_lengths = tally.returns[valid], tally.lengths[valid]
+        valid = episodes.slots < episodes.count.unsqueeze(1)
+        ep_returns, ep_lengths = episodes.returns[valid], episodes.lengths[valid]
         if ep_returns.numel() == 0:
             return {"eval/episodes": 0.0}
-        success, at_end = tally.success[valid], tally.at_end[valid]
+        success, at_end = episodes.success[valid], episodes.at_end[valid]
         rate = (
             {
                 "eval/success_rate": float(success.float().mean()),
                 "eval/success_at_end": float(at_end.float().mean()),
             }
-            if tally.reports_success
+            if episodes.reports_success
             else {}
         )
         return rate | {

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Generator
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -168,7 +167,7 @@ class VideoRecorder:
         """Whether a video is open."""
         return self._writer is not None
 
-    def start(self, env: RenderingEnv, path: Path) -> None:
+    def start(self, env: RenderingEnv, path: AnyPath) -> None:
         """Open ``path`` (a temporary until :meth:`finish`) and film the envs' reset state."""
         if not self.enabled:
             return
