@@ -23,6 +23,7 @@ from zarr import AsyncGroup
 from zarr.abc.store import ByteRequest
 from zarr.codecs import Crc32cCodec
 from zarr.core.buffer import Buffer, BufferPrototype
+from zarr.core.chunk_key_encodings import ChunkKeyEncodingParams
 from zarr.storage import MemoryStore, WrapperStore
 
 from rlpipe import fast
@@ -125,7 +126,7 @@ def _is_image(name: str, array: np.ndarray) -> bool:
     return name.startswith("obs/") and array.dtype == np.uint8 and array.ndim == 5
 
 
-CHUNK_KEY_ENCODING = {"name": "default", "separator": "."}
+CHUNK_KEY_ENCODING: ChunkKeyEncodingParams = {"name": "default", "separator": "."}
 """Chunk files named ``c.<i>.0…`` inside the array's folder: one folder per array, none per chunk index.
 
 Zarr's default (``/``) nests a folder per index; on file systems where creating a folder is costly
