@@ -68,6 +68,7 @@ both.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import torch
 from tensordict import TensorDict
@@ -177,6 +178,21 @@ class NonFiniteRolloutError(RolloutError, NonFiniteError):
         NonFiniteError.__init__(self, message, key, iteration)
 
 
+def tensor_leaves(td: TensorDict) -> list[tuple[str | tuple[str, ...], torch.Tensor]]:
+    """``(key, tensor)`` of every leaf of ``td``; a nested key is a tuple."""
+    # tensordict types the values of items() as tensors or collections, also with leaves_only=True
+    return cast("list[tuple[str | tuple[str, ...], torch.Tensor]]", list(td.items(True, True)))
+
+
+def _groups(obs: TensorDict) -> list[tuple[str, torch.Tensor]]:
+    """``(key, tensor)`` of each group of a dict observation (flat: every value is a tensor)."""
+    groups = []
+    for key, value in obs.items():
+        assert isinstance(value, torch.Tensor), key
+        groups.append((key, value))
+    return groups
+
+
 def all_finite(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     """0-dim bool on the tensors' device: every floating-point element of ``tensors`` is finite.
 
@@ -185,7 +201,7 @@ def all_finite(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     leaves = [
         leaf
         for t in tensors
-        for leaf in (t.values(include_nested=True, leaves_only=True) if isinstance(t, TensorDict) else (t,))
+        for leaf in ([v for _, v in tensor_leaves(t)] if isinstance(t, TensorDict) else (t,))
     ]
     flags = [torch.isfinite(t).all() for t in leaves if t.is_floating_point()]
     if not flags:
@@ -261,7 +277,7 @@ def time_slots(buffer: torch.Tensor | TensorDict) -> list[torch.Tensor | dict[st
     which costs more than the copy itself for a few envs.
     """
     if isinstance(buffer, TensorDict):
-        leaves = list(buffer.items())
+        leaves = _groups(buffer)
         return [{key: value[:, t] for key, value in leaves} for t in range(buffer.shape[1])]
     return list(buffer.unbind(1))
 
@@ -272,6 +288,7 @@ def write_obs(slot: torch.Tensor | dict[str, torch.Tensor], obs: torch.Tensor | 
     A plain tensor copy per key costs a fraction of TensorDict's generic indexed assignment.
     """
     if isinstance(slot, dict):
+        assert not isinstance(obs, torch.Tensor), "a dict slot holds a dict observation"
         for key, value in slot.items():
             value.copy_(obs[key])
     else:
@@ -284,7 +301,7 @@ def obs_state(obs: torch.Tensor | TensorDict | None) -> torch.Tensor | dict[str,
     ``weights_only`` checkpoint loading refuses TensorDicts.
     """
     if isinstance(obs, TensorDict):
-        return {k: v.clone() for k, v in obs.items()}
+        return {k: v.clone() for k, v in _groups(obs)}
     return None if obs is None else obs.clone()
 
 
@@ -378,8 +395,8 @@ def check_schema(rollout: TensorDict, iteration: int | None = None) -> None:
         if key not in rollout.keys():
             raise RolloutError(f"rollout{where} lacks schema key {key!r}")
         value = rollout.get(key)
-        leaves = (
-            list(value.items(True, True))
+        leaves: list[tuple[str | tuple[str, ...], torch.Tensor]] = (
+            tensor_leaves(value)
             if isinstance(value, TensorDict)  # dict obs: each
             else [(key, value)]
         )
@@ -415,7 +432,7 @@ def check_finite(rollout: TensorDict, iteration: int | None = None) -> None:
     if bool(all_finite([rollout])):
         return
     where = f" (iteration {iteration})" if iteration is not None else ""
-    for key, value in rollout.items(include_nested=True, leaves_only=True):
+    for key, value in tensor_leaves(rollout):
         if value.is_floating_point():
             bad = ~torch.isfinite(value.reshape(*rollout.batch_size, -1)).all(-1)
             if bad.any():
@@ -431,7 +448,7 @@ def validate(rollout: TensorDict, iteration: int | None = None) -> None:
     check_finite(rollout, iteration)
 
 
-def _check_images(leaves: list[tuple[object, torch.Tensor]], where: str) -> None:
+def _check_images(leaves: list[tuple[str | tuple[str, ...], torch.Tensor]], where: str) -> None:
     """:class:`RolloutError` for a uint8 observation that is not ``[N, T+1, C, H, W]``."""
     for name, leaf in leaves:
         if leaf.dtype == IMAGE_DTYPE and leaf.dim() != 2 + IMAGE_RANK:

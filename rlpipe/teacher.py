@@ -35,7 +35,7 @@ class Teacher:
     """A frozen teacher policy and where it came from."""
 
     policy: TrainablePolicy
-    checkpoint: Path
+    checkpoint: AnyPath
     """The checkpoint file its weights came from."""
     sha256: str
     """Hex digest of that file."""
@@ -126,6 +126,7 @@ def _check_fits(
         wanted: dict[str, Any] = {"obs": space_to_dict(t_obs)}
         have = {"obs": space_to_dict(obs_space)}
     else:
+        assert isinstance(t_obs, gym.spaces.Dict), t_obs  # a policy with obs keys reads a Dict
         wanted = {k: space_to_dict(t_obs[k])["shape"] for k in keys}
         have = (
             {k: space_to_dict(s)["shape"] for k, s in obs_space.spaces.items()}

@@ -49,7 +49,7 @@ class CNNCfg(StrictModel):
     """Square kernel of each conv layer (one per entry of ``channels``)."""
     strides: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [4, 2, 1])
     """Stride of each conv layer (one per entry of ``channels``)."""
-    features: int = Field(128, ge=1)
+    features: int = Field(default=128, ge=1)
     """Width of the Linear layer after the convs: the features this group adds to the MLP's input."""
     activation: Activation = "relu"
     """Activation after every conv and the Linear layer (the names of ``network_cfg.activation``)."""

@@ -93,7 +93,7 @@ class BatchedEnv(ABC):
         """Shape of one observation, or ``{key: shape}`` for dict observations."""
         space = self.observation_space
         if isinstance(space, gym.spaces.Dict):
-            return {key: tuple(sub.shape) for key, sub in space.spaces.items()}
+            return {key: tuple(sub.shape or ()) for key, sub in space.spaces.items()}
         return tuple(space.shape)
 
     @property

@@ -119,7 +119,7 @@ def build_env(
     if backend in ("auto", "torch") and env_id in _REGISTRY:
         cls = _REGISTRY[env_id]
         _check_arguments(env_id, cls, cfg)
-        return _construct(lambda: cls(num_envs=num_envs, device=device, **cfg), cfg)
+        return _construct_registered(cls, num_envs, device, cfg)
     if backend == "auto" and env_id in entry_point_ids():
         return build_env(entry_point_ids()[env_id], num_envs, device, cfg)
     if backend == "auto" and (
@@ -188,6 +188,13 @@ def _envpool(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[s
     _check_arguments(env_id, EnvpoolEnv, cfg)
     make = lambda: EnvpoolEnv(env_id, num_envs, device, **cfg)
     return _construct(make, cfg, make_kwargs_of=f"envpool:{env_id}")
+
+
+def _construct_registered(
+    cls: Callable[..., BatchedEnv], num_envs: int, device: torch.device | str, cfg: dict[str, Any]
+) -> BatchedEnv:
+    """A registered class built as ``register_env`` promises: ``cls(num_envs=, device=, **env.cfg)``."""
+    return _construct(lambda: cls(num_envs=num_envs, device=device, **cfg), cfg)
 
 
 def _gymnasium(

@@ -22,7 +22,7 @@ from torch import nn
 
 from rlpipe.policies.encoders import ObsEncoder
 from rlpipe.policies.normalizer import ObsNormalizer
-from rlpipe.policies.obs_keys import select_obs
+from rlpipe.policies.obs_keys import DictObsNormalizer, select_obs
 
 __all__ = ["Policy"]
 
@@ -37,8 +37,9 @@ class Policy(nn.Module, ABC):
     """True for policies with a hidden state (``RecurrentActorCritic``): the one answer to "recurrent
     or not?", read as it is (every policy has it). Collection and evaluation then step with
     ``sample_step``, the update trains on ``seq_len`` sequences through ``evaluate_sequence``."""
-    obs_normalizer: ObsNormalizer | None
-    """Running observation normalization (``policy.obs_normalization``); ``None``: off."""
+    obs_normalizer: ObsNormalizer | DictObsNormalizer | None
+    """Running observation normalization (``policy.obs_normalization``; one per group of a dict
+    observation); ``None``: off."""
     actor_obs_keys: tuple[str, ...] | None = None
     """Dict observations: keys the actor reads, concatenated in order (``None``: flat obs)."""
     critic_obs_keys: tuple[str, ...] | None = None
@@ -55,7 +56,7 @@ class Policy(nn.Module, ABC):
         self.obs_normalizer = None  # a submodule once assigned (nn.Module moves it to _modules)
         self.actor_encoder, self.critic_encoder = None, None
 
-    def normalize_obs(self, obs: torch.Tensor) -> torch.Tensor:
+    def normalize_obs(self, obs: torch.Tensor | TensorDict) -> torch.Tensor | TensorDict:
         """``obs`` ``[B, *obs]`` through the frozen normalizer statistics (identity when off)."""
         return obs if self.obs_normalizer is None else self.obs_normalizer(obs)
 
@@ -71,7 +72,7 @@ class Policy(nn.Module, ABC):
             return self.critic_encoder(self.normalize_obs(obs))
         return select_obs(self.normalize_obs(obs), self.critic_obs_keys)
 
-    def update_normalization(self, obs: torch.Tensor) -> None:
+    def update_normalization(self, obs: torch.Tensor | TensorDict) -> None:
         """Merge ``obs`` ``[..., *obs]`` into the normalizer statistics; a no-op when off."""
         if self.obs_normalizer is not None:
             self.obs_normalizer.update(obs)

@@ -21,6 +21,7 @@ from torch import nn
 
 from rlpipe.config import CNNCfg, ConfigError, NetworkBlock
 from rlpipe.policies.mlp import ACTIVATIONS
+from rlpipe.policies.obs_keys import space_shape
 from rlpipe.rollout import image_problem
 
 __all__ = ["CNNEncoder", "ObsEncoder", "build_obs_encoder", "check_obs_space", "image_keys"]
@@ -86,7 +87,9 @@ class ObsEncoder(nn.Module):
 
     def cnn(self, key: str) -> CNNEncoder:
         """The CNN of image group ``key`` (export copies it)."""
-        return self.cnns[_safe(key)]
+        cnn = self.cnns[_safe(key)]
+        assert isinstance(cnn, CNNEncoder)
+        return cnn
 
 
 def image_keys(obs_space: gym.Space) -> tuple[str, ...]:
@@ -98,8 +101,10 @@ def image_keys(obs_space: gym.Space) -> tuple[str, ...]:
 
 def check_obs_space(obs_space: gym.Space) -> None:
     """``ConfigError`` naming the group for a uint8 observation group that is not ``[C, H, W]``."""
+    if not isinstance(obs_space, gym.spaces.Dict):
+        return  # image groups are groups of a Dict
     for key in image_keys(obs_space):
-        problem = image_problem(key, obs_space.spaces[key].shape, torch.uint8)
+        problem = image_problem(key, space_shape(obs_space.spaces[key]), torch.uint8)
         if problem:
             raise ConfigError(f"env: {problem}")
 
@@ -131,22 +136,25 @@ def build_obs_encoder(
     read = [k for k in (keys or ()) if k in images]
     if not read:
         return None, _flat_dim(obs_space, keys)
+    # image groups read: the space is a Dict and ``keys`` are the groups of it this network reads
+    assert isinstance(obs_space, gym.spaces.Dict) and keys is not None
     spaces = obs_space.spaces
     cnns = {
-        k: shared.cnns[_safe(k)]
+        k: shared.cnn(k)
         if shared is not None and k in shared.image_keys
-        else CNNEncoder(spaces[k].shape, block.encoders.get(k, CNNCfg()), f"{where}.encoders.{k}")
+        else CNNEncoder(space_shape(spaces[k]), block.encoders.get(k, CNNCfg()), f"{where}.encoders.{k}")
         for k in read
     }
-    vector_dims = {k: math.prod(spaces[k].shape) for k in keys if k not in images}
+    vector_dims = {k: math.prod(space_shape(spaces[k])) for k in keys if k not in images}
     encoder = ObsEncoder(keys, cnns, vector_dims)
     return encoder, encoder.out_dim
 
 
 def _flat_dim(obs_space: gym.Space, keys: tuple[str, ...] | None) -> int:
     if keys is None:
-        return math.prod(obs_space.shape)
-    return sum(math.prod(obs_space.spaces[k].shape) for k in keys)
+        return math.prod(space_shape(obs_space))
+    assert isinstance(obs_space, gym.spaces.Dict)  # keys come from a Dict space (resolve_obs_keys)
+    return sum(math.prod(space_shape(obs_space.spaces[k])) for k in keys)
 
 
 def _safe(key: str) -> str:

@@ -31,7 +31,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -41,8 +41,11 @@ from torch import nn
 from rlpipe.config import ConfigError
 from rlpipe.extras import require
 from rlpipe.policies.base import Policy
+from rlpipe.policies.encoders import CNNEncoder, ObsEncoder
 from rlpipe.policies.heads import ActionHead, BetaHead, CategoricalHead, GaussianHead, StateStdGaussianHead
 from rlpipe.policies.normalizer import EPS, ObsNormalizer
+from rlpipe.policies.obs_keys import space_shape
+from rlpipe.policies.recurrent import RecurrentCore
 
 __all__ = [
     "FORMATS",
@@ -55,6 +58,8 @@ __all__ = [
     "export_torchscript",
     "io_names",
 ]
+
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 FORMATS = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
 """Export formats and the file each writes."""
@@ -92,37 +97,35 @@ def _observation_inputs(policy: Policy, observation_space: gym.Space) -> list[Ob
     """The observation inputs of ``policy``'s actor: ``obs``, or one per group of ``actor_obs_keys``."""
     keys = policy.actor_obs_keys
     if not isinstance(observation_space, gym.spaces.Dict):
-        return [ObsInput("obs", None, (math.prod(observation_space.shape),))]
+        return [ObsInput("obs", None, (math.prod(space_shape(observation_space)),))]
     if keys is None:
         raise ExportError(
             "dict observations without policy.actor_obs_keys: build the policy with build_policy"
         )
     spaces = observation_space.spaces
-    return [ObsInput(f"obs/{k}", k, tuple(spaces[k].shape), spaces[k].dtype == np.uint8) for k in keys]
+    return [ObsInput(f"obs/{k}", k, space_shape(spaces[k]), spaces[k].dtype == np.uint8) for k in keys]
 
 
 class DeployedActor(nn.Module):
     """Normalizer → [encoders] → [recurrent core] → actor → mode action → clip; see the module docstring."""
 
+    core: RecurrentCore | None
+    head: ActionHead
+    action_low: torch.Tensor
+    action_high: torch.Tensor
+
     def __init__(self, policy: Policy, observation_space: gym.Space, action_space: gym.Space) -> None:
         super().__init__()
-        missing = [
-            name for name in ("actor", "head") if not isinstance(getattr(policy, name, None), nn.Module)
-        ]
-        if missing:
-            raise ExportError(
-                f"{type(policy).__name__} has no {missing[0]!r} module; export supports "
-                "the actor_critic, actor_only and recurrent_actor_critic policies"
-            )
+        actor, head = _module(policy, "actor", nn.Module), _module(policy, "head", nn.Module)
         self.inputs = _observation_inputs(policy, observation_space)
         self.recurrent = policy.is_recurrent
-        self.core = copy.deepcopy(policy.core) if self.recurrent else None
-        self.actor = copy.deepcopy(policy.actor)
-        self.discrete = _is_discrete(policy.head)
-        self.head = copy.deepcopy(policy.head)
+        self.core = copy.deepcopy(_module(policy, "core", RecurrentCore)) if self.recurrent else None
+        self.actor = copy.deepcopy(actor)
+        self.head = copy.deepcopy(_supported_head(head))
+        self.discrete = isinstance(self.head, CategoricalHead)
         encoder = getattr(policy, "actor_encoder", None)
         self.cnns = nn.ModuleList(
-            [copy.deepcopy(encoder.cnn(i.group)) if i.image else nn.Identity() for i in self.inputs]
+            [copy.deepcopy(_image_cnn(encoder, i)) if i.image else nn.Identity() for i in self.inputs]
         )
         norms = _vector_normalizers(policy, self.inputs)
         self.normalize = [n is not None for n in norms]
@@ -181,8 +184,8 @@ def _vector_normalizers(policy: Policy, inputs: list[ObsInput]) -> list[ObsNorma
         return [None] * len(inputs)
     if isinstance(norm, ObsNormalizer):
         return [norm]
-    per_group = dict(zip(norm.keys, norm.per_key.values()))  # DictObsNormalizer: vector groups only
-    return [None if spec.image else per_group[spec.group] for spec in inputs]
+    # a DictObsNormalizer: vector groups only
+    return [None if spec.image or spec.group is None else norm.normalizer(spec.group) for spec in inputs]
 
 
 MODES: dict[type[ActionHead], str] = {
@@ -193,11 +196,26 @@ MODES: dict[type[ActionHead], str] = {
 """The deterministic action of each continuous head, as the metadata describes it."""
 
 
-def _is_discrete(head: nn.Module) -> bool:
-    if isinstance(head, CategoricalHead):
-        return True
-    if type(head) in MODES:
-        return False
+def _module(policy: Policy, name: str, kind: type[ModuleT]) -> ModuleT:
+    """``policy.<name>``, a ``kind`` module, or an ExportError naming the policies export supports."""
+    module = getattr(policy, name, None)
+    if not isinstance(module, kind):
+        raise ExportError(
+            f"{type(policy).__name__} has no {name!r} module; export supports "
+            "the actor_critic, actor_only and recurrent_actor_critic policies"
+        )
+    return module
+
+
+def _image_cnn(encoder: ObsEncoder | None, spec: ObsInput) -> CNNEncoder:
+    """The actor's CNN of image input ``spec`` (a policy reading an image group has an encoder)."""
+    assert encoder is not None and spec.group is not None, spec
+    return encoder.cnn(spec.group)
+
+
+def _supported_head(head: nn.Module) -> ActionHead:
+    if isinstance(head, CategoricalHead) or (isinstance(head, ActionHead) and type(head) in MODES):
+        return head
     supported = ", ".join(cls.__name__ for cls in (CategoricalHead, *MODES))
     raise ExportError(f"action head {type(head).__name__}: export supports {supported}")
 
@@ -262,7 +280,7 @@ def _observation_meta(actor: DeployedActor, observation_space: gym.Space) -> dic
         return {
             "keys": ["obs"],
             "sizes": {"obs": actor.inputs[0].shape[0]},
-            "shape": list(observation_space.shape),
+            "shape": list(space_shape(observation_space)),
             "dtype": "float32",
         }
     groups = {
@@ -315,6 +333,7 @@ def _action_meta(space: gym.Space, actor: DeployedActor, mode: str) -> dict[str,
             "shape": [],
             "deterministic": "argmax of the logits",
         }
+    assert isinstance(space, gym.spaces.Box), space  # an env acts on a Discrete or a Box
     return {
         "space": "Box",
         "shape": list(space.shape),
@@ -365,6 +384,7 @@ def export_onnx(actor: DeployedActor, path: Path, metadata: dict[str, Any]) -> P
             dynamic_shapes=(tuple({0: batch} for _ in inputs),),
             verbose=False,
         )
+    assert program is not None  # dynamo=True returns an ONNXProgram
     model = program.model_proto
     for key, value in metadata.items():
         prop = model.metadata_props.add()

@@ -99,6 +99,7 @@ class CategoricalHead(ActionHead):
 
     def mode(self, dist: Distribution) -> torch.Tensor:
         """Argmax action."""
+        assert isinstance(dist, Categorical), dist  # this head's distribution
         return dist.logits.argmax(-1)
 
     def sample(self, out: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -219,6 +220,10 @@ class BetaHead(ActionHead):
     deterministic action is the mapped mode ``low + (high − low) · (α − 1) / (α + β − 2)``.
     ``low``/``high`` are buffers outside the state dict: they come from the env's action space.
     """
+
+    low: torch.Tensor
+    scale: torch.Tensor
+    log_scale: torch.Tensor
 
     def __init__(self, low: np.ndarray | torch.Tensor, high: np.ndarray | torch.Tensor) -> None:
         super().__init__()

@@ -18,8 +18,19 @@ from tensordict import TensorDict
 from torch import nn
 
 from rlpipe.config import ConfigError
+from rlpipe.policies.normalizer import ObsNormalizer
 
-__all__ = ["DictObsNormalizer", "resolve_obs_keys", "select_obs"]
+__all__ = ["DictObsNormalizer", "resolve_obs_keys", "select_obs", "space_shape"]
+
+
+def space_shape(space: gym.Space) -> tuple[int, ...]:
+    """The shape of a Box (every flat observation and observation group is one) or a Discrete.
+
+    gymnasium types ``Space.shape`` optional for the spaces without one (a ``Dict``): ValueError then.
+    """
+    if space.shape is None:
+        raise ValueError(f"a {type(space).__name__} space has no shape; accepted: a Box")
+    return space.shape
 
 
 def resolve_obs_keys(
@@ -32,20 +43,21 @@ def resolve_obs_keys(
     if not isinstance(obs_space, gym.spaces.Dict):
         if keys is not None:
             raise ConfigError(f"{where}: the env's observations are not a dict; remove obs_keys")
-        return None, math.prod(obs_space.shape)
+        return None, math.prod(space_shape(obs_space))
     available = sorted(obs_space.spaces)
     chosen = tuple(available if keys is None else keys)
     unknown = [k for k in chosen if k not in obs_space.spaces]
     if unknown or not chosen or len(set(chosen)) != len(chosen):
         problem = f"unknown key {unknown[0]!r}" if unknown else "needs distinct keys"
         raise ConfigError(f"{where}: {problem}; accepted: {', '.join(available)}")
-    return chosen, sum(math.prod(obs_space.spaces[k].shape) for k in chosen)
+    return chosen, sum(math.prod(space_shape(obs_space.spaces[k])) for k in chosen)
 
 
 def select_obs(obs: torch.Tensor | TensorDict, keys: tuple[str, ...] | None) -> torch.Tensor:
     """``[B, sum(dims)]``: the entries ``keys`` of ``obs`` concatenated (a tensor passes through)."""
     if keys is None:
         return obs
+    assert not isinstance(obs, torch.Tensor), "keys select groups of a dict observation"
     return torch.cat([obs[k].flatten(1) for k in keys], dim=-1)
 
 
@@ -58,12 +70,12 @@ class DictObsNormalizer(nn.Module):
     """
 
     def __init__(self, obs_space: gym.spaces.Dict) -> None:
-        from rlpipe.policies.normalizer import ObsNormalizer
-
         super().__init__()
         self.images = [k for k, s in obs_space.spaces.items() if s.dtype == np.uint8]
         self.keys = [k for k in obs_space.spaces if k not in self.images]
-        self.per_key = nn.ModuleDict({_safe(k): ObsNormalizer(obs_space.spaces[k].shape) for k in self.keys})
+        self.per_key = nn.ModuleDict(
+            {_safe(k): ObsNormalizer(space_shape(obs_space.spaces[k])) for k in self.keys}
+        )
 
     def forward(self, obs: TensorDict) -> TensorDict:
         """Normalized and clipped copy of ``obs`` ``[B]`` (image groups as they are)."""
@@ -74,7 +86,13 @@ class DictObsNormalizer(nn.Module):
     def update(self, obs: TensorDict) -> None:
         """Merge every sample of ``obs`` (any batch shape) into each key's statistics."""
         for key in self.keys:
-            self.per_key[_safe(key)].update(obs[key])
+            self.normalizer(key).update(obs[key])
+
+    def normalizer(self, key: str) -> ObsNormalizer:
+        """The normalizer of vector group ``key``."""
+        normalizer = self.per_key[_safe(key)]
+        assert isinstance(normalizer, ObsNormalizer)
+        return normalizer
 
 
 def _safe(key: str) -> str:

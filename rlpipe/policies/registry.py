@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from rlpipe.config import ConfigError, NetworkBlock, PolicyCfg
+from rlpipe.policies.encoders import ObsEncoder
 from rlpipe.policies.trainable import TrainablePolicy
 
 __all__ = ["build_policy", "get_registered_policy_names", "register_policy"]
@@ -128,7 +129,7 @@ def _with_init(policy: TrainablePolicy, cfg: PolicyCfg) -> None:
             orthogonal_init(net, gain)
 
 
-def _with_encoders(policy: TrainablePolicy, actor: nn.Module | None, critic: nn.Module | None) -> None:
+def _with_encoders(policy: TrainablePolicy, actor: ObsEncoder | None, critic: ObsEncoder | None) -> None:
     """Attach the image encoders (submodules on the policy's device; ``None``: no image group read)."""
     device = next(policy.parameters()).device
     policy.actor_encoder = None if actor is None else actor.to(device)
@@ -145,14 +146,14 @@ def _with_keys(
 def _with_normalizer(policy: TrainablePolicy, cfg: PolicyCfg, obs_space: gym.Space) -> TrainablePolicy:
     """Attach an ``ObsNormalizer`` (a submodule, so its buffers join the state_dict) when enabled."""
     from rlpipe.policies.normalizer import ObsNormalizer
-    from rlpipe.policies.obs_keys import DictObsNormalizer
+    from rlpipe.policies.obs_keys import DictObsNormalizer, space_shape
 
     if cfg.obs_normalization:
         device = next(policy.parameters()).device
         norm = (
             DictObsNormalizer(obs_space)
             if isinstance(obs_space, gym.spaces.Dict)
-            else ObsNormalizer(obs_space.shape)
+            else ObsNormalizer(space_shape(obs_space))
         )
         policy.obs_normalizer = norm.to(device)
     return policy

@@ -159,7 +159,7 @@ class Tracker:
 
 
 def log_run_files(
-    run: BackgroundRun, cfg: RunConfig, metrics_path: Path | None, checkpoint: str | Path | None
+    run: BackgroundRun, cfg: RunConfig, metrics_path: AnyPath | None, checkpoint: str | AnyPath | None
 ) -> None:
     """Artifacts of a run: the resolved params (``params.yaml``), ``metrics.json``, the checkpoint."""
     import yaml

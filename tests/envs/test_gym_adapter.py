@@ -141,3 +141,19 @@ def test_unsupported_vectorization_mode_is_refused() -> None:
 def test_non_box_observation_space_is_refused() -> None:
     with pytest.raises(ConfigError, match="Discrete observation space; accepted: Box"):
         GymnasiumEnv("FrozenLake-v1", 2, "cpu")
+
+
+def test_a_wrapped_vector_env_checkpoints() -> None:
+    vec = gym.make_vec(
+        "CartPole-v1",
+        2,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+    )
+    env = GymnasiumEnv.from_vector_env(gym.wrappers.vector.RecordEpisodeStatistics(vec), "cpu")
+    env.reset(seed=0)
+    state = env.state_dict()
+    assert len(state["np_random"]) == 2
+    env.load_state_dict(state)
+    assert env.state_dict()["np_random"] != state["np_random"]  # advanced by the re-reset
+    env.close()

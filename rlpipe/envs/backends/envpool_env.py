@@ -345,8 +345,8 @@ def _assign(target: Any, rows: np.ndarray, source: Any) -> None:
 def _equal(a: Obs, b: Obs | None) -> bool:
     if b is None:
         return False
-    if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and torch.equal(a.cpu(), b.cpu())
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a.cpu(), b.cpu())
     return all(torch.equal(a[k].cpu(), b[k].cpu()) for k in a.keys())
 
 

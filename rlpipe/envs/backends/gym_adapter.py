@@ -16,7 +16,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from rlpipe.config import ConfigError
 from rlpipe.envs.backends.torch_native import num_groups
@@ -119,7 +119,9 @@ class GymnasiumEnv(BatchedEnv):
         elif groups < self.num_envs:
             seed = int(self._seed_rng.integers(2**31 - 1))
         seeds = None if seed is None else [seed + i // group_size for i in range(self.num_envs)]
-        obs, _ = self.vec_env.reset(seed=seeds)
+        # VectorEnv.reset declares one int seed; its Sync and Async envs (and the vector wrappers, which
+        # pass it on) take one per sub-env.
+        obs, _ = self.vec_env.reset(seed=seeds)  # pyright: ignore[reportArgumentType]
         self.last_obs = self._to_obs(obs)
         return self.last_obs
 
@@ -138,7 +140,7 @@ class GymnasiumEnv(BatchedEnv):
 
     def state_dict(self) -> dict[str, Any]:
         """RNG states only: ``np_random`` of each sub-env and the adapter's seed generator."""
-        rngs = self.vec_env.get_attr("np_random")
+        rngs = self._sub_env_vector().get_attr("np_random")
         return {
             "np_random": [rng.bit_generator.state for rng in rngs],
             "seed_rng": self._seed_rng.bit_generator.state,
@@ -150,7 +152,7 @@ class GymnasiumEnv(BatchedEnv):
             raise ValueError(
                 f"state_dict holds {len(state['np_random'])} sub-env RNGs; this env has {self.num_envs}"
             )
-        self.vec_env.set_attr("np_random", [numpy_generator(s) for s in state["np_random"]])
+        self._sub_env_vector().set_attr("np_random", [numpy_generator(s) for s in state["np_random"]])
         self._seed_rng = numpy_generator(state["seed_rng"])
         self.last_obs = self._to_obs(self.vec_env.reset()[0])
 
@@ -164,18 +166,32 @@ class GymnasiumEnv(BatchedEnv):
                 f"{self.env_id} was built with render_mode="
                 f"{self.vec_env.render_mode!r}; video needs render_mode='rgb_array'"
             )
-        if not hasattr(self.vec_env, "envs"):  # forked workers may hang creating GL contexts
+        sync = self.vec_env.unwrapped
+        if not isinstance(sync, SyncVectorEnv):  # forked workers may hang creating GL contexts
             raise RenderUnavailable(
                 f"{self.env_id}: video needs vectorization_mode='sync' "
                 "(build_env(..., render=True) chooses it)"
             )
         try:
-            frames = [self.vec_env.envs[i].render() for i in env_ids]
+            frames = [sync.envs[i].render() for i in env_ids]
         except gymnasium.error.DependencyNotInstalled as exc:
             raise RenderUnavailable(f"rendering {self.env_id}: {_first_line(exc)}") from None
         except gl_errors() as exc:
             raise gl_unavailable(f"rendering {self.env_id}", exc) from None
         return np.stack([np.asarray(f, dtype=np.uint8) for f in frames])
+
+    def _sub_env_vector(self) -> SyncVectorEnv | AsyncVectorEnv:
+        """The vector env under any vector wrappers, which do not pass on ``get_attr``/``set_attr``.
+
+        gymnasium's Sync and Async envs read and write attributes of their sub-envs with those.
+        """
+        base = self.vec_env.unwrapped
+        if not isinstance(base, SyncVectorEnv | AsyncVectorEnv):
+            raise ValueError(
+                f"env: a {type(base).__name__} cannot save its sub-envs' RNGs; accepted: gymnasium's "
+                "SyncVectorEnv or AsyncVectorEnv (under any vector wrappers)"
+            )
+        return base
 
     def close(self) -> None:
         """Close the vector env (and its worker processes in async mode)."""

@@ -103,8 +103,14 @@ class GymnasiumVectorEnv(BatchedEnv):
         self.vec_env = gymnasium.make_vec(
             env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **make_kwargs
         )
-        self.observation_space = self.vec_env.single_observation_space
-        self.action_space = self.vec_env.single_action_space
+        observation_space, action_space = (
+            self.vec_env.single_observation_space,
+            self.vec_env.single_action_space,
+        )
+        # every class in ROW_RESETS observes a Box and acts on a Discrete or a Box
+        assert isinstance(observation_space, gymnasium.spaces.Box), observation_space
+        assert isinstance(action_space, gymnasium.spaces.Discrete | gymnasium.spaces.Box), action_space
+        self.observation_space, self.action_space = observation_space, action_space
         self.max_episode_steps = getattr(self.vec_env, "max_episode_steps", None)
         self.render_fps = int(self.vec_env.metadata.get("render_fps") or BatchedEnv.render_fps)
         fps = self.vec_env.metadata.get("render_fps")  # gymnasium's envs render one frame per step
@@ -126,8 +132,10 @@ class GymnasiumVectorEnv(BatchedEnv):
         self.vec_env.reset(seed=seed)
         if groups < self.num_envs:
             leaders = np.arange(self.num_envs) // group_size * group_size
-            state = self.vec_env.unwrapped.state
-            state[...] = state[:, leaders]
+            env = self.vec_env.unwrapped
+            for key in self._state_keys:
+                array = getattr(env, key)
+                array[...] = array[..., leaders]
         return self._obs()
 
     def step(self, action: torch.Tensor) -> StepResult:
@@ -190,7 +198,7 @@ class GymnasiumVectorEnv(BatchedEnv):
         array = (action if self.device.type == "cpu" else action.cpu()).detach().numpy()
         if self._discrete:
             return array.reshape(self.num_envs).astype(np.int64, copy=False)
-        shape, dtype = (self.num_envs, *self.action_space.shape), self.action_space.dtype
+        shape, dtype = (self.num_envs, *self.action_shape), self.action_space.dtype
         return array.reshape(shape).astype(dtype, copy=False)
 
 

@@ -49,12 +49,11 @@ class RslRlEnv(BatchedEnv):
         self.num_envs = int(env.num_envs)
         self.device = torch.device(device if device is not None else env.device)
         obs = self._convert(env.get_observations())
-        self.observation_space = gym.spaces.Dict(
-            {
-                key: gym.spaces.Box(-np.inf, np.inf, (int(obs[key].shape[-1]),), np.float32)
-                for key in obs.keys()
-            }
-        )
+        spaces: dict[str, gym.spaces.Space] = {
+            str(key): gym.spaces.Box(-np.inf, np.inf, (int(obs[key].shape[-1]),), np.float32)
+            for key in obs.keys()  # flat groups: every key is a str
+        }
+        self.observation_space = gym.spaces.Dict(spaces)
         self.action_space = gym.spaces.Box(-np.inf, np.inf, (int(env.num_actions),), np.float32)
         length = getattr(env, "max_episode_length", None)
         self.max_episode_steps = int(length) if isinstance(length, int | float) else None

@@ -60,7 +60,9 @@ class PixelCartPole(CartPole):
             raise ValueError(f"state_group: got {state_group!r}; accepted: true, false")
         self.size, self.frame_stack, self.state_group = size, frame_stack, state_group
         self.state_dim = CartPole.state_dim + 2 * (frame_stack - 1)
-        spaces = {"pixels": gym.spaces.Box(0, 255, (frame_stack, size, size), np.uint8)}
+        spaces: dict[str, gym.spaces.Space] = {
+            "pixels": gym.spaces.Box(0, 255, (frame_stack, size, size), np.uint8)
+        }
         self.frame_channels = {"pixels": 1}  # grayscale: one channel per stacked frame
         if state_group:
             spaces["state"] = gym.spaces.Box(-OBS_HIGH, OBS_HIGH, dtype=np.float32)

@@ -55,6 +55,8 @@ ENGINES = ("mujoco", "warp")
 class PushCube(BatchedEnv):
     """N PushCube envs; see the module docstring. Constructor arguments are ``env.cfg`` keys."""
 
+    max_episode_steps: int
+
     def __init__(
         self,
         num_envs: int,
@@ -116,7 +118,7 @@ class PushCube(BatchedEnv):
     def _space(self) -> gym.spaces.Box | gym.spaces.Dict:
         if not self.obs_groups:
             return gym.spaces.Box(-np.inf, np.inf, (task.OBS_DIM,), dtype=np.float32)
-        spaces = {
+        spaces: dict[str, gym.spaces.Space] = {
             key: gym.spaces.Box(-np.inf, np.inf, (len(columns),), dtype=np.float32)
             for key, columns in (("proprio", task.PROPRIO_COLUMNS), ("privileged", task.PRIVILEGED_COLUMNS))
         }
@@ -282,6 +284,7 @@ class PushCube(BatchedEnv):
         Called only with the camera on; ``frames=None`` (at reset) needs ``done`` everywhere.
         """
         camera = self._camera
+        assert camera is not None
         rows = done.nonzero().squeeze(-1)
         fresh = camera.render(self.physics.qpos[rows.to(self.physics.device)], self.goal[rows])
         fresh = fresh.to(self.device).unsqueeze(1).expand(-1, camera.cfg.frame_stack, -1, -1, -1)

@@ -70,7 +70,8 @@ class CameraCfg:
         unknown = [key for key in value if key not in cls.__dataclass_fields__]
         if unknown:
             raise ValueError(f"camera.{unknown[0]}: unknown key; accepted: {keys}")
-        cfg = cls(**{key: tuple(v) if isinstance(v, list) else v for key, v in value.items()})
+        fields: dict[str, Any] = {key: tuple(v) if isinstance(v, list) else v for key, v in value.items()}
+        cfg = cls(**fields)  # unchecked values from the config: _check names a wrong one
         cfg._check()
         return cfg
 
@@ -233,9 +234,10 @@ class PolicyCamera:
 
     def close(self) -> None:
         """Free MuJoCo's GL objects (in this context: GL names are per context), then the context."""
-        if getattr(self, "_context", None) is not None:
+        context = getattr(self, "_context", None)  # None once closed, or when __init__ failed before
+        if context is not None:
             with self._gl.as_current():
-                self._context.free()
+                context.free()
             self._gl.free()
             self._context = None
 
