@@ -49,7 +49,7 @@ class CNNCfg(StrictModel):
     """Square kernel of each conv layer (one per entry of ``channels``)."""
     strides: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [4, 2, 1])
     """Stride of each conv layer (one per entry of ``channels``)."""
-    features: int = Field(128, ge=1)
+    features: int = Field(default=128, ge=1)
     """Width of the Linear layer after the convs: the features this group adds to the MLP's input."""
     activation: Activation = "relu"
     """Activation after every conv and the Linear layer (the names of ``network_cfg.activation``)."""
@@ -91,9 +91,9 @@ class RecurrentCfg(StrictModel):
 
     type: Literal["lstm", "gru"] = "lstm"
     """Recurrent cell."""
-    hidden_size: int = Field(64, ge=1)
+    hidden_size: int = Field(default=64, ge=1)
     """Features per layer (the actor and critic MLPs read the last layer's output)."""
-    num_layers: int = Field(1, ge=1)
+    num_layers: int = Field(default=1, ge=1)
     """Stacked recurrent layers."""
 
 
