@@ -153,7 +153,7 @@ def naming_the_file(path: AnyPath) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def staged_files(directory: Path, name: str) -> Iterator[Path]:
+def staged_files(directory: AnyPath, name: str) -> Iterator[Path]:
     """A hidden temporary folder beside ``directory/name`` to write files in; all appear, or none.
 
     On a clean exit every file in it is renamed into ``directory`` (in name order), replacing older

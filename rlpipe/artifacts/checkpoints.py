@@ -162,7 +162,7 @@ def _damaged_advice(path: AnyPath) -> str:
     )
 
 
-def _checkpoints(directory: AnyPath) -> dict[int, Path]:
+def _checkpoints(directory: AnyPath) -> dict[int, AnyPath]:
     return numbered(directory, CHECKPOINT_NAME)
 
 
@@ -196,7 +196,7 @@ def clean_temporaries(directory: AnyPath) -> list[Path]:
     return _clean(as_path(directory))
 
 
-def latest_checkpoint(directory: AnyPath) -> Path | None:
+def latest_checkpoint(directory: AnyPath) -> AnyPath | None:
     """Return the checkpoint ``latest`` points at, else the newest valid one, else ``None``.
 
     The fallback covers a crash between writing a checkpoint and moving the pointer (silently), and
@@ -214,15 +214,7 @@ def latest_checkpoint(directory: AnyPath) -> Path | None:
         return directory / name
     found = _checkpoints(directory)
     newest = _newest_valid(found)
-    if (
-        raw is not None
-        and found
-        and not (
-            name
-            and CHECKPOINT_NAME.fullmatch(name)
-            and iteration_from_name(name, CHECKPOINT_NAME) > max(found)
-        )
-    ):
+    if raw is not None and found and not _names_a_newer_checkpoint(name, found):
         shown = repr(name[:40]) if name.isprintable() else f"{len(raw)} unreadable bytes"
         print(
             f"Warning: {pointer}: holds {shown}, not a checkpoint of this folder; using the newest "
@@ -232,7 +224,13 @@ def latest_checkpoint(directory: AnyPath) -> Path | None:
     return newest
 
 
-def _newest_valid(found: dict[int, Path]) -> Path | None:
+def _names_a_newer_checkpoint(name: str, found: dict[int, AnyPath]) -> bool:
+    """True when ``name`` is a checkpoint name newer than every checkpoint in ``found``."""
+    iteration = iteration_from_name(name, CHECKPOINT_NAME) if CHECKPOINT_NAME.fullmatch(name) else None
+    return iteration is not None and iteration > max(found)
+
+
+def _newest_valid(found: dict[int, AnyPath]) -> AnyPath | None:
     for path in reversed(found.values()):
         try:
             verify_checkpoint(path)
@@ -243,7 +241,7 @@ def _newest_valid(found: dict[int, Path]) -> Path | None:
     return None
 
 
-def best_checkpoint(directory: Path) -> Path | None:
+def best_checkpoint(directory: AnyPath) -> AnyPath | None:
     """Return the checkpoint the ``best`` pointer names, or ``None``."""
     best = _read_best(as_path(directory))
     return as_path(directory) / best["file"] if best else None
@@ -271,7 +269,7 @@ def load_checkpoint(path: AnyPath, map_location: str | torch.device = "cpu") -> 
 
 
 @contextlib.contextmanager
-def checkpoint_fits(path: Path) -> Iterator[None]:
+def checkpoint_fits(path: AnyPath) -> Iterator[None]:
     """Turn a state that does not fit the built policy/algorithm into one ``StoreError`` naming ``path``."""
     try:
         yield
@@ -295,19 +293,20 @@ class Checkpointer:
         self.keep_last = keep_last
         if keep_last is not None:
             check_confined(checkpoint_path(self.directory, 0), self.directory.parent)
-        self.last_saved: Path | None = None
+        self.last_saved: AnyPath | None = None
 
-    def save(self, iteration: int, state: dict[str, Any], best_metric: float | None = None) -> Path:
+    def save(self, iteration: int, state: dict[str, Any], best_metric: float | None = None) -> AnyPath:
         """Write the checkpoint of ``iteration``; return its path."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.last_saved = save_checkpoint(self.directory, iteration, state, self.keep_last, best_metric)
-        return self.last_saved
+        saved = save_checkpoint(self.directory, iteration, state, self.keep_last, best_metric)
+        self.last_saved = saved
+        return saved
 
-    def latest(self) -> Path | None:
+    def latest(self) -> AnyPath | None:
         """The newest complete checkpoint, or ``None``."""
         return latest_checkpoint(self.directory) if self.directory.exists() else None
 
     @staticmethod
-    def load(path: Path) -> dict[str, Any]:
+    def load(path: AnyPath) -> dict[str, Any]:
         """Load with ``weights_only=True``."""
         return load_checkpoint(path)

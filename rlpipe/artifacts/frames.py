@@ -9,8 +9,6 @@ video extra.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from rlpipe.artifacts.atomic import naming_the_file, staged_files
@@ -27,7 +25,7 @@ def _check(frames: np.ndarray) -> None:
         raise ValueError(f"frames of {frames.dtype} {frames.shape}; expected uint8 [T >= 1, H, W, 3]")
 
 
-def write_pngs(frames: np.ndarray, folder: AnyPath) -> list[Path]:
+def write_pngs(frames: np.ndarray, folder: AnyPath) -> list[AnyPath]:
     """``folder/t-NNNNNN.png`` for each of ``frames`` ``[T, H, W, 3]`` uint8; the paths, in time order."""
     from matplotlib.image import imsave  # matplotlib on first use (import cost)
 
@@ -36,7 +34,7 @@ def write_pngs(frames: np.ndarray, folder: AnyPath) -> list[Path]:
     with staged_files(folder, "frames") as tmp:
         for step, frame in enumerate(frames):
             with naming_the_file(RunLayout.frame_file(folder, step)):
-                imsave(RunLayout.frame_file(tmp, step), frame, format="png")
+                imsave(str(RunLayout.frame_file(tmp, step)), frame, format="png")  # tmp: a local folder
     return [RunLayout.frame_file(folder, step) for step in range(frames.shape[0])]
 
 

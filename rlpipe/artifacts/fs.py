@@ -25,13 +25,15 @@ import shutil
 from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, runtime_checkable
 
 from typing_extensions import TypeIs
 
 from rlpipe.location import AnyPath, ObjectPath, StorageUnavailable, filesystem, url_problem, with_retries
 
 if TYPE_CHECKING:
+    from asyncio import AbstractEventLoop
+
     from fsspec.asyn import AsyncFileSystem
     from zarr.storage import FsspecStore, LocalStore
 
@@ -65,6 +67,26 @@ class _Stream(Protocol):
     async def read(self) -> bytes: ...
 
 
+@runtime_checkable
+class _S3Calls(Protocol):
+    """An s3fs filesystem: raw S3 requests (conditional PUTs, ETags)."""
+
+    def call_s3(self, method: str, *args: object, **kwargs: object) -> dict[str, Any]: ...
+
+
+def _sync(loop: AbstractEventLoop | None, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """``make()`` run to its end on ``loop`` (fsspec's I/O loop; ``None`` fails there), from this thread."""
+    from fsspec.asyn import sync
+
+    return cast(T, sync(loop, make))  # fsspec's ``sync`` is unannotated: its inferred return is None
+
+
+def _listing(path: ObjectPath) -> dict[str, dict[str, Any]]:
+    """``{key: info}`` of every object under ``path`` (one listing)."""
+    # fsspec's ``find`` is unannotated: its return is inferred as dict | list; ``detail=True`` gives the dict
+    return cast("dict[str, dict[str, Any]]", with_retries(path, lambda: path.fs.find(path.key, detail=True)))
+
+
 class PreconditionFailed(RuntimeError):
     """A conditional write lost: the object changed (or appeared) since it was read."""
 
@@ -89,7 +111,8 @@ def remove_tree(path: ObjectPath) -> None:
     Call it through :func:`rlpipe.artifacts.removal.delete`, the one door of every delete.
     """
     fs = path.fs
-    keys = with_retries(path, lambda: fs.find(path.key, withdirs=False))
+    # fsspec's ``find`` is unannotated: its return is inferred as dict | list; without ``detail`` a list
+    keys = cast("list[str]", with_retries(path, lambda: fs.find(path.key, withdirs=False)))
     if path.key not in keys and with_retries(path, lambda: fs.isfile(path.key)):
         keys.append(path.key)
     if keys:
@@ -105,7 +128,7 @@ def _split(path: ObjectPath) -> tuple[str, str]:
 def _put(path: ObjectPath, data: bytes, **condition: str) -> str:
     """One PUT with an S3 precondition; the new ETag. ``PreconditionFailed`` when it does not hold."""
     fs = path.fs
-    if not hasattr(fs, "call_s3"):  # another fsspec store: best effort, create-only is its one guarantee
+    if not isinstance(fs, _S3Calls):  # another fsspec store: best effort, create-only is its one guarantee
         if "IfNoneMatch" in condition:
             try:
                 with_retries(path, lambda: fs.pipe_file(path.key, data, mode="create"))
@@ -145,7 +168,7 @@ def replace_if(path: ObjectPath, data: bytes, etag: str | None) -> str:
 def read_versioned(path: ObjectPath) -> tuple[bytes, str] | None:
     """``(bytes, ETag)`` of the object at ``path``, or ``None`` when there is none."""
     fs = path.fs
-    if not hasattr(fs, "call_s3"):
+    if not isinstance(fs, _S3Calls):
         try:
             return path.read_bytes(), ""
         except FileNotFoundError:
@@ -154,7 +177,8 @@ def read_versioned(path: ObjectPath) -> tuple[bytes, str] | None:
 
     def get() -> tuple[bytes, str]:
         out = fs.call_s3("get_object", Bucket=bucket, Key=key)
-        return _read_body(fs, out["Body"]), str(out.get("ETag", ""))
+        loop = cast("AsyncFileSystem", fs).loop  # s3fs makes ``call_s3`` at runtime: no static class has both
+        return _read_body(loop, out["Body"]), str(out.get("ETag", ""))
 
     try:
         return with_retries(path, get)
@@ -162,14 +186,12 @@ def read_versioned(path: ObjectPath) -> tuple[bytes, str] | None:
         return None
 
 
-def _read_body(fs: AsyncFileSystem, body: AbstractAsyncContextManager[_Stream]) -> bytes:
-    from fsspec.asyn import sync
-
+def _read_body(loop: AbstractEventLoop | None, body: AbstractAsyncContextManager[_Stream]) -> bytes:
     async def read() -> bytes:
         async with body as stream:
             return await stream.read()
 
-    return sync(fs.loop, read)
+    return _sync(loop, read)
 
 
 # -- Zarr over the store ------------------------------------------------------------------------
@@ -190,7 +212,8 @@ def zarr_store(path: AnyPath, read_only: bool = False) -> LocalStore | FsspecSto
 def _async_fs(protocol: str) -> AsyncFileSystem:
     """An async twin of the process's filesystem, bound to fsspec's I/O loop (where its coroutines run)."""
     sync_fs = filesystem(protocol)
-    if not hasattr(sync_fs, "_async_twin"):
+    fields = vars(sync_fs)  # the twin lives on the filesystem it mirrors
+    if "_async_twin" not in fields:
         import fsspec
         from fsspec.asyn import get_loop
 
@@ -201,9 +224,9 @@ def _async_fs(protocol: str) -> AsyncFileSystem:
             from zarr.storage._fsspec import _make_async
 
             twin = _make_async(sync_fs)
-        sync_fs._async_twin = twin
+        fields["_async_twin"] = twin
         atexit.register(_close_twin, twin)
-    return sync_fs._async_twin
+    return fields["_async_twin"]
 
 
 def _close_twin(twin: AsyncFileSystem) -> None:
@@ -225,9 +248,9 @@ def run_coroutine(
     """
     if not is_object(path):
         return local(make())
-    from fsspec.asyn import get_loop, sync
+    from fsspec.asyn import get_loop
 
-    return with_retries(path, lambda: sync(get_loop(), make))
+    return with_retries(path, lambda: _sync(get_loop(), make))
 
 
 def chunk_sizes(folder: AnyPath) -> dict[str, int]:
@@ -241,7 +264,7 @@ def chunk_sizes(folder: AnyPath) -> dict[str, int]:
             for f in files
             if f != "zarr.json"
         }
-    found = with_retries(folder, lambda: folder.fs.find(folder.key, detail=True))
+    found = _listing(folder)
     prefix = folder.key.rstrip("/") + "/"
     return {
         name.removeprefix(prefix): int(info.get("size") or 0)
@@ -267,7 +290,7 @@ def probe(path: AnyPath) -> None:
     fs = path.fs
     bucket = path.key.split("/")[0]
     try:
-        if hasattr(fs, "call_s3"):
+        if isinstance(fs, _S3Calls):
             fs.call_s3("list_objects_v2", Bucket=bucket, MaxKeys=1)
         else:
             fs.ls(bucket, detail=False)
@@ -309,7 +332,7 @@ def tree_bytes(path: AnyPath) -> int:
     """Bytes of every file below ``path`` (an object store: one listing, not a request per file)."""
     if not is_object(path):
         return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
-    found = with_retries(path, lambda: path.fs.find(path.key, detail=True))
+    found = _listing(path)
     return sum(int(info.get("size") or 0) for info in found.values())
 
 

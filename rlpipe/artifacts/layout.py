@@ -186,7 +186,7 @@ class RunLayout:
         return self.root / "frames"
 
     def frames(
-        self, iteration: int, group: str, env: int, suffix: str = "", directory: Path | None = None
+        self, iteration: int, group: str, env: int, suffix: str = "", directory: AnyPath | None = None
     ) -> AnyPath:
         """``frames/iter-NNNNNN-<group>-env-E<suffix>`` (in ``directory`` if given): a folder or an MP4."""
         return as_path(directory or self.frames_dir) / f"iter-{iteration:06d}-{group}-env-{env}{suffix}"

@@ -37,7 +37,7 @@ __all__ = ["RunLock"]
 class RunLock:
     """``with RunLock(directory):`` hold ``directory/.lock`` for the body (re-entrant per process)."""
 
-    _held: dict[Path, int] = {}  # lock path → nesting depth in this process
+    _held: dict[AnyPath, int] = {}  # lock path → nesting depth in this process
 
     def __init__(self, directory: AnyPath, command: str = "rlpipe") -> None:
         self.path = lock_path(as_path(directory)).absolute()
@@ -54,7 +54,7 @@ class RunLock:
             return self
         self.path.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(3):
-            if self._create():
+            if self._create(self.path):
                 self._held[self.path] = 1
                 return self
             holder = self._read()
@@ -108,10 +108,10 @@ class RunLock:
             "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
 
-    def _create(self) -> bool:
+    def _create(self, path: Path) -> bool:
         record = json.dumps(self._record())
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             return False
         try:

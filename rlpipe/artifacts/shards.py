@@ -35,7 +35,7 @@ def is_sharded(path: AnyPath) -> bool:
     )
 
 
-def shard_paths(path: AnyPath) -> list[Path]:
+def shard_paths(path: AnyPath) -> list[AnyPath]:
     """The ``rank-R`` shards of an iteration folder, in rank order."""
     return list(numbered(as_path(path), SHARD_NAME).values())
 
@@ -58,7 +58,7 @@ def read_any(path: AnyPath, device: torch.device | str = "cpu") -> tuple[TensorD
         raise StoreError(
             f"{path}: incomplete sharded iteration (shards of ranks {ranks}, world_size {world})"
         )
-    rollout = torch.cat([r for r, _ in parts], dim=0)
+    rollout = TensorDict.cat([r for r, _ in parts], dim=0)
     rollout.refine_names(*DIM_NAMES)
     attrs = {k: v for k, v in parts[0][1].items() if k != "rank"}
     return rollout, attrs

@@ -16,10 +16,12 @@ import contextlib
 import mmap
 import os
 from dataclasses import dataclass
+from types import ModuleType
 
 import torch
 from tensordict import TensorDict
 
+from rlpipe.artifacts.staging import tensor_leaves
 from rlpipe.artifacts.writer_process import Leaf
 
 __all__ = ["Segment", "SharedBuffers"]
@@ -64,7 +66,7 @@ class SharedBuffers:
         base = torch.frombuffer(memory, dtype=torch.uint8)
         locked = pinned and _page_lock(base)
         host = TensorDict({}, batch_size=rollout.batch_size, device=torch.device("cpu"))
-        for (key, tensor), (_, shape, _, offset) in zip(_leaves(rollout), leaves, strict=True):
+        for (key, tensor), (_, shape, _, offset) in zip(tensor_leaves(rollout), leaves, strict=True):
             view = base[offset : offset + tensor.numel() * tensor.element_size()]
             host.set(key, view.view(tensor.dtype).view(shape))
         segment = Segment(fd, fd, size, memory, base.data_ptr(), leaves, host, locked)
@@ -84,7 +86,7 @@ class SharedBuffers:
         for segment in self._segments.values():
             if segment.pinned:
                 with contextlib.suppress(Exception):
-                    torch.cuda.cudart().cudaHostUnregister(segment.address)
+                    _cuda_runtime().cudaHostUnregister(segment.address)
             segment.host = TensorDict({})  # drop the tensors that export the memory
             with contextlib.suppress(BufferError):
                 segment.memory.close()
@@ -92,14 +94,10 @@ class SharedBuffers:
         self._segments.clear()
 
 
-def _leaves(rollout: TensorDict) -> list[tuple[object, torch.Tensor]]:
-    return list(rollout.items(include_nested=True, leaves_only=True))
-
-
 def _places(rollout: TensorDict) -> tuple[tuple[Leaf, ...], int]:
     """Every leaf's ``(name, shape, numpy dtype, offset)`` in one segment, and the segment's size."""
     leaves, offset = [], 0
-    for key, tensor in _leaves(rollout):
+    for key, tensor in tensor_leaves(rollout):
         name = key if isinstance(key, str) else "/".join(key)
         dtype = torch.empty(0, dtype=tensor.dtype).numpy().dtype.str
         leaves.append((name, tuple(tensor.shape), dtype, offset))
@@ -111,4 +109,11 @@ def _page_lock(base: torch.Tensor) -> bool:
     """Page-lock ``base``'s memory for CUDA (``cudaHostRegister``); whether that succeeded."""
     if not torch.cuda.is_available():
         return False
-    return int(torch.cuda.cudart().cudaHostRegister(base.data_ptr(), base.numel(), 0)) == 0
+    return int(_cuda_runtime().cudaHostRegister(base.data_ptr(), base.numel(), 0)) == 0
+
+
+def _cuda_runtime() -> ModuleType:
+    """The CUDA runtime bindings of torch (``cudart()`` initialises CUDA first: never ``None``)."""
+    runtime = torch.cuda.cudart()
+    assert runtime is not None
+    return runtime

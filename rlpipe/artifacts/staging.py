@@ -19,23 +19,30 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from tensordict import TensorDict
 
-__all__ = ["HostStaging", "Staged"]
+__all__ = ["HostStaging", "LeafKey", "Staged", "tensor_leaves"]
 
-Layout = tuple[tuple[object, tuple[int, ...], torch.dtype], ...]
+LeafKey = str | tuple[str, ...]
+"""A leaf's key in a rollout: a name, or the path of names to a nested leaf."""
+
+Layout = tuple[tuple[LeafKey, tuple[int, ...], torch.dtype], ...]
 """``(key, shape, dtype)`` of every leaf of a rollout, in the rollout's key order."""
 
 
-def _leaves(rollout: TensorDict) -> list[tuple[object, torch.Tensor]]:
-    return list(rollout.items(include_nested=True, leaves_only=True))
+def tensor_leaves(rollout: TensorDict) -> list[tuple[LeafKey, torch.Tensor]]:
+    """``(key, tensor)`` of every leaf of ``rollout``, nested ones under their key paths, in key order."""
+    # tensordict types ``items`` as (str, any value); nested leaves come as (key path, tensor)
+    leaves = rollout.items(include_nested=True, leaves_only=True)
+    return cast("list[tuple[LeafKey, torch.Tensor]]", list(leaves))
 
 
 def layout_of(rollout: TensorDict) -> Layout:
     """The rollout's leaves as ``(key, shape, dtype)``: buffers of one layout are interchangeable."""
-    return tuple((key, tuple(t.shape), t.dtype) for key, t in _leaves(rollout))
+    return tuple((key, tuple(t.shape), t.dtype) for key, t in tensor_leaves(rollout))
 
 
 @dataclass
@@ -97,9 +104,10 @@ class HostStaging:
         cuda = device is not None and device.type == "cuda"
         host = self._take(rollout, pinned=cuda)
         if not cuda:
-            for key, src in _leaves(rollout):
+            for key, src in tensor_leaves(rollout):
                 host.get(key).copy_(src)
             return Staged(host, final_obs=None if final_obs is None else final_obs.apply(_host_clone))
+        assert device is not None  # a CUDA rollout has its one device
         clone = rollout.apply(torch.clone)  # leaf by leaf: TensorDict.clone adds 0, turning -0.0 into +0.0
         with torch.cuda.device(device):
             ready = torch.cuda.Event()
@@ -107,9 +115,11 @@ class HostStaging:
             side = self._side_stream(device)
             side.wait_event(ready)
             with torch.cuda.stream(side):
-                for key, src in _leaves(clone):
+                for key, src in tensor_leaves(clone):
                     host.get(key).copy_(src, non_blocking=True)
-                final_host = None if final_obs is None else final_obs.apply(_pinned_copy, device="cpu")
+                final_host = (
+                    None if final_obs is None else final_obs.apply(_pinned_copy, device=torch.device("cpu"))
+                )
                 copied = torch.cuda.Event()
                 copied.record(side)
         return Staged(host, copied, clone, final_host, final_obs)
@@ -148,12 +158,12 @@ def _pinned_copy(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def _is_pinned(buffer: TensorDict) -> bool:
-    return any(t.is_pinned() for _, t in _leaves(buffer)) if torch.cuda.is_available() else False
+    return any(t.is_pinned() for _, t in tensor_leaves(buffer)) if torch.cuda.is_available() else False
 
 
 def _empty_host(rollout: TensorDict, pinned: bool) -> TensorDict:
     """An uninitialised CPU TensorDict of ``rollout``'s keys, shapes and dtypes (pinned if asked)."""
     host = TensorDict({}, batch_size=rollout.batch_size, device=torch.device("cpu"))
-    for key, tensor in _leaves(rollout):
+    for key, tensor in tensor_leaves(rollout):
         host.set(key, torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=pinned))
     return host

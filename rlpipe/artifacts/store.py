@@ -52,7 +52,7 @@ __all__ = [
 
 
 def write_rollout(
-    path: Path,
+    path: AnyPath,
     rollout: TensorDict,
     attrs: dict[str, Any],
     codec: str = "none",
@@ -74,7 +74,7 @@ def write_rollout(
 
 
 def _write_checked(
-    path: Path,
+    path: AnyPath,
     rollout: TensorDict,
     attrs: dict[str, Any],
     codec: str,
@@ -103,7 +103,7 @@ def writer_mode(cfg: StoreCfg, root: AnyPath) -> str:
 
 @dataclass
 class _Job:
-    path: Path
+    path: AnyPath
     staged: Staged
     attrs: dict[str, Any]
 
@@ -279,6 +279,7 @@ class RolloutStore:
         if self._process is not None:
             self._process.close()
             self._staging = HostStaging(self.cfg.queue_size)  # the pool lets go of the shared buffers
+        if self._shared is not None:
             self._shared.close()
         self._raise_if_failed()
 
@@ -347,17 +348,19 @@ class RolloutStore:
             self._error = StoreError(f"writing {job.path} failed: {exc}")
 
     def _write_in_process(
-        self, path: Path, host: TensorDict, attrs: dict[str, Any], final_obs: TensorDict | None
+        self, path: AnyPath, host: TensorDict, attrs: dict[str, Any], final_obs: TensorDict | None
     ) -> None:
         """Have the writer process write ``host`` (a shared buffer) as the store at ``path``.
 
         The sparse final observations travel with the request (pickled: a few rows per rollout).
         """
-        segment = self._shared.segment_of(host)
-        self._process.share(segment.key, segment.fd, segment.size)
+        process, shared = self._process, self._shared
+        assert process is not None and shared is not None  # the ``process`` mode made both
+        segment = shared.segment_of(host)
+        process.share(segment.key, segment.fd, segment.size)
         cfg, stored = self.cfg, group_attributes(attrs, path)
         extra = {} if final_obs is None else {k: t.numpy() for k, t in final_obs_arrays(final_obs).items()}
-        self._process.write(
+        process.write(
             WriteRequest(
                 str(path),
                 segment.key,

@@ -211,6 +211,7 @@ def derive_policy(cfg: StoreCfg, layout: Layout, iterations: int, world_size: in
     if per_step is not None:
         every = max(1, math.ceil(bytes_per_env_step(stored) / per_step))
     else:
+        assert budget.total_tb is not None  # a budget without a rate is a total (BudgetCfg's check)
         allowed = int(budget.total_tb * 1e12 // per_iteration)
         if allowed == 0:
             raise ConfigError(

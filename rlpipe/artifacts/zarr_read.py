@@ -65,7 +65,7 @@ def read_rollout(path: AnyPath, device: torch.device | str = "cpu") -> tuple[Ten
 
 
 def read_rollout_final_obs(
-    path: Path, device: torch.device | str = "cpu"
+    path: AnyPath, device: torch.device | str = "cpu"
 ) -> tuple[TensorDict, dict[str, Any], TensorDict | None]:
     """:func:`read_rollout` plus the store's sparse final observations ``[K]`` (``None``: it has none).
 
@@ -244,7 +244,9 @@ def check_spaces(path: AnyPath, spaces: Any, arrays: dict[str, AsyncArray]) -> N
     Discrete; the schema arrays are ``[N, T+1]``. Checked on the metadata, before any chunk is read,
     so a declared shape beyond the run's spaces allocates nothing.
     """
-    expected = {name: ((), kind) for name, kind in SCHEMA_DTYPES.items()}
+    expected: dict[str, tuple[tuple[int, ...], str]] = {
+        name: ((), kind) for name, kind in SCHEMA_DTYPES.items()
+    }
     expected[f"{_SPARSE}index"] = ((2,), "i")
     if isinstance(spaces, dict):
         observed = _space_arrays("obs", spaces.get("observation"), observation=True)
@@ -347,9 +349,9 @@ async def _read_array(path: AnyPath, name: str, arr: AsyncArray, listing: dict[s
         return np.asarray(await arr.getitem(...))
     except Exception as exc:
         bad = await _first_bad_chunk(arr, coords)
-        where = path / name / arr.metadata.encode_chunk_key(bad) if bad else path / name
+        chunk = Path(name, arr.metadata.encode_chunk_key(bad)) if bad else Path(name)
+        where = path / chunk
         if "checksum" in str(exc).lower():
-            chunk = where.relative_to(path)
             raise ChunkChecksumError(
                 f"{path}: key {name!r}: checksum mismatch in chunk {chunk} (the store is damaged)"
             ) from None
@@ -390,7 +392,7 @@ def read_attrs(path: AnyPath) -> dict[str, Any]:
     return run_at(path, lambda: _open_store(path, listing))[0]
 
 
-def read_arrays(path: Path) -> tuple[dict[str, Any], _Arrays]:
+def read_arrays(path: AnyPath) -> tuple[dict[str, Any], _Arrays]:
     """Attributes and ``{name: (zarr array, values)}`` of a store, for :mod:`rlpipe.offline.describe`.
 
     The same checks and errors as :func:`read_rollout`; the arrays carry their chunk/codec metadata.

@@ -5,10 +5,14 @@ from __future__ import annotations
 import shlex
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from rlpipe.cli.common import RESUME_KEY, RunPath, set_option, user_errors
+
+if TYPE_CHECKING:
+    from rlpipe.location import AnyPath
 
 __all__ = ["distill", "resume_command"]
 
@@ -92,7 +96,7 @@ def resume_command(
     return shlex.join([*args, "--resume"])
 
 
-def _naming_checkpoint(exc: BaseException, run_dir: Path) -> BaseException:
+def _naming_checkpoint(exc: BaseException, run_dir: AnyPath) -> BaseException:
     """``exc`` (an ``Interrupted`` that named no checkpoint) naming the run's newest checkpoint."""
     from rlpipe.artifacts.checkpoints import latest_checkpoint
     from rlpipe.artifacts.layout import CHECKPOINT_NAME, RunLayout, iteration_from_name

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -22,6 +23,9 @@ from rlpipe.cli.common import (
     set_option,
     user_errors,
 )
+
+if TYPE_CHECKING:
+    from rlpipe.location import AnyPath
 
 __all__ = ["advantage", "collect", "evaluate", "export", "inspect", "replay", "update"]
 
@@ -65,7 +69,7 @@ def advantage(params: Path, rollout: Path, overrides: tuple[str, ...], out: Path
 @user_errors
 def update(
     params: Path,
-    rollout: Path | None,
+    rollout: AnyPath | None,
     overrides: tuple[str, ...],
     checkpoint: Path | None,
     out: Path | None,
@@ -279,7 +283,7 @@ def inspect(
 
 
 def _write_frames(
-    target: Path, group: str, env: int, iteration: int | None, fmt: str, channels: str, out: Path | None
+    target: AnyPath, group: str, env: int, iteration: int | None, fmt: str, channels: str, out: AnyPath | None
 ) -> None:
     """``inspect --frames``: the rollout of a run (``--iteration``, default the newest) or the one given."""
     from rlpipe.artifacts.layout import RunLayout
@@ -339,11 +343,11 @@ def _write_frames(
 def replay(
     params: Path,
     overrides: tuple[str, ...],
-    rollouts: Path | None,
+    rollouts: AnyPath | None,
     span: tuple[int, int] | None,
     chain: bool,
-    start: Path | None,
-    out: Path | None,
+    start: AnyPath | None,
+    out: AnyPath | None,
     allow_rejected: bool,
 ) -> None:
     """Re-run advantage + update over stored rollouts with the params plus replay.algorithm overrides."""

@@ -56,17 +56,17 @@ class AlgorithmCfg(StrictModel):
 
     device: str = "auto"
     """Device for the update; ``auto`` follows ``trainer.device``."""
-    learning_rate: float = Field(3.0e-4, gt=0)
+    learning_rate: float = Field(default=3.0e-4, gt=0)
     """Optimizer learning rate."""
-    batch_size: int = Field(64, ge=1)
+    batch_size: int = Field(default=64, ge=1)
     """Minibatch size in transitions."""
-    gamma: float = Field(0.99, ge=0, le=1)
+    gamma: float = Field(default=0.99, ge=0, le=1)
     """Discount factor."""
-    gae_lambda: float = Field(0.95, ge=0, le=1)
+    gae_lambda: float = Field(default=0.95, ge=0, le=1)
     """GAE lambda (bias/variance trade-off of the advantage)."""
-    max_grad_norm: float = Field(0.5, gt=0)
+    max_grad_norm: float = Field(default=0.5, gt=0)
     """Global gradient-norm clip."""
-    n_epochs: int = Field(10, ge=1)
+    n_epochs: int = Field(default=10, ge=1)
     """Passes over the rollout per update."""
 
     def lineage(self) -> dict[str, str]:
@@ -77,21 +77,21 @@ class AlgorithmCfg(StrictModel):
 class UpdateCfg(AlgorithmCfg):
     """Fields of the epochs × minibatches loop every algorithm shares (all options off by default)."""
 
-    clip_coef: float = Field(0.2, gt=0)
+    clip_coef: float = Field(default=0.2, gt=0)
     """Surrogate clip range ε (also the threshold of the ``clip_fraction`` diagnostic)."""
-    ent_coef: float = Field(0.01, ge=0)
+    ent_coef: float = Field(default=0.01, ge=0)
     """Entropy bonus weight (the start value when ``ent_coef_schedule_kind`` is linear/cosine)."""
-    target_kl: float | None = Field(None, gt=0)
+    target_kl: float | None = Field(default=None, gt=0)
     """Stop the update before the first minibatch whose approx KL exceeds 1.5 × target_kl; null: never."""
     schedule: Literal["fixed", "adaptive"] = "fixed"
     """``adaptive``: rsl_rl's KL rule sets the learning rate after every minibatch (needs ``desired_kl``)."""
-    desired_kl: float | None = Field(None, gt=0)
+    desired_kl: float | None = Field(default=None, gt=0)
     """KL the adaptive schedule aims for: lr /1.5 above 2× it, ×1.5 below half of it."""
-    min_lr: float = Field(1e-5, gt=0)
+    min_lr: float = Field(default=1e-5, gt=0)
     """Floor of the adaptive learning rate."""
-    max_lr: float = Field(1e-2, gt=0)
+    max_lr: float = Field(default=1e-2, gt=0)
     """Ceiling of the adaptive learning rate."""
-    num_mini_batches: int | None = Field(None, ge=1)
+    num_mini_batches: int | None = Field(default=None, ge=1)
     """Minibatches per epoch; when set it wins over ``batch_size`` (= ceil(rows / num_mini_batches))."""
     shuffle_minibatches: bool = True
     """Draw minibatches from a fresh permutation each epoch; false: contiguous slices in batch order."""
@@ -104,13 +104,13 @@ class UpdateCfg(AlgorithmCfg):
     lr_schedule_kind: ScheduleKind = "step"
     """``step`` (jump and hold), ``interp`` (linear between points), or ``linear``/``cosine`` decay
     from ``learning_rate`` to ``lr_final`` over the run."""
-    lr_final: float = Field(0.0, ge=0)
+    lr_final: float = Field(default=0.0, ge=0)
     """Learning rate at the end of a linear/cosine decay."""
     ent_coef_schedule: Points | None = None
     """``[[env_steps, ent_coef], ...]`` like ``lr_schedule``; overrides ``ent_coef``."""
     ent_coef_schedule_kind: ScheduleKind = "step"
     """As ``lr_schedule_kind``, for the entropy coefficient (decaying to ``ent_coef_final``)."""
-    ent_coef_final: float = Field(0.0, ge=0)
+    ent_coef_final: float = Field(default=0.0, ge=0)
     """Entropy coefficient at the end of a linear/cosine decay."""
     accumulate_grads: bool = False
     """One optimizer step per epoch: backward of each minibatch's loss / num_minibatches."""
@@ -187,7 +187,7 @@ class UpdateCfg(AlgorithmCfg):
 class SequenceCfg(UpdateCfg):
     """Fields of algorithms that train recurrent policies; feedforward policies ignore them."""
 
-    seq_len: int | None = Field(None, ge=1)
+    seq_len: int | None = Field(default=None, ge=1)
     """Truncated-BPTT length L; must divide ``trainer.buffer_size``. null: the whole rollout."""
     seqs_per_state_reset: int = 8
     """Collection zeroes the recurrent state every ``seq_len × seqs_per_state_reset`` steps of a
@@ -208,9 +208,9 @@ class PPOCfg(SequenceCfg):
     The optimizer, minibatch, schedule, KL and precision fields come from ``UpdateCfg``.
     """
 
-    n_epochs: int = Field(10, ge=1)
+    n_epochs: int = Field(default=10, ge=1)
     """Passes over the rollout per update (rl8 ``num_sgd_iters``, rsl_rl ``num_learning_epochs``)."""
-    vf_coef: float = Field(0.5, ge=0)
+    vf_coef: float = Field(default=0.5, ge=0)
     """Value loss weight."""
     normalize_advantage: Literal["batch", "minibatch", "off"] = "batch"
     """Advantage normalization: over the whole rollout once (``batch``), within every minibatch
@@ -220,9 +220,9 @@ class PPOCfg(SequenceCfg):
     (arXiv:2005.12729); the stored rollout keeps its raw rewards."""
     clip_value_loss: bool = False
     """PPO2's clipped value loss: the value may move ``vf_clip_coef`` from its collection-time estimate."""
-    vf_clip_coef: float = Field(0.2, gt=0)
+    vf_clip_coef: float = Field(default=0.2, gt=0)
     """Clip range of the value (in return units) when ``clip_value_loss``."""
-    dual_clip_coef: float | None = Field(None, gt=1)
+    dual_clip_coef: float | None = Field(default=None, gt=1)
     """Dual clip c > 1 for negative advantages: max(min(surr1, surr2), c·A) (Ye et al. 2020); null: off."""
     symmetry: SymmetryCfg | None = None
     """Mirror augmentation and/or mirror loss (``SymmetryCfg``); null: off."""
@@ -247,16 +247,16 @@ class GRPOCfg(UpdateCfg):
     ``gae_lambda`` is inherited for config compatibility and unused: GRPO has no critic.
     """
 
-    n_epochs: int = Field(10, ge=1)
+    n_epochs: int = Field(default=10, ge=1)
     """Passes over the rollout per update."""
-    ent_coef: float = Field(0.0, ge=0)
+    ent_coef: float = Field(default=0.0, ge=0)
     """Entropy bonus weight (the start value when ``ent_coef_schedule_kind`` is linear/cosine)."""
-    kl_coef: float = Field(0.02, ge=0)
+    kl_coef: float = Field(default=0.02, ge=0)
     """Weight of the k3 KL to a frozen copy of the initial policy; 0 builds no reference policy
     (from-scratch training), 0.02 suits fine-tuning."""
     group_size: int = 4
     """Consecutive envs ``[g*k, (g+1)*k)`` that form one group; must be >= 2 and divide ``num_envs``."""
-    eps: float = Field(1e-8, gt=0)
+    eps: float = Field(default=1e-8, gt=0)
     """Added to the group std: a constant-return group gets advantage 0, not NaN."""
     reset_every_rollout: bool = True
     """Reset every env at the start of each collect, so each rollout starts fresh episodes."""

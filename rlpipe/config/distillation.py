@@ -37,7 +37,7 @@ class DistillationCfg(SequenceCfg):
     loss: Literal["kl", "mse", "huber"] = "kl"
     """``kl``: KL(teacher ‖ student) of the action distributions (Gaussian or categorical); ``mse`` /
     ``huber``: on the deterministic actions (the Gaussian means; continuous actions only)."""
-    huber_delta: float = Field(1.0, gt=0)
+    huber_delta: float = Field(default=1.0, gt=0)
     """Where the Huber loss turns from quadratic to linear (``loss: huber``)."""
     teacher_mix: Points | None = None
     """``[[env_steps, β], ...]``: the probability that an env executes the teacher's action instead of
@@ -47,23 +47,23 @@ class DistillationCfg(SequenceCfg):
     """``interp``: β linear between the points; ``step``: β jumps at each point and holds."""
     stores: str | None = None
     """The folder of the teacher's rollout stores ``rlpipe distill`` trains on (the run's lineage)."""
-    offline_passes: int = Field(1, ge=1)
+    offline_passes: int = Field(default=1, ge=1)
     """Passes of ``rlpipe distill`` over the teacher's stored rollouts (each store once per pass)."""
-    stores_per_update: int = Field(1, ge=1)
+    stores_per_update: int = Field(default=1, ge=1)
     """Stores joined along the env axis into each offline update (``[k·N, T+1]``), so its shuffled
     minibatches mix transitions of ``k`` stores; a pass then makes ⌈stores / k⌉ updates."""
-    online_iterations: int = Field(0, ge=0)
+    online_iterations: int = Field(default=0, ge=0)
     """Iterations of online distillation ``rlpipe distill`` runs after the offline passes (0: none)."""
     student_init: str | None = None
     """A checkpoint whose policy weights the student starts from (the online continuation of an
     offline distillation starts from its result); null: fresh weights."""
-    learning_rate: float = Field(1.0e-3, gt=0)
+    learning_rate: float = Field(default=1.0e-3, gt=0)
     """Optimizer learning rate."""
-    n_epochs: int = Field(2, ge=1)
+    n_epochs: int = Field(default=2, ge=1)
     """Passes over the rollout per update."""
-    batch_size: int = Field(512, ge=1)
+    batch_size: int = Field(default=512, ge=1)
     """Minibatch size in transitions (whole sequences of ``seq_len`` for a recurrent student)."""
-    ent_coef: float = Field(0.0, ge=0)
+    ent_coef: float = Field(default=0.0, ge=0)
     """Unused by distillation."""
 
     @field_validator("teacher_mix")

@@ -91,9 +91,9 @@ class RecurrentCfg(StrictModel):
 
     type: Literal["lstm", "gru"] = "lstm"
     """Recurrent cell."""
-    hidden_size: int = Field(64, ge=1)
+    hidden_size: int = Field(default=64, ge=1)
     """Features per layer (the actor and critic MLPs read the last layer's output)."""
-    num_layers: int = Field(1, ge=1)
+    num_layers: int = Field(default=1, ge=1)
     """Stacked recurrent layers."""
 
 

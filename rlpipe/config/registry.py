@@ -135,11 +135,12 @@ def register_algorithm(
             raise ValueError(f"algorithm {name!r} is already registered by {known.algo.__name__}")
         _REGISTRY[key] = replace(known, algo=algo or known.algo)
         return
-    block = block or create_model(
+    # the block's ``name`` is a Literal made at runtime: no static type expression can name it
+    block = block or create_model(  # pyright: ignore[reportCallIssue]
         f"{cfg_class.__name__.removesuffix('Cfg')}Block",
         __base__=AlgorithmBlock,
         __doc__=f"``algorithm`` block of {key!r}: its ``cfg`` is a ``{cfg_class.__name__}``.",
-        name=(Literal[key], key),
+        name=(Literal[key], key),  # pyright: ignore[reportArgumentType]
         cfg=(cfg_class, Field(default_factory=cfg_class)),
     )
     _REGISTRY[key] = Registered(cfg_class, block, algo)
@@ -218,7 +219,9 @@ def _union() -> TypeAdapter[AlgorithmBlock]:
     """The discriminated union of every registered block, keyed on ``name``."""
     if not _UNION:
         arms = tuple(Annotated[entry.block, Tag(name)] for name, entry in sorted(_REGISTRY.items()))
-        _UNION.append(TypeAdapter(Annotated[Union[arms], Discriminator(_name_of)]))  # noqa: UP007
+        # the blocks are registered at runtime: no static type expression can name their union
+        union = Annotated[Union[arms], Discriminator(_name_of)]  # noqa: UP007  # pyright: ignore[reportInvalidTypeArguments, reportInvalidTypeForm]
+        _UNION.append(TypeAdapter(union))  # pyright: ignore[reportArgumentType]
     return _UNION[0]
 
 

@@ -25,18 +25,18 @@ class RNDCfg(StrictModel):
     """Dict observations: the keys the networks read, concatenated; ``null``: every key (flat obs as is)."""
     hidden_sizes: list[int] = Field(default_factory=lambda: [256, 256])
     """Hidden layers of the predictor and the target (ELU)."""
-    embedding_dim: int = Field(16, ge=1)
+    embedding_dim: int = Field(default=16, ge=1)
     """Output size of both networks."""
-    learning_rate: float = Field(1.0e-3, gt=0)
+    learning_rate: float = Field(default=1.0e-3, gt=0)
     """Adam learning rate of the predictor."""
-    weight: float = Field(1.0, ge=0)
+    weight: float = Field(default=1.0, ge=0)
     """Intrinsic reward weight, or A_int's coefficient with ``intrinsic_critic`` (the start value when
     ``weight_schedule_kind`` is linear/cosine)."""
     weight_schedule: Points | None = None
     """``[[env_steps, weight], ...]`` for kinds step/interp; null: constant ``weight``."""
     weight_schedule_kind: ScheduleKind = "step"
     """As ``lr_schedule_kind``, for the weight (decaying to ``weight_final``)."""
-    weight_final: float = Field(0.0, ge=0)
+    weight_final: float = Field(default=0.0, ge=0)
     """Weight at the end of a linear/cosine decay."""
     reward_normalization: Literal["running", "rollout", "off"] = "running"
     """Divide the intrinsic reward by the std of its discounted return over every rollout so far
@@ -44,16 +44,16 @@ class RNDCfg(StrictModel):
     a few updates keeps no trace of the first rollouts' scale), or ``off``; true/false: running/off."""
     state_normalization: bool = True
     """Whiten the networks' input with running mean/std clipped to ±5 (the RND paper's choice)."""
-    gamma: float = Field(0.99, ge=0, le=1)
+    gamma: float = Field(default=0.99, ge=0, le=1)
     """Discount of the intrinsic return (its normalization, and V_int's GAE)."""
     intrinsic_critic: bool = False
     """A separate value network V_int learns the intrinsic return (own GAE, ``gae_lambda``); advantages
     are ``extrinsic_coef·A_ext + weight·A_int`` (the RND paper); false: one value head (rsl_rl)."""
     critic_hidden_sizes: list[int] = Field(default_factory=lambda: [64, 64])
     """Hidden layers of V_int (ELU), on the whitened network input."""
-    critic_learning_rate: float = Field(1.0e-3, gt=0)
+    critic_learning_rate: float = Field(default=1.0e-3, gt=0)
     """Adam learning rate of V_int (trained on the update's minibatches, beside the predictor)."""
-    extrinsic_coef: float = Field(2.0, ge=0)
+    extrinsic_coef: float = Field(default=2.0, ge=0)
     """Coefficient of the extrinsic advantage with ``intrinsic_critic`` (the paper's 2)."""
     episodic: bool | None = None
     """Whether ``done`` cuts the intrinsic return; null: false with ``intrinsic_critic`` (the paper's

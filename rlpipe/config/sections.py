@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal, Self
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -21,7 +20,7 @@ from rlpipe.config.policy import (
 from rlpipe.config.registry import AlgorithmBlock, merged_replay_block
 from rlpipe.config.storage import PrecisionName, StoreBudgetCfg, precision_group_problem
 from rlpipe.config.strict import StrictModel
-from rlpipe.location import location, url_problem
+from rlpipe.location import AnyPath, location, url_problem
 
 __all__ = [
     "ACTIVATIONS",
@@ -55,9 +54,9 @@ class StopConditionCfg(StrictModel):
     """Stop once the metric is at least this (e.g. ``{metric: eval/return_mean, min: 475}``)."""
     max: float | None = None
     """Stop once the metric is at most this."""
-    patience: int | None = Field(None, ge=1)
+    patience: int | None = Field(default=None, ge=1)
     """Stop after this many consecutive reports of the metric without improvement."""
-    min_delta: float = Field(0.0, ge=0)
+    min_delta: float = Field(default=0.0, ge=0)
     """Improvement needed to reset the patience counter."""
     mode: Literal["max", "min"] = "max"
     """Whether larger (``max``) or smaller (``min``) values are improvements (patience rules)."""
@@ -77,7 +76,7 @@ class EventCfg(StrictModel):
     """``package.module:function``, or the name of a built-in event function (see ``rlpipe events``)."""
     mode: Literal["interval", "startup"] = "interval"
     """``interval``: every ``interval_step`` iterations (train) or eval steps (eval); ``startup``: once."""
-    interval_step: int = Field(1, ge=1)
+    interval_step: int = Field(default=1, ge=1)
     """How many iterations (train) or eval env steps (eval) between two calls."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments passed to the function after the event context."""
@@ -102,21 +101,21 @@ class TrainerCfg(StrictModel):
     """Seed for python, numpy, torch and every env reset: 0 to 2**31 - 1."""
     device: str = "auto"
     """``auto`` (CUDA when present), ``cpu``, ``cuda`` or ``cuda:N``."""
-    num_envs: int = Field(256, ge=1)
+    num_envs: int = Field(default=256, ge=1)
     """Parallel training envs N (per rank when distributed)."""
-    buffer_size: int = Field(32, ge=1)
+    buffer_size: int = Field(default=32, ge=1)
     """Steps per env per rollout, T."""
-    iterations: int = Field(60, ge=1)
+    iterations: int = Field(default=60, ge=1)
     """Collect → advantage → update iterations."""
     enable_eval: bool = True
     """Run deterministic evaluation on separate envs."""
-    eval_freq: int = Field(50_000, ge=1)
+    eval_freq: int = Field(default=50_000, ge=1)
     """Evaluate whenever the env-step counter crosses a multiple of this (and at the end)."""
-    num_eval_envs: int = Field(16, ge=1)
+    num_eval_envs: int = Field(default=16, ge=1)
     """Envs used by evaluation."""
-    num_eval_episodes: int = Field(1, ge=1)
+    num_eval_episodes: int = Field(default=1, ge=1)
     """Finished episodes per eval env."""
-    save_freq: int = Field(100_000, ge=1)
+    save_freq: int = Field(default=100_000, ge=1)
     """Checkpoint whenever the env-step counter crosses a multiple of this; a final one is always written."""
     num_threads: int | Literal["auto"] | None = "auto"
     """Torch's CPU threads: ``auto`` (1 unless the networks' largest forward is large enough for
@@ -154,7 +153,7 @@ class TrainerCfg(StrictModel):
     on_nonfinite: Literal["stop", "skip"] = "stop"
     """A NaN/Inf in a rollout, advantage, loss, gradient or the weights: ``stop`` the run (exit 3),
     or ``skip`` the iteration (its rollout goes to ``rollouts/rejected/``, the weights stay)."""
-    max_skipped_in_a_row: int = Field(3, ge=1)
+    max_skipped_in_a_row: int = Field(default=3, ge=1)
     """With ``on_nonfinite: skip``: stop (exit 3) after this many skipped iterations in a row."""
     cuda_graphs: Literal["auto", "on", "off"] = "off"
     """Replay captured CUDA graphs: ``off``, ``auto`` or ``on``. Capture is not built yet, so every run is
@@ -224,7 +223,7 @@ class StoreCfg(StrictModel):
 
     enabled: bool = True
     """Write every rollout to ``<data_dir>/<exp_name>/rollouts/iter-NNNNNN.zarr``."""
-    keep_last: int | None = Field(None, ge=1)
+    keep_last: int | None = Field(default=None, ge=1)
     """Keep only the newest K rollouts (``null``: keep all)."""
     codec: Literal["none", "blosc-lz4", "blosc-zstd", "zstd"] = "none"
     """Compression codec of every array but the image groups; the default is chosen by
@@ -232,20 +231,20 @@ class StoreCfg(StrictModel):
     image_codec: Literal["none", "blosc-lz4", "blosc-zstd", "zstd"] = "zstd"
     """Compression codec of the image groups (uint8 ``obs/<key>`` ``[N, T+1, C, H, W]``); the default
     is chosen by ``benchmarks/speed/image_store.py`` on stored PixelCartPole rollouts."""
-    queue_size: int = Field(1, ge=1)
+    queue_size: int = Field(default=1, ge=1)
     """Rollouts the background writer may hold (the one being written included) before ``submit``
     blocks (back-pressure); each is one rollout of memory beyond the collector's buffer."""
-    chunk_envs: int = Field(1024, ge=1)
+    chunk_envs: int = Field(default=1024, ge=1)
     """Envs per Zarr chunk (each chunk holds the whole T+1 time axis)."""
     writer: Literal["auto", "process", "thread"] = "auto"
     """Who writes the stores: ``process`` (a writer process fed from shared memory, so the writes never
     hold the training interpreter's lock), ``thread`` (a thread of the training process), ``auto``
     (the process where the platform has anonymous shared memory, else the thread). A run directory
     on object storage (``s3://…``) is always written by the thread."""
-    every: int = Field(1, ge=1)
+    every: int = Field(default=1, ge=1)
     """Store iteration k only when k is a multiple of ``every`` (1: every iteration). Costs 1/every
     of the bytes; the stored iterations are whole, replayed from their checkpoints."""
-    envs: int | None = Field(None, ge=1)
+    envs: int | None = Field(default=None, ge=1)
     """Store only the first M envs of each rank (``null``: all ``trainer.num_envs``). The same envs
     every iteration, so their episodes stay whole across iterations (datasets, distillation); such
     a store is not complete, so it is not replayed."""
@@ -291,7 +290,7 @@ class StoreCfg(StrictModel):
 class CheckpointCfg(StrictModel):
     """Checkpoint frequency beyond ``trainer.save_freq``, and retention."""
 
-    keep_last: int | None = Field(None, ge=1)
+    keep_last: int | None = Field(default=None, ge=1)
     """Keep only the newest K checkpoints besides the best (``null``: keep all)."""
     every_iteration: bool = False
     """Also checkpoint after every iteration, so ``rlpipe replay`` starts every stored rollout from
@@ -310,9 +309,9 @@ class TrackingCfg(StrictModel):
 class EvalCfg(StrictModel):
     """Offline evaluation of a saved checkpoint (``rlpipe eval``, the DVC ``evaluate`` stage)."""
 
-    num_envs: int = Field(16, ge=1)
+    num_envs: int = Field(default=16, ge=1)
     """Parallel eval envs."""
-    num_episodes: int = Field(4, ge=1)
+    num_episodes: int = Field(default=4, ge=1)
     """Finished episodes per eval env."""
     deterministic: bool = True
     """Act with the policy's mode (``true``) or sample from it (``false``)."""
@@ -323,9 +322,9 @@ class EvalCfg(StrictModel):
     """Record the eval episodes of the first ``video_envs`` eval envs to
     ``<run_dir>/eval/video-iter-NNNNNN.mp4`` (MLflow artifacts under ``eval/``) — at every online
     eval of ``rlpipe run`` and in ``rlpipe eval``. Needs an env that renders (MuJoCo: ``MUJOCO_GL``)."""
-    video_envs: int = Field(2, ge=1)
+    video_envs: int = Field(default=2, ge=1)
     """Eval envs filmed (tiled side by side in one video)."""
-    video_freq: int | None = Field(None, ge=1)
+    video_freq: int | None = Field(default=None, ge=1)
     """Env steps between filmed online evals of ``rlpipe run`` (``null``: film every eval); the
     evals in between only score. The last iteration's eval is always filmed. Software-rendered
     frames are slow, so a run evaluating often films every few evals."""
@@ -384,6 +383,6 @@ class RunConfig(StrictModel):
         return self
 
     @property
-    def run_dir(self) -> Path:
+    def run_dir(self) -> AnyPath:
         """``<data_dir>/<exp_name>``: every output of this experiment lives below it."""
         return location(self.trainer.data_dir) / self.trainer.exp_name

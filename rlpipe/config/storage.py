@@ -37,11 +37,11 @@ class StoreBudgetCfg(StrictModel):
     rollout's bytes, so the same params always store the same iterations).
     """
 
-    total_tb: float | None = Field(None, gt=0, allow_inf_nan=False)
+    total_tb: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Terabytes (10¹² bytes) the whole run may store, all ranks together."""
-    rate_gb_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    rate_gb_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Gigabytes (10⁹ bytes) per second the store may demand, all ranks together."""
-    env_steps_per_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    env_steps_per_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """The run's expected speed in env steps per second (all ranks), for ``rate_gb_s``."""
 
     @model_validator(mode="after")

@@ -33,7 +33,7 @@ class SymmetryCfg(StrictModel):
     mirror_loss: bool = False
     """Add ``mirror_loss_coef`` × MSE between the policy's mean on mirrored observations and the mirrored
     mean on the observations; off, the loss is still logged (``update/symmetry_loss``)."""
-    mirror_loss_coef: float = Field(0.0, ge=0)
+    mirror_loss_coef: float = Field(default=0.0, ge=0)
     """Weight of the mirror loss."""
 
     @field_validator("function")

@@ -24,13 +24,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.fs import AnyPath, as_path
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.shards import is_sharded, read_any_attrs, shard_paths
 from rlpipe.config import ConfigError, load
@@ -79,10 +79,18 @@ class DatasetSource:
     params_hash: str
     iterations: tuple[int, ...]
     checkpoint: str | None
-    stores: dict[int, Path] = field(default_factory=dict, repr=False, compare=False)
+    stores: dict[int, AnyPath] = field(default_factory=dict, repr=False, compare=False)
     """``{iteration: store or sharded iteration folder}`` of the selection."""
     attrs: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
     """``{iteration: attributes}`` of the selection (rank 0's of a sharded one)."""
+
+    def image_shape(self, group: str) -> tuple[int, ...]:
+        """``(C, H, W)`` of the image group ``group`` (a Box of the Dict observation space)."""
+        space = self.observation_space
+        assert isinstance(space, gym.spaces.Dict)  # image groups are groups of a Dict space
+        shape = space[group].shape
+        assert shape is not None
+        return shape
 
 
 @dataclass
@@ -96,7 +104,7 @@ class Summary:
     bytes: int = 0
 
 
-def open_source(run_dir: str | Path, selection: Selection) -> DatasetSource:
+def open_source(run_dir: str | AnyPath, selection: Selection) -> DatasetSource:
     """The run's facts for ``selection``; a one-line ``ConfigError``/``StoreError`` where it cannot be.
 
     Refused: a bad selection (both ``iterations`` and ``last``, a reversed range, a range reaching
@@ -105,7 +113,7 @@ def open_source(run_dir: str | Path, selection: Selection) -> DatasetSource:
     env subsets. ``last`` K means the last K stored iterations (fewer where fewer are stored).
     """
     _check_selection(selection)
-    layout = RunLayout(run_dir)
+    layout = RunLayout(as_path(run_dir))
     if not layout.params.is_file():
         raise StoreError(f"{layout.root}: not an rlpipe run directory (no {layout.params.name})")
     cfg = load(layout.params)
@@ -144,7 +152,7 @@ def open_source(run_dir: str | Path, selection: Selection) -> DatasetSource:
 
 
 def read_episodes(
-    run_dir: str | Path, selection: Selection, summary: Summary | None = None
+    run_dir: str | AnyPath, selection: Selection, summary: Summary | None = None
 ) -> Iterator[Episode]:
     """Episodes of ``selection`` in deterministic order (see the module docstring); fills ``summary``.
 
@@ -215,7 +223,7 @@ def _chosen_iterations(stored: list[int], selection: Selection) -> list[int]:
     return stored
 
 
-def _refuse_gaps(chosen: list[int], stores: dict[int, Path]) -> None:
+def _refuse_gaps(chosen: list[int], stores: dict[int, AnyPath]) -> None:
     for before, after in zip(chosen, chosen[1:]):
         if after != before + 1:
             raise StoreError(
@@ -226,7 +234,7 @@ def _refuse_gaps(chosen: list[int], stores: dict[int, Path]) -> None:
 
 
 def _refuse_mixed_envs(
-    attrs: dict[int, dict[str, Any]], stores: dict[int, Path], selection: Selection
+    attrs: dict[int, dict[str, Any]], stores: dict[int, AnyPath], selection: Selection
 ) -> None:
     first = min(attrs)
     stored = attrs[first].get("stored_envs", attrs[first].get("num_envs"))
@@ -243,7 +251,7 @@ def _refuse_mixed_envs(
         )
 
 
-def _refuse_unknown_resets(attrs: dict[int, dict[str, Any]], stores: dict[int, Path], cfg: Any) -> None:
+def _refuse_unknown_resets(attrs: dict[int, dict[str, Any]], stores: dict[int, AnyPath], cfg: Any) -> None:
     """Old stores (no ``reset_at_start``): refused only where the run could have reset between rollouts."""
     resets = (
         bool(getattr(cfg.algorithm.cfg, "reset_every_rollout", False))
@@ -281,7 +289,7 @@ def _passes(episode: Episode, selection: Selection) -> bool:
 def _image_groups(space: gym.Space) -> tuple[str, ...]:
     if not isinstance(space, gym.spaces.Dict):
         return ()
-    return tuple(k for k, s in space.spaces.items() if s.dtype == np.uint8 and len(s.shape) == 3)
+    return tuple(k for k, s in space.spaces.items() if s.dtype == np.uint8 and len(s.shape or ()) == 3)
 
 
 def _frame_channels(group: str, space: gym.Space, attrs: dict[str, Any]) -> int:
@@ -289,7 +297,10 @@ def _frame_channels(group: str, space: gym.Space, attrs: dict[str, Any]) -> int:
     recorded = attrs.get("frame_channels") or {}
     if group in recorded:
         return int(recorded[group])
-    channels = space.spaces[group].shape[0]
+    assert isinstance(space, gym.spaces.Dict)  # image groups are groups of a Dict space
+    shape = space[group].shape
+    assert shape is not None  # an image group is a Box
+    channels = shape[0]
     return 3 if channels % 3 == 0 else 1
 
 

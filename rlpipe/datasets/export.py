@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlpipe.artifacts.atomic import publish_dir, temporary_sibling
-from rlpipe.artifacts.fs import is_object, tree_bytes
+from rlpipe.artifacts.fs import AnyPath, is_object, tree_bytes
 from rlpipe.artifacts.removal import delete
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def check_source(source: DatasetSource, output: Output) -> None:
 
 
 def export_dataset(
-    run_dir: str | Path,
+    run_dir: str | AnyPath,
     selection: Selection,
     output: Output,
     on_episode: Callable[[Episode], None] | None = None,

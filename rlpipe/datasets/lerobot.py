@@ -83,7 +83,7 @@ def check_lerobot_source(source: DatasetSource, *, images: str = "video") -> Non
         )
     for group in source.image_groups:
         channels = source.frame_channels[group]
-        _, height, width = source.observation_space[group].shape
+        _, height, width = source.image_shape(group)
         if channels not in (1, 3):
             raise ValueError(
                 f"--format lerobot: camera group {group!r} has {channels}-channel frames; "
@@ -113,6 +113,8 @@ def write_lerobot(
     ValueError (one line) for a source LeRobot cannot hold or no episodes at all.
     """
     check_lerobot_source(source, images=images)
+    fps = source.fps
+    assert fps is not None  # check_lerobot_source refuses a run without one
     root = Path(out_dir)
     if root.exists() and any(root.iterdir()):
         raise ValueError(f"--out: {root} is not empty")
@@ -123,7 +125,7 @@ def write_lerobot(
             if writer is None:
                 root.mkdir(parents=True, exist_ok=True)
                 layout = layout_of(source, video=images == "video", success=episode.success is not None)
-                writer = _Writer(root, layout, int(source.fps))
+                writer = _Writer(root, layout, int(fps))
             writer.add(episode)
             if progress is not None:
                 progress(episode)

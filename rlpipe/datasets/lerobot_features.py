@@ -195,8 +195,8 @@ def _action_feature(space: gym.Space) -> tuple[dict, str]:
     return {"dtype": dtype, "shape": [size], "names": [f"{ACTION}/{i}" for i in range(size)]}, dtype
 
 
-def _camera(group: str, space: gym.Space, channels: int, video: bool) -> Camera:
-    _, height, width = space.shape
+def _camera(group: str, shape: tuple[int, ...], channels: int, video: bool) -> Camera:
+    _, height, width = shape
     return Camera(
         group=group,
         key=f"observation.images.{group}",
@@ -210,13 +210,14 @@ def _camera(group: str, space: gym.Space, channels: int, video: bool) -> Camera:
 def layout_of(source: DatasetSource, *, video: bool, success: bool) -> Layout:
     """The features of ``source``'s episodes (``success``: whether they carry success flags)."""
     space = source.observation_space
+    spaces: dict[str | None, gym.Space]
     if isinstance(space, gym.spaces.Dict):
-        spaces: dict[str | None, gym.Space] = dict(space.spaces)
-        names = tuple(space.spaces)
+        spaces = {**space.spaces}
+        names: tuple[str | None, ...] = tuple(space.spaces)
     else:
         spaces, names = {None: space}, (None,)
     cameras = tuple(
-        _camera(g, spaces[g], source.frame_channels[g], video) for g in names if g in source.image_groups
+        _camera(g, source.image_shape(g), source.frame_channels[g], video) for g in source.image_groups
     )
     vectors = [g for g in names if g not in source.image_groups]
     env_state = tuple(g for g in vectors if g in source.privileged_groups)

@@ -105,14 +105,16 @@ def episode_buffer(episode: Episode) -> Any:
     """One Minari ``EpisodeBuffer`` of ``episode`` (numpy arrays, nothing converted but the stacking)."""
     from minari.data_collector import EpisodeBuffer
 
-    return EpisodeBuffer(
-        observations=_with_final(episode.observations, episode.next_observation),
-        actions=np.asarray(episode.actions),
-        rewards=np.asarray(episode.rewards),
-        terminations=np.asarray(episode.terminated),
-        truncations=np.asarray(episode.truncated),
-        infos=step_infos(episode),
-    )
+    # minari annotates the columns as lists; it stores numpy arrays as they are
+    columns: dict[str, Any] = {
+        "observations": _with_final(episode.observations, episode.next_observation),
+        "actions": np.asarray(episode.actions),
+        "rewards": np.asarray(episode.rewards),
+        "terminations": np.asarray(episode.terminated),
+        "truncations": np.asarray(episode.truncated),
+        "infos": step_infos(episode),
+    }
+    return EpisodeBuffer(**columns)
 
 
 @contextlib.contextmanager

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tensordict import TensorDict
 
 from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.fs import AnyPath
+from rlpipe.artifacts.staging import LeafKey, tensor_leaves
 from rlpipe.artifacts.zarr_read import read_rollout_final_obs
 from rlpipe.config import ConfigError
 from rlpipe.datasets.episode import Episode, Obs
@@ -31,7 +32,7 @@ MEAN_KEYS = ("action_mean", "extras/action_mean")
 class StoreData:
     """One store's arrays on the host: ``[N, T+1, ...]`` per key, and its sparse final observations."""
 
-    path: Path
+    path: AnyPath
     iteration: int
     reset_at_start: bool
     obs: np.ndarray | dict[str, np.ndarray]
@@ -62,22 +63,20 @@ class StoreData:
 
     def final_of(self, env: int, t: int) -> np.ndarray | dict[str, np.ndarray]:
         """The true final observation of the episode that ended at ``(env, t)``."""
-        if self.final_index is None:
+        keys, finals = self._final_keys, self.final_obs
+        if keys is None or finals is None:
             raise StoreError(
                 f"{self.path}: written before rlpipe stored final observations ({FINAL_OBS}); "
                 "the episodes ending in it have no true final observation"
             )
-        row = int(np.searchsorted(self._final_keys, env * self.horizon + t))  # rows in (env, t) order
-        return _pick(self.final_obs, row)
+        row = int(np.searchsorted(keys, env * self.horizon + t))  # rows in (env, t) order
+        return _pick(finals, row)
 
 
-def read_store(path: Path, iteration: int, attrs: dict[str, Any], action: str) -> StoreData:
+def read_store(path: AnyPath, iteration: int, attrs: dict[str, Any], action: str) -> StoreData:
     """Read one store (a rank's shard) for episode cutting; ``action``: ``executed`` or ``mean``."""
     rollout, _, finals = read_rollout_final_obs(path)
-    arrays = {
-        (k if isinstance(k, str) else "/".join(k)): v.numpy()
-        for k, v in rollout.items(include_nested=True, leaves_only=True)
-    }
+    arrays = {_name(k): v.numpy() for k, v in tensor_leaves(rollout)}
     if action == "mean":
         key = next((k for k in MEAN_KEYS if k in arrays), None)
         if key is None:
@@ -94,11 +93,13 @@ def read_store(path: Path, iteration: int, attrs: dict[str, Any], action: str) -
         if "obs" in arrays
         else {k.removeprefix("obs/"): v for k, v in arrays.items() if k.startswith("obs/")}
     )
-    final_obs = None
+    final_obs: np.ndarray | dict[str, np.ndarray] | None = None
     if finals is not None:
         stored = finals["obs"]
         final_obs = (
-            {k: v.numpy() for k, v in stored.items()} if isinstance(stored, TensorDict) else stored.numpy()
+            {_name(k): v.numpy() for k, v in tensor_leaves(stored)}
+            if isinstance(stored, TensorDict)
+            else stored.numpy()
         )
     return StoreData(
         path=path,
@@ -117,6 +118,11 @@ def read_store(path: Path, iteration: int, attrs: dict[str, Any], action: str) -
     )
 
 
+def _name(key: LeafKey) -> str:
+    """A leaf's key as its array name: a nested key's parts joined by ``/``."""
+    return key if isinstance(key, str) else "/".join(key)
+
+
 def _pick(obs: np.ndarray | dict[str, np.ndarray], *index: Any) -> np.ndarray | dict[str, np.ndarray]:
     if isinstance(obs, dict):
         return {k: v[index] for k, v in obs.items()}
@@ -124,9 +130,12 @@ def _pick(obs: np.ndarray | dict[str, np.ndarray], *index: Any) -> np.ndarray | 
 
 
 def _cat(parts: list[np.ndarray | dict[str, np.ndarray]]) -> np.ndarray | dict[str, np.ndarray]:
-    if isinstance(parts[0], dict):
-        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    return np.concatenate(parts)
+    arrays = [p for p in parts if not isinstance(p, dict)]
+    groups = [p for p in parts if isinstance(p, dict)]
+    assert not (arrays and groups)  # the stores of one run hold one kind of observation
+    if groups:
+        return {k: np.concatenate([p[k] for p in groups]) for k in groups[0]}
+    return np.concatenate(arrays)
 
 
 Piece = tuple[StoreData, int, int]
@@ -180,9 +189,10 @@ class StreamCutter:
         truncated = cat("truncated")
         if cut:
             truncated[-1] = True
+        stored = [(s.success, a, b) for s, a, b in pieces]
         success = (
-            np.concatenate([s.success[e, a:b] for s, a, b in pieces])
-            if all(s.success is not None for s, _, _ in pieces)
+            np.concatenate([x[e, a:b] for x, a, b in stored if x is not None])
+            if all(x is not None for x, _, _ in stored)
             else None
         )
         return Episode(

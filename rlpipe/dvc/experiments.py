@@ -95,7 +95,7 @@ def stage_config(params: str | Path = "params.yaml", stage: str = "train") -> St
     if stage == "train":
         if own is not None:
             cfg.trainer.data_dir = str(own.parent)
-        return StageDirs(cfg, cfg.run_dir, workspace)
+        return StageDirs(cfg, _local_run_dir(cfg), workspace)
     pointer = read_pointer(workspace) or {}
     run_dir = Path(pointer.get("run_dir") or Path(cfg.trainer.data_dir) / cfg.trainer.exp_name)
     run_dir = run_dir if run_dir.is_absolute() else root / run_dir
@@ -106,10 +106,14 @@ def stage_config(params: str | Path = "params.yaml", stage: str = "train") -> St
         )
     cfg.trainer.data_dir = str(run_dir.parent)
     if own is None or own.resolve() == run_dir.resolve():
-        return StageDirs(cfg, cfg.run_dir, workspace)
+        return StageDirs(cfg, _local_run_dir(cfg), workspace)
     own.mkdir(parents=True, exist_ok=True)
     atomic_write_json(own / RUN_POINTER, _pointer(run_dir, root, pointer.get("dvc_exp_name")))
     return StageDirs(cfg, own, workspace)
+
+
+def _local_run_dir(cfg: RunConfig) -> Path:
+    return cast(Path, cfg.run_dir)  # a DVC stage's run dir is a local folder
 
 
 def _pointer(run_dir: Path, root: Path, name: str | None) -> dict[str, Any]:
@@ -135,7 +139,7 @@ def publish(dirs: StageDirs, pointer: bool = False) -> None:
                 shutil.copyfile(source, target)
     if pointer:
         name = os.environ.get("DVC_EXP_NAME")
-        atomic_write_json(workspace / RUN_POINTER, _pointer(dirs.cfg.run_dir, project_root(), name))
+        atomic_write_json(workspace / RUN_POINTER, _pointer(_local_run_dir(dirs.cfg), project_root(), name))
 
 
 @contextlib.contextmanager

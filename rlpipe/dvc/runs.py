@@ -209,8 +209,8 @@ def resolve_target(target: str | Path, root: Path | None = None) -> AnyPath:
     :func:`resolve_run_dir` (a path, a workspace results folder, an experiment name).
     """
     if is_url(target):
-        target = location(target)
-        return target if target.suffix in (".yaml", ".yml", ".json") else resolve_run_dir(target, root)
+        url = location(target)
+        return url if url.suffix in (".yaml", ".yml", ".json") else _url_run_dir(url)
     path = Path(target)
     if path.is_file() or path.suffix in (".yaml", ".yml", ".json"):
         return path  # a missing params file is reported as such by the loader

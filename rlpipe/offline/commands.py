@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 
-def latest_of(layout: RunLayout) -> Path:
+def latest_of(layout: RunLayout) -> AnyPath:
     """The run's newest checkpoint; a ``StoreError`` naming the folder when there is none."""
     found = latest_checkpoint(layout.checkpoints) if layout.checkpoints.is_dir() else None
     if found is None:
@@ -64,12 +64,12 @@ def latest_of(layout: RunLayout) -> Path:
     return found
 
 
-def advantage_path(cfg: RunConfig, rollout_path: Path) -> AnyPath:
+def advantage_path(cfg: RunConfig, rollout_path: AnyPath) -> AnyPath:
     """Where ``compute_advantages`` writes by default: ``<run_dir>/advantages/iter-NNNNNN.zarr``."""
     return RunLayout(cfg.run_dir).advantages / as_path(rollout_path).name
 
 
-def compute_advantages(cfg: RunConfig, rollout_path: Path, out: Path | None = None) -> AnyPath:
+def compute_advantages(cfg: RunConfig, rollout_path: AnyPath, out: AnyPath | None = None) -> AnyPath:
     """Run the advantage stage on a stored rollout; write its keys as a separate Zarr group.
 
     The group (default :func:`advantage_path`, outside ``rollouts/``) holds one ``[N, T+1]`` float32
@@ -99,7 +99,7 @@ def compute_advantages(cfg: RunConfig, rollout_path: Path, out: Path | None = No
 
 def update_from_rollout(
     cfg: RunConfig, rollout_path: AnyPath, checkpoint: Path | None, out: AnyPath, allow_rejected: bool = False
-) -> tuple[Path, dict[str, float]]:
+) -> tuple[AnyPath, dict[str, float]]:
     """Advantage + update of one stored rollout; write ``out/ckpt-NNNNNN.pt``; return it and the losses.
 
     NNNNNN is the rollout's iteration k, and the minibatch shuffle is that of online update k.
@@ -114,7 +114,7 @@ def update_from_rollout(
 
 def _update_locked(
     cfg: RunConfig, rollout_path: AnyPath, checkpoint: Path | None, out: AnyPath, allow_rejected: bool
-) -> tuple[Path, dict[str, float]]:
+) -> tuple[AnyPath, dict[str, float]]:
     rollout, attrs = load_rollout(
         rollout_path, allow_rejected=allow_rejected, purpose="rlpipe update (the online update)"
     )
@@ -131,7 +131,7 @@ def _update_locked(
     return path, metrics
 
 
-def _collected_with(rollout_path: Path, k: int) -> Path | None:
+def _collected_with(rollout_path: AnyPath, k: int) -> AnyPath | None:
     if k == 1:
         return None
     layout = RunLayout.of_rollouts(rollout_path.parent)
@@ -145,7 +145,7 @@ def _collected_with(rollout_path: Path, k: int) -> Path | None:
 
 
 def evaluate_checkpoint(
-    cfg: RunConfig, checkpoint: Path | None = None, out: Path | None = None
+    cfg: RunConfig, checkpoint: AnyPath | None = None, out: AnyPath | None = None
 ) -> dict[str, float]:
     """Evaluate a checkpoint's policy with the ``eval`` params; write ``<run_dir>/eval/metrics.json``.
 
@@ -208,6 +208,6 @@ def refuse_nonfinite_weights(path: AnyPath, policy: torch.nn.Module) -> None:
     raise NonFiniteError(f"{path}: non-finite weight {name!r}; evaluate an earlier checkpoint", name)
 
 
-def inspect_rollout(path: Path) -> dict[str, Any]:
+def inspect_rollout(path: AnyPath) -> dict[str, Any]:
     """Schema, attributes, per-key layout and stats, and episode stats of one stored rollout."""
     return describe_rollout(as_path(path))

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -86,9 +85,9 @@ def episode_stats(
     return stats
 
 
-def _describe_array(path: Path, name: str, arr: AsyncArray, data: np.ndarray) -> dict[str, Any]:
+def _describe_array(path: AnyPath, name: str, arr: AsyncArray, data: np.ndarray) -> dict[str, Any]:
     values = data[:, :-1] if name in TRANSITION_KEYS else data
-    codecs = [_codec_name(c.to_dict()) for c in arr.compressors]
+    codecs = [_codec_name(c.to_dict()) for c in arr.compressors]  # pyright: ignore[reportAttributeAccessIssue]  # a Zarr v3 array's compressors are codecs
     return {
         "shape": list(data.shape),
         "dtype": str(data.dtype),
@@ -122,12 +121,12 @@ def _stats(values: np.ndarray) -> dict[str, Any]:
         return summary
     if not values.size:
         return {}
-    summary = {"min": int(values.min()), "max": int(values.max())}
+    summary: dict[str, Any] = {"min": int(values.min()), "max": int(values.max())}
     unique, counts = np.unique(values, return_counts=True)
     if unique.size <= 16:
         summary["counts"] = {int(u): int(c) for u, c in zip(unique, counts)}
     return summary
 
 
-def _disk_bytes(path: Path) -> int:
+def _disk_bytes(path: AnyPath) -> int:
     return tree_bytes(path)

@@ -124,7 +124,7 @@ def space_shapes(space: gym.Space) -> str:
         return "{" + ", ".join(f"{key}: {space_shapes(space[key])}" for key in sorted(space.spaces)) + "}"
     if isinstance(space, gym.spaces.Discrete):
         return f"Discrete({int(space.n)})"
-    return f"Box{tuple(space.shape)} {space.dtype}"
+    return f"Box{space.shape} {space.dtype}"
 
 
 def check_env(cfg: RunConfig, attrs: dict[str, Any], store: AnyPath, env_from: str = "env.id") -> None:
@@ -165,7 +165,10 @@ def check_resume(path: Path, state: dict[str, Any], cfg: RunConfig, stored: dict
     recorded = (state.get("origin") or {}).get("stores")
     if not isinstance(recorded, list):
         return  # written before checkpoints recorded their stores
-    folder, now = as_path(cfg.algorithm.cfg.stores), store_names(stored)
+    algo_cfg = cfg.algorithm.cfg
+    # a distillation resumes a distillation, whose stores ``rlpipe distill`` checked are named
+    assert isinstance(algo_cfg, DistillationCfg) and algo_cfg.stores is not None
+    folder, now = as_path(algo_cfg.stores), store_names(stored)
     for names, problem in (
         (sorted(set(recorded) - set(now)), "is gone"),
         (sorted(set(now) - set(recorded)), "is new"),

@@ -10,13 +10,13 @@ range, is refused before anything is written.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 from tensordict import TensorDict
 
 from rlpipe.artifacts.frames import write_mp4, write_pngs
+from rlpipe.artifacts.fs import AnyPath
 from rlpipe.artifacts.layout import RunLayout, iteration_from_name
 from rlpipe.artifacts.shards import read_any
 from rlpipe.config import ConfigError
@@ -37,11 +37,11 @@ MP4_FEATURE = "rlpipe inspect --format mp4"
 class FramesResult:
     """What :func:`write_frames` wrote: ``paths`` (PNGs in time order, or the one MP4)."""
 
-    rollout: Path
+    rollout: AnyPath
     group: str
     env: int
     frames: int
-    paths: list[Path]
+    paths: list[AnyPath]
 
 
 def stored_frames(obs: TensorDict | torch.Tensor, group: str, env: int, where: str) -> np.ndarray:
@@ -65,6 +65,7 @@ def stored_frames(obs: TensorDict | torch.Tensor, group: str, env: int, where: s
             f"{accepted}"
         )
     data = groups[group]
+    assert isinstance(data, torch.Tensor)  # an image group is one tensor
     if not 0 <= env < data.shape[0]:
         raise ConfigError(
             f"--env: got {env}; accepted: 0 to {data.shape[0] - 1} ({where} has {data.shape[0]} envs)"
@@ -101,7 +102,12 @@ def frame_pictures(frames: np.ndarray, channels: str = "all") -> np.ndarray:
 
 
 def write_frames(
-    rollout: Path, group: str, env: int = 0, fmt: str = "png", channels: str = "all", out: Path | None = None
+    rollout: AnyPath,
+    group: str,
+    env: int = 0,
+    fmt: str = "png",
+    channels: str = "all",
+    out: AnyPath | None = None,
 ) -> FramesResult:
     """Write env ``env``'s frames of ``group`` from the stored ``rollout`` (a store or sharded iteration).
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -86,7 +85,7 @@ def save_algorithm(
 
 
 def load_rollout(
-    path: Path,
+    path: AnyPath,
     device: torch.device | str = "cpu",
     allow_rejected: bool = False,
     purpose: str | None = "reproducing the online run",

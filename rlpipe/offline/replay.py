@@ -60,7 +60,7 @@ def replay_config(cfg: RunConfig) -> RunConfig:
     return cfg.model_copy(update={"algorithm": replay_algorithm(cfg.algorithm, cfg.replay.algorithm)})
 
 
-def iteration_of(attrs: dict[str, Any], path: Path) -> int:
+def iteration_of(attrs: dict[str, Any], path: AnyPath) -> int:
     """The iteration k of a stored rollout: its ``iteration`` attribute, else its file name."""
     if isinstance(attrs.get("iteration"), int):
         return attrs["iteration"]
@@ -198,7 +198,7 @@ class _Replay:
             "them and put replay changes under replay.algorithm"
         )
 
-    def start_chain(self, first: int, want: str | None, start: Path | None) -> None:
+    def start_chain(self, first: int, want: str | None, start: AnyPath | None) -> None:
         """Load the chain's start: checkpoint ``start``, or the online state before ``first``."""
         if start is None:
             self.reach(first - 1, want, first)
@@ -228,7 +228,7 @@ def replay(
     out: AnyPath,
     iterations: tuple[int, int] | None = None,
     chain: bool = False,
-    start: Path | None = None,
+    start: AnyPath | None = None,
     allow_rejected: bool = False,
 ) -> dict[str, Any]:
     """Re-update stored rollouts offline; write ``out/checkpoints``, ``out/metrics.json``, ``out/curve.csv``.
@@ -261,7 +261,7 @@ def _replay_locked(
     stored: dict[int, Path],
     ks: list[int],
     chain: bool,
-    start: Path | None,
+    start: AnyPath | None,
     out: RunLayout,
     allow_rejected: bool,
 ) -> dict[str, Any]:
@@ -308,7 +308,7 @@ def _missing_words(stored: dict[int, Path]) -> str:
 
 
 def _loop(
-    job: _Replay, ks: list[int], chain: bool, start: Path | None, directory: AnyPath, tracker: Tracker
+    job: _Replay, ks: list[int], chain: bool, start: AnyPath | None, directory: AnyPath, tracker: Tracker
 ) -> dict[str, Any]:
     begin, transitions, update_s = time.perf_counter(), 0, 0.0
     metrics: dict[str, float] = {}

@@ -182,7 +182,9 @@ def _max_difference(
 # ---------------------------------------------------------------------------------------- export
 
 
-def export_run(cfg: RunConfig, checkpoint: Path | int | None, fmt: str, out: Path | None) -> ExportResult:
+def export_run(
+    cfg: RunConfig, checkpoint: AnyPath | int | None, fmt: str, out: AnyPath | None
+) -> ExportResult:
     """Export, verify and publish a checkpoint's deterministic actor; see the module docstring.
 
     Writes ``out/policy.onnx`` (or ``policy.pt``) and ``<file>.json`` (default ``out``:

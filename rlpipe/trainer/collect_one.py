@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rlpipe.artifacts.checkpoints import checkpoint_fits, latest_checkpoint, load_checkpoint
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path
@@ -18,7 +16,7 @@ from rlpipe.trainer.trainer import Trainer
 __all__ = ["collect_rollout"]
 
 
-def collect_rollout(cfg: RunConfig, checkpoint: Path | None, out: Path) -> AnyPath:
+def collect_rollout(cfg: RunConfig, checkpoint: AnyPath | None, out: AnyPath) -> AnyPath:
     """Collect one rollout with ``checkpoint``; write and return ``out/iter-NNNNNN.zarr``.
 
     ``checkpoint=None``: the latest of ``cfg.run_dir``. NNNNNN is the checkpoint's iteration + 1.

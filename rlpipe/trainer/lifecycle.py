@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from tensordict import TensorDict
 
+from rlpipe.artifacts.fs import AnyPath
 from rlpipe.artifacts.layout import CHECKPOINT_NAME, iteration_from_name, shard_name
 from rlpipe.artifacts.store import write_rejected
 from rlpipe.build import load_learner_state
@@ -95,7 +95,7 @@ def run_summary(parts: Parts, state: RunState, metrics: dict[str, float]) -> dic
     }
 
 
-def iteration_of(checkpoint: Path | None) -> int | None:
+def iteration_of(checkpoint: AnyPath | None) -> int | None:
     """The iteration a ``ckpt-NNNNNN.pt`` path belongs to (``None`` for no checkpoint)."""
     return iteration_from_name(checkpoint, CHECKPOINT_NAME) if checkpoint else None
 

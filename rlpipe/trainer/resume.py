@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from rlpipe.artifacts.checkpoints import load_checkpoint
 from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.fs import AnyPath
 from rlpipe.config import RunConfig
 from rlpipe.config.hashing import refuse_other_training
 
@@ -16,7 +16,7 @@ ONLINE_ENTRIES = ("policy", "algo", "iteration", "collector", "rng")
 """What a checkpoint of an online run holds (replay and update checkpoints hold weights only)."""
 
 
-def load_online_checkpoint(path: Path, cfg: RunConfig | None = None) -> dict[str, Any]:
+def load_online_checkpoint(path: AnyPath, cfg: RunConfig | None = None) -> dict[str, Any]:
     """Checkpoint ``path`` of an online run, refused if ``cfg``'s training params differ from its own."""
     state = load_checkpoint(path)
     missing = [key for key in ONLINE_ENTRIES if key not in state]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from rlpipe.artifacts.atomic import atomic_write_json
@@ -262,5 +261,5 @@ class RunSession:
                 raise self._interrupted(exc.signum, exc.at_once) from None
 
     def _interrupted(self, signum: int, at_once: bool = False) -> Interrupted:
-        last: Path | None = self.parts.checkpointer.last_saved
+        last = self.parts.checkpointer.last_saved
         return Interrupted(signum, iteration_of(last), str(last) if last else None, at_once=at_once)

@@ -314,7 +314,7 @@ class Trainer:
         self.state.last_eval = parts.evaluator(video)
         return self.state.last_eval
 
-    def save_checkpoint(self) -> Path:
+    def save_checkpoint(self) -> AnyPath:
         """Write a checkpoint of the current state now (the store flushed first); return its path."""
         self.session.checkpoint(force=True)
         assert self.parts.checkpointer.last_saved is not None
