@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.rlpipe-installed
 run: $(STAMP)
 	$(BIN)/rlpipe run params.yaml --overwrite
 
-# The type check first (pyright, basic mode, on rlpipe/; its ignore list in pyproject.toml), then the suite
+# The type check first (pyright, basic mode, on the whole of rlpipe/; see pyproject.toml), then the suite
 # (which runs ruff, import-linter's contracts and the docs build among its tests).
 test: $(STAMP)
 	$(BIN)/pyright --pythonpath $(BIN)/python

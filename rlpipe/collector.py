@@ -9,7 +9,7 @@ from tensordict import TensorDict
 
 from rlpipe.envs import BatchedEnv
 from rlpipe.episode_tally import EpisodeTally
-from rlpipe.policies import Policy
+from rlpipe.policies.trainable import ActingPolicy
 from rlpipe.rollout import (
     ACTION_MEAN,
     REQUIRED_KEYS,
@@ -53,7 +53,7 @@ class Collector:
     def __init__(
         self,
         env: BatchedEnv,
-        policy: Policy,
+        policy: ActingPolicy,
         horizon: int,
         seed: int,
         reset_every_rollout: bool = False,
@@ -69,7 +69,7 @@ class Collector:
         self.horizons_per_env_reset, self.deterministic = horizons_per_env_reset, deterministic
         self.action_mean = action_mean
         # Whose deterministic action ``action_mean`` records (a teacher mix: its student).
-        mode_policy = getattr(policy, "deterministic_policy", policy) if action_mean else None
+        mode_policy = policy.deterministic_policy if action_mean else None
         self.stepper = make_stepper(
             env, policy, horizon, deterministic, mode_policy, seq_len, seqs_per_state_reset
         )

@@ -16,18 +16,17 @@ step)``; after the loop it fills what the loop left: ``value``, ``final_value`` 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tensordict import TensorDict
 
 from rlpipe.envs import BatchedEnv, StepResult
 from rlpipe.envs.base import Obs
-from rlpipe.policies import Policy
 from rlpipe.rollout import ACTION_MEAN, RECURRENT_STATE
 
 if TYPE_CHECKING:
-    from rlpipe.policies.trainable import TrainablePolicy
+    from rlpipe.policies.trainable import ActingPolicy, TrainablePolicy
 
 __all__ = ["RecurrentStepper", "StatelessStepper", "act_and_step", "make_stepper"]
 
@@ -35,7 +34,7 @@ Extras = dict[str, tuple[tuple[int, ...], torch.dtype]]
 
 
 def act_and_step(
-    env: BatchedEnv, policy: Policy, obs: Obs, deterministic: bool
+    env: BatchedEnv, policy: ActingPolicy, obs: Obs, deterministic: bool
 ) -> tuple[torch.Tensor, torch.Tensor, StepResult]:
     """``(action [N, *act], log_prob [N], step)``: sample from ``policy`` and step ``env``.
 
@@ -56,7 +55,11 @@ class StatelessStepper:
     """Rollout keys this stepper adds to the schema's (none)."""
 
     def __init__(
-        self, env: BatchedEnv, policy: Policy, deterministic: bool, mode_policy: Policy | None
+        self,
+        env: BatchedEnv,
+        policy: ActingPolicy,
+        deterministic: bool,
+        mode_policy: TrainablePolicy | None,
     ) -> None:
         self.env, self.policy, self.deterministic = env, policy, deterministic
         self.mode_policy = mode_policy
@@ -115,14 +118,12 @@ class StatelessStepper:
 class RecurrentStepper(StatelessStepper):
     """A recurrent policy: carries the core state ``[N, S]``; values from the same core step as the action."""
 
-    policy: TrainablePolicy
-    """A recurrent policy: ``state_size``, ``sample_step`` and ``step_value`` besides ``Policy``'s methods."""
     mode_policy: TrainablePolicy | None
 
     def __init__(
         self,
         env: BatchedEnv,
-        policy: TrainablePolicy,
+        policy: ActingPolicy,
         deterministic: bool,
         mode_policy: TrainablePolicy | None,
         horizon: int,
@@ -191,21 +192,20 @@ class RecurrentStepper(StatelessStepper):
 
 def make_stepper(
     env: BatchedEnv,
-    policy: Policy,
+    policy: ActingPolicy,
     horizon: int,
     deterministic: bool,
-    mode_policy: Policy | None,
+    mode_policy: TrainablePolicy | None,
     seq_len: int | None = None,
     seqs_per_state_reset: int = -1,
 ) -> StatelessStepper:
     """The stepper for ``policy``: its ``is_recurrent``, read here once for the collector."""
     if policy.is_recurrent:
-        recurrent = cast("TrainablePolicy", policy)  # is_recurrent: it has the core steps
         return RecurrentStepper(
             env,
-            recurrent,
+            policy,
             deterministic,
-            cast("TrainablePolicy | None", mode_policy),
+            mode_policy,
             horizon,
             seq_len,
             seqs_per_state_reset,

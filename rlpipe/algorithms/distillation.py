@@ -89,7 +89,7 @@ class TeacherMix:
         return bool(self.student.is_recurrent)
 
     @property
-    def deterministic_policy(self) -> Any:
+    def deterministic_policy(self) -> TrainablePolicy:
         """The policy whose deterministic action is the run's (``action_mean``, evaluation): the student."""
         return self.student
 

@@ -171,12 +171,12 @@ class RunLayout:
         """``export/``: the default output of ``rlpipe export``."""
         return self.root / "export"
 
-    def exported(self, fmt: str, directory: Path | None = None) -> AnyPath:
+    def exported(self, fmt: str, directory: AnyPath | None = None) -> AnyPath:
         """The file ``rlpipe export --format fmt`` writes in ``directory`` (default ``export/``)."""
         return as_path(directory or self.export_dir) / EXPORT_FILES[fmt]
 
     @staticmethod
-    def export_metadata(exported: Path) -> AnyPath:
+    def export_metadata(exported: AnyPath) -> AnyPath:
         """The JSON beside an exported file: ``policy.onnx`` → ``policy.onnx.json``."""
         return exported.with_name(f"{exported.name}.json")
 

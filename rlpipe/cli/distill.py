@@ -79,7 +79,7 @@ def distill(
     if iterations:
         from rlpipe.trainer import Trainer
 
-        online = online_config(cfg, Path(summary["checkpoint"]), iterations)
+        online = online_config(cfg, summary["checkpoint"], iterations)
         Trainer(online, resume=resume).train()
         click.echo(f"online distillation → {online.run_dir}")
 

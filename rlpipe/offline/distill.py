@@ -34,7 +34,7 @@ from rlpipe.algorithms.distillation import Distillation
 from rlpipe.artifacts.checkpoints import latest_checkpoint, load_checkpoint
 from rlpipe.artifacts.curve import truncate_curve
 from rlpipe.artifacts.errors import StoreError
-from rlpipe.artifacts.fs import as_path
+from rlpipe.artifacts.fs import AnyPath, as_path
 from rlpipe.artifacts.layout import ROLLOUT_NAME, RunLayout, numbered
 from rlpipe.artifacts.params import write_params
 from rlpipe.artifacts.provisional import held_run_dir
@@ -138,10 +138,10 @@ def update_plan(keys: list[int], passes: int, seed: int, per_update: int) -> lis
     return plan
 
 
-def load_stores(paths: list[Path], device: torch.device | str) -> TensorDict:
+def load_stores(paths: list[AnyPath], device: torch.device | str) -> TensorDict:
     """The stored rollouts of ``paths`` joined along the env axis: ``[Σ N, T+1]``."""
     rollouts = [load_rollout(path, device, purpose=None)[0] for path in paths]  # subsets, float16: samples
-    return rollouts[0] if len(rollouts) == 1 else torch.cat(rollouts, dim=0)
+    return rollouts[0] if len(rollouts) == 1 else TensorDict.cat(rollouts, dim=0)
 
 
 def distill_offline(
@@ -191,7 +191,7 @@ def distill_offline(
 class _Plan:
     """What a distillation goes through: the stores, those of each update, and the signal to stop at."""
 
-    stored: dict[int, Path]
+    stored: dict[int, AnyPath]
     order: list[list[int]]
     """The stores of updates 1, 2, … (:func:`update_plan`)."""
     spaces: dict[str, Any] | None
@@ -229,7 +229,7 @@ def _loop(
 ) -> dict[str, Any]:
     begin, metrics, path, signum = time.perf_counter(), {}, None, None
     stored, order = plan.stored, plan.order
-    per_pass = len(order) // cfg.algorithm.cfg.offline_passes
+    per_pass = len(order) // distillation_of(cfg).offline_passes
     for i in range(start + 1, len(order) + 1):
         tick = time.perf_counter()
         faults.point("update.start")
@@ -264,7 +264,7 @@ def _loop(
 
 
 def _summary(
-    algo: Distillation, plan: _Plan, metrics: dict[str, float], begin: float, checkpoint: Path | None
+    algo: Distillation, plan: _Plan, metrics: dict[str, float], begin: float, checkpoint: AnyPath | None
 ) -> dict[str, Any]:
     return {
         "iterations": len(plan.order),
@@ -299,8 +299,11 @@ def online_name(cfg: RunConfig) -> str:
     )
 
 
-def online_config(cfg: RunConfig, checkpoint: Path, iterations: int) -> RunConfig:
-    """The online continuation: ``<exp>-online``, ``iterations`` long, from ``checkpoint``'s student."""
+def online_config(cfg: RunConfig, checkpoint: str | AnyPath, iterations: int) -> RunConfig:
+    """The online continuation: ``<exp>-online``, ``iterations`` long, from ``checkpoint``'s student.
+
+    ``checkpoint``: a path or URL (a summary's ``checkpoint``, kept as written: an object store's URL).
+    """
     data = cfg.algorithm.to_dict()["cfg"] | {
         "student_init": str(as_path(checkpoint).resolve()),
         "online_iterations": 0,

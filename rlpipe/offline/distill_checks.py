@@ -14,7 +14,6 @@ that cannot run, or that would continue another one than asked, leaves no file c
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -65,7 +64,7 @@ def derived_exp_name(name: str, source: str) -> str:
     return name
 
 
-def check_stores(cfg: RunConfig, stored: dict[int, Path]) -> dict[int, dict[str, Any]]:
+def check_stores(cfg: RunConfig, stored: dict[int, AnyPath]) -> dict[int, dict[str, Any]]:
     """Every store's attributes; ``ConfigError`` naming the first store without a group that is read.
 
     The groups read: the student's ``policy.actor.obs_keys`` / ``policy.critic.obs_keys`` and the
@@ -93,7 +92,7 @@ def check_stores(cfg: RunConfig, stored: dict[int, Path]) -> dict[int, dict[str,
     return found
 
 
-def _same_env_subset(found: dict[int, dict[str, Any]], stored: dict[int, Path]) -> None:
+def _same_env_subset(found: dict[int, dict[str, Any]], stored: dict[int, AnyPath]) -> None:
     """``StoreError`` naming the first store whose env subset (``store.envs``) differs from the first's.
 
     Subset and lower-precision stores are valid samples for distillation; mixing subsets would mix
@@ -150,12 +149,12 @@ def check_env(cfg: RunConfig, attrs: dict[str, Any], store: AnyPath, env_from: s
         )
 
 
-def store_names(stored: dict[int, Path]) -> list[str]:
+def store_names(stored: dict[int, AnyPath]) -> list[str]:
     """The stores' names in iteration order (what a student's checkpoint records it trained on)."""
     return [stored[k].name for k in sorted(stored)]
 
 
-def check_resume(path: Path, state: dict[str, Any], cfg: RunConfig, stored: dict[int, Path]) -> None:
+def check_resume(path: AnyPath, state: dict[str, Any], cfg: RunConfig, stored: dict[int, AnyPath]) -> None:
     """Refuse to continue checkpoint ``path`` (``state``) with other training params or other stores.
 
     A ``ConfigError`` names each differing param with both values; a ``StoreError`` names a store the

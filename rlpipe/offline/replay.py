@@ -21,7 +21,6 @@ from __future__ import annotations
 import copy
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -92,13 +91,13 @@ def update_once(
 class _Reader:
     """Reads stored rollouts on one background thread, the next one while the current is updated."""
 
-    def __init__(self, paths: dict[int, Path], device: torch.device, allow_rejected: bool = False) -> None:
+    def __init__(self, paths: dict[int, AnyPath], device: torch.device, allow_rejected: bool = False) -> None:
         self.allow_rejected = allow_rejected
         self.paths, self.device = paths, device
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlpipe-replay-read")
         self._pending: dict[int, Future[tuple[TensorDict, dict[str, Any]]]] = {}
 
-    def path(self, k: int, why: str) -> Path:
+    def path(self, k: int, why: str) -> AnyPath:
         """Path of rollout ``k``; a ``StoreError`` saying ``why`` it is needed when it is missing."""
         if k not in self.paths:
             root = next(iter(self.paths.values())).parent
@@ -132,7 +131,7 @@ class _Replay:
     """
 
     def __init__(
-        self, cfg: RunConfig, layout: RunLayout, stored: dict[int, Path], allow_rejected: bool = False
+        self, cfg: RunConfig, layout: RunLayout, stored: dict[int, AnyPath], allow_rejected: bool = False
     ) -> None:
         self.cfg, self.rcfg, self.layout = cfg, replay_config(cfg), layout
         self.spaces = read_any_attrs(next(iter(stored.values()))).get("spaces")
@@ -242,23 +241,25 @@ def replay(
     ``checkpoint.keep_last``). Rollouts the non-finite guard rejected are refused unless
     ``allow_rejected``. ``out`` is locked while it is written. Returns the summary (``metrics.json``).
     """
-    rollouts, out = as_path(rollouts), RunLayout(out)
+    rollouts, written = as_path(rollouts), RunLayout(out)
     if start is not None and not chain:
         raise ConfigError("replay: a start checkpoint (--from) replays a chain; add --chain")
     layout = RunLayout.of_rollouts(rollouts)
     stored = numbered(rollouts, ROLLOUT_NAME)
     ks = _select(stored, rollouts, iterations, chain)
-    if out.checkpoints.resolve() == layout.checkpoints.resolve():
-        raise StoreError(f"{out.root}: replay would overwrite the run's own checkpoints; choose another out")
-    out.root.mkdir(parents=True, exist_ok=True)
-    with RunLock(out.root, "rlpipe replay"):
-        return _replay_locked(cfg, layout, stored, ks, chain, start, out, allow_rejected)
+    if written.checkpoints.resolve() == layout.checkpoints.resolve():
+        raise StoreError(
+            f"{written.root}: replay would overwrite the run's own checkpoints; choose another out"
+        )
+    written.root.mkdir(parents=True, exist_ok=True)
+    with RunLock(written.root, "rlpipe replay"):
+        return _replay_locked(cfg, layout, stored, ks, chain, start, written, allow_rejected)
 
 
 def _replay_locked(
     cfg: RunConfig,
     layout: RunLayout,
-    stored: dict[int, Path],
+    stored: dict[int, AnyPath],
     ks: list[int],
     chain: bool,
     start: AnyPath | None,
@@ -278,7 +279,7 @@ def _replay_locked(
 
 
 def _select(
-    stored: dict[int, Path], root: Path, iterations: tuple[int, int] | None, chain: bool
+    stored: dict[int, AnyPath], root: AnyPath, iterations: tuple[int, int] | None, chain: bool
 ) -> list[int]:
     if not stored:
         raise StoreError(f"{root}: no rollout stores (iter-NNNNNN.zarr) here")
@@ -295,7 +296,7 @@ def _select(
     return list(wanted)
 
 
-def _missing_words(stored: dict[int, Path]) -> str:
+def _missing_words(stored: dict[int, AnyPath]) -> str:
     """``missing``, or why: ``not stored (the run stores every 4th iteration, store.every: 4)``."""
     every = int(read_any_attrs(stored[max(stored)]).get("every", 1)) if stored else 1
     if every == 1:

@@ -33,9 +33,10 @@ from rlpipe.config import RunConfig, params_hash, training_hash
 from rlpipe.envs import BatchedEnv, build_env, build_eval_env
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
 from rlpipe.offline.commands import latest_of
-from rlpipe.policies import Policy, build_policy
+from rlpipe.policies import TrainablePolicy, build_policy
 from rlpipe.policies.export import DeployedActor, export_metadata, export_onnx, export_torchscript
 from rlpipe.policies.exported import ExportedModel, ExportedPolicy
+from rlpipe.policies.obs_keys import space_shape
 from rlpipe.runtime.distributed import resolve_device
 from rlpipe.runtime.seeding import seed_everything
 from rlpipe.tracking import log_single_run, source_run_id
@@ -64,14 +65,14 @@ class ExportMismatch(Exception):
 class ExportResult:
     """What :func:`export_run` wrote and how it was verified."""
 
-    path: Path
-    metadata_path: Path
+    path: AnyPath
+    metadata_path: AnyPath
     observations: int
     source: str
     max_abs_diff: float
 
 
-def resolve_checkpoint(cfg: RunConfig, checkpoint: Path | int | None) -> AnyPath:
+def resolve_checkpoint(cfg: RunConfig, checkpoint: AnyPath | int | None) -> AnyPath:
     """A checkpoint file: ``None`` → the run's latest, an int N → ``ckpt-N``, else the path given."""
     layout = RunLayout(cfg.run_dir)
     if checkpoint is None:
@@ -82,7 +83,7 @@ def resolve_checkpoint(cfg: RunConfig, checkpoint: Path | int | None) -> AnyPath
     return path
 
 
-def _trained_policy(cfg: RunConfig, path: Path, env: BatchedEnv) -> tuple[Policy, dict[str, Any]]:
+def _trained_policy(cfg: RunConfig, path: AnyPath, env: BatchedEnv) -> tuple[TrainablePolicy, dict[str, Any]]:
     state = load_checkpoint(path)
     if "policy" not in state:
         raise StoreError(f"{path}: not an rlpipe checkpoint (no 'policy' entry)")
@@ -116,7 +117,9 @@ def _stored_observations(cfg: RunConfig) -> tuple[Observations, torch.Tensor, st
     return obs, done, f"stored rollout {path.name}"
 
 
-def _env_observations(policy: Policy, env: BatchedEnv, seed: int) -> tuple[Observations, torch.Tensor, str]:
+def _env_observations(
+    policy: TrainablePolicy, env: BatchedEnv, seed: int
+) -> tuple[Observations, torch.Tensor, str]:
     """``(obs [N, L], done [N, L], source)`` from the policy acting in ``env`` (store off)."""
     obs, observations, dones = env.reset(seed=seed), [], []
     state = policy.initial_state(env.num_envs) if policy.is_recurrent else None
@@ -141,22 +144,22 @@ def _env_observations(policy: Policy, env: BatchedEnv, seed: int) -> tuple[Obser
 def _host(obs: Observations) -> np.ndarray | dict[str, np.ndarray]:
     """What :class:`ExportedModel` takes: one array, or one per observation group."""
     if isinstance(obs, TensorDict):
-        return {key: obs[key].numpy() for key in obs.keys()}
+        return {str(key): obs[key].numpy() for key in obs.keys()}  # groups: every key is a str
     return obs.numpy()
 
 
 def _max_difference(
-    policy: Policy, actor: DeployedActor, model: ExportedModel, obs: Observations, done: torch.Tensor
+    policy: TrainablePolicy, actor: DeployedActor, model: ExportedModel, obs: Observations, done: torch.Tensor
 ) -> float:
     """Max |action of the file − checkpoint's deterministic action| over ``obs`` ``[n, L]``.
 
     Recurrent policies run each env's L steps in order from a zero state (reset after ``done``),
     the file carrying its own state, so the file is checked the way a robot runs it.
     """
-    low, high = (actor.action_low, actor.action_high) if actor.clip_action else (None, None)
+    bounds = actor.action_bounds
 
     def reference(action: torch.Tensor) -> np.ndarray:
-        action = action if low is None else torch.minimum(torch.maximum(action, low), high)
+        action = action if bounds is None else torch.minimum(torch.maximum(action, bounds[0]), bounds[1])
         return action.double().numpy()
 
     with torch.inference_mode():
@@ -223,7 +226,7 @@ def export_run(
 
 
 def _write_verified(
-    policy: Policy,
+    policy: TrainablePolicy,
     actor: DeployedActor,
     metadata: dict[str, Any],
     obs: Observations,
@@ -324,8 +327,8 @@ def _check_spaces(model: ExportedModel, env: BatchedEnv) -> None:
 def _check_observations(model: ExportedModel, space: gym.Space) -> None:
     groups = space.spaces if isinstance(space, gym.spaces.Dict) else None
     if model.obs_keys is None:
-        if groups is not None or model.obs_dim != int(np.prod(space.shape)):
-            given = f"groups {', '.join(groups)}" if groups is not None else f"shape {tuple(space.shape)}"
+        if groups is not None or model.obs_dim != int(np.prod(space_shape(space))):
+            given = f"groups {', '.join(groups)}" if groups is not None else f"shape {space_shape(space)}"
             raise StoreError(
                 f"{model.path}: exported for flat observations of size {model.obs_dim}; "
                 f"the env's observation ({given}) differs"
@@ -335,7 +338,7 @@ def _check_observations(model: ExportedModel, space: gym.Space) -> None:
         if groups is None or key not in groups:
             has = ", ".join(groups) if groups is not None else "one flat observation"
             raise StoreError(f"{model.path}: reads observation group {key!r}; the env has {has}")
-        env_group = (list(groups[key].shape), str(np.dtype(groups[key].dtype)))
+        env_group = (list(space_shape(groups[key])), str(np.dtype(groups[key].dtype)))
         if env_group != (group["shape"], group["dtype"]):
             raise StoreError(
                 f"{model.path}: observation group {key!r} exported as {group['dtype']} "

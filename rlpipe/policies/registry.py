@@ -38,7 +38,7 @@ def get_registered_policy_names() -> list[str]:
 
 def build_policy(
     policy_block: PolicyCfg | dict[str, Any],
-    obs_space: gym.spaces.Box,
+    obs_space: gym.Space,
     action_space: gym.Space,
     device: torch.device | str,
     actor: nn.Module | None = None,

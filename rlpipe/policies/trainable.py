@@ -32,6 +32,11 @@ class TrainablePolicy(Policy):
     """The action head: distribution, mode and the actor's output width ``out_dim``."""
 
     @property
+    def deterministic_policy(self) -> TrainablePolicy:
+        """The policy whose deterministic action is the run's (``action_mean``, evaluation): itself."""
+        return self
+
+    @property
     def state_size(self) -> int:
         """S: floats of one env's recurrent state (recurrent policies)."""
         raise NotImplementedError(f"{type(self).__name__} has no recurrent state")
@@ -76,6 +81,16 @@ class ActingPolicy(Protocol):
     @property
     def is_recurrent(self) -> bool:
         """Whether it steps with ``sample_step`` and a state ``[B, S]``."""
+        ...
+
+    @property
+    def has_critic(self) -> bool:
+        """Whether ``value`` is worth computing (false: identically zero)."""
+        ...
+
+    @property
+    def deterministic_policy(self) -> TrainablePolicy:
+        """The policy whose deterministic action is the run's (``action_mean``, evaluation)."""
         ...
 
     @property

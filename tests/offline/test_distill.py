@@ -249,3 +249,27 @@ def test_distill_refuses_stores_of_different_env_subsets_naming_the_first_that_d
         r"first 4 of 8 envs; distill reads stores of one env subset",
     ):
         _same_env_subset({**same, 3: {}}, stored)
+
+
+def test_the_online_continuation_starts_from_an_object_store_checkpoint(tmp_path, flat_teacher, monkeypatch):
+    """A student checkpoint on an object store reaches ``student_init`` as its URL, not a mangled path."""
+    import rlpipe.offline.distill as module
+    import rlpipe.trainer as trainer_module
+
+    url = "s3://bucket/runs/teacher-student/checkpoints/ckpt-000002.pt"
+    started = []
+
+    class Recorded:
+        def __init__(self, cfg, resume=False):
+            started.append(cfg)
+
+        def train(self):
+            return None
+
+    monkeypatch.setattr(
+        module, "distill_offline", lambda *args, **kwargs: {"iterations": 2, "checkpoint": url}
+    )
+    monkeypatch.setattr(trainer_module, "Trainer", Recorded)
+    result = CliRunner().invoke(cli, [*distill_args(flat_teacher, tmp_path), "--online-iterations", "1"])
+    assert result.exit_code == 0, result.output
+    assert [cfg.algorithm.cfg.student_init for cfg in started] == [url]
