@@ -35,7 +35,8 @@ from rlpipe.artifacts.staging import HostStaging, Staged
 from rlpipe.artifacts.store_policy import StorePolicy, layout_of, stored_bytes
 from rlpipe.artifacts.writer_process import WriterDiedError, WriteRequest, WriterProcess, available
 from rlpipe.config import StoreCfg
-from rlpipe.rollout import DIM_NAMES, RefusedDataError
+from rlpipe.refused import RefusedDataError
+from rlpipe.rollout import DIM_NAMES
 from rlpipe.testing import faults
 
 __all__ = [

@@ -24,15 +24,9 @@ from zarr import AsyncArray
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path, chunk_sizes, is_object, zarr_store
 from rlpipe.artifacts.zarr_io import run_at
-from rlpipe.rollout import (
-    DIM_NAMES,
-    FINAL_OBS,
-    REQUIRED_KEYS,
-    SCHEMA_VERSION,
-    RefusedDataError,
-    RolloutError,
-    check_schema,
-)
+from rlpipe.refused import RefusedDataError
+from rlpipe.rollout import DIM_NAMES, FINAL_OBS, REQUIRED_KEYS, SCHEMA_VERSION
+from rlpipe.rollout_checks import RolloutError, check_schema
 
 __all__ = [
     "WRITTEN_CODECS",
@@ -57,7 +51,7 @@ def read_rollout(path: AnyPath, device: torch.device | str = "cpu") -> tuple[Ten
     values, so the rollout keeps the schema; such a store says ``exact: false``. Raises
     :class:`StoreError` naming the path when it is
     missing, not an rlpipe store, of another schema version, has a missing/truncated chunk, or
-    holds a rollout that breaks the schema (:func:`rlpipe.rollout.check_schema`). The sparse final
+    holds a rollout that breaks the schema (:func:`rlpipe.rollout_checks.check_schema`). The sparse final
     observations are not read (:func:`read_rollout_final_obs` reads them too).
     """
     rollout, attrs, _ = _read(as_path(path), device, final_obs=False)
