@@ -28,7 +28,8 @@ import rlpipe.artifacts.zarr_io as zarr_io
 from rlpipe.artifacts.store import RolloutStore, write_rollout
 from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.config import StoreCfg
-from rlpipe.rollout import allocate_rollout, validate
+from rlpipe.rollout import allocate_rollout
+from rlpipe.rollout_checks import validate
 
 
 def cartpole_rollout(n: int, t: int, seed: int = 0) -> TensorDict:

@@ -4,7 +4,7 @@ The pages are generated from the source tree at build time, so the reference fol
 a package that appears gets a page, one that goes away loses it. Each page is a single mkdocstrings
 block (``::: rlpipe.envs``) that renders the package and its submodules from their docstrings.
 The overview page lists every page with the first line of its module docstring, and Sphinx roles in
-the docstrings (``:class:`Trainer```, ``:func:`~rlpipe.rollout.validate```) read as inline code.
+the docstrings (``:class:`Trainer```, ``:func:`~rlpipe.rollout_checks.validate```) read as inline code.
 """
 
 from __future__ import annotations
@@ -19,8 +19,23 @@ from markdown.preprocessors import Preprocessor
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 
-ORDER = ("trainer", "collector", "algorithms", "policies", "envs", "rollout", "config", "artifacts",
-         "offline", "evaluation", "tracking", "runtime", "dvc", "fast", "cli")
+ORDER = (
+    "trainer",
+    "collector",
+    "algorithms",
+    "policies",
+    "envs",
+    "rollout",
+    "config",
+    "artifacts",
+    "offline",
+    "evaluation",
+    "tracking",
+    "runtime",
+    "dvc",
+    "fast",
+    "cli",
+)
 """Pages in reading order: the loop and its parts first, the plumbing last; others follow by name."""
 LEFT_OUT = {"__main__", "version", "testing", "run", "learner"}
 """Not documented: the entry point, the version string, the fault-injection hooks of tests/faults,
@@ -36,8 +51,9 @@ def package_root(config: MkDocsConfig) -> Path:
 
 def documented(root: Path) -> list[str]:
     """Top-level module and package names of ``root`` that get a page, in :data:`ORDER`."""
-    names = {p.stem for p in root.glob("*.py")} | {p.name for p in root.iterdir()
-                                                   if p.is_dir() and any(p.glob("*.py"))}
+    names = {p.stem for p in root.glob("*.py")} | {
+        p.name for p in root.iterdir() if p.is_dir() and any(p.glob("*.py"))
+    }
     names = {n for n in names if not n.startswith("_") and n not in LEFT_OUT}
     ranked = [n for n in ORDER if n in names]
     return ranked + sorted(names - set(ranked))
@@ -90,10 +106,12 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     root = package_root(config)
     names = documented(root)
     rows = "\n".join(f"| [`rlpipe.{n}`](rlpipe.{n}.md) | {summary(root, n)} |" for n in names)
-    index = (f"# {SECTION}\n\nGenerated from the docstrings of the source tree at build time: one page per "
-             "module or package of `rlpipe`, each with its submodules.\n\n"
-             f"| module | what it is |\n|---|---|\n{rows}\n\n"
-             "::: rlpipe\n    options:\n      show_submodules: false\n      show_root_heading: false\n")
+    index = (
+        f"# {SECTION}\n\nGenerated from the docstrings of the source tree at build time: one page per "
+        "module or package of `rlpipe`, each with its submodules.\n\n"
+        f"| module | what it is |\n|---|---|\n{rows}\n\n"
+        "::: rlpipe\n    options:\n      show_submodules: false\n      show_root_heading: false\n"
+    )
     files.append(File.generated(config, "reference/index.md", content=index))
     for name in names:
         files.append(File.generated(config, f"reference/rlpipe.{name}.md", content=f"::: rlpipe.{name}\n"))

@@ -40,7 +40,7 @@ from rlpipe.artifacts.layout import (
 )
 from rlpipe.artifacts.removal import check_confined, delete
 from rlpipe.artifacts.removal import clean_temporaries as _clean
-from rlpipe.rollout import RefusedDataError
+from rlpipe.refused import RefusedDataError
 from rlpipe.testing import faults
 
 __all__ = [

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, runtime_checkabl
 
 from typing_extensions import TypeIs
 
-from rlpipe.location import AnyPath, ObjectPath, StorageUnavailable, filesystem, url_problem, with_retries
+from rlpipe.location import AnyPath, ObjectPath, url_problem
+from rlpipe.object_store import StorageUnavailable, filesystem, with_retries
 
 if TYPE_CHECKING:
     from asyncio import AbstractEventLoop
@@ -217,7 +218,7 @@ def _async_fs(protocol: str) -> AsyncFileSystem:
         import fsspec
         from fsspec.asyn import get_loop
 
-        from rlpipe.location import storage_options
+        from rlpipe.object_store import storage_options
 
         twin = fsspec.filesystem(protocol, asynchronous=True, loop=get_loop(), **storage_options(protocol))
         if not getattr(twin, "async_impl", False):

@@ -18,7 +18,8 @@ from tensordict import TensorDict
 
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, is_object
-from rlpipe.rollout import FINAL_OBS, SCHEMA_VERSION, RolloutError, check_schema
+from rlpipe.rollout import FINAL_OBS, SCHEMA_VERSION
+from rlpipe.rollout_checks import RolloutError, check_schema
 
 __all__ = ["check_new_store", "check_rollout", "final_obs_arrays", "group_attributes", "rollout_arrays"]
 
@@ -26,7 +27,7 @@ __all__ = ["check_new_store", "check_rollout", "final_obs_arrays", "group_attrib
 def check_rollout(rollout: TensorDict, path: AnyPath, final_obs: TensorDict | None = None) -> None:
     """``StoreError`` naming ``path`` unless ``rollout`` fits the schema and every leaf can be stored.
 
-    The schema is :func:`rlpipe.rollout.check_schema` (batch size, keys, dtypes, padding, ``done``);
+    The schema is :func:`rlpipe.rollout_checks.check_schema` (batch size, keys, dtypes, padding, ``done``);
     values are not checked for finiteness here (a refused rollout is stored for post-mortem). Every
     leaf must be a tensor with a numpy dtype and a key that is a valid Zarr node name.
     ``final_obs`` (the sparse final observations ``[K]``) must hold ``index`` ``[K, 2]`` int64 and

@@ -13,7 +13,7 @@ from typing import Any
 from rlpipe.artifacts.errors import LockedError
 from rlpipe.artifacts.fs import ObjectPath, PreconditionFailed, read_versioned, remove_tree, replace_if
 from rlpipe.artifacts.removal import pid_alive
-from rlpipe.location import StorageUnavailable
+from rlpipe.object_store import StorageUnavailable
 
 __all__ = ["LeaseLock", "lease_seconds"]
 

@@ -35,20 +35,10 @@ from rlpipe.artifacts.staging import HostStaging, Staged
 from rlpipe.artifacts.store_policy import StorePolicy, layout_of, stored_bytes
 from rlpipe.artifacts.writer_process import WriterDiedError, WriteRequest, WriterProcess, available
 from rlpipe.config import StoreCfg
-from rlpipe.rollout import DIM_NAMES, RefusedDataError
+from rlpipe.rollout import DIM_NAMES
 from rlpipe.testing import faults
 
-__all__ = [
-    "REJECTED_ATTR",
-    "RejectedRolloutError",
-    "RolloutStore",
-    "StoreError",
-    "WriterDiedError",
-    "refuse_rejected",
-    "writer_mode",
-    "write_rejected",
-    "write_rollout",
-]
+__all__ = ["RolloutStore", "StoreError", "WriterDiedError", "writer_mode", "write_rollout"]
 
 
 def write_rollout(
@@ -377,33 +367,3 @@ class RolloutStore:
     def _raise_if_failed(self) -> None:
         if self._error is not None:
             raise type(self._error)(str(self._error)) from (self._error.__cause__ or self._error)
-
-
-REJECTED_ATTR = "rejected"
-"""Attribute of a rollout the non-finite guard refused: why (replay and update refuse it unless asked)."""
-
-
-def write_rejected(path: AnyPath, rollout: TensorDict, attrs: dict[str, Any], reason: str) -> AnyPath:
-    """Keep a refused rollout (``[N, T+1]``, any device) at ``path`` for post-mortem, marked ``rejected``.
-
-    An earlier rejected store of the same iteration (a resumed run that hit it again) is replaced.
-    """
-    path = as_path(path)
-    if path.exists() or path.is_symlink():
-        delete(path)
-    write_rollout(path, rollout.to("cpu"), {**attrs, REJECTED_ATTR: reason})
-    return path
-
-
-def refuse_rejected(path: AnyPath, attrs: dict[str, Any], allow: bool = False) -> None:
-    """``RefusedDataError`` when ``attrs`` mark the rollout at ``path`` rejected and ``allow`` is false."""
-    reason = attrs.get(REJECTED_ATTR)
-    if reason and not allow:
-        raise RejectedRolloutError(
-            f"{path}: rollout was rejected by the non-finite guard ({reason}); "
-            "pass --allow-rejected to use it anyway"
-        )
-
-
-class RejectedRolloutError(StoreError, RefusedDataError):
-    """A rejected rollout given to replay/update without ``--allow-rejected`` (exit code 3)."""

@@ -18,7 +18,8 @@ Codec ``none`` stores raw little-endian bytes, ``blosc-lz4``/``blosc-zstd``/``zs
 (image groups take ``store.image_codec``, every other array ``store.codec``); every chunk ends in a
 CRC32C checksum (zarr's standard ``crc32c`` codec), so a flipped, zeroed or truncated byte is a
 one-line error naming the store and key, never different data. Metadata is bounded before anything
-is allocated: an array's shape must fit the chunk files on disk (see :func:`check_bounds`).
+is allocated: an array's shape must fit the chunk files on disk (see
+:func:`~rlpipe.artifacts.zarr_read_checks.check_bounds`).
 A store is written under a hidden sibling (``.iter-000012.zarr.tmp-<pid>-<token>``) and renamed
 into place only when every array is complete: a reader never sees a half-written store and a final
 name is written once. Writes are not fsynced; after a power loss :func:`read_rollout` reports a

@@ -43,7 +43,7 @@ def describe(exc: BaseException, resume_command: str | None = None) -> tuple[int
         return 128 + int(getattr(exc, "signum", 2)), f"{exc}{resume}"
     if isinstance(exc, KeyboardInterrupt):
         return 130, "interrupted (SIGINT)"
-    if "RefusedDataError" in kinds:  # rlpipe.rollout.RefusedDataError and its kin
+    if "RefusedDataError" in kinds:  # rlpipe.refused.RefusedDataError and its kin
         return REFUSED_DATA, _first_line(exc)
     if (os_error := _os_error(exc)) is not None:
         return RUNTIME, _os_message(os_error, exc, resume)

@@ -2,7 +2,7 @@
 
 The folder follows LeRobot's v3.0 layout (``CODEBASE_VERSION = "v3.0"``)::
 
-    meta/info.json                          schema: fps, features (dtype, shape, names), counts, paths
+    meta/info.json                          schema: fps, features, counts, paths (meta/: lerobot_meta)
     meta/stats.json                         per-feature normalization stats (lerobot_stats)
     meta/tasks.parquet                      the one task: column task_index, the task string as index
     meta/episodes/chunk-000/file-000.parquet one row per episode: its frame range, files, stats
@@ -20,8 +20,6 @@ sits at ``from_timestamp + timestamp`` of its episode's video, so LeRobot's deco
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -33,9 +31,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rlpipe.datasets.lerobot_features import Layout, layout_of
+from rlpipe.datasets.lerobot_meta import provenance, write_meta
 from rlpipe.datasets.lerobot_stats import StatsAccumulator, image_stats, vector_stats
 from rlpipe.datasets.lerobot_video import CameraVideos
-from rlpipe.version import __version__
 
 if TYPE_CHECKING:
     from rlpipe.datasets.episodes import DatasetSource, Episode, Selection
@@ -49,7 +47,6 @@ CHUNKS_SIZE = 1000
 DATA_FILE_SIZE_MB = 100
 DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
-EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 _ROW_GROUP_FRAMES = 16_384
 
 
@@ -136,7 +133,14 @@ def write_lerobot(
         if writer is not None:
             writer.abort()
         raise
-    _write_meta(root, source, writer, task or source.env_id, images, selection)
+    write_meta(
+        root,
+        _info(writer, images),
+        writer.rows,
+        writer.stats.result(),
+        task or source.env_id,
+        provenance(source, writer.layout, selection),
+    )
     written = LeRobotWritten(episodes=writer.episodes, frames=writer.frames)
     written.bytes = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     written.seconds = time.perf_counter() - started
@@ -291,24 +295,9 @@ def _episode_extras(episode: Episode) -> dict[str, Any]:
     }
 
 
-def _write_meta(
-    root: Path, source: DatasetSource, writer: _Writer, task: str, images: str, selection: Selection | None
-) -> None:
-    """``meta/``: tasks, episodes, stats, info and provenance (after the data and videos)."""
-    meta = root / "meta"
-    meta.mkdir(parents=True, exist_ok=True)
-    pq.write_table(_tasks_table(task), meta / "tasks.parquet")
-    for row in writer.rows:
-        row["tasks"] = [task]
-    _write_episode_rows(root, writer.rows)
-    _write_json(
-        meta / "stats.json",
-        {
-            key: {name: value.tolist() for name, value in stats.items()}
-            for key, stats in writer.stats.result().items()
-        },
-    )
-    info = {
+def _info(writer: _Writer, images: str) -> dict[str, Any]:
+    """``meta/info.json``: the schema, the counts and the file layout LeRobot reads the dataset with."""
+    return {
         "codebase_version": CODEBASE_VERSION,
         "robot_type": None,
         "total_episodes": writer.episodes,
@@ -323,88 +312,3 @@ def _write_meta(
         "video_path": VIDEO_PATH if images == "video" else None,
         "features": writer.layout.features,
     }
-    _write_json(meta / "info.json", info)
-    _write_json(meta / "rlpipe.json", _provenance(source, writer.layout, selection))
-
-
-def _tasks_table(task: str) -> pa.Table:
-    """``meta/tasks.parquet`` as pandas writes a frame indexed by ``task`` (LeRobot reads it so)."""
-    pandas_meta = {
-        "index_columns": ["task"],
-        "column_indexes": [
-            {
-                "name": None,
-                "field_name": None,
-                "pandas_type": "unicode",
-                "numpy_type": "object",
-                "metadata": {"encoding": "UTF-8"},
-            }
-        ],
-        "columns": [
-            {
-                "name": "task_index",
-                "field_name": "task_index",
-                "pandas_type": "int64",
-                "numpy_type": "int64",
-                "metadata": None,
-            },
-            {
-                "name": "task",
-                "field_name": "task",
-                "pandas_type": "unicode",
-                "numpy_type": "object",
-                "metadata": None,
-            },
-        ],
-        "creator": {"library": "pyarrow", "version": pa.__version__},
-        "pandas_version": "2.2.3",
-    }
-    schema = pa.schema(
-        [("task_index", pa.int64()), ("task", pa.string())], metadata={"pandas": json.dumps(pandas_meta)}
-    )
-    return pa.Table.from_arrays([pa.array([0], pa.int64()), pa.array([task])], schema=schema)
-
-
-def _write_episode_rows(root: Path, rows: list[dict[str, Any]]) -> None:
-    """``meta/episodes/…parquet``: the rows, a new file past the data file size limit."""
-    per_file = max(1, len(rows))
-    table = pa.Table.from_pylist(rows)
-    if table.nbytes > DATA_FILE_SIZE_MB * 1024**2:
-        per_file = max(1, int(len(rows) * DATA_FILE_SIZE_MB * 1024**2 / table.nbytes))
-    for number, start in enumerate(range(0, len(rows), per_file)):
-        chunk, file = divmod(number, CHUNKS_SIZE)
-        part = rows[start : start + per_file]
-        for row in part:
-            row["meta/episodes/chunk_index"], row["meta/episodes/file_index"] = chunk, file
-        path = root / EPISODES_PATH.format(chunk_index=chunk, file_index=file)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pylist(part), path, compression="snappy")
-
-
-def _provenance(source: DatasetSource, layout: Layout, selection: Selection | None) -> dict[str, Any]:
-    def groups(names):
-        return [name if name is not None else "obs" for name in names]
-
-    mapping = {
-        "observation.state": groups(layout.state_groups),
-        "observation.environment_state": groups(layout.env_state_groups),
-        **{
-            cam.key: {"group": cam.group, "frame": f"the last {cam.channels} channels, CHW → HWC"}
-            for cam in layout.cameras
-        },
-    }
-    return {
-        "rlpipe_version": __version__,
-        "run_dir": str(source.run_dir),
-        "env_id": source.env_id,
-        "gym_id": source.gym_id,
-        "params_hash": source.params_hash,
-        "iterations": list(source.iterations),
-        "checkpoint": source.checkpoint,
-        "selection": dataclasses.asdict(selection) if dataclasses.is_dataclass(selection) else None,
-        "mapping": {k: v for k, v in mapping.items() if v},
-    }
-
-
-def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=4) + "\n")

@@ -41,7 +41,7 @@ from rlpipe.offline.rebuild import (
 )
 from rlpipe.offline.replay import iteration_of, update_once
 from rlpipe.policies import build_policy
-from rlpipe.rollout import NonFiniteError
+from rlpipe.rollout_checks import NonFiniteError
 from rlpipe.runtime.distributed import resolve_device
 from rlpipe.runtime.seeding import seed_everything
 from rlpipe.tracking import log_single_run, source_run_id

@@ -11,13 +11,14 @@ from rlpipe.algorithms import BaseAlgorithm
 from rlpipe.artifacts.checkpoints import checkpoint_fits, load_checkpoint, save_checkpoint
 from rlpipe.artifacts.errors import RefusedStoreError, StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path
+from rlpipe.artifacts.rejected import refuse_rejected
 from rlpipe.artifacts.shards import read_any
-from rlpipe.artifacts.store import refuse_rejected
 from rlpipe.artifacts.store_policy import fidelity_refusal
 from rlpipe.build import build_algorithm, learner_state, load_learner_state, set_threads
 from rlpipe.config import RunConfig, params_hash, training_hash, training_params
 from rlpipe.envs import space_from_dict
-from rlpipe.rollout import RefusedDataError, RolloutError, check_finite
+from rlpipe.refused import RefusedDataError
+from rlpipe.rollout_checks import RolloutError, check_finite
 from rlpipe.runtime.allocator import tune_malloc
 from rlpipe.runtime.distributed import resolve_device
 from rlpipe.runtime.seeding import seed_everything

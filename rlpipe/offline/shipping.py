@@ -34,7 +34,8 @@ from rlpipe.envs import BatchedEnv, build_env, build_eval_env
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
 from rlpipe.offline.commands import latest_of
 from rlpipe.policies import TrainablePolicy, build_policy
-from rlpipe.policies.export import DeployedActor, export_metadata, export_onnx, export_torchscript
+from rlpipe.policies.export import DeployedActor, export_onnx, export_torchscript
+from rlpipe.policies.export_metadata import export_metadata
 from rlpipe.policies.exported import ExportedModel, ExportedPolicy
 from rlpipe.policies.obs_keys import space_shape
 from rlpipe.runtime.distributed import resolve_device

@@ -22,7 +22,7 @@ from torch import nn
 from rlpipe.config import CNNCfg, ConfigError, NetworkBlock
 from rlpipe.policies.mlp import ACTIVATIONS
 from rlpipe.policies.obs_keys import space_shape
-from rlpipe.rollout import image_problem
+from rlpipe.rollout_checks import image_problem
 
 __all__ = ["CNNEncoder", "ObsEncoder", "build_obs_encoder", "check_obs_space", "image_keys"]
 

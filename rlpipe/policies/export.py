@@ -15,8 +15,9 @@ for Box spaces (the mode of the head's distribution — the Gaussian mean, or th
 onto [low, high] — clipped to the space's finite bounds). The frozen observation normalizer (mean,
 std, ±clip; vector groups only) is baked in, and the batch dimension is dynamic.
 
-:func:`export_onnx` / :func:`export_torchscript` write the file with :func:`export_metadata`
-inside (ONNX ``metadata_props``; a TorchScript extra file ``rlpipe.json``).
+:func:`export_onnx` / :func:`export_torchscript` write the file with the metadata of
+:func:`~rlpipe.policies.export_metadata.export_metadata` inside (ONNX ``metadata_props``; a
+TorchScript extra file ``rlpipe.json``).
 """
 
 from __future__ import annotations
@@ -53,10 +54,10 @@ __all__ = [
     "DeployedActor",
     "ExportError",
     "ObsInput",
-    "export_metadata",
     "export_onnx",
     "export_torchscript",
     "io_names",
+    "vector_normalizers",
 ]
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
@@ -127,7 +128,7 @@ class DeployedActor(nn.Module):
         self.cnns = nn.ModuleList(
             [copy.deepcopy(_image_cnn(encoder, i)) if i.image else nn.Identity() for i in self.inputs]
         )
-        norms = _vector_normalizers(policy, self.inputs)
+        norms = vector_normalizers(policy, self.inputs)
         self.normalize = [n is not None for n in norms]
         self.obs_clip = [float(n.clip) if n is not None else math.inf for n in norms]
         for index, (spec, norm) in enumerate(zip(self.inputs, norms)):
@@ -177,7 +178,7 @@ class DeployedActor(nn.Module):
         return self._action(self.actor(features)), next_state
 
 
-def _vector_normalizers(policy: Policy, inputs: list[ObsInput]) -> list[ObsNormalizer | None]:
+def vector_normalizers(policy: Policy, inputs: list[ObsInput]) -> list[ObsNormalizer | None]:
     """The normalizer of each input (``None``: images, or normalization off)."""
     norm = policy.obs_normalizer
     if norm is None:
@@ -242,107 +243,6 @@ def io_names(actor: DeployedActor) -> tuple[list[str], list[str]]:
 def _example(actor: DeployedActor, batch: int = 2) -> tuple[torch.Tensor, ...]:
     obs = tuple(torch.zeros(batch, *spec.shape, dtype=getattr(torch, spec.dtype)) for spec in actor.inputs)
     return (*obs, torch.zeros(batch, actor.core.state_size)) if actor.core is not None else obs
-
-
-def export_metadata(
-    actor: DeployedActor, observation_space: gym.Space, action_space: gym.Space, policy: Policy, **extra: Any
-) -> dict[str, Any]:
-    """What a deployment needs besides the graph: inputs/outputs, observations, normalizer, recurrence.
-
-    ``observation`` says which observation keys the file reads: ``keys`` (``["obs"]`` for a flat
-    observation), ``sizes`` (floats per key) and, for dict observations, ``groups``: per key its
-    input name, shape (without the batch dim), dtype and whether it is an image.
-    """
-    inputs, outputs = io_names(actor)
-    state = None
-    if actor.core is not None:
-        core = actor.core
-        state = {
-            "type": core.kind,
-            "num_layers": core.num_layers,
-            "hidden_size": core.hidden_size,
-            "state_size": core.state_size,
-            "initial": "zeros at every episode start",
-        }
-    return {
-        "inputs": inputs,
-        "outputs": outputs,
-        "observation": _observation_meta(actor, observation_space),
-        "action": _action_meta(action_space, actor, MODES.get(type(actor.head), "")),
-        "normalizer": _normalizer_meta(policy, actor),
-        "recurrent": state,
-        **extra,
-    }
-
-
-def _observation_meta(actor: DeployedActor, observation_space: gym.Space) -> dict[str, Any]:
-    if actor.inputs[0].group is None:
-        return {
-            "keys": ["obs"],
-            "sizes": {"obs": actor.inputs[0].shape[0]},
-            "shape": list(space_shape(observation_space)),
-            "dtype": "float32",
-        }
-    groups = {
-        spec.group: {"input": spec.name, "shape": list(spec.shape), "dtype": spec.dtype, "image": spec.image}
-        for spec in actor.inputs
-    }
-    meta = {
-        "keys": list(groups),
-        "sizes": {spec.group: math.prod(spec.shape) for spec in actor.inputs},
-        "groups": groups,
-    }
-    if any(spec.image for spec in actor.inputs):
-        meta["images"] = "uint8 [B, C, H, W], scaled by 1/255 inside the model; not normalized"
-    return meta
-
-
-def _normalizer_meta(policy: Policy, actor: DeployedActor) -> dict[str, Any] | None:
-    norm = policy.obs_normalizer
-    if norm is None:
-        return None
-    common = {"eps": EPS, "formula": "clip((obs - mean) / sqrt(var + eps), ±clip)"}
-    stats = _vector_normalizers(policy, actor.inputs)
-    if isinstance(norm, ObsNormalizer):
-        return {
-            "mean": norm.mean.tolist(),
-            "var": norm.var.tolist(),
-            "count": float(norm.count),
-            "clip": float(norm.clip),
-            **common,
-        }
-    groups = {
-        spec.group: {
-            "mean": n.mean.tolist(),
-            "var": n.var.tolist(),
-            "count": float(n.count),
-            "clip": float(n.clip),
-        }
-        for spec, n in zip(actor.inputs, stats)
-        if n is not None
-    }
-    return {"groups": groups, **common}
-
-
-def _action_meta(space: gym.Space, actor: DeployedActor, mode: str) -> dict[str, Any]:
-    if isinstance(space, gym.spaces.Discrete):
-        return {
-            "space": "Discrete",
-            "n": int(space.n),
-            "dtype": "int64",
-            "shape": [],
-            "deterministic": "argmax of the logits",
-        }
-    assert isinstance(space, gym.spaces.Box), space  # an env acts on a Discrete or a Box
-    return {
-        "space": "Box",
-        "shape": list(space.shape),
-        "dtype": "float32",
-        "low": [float(x) for x in space.low.reshape(-1)],
-        "high": [float(x) for x in space.high.reshape(-1)],
-        "clipped": actor.clip_action,
-        "deterministic": mode,
-    }
 
 
 @contextlib.contextmanager

@@ -31,7 +31,7 @@ from rlpipe.algorithms import BaseAlgorithm
 from rlpipe.algorithms.finite import first_nonfinite_tensor, named_weights, weights_finite
 from rlpipe.build import learner_state
 from rlpipe.policies import Policy
-from rlpipe.rollout import NonFiniteError, all_finite, first_nonfinite
+from rlpipe.rollout_checks import NonFiniteError, all_finite, first_nonfinite
 
 __all__ = ["NonFiniteGuard", "nonfinite_rollout", "nonfinite_update", "nonfinite_weight"]
 

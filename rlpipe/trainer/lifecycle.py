@@ -14,9 +14,9 @@ from tensordict import TensorDict
 
 from rlpipe.artifacts.fs import AnyPath
 from rlpipe.artifacts.layout import CHECKPOINT_NAME, iteration_from_name, shard_name
-from rlpipe.artifacts.store import write_rejected
+from rlpipe.artifacts.rejected import write_rejected
 from rlpipe.build import load_learner_state
-from rlpipe.rollout import NonFiniteError
+from rlpipe.rollout_checks import NonFiniteError
 from rlpipe.trainer import ranks
 from rlpipe.trainer.guards import nonfinite_weight
 from rlpipe.trainer.parts import Parts

@@ -31,7 +31,7 @@ from rlpipe.config import ConfigError, RunConfig
 from rlpipe.envs import BatchedEnv
 from rlpipe.location import AnyPath
 from rlpipe.policies import Policy
-from rlpipe.rollout import NonFiniteError
+from rlpipe.rollout_checks import NonFiniteError
 from rlpipe.testing import faults
 from rlpipe.trainer import lifecycle, ranks
 from rlpipe.trainer.events import Callback, EventContext, Events

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
-from rlpipe.rollout import allocate_rollout, validate
+from rlpipe.rollout import allocate_rollout
+from rlpipe.rollout_checks import validate
 
 N, T = 6, 5
 

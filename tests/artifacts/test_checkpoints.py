@@ -21,7 +21,7 @@ from rlpipe.artifacts.checkpoints import (
 )
 from rlpipe.artifacts.layout import checksum_path
 from rlpipe.artifacts.store import StoreError
-from rlpipe.rollout import RefusedDataError
+from rlpipe.refused import RefusedDataError
 from rlpipe.runtime.seeding import restore_rng_state, rng_state
 
 

@@ -18,7 +18,8 @@ from rlpipe.artifacts.shards import ShardedStore, read_any
 from rlpipe.artifacts.store import RolloutStore, write_rollout
 from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.config import StoreCfg
-from rlpipe.location import ObjectPath, StorageUnavailable, location
+from rlpipe.location import ObjectPath, location
+from rlpipe.object_store import StorageUnavailable
 from rlpipe.rollout import FLAG_KEYS, TRANSITION_KEYS, allocate_rollout
 
 

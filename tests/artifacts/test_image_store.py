@@ -11,7 +11,8 @@ from rlpipe.artifacts.store import write_rollout
 from rlpipe.artifacts.zarr_io import CODECS
 from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.envs import build_env
-from rlpipe.rollout import RolloutError, allocate_rollout, check_schema, validate
+from rlpipe.rollout import allocate_rollout
+from rlpipe.rollout_checks import RolloutError, check_schema, validate
 
 N, T = 4, 6
 

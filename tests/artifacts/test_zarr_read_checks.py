@@ -1,7 +1,8 @@
-"""Stores checked against the run's recorded spaces and rlpipe's codecs before any chunk is read."""
+"""Stores checked against the recorded spaces, the codecs and the chunk files before any chunk is read."""
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
@@ -104,3 +105,20 @@ def test_a_store_that_fits_its_spaces_reads(tmp_path: Path) -> None:
     _replace(path, "obs", np.ones((N, T + 1, 4), np.float32), ZstdCodec(level=3))
     rollout, attrs = read_rollout(path)
     assert attrs["spaces"] == SPACES and rollout["obs"].shape == (N, T + 1, 4)
+
+
+def test_metadata_is_bounded_by_the_chunk_files_before_allocation(tmp_path: Path) -> None:
+    path = tmp_path / "iter-000001.zarr"
+    write_rollout(path, make_rollout(), {"iteration": 1})
+    meta_path = path / "obs" / "zarr.json"
+    meta = json.loads(meta_path.read_text())
+    meta["shape"] = [N, T + 1, 10**9]  # 40 GB declared, a few hundred bytes on disk
+    meta["chunk_grid"]["configuration"]["chunk_shape"] = [N, T + 1, 10**9]
+    meta_path.write_text(json.dumps(meta))
+    declared = rf"^{path / 'obs'}: zarr.json declares shape \[{N}, {T + 1}, 1000000000\] "
+    with pytest.raises(StoreError, match=declared + r".* \(damaged or crafted metadata\); nothing was read$"):
+        read_rollout(path)
+    meta["shape"], meta["chunk_grid"]["configuration"]["chunk_shape"] = [N * 9999, T + 1, 4], [N, T + 1, 4]
+    meta_path.write_text(json.dumps(meta))  # 9999 chunks declared, one file
+    with pytest.raises(StoreError, match="damaged or crafted metadata"):
+        read_rollout(path)

@@ -9,7 +9,7 @@ import pytest
 from rlpipe.artifacts.checkpoints import ChecksumError
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.cli.exits import describe
-from rlpipe.rollout import NonFiniteError
+from rlpipe.rollout_checks import NonFiniteError
 from rlpipe.trainer.signals import Interrupted
 
 

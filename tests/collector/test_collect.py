@@ -10,7 +10,7 @@ import torch
 from rlpipe.collector import Collector
 from rlpipe.envs import build_env
 from rlpipe.policies import build_policy
-from rlpipe.rollout import validate
+from rlpipe.rollout_checks import validate
 
 
 def make(env_id="Pendulum", n=4, horizon=7, **env_cfg):

@@ -10,7 +10,8 @@ import torch
 from rlpipe.collector import Collector
 from rlpipe.envs import build_env
 from rlpipe.policies import build_policy
-from rlpipe.rollout import ACTION_MEAN, SUCCESS, validate
+from rlpipe.rollout import ACTION_MEAN, SUCCESS
+from rlpipe.rollout_checks import validate
 
 
 def make(env_id="CartPole", n=6, horizon=30, **env_cfg):

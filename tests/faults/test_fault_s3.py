@@ -15,7 +15,8 @@ from _s3 import s3_env
 
 from rlpipe import Trainer
 from rlpipe.cli.exits import describe
-from rlpipe.location import StorageUnavailable, location
+from rlpipe.location import location
+from rlpipe.object_store import StorageUnavailable
 
 pytestmark = pytest.mark.slow  # two runs against a server of its own, with retries: ~6 s unloaded
 

@@ -20,7 +20,8 @@ from rlpipe.cli import cli
 from rlpipe.envs import build_env
 from rlpipe.envs.tasks.pendulum import Pendulum
 from rlpipe.policies import build_policy
-from rlpipe.policies.export import DeployedActor, export_metadata, export_onnx
+from rlpipe.policies.export import DeployedActor, export_onnx
+from rlpipe.policies.export_metadata import export_metadata
 from rlpipe.policies.exported import ExportedModel
 from rlpipe.trainer import Trainer
 

@@ -17,10 +17,10 @@ from rlpipe.policies.export import (
     FORMATS,
     DeployedActor,
     ExportError,
-    export_metadata,
     export_onnx,
     export_torchscript,
 )
+from rlpipe.policies.export_metadata import export_metadata
 from rlpipe.policies.exported import ExportedModel, ExportedPolicy
 
 SMALL = {"network_cfg": {"hidden_sizes": [16]}}

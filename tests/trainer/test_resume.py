@@ -18,7 +18,7 @@ from _offline_fixtures import PARAMS, ROOT, STEPS, leaves, same_leaves, set_args
 from rlpipe.artifacts.checkpoints import load_checkpoint
 from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.config import ConfigError
-from rlpipe.rollout import validate
+from rlpipe.rollout_checks import validate
 from rlpipe.trainer import Trainer
 
 EVERY_3 = (f"trainer.save_freq={3 * STEPS}", "trainer.enable_eval=true", f"trainer.eval_freq={3 * STEPS}")
