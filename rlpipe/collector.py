@@ -1,4 +1,14 @@
-"""The collector: steps N envs for T steps under ``inference_mode`` into a reused ``[N, T+1]`` rollout."""
+"""The collector: steps N envs for T steps under ``inference_mode`` into a reused ``[N, T+1]`` rollout.
+
+Besides the rollout, each call records what the rollout store needs to turn rollouts into episodes:
+``reset_at_start`` (the envs were reset before the first step) and ``final_obs``, the true final
+observations at the done slots, gathered once per rollout on the device
+(:func:`~rlpipe.rollout.gather_final_obs`). Envs that report ``info["success"]`` get the per-step
+``success`` key in the rollout. With ``action_mean`` the rollout also holds the policy's
+deterministic action at every step (:data:`~rlpipe.rollout.ACTION_MEAN`), computed by the same
+``act(obs, deterministic=True)`` that evaluation acts with (a recurrent policy: its deterministic
+core step, each step).
+"""
 
 from __future__ import annotations
 
@@ -35,16 +45,7 @@ class Collector:
     One step loop for every policy: per step only the policy's stepper (:mod:`rlpipe.stepping`: the
     actor and the env, plus a recurrent policy's core state) and one copy per rollout key. The
     stepper fills what the loop leaves (``value``, ``final_value``, ``action_mean``) afterwards; a
-    feedforward policy's in two batched forwards.
-
-    Besides the rollout, each call records what the rollout store needs to turn rollouts into
-    episodes: :attr:`reset_at_start` (the envs were reset before the first step) and
-    :attr:`final_obs`, the true final observations at the done slots, gathered once per rollout on
-    the device (:func:`~rlpipe.rollout.gather_final_obs`). Envs that report ``info["success"]``
-    get the per-step ``success`` key in the rollout. With ``action_mean`` the rollout also holds the
-    policy's deterministic action at every step (:data:`~rlpipe.rollout.ACTION_MEAN`), computed by
-    the same ``act(obs, deterministic=True)`` that evaluation acts with (a recurrent policy: its
-    deterministic core step, each step).
+    feedforward policy's in two batched forwards. What else a call records: the module's docstring.
     """
 
     writes: tuple[str, ...] = REQUIRED_KEYS
@@ -89,8 +90,6 @@ class Collector:
         self._slots: dict[str, list[Any]] = {}
         """Per-step views ``[N, ...]`` of the rollout's buffers and of the final observations."""
         self.episodes = EpisodeTally(n, horizon, dev)
-        self.success, self.episode_return = self.episodes.success, self.episodes.episode_return
-        self.episode_length = self.episodes.episode_length
         self.obs: torch.Tensor | TensorDict | None = None
         self.num_resets = 0
         self.reset_at_start = False
@@ -98,11 +97,6 @@ class Collector:
         self._sparse_final_obs: TensorDict | None = None
         self._restarted = False
         """The env restarted its episodes on :meth:`load_state_dict`: the next rollout begins afresh."""
-
-    @property
-    def recurrent_state(self) -> torch.Tensor:
-        """The policy's carried state ``[N, S]`` (a recurrent core's; empty for a feedforward policy)."""
-        return self.stepper.state
 
     def __call__(self) -> tuple[TensorDict, dict[str, float]]:
         """Collect one rollout; return it (reused buffer, valid until the next call) and episode stats."""
@@ -141,7 +135,7 @@ class Collector:
         slots, obs, step_at = self._step_slots(), self.obs, self.stepper
         obs_at, action_at, log_prob_at = slots["obs"], slots["action"], slots["sample_log_prob"]
         reward_at, terminated_at, truncated_at = slots["reward"], slots["terminated"], slots["truncated"]
-        final_obs_at, success = slots["final_obs"], self.success
+        final_obs_at, success = slots["final_obs"], self.episodes.success
         step_at.begin(self.rollout, self._final_obs)
         for t in range(self.horizon):
             write_obs(obs_at[t], obs)
@@ -185,10 +179,10 @@ class Collector:
         done = ro["terminated"][:, :t] | ro["truncated"][:, :t]
         ro["done"][:, :t] = done
         self._sparse_final_obs = None  # gathered when asked for (the store), not on every rollout
-        if self.success.seen:
+        if self.episodes.success.seen:
             if SUCCESS not in ro.keys():
                 ro.set(SUCCESS, torch.zeros(ro.batch_size, dtype=torch.bool, device=ro.device))
-            ro[SUCCESS][:, :t] = self.success.step
+            ro[SUCCESS][:, :t] = self.episodes.success.step
         self.episodes.fold(ro["reward"][:, :t], done)
 
     def _episode_stats(self) -> dict[str, float]:
@@ -225,4 +219,3 @@ class Collector:
             self.obs = fresh.clone()
             self._restarted = True
             self.episodes.restart()
-            self.success.running.zero_()

@@ -170,9 +170,10 @@ class EpisodeTally:
         return stats | self.success.stats(finished)
 
     def restart(self) -> None:
-        """Every env begins a new episode: zero the running sums."""
+        """Every env begins a new episode: zero the running sums and the running success flags."""
         self.episode_return.zero_()
         self.episode_length.zero_()
+        self.success.running.zero_()
 
     def state_dict(self) -> dict[str, Any]:
         """Running sums, the window and the success tracker (entries of the collector's state)."""

@@ -61,7 +61,37 @@ def test_collector_reports_the_success_rate_of_finished_episodes() -> None:
     assert state["success"]["recent"] == [True, True, False, False] * 2  # env-major order
     other = Collector(Flagging(4), small_policy(env), horizon=2 * LENGTH + 1, seed=0)
     other.load_state_dict(state)
-    assert list(other.success.recent) == state["success"]["recent"]
+    assert list(other.episodes.success.recent) == state["success"]["recent"]
+
+
+class CutShort(Flagging):
+    """Flagging until its second reset; after it, one-step episodes that never succeed."""
+
+    def __init__(self, num_envs: int) -> None:
+        super().__init__(num_envs)
+        self.resets = 0
+
+    def reset(self, seed: int | None = None, group_size: int = 1) -> torch.Tensor:
+        self.resets += 1
+        return super().reset(seed, group_size)
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        result = super().step(action)
+        if self.resets >= 2:
+            ended = torch.ones(self.num_envs, dtype=torch.bool)
+            result = StepResult(
+                result.obs, result.reward, result.terminated, ended, result.obs, {"success": ~ended}
+            )
+        return result
+
+
+def test_an_episode_cut_by_a_reset_lends_its_success_to_no_later_episode() -> None:
+    env = CutShort(4)
+    collector = Collector(env, small_policy(env), horizon=2, seed=0, reset_every_rollout=True)
+    _, stats = collector()  # steps 1 and 2 of 3: the even envs succeed, no episode ends
+    assert stats["collect/episodes"] == 0
+    _, stats = collector()  # reset: every episode is new, ends after one step, never succeeds
+    assert stats["collect/episodes"] == 8 and stats["train/success_rate"] == 0.0
 
 
 def test_envs_without_success_report_no_rate() -> None:

@@ -160,7 +160,8 @@ def test_gymnasium_collector_continues_from_the_restarted_episodes(tmp_path):
     exp.collector.load_state_dict(state)
     assert not torch.equal(exp.collector.obs, state["obs"])  # the running episodes were reset ...
     assert torch.equal(exp.collector.obs, exp.env.last_obs)  # ... so collection starts from there
-    assert not exp.collector.episode_return.any() and not exp.collector.episode_length.any()
+    episodes = exp.collector.episodes
+    assert not episodes.episode_return.any() and not episodes.episode_length.any()
 
 
 @pytest.mark.slow
