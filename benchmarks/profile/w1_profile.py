@@ -140,7 +140,7 @@ def instrument(trainer: Trainer, phases: Phases) -> None:
         phases.wrap(module, "obs_to_torch", "tensor conversions")
     phases.wrap(policy.actor, "forward", "policy forward (actor MLP)")
     phases.wrap(policy, "sample", "sampling")
-    phases.wrap(collector, "_fill_values", "values (critic, batched)")
+    phases.wrap(collector.stepper, "finish", "values (critic, batched)")
     phases.wrap(algo, "compute_advantages", "advantage (GAE)")
     phases.wrap(algo, "update", "update")
     for name in ("nonfinite_rollout", "nonfinite_update"):
@@ -151,8 +151,8 @@ def instrument(trainer: Trainer, phases: Phases) -> None:
     if parts.store is not None:
         phases.wrap(parts.store, "submit", "store (critical path)")
         phases.wrap(parts.store, "close", "store (critical path)")
-    if trainer.tracker is not None:
-        phases.wrap(trainer.tracker, "log", "tracking (log call)")
+    if trainer.session.tracker is not None:
+        phases.wrap(trainer.session.tracker, "log", "tracking (log call)")
     phases.wrap(trainer, "finish", "finish (MLflow flush, metrics.json)")
 
 
@@ -208,16 +208,16 @@ def profile(args: argparse.Namespace) -> dict[str, Any]:
             "us_per_env_step": (wall - covered) / trainer.env_steps * 1e6,
         }
     )
-    tracking_cpu = (children.ru_utime + children.ru_stime) - (
-        children_before.ru_utime + children_before.ru_stime
-    )
+    helpers_user = children.ru_utime - children_before.ru_utime
+    helpers_system = children.ru_stime - children_before.ru_stime
     return {
         "env_steps": trainer.env_steps,
         "wall_s": wall,
         "sps": trainer.env_steps / wall,
         "rows": rows,
         "other_threads_cpu_s": other_threads,
-        "tracking_process_cpu_s": tracking_cpu,
+        "helper_processes_user_s": helpers_user,
+        "helper_processes_system_s": helpers_system,
         "torch_threads": threads,
         "backend": type(trainer.env).__name__,
         "load_at_start": load_before,
@@ -247,7 +247,9 @@ def main() -> None:
         )
     print(
         f"off the training thread: other threads {result['other_threads_cpu_s']:.2f} CPU s, "
-        f"MLflow tracking process {result['tracking_process_cpu_s']:.2f} CPU s"
+        "helper processes (MLflow, store writer; their whole life, start-up included) "
+        f"{result['helper_processes_user_s']:.2f} user + "
+        f"{result['helper_processes_system_s']:.2f} system CPU s"
     )
     print_machine()
     write_json(
