@@ -68,7 +68,8 @@ def summarize(
     The return as mean ± population std, and as IQM, mean and median each with its 95 %
     stratified-bootstrap interval (``eval_return_ci``: ``{"iqm": [point, lower, upper], …}``); the
     same of the ratio to the reference (``ratio_ci``), each seed's ratio (``ratios``) and the share of
-    seeds at least 0.5× and 0.8× the reference (``seeds_at_least``).
+    seeds at least 0.5× and 0.8× the reference (``seeds_at_least``); ``stopped_early``: the seeds a
+    ``trainer.stop_when`` rule ended before the budget (a config that stops at its goal: solved in it).
     ``reference(env_id, algorithm, task)`` gives ``{value, budget, by, source}`` (``value``
     ``None``: none); ``png(task)`` names the task's curve file.
     The ratios are left out (``None``) for a reference ≤ 0.
@@ -90,6 +91,7 @@ def summarize(
             "n": len(evals),
             "budget_env_steps": max(r["budget_env_steps"] for r in group),
             "env_steps_mean": mean(r["env_steps"] for r in group),
+            "stopped_early": sum(1 for r in group if r.get("stopped_by")),
             "eval_return_mean": eval_mean,
             "eval_return_std": statistics.pstdev(evals) if evals else None,
             "eval_success_rate_mean": mean(r["eval_success_rate"] for r in group),

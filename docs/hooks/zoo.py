@@ -31,9 +31,9 @@ CURVES = "benchmarks/results/zoo"
 ASSETS = "assets/zoo"
 CHARTS = {
     "summary-ratios.png": "Each task's final eval return over the reference: the IQM over seeds with its "
-                          "95 % interval (squares and bars), each seed (circles)",
+    "95 % interval (squares and bars), each seed (circles)",
     "summary-profile.png": "Performance profile over the tasks with a reference: the share of runs whose "
-                           "ratio exceeds τ, each task weighing the same, with its 95 % band",
+    "ratio exceeds τ, each task weighing the same, with its 95 % band",
 }
 """The charts over all tasks that ``benchmarks/zoo.py`` draws beside the curves, with their captions."""
 
@@ -67,8 +67,10 @@ def machine(env: dict[str, Any] | None) -> str:
     """One line naming the machine the JSON records."""
     if not env:
         return ""
-    return (f"*Measured with torch {env.get('torch', '?')}, {env.get('cpu_count', '?')} CPUs, load average "
-            f"{env.get('loadavg_1min_at_start', '?')} → {env.get('loadavg_1min_at_end', '?')}.*")
+    return (
+        f"*Measured with torch {env.get('torch', '?')}, {env.get('cpu_count', '?')} CPUs, load average "
+        f"{env.get('loadavg_1min_at_start', '?')} → {env.get('loadavg_1min_at_end', '?')}.*"
+    )
 
 
 def not_measured(data: dict[str, Any], root: Path, measured: set[str]) -> list[str]:
@@ -78,8 +80,11 @@ def not_measured(data: dict[str, Any], root: Path, measured: set[str]) -> list[s
     missing = sorted(p.stem for p in (root / data["configs"]).glob("*.yaml") if p.stem not in measured)
     if not missing:
         return []
-    return [f"Not measured yet (configs of `{data['configs']}` with no finished run in the JSON): "
-            + ", ".join(f"`{name}`" for name in missing) + "."]
+    return [
+        f"Not measured yet (configs of `{data['configs']}` with no finished run in the JSON): "
+        + ", ".join(f"`{name}`" for name in missing)
+        + "."
+    ]
 
 
 def interval(estimate: list[float] | None, digits: int, unit: str = "") -> str:
@@ -94,13 +99,19 @@ def glance_cells(t: dict[str, Any]) -> list[str]:
     """IQM [CI], ratio IQM [CI] and the seeds at 0.5× / 0.8× of one task (means for an older JSON)."""
     if "eval_return_ci" not in t:
         ratio = t["ratio_to_reference"]
-        return [f"{num(t['eval_return_mean'], 1)} (mean)",
-                "–" if ratio is None else f"{ratio:.2f}× (mean)", "–"]
+        return [
+            f"{num(t['eval_return_mean'], 1)} (mean)",
+            "–" if ratio is None else f"{ratio:.2f}× (mean)",
+            "–",
+        ]
     shares = t.get("seeds_at_least")
     seeds = "–" if not shares else " · ".join(f"{round(shares[k] * t['n'])}/{t['n']}" for k in ("0.5", "0.8"))
     iqm = t["eval_return_ci"] and t["eval_return_ci"]["iqm"]
-    return [interval(iqm, 0 if iqm and abs(iqm[0]) >= 100 else 1),
-            interval(t["ratio_ci"] and t["ratio_ci"]["iqm"], 2, "×"), seeds]
+    return [
+        interval(iqm, 0 if iqm and abs(iqm[0]) >= 100 else 1),
+        interval(t["ratio_ci"] and t["ratio_ci"]["iqm"], 2, "×"),
+        seeds,
+    ]
 
 
 def short_steps(steps: float | None) -> str:
@@ -133,31 +144,57 @@ def seeds(t: dict[str, Any]) -> str:
 
 
 def steps_reached(t: dict[str, Any]) -> str:
-    """The planned env steps, and the mean reached when runs stopped early."""
+    """The planned env steps; if runs stopped early, the mean reached and the seeds a stop rule ended."""
     planned, reached = t["budget_env_steps"], t["env_steps_mean"]
-    stopped = reached is not None and reached < planned
-    return short_steps(planned) + (f" (reached {short_steps(reached)})" if stopped else "")
+    if reached is None or reached >= planned:
+        return short_steps(planned)
+    ruled = t.get("stopped_early")
+    by_rule = f"; {ruled}/{t['n']} met the stop rule" if ruled is not None else ""
+    return f"{short_steps(planned)} (reached {short_steps(reached)}{by_rule})"
 
 
 def glance(summary: list[dict[str, Any]]) -> str:
     """The compact table: the comparison a trainer is chosen by, one row per task."""
-    header = ["task", "reference (by, steps)", "IQM [95 % CI]", "ratio [95 % CI]", "≥ 0.5× · 0.8×", "seeds",
-              "env steps"]
-    return table(header, [[t["task"], short_reference(t), *glance_cells(t), seeds(t), steps_reached(t)]
-                          for t in summary])
+    header = [
+        "task",
+        "reference (by, steps)",
+        "IQM [95 % CI]",
+        "ratio [95 % CI]",
+        "≥ 0.5× · 0.8×",
+        "seeds",
+        "env steps",
+    ]
+    return table(
+        header,
+        [[t["task"], short_reference(t), *glance_cells(t), seeds(t), steps_reached(t)] for t in summary],
+    )
 
 
 def every_figure(summary: list[dict[str, Any]]) -> str:
     """The full table: env, algorithm, mean ± std and median, success, times; each task links its curve."""
-    header = ["task (curve)", "env, algorithm", "eval return (mean ± std)", "median", "success",
-              "training time", "env steps/s"]
+    header = [
+        "task (curve)",
+        "env, algorithm",
+        "eval return (mean ± std)",
+        "median",
+        "success",
+        "training time",
+        "env steps/s",
+    ]
     rows = []
     for t in summary:
         median = (t.get("eval_return_ci") or {}).get("median")
-        rows.append([f"[{t['task']}]({ASSETS}/{t['task']}.png)", f"{t['env_id']}, {t['algorithm']}",
-                     f"{num(t['eval_return_mean'], 1)} ± {num(t['eval_return_std'], 1)}",
-                     num(median[0], 1) if median else "–", num(t["eval_success_rate_mean"], 2),
-                     duration(t["wall_s_mean"]), num(t["env_steps_per_s_mean"])])
+        rows.append(
+            [
+                f"[{t['task']}]({ASSETS}/{t['task']}.png)",
+                f"{t['env_id']}, {t['algorithm']}",
+                f"{num(t['eval_return_mean'], 1)} ± {num(t['eval_return_std'], 1)}",
+                num(median[0], 1) if median else "–",
+                num(t["eval_success_rate_mean"], 2),
+                duration(t["wall_s_mean"]),
+                num(t["env_steps_per_s_mean"]),
+            ]
+        )
     return table(header, rows)
 
 
@@ -167,8 +204,10 @@ def charts(root: Path, summary: list[dict[str, Any]]) -> list[str]:
         return []
     for name in CHARTS:
         if not (root / CURVES / name).is_file():
-            raise PluginError(f"{CURVES}/{name}: no such file ({RESULTS} has ratios to draw; run "
-                              "python benchmarks/zoo.py --from-json to draw it)")
+            raise PluginError(
+                f"{CURVES}/{name}: no such file ({RESULTS} has ratios to draw; run "
+                "python benchmarks/zoo.py --from-json to draw it)"
+            )
     return [f"![{caption}]({ASSETS}/{name})\n\n*{caption}.*" for name, caption in CHARTS.items()]
 
 
@@ -179,22 +218,39 @@ def render(data: dict[str, Any], root: Path) -> str:
         return f"`{RESULTS}` holds no finished run yet: run `python benchmarks/zoo.py`."
     for name in (t["task"] for t in summary):
         if not (root / CURVES / f"{name}.png").is_file():
-            raise PluginError(f"{CURVES}/{name}.png: no such file ({RESULTS} has task {name!r}; "
-                              f"re-run benchmarks/zoo.py --tasks {name} to draw it)")
-    older = [f"`{RESULTS}` predates the intervals: `python benchmarks/zoo.py --from-json` adds them."
-             ] if any("eval_return_ci" not in t for t in summary) else []
-    sources = [f"- `{t['task']}` ({t['env_id']}, {t['algorithm']}): {t['reference_source']}."
-               for t in summary]
+            raise PluginError(
+                f"{CURVES}/{name}.png: no such file ({RESULTS} has task {name!r}; "
+                f"re-run benchmarks/zoo.py --tasks {name} to draw it)"
+            )
+    older = (
+        [f"`{RESULTS}` predates the intervals: `python benchmarks/zoo.py --from-json` adds them."]
+        if any("eval_return_ci" not in t for t in summary)
+        else []
+    )
+    sources = [
+        f"- `{t['task']}` ({t['env_id']}, {t['algorithm']}): {t['reference_source']}." for t in summary
+    ]
     curves = [f"![{t['task']}: eval return against env steps]({ASSETS}/{t['task']}.png)" for t in summary]
     overrides = ", ".join(f"`{o}`" for o in data.get("overrides", [])) or "none"
-    return "\n\n".join([
-        "### At a glance", glance(summary), *older, *not_measured(data, root, {t["task"] for t in summary}),
-        *charts(root, summary), "### Every figure", every_figure(summary),
-        f"Configs: `{data.get('configs')}`; seeds {', '.join(map(str, data.get('seeds', [])))}; "
-        f"`--iterations` {data.get('iterations') or 'as configured'}; `--set` {overrides}; "
-        f"{data.get('jobs', 1)} run(s) at a time, {data.get('threads', 1)} torch thread(s) each.",
-        machine(data.get("environment")), "References:\n\n" + "\n".join(sources),
-        f"Source: `{RESULTS}`.", "### Learning curves", "\n\n".join(curves)])
+    return "\n\n".join(
+        [
+            "### At a glance",
+            glance(summary),
+            *older,
+            *not_measured(data, root, {t["task"] for t in summary}),
+            *charts(root, summary),
+            "### Every figure",
+            every_figure(summary),
+            f"Configs: `{data.get('configs')}`; seeds {', '.join(map(str, data.get('seeds', [])))}; "
+            f"`--iterations` {data.get('iterations') or 'as configured'}; `--set` {overrides}; "
+            f"{data.get('jobs', 1)} run(s) at a time, {data.get('threads', 1)} torch thread(s) each.",
+            machine(data.get("environment")),
+            "References:\n\n" + "\n".join(sources),
+            f"Source: `{RESULTS}`.",
+            "### Learning curves",
+            "\n\n".join(curves),
+        ]
+    )
 
 
 # --- mkdocs events ----------------------------------------------------------------------------------
@@ -207,8 +263,9 @@ def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Fil
     root = project_root(config)
     path = root / RESULTS
     if not path.is_file():
-        raise PluginError(f"{RESULTS}: no such file (docs/{PAGE} shows its table; run "
-                          "python benchmarks/zoo.py to write it)")
+        raise PluginError(
+            f"{RESULTS}: no such file (docs/{PAGE} shows its table; run python benchmarks/zoo.py to write it)"
+        )
     return markdown.replace(MARKER, render(json.loads(path.read_text()), root))
 
 

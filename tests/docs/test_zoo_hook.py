@@ -88,6 +88,7 @@ def project(tmp_path: Path) -> Path:
             eval_return_std=1.5,
             eval_success_rate_mean=0.875,
             env_steps_mean=640_000.0,
+            stopped_early=2,
             wall_s_mean=95.0,
             eval_return_ci={
                 "iqm": [35.25, 34.0, 36.5],
@@ -140,7 +141,8 @@ def test_the_marker_becomes_the_compact_table_then_the_charts_then_every_figure(
         "3 (0–2) | 1.0M |"
     ) in text
     assert (
-        "| push_cube_grpo | none found | 35.2 [34.0, 36.5] | – | – | 3 (0–2) | 1.0M (reached 640k) |" in text
+        "| push_cube_grpo | none found | 35.2 [34.0, 36.5] | – | – | 3 (0–2) | "
+        "1.0M (reached 640k; 2/3 met the stop rule) |" in text
     )
     assert (
         "| task (curve) | env, algorithm | eval return (mean ± std) | median | success | training time | "
