@@ -12,6 +12,7 @@ core step, each step).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -36,7 +37,36 @@ from rlpipe.rollout import (
 from rlpipe.stepping import make_stepper
 from rlpipe.testing import faults
 
-__all__ = ["Collector"]
+__all__ = ["Collector", "ResetPlan"]
+
+
+@dataclass
+class ResetPlan:
+    """When the collector resets every env, and with which seed.
+
+    Before its first rollout, before every rollout (``reset_every_rollout``: GRPO's groups) or before
+    every ``horizons_per_env_reset``-th one. Reset k seeds the env with ``seed + k``; ``group_size``
+    envs in a row start alike.
+    """
+
+    seed: int
+    reset_every_rollout: bool = False
+    group_size: int = 1
+    horizons_per_env_reset: int = -1
+    num_resets: int = 0
+    num_collects: int = 0
+    """Rollouts collected so far (``horizons_per_env_reset`` counts them)."""
+
+    def due(self, first: bool) -> bool:
+        """Whether the next rollout begins with a reset (``first``: no rollout was collected yet)."""
+        every = self.horizons_per_env_reset
+        return first or self.reset_every_rollout or (every > 0 and self.num_collects % every == 0)
+
+    def reset(self, env: BatchedEnv) -> torch.Tensor | TensorDict:
+        """Reset every env of ``env`` with the next seed; return the first observations."""
+        obs = env.reset(seed=self.seed + self.num_resets, group_size=self.group_size)
+        self.num_resets += 1
+        return obs
 
 
 class Collector:
@@ -65,9 +95,8 @@ class Collector:
         seqs_per_state_reset: int = -1,
         action_mean: bool = False,
     ) -> None:
-        self.env, self.policy, self.horizon, self.seed = env, policy, horizon, seed
-        self.reset_every_rollout, self.group_size = reset_every_rollout, group_size
-        self.horizons_per_env_reset, self.deterministic = horizons_per_env_reset, deterministic
+        self.env, self.policy, self.horizon, self.deterministic = env, policy, horizon, deterministic
+        self.resets = ResetPlan(seed, reset_every_rollout, group_size, horizons_per_env_reset)
         self.action_mean = action_mean
         # Whose deterministic action ``action_mean`` records (a teacher mix: its student).
         mode_policy = policy.deterministic_policy if action_mean else None
@@ -75,9 +104,6 @@ class Collector:
             env, policy, horizon, deterministic, mode_policy, seq_len, seqs_per_state_reset
         )
         self.writes = (*REQUIRED_KEYS, *self.stepper.extras)
-        """The rollout keys every call fills."""
-        self.num_collects = 0
-        """Rollouts collected so far (``horizons_per_env_reset`` counts them)."""
         n, dev = env.num_envs, env.device
         extras = self.stepper.extras | (
             {ACTION_MEAN: (tuple(env.action_shape), env.action_dtype)} if action_mean else {}
@@ -91,20 +117,25 @@ class Collector:
         """Per-step views ``[N, ...]`` of the rollout's buffers and of the final observations."""
         self.episodes = EpisodeTally(n, horizon, dev)
         self.obs: torch.Tensor | TensorDict | None = None
-        self.num_resets = 0
         self.reset_at_start = False
         """The newest rollout began with a reset of every env (no episode continues into it)."""
         self._sparse_final_obs: TensorDict | None = None
         self._restarted = False
         """The env restarted its episodes on :meth:`load_state_dict`: the next rollout begins afresh."""
 
+    @property
+    def recurrent_state(self) -> torch.Tensor:
+        """The policy's carried state ``[N, S]`` (a recurrent core's; empty for a feedforward policy)."""
+        return self.stepper.state
+
     def __call__(self) -> tuple[TensorDict, dict[str, float]]:
         """Collect one rollout; return it (reused buffer, valid until the next call) and episode stats."""
-        self.reset_at_start = self._reset_due() or self._restarted
-        if self._reset_due():
+        due = self.resets.due(first=self.obs is None)
+        self.reset_at_start = due or self._restarted
+        if due:
             self._reset()
         self._restarted = False
-        self.num_collects += 1
+        self.resets.num_collects += 1
         with torch.inference_mode():
             self._step_loop()
             self._finish_rollout()
@@ -113,16 +144,9 @@ class Collector:
             faults.poison("reward", self.rollout["reward"])
         return self.rollout, self._episode_stats()
 
-    def _reset_due(self) -> bool:
-        """First call, ``reset_every_rollout``, or every ``horizons_per_env_reset``-th call."""
-        every = self.horizons_per_env_reset
-        periodic = every > 0 and self.num_collects % every == 0
-        return self.obs is None or self.reset_every_rollout or periodic
-
     def _reset(self) -> None:
-        self.obs = self.env.reset(seed=self.seed + self.num_resets, group_size=self.group_size)
+        self.obs = self.resets.reset(self.env)
         self.episodes.restart()
-        self.num_resets += 1
         self.stepper.reset()
 
     def _step_loop(self) -> None:
@@ -194,8 +218,8 @@ class Collector:
         """Carried observation and policy state, episode tally, reset and rollout counts, env state."""
         return {
             "obs": obs_state(self.obs),
-            "num_resets": self.num_resets,
-            "num_collects": self.num_collects,
+            "num_resets": self.resets.num_resets,
+            "num_collects": self.resets.num_collects,
             "env": self.env.state_dict(),
             **self.episodes.state_dict(),
             **self.stepper.state_dict(),
@@ -208,8 +232,8 @@ class Collector:
         """
         self.obs = obs_from_state(state["obs"], self.env.device)
         self.episodes.load_state_dict(state)
-        self.num_resets = int(state["num_resets"])
-        self.num_collects = int(state.get("num_collects", 0))
+        self.resets.num_resets = int(state["num_resets"])
+        self.resets.num_collects = int(state.get("num_collects", 0))
         self.env.load_state_dict(state["env"])
         self.stepper.load_state_dict(state)
         fresh = getattr(self.env, "last_obs", None)

@@ -59,7 +59,7 @@ def test_pipeline_passes_group_reset_to_the_collector(tmp_path, group_reset, exp
         ],
     )
     exp = Trainer(cfg).parts
-    assert exp.collector.group_size == expected and exp.collector.reset_every_rollout
+    assert exp.collector.resets.group_size == expected and exp.collector.resets.reset_every_rollout
     assert exp.algo.ref_policy is None  # kl_coef: 0 in the example config
     rollout, _ = exp.collector()
     assert distinct_rows(rollout["obs"][:, 0]) == 8 // expected

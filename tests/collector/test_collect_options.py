@@ -36,7 +36,7 @@ def test_envs_reset_before_every_kth_rollout(every, resets):
     for _ in range(5):
         rollout, _ = collector()
         starts.append(rollout["obs"][:, 0].clone())
-    assert collector.num_resets == resets
+    assert collector.resets.num_resets == resets
     if every > 0:
         for call in range(0, 5, every):
             assert torch.equal(starts[call], first_obs_of_reset(call // every))
@@ -54,7 +54,7 @@ def test_reset_every_rollout_wins_over_a_negative_period():
     collector = make_collector(horizons_per_env_reset=-1, reset_every_rollout=True)
     for _ in range(3):
         collector()
-    assert collector.num_resets == 3
+    assert collector.resets.num_resets == 3
 
 
 def test_the_reset_period_survives_a_state_dict_round_trip():
@@ -63,9 +63,9 @@ def test_the_reset_period_survives_a_state_dict_round_trip():
     restored = make_collector(horizons_per_env_reset=2)
     restored.load_state_dict(collector.state_dict())
     restored()  # call 2 of 2: no reset
-    assert restored.num_resets == 1 and restored.num_collects == 2
+    assert restored.resets.num_resets == 1 and restored.resets.num_collects == 2
     restored()
-    assert restored.num_resets == 2
+    assert restored.resets.num_resets == 2
 
 
 def test_deterministic_collection_takes_the_mode_action():
@@ -95,6 +95,6 @@ def test_the_pipeline_passes_the_trainer_options_to_the_collector(tmp_path):
         ],
     )
     exp = Trainer(cfg).parts
-    assert exp.collector.horizons_per_env_reset == 3 and exp.collector.deterministic
+    assert exp.collector.resets.horizons_per_env_reset == 3 and exp.collector.deterministic
     defaults = config.TrainerCfg()
     assert defaults.horizons_per_env_reset == -1 and not defaults.deterministic_collect

@@ -44,10 +44,10 @@ def test_reset_at_start_follows_every_reset_kind():
     _, collector = make(horizon=5)
     assert [collector() and collector.reset_at_start for _ in range(3)] == [True, False, False]
     _, periodic = make(horizon=5)
-    periodic.horizons_per_env_reset = 2
+    periodic.resets.horizons_per_env_reset = 2
     assert [periodic() and periodic.reset_at_start for _ in range(4)] == [True, False, True, False]
     _, every = make(horizon=5)
-    every.reset_every_rollout = True
+    every.resets.reset_every_rollout = True
     assert [every() and every.reset_at_start for _ in range(2)] == [True, True]
 
 
