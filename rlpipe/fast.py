@@ -156,6 +156,7 @@ def write_zarr_store(
     chunk_envs: int,
     dimension_names: tuple[str, ...] | dict[str, tuple[str, ...]],
     array_metadata: ArrayMetadata,
+    chunk_separator: str,
 ) -> None:
     """Write a new uncompressed Zarr v3 group at ``root``: the files zarr's writer writes, byte for byte.
 
@@ -167,10 +168,10 @@ def write_zarr_store(
     * per array a ``zarr.json``, ``array_metadata(shape, dtype, chunks, dimension names)``: made by
       zarr itself, in memory, by the caller (:func:`rlpipe.artifacts.zarr_arrays.array_metadata`, so
       zarr is imported only by ``artifacts``), and one file per chunk in the array's folder,
-      ``c.<i>.0…`` (the ``.`` chunk-key separator that metadata declares), holding the chunk's raw
-      little-endian bytes followed by their CRC32C, written copy-free (:func:`write_chunk`); the
-      edge chunk is padded to the full chunk shape with the fill value (zero / ``False``), as zarr
-      pads it.
+      ``c.<i>.0…`` (``chunk_separator``, the one that metadata declares: ``.``, which names no
+      folder), holding the chunk's raw little-endian bytes followed by their CRC32C, written
+      copy-free (:func:`write_chunk`); the edge chunk is padded to the full chunk shape with the
+      fill value (zero / ``False``), as zarr pads it.
 
     ``arrays``: ``{"/"-joined key: [N, T+1, ...] array}`` (nested keys become subgroups), chunked
     ``(min(chunk_envs, N), T+1, ...)``; ``dimension_names`` name the leading dimensions (further
@@ -182,7 +183,7 @@ def write_zarr_store(
     for name, data in arrays.items():
         _write_zarr_parents(root, name)
         dims = dimension_names[name] if isinstance(dimension_names, dict) else dimension_names
-        _write_zarr_array(root / name, data, chunk_envs, dims, array_metadata)
+        _write_zarr_array(root / name, data, chunk_envs, dims, array_metadata, chunk_separator)
 
 
 def zarr_group_metadata(attributes: dict[str, Any]) -> bytes:
@@ -201,7 +202,12 @@ def _write_zarr_parents(root: Path, name: str) -> None:
 
 
 def _write_zarr_array(
-    folder: Path, data: np.ndarray, chunk_envs: int, dims: tuple[str, ...], array_metadata: ArrayMetadata
+    folder: Path,
+    data: np.ndarray,
+    chunk_envs: int,
+    dims: tuple[str, ...],
+    array_metadata: ArrayMetadata,
+    separator: str,
 ) -> None:
     """One array ``[N, *rest]`` at ``folder``: its ``zarr.json`` and a chunk file per ``chunk_envs`` rows."""
     import numpy as np
@@ -218,7 +224,7 @@ def _write_zarr_array(
         block = little[i * rows : (i + 1) * rows]  # rows of a C-contiguous array: a view, no copy
         if block.shape[0] < rows:  # the edge chunk, padded with the fill value (zero / False): the one copy
             block = np.concatenate([block, np.zeros((rows - block.shape[0], *rest), block.dtype)])
-        write_chunk(os.path.join(folder, ".".join(("c", str(i), *tail))), block)
+        write_chunk(os.path.join(folder, separator.join(("c", str(i), *tail))), block)
 
 
 def write_chunk(path: str, block: np.ndarray) -> None:

@@ -105,7 +105,8 @@ def test_direct_store_is_byte_identical_to_zarrs(tmp_path, n, chunk_envs, obs, a
     attrs = {"schema_version": 1, "iteration": 7, "env_id": "CartPole-v1", "nested": {"a": [1, 2.5, None]}}
     zarr_io.sync(zarr_write._write_group(tmp_path / "zarr", arrays, attrs, zarr_io._CHECKSUM, chunk_envs))
     metadata = zarr_arrays.array_metadata
-    fast.write_zarr_store(tmp_path / "direct", arrays, attrs, chunk_envs, DIM_NAMES, metadata)
+    separator = zarr_arrays.CHUNK_SEPARATOR
+    fast.write_zarr_store(tmp_path / "direct", arrays, attrs, chunk_envs, DIM_NAMES, metadata, separator)
     expected, written = _files(tmp_path / "zarr"), _files(tmp_path / "direct")
     assert len(expected) > 20 and sorted(written) == sorted(expected)
     assert [name for name in expected if written[name] != expected[name]] == []

@@ -35,6 +35,7 @@ from rlpipe.testing import faults
 
 __all__ = [
     "CHUNK_KEY_ENCODING",
+    "CHUNK_SEPARATOR",
     "SPARSE_DIMS",
     "array_codecs",
     "array_dims",
@@ -76,6 +77,7 @@ def write_arrays(
                 chunk_envs,
                 {name: array_dims(name, dims) for name in arrays},
                 array_metadata,
+                CHUNK_SEPARATOR,
             )
         else:
             sync(write_group_async(tmp, arrays, group_attrs, codecs, chunk_envs, dims))
@@ -126,7 +128,8 @@ def _is_image(name: str, array: np.ndarray) -> bool:
     return name.startswith("obs/") and array.dtype == np.uint8 and array.ndim == 5
 
 
-CHUNK_KEY_ENCODING: ChunkKeyEncodingParams = {"name": "default", "separator": "."}
+CHUNK_SEPARATOR = "."
+CHUNK_KEY_ENCODING: ChunkKeyEncodingParams = {"name": "default", "separator": CHUNK_SEPARATOR}
 """Chunk files named ``c.<i>.0…`` inside the array's folder: one folder per array, none per chunk index.
 
 Zarr's default (``/``) nests a folder per index; on file systems where creating a folder is costly
