@@ -12,7 +12,10 @@ lr 2.5e-4, CPU, the same total env steps on every side (rounded up to whole roll
   gymnasium's vectorized ``CartPoleVectorEnv``; ``envpool``; ``sync``: gymnasium's ``SyncVectorEnv``
   of one Python env each, as SB3 steps them), ``trainer.num_threads`` as
   configured (``auto`` unless ``--threads``), evaluation off (SB3's ``learn`` does not evaluate
-  either; ``--eval`` keeps it on), a temporary ``trainer.data_dir``. Two rows per backend: the
+  either; ``--eval`` keeps it on), a new ``trainer.data_dir`` per run, all deleted after the last
+  round (deleting a run's thousands of files just before the next row would charge that row where
+  the file system scans recently freed inodes when it creates files: ext4 without a journal, as on
+  the machine of the recorded figures, does for about 30 s). Two rows per backend: the
   defaults — every rollout stored, MLflow on (a sqlite store made before the rounds, as a user's
   ``data/mlflow.db`` exists after the first run), the console row per iteration (captured) — and
   everything off (``store.enabled=false``, ``tracking.backend=none``). It runs a
@@ -117,48 +120,53 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def rlpipe_run(args: argparse.Namespace, backend: str, defaults: bool, uri: str) -> dict[str, Any]:
-    """One rlpipe run of ``--total-steps`` through ``Trainer``; ``defaults``: store and MLflow on."""
+def rlpipe_run(
+    args: argparse.Namespace, backend: str, defaults: bool, uri: str, scratch: Path
+) -> dict[str, Any]:
+    """One rlpipe run of ``--total-steps`` through ``Trainer``; ``defaults``: store and MLflow on.
+
+    Its data directory is a new folder in ``scratch``, deleted with it after the last round.
+    """
     iterations = math.ceil(args.total_steps / (N_ENVS * N_STEPS))
     net = "{hidden_sizes: [64, 64], activation: tanh}"
     threads = args.threads if args.threads is not None else "auto"
-    with tempfile.TemporaryDirectory(prefix="rlpipe-sb3cmp-") as data_dir:
-        cfg = load_cfg(
-            args.params,
-            [
-                "env.id=CartPole-v1",
-                *backend_overrides(backend),
-                f"trainer.num_envs={N_ENVS}",
-                f"trainer.buffer_size={N_STEPS}",
-                f"trainer.iterations={iterations}",
-                f"trainer.seed={args.seed}",
-                "trainer.device=cpu",
-                f"trainer.num_threads={threads}",
-                "trainer.stop_when=[]",
-                f"trainer.enable_eval={str(args.eval).lower()}",
-                f"trainer.data_dir={data_dir}",
-                f"policy.actor.network_cfg={net}",
-                f"policy.critic.network_cfg={net}",
-                f"algorithm.cfg.batch_size={BATCH_SIZE}",
-                f"algorithm.cfg.n_epochs={N_EPOCHS}",
-                f"algorithm.cfg.learning_rate={LR}",
-                f"store.enabled={str(defaults).lower()}",
-                f"tracking.backend={'mlflow' if defaults else 'none'}",
-                f"tracking.uri={uri}",
-            ],
-        )
-        if defaults:
-            prewarm()  # as `rlpipe run` does: MLflow's import overlaps the build
-        trainer = Trainer(cfg)
-        with contextlib.redirect_stdout(io.StringIO()):
-            trainer.start()  # builds the parts: untimed, as the construction on SB3's side
-            children = _children_cpu()
-            start, cpu = time.perf_counter(), time.process_time()
-            while not trainer.done:
-                trainer.step()
-            trainer.finish()
-            seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-        env_steps = trainer.env_steps
+    data_dir = tempfile.mkdtemp(dir=scratch, prefix="run-")
+    cfg = load_cfg(
+        args.params,
+        [
+            "env.id=CartPole-v1",
+            *backend_overrides(backend),
+            f"trainer.num_envs={N_ENVS}",
+            f"trainer.buffer_size={N_STEPS}",
+            f"trainer.iterations={iterations}",
+            f"trainer.seed={args.seed}",
+            "trainer.device=cpu",
+            f"trainer.num_threads={threads}",
+            "trainer.stop_when=[]",
+            f"trainer.enable_eval={str(args.eval).lower()}",
+            f"trainer.data_dir={data_dir}",
+            f"policy.actor.network_cfg={net}",
+            f"policy.critic.network_cfg={net}",
+            f"algorithm.cfg.batch_size={BATCH_SIZE}",
+            f"algorithm.cfg.n_epochs={N_EPOCHS}",
+            f"algorithm.cfg.learning_rate={LR}",
+            f"store.enabled={str(defaults).lower()}",
+            f"tracking.backend={'mlflow' if defaults else 'none'}",
+            f"tracking.uri={uri}",
+        ],
+    )
+    if defaults:
+        prewarm()  # as `rlpipe run` does: MLflow's import overlaps the build
+    trainer = Trainer(cfg)
+    with contextlib.redirect_stdout(io.StringIO()):
+        trainer.start()  # builds the parts: untimed, as the construction on SB3's side
+        children = _children_cpu()
+        start, cpu = time.perf_counter(), time.process_time()
+        while not trainer.done:
+            trainer.step()
+        trainer.finish()
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    env_steps = trainer.env_steps
     return {
         "env_steps": env_steps,
         "seconds": seconds,
@@ -212,12 +220,16 @@ def check_sb3_python(path: Path) -> None:
         )
 
 
-def run_rounds(args: argparse.Namespace, uri: str) -> dict[str, list[dict[str, Any]]]:
+def run_rounds(args: argparse.Namespace, uri: str, scratch: Path) -> dict[str, list[dict[str, Any]]]:
     """Every row once per round, the starting row rotating from round to round."""
     rows: dict[str, Any] = {}
     for backend in args.backends:
-        rows[f"rlpipe {backend} (store+MLflow on)"] = lambda b=backend: rlpipe_run(args, b, True, uri)
-        rows[f"rlpipe {backend} (store+MLflow off)"] = lambda b=backend: rlpipe_run(args, b, False, uri)
+        rows[f"rlpipe {backend} (store+MLflow on)"] = lambda b=backend: rlpipe_run(
+            args, b, True, uri, scratch
+        )
+        rows[f"rlpipe {backend} (store+MLflow off)"] = lambda b=backend: rlpipe_run(
+            args, b, False, uri, scratch
+        )
     rows["sb3"] = lambda: sb3_run(args)
     names = list(rows)
     samples: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
@@ -275,10 +287,10 @@ def main() -> None:
         f"CartPole-v1, {N_ENVS} envs x {N_STEPS} steps, {N_EPOCHS} epochs x batch {BATCH_SIZE}, "
         f"64x64 tanh, lr {LR:g}, {args.total_steps:,} env steps per run, {args.rounds} rounds"
     )
-    with tempfile.TemporaryDirectory(prefix="rlpipe-sb3cmp-mlflow-") as tracking:
-        uri = f"sqlite:///{tracking}/mlflow.db"
+    with tempfile.TemporaryDirectory(prefix="rlpipe-sb3cmp-") as scratch:
+        uri = f"sqlite:///{scratch}/mlflow.db"
         prepare_mlflow(args, uri)
-        table = summarize(run_rounds(args, uri))
+        table = summarize(run_rounds(args, uri, Path(scratch)))
     print_table(table, COLUMNS)
     for row in table[:-1]:
         verdict = "meets" if row["vs_sb3"] >= SPEEDUP_TARGET else "misses"

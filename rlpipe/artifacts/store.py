@@ -33,7 +33,7 @@ from rlpipe.artifacts.removal import check_confined, clean_temporaries, delete
 from rlpipe.artifacts.shared_staging import SharedBuffers
 from rlpipe.artifacts.staging import HostStaging, Staged
 from rlpipe.artifacts.store_policy import StorePolicy, layout_of, stored_bytes
-from rlpipe.artifacts.writer_process import WriterDiedError, WriteRequest, WriterProcess, available
+from rlpipe.artifacts.writer_process import WriterDiedError, WriteRequest, WriterProcess, writer_mode
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import DIM_NAMES
 from rlpipe.testing import faults
@@ -76,19 +76,6 @@ def _write_checked(
     from rlpipe.artifacts import zarr_write
 
     zarr_write.write_rollout(path, rollout, attrs, codec, chunk_envs, image_codec, final_obs)
-
-
-def writer_mode(cfg: StoreCfg, root: AnyPath) -> str:
-    """``process`` or ``thread``: who writes the stores under ``root`` for ``cfg.writer``.
-
-    An object store is written by the thread (its uploads go through fsspec in this process);
-    ``auto`` takes the process where :func:`~rlpipe.artifacts.writer_process.available`.
-    """
-    if is_object(root) or cfg.writer == "thread":
-        return "thread"
-    if cfg.writer == "process" or available():
-        return "process"
-    return "thread"
 
 
 @dataclass

@@ -25,13 +25,19 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Leaf", "WriteRequest", "WriterDiedError", "WriterProcess", "available"]
+from rlpipe.artifacts.fs import AnyPath, is_object
+
+if TYPE_CHECKING:
+    from rlpipe.config import StoreCfg
+
+__all__ = ["Leaf", "WriteRequest", "WriterDiedError", "WriterProcess", "available", "prewarm", "writer_mode"]
 
 Leaf = tuple[str, tuple[int, ...], str, int]
 """``(array name, shape, numpy dtype string, byte offset)`` of one array in a segment."""
@@ -60,6 +66,49 @@ class WriterDiedError(RuntimeError):
 def available() -> bool:
     """Whether this platform has what the writer process needs: ``memfd_create`` and ``SCM_RIGHTS``."""
     return hasattr(os, "memfd_create") and hasattr(socket, "send_fds") and sys.executable != ""
+
+
+def writer_mode(cfg: StoreCfg, root: AnyPath) -> str:
+    """``process`` or ``thread``: who writes the stores under ``root`` for ``cfg.writer``.
+
+    An object store is written by the thread (its uploads go through fsspec in this process);
+    ``auto`` takes the process where :func:`available`.
+    """
+    if is_object(root) or cfg.writer == "thread":
+        return "thread"
+    if cfg.writer == "process" or available():
+        return "process"
+    return "thread"
+
+
+_prewarmed: tuple[subprocess.Popen[bytes], Connection] | None = None
+
+
+def prewarm(cfg: StoreCfg, root: AnyPath) -> None:
+    """Start a writer process now when ``cfg`` stores rollouts under ``root`` through one.
+
+    Its interpreter, numpy and zarr then load while this process imports torch and builds the run,
+    not while the first rollout waits to be written; the next :class:`WriterProcess` takes it over
+    (one waits at a time). Only from the main thread: the process dies with the thread that started
+    it. An unused one exits with this process.
+    """
+    global _prewarmed
+    if not cfg.enabled or writer_mode(cfg, root) != "process":
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if _prewarmed is None or _prewarmed[0].poll() is not None:
+        _prewarmed = _start()
+
+
+def _take_prewarmed() -> tuple[subprocess.Popen[bytes], Connection] | None:
+    global _prewarmed
+    started, _prewarmed = _prewarmed, None
+    if started is not None and started[0].poll() is None:
+        return started
+    if started is not None:
+        started[1].close()
+    return None
 
 
 class WriterProcess:
@@ -105,6 +154,8 @@ class WriterProcess:
             return
         with contextlib.suppress(OSError):
             conn.send(None)
+        with contextlib.suppress(OSError, EOFError):
+            conn.poll(30)  # wakes when the process closes its end, as it exits; a timed wait polls
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -116,7 +167,7 @@ class WriterProcess:
 
     def _connection(self) -> Connection:
         if self._conn is None:
-            self._process, self._conn = _start()
+            self._process, self._conn = _take_prewarmed() or _start()
         return self._conn
 
     def _how_it_ended(self) -> str:
@@ -235,6 +286,8 @@ def main(argv: list[str]) -> None:
     _die_with_parent(parent)
     yield_to_training()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the trainer, which then stops this
+    import rlpipe.artifacts.zarr_arrays  # noqa: F401  (numpy and zarr now, not on the first write's way)
+
     conn = Connection(fd)
     try:
         serve(conn)

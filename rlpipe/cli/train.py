@@ -34,6 +34,7 @@ __all__ = ["resume_command", "run"]
 @user_errors
 def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool, distributed: bool) -> None:
     """Train: collect → advantage → update, then eval and checkpoint when due, for trainer.iterations."""
+    from rlpipe.artifacts.writer_process import prewarm as prewarm_writer
     from rlpipe.config import load
     from rlpipe.runtime.launch import is_rank_zero
     from rlpipe.tracking.background import prewarm_tracking
@@ -41,6 +42,7 @@ def run(params: Path, overrides: tuple[str, ...], resume: bool, overwrite: bool,
     cfg = load(params, (*overrides, *(["trainer.distributed=true"] if distributed else [])))
     main = is_rank_zero()
     prewarm_tracking(cfg, main)  # the tracking process imports MLflow while this one imports torch and builds
+    prewarm_writer(cfg.store, cfg.run_dir)  # and the store's writer process starts up
     from rlpipe.runtime.distributed import shutdown  # after the params are valid: torch
     from rlpipe.trainer import EventError, Trainer
 

@@ -136,11 +136,12 @@ class BackgroundRun:
         except queue.Full:
             return self._still_writing(timeout)
         self._feeder.join(timeout)
+        # The reply (or the end of its output) wakes this at once; polling for the exit would not.
+        self._ended.wait(max(deadline - time.monotonic(), 0.0))
         try:
             self._proc.wait(max(deadline - time.monotonic(), 0.0))
         except subprocess.TimeoutExpired:
             return self._still_writing(timeout)
-        self._ended.wait(1.0)
         return self._replies.get("ended")
 
     def _still_writing(self, timeout: float) -> None:

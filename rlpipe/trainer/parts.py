@@ -20,6 +20,7 @@ from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.params import params_file
 from rlpipe.artifacts.store import RolloutStore
 from rlpipe.artifacts.video import recorder_for
+from rlpipe.artifacts.writer_process import prewarm as prewarm_writer
 from rlpipe.build import build_algorithm, build_collector, set_threads
 from rlpipe.collector import Collector
 from rlpipe.config import ConfigError, RunConfig
@@ -116,6 +117,8 @@ def build_parts(
     check_run_location(cfg)
     ctx = init_distributed(trainer.device, trainer.distributed)
     prewarm_tracking(cfg, ctx.is_main)  # MLflow's import overlaps the build instead of the first iterations
+    if store:
+        prewarm_writer(cfg.store, cfg.run_dir)  # so does the store's writer process's start-up
     check_cuda_graphs(trainer.cuda_graphs, ctx.device, ctx.is_main)
     tune_malloc()
     seed_everything(trainer.seed + ctx.rank)
