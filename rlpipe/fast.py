@@ -20,6 +20,9 @@ function                  library call                              what the fas
                           (``rlpipe.artifacts.zarr_write``)         metadata objects per store, which
                                                                     hold the interpreter lock the
                                                                     training thread needs
+:func:`zarr_array_metadata` an array's ``zarr.json`` as           importing zarr at all in a writer
+                          ``zarr.create_array`` writes it           process that writes uncompressed
+                                                                    stores
 :func:`exit_process`      ``sys.exit(code)``                        the interpreter's teardown of every
                                                                     imported module (torch, MLflow, …)
 ========================  ========================================  ======================================
@@ -42,7 +45,6 @@ import math
 import os
 import struct
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
@@ -59,11 +61,10 @@ __all__ = [
     "sequential_forward",
     "write_chunk",
     "write_zarr_store",
+    "ZARR_DTYPES",
+    "zarr_array_metadata",
     "zarr_group_metadata",
 ]
-
-ArrayMetadata = Callable[[tuple[int, ...], str, tuple[int, ...], tuple[str, ...]], bytes]
-"""``(shape, dtype name, chunks, dimension names)`` → an array's ``zarr.json``, as zarr writes it."""
 
 ENABLED: bool = os.environ.get("RLPIPE_FAST", "1") != "0"
 """Whether the fast paths run (``RLPIPE_FAST`` is not ``0``); otherwise the library calls do."""
@@ -155,7 +156,6 @@ def write_zarr_store(
     attributes: dict[str, Any],
     chunk_envs: int,
     dimension_names: tuple[str, ...] | dict[str, tuple[str, ...]],
-    array_metadata: ArrayMetadata,
     chunk_separator: str,
 ) -> None:
     """Write a new uncompressed Zarr v3 group at ``root``: the files zarr's writer writes, byte for byte.
@@ -165,11 +165,10 @@ def write_zarr_store(
     Fast path: plain file writes —
 
     * ``zarr.json`` of the group (``attributes``) and of every intermediate group of a nested key;
-    * per array a ``zarr.json``, ``array_metadata(shape, dtype, chunks, dimension names)``: made by
-      zarr itself, in memory, by the caller (:func:`rlpipe.artifacts.zarr_arrays.array_metadata`, so
-      zarr is imported only by ``artifacts``), and one file per chunk in the array's folder,
-      ``c.<i>.0…`` (``chunk_separator``, the one that metadata declares: ``.``, which names no
-      folder), holding the chunk's raw little-endian bytes followed by their CRC32C, written
+    * per array a ``zarr.json`` (:func:`zarr_array_metadata`; the dtypes of :data:`ZARR_DTYPES`)
+      and one file per chunk in the array's folder, ``c.<i>.0…`` (``chunk_separator``, the one that
+      metadata declares: ``.``, which names no folder), holding the chunk's raw little-endian bytes
+      followed by their CRC32C, written
       copy-free (:func:`write_chunk`); the edge chunk is padded to the full chunk shape with the
       fill value (zero / ``False``), as zarr pads it.
 
@@ -183,7 +182,65 @@ def write_zarr_store(
     for name, data in arrays.items():
         _write_zarr_parents(root, name)
         dims = dimension_names[name] if isinstance(dimension_names, dict) else dimension_names
-        _write_zarr_array(root / name, data, chunk_envs, dims, array_metadata, chunk_separator)
+        _write_zarr_array(root / name, data, chunk_envs, dims, chunk_separator)
+
+
+ZARR_DTYPES = frozenset(
+    (
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+    )
+)
+"""The numpy dtypes :func:`zarr_array_metadata` describes (those of a rollout, in any store precision)."""
+
+
+def zarr_array_metadata(
+    shape: tuple[int, ...],
+    dtype: str,
+    chunks: tuple[int, ...],
+    dimension_names: tuple[str, ...],
+    separator: str,
+) -> bytes:
+    """An uncompressed, CRC32C-checked array's ``zarr.json``, byte for byte as zarr writes it.
+
+    Library call: ``zarr.create_array(shape, dtype, chunks, compressors=(Crc32cCodec(),),
+    filters=None, dimension_names, chunk_key_encoding={"name": "default", "separator": separator},
+    config={"write_empty_chunks": True})`` (its ``zarr.json``). Fast path: the JSON itself, so a
+    writer process that writes uncompressed stores never imports zarr. ``dtype``: a name of
+    :data:`ZARR_DTYPES` (one-byte types have no endianness, so their ``bytes`` codec has no
+    configuration; the fill value is zero of the type).
+    """
+    if dtype not in ZARR_DTYPES:
+        raise ValueError(f"zarr_array_metadata: dtype {dtype!r} is not one of {sorted(ZARR_DTYPES)}")
+    one_byte = dtype in ("bool", "int8", "uint8")
+    fill: bool | int | float = False if dtype == "bool" else 0.0 if dtype.startswith("float") else 0
+    metadata = {
+        "shape": list(shape),
+        "data_type": dtype,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(chunks)}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": separator}},
+        "fill_value": fill,
+        "codecs": [
+            {"name": "bytes"} if one_byte else {"name": "bytes", "configuration": {"endian": "little"}},
+            {"name": "crc32c"},
+        ],
+        "attributes": {},
+        "dimension_names": list(dimension_names),
+        "zarr_format": 3,
+        "node_type": "array",
+        "storage_transformers": [],
+    }
+    return json.dumps(metadata, indent=2).encode()
 
 
 def zarr_group_metadata(attributes: dict[str, Any]) -> bytes:
@@ -206,7 +263,6 @@ def _write_zarr_array(
     data: np.ndarray,
     chunk_envs: int,
     dims: tuple[str, ...],
-    array_metadata: ArrayMetadata,
     separator: str,
 ) -> None:
     """One array ``[N, *rest]`` at ``folder``: its ``zarr.json`` and a chunk file per ``chunk_envs`` rows."""
@@ -217,7 +273,9 @@ def _write_zarr_array(
     chunks = (rows, *rest)
     names = (*dims, *(f"feat{i}" for i in range(data.ndim - len(dims))))
     folder.mkdir()
-    (folder / "zarr.json").write_bytes(array_metadata(data.shape, data.dtype.name, chunks, names))
+    (folder / "zarr.json").write_bytes(
+        zarr_array_metadata(data.shape, data.dtype.name, chunks, names, separator)
+    )
     little = np.ascontiguousarray(data.astype(data.dtype.newbyteorder("<"), copy=False))
     tail = ["0"] * len(rest)
     for i in range(math.ceil(n / rows)):

@@ -11,12 +11,17 @@ from pathlib import Path
 
 import pytest
 import torch
+import zarr
 from _gradients import random_params
 from golden import FIXTURE, run_default, run_fingerprint
+from zarr.codecs import Crc32cCodec
+from zarr.storage import MemoryStore
 
 from rlpipe import fast
-from rlpipe.artifacts import zarr_arrays, zarr_io, zarr_read, zarr_write
+from rlpipe.artifacts import zarr_io, zarr_read, zarr_write
 from rlpipe.artifacts.intake import rollout_arrays
+from rlpipe.artifacts.zarr_arrays import CHUNK_KEY_ENCODING
+from rlpipe.artifacts.zarr_names import CHUNK_SEPARATOR
 from rlpipe.rollout import DIM_NAMES, TRANSITION_KEYS, allocate_rollout
 
 REPO = Path(__file__).resolve().parents[1]
@@ -104,12 +109,48 @@ def test_direct_store_is_byte_identical_to_zarrs(tmp_path, n, chunk_envs, obs, a
     arrays = {name: t.numpy() for name, t in rollout_arrays(rollout).items()}
     attrs = {"schema_version": 1, "iteration": 7, "env_id": "CartPole-v1", "nested": {"a": [1, 2.5, None]}}
     zarr_io.sync(zarr_write._write_group(tmp_path / "zarr", arrays, attrs, zarr_io._CHECKSUM, chunk_envs))
-    metadata = zarr_arrays.array_metadata
-    separator = zarr_arrays.CHUNK_SEPARATOR
-    fast.write_zarr_store(tmp_path / "direct", arrays, attrs, chunk_envs, DIM_NAMES, metadata, separator)
+    fast.write_zarr_store(tmp_path / "direct", arrays, attrs, chunk_envs, DIM_NAMES, CHUNK_SEPARATOR)
     expected, written = _files(tmp_path / "zarr"), _files(tmp_path / "direct")
     assert len(expected) > 20 and sorted(written) == sorted(expected)
     assert [name for name in expected if written[name] != expected[name]] == []
+
+
+def _zarrs_array_metadata(shape, dtype, chunks, dimension_names) -> bytes:
+    """The library call: the ``zarr.json`` zarr's ``create_array`` writes for an uncompressed array."""
+    files: dict = {}
+    zarr.create_array(
+        store=MemoryStore(files),
+        shape=shape,
+        dtype=dtype,
+        chunks=chunks,
+        compressors=(Crc32cCodec(),),
+        filters=None,
+        dimension_names=dimension_names,
+        chunk_key_encoding=CHUNK_KEY_ENCODING,
+        config={"write_empty_chunks": True},
+        zarr_format=3,
+    )
+    return files["zarr.json"].to_bytes()
+
+
+@pytest.mark.parametrize("dtype", sorted(fast.ZARR_DTYPES))
+@pytest.mark.parametrize(
+    ("shape", "chunks", "dims"),
+    [
+        ((8, 129), (8, 129), ("env", "time")),
+        ((5, 3, 2, 7), (2, 3, 2, 7), ("env", "time", "feat0", "feat1")),
+        ((0, 4), (1, 4), ("done", "feat0")),  # an empty sparse array
+        ((3,), (3,), ("done",)),
+    ],
+)
+def test_array_metadata_is_zarrs_byte_for_byte(dtype, shape, chunks, dims):
+    expected = _zarrs_array_metadata(shape, dtype, chunks, dims)
+    assert fast.zarr_array_metadata(shape, dtype, chunks, dims, CHUNK_SEPARATOR) == expected
+
+
+def test_array_metadata_refuses_a_dtype_it_does_not_describe():
+    with pytest.raises(ValueError, match="complex64"):
+        fast.zarr_array_metadata((2,), "complex64", (2,), ("env",), CHUNK_SEPARATOR)
 
 
 def test_write_rollout_without_codec_reads_back_and_detects_damage(tmp_path, fast_paths):

@@ -5,9 +5,9 @@ makes delays the training thread's next op (on a GPU, its next kernel launch). T
 interpreter of its own. The training process stages each rollout into anonymous shared memory
 (:mod:`rlpipe.artifacts.shared_staging`) and sends ``(segment, path, attributes)`` here over a
 socket; the process maps the segment, writes the store from numpy views of it
-(:func:`rlpipe.artifacts.zarr_arrays.write_arrays`: atomic, copy-free on the fast path) and answers
-with ``None`` or the error. It imports numpy, zarr's writer and rlpipe's artifacts helpers — no
-torch, no trainer.
+(:func:`rlpipe.artifacts.zarr_local.write_arrays`: atomic, copy-free on the fast path) and answers
+with ``None`` or the error. It imports numpy and rlpipe's artifacts helpers — no torch, no trainer,
+and zarr only for a store zarr writes (compressed, or with ``RLPIPE_FAST=0``).
 
 It is started with ``python -m rlpipe.artifacts.writer_process`` (fork + exec, as multiprocessing's
 ``spawn``: no Python runs in a forked copy of a process holding CUDA or torch threads, and the
@@ -234,7 +234,7 @@ def _write(
 ) -> tuple[str, str, int | None, str | None, str | None] | None:
     """Write one store from its segment; ``None``, or ``(kind, message, errno, strerror, filename)``."""
     from rlpipe.artifacts.errors import StoreError
-    from rlpipe.artifacts.zarr_arrays import write_arrays
+    from rlpipe.artifacts.zarr_local import write_arrays
     from rlpipe.testing import faults
 
     path = Path(request.path)
@@ -286,7 +286,7 @@ def main(argv: list[str]) -> None:
     _die_with_parent(parent)
     yield_to_training()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the trainer, which then stops this
-    import rlpipe.artifacts.zarr_arrays  # noqa: F401  (numpy and zarr now, not on the first write's way)
+    import rlpipe.artifacts.zarr_local  # noqa: F401  (its imports now, not on the first write's way)
 
     conn = Connection(fd)
     try:

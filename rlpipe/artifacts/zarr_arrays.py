@@ -1,149 +1,39 @@
-"""Writing numpy arrays as a new Zarr v3 group: the half of the writer that needs no torch.
+"""Zarr's writer of a new Zarr v3 group from numpy arrays: codecs, chunking and the commit marker.
 
-:func:`write_arrays` is what a rollout store's writer runs, in the training process's writer thread
-or in the writer process (:mod:`rlpipe.artifacts.writer_process`), which imports this module and
-not torch: the arrays arrive as numpy views of shared memory. The format is
-:mod:`rlpipe.artifacts.zarr_io`'s; :mod:`rlpipe.artifacts.zarr_write` is the torch face (rollouts,
-derived groups, object stores).
+Run by :mod:`rlpipe.artifacts.zarr_local` for a local store zarr writes (compressed, or with
+``RLPIPE_FAST=0``) and by :mod:`rlpipe.artifacts.zarr_write` for object stores and derived groups.
+The format is :mod:`rlpipe.artifacts.zarr_io`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import shutil
 from collections.abc import AsyncIterator, Iterable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import zarr
 import zarr.api.asynchronous as zarr_async
 from zarr import AsyncGroup
 from zarr.abc.store import ByteRequest
-from zarr.codecs import Crc32cCodec
 from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.core.chunk_key_encodings import ChunkKeyEncodingParams
-from zarr.storage import MemoryStore, WrapperStore
+from zarr.storage import WrapperStore
 
-from rlpipe import fast
-from rlpipe.artifacts.atomic import publish_dir, temporary_sibling
 from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, is_object, zarr_store
-from rlpipe.artifacts.zarr_io import Codecs, compressors, sync
-from rlpipe.testing import faults
+from rlpipe.artifacts.zarr_io import Codecs, compressors
+from rlpipe.artifacts.zarr_names import CHUNK_SEPARATOR, array_dims, is_image
 
-__all__ = [
-    "CHUNK_KEY_ENCODING",
-    "CHUNK_SEPARATOR",
-    "SPARSE_DIMS",
-    "array_codecs",
-    "array_dims",
-    "array_metadata",
-    "write_arrays",
-    "write_group_async",
-]
-
-FINAL_OBS = "final_obs"
-"""The sparse group of a store (``rlpipe.rollout.FINAL_OBS``, named here: this module imports no torch)."""
+__all__ = ["CHUNK_KEY_ENCODING", "array_codecs", "write_group_async"]
 
 
-def write_arrays(
-    path: Path,
-    arrays: dict[str, np.ndarray],
-    group_attrs: dict[str, Any],
-    codec: str,
-    image_codec: str,
-    chunk_envs: int,
-    dims: tuple[str, ...],
-) -> None:
-    """Write ``arrays`` (``{"/"-joined key: [N, T+1, ...]}``) as a new local group at ``path``, atomically.
-
-    Written under a hidden temporary sibling and renamed into place once complete; with codec
-    ``none`` everywhere and ``RLPIPE_FAST`` on, file by file (:func:`rlpipe.fast.write_zarr_store`),
-    else through zarr's async API. ``group_attrs`` are the group's attributes as stored; ``dims``
-    name the first two dimensions. On any failure no store and no temporary remain; an existing
-    ``path`` is a ``FileExistsError``.
-    """
-    codecs, raw = array_codecs(arrays, codec, image_codec)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temporary_sibling(path)
-    try:
-        if raw and fast.ENABLED:  # the files zarr's writer writes, without zarr
-            fast.write_zarr_store(
-                tmp,
-                arrays,
-                group_attrs,
-                chunk_envs,
-                {name: array_dims(name, dims) for name in arrays},
-                array_metadata,
-                CHUNK_SEPARATOR,
-            )
-        else:
-            sync(write_group_async(tmp, arrays, group_attrs, codecs, chunk_envs, dims))
-        faults.point("store.arrays_written")
-        publish_dir(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+def array_codecs(arrays: dict[str, np.ndarray], codec: str, image_codec: str) -> dict[str, Codecs]:
+    """Each array's codec chain: image groups take ``image_codec``, every other array ``codec``."""
+    return {name: compressors(image_codec if is_image(name, a) else codec) for name, a in arrays.items()}
 
 
-@functools.lru_cache(maxsize=512)
-def array_metadata(
-    shape: tuple[int, ...], dtype: str, chunks: tuple[int, ...], dimension_names: tuple[str, ...]
-) -> bytes:
-    """The ``zarr.json`` zarr writes for an uncompressed, CRC32C-checked array (made by zarr, cached)."""
-    files: dict[str, Any] = {}
-    zarr.create_array(
-        store=MemoryStore(files),
-        shape=shape,
-        dtype=dtype,
-        chunks=chunks,
-        compressors=(Crc32cCodec(),),
-        filters=None,
-        dimension_names=dimension_names,
-        chunk_key_encoding=CHUNK_KEY_ENCODING,
-        config={"write_empty_chunks": True},
-        zarr_format=3,
-    )
-    return files["zarr.json"].to_bytes()
-
-
-def array_codecs(
-    arrays: dict[str, np.ndarray], codec: str, image_codec: str
-) -> tuple[dict[str, Codecs], bool]:
-    """Each array's codec chain (image groups take ``image_codec``), and whether all are uncompressed."""
-    images = {name for name, a in arrays.items() if _is_image(name, a)}
-    codecs = {name: compressors(image_codec if name in images else codec) for name in arrays}
-    return codecs, codec == "none" and (image_codec == "none" or not images)
-
-
-def _is_image(name: str, array: np.ndarray) -> bool:
-    """Whether array ``name`` is an image group: ``obs/<key>`` uint8 ``[N, T+1, C, H, W]``.
-
-    Its sparse final observations ``final_obs/obs/<key>`` ``[K, C, H, W]`` are one too.
-    """
-    if name.startswith(f"{FINAL_OBS}/obs/"):
-        return array.dtype == np.uint8 and array.ndim == 4
-    return name.startswith("obs/") and array.dtype == np.uint8 and array.ndim == 5
-
-
-CHUNK_SEPARATOR = "."
 CHUNK_KEY_ENCODING: ChunkKeyEncodingParams = {"name": "default", "separator": CHUNK_SEPARATOR}
-"""Chunk files named ``c.<i>.0…`` inside the array's folder: one folder per array, none per chunk index.
-
-Zarr's default (``/``) nests a folder per index; on file systems where creating a folder is costly
-that is most of a small rollout's write. Readers follow each array's ``zarr.json``, so stores
-written with either separator read alike.
-"""
-
-SPARSE_DIMS = ("done",)
-"""The dimension name of the sparse arrays' first dim (one row per done slot)."""
-
-
-def array_dims(name: str, dims: tuple[str, ...]) -> tuple[str, ...]:
-    """The named leading dims of array ``name``: ``dims``, or one row dim for a sparse ``final_obs/…``."""
-    return SPARSE_DIMS if name.startswith(f"{FINAL_OBS}/") else dims
+"""Chunk files ``c.<i>.0…`` in the array folder (:data:`~rlpipe.artifacts.zarr_names.CHUNK_SEPARATOR`)."""
 
 
 class _CommitLast(WrapperStore):

@@ -22,8 +22,9 @@ from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path, is_object
 from rlpipe.artifacts.intake import check_new_store, final_obs_arrays, group_attributes, rollout_arrays
 from rlpipe.artifacts.removal import delete
-from rlpipe.artifacts.zarr_arrays import array_codecs, write_arrays, write_group_async
+from rlpipe.artifacts.zarr_arrays import array_codecs, write_group_async
 from rlpipe.artifacts.zarr_io import Codecs, run_at, sync
+from rlpipe.artifacts.zarr_local import write_arrays
 from rlpipe.rollout import DIM_NAMES
 from rlpipe.testing import faults
 
@@ -56,7 +57,7 @@ def write_rollout(
     group_attrs = group_attributes(attrs, path)
     check_new_store(path)
     if is_object(path):
-        codecs, _ = array_codecs(arrays, codec, image_codec)
+        codecs = array_codecs(arrays, codec, image_codec)
         _write_committed(path, arrays, group_attrs, codecs, chunk_envs)
         return
     try:

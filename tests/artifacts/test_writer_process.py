@@ -15,7 +15,7 @@ from _rollouts import assert_same, make_rollout
 
 import rlpipe.artifacts.store as store_mod
 from rlpipe import fast
-from rlpipe.artifacts import zarr_arrays, zarr_write
+from rlpipe.artifacts import zarr_local, zarr_write
 from rlpipe.artifacts.store import RolloutStore, StoreError, WriterDiedError
 from rlpipe.artifacts.zarr_read import read_rollout
 from rlpipe.cli.exits import describe
@@ -78,7 +78,7 @@ def test_process_mode_writes_nothing_in_the_training_process(tmp_path, monkeypat
     for owner, name in (
         (store_mod, "_write_checked"),
         (zarr_write, "write_rollout"),
-        (zarr_arrays, "write_arrays"),
+        (zarr_local, "write_arrays"),
         (fast, "write_zarr_store"),
         (fast, "write_chunk"),
         (fast, "crc32c_of"),
@@ -124,10 +124,10 @@ def test_the_copy_free_writer_allocates_under_1_mb_per_rollout(tmp_path):
     arrays = {name: t.numpy() for name, t in zarr_write.rollout_arrays(big_rollout(2048)).items()}
     assert sum(a.nbytes for a in arrays.values()) > 10e6
     attrs = {"schema_version": 1, "iteration": 1}
-    zarr_arrays.write_arrays(tmp_path / "warm.zarr", arrays, attrs, "none", "none", 1024, DIM_NAMES)
+    zarr_local.write_arrays(tmp_path / "warm.zarr", arrays, attrs, "none", "none", 1024, DIM_NAMES)
     tracemalloc.start()
     try:
-        zarr_arrays.write_arrays(tmp_path / "iter.zarr", arrays, attrs, "none", "none", 1024, DIM_NAMES)
+        zarr_local.write_arrays(tmp_path / "iter.zarr", arrays, attrs, "none", "none", 1024, DIM_NAMES)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -194,3 +194,56 @@ def test_the_writer_process_runs_below_the_training_process_priority(tmp_path):
         assert os.getpriority(os.PRIO_PROCESS, handle.pid) == min(ours + HELPER_NICENESS, 19)
     finally:
         store.close()
+
+
+def test_a_prewarmed_writer_process_is_the_one_the_store_writes_through(tmp_path, monkeypatch):
+    """Started with the run's build (``prewarm``), the process is taken over by the store's first write."""
+    from rlpipe.artifacts import writer_process
+
+    monkeypatch.setattr(writer_process, "_prewarmed", None)  # none left over by an earlier test
+    writer_process.prewarm(StoreCfg(writer="process"), tmp_path)
+    started = writer_process._prewarmed
+    assert started is not None and started[0].poll() is None
+    with RolloutStore(tmp_path, StoreCfg(writer="process")) as store:
+        store.submit(make_rollout(), {"iteration": 1})
+        store.flush()
+        assert store._process._process is started[0]
+        assert writer_process._prewarmed is None
+    assert started[0].returncode == 0
+    assert_same(read_rollout(tmp_path / "iter-000001.zarr")[0], make_rollout())
+
+
+@pytest.mark.parametrize("cfg", [StoreCfg(enabled=False), StoreCfg(writer="thread")])
+def test_no_writer_process_is_prewarmed_for_a_run_that_will_not_use_one(tmp_path, cfg, monkeypatch):
+    from rlpipe.artifacts import writer_process
+
+    monkeypatch.setattr(writer_process, "_prewarmed", None)
+    writer_process.prewarm(cfg, tmp_path)
+    assert writer_process._prewarmed is None
+
+
+_ZARR_FREE_WRITE = """
+import sys
+import numpy as np
+from pathlib import Path
+from rlpipe.artifacts.zarr_local import write_arrays
+arrays = {"reward": np.ones((4, 9), np.float32), "done": np.zeros((4, 9), bool)}
+arrays["final_obs/index"] = np.zeros((0, 2), np.int64)
+write_arrays(Path(sys.argv[1]), arrays, {"iteration": 1}, "none", "none", 1024, ("env", "time"))
+print("zarr" in sys.modules, "torch" in sys.modules)
+"""
+
+
+def test_the_writer_process_writes_an_uncompressed_store_without_importing_zarr(tmp_path):
+    """What the writer process imports and runs for codec ``none``: neither zarr nor torch is loaded."""
+    import subprocess
+
+    path = tmp_path / "iter-000001.zarr"
+    out = subprocess.run(
+        [sys.executable, "-c", _ZARR_FREE_WRITE, str(path)], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["False", "False"]
+    import zarr
+
+    group = zarr.open_group(path, mode="r")
+    assert group["reward"][:].sum() == 36 and group["final_obs/index"].shape == (0, 2)
