@@ -87,7 +87,7 @@ _prewarmed: tuple[subprocess.Popen[bytes], Connection] | None = None
 def prewarm(cfg: StoreCfg, root: AnyPath) -> None:
     """Start a writer process now when ``cfg`` stores rollouts under ``root`` through one.
 
-    Its interpreter, numpy and zarr then load while this process imports torch and builds the run,
+    Its interpreter and writer (numpy, not zarr) then load while this process imports torch and builds,
     not while the first rollout waits to be written; the next :class:`WriterProcess` takes it over
     (one waits at a time). Only from the main thread: the process dies with the thread that started
     it. An unused one exits with this process.
