@@ -209,7 +209,7 @@ class SqliteRun:
 
     @staticmethod
     def _open_experiment(conn: sqlite3.Connection, name: str) -> tuple[str, str]:
-        """``(experiment_id, artifact_location)`` of active ``name``, given rlpipe's view tags where missing."""
+        """``(experiment_id, artifact_location)`` of active ``name``; rlpipe's view tags set where missing."""
         row = conn.execute(
             "SELECT experiment_id, lifecycle_stage, artifact_location FROM experiments WHERE name = ?",
             (name,),
@@ -234,7 +234,7 @@ class SqliteRun:
         tags: dict[str, str],
         run_name: str | None,
     ) -> tuple[str, str]:
-        """Insert the run row and its tags as MLflow's ``create_run`` does; returns its id and artifact URI."""
+        """Insert the run row and its tags as MLflow's ``create_run`` does; returns id and artifact URI."""
         run_id = uuid.uuid4().hex
         artifact_uri = posixpath.join(location, run_id, "artifacts")
         tag_name = tags.get(RUN_NAME_TAG)
@@ -245,8 +245,9 @@ class SqliteRun:
             raise ValueError("a run name is needed (MLflow would draw a random one)")
         rows = list(tags.items()) if tag_name else [*tags.items(), (RUN_NAME_TAG, name)]
         conn.execute(
-            "INSERT INTO runs (run_uuid, name, source_type, source_name, entry_point_name, user_id, status,"
-            " start_time, end_time, source_version, lifecycle_stage, artifact_uri, experiment_id, deleted_time)"
+            "INSERT INTO runs (run_uuid, name, source_type, source_name, entry_point_name, user_id,"
+            " status, start_time, end_time, source_version, lifecycle_stage, artifact_uri, experiment_id,"
+            " deleted_time)"
             " VALUES (?, ?, 'UNKNOWN', '', '', ?, 'RUNNING', ?, NULL, '', 'active', ?, ?, NULL)",
             (run_id, name, tags.get(USER_TAG, "unknown"), _now_ms(), artifact_uri, int(experiment_id)),
         )
@@ -312,7 +313,8 @@ class SqliteRun:
             chunk = keys[i : i + 500]
             marks = ",".join("?" * len(chunk))
             for key, step, ts, value in conn.execute(
-                f"SELECT key, step, timestamp, value FROM latest_metrics WHERE run_uuid = ? AND key IN ({marks})",
+                "SELECT key, step, timestamp, value FROM latest_metrics"
+                f" WHERE run_uuid = ? AND key IN ({marks})",
                 (self.run_id, *chunk),
             ):
                 latest[key] = (step, ts, value)
@@ -323,11 +325,13 @@ class SqliteRun:
                 latest[key] = (step, ts, value)
                 changed.add(key)
         conn.executemany(
-            "UPDATE latest_metrics SET value = ?, timestamp = ?, step = ?, is_nan = 0 WHERE key = ? AND run_uuid = ?",
+            "UPDATE latest_metrics SET value = ?, timestamp = ?, step = ?, is_nan = 0"
+            " WHERE key = ? AND run_uuid = ?",
             [(latest[k][2], latest[k][1], latest[k][0], k, self.run_id) for k in sorted(changed & stored)],
         )
         conn.executemany(
-            "INSERT INTO latest_metrics (key, value, timestamp, step, is_nan, run_uuid) VALUES (?, ?, ?, ?, 0, ?)",
+            "INSERT INTO latest_metrics (key, value, timestamp, step, is_nan, run_uuid)"
+            " VALUES (?, ?, ?, ?, 0, ?)",
             [(k, latest[k][2], latest[k][1], latest[k][0], self.run_id) for k in sorted(changed - stored)],
         )
 

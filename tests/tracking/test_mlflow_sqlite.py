@@ -44,7 +44,7 @@ def schema_db(tmp_path_factory):
 
 
 def fresh_store(schema_db, folder, experiment=EXP):
-    """A copy of the schema in ``folder`` with ``experiment`` created by MLflow, as rlpipe's first run does."""
+    """The schema copied to ``folder``, ``experiment`` created by MLflow (as rlpipe's first run does)."""
     folder.mkdir(parents=True)
     shutil.copy(schema_db, folder / "mlflow.db")
     uri = f"sqlite:///{folder / 'mlflow.db'}"
@@ -243,7 +243,8 @@ def test_mlflow_serves_every_run_the_fast_path_cannot_vouch_for(schema_db, tmp_p
     assert not serves(message(uri))
     with sqlite3.connect(db) as conn:
         conn.execute(
-            "UPDATE experiments SET lifecycle_stage = 'active', artifact_location = 's3://b/x' WHERE name = ?",
+            "UPDATE experiments SET lifecycle_stage = 'active', artifact_location = 's3://b/x'"
+            " WHERE name = ?",
             (EXP,),
         )
     assert not serves(message(uri))
