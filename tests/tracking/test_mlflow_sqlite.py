@@ -102,7 +102,7 @@ def read_with_mlflow(uri, run_id):
     client = open_client(uri)
     run = client.get_run(run_id)
     info, experiment = run.info, client.get_experiment(run.info.experiment_id)
-    root = Path(info.artifact_uri)
+    root = Path(str(info.artifact_uri))
     return {
         "info": (info.status, info.lifecycle_stage, info.run_name, info.user_id, info.experiment_id),
         "artifact_uri": info.artifact_uri == f"{experiment.artifact_location}/{run_id}/artifacts",
