@@ -86,7 +86,7 @@ def _transaction(db: Path) -> Iterator[sqlite3.Connection]:
 
 def _local_folder(location: str | None) -> bool:
     """An absolute local path MLflow would use as it is (no URI scheme, nothing it would unquote)."""
-    return bool(location) and location.startswith("/") and not any(c in location for c in "%?#\\")  # type: ignore[union-attr]
+    return location is not None and location.startswith("/") and not any(c in location for c in "%?#\\")
 
 
 def can_write(uri: str, experiment: str) -> bool:
@@ -98,7 +98,7 @@ def can_write(uri: str, experiment: str) -> bool:
     if any(os.environ.get(name) for name in _WORKSPACE_ENV):
         return False
     try:
-        with closing(sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=20)) as conn:
+        with closing(sqlite3.connect(f"{db.absolute().as_uri()}?mode=ro", uri=True, timeout=20)) as conn:
             if conn.execute("SELECT version_num FROM alembic_version").fetchall() != [(head,)]:
                 return False
             if conn.execute("SELECT 1 FROM experiments WHERE workspace != 'default'").fetchone():
