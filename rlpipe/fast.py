@@ -25,12 +25,16 @@ function                  library call                              what the fas
                                                                     stores
 :func:`exit_process`      ``sys.exit(code)``                        the interpreter's teardown of every
                                                                     imported module (torch, MLflow, …)
+:class:`SqliteRun` in     ``MlflowClient`` on a SQLite store        importing MLflow, SQLAlchemy and
+``rlpipe.tracking.        (``MlflowRun``: the run, its params,      alembic, and opening the store, in
+mlflow_sqlite``           metrics and artifacts)                    the tracking process (per run)
 ========================  ========================================  ======================================
 
 The private torch and CPython calls these need (``torch._foreach_*``, module hook tables,
 ``threading._shutdown``,
 ``atexit._run_exitfuncs``, ``os._exit``) appear nowhere else in rlpipe. ``tests/test_fast.py``
-checks each fast path against its library call, and a default run with the switch on and off
+checks each fast path against its library call (``tests/tracking/test_mlflow_sqlite.py`` the
+SQLite one), and a default run with the switch on and off
 against the recorded run. Only the standard library is imported here; torch and numpy are imported
 by the functions that use them, so the CLI can call :func:`exit_process` without them. zarr is never
 imported here: only ``rlpipe.artifacts`` imports it (an import-linter contract).

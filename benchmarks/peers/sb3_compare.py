@@ -65,7 +65,7 @@ from _bench import (
     write_json,
 )
 
-from rlpipe.tracking.background import prewarm
+from rlpipe.tracking.background import prewarm_tracking
 from rlpipe.trainer import Trainer
 
 N_ENVS, N_STEPS, BATCH_SIZE, N_EPOCHS, LR = 8, 128, 256, 4, 2.5e-4
@@ -156,7 +156,7 @@ def rlpipe_run(
         ],
     )
     if defaults:
-        prewarm()  # as `rlpipe run` does: MLflow's import overlaps the build
+        prewarm_tracking(cfg, True)  # as `rlpipe run` does: MLflow's import overlaps the build
     trainer = Trainer(cfg)
     with contextlib.redirect_stdout(io.StringIO()):
         trainer.start()  # builds the parts: untimed, as the construction on SB3's side

@@ -71,7 +71,7 @@ from _bench import (
 
 import rlpipe.trainer.lifecycle as lifecycle_module
 import rlpipe.trainer.trainer as trainer_module
-from rlpipe.tracking.background import prewarm
+from rlpipe.tracking.background import prewarm_tracking
 from rlpipe.trainer import Trainer
 
 N_ENVS, N_STEPS, BATCH_SIZE, N_EPOCHS, LR = 8, 128, 256, 4, 2.5e-4
@@ -171,7 +171,7 @@ def profile(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rlpipe-w1-") as tmp:
         cfg = load_cfg(args.params, w1_overrides(args, Path(tmp)))
         if args.tracking == "on":
-            prewarm()  # as `rlpipe run` does: MLflow's import overlaps the build
+            prewarm_tracking(cfg, True)  # as `rlpipe run` does: MLflow's import overlaps the build
         trainer = Trainer(cfg)
         captured = io.StringIO()
         with contextlib.redirect_stdout(captured):

@@ -195,26 +195,37 @@ class BackgroundRun:
 
 PREWARM_ENV = "RLPIPE_SINK_PREWARM"
 """Set for a tracking process started ahead of its run: it imports MLflow before reading its input."""
+PREWARM_URI_ENV, PREWARM_EXPERIMENT_ENV = "RLPIPE_SINK_URI", "RLPIPE_SINK_EXPERIMENT"
+"""The store and experiment of the run a prewarmed tracking process will write (read by its ``main``)."""
 _prewarmed: subprocess.Popen[str] | None = None
 
 
-def prewarm() -> None:
+def prewarm(uri: str | None = None, experiment: str | None = None) -> None:
     """Start the tracking process now, so it imports MLflow while the trainer imports torch and builds.
 
     The next :class:`BackgroundRun` takes it over (only one waits at a time). MLflow's import is
     most of the process's CPU time; started with the run it competes with the first
     iterations for the cores and delays the end of short runs, which wait for it to finish. An
-    unused one exits when this process does (its input ends).
+    unused one exits when this process does (its input ends). ``uri`` and ``experiment``: the
+    run's store and experiment, so that the process skips MLflow's import when the run will be
+    written without it (:mod:`rlpipe.tracking.mlflow_sqlite`).
     """
     global _prewarmed
     if _prewarmed is None or _prewarmed.poll() is not None:
-        _prewarmed = _spawn(prewarm=True)
+        hint = {PREWARM_URI_ENV: uri, PREWARM_EXPERIMENT_ENV: experiment} if uri and experiment else {}
+        _prewarmed = _spawn(prewarm=True, hint=hint)
 
 
 def prewarm_tracking(cfg: RunConfig, main: bool) -> None:
     """:func:`prewarm` when ``cfg`` tracks to MLflow and this is the main process (rank 0: it alone logs)."""
     if main and cfg.tracking.backend == "mlflow":
-        prewarm()
+        from rlpipe.tracking.mlflow_store import TrackingError, resolve_uri
+
+        try:
+            uri: str | None = resolve_uri(cfg.tracking)
+        except TrackingError:  # said when the run starts
+            uri = None
+        prewarm(uri, cfg.trainer.exp_name)
 
 
 def _take_prewarmed() -> subprocess.Popen[str] | None:
@@ -223,8 +234,12 @@ def _take_prewarmed() -> subprocess.Popen[str] | None:
     return proc if proc is not None and proc.poll() is None else None
 
 
-def _spawn(prewarm: bool) -> subprocess.Popen[str]:
-    env = {"MLFLOW_DISABLE_TELEMETRY": "true", **os.environ, **({PREWARM_ENV: "1"} if prewarm else {})}
+def _spawn(prewarm: bool, hint: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    env = {
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        **os.environ,
+        **({PREWARM_ENV: "1", **(hint or {})} if prewarm else {}),
+    }
     return subprocess.Popen(
         [sys.executable, "-m", "rlpipe.tracking.sink"],
         stdin=subprocess.PIPE,

@@ -3,7 +3,9 @@
 One of the three modules of rlpipe that import mlflow, all lazily (``tracking.backend: none`` never
 loads it): this one connects, :mod:`rlpipe.tracking.mlflow_runs` writes runs (in the tracking
 process, never the training loop's) and :mod:`rlpipe.tracking.mlflow_query` reads them back for
-``rlpipe compare``. Importing it costs only the standard library.
+``rlpipe compare``. :mod:`rlpipe.tracking.mlflow_sqlite` writes runs into a SQLite store without
+importing mlflow (a fast path, where it writes what MLflow would). Importing this module costs only
+the standard library.
 """
 
 from __future__ import annotations

@@ -18,7 +18,10 @@ then keeps reading, so the trainer never blocks on it. SIGINT and SIGTERM are ig
 trainer decides when the run ends (a Ctrl-C reaches the whole process group).
 
 Running in its own process keeps MLflow's import, its SQLite schema checks and every write off the
-trainer's interpreter lock, so iteration 1 starts while the run opens.
+trainer's interpreter lock, so iteration 1 starts while the run opens. Where
+:func:`rlpipe.tracking.mlflow_sqlite.serves` says so (a SQLite store of the installed MLflow's
+schema and an existing experiment, ``RLPIPE_FAST`` on), the run is written by
+:class:`~rlpipe.tracking.mlflow_sqlite.SqliteRun` and MLflow is never imported here.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from rlpipe.runtime.threads import yield_to_training  # noqa: E402
 
 if TYPE_CHECKING:
     from rlpipe.tracking.mlflow_runs import MlflowRun
+    from rlpipe.tracking.mlflow_sqlite import SqliteRun
 
 __all__ = ["main", "serve"]
 
@@ -52,18 +56,20 @@ def _say(out: IO[str], message: dict[str, Any]) -> None:
     out.flush()
 
 
-def _open(message: dict[str, Any]) -> MlflowRun:
+def _open(message: dict[str, Any]) -> MlflowRun | SqliteRun:
     from rlpipe.tracking.mlflow_runs import MlflowRun, git_tags
+    from rlpipe.tracking.mlflow_sqlite import SqliteRun, serves
 
-    if message.get("run_id") and (run := MlflowRun.reopen(message["uri"], message["run_id"])):
+    kind = SqliteRun if serves(message) else MlflowRun  # the fast path, where it writes what MLflow would
+    if message.get("run_id") and (run := kind.reopen(message["uri"], message["run_id"])):
         return run  # a resumed run continues its own MLflow run
     tags = {**git_tags(Path(message.get("cwd") or os.getcwd())), **message["tags"]}
-    return MlflowRun.start(
+    return kind.start(
         message["uri"], message["experiment"], message["params"], tags, run_name=message.get("run_name")
     )
 
 
-def _apply(run: MlflowRun, message: dict[str, Any], scratch: Path) -> None:
+def _apply(run: MlflowRun | SqliteRun, message: dict[str, Any], scratch: Path) -> None:
     op = message["op"]
     if op == "metrics":
         run.log_metrics(message["metrics"], message["step"], message.get("ts"))
@@ -86,7 +92,7 @@ class _Pending:
     CPU the trainer needs, so rows are written together.
     """
 
-    def __init__(self, run: MlflowRun) -> None:
+    def __init__(self, run: MlflowRun | SqliteRun) -> None:
         self.run, self.rows, self.since = run, [], 0.0
 
     def add(self, message: dict[str, Any]) -> None:
@@ -180,13 +186,27 @@ def serve(lines: IO[str], out: IO[str]) -> str:
     return final
 
 
+def _fast_path_ahead() -> bool:
+    """Whether the run this process was started ahead of will be written without MLflow.
+
+    ``background.prewarm`` names its store and experiment in ``RLPIPE_SINK_URI`` and
+    ``RLPIPE_SINK_EXPERIMENT``; then MLflow is not imported ahead (the ``open`` message decides).
+    """
+    uri, experiment = os.environ.get("RLPIPE_SINK_URI"), os.environ.get("RLPIPE_SINK_EXPERIMENT")
+    if not uri or not experiment:
+        return False
+    from rlpipe.tracking.mlflow_sqlite import can_write
+
+    return can_write(uri, experiment)
+
+
 def main() -> None:
     """Entry point of the tracking process: protocol on stdin/stdout, stray output to stderr."""
     yield_to_training()  # before MLflow's import: its cost comes from cycles training leaves idle
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a library's print must not corrupt replies
     try:
-        if os.environ.get("RLPIPE_SINK_PREWARM"):  # started ahead of its run (background.prewarm)
+        if os.environ.get("RLPIPE_SINK_PREWARM") and not _fast_path_ahead():  # started ahead of its run
             from rlpipe.tracking.mlflow_runs import preload
 
             preload()

@@ -1,0 +1,415 @@
+"""MLflow runs written straight into a SQLite tracking store, without importing MLflow.
+
+Library call: :class:`rlpipe.tracking.mlflow_runs.MlflowRun` (MLflow's ``MlflowClient`` on its
+``SqlAlchemyStore`` and ``LocalArtifactRepository``). Fast path: :class:`SqliteRun`, the same calls
+writing the same rows — ``runs``, ``tags``, ``params``, ``metrics``, ``latest_metrics`` and
+rlpipe's experiment tags — and copying artifacts the way MLflow's local artifact repository does.
+Importing MLflow, SQLAlchemy and alembic and opening the store cost the tracking process about two
+CPU-seconds per run, which a small run's training needs.
+
+:func:`can_write` serves a run only where the result is known to be MLflow's: ``rlpipe.fast`` is on,
+the store is an existing ``sqlite:///`` database whose schema is the head of the installed MLflow
+version (:data:`SCHEMA_HEADS`), and the experiment exists, is active and keeps its artifacts in a
+plain local folder. Anything else (a new database or experiment, a deleted experiment, a server,
+another MLflow version) is MLflow's own path. Only the standard library is imported here.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import math
+import os
+import posixpath
+import re
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import closing, contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from rlpipe import fast
+from rlpipe.tracking.mlflow_runs import MAX_METRICS_PER_BATCH, MAX_PARAMS_PER_BATCH
+from rlpipe.tracking.mlflow_store import sqlite_path
+from rlpipe.tracking.mlflow_view import experiment_tags
+
+__all__ = ["SCHEMA_HEADS", "SqliteRun", "can_write", "serves"]
+
+SCHEMA_HEADS = {"3.17.2": "dc11669786a5"}
+"""Installed MLflow version → the head of its database migrations (``alembic_version``)."""
+RUN_NAME_TAG, USER_TAG = "mlflow.runName", "mlflow.user"
+MAX_KEY_LENGTH = 250
+"""MLflow's limit on param, metric and tag keys."""
+_NAME = re.compile(r"^[/\w.\- :]*$")
+"""The characters MLflow allows in param and metric names (POSIX)."""
+_TEMP_ARTIFACT_PREFIX = ".artifact.uploading."
+"""MLflow's staging prefix for an artifact being copied (reserved: no artifact may start with it)."""
+_WORKSPACE_ENV = (
+    "MLFLOW_ENABLE_WORKSPACES",
+    "MLFLOW_WORKSPACE",
+    "MLFLOW_ACTIVE_MODEL_ID",
+    "_MLFLOW_ACTIVE_MODEL_ID",
+)
+"""MLflow settings that change what a run's writes touch: MLflow's path serves runs under them."""
+
+
+def _schema_head() -> str | None:
+    try:
+        return SCHEMA_HEADS.get(importlib.metadata.version("mlflow"))
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _connect(db: Path) -> sqlite3.Connection:
+    """A connection that waits for other writers as MLflow's does; transactions are explicit."""
+    conn = sqlite3.connect(db, timeout=20, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+@contextmanager
+def _transaction(db: Path) -> Iterator[sqlite3.Connection]:
+    """One write transaction (taken at once, so parallel runs wait instead of failing)."""
+    with closing(_connect(db)) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+
+def _local_folder(location: str | None) -> bool:
+    """An absolute local path MLflow would use as it is (no URI scheme, nothing it would unquote)."""
+    return location is not None and location.startswith("/") and not any(c in location for c in "%?#\\")
+
+
+def can_write(uri: str, experiment: str) -> bool:
+    """Whether :class:`SqliteRun` writes a run of ``experiment`` on ``uri`` exactly as MLflow would."""
+    db = sqlite_path(uri)
+    head = _schema_head()
+    if not fast.ENABLED or db is None or head is None or not db.is_file():
+        return False
+    if any(os.environ.get(name) for name in _WORKSPACE_ENV):
+        return False
+    try:
+        with closing(sqlite3.connect(f"{db.absolute().as_uri()}?mode=ro", uri=True, timeout=20)) as conn:
+            if conn.execute("SELECT version_num FROM alembic_version").fetchall() != [(head,)]:
+                return False
+            if conn.execute("SELECT 1 FROM experiments WHERE workspace != 'default'").fetchone():
+                return False  # MLflow refuses such a store without workspaces
+            if not conn.execute("SELECT 1 FROM experiments WHERE experiment_id = 0").fetchone():
+                return False  # MLflow would create its Default experiment first
+            row = conn.execute(
+                "SELECT lifecycle_stage, artifact_location FROM experiments WHERE name = ?", (experiment,)
+            ).fetchone()
+    except sqlite3.Error:
+        return False
+    return row is not None and row[0] == "active" and _local_folder(row[1])
+
+
+def serves(message: dict[str, Any]) -> bool:
+    """Whether the tracking process's ``open`` message is served by :class:`SqliteRun`.
+
+    Besides :func:`can_write`: the run is named (MLflow would draw a random name), and a run to
+    reopen is gone or keeps its artifacts in a plain local folder.
+    """
+    uri, run_name = message["uri"], message.get("run_name") or message.get("tags", {}).get(RUN_NAME_TAG)
+    if not run_name or not can_write(uri, message["experiment"]):
+        return False
+    if not message.get("run_id"):
+        return True
+    db = sqlite_path(uri)
+    assert db is not None
+    try:
+        with closing(_connect(db)) as conn:
+            row = conn.execute(
+                "SELECT artifact_uri FROM runs WHERE run_uuid = ?", (message["run_id"],)
+            ).fetchone()
+    except sqlite3.Error:
+        return False
+    return row is None or _local_folder(row[0])
+
+
+def _check_name(kind: str, name: str) -> None:
+    """MLflow's checks on a param or metric key (characters, path-like uniqueness, length)."""
+    norm = posixpath.normpath(name)
+    if not _NAME.match(name):
+        raise ValueError(
+            f"Invalid {kind} name {name!r}: names may only contain alphanumerics, _ - . : / and spaces"
+        )
+    if norm != name or norm == "." or norm.startswith(("..", "/")):
+        raise ValueError(f"Invalid {kind} name {name!r}: it would resolve to {norm!r} as a path")
+    if len(name) > MAX_KEY_LENGTH:
+        raise ValueError(f"{kind} name {name[:40]!r}… exceeds the maximum length of {MAX_KEY_LENGTH}")
+
+
+def _active_run(conn: sqlite3.Connection, run_id: str) -> tuple[str, str]:
+    """``(experiment_id, artifact_uri)`` of run ``run_id``; an error when it is missing or deleted."""
+    row = conn.execute(
+        "SELECT lifecycle_stage, experiment_id, artifact_uri FROM runs WHERE run_uuid = ?", (run_id,)
+    ).fetchone()
+    if row is None:
+        raise ValueError(f"Run with id={run_id} not found")
+    if row[0] != "active":
+        raise ValueError(f"The run {run_id} must be in the 'active' state. Current state is {row[0]}.")
+    return str(row[1]), row[2]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class SqliteRun:
+    """One open MLflow run in a SQLite store, written synchronously: :class:`MlflowRun`'s calls.
+
+    A failed write is reported once, in one line on stderr; the run then ends ``FAILED``.
+    """
+
+    def __init__(self, db: Path, run_id: str, experiment_id: str | None, artifact_uri: str) -> None:
+        self.db, self.run_id, self.experiment_id, self.artifact_uri = db, run_id, experiment_id, artifact_uri
+        self.error: Exception | None = None
+        self.ended = False
+
+    @classmethod
+    def start(
+        cls,
+        uri: str,
+        experiment: str,
+        params: dict[str, Any],
+        tags: dict[str, str],
+        run_name: str | None = None,
+    ) -> SqliteRun:
+        """Create the run in ``experiment`` (which :func:`can_write` found) with ``params`` and ``tags``."""
+        db = sqlite_path(uri)
+        assert db is not None
+        with _transaction(db) as conn:
+            experiment_id, location = cls._open_experiment(conn, experiment)
+            run_id, artifact_uri = cls._create_run(conn, experiment_id, location, tags, run_name)
+        items = [(k, str(v)[:6000]) for k, v in params.items()]
+        for i in range(0, len(items), MAX_PARAMS_PER_BATCH):  # one transaction each, as log_batch
+            batch = items[i : i + MAX_PARAMS_PER_BATCH]
+            for key, _ in batch:
+                _check_name("param", key)
+            with _transaction(db) as conn:
+                _active_run(conn, run_id)
+                existing = dict(conn.execute("SELECT key, value FROM params WHERE run_uuid = ?", (run_id,)))
+                if changed := [k for k, v in batch if k in existing and existing[k] != v]:
+                    raise ValueError(f"Changing param values is not allowed: {changed} of run {run_id}")
+                conn.executemany(
+                    "INSERT INTO params (key, value, run_uuid) VALUES (?, ?, ?)",
+                    [(k, v, run_id) for k, v in batch if k not in existing],
+                )
+        return cls(db, run_id, experiment_id, artifact_uri)
+
+    @staticmethod
+    def _open_experiment(conn: sqlite3.Connection, name: str) -> tuple[str, str]:
+        """``(experiment_id, artifact_location)`` of active ``name``; rlpipe's view tags set where missing."""
+        row = conn.execute(
+            "SELECT experiment_id, lifecycle_stage, artifact_location FROM experiments WHERE name = ?",
+            (name,),
+        ).fetchone()
+        if row is None or row[1] != "active" or not _local_folder(row[2]):
+            raise ValueError(f"experiment {name!r} is not an active one with local artifacts")
+        experiment_id = row[0]
+        current = dict(
+            conn.execute("SELECT key, value FROM experiment_tags WHERE experiment_id = ?", (experiment_id,))
+        )
+        conn.executemany(  # what open_experiment's set_experiment_tag calls write (a merge)
+            "INSERT OR REPLACE INTO experiment_tags (key, value, experiment_id) VALUES (?, ?, ?)",
+            [(k, v, experiment_id) for k, v in experiment_tags(name).items() if current.get(k) != v],
+        )
+        return str(experiment_id), row[2]
+
+    @staticmethod
+    def _create_run(
+        conn: sqlite3.Connection,
+        experiment_id: str,
+        location: str,
+        tags: dict[str, str],
+        run_name: str | None,
+    ) -> tuple[str, str]:
+        """Insert the run row and its tags as MLflow's ``create_run`` does; returns id and artifact URI."""
+        run_id = uuid.uuid4().hex
+        artifact_uri = posixpath.join(location, run_id, "artifacts")
+        tag_name = tags.get(RUN_NAME_TAG)
+        if run_name and tag_name and run_name != tag_name:
+            raise ValueError(f"Both run_name {run_name!r} and tag {RUN_NAME_TAG} {tag_name!r} are given")
+        name = run_name or tag_name
+        if not name:
+            raise ValueError("a run name is needed (MLflow would draw a random one)")
+        rows = list(tags.items()) if tag_name else [*tags.items(), (RUN_NAME_TAG, name)]
+        conn.execute(
+            "INSERT INTO runs (run_uuid, name, source_type, source_name, entry_point_name, user_id,"
+            " status, start_time, end_time, source_version, lifecycle_stage, artifact_uri, experiment_id,"
+            " deleted_time)"
+            " VALUES (?, ?, 'UNKNOWN', '', '', ?, 'RUNNING', ?, NULL, '', 'active', ?, ?, NULL)",
+            (run_id, name, tags.get(USER_TAG, "unknown"), _now_ms(), artifact_uri, int(experiment_id)),
+        )
+        conn.executemany(
+            "INSERT INTO tags (key, value, run_uuid) VALUES (?, ?, ?)", [(k, v, run_id) for k, v in rows]
+        )
+        return run_id, artifact_uri
+
+    @classmethod
+    def reopen(cls, uri: str, run_id: str) -> SqliteRun | None:
+        """Set an existing run back to RUNNING (a resumed run continues it); ``None`` if it is gone."""
+        db = sqlite_path(uri)
+        assert db is not None
+        with _transaction(db) as conn:
+            row = conn.execute(
+                "SELECT lifecycle_stage, experiment_id, artifact_uri FROM runs WHERE run_uuid = ?", (run_id,)
+            ).fetchone()
+            if row is None or row[0] == "deleted":
+                return None
+            conn.execute("UPDATE runs SET status = 'RUNNING' WHERE run_uuid = ?", (run_id,))
+        return cls(db, run_id, str(row[1]), row[2])
+
+    def log_metrics(self, metrics: dict[str, float], step: int, timestamp_ms: int | None = None) -> None:
+        """Write one batch of the finite numeric ``metrics`` at ``step``."""
+        self.log_metric_rows([(metrics, step, timestamp_ms)])
+
+    def log_metric_rows(self, rows: list[tuple[dict[str, float], int, int | None]]) -> None:
+        """Write ``(metrics, step, timestamp_ms)`` rows: one transaction per MLflow ``log_batch``."""
+        now = _now_ms()
+        batch = [
+            (k, float(v), now if ts is None else int(ts), int(step))
+            for metrics, step, ts in rows
+            for k, v in metrics.items()
+            if isinstance(v, int | float) and math.isfinite(v)
+        ]
+        try:
+            for i in range(0, len(batch), MAX_METRICS_PER_BATCH):
+                self._log_batch(batch[i : i + MAX_METRICS_PER_BATCH])
+        except Exception as exc:  # tracking trouble must not stop training
+            self._warn("metrics write", exc)
+
+    def _log_batch(self, metrics: list[tuple[str, float, int, int]]) -> None:
+        """MLflow's ``_log_metrics``: identical rows once, the rest inserted, ``latest_metrics`` updated."""
+        for key, _, timestamp, _ in metrics:
+            _check_name("metric", key)
+            if timestamp < 0:
+                raise ValueError(f"metric {key!r}: timestamp must be a nonnegative long")
+        unique = list(dict.fromkeys(metrics))
+        with _transaction(self.db) as conn:
+            _active_run(conn, self.run_id)
+            conn.executemany(
+                "INSERT OR IGNORE INTO metrics (key, value, timestamp, run_uuid, step, is_nan)"
+                " VALUES (?, ?, ?, ?, ?, 0)",
+                [(k, v, ts, self.run_id, step) for k, v, ts, step in unique],
+            )
+            self._update_latest(conn, unique)
+
+    def _update_latest(self, conn: sqlite3.Connection, metrics: list[tuple[str, float, int, int]]) -> None:
+        """Per key, the row strictly newest by ``(step, timestamp, value)`` replaces the latest one."""
+        keys = sorted({m[0] for m in metrics})
+        latest: dict[str, tuple[int, int, float]] = {}
+        for i in range(0, len(keys), 500):
+            chunk = keys[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for key, step, ts, value in conn.execute(
+                "SELECT key, step, timestamp, value FROM latest_metrics"
+                f" WHERE run_uuid = ? AND key IN ({marks})",
+                (self.run_id, *chunk),
+            ):
+                latest[key] = (step, ts, value)
+        stored = set(latest)
+        changed: set[str] = set()
+        for key, value, ts, step in metrics:
+            if key not in latest or (step, ts, value) > latest[key]:
+                latest[key] = (step, ts, value)
+                changed.add(key)
+        conn.executemany(
+            "UPDATE latest_metrics SET value = ?, timestamp = ?, step = ?, is_nan = 0"
+            " WHERE key = ? AND run_uuid = ?",
+            [(latest[k][2], latest[k][1], latest[k][0], k, self.run_id) for k in sorted(changed & stored)],
+        )
+        conn.executemany(
+            "INSERT INTO latest_metrics (key, value, timestamp, step, is_nan, run_uuid)"
+            " VALUES (?, ?, ?, ?, 0, ?)",
+            [(k, latest[k][2], latest[k][1], latest[k][0], self.run_id) for k in sorted(changed - stored)],
+        )
+
+    def _warn(self, what: str, exc: Exception) -> None:
+        if self.error is None:
+            print(
+                f"Warning: MLflow {what} failed, the run will be marked FAILED: {exc}".splitlines()[0],
+                file=sys.stderr,
+                flush=True,
+            )
+        self.error = exc
+
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        """Copy a file or folder into the run's artifacts (a failure is a warning, not a crash)."""
+        try:
+            if path.is_dir():
+                name = os.path.basename(os.path.normpath(path))
+                self._copy_folder(
+                    path, posixpath.join(artifact_path, name) if artifact_path is not None else name
+                )
+            else:
+                self._copy_file(path, artifact_path)
+        except Exception as exc:
+            self._warn(f"artifact upload of {path.name}", exc)
+
+    def _artifact_dir(self, artifact_path: str | None) -> str:
+        """MLflow's ``_get_or_create_artifact_dir``: the checked, created folder ``artifact_path``."""
+        root = self.artifact_uri
+        if artifact_path:
+            norm = posixpath.normpath(artifact_path)
+            if norm != artifact_path or norm == "." or norm.startswith(("..", "/")):
+                raise ValueError(f"Invalid artifact path: {artifact_path!r}")
+        folder = os.path.join(root, os.path.normpath(artifact_path)) if artifact_path else root
+        os.makedirs(folder, exist_ok=True)
+        return folder
+
+    def _copy_folder(self, source: Path, artifact_path: str) -> None:
+        """MLflow's ``log_artifacts``: the tree copied file by file (``shutil.copy2``)."""
+        target = self._artifact_dir(artifact_path)
+        for folder, subfolders, files in os.walk(source):
+            for sub in subfolders:
+                dest = os.path.join(target, os.path.relpath(os.path.join(folder, sub), source))
+                if not os.path.exists(dest):
+                    os.mkdir(dest)
+            for name in files:
+                file = os.path.join(folder, name)
+                shutil.copy2(file, os.path.join(target, os.path.relpath(file, source)))
+
+    def _copy_file(self, source: Path, artifact_path: str | None) -> None:
+        """MLflow's ``log_artifact``: copied to a staging name beside the target, then renamed."""
+        folder = self._artifact_dir(artifact_path)
+        if source.name.startswith(_TEMP_ARTIFACT_PREFIX):
+            raise ValueError(f"Invalid artifact file name: {source.name!r} (a reserved prefix)")
+        dest = os.path.join(folder, source.name)
+        if os.path.exists(dest) and os.path.samefile(source, dest):
+            return
+        fd, temp = tempfile.mkstemp(dir=folder, prefix=_TEMP_ARTIFACT_PREFIX)
+        try:
+            with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
+                shutil.copyfileobj(src, out)
+            shutil.copystat(source, temp)
+            os.replace(temp, dest)
+        except BaseException:
+            with suppress(FileNotFoundError):
+                os.remove(temp)
+            raise
+
+    def end(self, status: str = "FINISHED") -> None:
+        """Set the terminal status and end time (``FAILED`` after a failed write); idempotent."""
+        if self.ended:
+            return
+        self.ended = True
+        try:
+            with _transaction(self.db) as conn:
+                _active_run(conn, self.run_id)
+                conn.execute(
+                    "UPDATE runs SET status = ?, end_time = ? WHERE run_uuid = ?",
+                    (status if self.error is None else "FAILED", _now_ms(), self.run_id),
+                )
+        except Exception as exc:
+            self._warn("end of run", exc)
