@@ -53,6 +53,17 @@ W1_BACKENDS = {
 """The ``--backend(s)`` choices of the W1 benchmarks: what simulates ``CartPole-v1``."""
 
 
+def prepare_tracking(uri: str, experiment: str) -> None:
+    """Create the MLflow store at ``uri`` and ``experiment`` in it with one tiny run, untimed.
+
+    What a user's store holds after their first run (``data/mlflow.db`` with the run's
+    experiment): a timed run then pays neither for the schema nor for creating its experiment.
+    """
+    from rlpipe.tracking.background import BackgroundRun
+
+    BackgroundRun.start(uri, experiment, {}, {}, run_name="warm-up").end("FINISHED")
+
+
 def backend_overrides(name: str) -> list[str]:
     """The ``--set`` overrides of W1 backend ``name`` (a key of :data:`W1_BACKENDS`)."""
     return list(W1_BACKENDS[name])

@@ -16,9 +16,9 @@ lr 2.5e-4, CPU, the same total env steps on every side (rounded up to whole roll
   round (deleting a run's thousands of files just before the next row would charge that row where
   the file system scans recently freed inodes when it creates files: ext4 without a journal, as on
   the machine of the recorded figures, does for about 30 s). Two rows per backend: the
-  defaults — every rollout stored, MLflow on (a sqlite store made before the rounds, as a user's
-  ``data/mlflow.db`` exists after the first run), the console row per iteration (captured) — and
-  everything off (``store.enabled=false``, ``tracking.backend=none``). It runs a
+  defaults — every rollout stored, MLflow on (a sqlite store and the runs' experiment made before
+  the rounds, as a user's ``data/mlflow.db`` holds them after the first run), the console row per
+  iteration (captured) — and everything off (``store.enabled=false``, ``tracking.backend=none``). It runs a
   :class:`rlpipe.trainer.Trainer` as ``rlpipe run`` does (``start``, ``step`` until ``done``,
   ``finish``). Timed: from the first iteration to the end of ``finish`` (the store flushed, the
   MLflow run ended), building and ``start`` excluded.
@@ -59,6 +59,7 @@ from _bench import (
     backend_overrides,
     load_cfg,
     median,
+    prepare_tracking,
     print_machine,
     print_table,
     set_threads,
@@ -180,14 +181,6 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def prepare_mlflow(args: argparse.Namespace, uri: str) -> None:
-    """Create the sqlite MLflow store once (one tiny run), so no timed run pays for its schema."""
-    from rlpipe.tracking.background import BackgroundRun
-
-    run = BackgroundRun.start(uri, "sb3_compare", {}, {}, run_name="warm-up")
-    run.end("FINISHED")
-
-
 def sb3_run(args: argparse.Namespace) -> dict[str, Any]:
     """One SB3 run in its own interpreter; the child times ``learn`` and prints JSON."""
     payload = {
@@ -289,7 +282,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory(prefix="rlpipe-sb3cmp-") as scratch:
         uri = f"sqlite:///{scratch}/mlflow.db"
-        prepare_mlflow(args, uri)
+        prepare_tracking(uri, load_cfg(args.params, []).trainer.exp_name)  # as after a user's first run
         table = summarize(run_rounds(args, uri, Path(scratch)))
     print_table(table, COLUMNS)
     for row in table[:-1]:

@@ -6,10 +6,10 @@
 W1 is the small workload of ``benchmarks/peers/sb3_compare.py``: ``CartPole-v1``, 8 envs × 128
 steps, PPO with 4 epochs × 4 minibatches of 256, 64×64 tanh actor and critic, lr 2.5e-4, about 100k
 env steps, CPU, with the defaults otherwise on: every rollout stored, MLflow tracking (into a
-temporary sqlite store), the console row per iteration (captured, not shown). The run is a
-:class:`rlpipe.trainer.Trainer` stepped as ``rlpipe run`` does (``start``, ``step`` until ``done``,
-``finish``); timed from the first iteration to the end of ``finish`` (store flushed, MLflow run
-ended), start-up excluded.
+temporary sqlite store holding the run's experiment, as after a user's first run), the console row
+per iteration (captured, not shown). The run is a :class:`rlpipe.trainer.Trainer` stepped as
+``rlpipe run`` does (``start``, ``step`` until ``done``, ``finish``); timed from the first
+iteration to the end of ``finish`` (store flushed, MLflow run ended), start-up excluded.
 
 Each phase is measured by wrapping the function that does it with a timer; times are exclusive
 (a wrapped call inside another is subtracted from the outer one), so the rows add up to the wall
@@ -64,6 +64,7 @@ from _bench import (
     backend_overrides,
     load_average,
     load_cfg,
+    prepare_tracking,
     print_machine,
     set_threads,
     write_json,
@@ -171,6 +172,7 @@ def profile(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rlpipe-w1-") as tmp:
         cfg = load_cfg(args.params, w1_overrides(args, Path(tmp)))
         if args.tracking == "on":
+            prepare_tracking(cfg.tracking.uri or "", cfg.trainer.exp_name)  # as after a user's first run
             prewarm_tracking(cfg, True)  # as `rlpipe run` does: MLflow's import overlaps the build
         trainer = Trainer(cfg)
         captured = io.StringIO()
