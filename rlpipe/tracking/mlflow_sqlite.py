@@ -3,7 +3,8 @@
 Library call: :class:`rlpipe.tracking.mlflow_runs.MlflowRun` (MLflow's ``MlflowClient`` on its
 ``SqlAlchemyStore`` and ``LocalArtifactRepository``). Fast path: :class:`SqliteRun`, the same calls
 writing the same rows — ``runs``, ``tags``, ``params``, ``metrics``, ``latest_metrics`` and
-rlpipe's experiment tags — and copying artifacts the way MLflow's local artifact repository does.
+rlpipe's experiment tags — and copying artifacts the way MLflow's local artifact repository does
+(:mod:`rlpipe.tracking.mlflow_artifacts`).
 Importing MLflow, SQLAlchemy and alembic and opening the store cost the tracking process about two
 CPU-seconds per run, which a small run's training needs.
 
@@ -21,18 +22,17 @@ import math
 import os
 import posixpath
 import re
-import shutil
 import sqlite3
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import closing, contextmanager, suppress
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
 from rlpipe import fast
+from rlpipe.tracking.mlflow_artifacts import copy_artifact
 from rlpipe.tracking.mlflow_runs import MAX_METRICS_PER_BATCH, MAX_PARAMS_PER_BATCH
 from rlpipe.tracking.mlflow_store import sqlite_path
 from rlpipe.tracking.mlflow_view import experiment_tags
@@ -46,8 +46,6 @@ MAX_KEY_LENGTH = 250
 """MLflow's limit on param, metric and tag keys."""
 _NAME = re.compile(r"^[/\w.\- :]*$")
 """The characters MLflow allows in param and metric names (POSIX)."""
-_TEMP_ARTIFACT_PREFIX = ".artifact.uploading."
-"""MLflow's staging prefix for an artifact being copied (reserved: no artifact may start with it)."""
 _WORKSPACE_ENV = (
     "MLFLOW_ENABLE_WORKSPACES",
     "MLFLOW_WORKSPACE",
@@ -347,57 +345,9 @@ class SqliteRun:
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
         """Copy a file or folder into the run's artifacts (a failure is a warning, not a crash)."""
         try:
-            if path.is_dir():
-                name = os.path.basename(os.path.normpath(path))
-                self._copy_folder(
-                    path, posixpath.join(artifact_path, name) if artifact_path is not None else name
-                )
-            else:
-                self._copy_file(path, artifact_path)
+            copy_artifact(self.artifact_uri, path, artifact_path)
         except Exception as exc:
             self._warn(f"artifact upload of {path.name}", exc)
-
-    def _artifact_dir(self, artifact_path: str | None) -> str:
-        """MLflow's ``_get_or_create_artifact_dir``: the checked, created folder ``artifact_path``."""
-        root = self.artifact_uri
-        if artifact_path:
-            norm = posixpath.normpath(artifact_path)
-            if norm != artifact_path or norm == "." or norm.startswith(("..", "/")):
-                raise ValueError(f"Invalid artifact path: {artifact_path!r}")
-        folder = os.path.join(root, os.path.normpath(artifact_path)) if artifact_path else root
-        os.makedirs(folder, exist_ok=True)
-        return folder
-
-    def _copy_folder(self, source: Path, artifact_path: str) -> None:
-        """MLflow's ``log_artifacts``: the tree copied file by file (``shutil.copy2``)."""
-        target = self._artifact_dir(artifact_path)
-        for folder, subfolders, files in os.walk(source):
-            for sub in subfolders:
-                dest = os.path.join(target, os.path.relpath(os.path.join(folder, sub), source))
-                if not os.path.exists(dest):
-                    os.mkdir(dest)
-            for name in files:
-                file = os.path.join(folder, name)
-                shutil.copy2(file, os.path.join(target, os.path.relpath(file, source)))
-
-    def _copy_file(self, source: Path, artifact_path: str | None) -> None:
-        """MLflow's ``log_artifact``: copied to a staging name beside the target, then renamed."""
-        folder = self._artifact_dir(artifact_path)
-        if source.name.startswith(_TEMP_ARTIFACT_PREFIX):
-            raise ValueError(f"Invalid artifact file name: {source.name!r} (a reserved prefix)")
-        dest = os.path.join(folder, source.name)
-        if os.path.exists(dest) and os.path.samefile(source, dest):
-            return
-        fd, temp = tempfile.mkstemp(dir=folder, prefix=_TEMP_ARTIFACT_PREFIX)
-        try:
-            with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
-                shutil.copyfileobj(src, out)
-            shutil.copystat(source, temp)
-            os.replace(temp, dest)
-        except BaseException:
-            with suppress(FileNotFoundError):
-                os.remove(temp)
-            raise
 
     def end(self, status: str = "FINISHED") -> None:
         """Set the terminal status and end time (``FAILED`` after a failed write); idempotent."""
