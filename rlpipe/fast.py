@@ -208,6 +208,7 @@ ZARR_DTYPES = frozenset(
 """The numpy dtypes :func:`zarr_array_metadata` describes (those of a rollout, in any store precision)."""
 
 
+@functools.lru_cache(maxsize=512)
 def zarr_array_metadata(
     shape: tuple[int, ...],
     dtype: str,
@@ -222,7 +223,7 @@ def zarr_array_metadata(
     config={"write_empty_chunks": True})`` (its ``zarr.json``). Fast path: the JSON itself, so a
     writer process that writes uncompressed stores never imports zarr. ``dtype``: a name of
     :data:`ZARR_DTYPES` (one-byte types have no endianness, so their ``bytes`` codec has no
-    configuration; the fill value is zero of the type).
+    configuration; the fill value is zero of the type). Cached: a run's rollouts repeat their shapes.
     """
     if dtype not in ZARR_DTYPES:
         raise ValueError(f"zarr_array_metadata: dtype {dtype!r} is not one of {sorted(ZARR_DTYPES)}")

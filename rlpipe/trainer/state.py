@@ -12,7 +12,7 @@ from rlpipe.runtime.seeding import restore_rng_state, rng_state
 from rlpipe.trainer import ranks
 from rlpipe.trainer.parts import Parts
 
-__all__ = ["RunState", "crossed", "rollout_attrs", "timing"]
+__all__ = ["RunState", "crossed", "rollout_attrs", "run_origin", "timing"]
 
 
 def crossed(before: int, after: int, every: int) -> bool:
@@ -34,6 +34,8 @@ class RunState:
     """The MLflow run id a resumed checkpoint names (the run to reopen)."""
     nothing_to_do: bool = False
     """A resume found the run already complete."""
+    _origin: dict[str, Any] | None = field(default=None, init=False, repr=False)
+    """:func:`run_origin` of this run, once computed."""
 
     def begin_iteration(self) -> None:
         """Count the iteration being collected (``iteration`` is the current one from here on)."""
@@ -55,9 +57,15 @@ class RunState:
         return self.cfg.trainer.iterations * parts.steps_per_iteration
 
     def rollout_attrs(self, parts: Parts) -> dict[str, Any]:
-        """Attrs stored with this iteration's rollout: its origin (env, seed, hashes, checkpoint, spaces)."""
+        """Attrs stored with this iteration's rollout: its origin (env, seed, hashes, checkpoint, spaces).
+
+        What a run's rollouts share (the params' hashes, the spaces) is computed on the first call.
+        """
+        if self._origin is None:
+            self._origin = run_origin(self.cfg, parts)
         latest = parts.checkpointer.last_saved
-        return rollout_attrs(self.cfg, parts, self.iteration, self.env_steps, latest.name if latest else None)
+        checkpoint = latest.name if latest else None
+        return rollout_attrs(self.cfg, parts, self.iteration, self.env_steps, checkpoint, self._origin)
 
     def state_dict(self, parts: Parts, mlflow_run_id: str | None) -> dict[str, Any]:
         """Everything a bit-exact resume needs (weights_only-safe); a collective in a distributed run."""
@@ -94,22 +102,40 @@ class RunState:
         restore_rng_state(state["rng"])
 
 
-def rollout_attrs(
-    cfg: RunConfig, parts: Parts, iteration: int, env_steps_before: int, checkpoint: str | None
-) -> dict[str, Any]:
-    """The origin of iteration ``iteration``'s rollout, collected after ``env_steps_before`` env steps.
-
-    ``checkpoint``: the name of the checkpoint whose weights collected it (``None``: initial weights).
-    """
+def run_origin(cfg: RunConfig, parts: Parts) -> dict[str, Any]:
+    """The rollout attributes every rollout of a run shares: env, seed, the params' hashes, spaces."""
     return {
-        "iteration": iteration,
-        "env_steps": env_steps_before + parts.steps_per_iteration,
         "env_id": cfg.env.id,
         "seed": cfg.trainer.seed,
         "params_hash": params_hash(cfg),
         "training_hash": training_hash(cfg),
-        "checkpoint": checkpoint,
         "spaces": parts.spaces(),
+    }
+
+
+def rollout_attrs(
+    cfg: RunConfig,
+    parts: Parts,
+    iteration: int,
+    env_steps_before: int,
+    checkpoint: str | None,
+    origin: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The origin of iteration ``iteration``'s rollout, collected after ``env_steps_before`` env steps.
+
+    ``checkpoint``: the name of the checkpoint whose weights collected it (``None``: initial weights).
+    ``origin``: :func:`run_origin` of ``cfg`` and ``parts``, when the caller keeps it.
+    """
+    shared = origin if origin is not None else run_origin(cfg, parts)
+    return {
+        "iteration": iteration,
+        "env_steps": env_steps_before + parts.steps_per_iteration,
+        "env_id": shared["env_id"],
+        "seed": shared["seed"],
+        "params_hash": shared["params_hash"],
+        "training_hash": shared["training_hash"],
+        "checkpoint": checkpoint,
+        "spaces": shared["spaces"],
         **parts.env_attrs(),
     }
 
