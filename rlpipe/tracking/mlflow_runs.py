@@ -25,7 +25,16 @@ if TYPE_CHECKING:
 
     from rlpipe.config import RunConfig
 
-__all__ = ["MlflowRun", "open_experiment", "git_tags", "preload", "run_tags", "source_run_id"]
+__all__ = [
+    "MetricRow",
+    "MlflowRun",
+    "RunWriter",
+    "open_experiment",
+    "git_tags",
+    "preload",
+    "run_tags",
+    "source_run_id",
+]
 
 MAX_PARAMS_PER_BATCH = 100
 """MLflow takes at most 100 params per ``log_batch``."""
@@ -76,11 +85,60 @@ def preload() -> None:
     from mlflow.tracking import MlflowClient  # noqa: F401
 
 
-class MlflowRun:
-    """One open MLflow run, written synchronously: metric batches, artifacts, terminal status.
+MetricRow = tuple[str, float, int, int]
+"""``(key, value, timestamp_ms, step)``: one metric value as a run writes it."""
 
-    A failed write is reported once, in one line on stderr; the run then ends ``FAILED``.
+
+class RunWriter:
+    """What both writers of an open run share: metrics in MLflow's batches, one warning on failure.
+
+    :class:`MlflowRun` writes through MLflow's client, :class:`rlpipe.tracking.mlflow_sqlite.SqliteRun`
+    straight into a SQLite store; each writes one batch of rows (:meth:`_write_metrics`). A failed
+    write is reported once, in one line on stderr; the run then ends ``FAILED``.
     """
+
+    run_id: str
+    error: Exception | None
+
+    def log_metrics(self, metrics: dict[str, float], step: int, timestamp_ms: int | None = None) -> None:
+        """Write one batch of the finite numeric ``metrics`` at ``step``."""
+        self.log_metric_rows([(metrics, step, timestamp_ms)])
+
+    def log_metric_rows(self, rows: list[tuple[dict[str, float], int, int | None]]) -> None:
+        """Write ``(metrics, step, timestamp_ms)`` rows in as few batches as MLflow allows.
+
+        One SQLite transaction per batch is most of a small run's tracking cost; the tracking process
+        coalesces the iterations that arrive close together (:mod:`rlpipe.tracking.sink`).
+        """
+        now = int(time.time() * 1000)
+        batch = [
+            (k, float(v), now if ts is None else int(ts), int(step))
+            for metrics, step, ts in rows
+            for k, v in metrics.items()
+            if isinstance(v, int | float) and math.isfinite(v)
+        ]
+        try:
+            for i in range(0, len(batch), MAX_METRICS_PER_BATCH):
+                self._write_metrics(batch[i : i + MAX_METRICS_PER_BATCH])
+        except Exception as exc:  # tracking trouble must not stop training
+            self._warn("metrics write", exc)
+
+    def _write_metrics(self, batch: list[MetricRow]) -> None:
+        """Write at most ``MAX_METRICS_PER_BATCH`` rows, as one MLflow ``log_batch`` does."""
+        raise NotImplementedError
+
+    def _warn(self, what: str, exc: Exception) -> None:
+        if self.error is None:
+            print(
+                f"Warning: MLflow {what} failed, the run will be marked FAILED: {exc}".splitlines()[0],
+                file=sys.stderr,
+                flush=True,
+            )
+        self.error = exc
+
+
+class MlflowRun(RunWriter):
+    """One open MLflow run, written synchronously through MLflow's client: metrics, artifacts, status."""
 
     def __init__(self, client: MlflowClient, run_id: str, experiment_id: str | None = None) -> None:
         self.client, self.run_id, self.experiment_id = client, run_id, experiment_id
@@ -121,39 +179,11 @@ class MlflowRun:
         client.update_run(run_id, status="RUNNING")
         return cls(client, run_id, info.experiment_id)
 
-    def log_metrics(self, metrics: dict[str, float], step: int, timestamp_ms: int | None = None) -> None:
-        """Write one batch of the finite numeric ``metrics`` at ``step`` (one ``log_batch``)."""
-        self.log_metric_rows([(metrics, step, timestamp_ms)])
-
-    def log_metric_rows(self, rows: list[tuple[dict[str, float], int, int | None]]) -> None:
-        """Write ``(metrics, step, timestamp_ms)`` rows in as few ``log_batch`` calls as MLflow allows.
-
-        One SQLite transaction per call is most of a small run's tracking cost; the tracking process
-        coalesces the iterations that arrive close together (:mod:`rlpipe.tracking.sink`).
-        """
+    def _write_metrics(self, batch: list[MetricRow]) -> None:
+        """One ``log_batch`` of ``batch``."""
         from mlflow.entities import Metric
 
-        now = int(time.time() * 1000)
-        batch = [
-            Metric(k, float(v), now if ts is None else int(ts), int(step))
-            for metrics, step, ts in rows
-            for k, v in metrics.items()
-            if isinstance(v, int | float) and math.isfinite(v)
-        ]
-        try:
-            for i in range(0, len(batch), MAX_METRICS_PER_BATCH):
-                self.client.log_batch(self.run_id, metrics=batch[i : i + MAX_METRICS_PER_BATCH])
-        except Exception as exc:  # tracking trouble must not stop training
-            self._warn("metrics write", exc)
-
-    def _warn(self, what: str, exc: Exception) -> None:
-        if self.error is None:
-            print(
-                f"Warning: MLflow {what} failed, the run will be marked FAILED: {exc}".splitlines()[0],
-                file=sys.stderr,
-                flush=True,
-            )
-        self.error = exc
+        self.client.log_batch(self.run_id, metrics=[Metric(k, v, ts, step) for k, v, ts, step in batch])
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
         """Copy a file or folder into the run's artifacts (a failure is a warning, not a crash)."""

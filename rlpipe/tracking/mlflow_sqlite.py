@@ -18,12 +18,10 @@ another MLflow version) is MLflow's own path. Only the standard library is impor
 from __future__ import annotations
 
 import importlib.metadata
-import math
 import os
 import posixpath
 import re
 import sqlite3
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -33,7 +31,7 @@ from typing import Any
 
 from rlpipe import fast
 from rlpipe.tracking.mlflow_artifacts import copy_artifact
-from rlpipe.tracking.mlflow_runs import MAX_METRICS_PER_BATCH, MAX_PARAMS_PER_BATCH
+from rlpipe.tracking.mlflow_runs import MAX_PARAMS_PER_BATCH, MetricRow, RunWriter
 from rlpipe.tracking.mlflow_store import sqlite_path
 from rlpipe.tracking.mlflow_view import experiment_tags
 
@@ -163,7 +161,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class SqliteRun:
+class SqliteRun(RunWriter):
     """One open MLflow run in a SQLite store, written synchronously: :class:`MlflowRun`'s calls.
 
     A failed write is reported once, in one line on stderr; the run then ends ``FAILED``.
@@ -268,26 +266,7 @@ class SqliteRun:
             conn.execute("UPDATE runs SET status = 'RUNNING' WHERE run_uuid = ?", (run_id,))
         return cls(db, run_id, str(row[1]), row[2])
 
-    def log_metrics(self, metrics: dict[str, float], step: int, timestamp_ms: int | None = None) -> None:
-        """Write one batch of the finite numeric ``metrics`` at ``step``."""
-        self.log_metric_rows([(metrics, step, timestamp_ms)])
-
-    def log_metric_rows(self, rows: list[tuple[dict[str, float], int, int | None]]) -> None:
-        """Write ``(metrics, step, timestamp_ms)`` rows: one transaction per MLflow ``log_batch``."""
-        now = _now_ms()
-        batch = [
-            (k, float(v), now if ts is None else int(ts), int(step))
-            for metrics, step, ts in rows
-            for k, v in metrics.items()
-            if isinstance(v, int | float) and math.isfinite(v)
-        ]
-        try:
-            for i in range(0, len(batch), MAX_METRICS_PER_BATCH):
-                self._log_batch(batch[i : i + MAX_METRICS_PER_BATCH])
-        except Exception as exc:  # tracking trouble must not stop training
-            self._warn("metrics write", exc)
-
-    def _log_batch(self, metrics: list[tuple[str, float, int, int]]) -> None:
+    def _write_metrics(self, metrics: list[MetricRow]) -> None:
         """MLflow's ``_log_metrics``: identical rows once, the rest inserted, ``latest_metrics`` updated."""
         for key, _, timestamp, _ in metrics:
             _check_name("metric", key)
@@ -303,7 +282,7 @@ class SqliteRun:
             )
             self._update_latest(conn, unique)
 
-    def _update_latest(self, conn: sqlite3.Connection, metrics: list[tuple[str, float, int, int]]) -> None:
+    def _update_latest(self, conn: sqlite3.Connection, metrics: list[MetricRow]) -> None:
         """Per key, the row strictly newest by ``(step, timestamp, value)`` replaces the latest one."""
         keys = sorted({m[0] for m in metrics})
         latest: dict[str, tuple[int, int, float]] = {}
@@ -332,15 +311,6 @@ class SqliteRun:
             " VALUES (?, ?, ?, ?, 0, ?)",
             [(k, latest[k][2], latest[k][1], latest[k][0], self.run_id) for k in sorted(changed - stored)],
         )
-
-    def _warn(self, what: str, exc: Exception) -> None:
-        if self.error is None:
-            print(
-                f"Warning: MLflow {what} failed, the run will be marked FAILED: {exc}".splitlines()[0],
-                file=sys.stderr,
-                flush=True,
-            )
-        self.error = exc
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
         """Copy a file or folder into the run's artifacts (a failure is a warning, not a crash)."""
