@@ -57,10 +57,12 @@ class ResetPlan:
     num_collects: int = 0
     """Rollouts collected so far (``horizons_per_env_reset`` counts them)."""
 
-    def due(self, first: bool) -> bool:
-        """Whether the next rollout begins with a reset (``first``: no rollout was collected yet)."""
+    def begin_rollout(self, first: bool) -> bool:
+        """Count a rollout; return whether it begins with a reset (``first``: none was collected yet)."""
         every = self.horizons_per_env_reset
-        return first or self.reset_every_rollout or (every > 0 and self.num_collects % every == 0)
+        due = first or self.reset_every_rollout or (every > 0 and self.num_collects % every == 0)
+        self.num_collects += 1
+        return due
 
     def reset(self, env: BatchedEnv) -> torch.Tensor | TensorDict:
         """Reset every env of ``env`` with the next seed; return the first observations."""
@@ -130,12 +132,11 @@ class Collector:
 
     def __call__(self) -> tuple[TensorDict, dict[str, float]]:
         """Collect one rollout; return it (reused buffer, valid until the next call) and episode stats."""
-        due = self.resets.due(first=self.obs is None)
+        due = self.resets.begin_rollout(first=self.obs is None)
         self.reset_at_start = due or self._restarted
         if due:
             self._reset()
         self._restarted = False
-        self.resets.num_collects += 1
         with torch.inference_mode():
             self._step_loop()
             self._finish_rollout()

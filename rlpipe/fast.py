@@ -172,9 +172,8 @@ def write_zarr_store(
     * per array a ``zarr.json`` (:func:`zarr_array_metadata`; the dtypes of :data:`ZARR_DTYPES`)
       and one file per chunk in the array's folder, ``c.<i>.0…`` (``chunk_separator``, the one that
       metadata declares: ``.``, which names no folder), holding the chunk's raw little-endian bytes
-      followed by their CRC32C, written
-      copy-free (:func:`write_chunk`); the edge chunk is padded to the full chunk shape with the
-      fill value (zero / ``False``), as zarr pads it.
+      followed by their CRC32C, written copy-free (:func:`write_chunk`); the edge chunk is padded to
+      the full chunk shape with the fill value (zero / ``False``), as zarr pads it.
 
     ``arrays``: ``{"/"-joined key: [N, T+1, ...] array}`` (nested keys become subgroups), chunked
     ``(min(chunk_envs, N), T+1, ...)``; ``dimension_names`` name the leading dimensions (further

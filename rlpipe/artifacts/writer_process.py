@@ -81,7 +81,8 @@ def writer_mode(cfg: StoreCfg, root: AnyPath) -> str:
     return "thread"
 
 
-_prewarmed: tuple[subprocess.Popen[bytes], Connection] | None = None
+_prewarmed: tuple[subprocess.Popen[bytes], Connection, dict[str, str]] | None = None
+"""The waiting process, its socket and the environment it was started with."""
 
 
 def prewarm(cfg: StoreCfg, root: AnyPath) -> None:
@@ -89,8 +90,9 @@ def prewarm(cfg: StoreCfg, root: AnyPath) -> None:
 
     Its interpreter and writer (numpy, not zarr) then load while this process imports torch and builds,
     not while the first rollout waits to be written; the next :class:`WriterProcess` takes it over
-    (one waits at a time). Only from the main thread: the process dies with the thread that started
-    it. An unused one exits with this process.
+    (one waits at a time) if this process's environment is still the one it was started with. Only
+    from the main thread: the process dies with the thread that started it. An unused one exits
+    with this process.
     """
     global _prewarmed
     if not cfg.enabled or writer_mode(cfg, root) != "process":
@@ -98,16 +100,19 @@ def prewarm(cfg: StoreCfg, root: AnyPath) -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     if _prewarmed is None or _prewarmed[0].poll() is not None:
-        _prewarmed = _start()
+        _prewarmed = (*_start(), dict(os.environ))
 
 
 def _take_prewarmed() -> tuple[subprocess.Popen[bytes], Connection] | None:
+    """The waiting process, if alive and started with today's environment (which it read at start)."""
     global _prewarmed
     started, _prewarmed = _prewarmed, None
-    if started is not None and started[0].poll() is None:
-        return started
-    if started is not None:
-        started[1].close()
+    if started is None:
+        return None
+    process, conn, environ = started
+    if process.poll() is None and environ == os.environ:
+        return process, conn
+    conn.close()  # its input ends: it exits
     return None
 
 

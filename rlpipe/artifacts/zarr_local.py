@@ -47,8 +47,12 @@ def write_arrays(
         if _file_by_file(arrays, codec, image_codec):  # the files zarr's writer writes, without zarr
             named = {name: array_dims(name, dims) for name in arrays}
             fast.write_zarr_store(tmp, arrays, group_attrs, chunk_envs, named, CHUNK_SEPARATOR)
-        else:
-            _write_with_zarr(tmp, arrays, group_attrs, codec, image_codec, chunk_envs, dims)
+        else:  # zarr's async writer, imported here: the fast path needs no zarr
+            from rlpipe.artifacts.zarr_arrays import array_codecs, write_group_async
+            from rlpipe.artifacts.zarr_io import sync
+
+            codecs = array_codecs(arrays, codec, image_codec)
+            sync(write_group_async(tmp, arrays, group_attrs, codecs, chunk_envs, dims))
         faults.point("store.arrays_written")
         publish_dir(tmp, path)
     except BaseException:
@@ -62,24 +66,4 @@ def _file_by_file(arrays: dict[str, np.ndarray], codec: str, image_codec: str) -
         fast.ENABLED
         and uncompressed(arrays, codec, image_codec)
         and all(a.dtype.name in fast.ZARR_DTYPES for a in arrays.values())
-    )
-
-
-def _write_with_zarr(
-    tmp: Path,
-    arrays: dict[str, np.ndarray],
-    group_attrs: dict[str, Any],
-    codec: str,
-    image_codec: str,
-    chunk_envs: int,
-    dims: tuple[str, ...],
-) -> None:
-    """The group at ``tmp`` by zarr's async writer (imported here: the fast path needs no zarr)."""
-    from rlpipe.artifacts.zarr_arrays import array_codecs, write_group_async
-    from rlpipe.artifacts.zarr_io import sync
-
-    sync(
-        write_group_async(
-            tmp, arrays, group_attrs, array_codecs(arrays, codec, image_codec), chunk_envs, dims
-        )
     )

@@ -93,12 +93,15 @@ class RunWriter:
     """What both writers of an open run share: metrics in MLflow's batches, one warning on failure.
 
     :class:`MlflowRun` writes through MLflow's client, :class:`rlpipe.tracking.mlflow_sqlite.SqliteRun`
-    straight into a SQLite store; each writes one batch of rows (:meth:`_write_metrics`). A failed
-    write is reported once, in one line on stderr; the run then ends ``FAILED``.
+    straight into a SQLite store; each writes one batch of rows (:meth:`_write_metrics`), one
+    artifact (:meth:`_write_artifact`) and the terminal status (:meth:`_write_end`). A failed write is
+    reported once, in one line on stderr; the run then ends ``FAILED``.
     """
 
-    run_id: str
-    error: Exception | None
+    def __init__(self, run_id: str, experiment_id: str | None) -> None:
+        self.run_id, self.experiment_id = run_id, experiment_id
+        self.error: Exception | None = None
+        self.ended = False
 
     def log_metrics(self, metrics: dict[str, float], step: int, timestamp_ms: int | None = None) -> None:
         """Write one batch of the finite numeric ``metrics`` at ``step``."""
@@ -123,8 +126,33 @@ class RunWriter:
         except Exception as exc:  # tracking trouble must not stop training
             self._warn("metrics write", exc)
 
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        """Copy a file or folder into the run's artifacts (a failure is a warning, not a crash)."""
+        try:
+            self._write_artifact(path, artifact_path)
+        except Exception as exc:
+            self._warn(f"artifact upload of {path.name}", exc)
+
+    def end(self, status: str = "FINISHED") -> None:
+        """Set the terminal status (``FAILED`` after a failed write); idempotent."""
+        if self.ended:
+            return
+        self.ended = True
+        try:
+            self._write_end(status if self.error is None else "FAILED")
+        except Exception as exc:
+            self._warn("end of run", exc)
+
     def _write_metrics(self, batch: list[MetricRow]) -> None:
         """Write at most ``MAX_METRICS_PER_BATCH`` rows, as one MLflow ``log_batch`` does."""
+        raise NotImplementedError
+
+    def _write_artifact(self, path: Path, artifact_path: str | None) -> None:
+        """Copy file or folder ``path`` under ``artifact_path`` of the run's artifacts."""
+        raise NotImplementedError
+
+    def _write_end(self, status: str) -> None:
+        """Write the terminal ``status`` and the end time."""
         raise NotImplementedError
 
     def _warn(self, what: str, exc: Exception) -> None:
@@ -141,9 +169,8 @@ class MlflowRun(RunWriter):
     """One open MLflow run, written synchronously through MLflow's client: metrics, artifacts, status."""
 
     def __init__(self, client: MlflowClient, run_id: str, experiment_id: str | None = None) -> None:
-        self.client, self.run_id, self.experiment_id = client, run_id, experiment_id
-        self.error: Exception | None = None
-        self.ended = False
+        super().__init__(run_id, experiment_id)
+        self.client = client
 
     @classmethod
     def start(
@@ -185,22 +212,11 @@ class MlflowRun(RunWriter):
 
         self.client.log_batch(self.run_id, metrics=[Metric(k, v, ts, step) for k, v, ts, step in batch])
 
-    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
-        """Copy a file or folder into the run's artifacts (a failure is a warning, not a crash)."""
-        try:
-            self.client.log_artifact(self.run_id, str(path), artifact_path)
-        except Exception as exc:
-            self._warn(f"artifact upload of {path.name}", exc)
+    def _write_artifact(self, path: Path, artifact_path: str | None) -> None:
+        self.client.log_artifact(self.run_id, str(path), artifact_path)
 
-    def end(self, status: str = "FINISHED") -> None:
-        """Set the terminal status (``FAILED`` after a failed write); idempotent."""
-        if self.ended:
-            return
-        self.ended = True
-        try:
-            self.client.set_terminated(self.run_id, status=status if self.error is None else "FAILED")
-        except Exception as exc:
-            self._warn("end of run", exc)
+    def _write_end(self, status: str) -> None:
+        self.client.set_terminated(self.run_id, status=status)
 
 
 def git_tags(cwd: Path) -> dict[str, str]:

@@ -168,9 +168,8 @@ class SqliteRun(RunWriter):
     """
 
     def __init__(self, db: Path, run_id: str, experiment_id: str | None, artifact_uri: str) -> None:
-        self.db, self.run_id, self.experiment_id, self.artifact_uri = db, run_id, experiment_id, artifact_uri
-        self.error: Exception | None = None
-        self.ended = False
+        super().__init__(run_id, experiment_id)
+        self.db, self.artifact_uri = db, artifact_uri
 
     @classmethod
     def start(
@@ -312,24 +311,13 @@ class SqliteRun(RunWriter):
             [(k, latest[k][2], latest[k][1], latest[k][0], self.run_id) for k in sorted(changed - stored)],
         )
 
-    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
-        """Copy a file or folder into the run's artifacts (a failure is a warning, not a crash)."""
-        try:
-            copy_artifact(self.artifact_uri, path, artifact_path)
-        except Exception as exc:
-            self._warn(f"artifact upload of {path.name}", exc)
+    def _write_artifact(self, path: Path, artifact_path: str | None) -> None:
+        copy_artifact(self.artifact_uri, path, artifact_path)
 
-    def end(self, status: str = "FINISHED") -> None:
-        """Set the terminal status and end time (``FAILED`` after a failed write); idempotent."""
-        if self.ended:
-            return
-        self.ended = True
-        try:
-            with _transaction(self.db) as conn:
-                _active_run(conn, self.run_id)
-                conn.execute(
-                    "UPDATE runs SET status = ?, end_time = ? WHERE run_uuid = ?",
-                    (status if self.error is None else "FAILED", _now_ms(), self.run_id),
-                )
-        except Exception as exc:
-            self._warn("end of run", exc)
+    def _write_end(self, status: str) -> None:
+        with _transaction(self.db) as conn:
+            _active_run(conn, self.run_id)
+            conn.execute(
+                "UPDATE runs SET status = ?, end_time = ? WHERE run_uuid = ?",
+                (status, _now_ms(), self.run_id),
+            )

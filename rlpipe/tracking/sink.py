@@ -192,10 +192,12 @@ def _fast_path_ahead() -> bool:
     ``background.prewarm`` names its store and experiment in ``RLPIPE_SINK_URI`` and
     ``RLPIPE_SINK_EXPERIMENT``; then MLflow is not imported ahead (the ``open`` message decides).
     """
-    uri, experiment = os.environ.get("RLPIPE_SINK_URI"), os.environ.get("RLPIPE_SINK_EXPERIMENT")
+    from rlpipe.tracking.background import PREWARM_EXPERIMENT_ENV, PREWARM_URI_ENV
+    from rlpipe.tracking.mlflow_sqlite import can_write
+
+    uri, experiment = os.environ.get(PREWARM_URI_ENV), os.environ.get(PREWARM_EXPERIMENT_ENV)
     if not uri or not experiment:
         return False
-    from rlpipe.tracking.mlflow_sqlite import can_write
 
     return can_write(uri, experiment)
 
@@ -206,7 +208,9 @@ def main() -> None:
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a library's print must not corrupt replies
     try:
-        if os.environ.get("RLPIPE_SINK_PREWARM") and not _fast_path_ahead():  # started ahead of its run
+        from rlpipe.tracking.background import PREWARM_ENV
+
+        if os.environ.get(PREWARM_ENV) and not _fast_path_ahead():  # started ahead of its run
             from rlpipe.tracking.mlflow_runs import preload
 
             preload()

@@ -213,6 +213,25 @@ def test_a_prewarmed_writer_process_is_the_one_the_store_writes_through(tmp_path
     assert_same(read_rollout(tmp_path / "iter-000001.zarr")[0], make_rollout())
 
 
+def test_a_prewarmed_writer_process_started_under_another_environment_is_not_taken(tmp_path, monkeypatch):
+    """It read its environment (fault points, ``RLPIPE_FAST``) at start: a changed one gets a new process."""
+    from rlpipe.artifacts import writer_process
+
+    monkeypatch.setattr(writer_process, "_prewarmed", None)
+    writer_process.prewarm(StoreCfg(writer="process"), tmp_path)
+    assert writer_process._prewarmed is not None
+    stale = writer_process._prewarmed[0]
+    monkeypatch.setenv("RLPIPE_FAULT_KILL_AT", "store.write:1")
+    store = RolloutStore(tmp_path, StoreCfg(writer="process"))
+    store.submit(make_rollout(), {"iteration": 1})
+    with pytest.raises(WriterDiedError, match="iter-000001"):
+        store.flush()
+    assert store._process._process is not stale
+    assert stale.wait(timeout=10) == 0  # its input closed: it exited by itself
+    with pytest.raises(WriterDiedError):
+        store.close()
+
+
 @pytest.mark.parametrize("cfg", [StoreCfg(enabled=False), StoreCfg(writer="thread")])
 def test_no_writer_process_is_prewarmed_for_a_run_that_will_not_use_one(tmp_path, cfg, monkeypatch):
     from rlpipe.artifacts import writer_process
