@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
@@ -13,7 +12,6 @@ import pytest
 import torch
 import zarr
 from _gradients import random_params
-from golden import FIXTURE, run_default, run_fingerprint
 from zarr.codecs import Crc32cCodec
 from zarr.storage import MemoryStore
 
@@ -206,27 +204,3 @@ def test_exit_process_ends_the_process_as_sys_exit_does(code, returncode, stderr
     fast_run, library_run = _exit(code, "1"), _exit(code, "0")
     assert fast_run == library_run
     assert fast_run == (returncode, "buffered thread joined\natexit ran\n", stderr, False)
-
-
-# ------------------------------------------------------------------------------ a whole run
-
-
-def _differences(expected: dict, got: dict) -> list[str]:
-    """``section/entry`` names (checkpoints, rollouts, curve rows) where two fingerprints differ."""
-    out = []
-    for section in sorted(expected.keys() | got.keys()):
-        a, b = expected.get(section), got.get(section)
-        if isinstance(a, dict) and isinstance(b, dict):
-            out += [f"{section}/{k}" for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
-        elif a != b:
-            out.append(section)
-    return out
-
-
-def test_default_run_with_the_library_calls_is_the_recorded_one(tmp_path):
-    """``RLPIPE_FAST=0`` gives the recorded run (``tests/trainer/test_golden_run.py``: the fast paths on)."""
-    expected = json.loads(FIXTURE.read_text())
-    run_dir = run_default(tmp_path, REPO / "params.yaml", env={"RLPIPE_FAST": "0"})
-    library = json.loads(json.dumps(run_fingerprint(run_dir)))
-    assert library["checkpoints"] and len(library["rollouts"]) == len(library["curve"]) >= 10
-    assert _differences(expected, library) == []

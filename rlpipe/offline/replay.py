@@ -19,6 +19,7 @@ every rollout from the previous re-updated weights.
 from __future__ import annotations
 
 import copy
+import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -44,6 +45,7 @@ from rlpipe.offline.rebuild import (
 )
 from rlpipe.offline.replay_eval import evaluate_replayed, online_eval_metrics
 from rlpipe.rollout import rollout_dims
+from rlpipe.runtime.float_kernels import float_kernels, kernel_differences
 from rlpipe.tracking import Tracker, open_tracker, source_run_id
 
 __all__ = ["iteration_of", "replay", "replay_config", "update_once"]
@@ -134,9 +136,11 @@ class _Replay:
         self, cfg: RunConfig, layout: RunLayout, stored: dict[int, AnyPath], allow_rejected: bool = False
     ) -> None:
         self.cfg, self.rcfg, self.layout = cfg, replay_config(cfg), layout
-        self.spaces = read_any_attrs(next(iter(stored.values()))).get("spaces")
+        first_attrs = read_any_attrs(next(iter(stored.values())))
+        self.spaces = first_attrs.get("spaces")
         spaces = spaces_of({"spaces": self.spaces}, next(iter(stored.values())))
         self.online = rebuild_algorithm(cfg, spaces)
+        note_other_kernels(first_attrs.get("float_kernels"), layout.root)
         self.same = self.rcfg.algorithm == cfg.algorithm
         self.algo = self.online if self.same else rebuild_algorithm(self.rcfg, spaces)
         self.initial = copy.deepcopy(self.online.state_dict())
@@ -219,6 +223,26 @@ class _Replay:
             self.at = k if self.at == k - 1 else None
             self.from_disk = False
         return metrics
+
+
+def note_other_kernels(recorded: dict[str, str] | None, run: AnyPath) -> None:
+    """One stderr line when the run was recorded with other float kernels than this process has.
+
+    Replay reproduces a run bit for bit only where it computes with the same kernels (see
+    :mod:`rlpipe.runtime.float_kernels`); elsewhere the last bits differ and the difference grows
+    with every update, which the user should hear before comparing numbers.
+    """
+    differences = kernel_differences(recorded, float_kernels()) if recorded else []
+    if differences:
+        shown = "; ".join(differences[:3]) + (
+            f"; {len(differences) - 3} more" if len(differences) > 3 else ""
+        )
+        print(
+            f"Note: {run} was recorded with other float kernels ({shown}): replay is bit-exact only "
+            "on the machine and torch build that ran it; here expect last-bit differences that grow "
+            "with each update",
+            file=sys.stderr,
+        )
 
 
 def replay(

@@ -8,6 +8,7 @@ from typing import Any
 
 from rlpipe.build import learner_state, load_learner_state
 from rlpipe.config import RunConfig, params_hash, training_hash, training_params
+from rlpipe.runtime.float_kernels import float_kernels
 from rlpipe.runtime.seeding import restore_rng_state, rng_state
 from rlpipe.trainer import ranks
 from rlpipe.trainer.parts import Parts
@@ -84,6 +85,7 @@ class RunState:
             "stopper": parts.stopper.state_dict(),
             "mlflow_run_id": mlflow_run_id,
             "rng": rng_state(),
+            "float_kernels": float_kernels(),
             **(ranks.rank_states(parts.collector) if parts.dist.active else {}),
         }
 
@@ -103,13 +105,17 @@ class RunState:
 
 
 def run_origin(cfg: RunConfig, parts: Parts) -> dict[str, Any]:
-    """The rollout attributes every rollout of a run shares: env, seed, the params' hashes, spaces."""
+    """The rollout attributes every rollout of a run shares: env, seed, the params' hashes, spaces.
+
+    ``float_kernels``: what decided this machine's float rounding (a replay elsewhere says so).
+    """
     return {
         "env_id": cfg.env.id,
         "seed": cfg.trainer.seed,
         "params_hash": params_hash(cfg),
         "training_hash": training_hash(cfg),
         "spaces": parts.spaces(),
+        "float_kernels": float_kernels(),
     }
 
 
@@ -136,6 +142,7 @@ def rollout_attrs(
         "training_hash": shared["training_hash"],
         "checkpoint": checkpoint,
         "spaces": shared["spaces"],
+        "float_kernels": shared["float_kernels"],
         **parts.env_attrs(),
     }
 
