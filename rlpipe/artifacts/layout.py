@@ -116,15 +116,15 @@ def numbered(directory: AnyPath, pattern: re.Pattern[str]) -> dict[int, AnyPath]
 def enclosing_run_dir(path: Path) -> Path | None:
     """The run directory ``path`` lies in (links resolved), or ``None``.
 
-    A run directory is a folder with ``params.yaml`` beside ``rollouts/`` or ``checkpoints/``;
-    ``path`` need not exist. What lies inside one can go with the run (``--overwrite`` clears what
-    rlpipe wrote there, ``rlpipe gc`` frees whole run dirs of removed experiments).
+    A run directory is a folder with ``params.yaml`` beside rollout stores or checkpoints (a project
+    folder's own ``params.yaml`` alone does not make one); ``path`` need not exist. What lies inside
+    one can go with the run (``--overwrite`` clears what rlpipe wrote there, ``rlpipe gc`` frees
+    whole run dirs of removed experiments).
     """
     real = Path(os.path.realpath(path))
     for folder in real.parents:
         layout = RunLayout(folder)
-        stored = (layout.rollouts, layout.checkpoints)
-        if layout.params.is_file() and any(d.is_dir() for d in stored):
+        if layout.params.is_file() and (layout.rollout_paths() or layout.checkpoint_paths()):
             return folder
     return None
 
