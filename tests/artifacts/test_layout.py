@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from rlpipe.artifacts.atomic import atomic_write_json, publish_dir, temporary_sibling, unpublishable
 from rlpipe.artifacts.layout import (
@@ -61,18 +60,18 @@ def test_publish_dir_never_overwrites_unless_asked(tmp_path):
 
 def test_the_run_directory_a_path_lies_in_is_found_through_links(tmp_path):
     project = tmp_path / "project"
-    run = RunLayout(project / "data" / "exp")
+    run = project / "data" / "exp"
     (project / "checkpoints").mkdir(parents=True)  # a project's own folder of that name: no run
     (project / "params.yaml").write_text("{}")
     assert enclosing_run_dir(project / "data" / "datasets" / "ds") is None
-    Path(run.checkpoints).mkdir(parents=True)
-    (Path(run.root) / "params.yaml").write_text("{}")
-    assert enclosing_run_dir(project / "data" / "exp" / "export" / "ds") is None  # no checkpoint yet
-    Path(run.checkpoint(1)).write_bytes(b"x")
-    assert enclosing_run_dir(project / "data" / "exp" / "export" / "ds") == Path(run.root)
-    (tmp_path / "link").symlink_to(run.root)
-    assert enclosing_run_dir(tmp_path / "link" / "ds") == Path(run.root)
-    assert enclosing_run_dir(project / "data" / "exp") is None  # the run dir itself is not inside one
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "params.yaml").write_text("{}")
+    assert enclosing_run_dir(run / "export" / "ds") is None  # no checkpoint yet
+    (run / "checkpoints" / "ckpt-000001.pt").write_bytes(b"x")
+    assert enclosing_run_dir(run / "export" / "ds") == run
+    (tmp_path / "link").symlink_to(run)
+    assert enclosing_run_dir(tmp_path / "link" / "ds") == run
+    assert enclosing_run_dir(run) is None  # the run dir itself is not inside one
 
 
 def test_unpublishable_says_why_a_new_folder_cannot_be_put_there(tmp_path):
