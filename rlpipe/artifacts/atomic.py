@@ -36,6 +36,7 @@ __all__ = [
     "publish_dir",
     "staged_files",
     "temporary_sibling",
+    "unpublishable",
 ]
 
 
@@ -135,6 +136,22 @@ def publish_dir(tmp: Path, path: Path, replace: bool = False) -> None:
         delete(trash)
         return
     os.rename(tmp, path)
+
+
+def unpublishable(path: Path) -> str | None:
+    """Why :func:`publish_dir` could not put a new folder at ``path``, in words; ``None`` when it can.
+
+    Checked before the folder is built: an existing entry is not replaced (a link neither, dangling
+    or not: the rename fails on it), and no folder can be made under a file or a dangling link.
+    """
+    if path.is_symlink() and not path.exists():
+        return f"{path} is a symbolic link to {os.readlink(path)}, which does not exist"
+    if os.path.lexists(path):
+        return f"{path} already exists"
+    above = next(folder for folder in Path(os.path.abspath(path)).parents if os.path.lexists(folder))
+    if not above.is_dir():
+        return f"{above} is not a folder (a file, or a link to none)"
+    return None
 
 
 @contextlib.contextmanager

@@ -42,6 +42,7 @@ __all__ = [
     "RunLayout",
     "checkpoint_name",
     "checksum_path",
+    "enclosing_run_dir",
     "iteration_from_name",
     "lock_path",
     "numbered",
@@ -110,6 +111,22 @@ def numbered(directory: AnyPath, pattern: re.Pattern[str]) -> dict[int, AnyPath]
         return {}
     found = ((pattern.match(p.name), p) for p in directory.iterdir())
     return dict(sorted((int(m[1]), p) for m, p in found if m))
+
+
+def enclosing_run_dir(path: Path) -> Path | None:
+    """The run directory ``path`` lies in (links resolved), or ``None``.
+
+    A run directory is a folder with ``params.yaml`` beside rollout stores or checkpoints (a project
+    folder's own ``params.yaml`` alone does not make one); ``path`` need not exist. What lies inside
+    one can go with the run (``--overwrite`` clears what rlpipe wrote there, ``rlpipe gc`` frees
+    whole run dirs of removed experiments).
+    """
+    real = Path(os.path.realpath(path))
+    for folder in real.parents:
+        layout = RunLayout(folder)
+        if layout.params.is_file() and (layout.rollout_paths() or layout.checkpoint_paths()):
+            return folder
+    return None
 
 
 @dataclass(frozen=True)

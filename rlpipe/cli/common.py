@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 import click
 
 import rlpipe
+from rlpipe.cli.exits import bounded
 from rlpipe.runtime.launch import is_rank_zero
 
 if TYPE_CHECKING:
@@ -94,14 +95,14 @@ class Location(click.Path):
 
 
 def fail(line: str, code: int) -> NoReturn:
-    """Print ``Error: line`` once and exit ``code``; under torchrun only rank 0 prints.
+    """Print ``Error: line`` once (its first line, bounded in length) and exit ``code``; rank 0 prints.
 
     Every rank writes the line to torchrun's error file (``TORCHELASTIC_ERROR_FILE``), so the
     launcher's failure report names it instead of a link to its docs; a rank other than 0 waits
     a moment first, so that when every rank fails alike rank 0 is the root cause torchrun reports,
     and an error of that rank alone still appears there.
     """
-    line = f"Error: {line}".splitlines()[0]
+    line = bounded(f"Error: {line}".splitlines()[0])
     main_rank = is_rank_zero()
     if main_rank:
         click.echo(line, err=True)
@@ -206,6 +207,7 @@ def parse_span(ctx: click.Context, param: click.Parameter, value: str | None) ->
         span = (0, 0)
     if not 1 <= span[0] <= span[1]:
         raise click.BadParameter(
-            f"{value!r}: expected A:B with 1 <= A <= B (both included) or one iteration K, e.g. 3:7"
+            f"{bounded(repr(value), 200)}: expected A:B with 1 <= A <= B (both included) or one "
+            "iteration K, e.g. 3:7"
         )
     return span

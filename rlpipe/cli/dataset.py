@@ -5,32 +5,29 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from rlpipe.cli.common import Location, load_config, parse_span, run_argument, user_errors
 
+if TYPE_CHECKING:
+    from rlpipe.datasets.indices import EnvIndices
+
 __all__ = ["dataset", "parse_envs"]
 
 
-def parse_envs(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
-    """``0,2,5:7`` (ranges ``A:B``, both ends included) → ``(0, 2, 5, 6, 7)``; else names the option."""
+def parse_envs(ctx: click.Context, param: click.Parameter, value: str | None) -> EnvIndices | None:
+    """``0,2,5:7`` (ranges ``A:B``, both ends included) → their spans, never expanded; else names --envs."""
     if value is None:
         return None
-    envs: set[int] = set()
-    for part in value.split(","):
-        first, sep, last = part.strip().partition(":")
-        try:
-            low, high = int(first), int(last) if sep else int(first)
-        except ValueError:
-            low, high = -1, -1
-        if not 0 <= low <= high:
-            raise click.BadParameter(
-                f"{value!r}: expected env indices and ranges A:B (both included, "
-                "0 <= A <= B), comma-separated, e.g. 0,2,5:7"
-            )
-        envs.update(range(low, high + 1))
-    return tuple(sorted(envs))
+    from rlpipe.cli.exits import bounded
+    from rlpipe.datasets.indices import ENVS_FORMAT, EnvIndices
+
+    try:
+        return EnvIndices.parse(value)
+    except ValueError:
+        raise click.BadParameter(f"{bounded(repr(value), 200)}: expected {ENVS_FORMAT}") from None
 
 
 @click.command()
@@ -116,7 +113,7 @@ def dataset(
     out: Path,
     span: tuple[int, int] | None,
     last: int | None,
-    envs: tuple[int, ...] | None,
+    envs: EnvIndices | None,
     min_return: float | None,
     min_success: bool,
     action: str,

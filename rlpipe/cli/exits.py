@@ -13,16 +13,19 @@ code  meaning
 ====  ===========================================================================================
 
 Exceptions are told apart by class name, so a failing command imports nothing heavy (no torch for a
-params error).
+params error). Every line printed is at most :data:`MAX_LINE` characters (:func:`bounded`): a
+message that quotes a huge input keeps its head and tail.
 """
 
 from __future__ import annotations
 
 import errno
 
-__all__ = ["BAD_INPUT", "REFUSED_DATA", "RUNTIME", "describe"]
+__all__ = ["BAD_INPUT", "MAX_LINE", "REFUSED_DATA", "RUNTIME", "bounded", "describe"]
 
 RUNTIME, BAD_INPUT, REFUSED_DATA = 1, 2, 3
+MAX_LINE = 1000
+"""The most characters an error line holds (what a terminal and a log line can show)."""
 
 _OS_ADVICE = {
     errno.ENOSPC: "the disk is full: free space",
@@ -64,6 +67,22 @@ def describe(exc: BaseException, resume_command: str | None = None) -> tuple[int
     if type(exc).__name__ == "WriterDiedError":  # rlpipe.artifacts.writer_process
         return RUNTIME, f"{_first_line(exc)}{resume}"
     return RUNTIME, f"{type(exc).__name__}: {_first_line(exc)} (rlpipe --debug … shows the traceback)"
+
+
+def bounded(line: str, limit: int = MAX_LINE) -> str:
+    """``line`` cut to at most ``limit`` characters: its head and tail around ``… (N characters left out) …``.
+
+    The head names the key or file and the tail says what to do, so both are kept; a line within
+    ``limit`` is returned as it is.
+    """
+    if len(line) <= limit:
+        return line
+    marker = f" … ({len(line)} characters left out) … "  # at least as long as the final marker
+    keep = max(0, limit - len(marker))
+    head = keep - keep // 3
+    tail = keep - head
+    left_out = len(line) - head - tail
+    return f"{line[:head]} … ({left_out} characters left out) … {line[len(line) - tail :]}"
 
 
 def _first_line(exc: BaseException) -> str:

@@ -35,13 +35,25 @@ from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.shards import is_sharded, read_any_attrs, shard_paths
 from rlpipe.config import ConfigError, load
 from rlpipe.datasets.episode import Episode, Obs
+from rlpipe.datasets.indices import EnvIndices
 from rlpipe.datasets.streams import StoreData, StreamCutter, read_store
 from rlpipe.envs import space_from_dict
 from rlpipe.rollout import RESET_AT_START
 
-__all__ = ["DatasetSource", "Episode", "Obs", "Selection", "Summary", "open_source", "read_episodes"]
+__all__ = [
+    "FIDELITY_KEY",
+    "DatasetSource",
+    "Episode",
+    "Obs",
+    "Selection",
+    "Summary",
+    "open_source",
+    "read_episodes",
+]
 
 ACTIONS = ("executed", "mean")
+FIDELITY_KEY = "rlpipe_store"
+"""The key of :meth:`DatasetSource.fidelity` in a dataset's metadata (Minari's; LeRobot's info.json)."""
 
 
 @dataclass(frozen=True)
@@ -52,8 +64,8 @@ class Selection:
     """Inclusive ``A:B`` of stored iterations."""
     last: int | None = None
     """The last K stored iterations (exclusive with ``iterations``)."""
-    envs: tuple[int, ...] | None = None
-    """Env indices (per rank) to export; ``None``: every stored env."""
+    envs: EnvIndices | None = None
+    """Env indices (per rank) to export, as spans (a tuple of indices is taken too); ``None``: every env."""
     min_return: float | None = None
     min_success: bool = False
     """Keep only episodes that succeeded."""
@@ -61,6 +73,14 @@ class Selection:
     """``executed`` (the sampled action, which the rewards followed) or ``mean`` (the policy mean)."""
     keep_last_fragment: bool = False
     """Keep the fragment cut by the last store, as truncated."""
+
+    def __post_init__(self) -> None:
+        if self.envs is not None and not isinstance(self.envs, EnvIndices):
+            try:
+                envs = EnvIndices.of(self.envs)
+            except (TypeError, ValueError):
+                raise ConfigError(f"--envs {self.envs}: accepted env indices >= 0") from None
+            object.__setattr__(self, "envs", envs)
 
 
 @dataclass(frozen=True)
@@ -83,6 +103,25 @@ class DatasetSource:
     """``{iteration: store or sharded iteration folder}`` of the selection."""
     attrs: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
     """``{iteration: attributes}`` of the selection (rank 0's of a sharded one)."""
+
+    def fidelity(self) -> dict[str, Any]:
+        """What the selected stores keep of the run's data, for the dataset's own metadata.
+
+        ``complete``: every env of each rank (else ``stored_envs`` of ``num_envs``: ``store.envs``);
+        ``exact``: the values the run saw (else ``precision`` names the observation arrays stored in
+        a narrower dtype: ``store.precision``). Stores written before these facts were recorded are
+        complete and exact.
+        """
+        attrs = [self.attrs[k] for k in sorted(self.attrs)]
+        precision = {name: dtype for a in attrs for name, dtype in dict(a.get("precision") or {}).items()}
+        newest = attrs[-1] if attrs else {}
+        return {
+            "complete": all(a.get("complete", True) is not False for a in attrs),
+            "stored_envs": newest.get("stored_envs", newest.get("num_envs")),
+            "num_envs": newest.get("num_envs"),
+            "exact": all(a.get("exact", True) is not False for a in attrs),
+            "precision": precision,
+        }
 
     def image_shape(self, group: str) -> tuple[int, ...]:
         """``(C, H, W)`` of the image group ``group`` (a Box of the Dict observation space)."""
@@ -202,9 +241,6 @@ def _check_selection(selection: Selection) -> None:
         raise ConfigError(f"--last {selection.last}: accepted a number of stored iterations >= 1")
     if selection.action not in ACTIONS:
         raise ConfigError(f"--action {selection.action}: accepted {' | '.join(ACTIONS)}")
-    envs = selection.envs
-    if envs is not None and (not envs or min(envs) < 0 or len(set(envs)) != len(envs)):
-        raise ConfigError(f"--envs {','.join(map(str, envs))}: accepted distinct env indices >= 0")
 
 
 def _chosen_iterations(stored: list[int], selection: Selection) -> list[int]:
@@ -245,10 +281,8 @@ def _refuse_mixed_envs(
                 f"{stores[k]}: holds {here} envs per rank, iteration {first} holds {stored} "
                 "(store.envs changed); select stores of one env subset"
             )
-    if selection.envs is not None and stored is not None and max(selection.envs) >= stored:
-        raise ConfigError(
-            f"--envs {','.join(map(str, selection.envs))}: the stores hold envs 0–{stored - 1} of each rank"
-        )
+    if selection.envs is not None and stored is not None and selection.envs.last >= stored:
+        raise ConfigError(f"--envs {selection.envs}: the stores hold envs 0–{stored - 1} of each rank")
 
 
 def _refuse_unknown_resets(attrs: dict[int, dict[str, Any]], stores: dict[int, AnyPath], cfg: Any) -> None:

@@ -2,8 +2,10 @@
 
 The dataset is written under a hidden temporary sibling of ``out`` and renamed to ``out`` only when
 complete, so ``out`` holds a whole dataset or nothing; a failure (bad input found while reading, an
-empty selection, a full disk) removes the temporary. Everything a user can get wrong that is known
-before reading (an existing ``out``, options of the other format, an env without a control rate for
+empty selection, a full disk) removes the temporary. A temporary a killed export left is removed
+by the next export to the same ``out`` once its process is dead (a live export's is left alone).
+Everything a user can get wrong that is known before reading (an existing or unusable ``out``, an
+``out`` inside a run directory, options of the other format, an env without a control rate for
 LeRobot) is refused before anything is written.
 """
 
@@ -11,13 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rlpipe.artifacts.atomic import publish_dir, temporary_sibling
+from rlpipe.artifacts.atomic import publish_dir, temporary_sibling, unpublishable
 from rlpipe.artifacts.fs import AnyPath, is_object, tree_bytes
-from rlpipe.artifacts.removal import delete
+from rlpipe.artifacts.layout import enclosing_run_dir
+from rlpipe.artifacts.removal import clean_temporaries, delete
 
 if TYPE_CHECKING:
     from rlpipe.datasets.episodes import DatasetSource, Episode, Selection, Summary
@@ -50,8 +54,7 @@ def check_output(output: Output) -> None:
         raise ValueError(f"--format: {output.fmt!r} is not a dataset format; expected {' or '.join(FORMATS)}")
     if is_object(output.out):
         raise ValueError(f"--out: {output.out}: a dataset is written to a local folder; copy it afterwards")
-    if Path(output.out).exists():
-        raise ValueError(f"--out: {output.out} already exists; give a new folder (a dataset is written once)")
+    check_out_folder(Path(output.out))
     other = {
         "lerobot": {"--dataset-id": output.dataset_id},
         "minari": {"--images": output.images, "--task": output.task},
@@ -66,6 +69,25 @@ def check_output(output: Output) -> None:
         require_all(MINARI, "rlpipe dataset --format minari")
         if output.dataset_id is not None:
             check_dataset_id(output.dataset_id)
+
+
+def check_out_folder(out: Path) -> None:
+    """Refuse an ``--out`` that cannot become a new dataset folder, in one line naming ``--out``.
+
+    Refused: what :func:`~rlpipe.artifacts.atomic.publish_dir` cannot put a new folder at (an
+    existing entry, a dangling link, a path under a file), and a path inside a run directory (the
+    dataset can go with the run: ``--overwrite`` clears what rlpipe wrote there, ``rlpipe gc`` frees
+    whole run dirs).
+    """
+    problem = unpublishable(out)
+    if problem is not None:
+        raise ValueError(f"--out: {problem}; give a new folder (a dataset is written once)")
+    run_dir = enclosing_run_dir(out)
+    if run_dir is not None:
+        raise ValueError(
+            f"--out: {out} is inside the run directory {run_dir}, where it can go with the run "
+            "(--overwrite, rlpipe gc); give a folder outside run directories"
+        )
 
 
 def check_source(source: DatasetSource, output: Output) -> None:
@@ -95,6 +117,7 @@ def export_dataset(
     summary = Summary()
     out = Path(output.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    clean_temporaries(out.parent, re.compile(rf"{re.escape(out.name)}\Z"))  # of killed exports to out
     tmp = temporary_sibling(out)
     tmp.mkdir()
     try:
@@ -156,7 +179,7 @@ def _empty(selection: Selection, summary: Summary) -> str:
     if selection.last is not None:
         asked.append(f"--last {selection.last}")
     if selection.envs is not None:
-        asked.append(f"--envs {','.join(map(str, selection.envs))}")
+        asked.append(f"--envs {selection.envs}")
     if selection.min_return is not None:
         asked.append(f"--min-return {selection.min_return:g}")
     if selection.min_success:

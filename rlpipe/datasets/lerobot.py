@@ -2,7 +2,8 @@
 
 The folder follows LeRobot's v3.0 layout (``CODEBASE_VERSION = "v3.0"``)::
 
-    meta/info.json                          schema: fps, features, counts, paths (meta/: lerobot_meta)
+    meta/info.json                          schema: fps, features, counts, paths (meta/: lerobot_meta);
+                                            rlpipe_store: what the stores kept (store.envs, precision)
     meta/stats.json                         per-feature normalization stats (lerobot_stats)
     meta/tasks.parquet                      the one task: column task_index, the task string as index
     meta/episodes/chunk-000/file-000.parquet one row per episode: its frame range, files, stats
@@ -30,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rlpipe.datasets.episodes import FIDELITY_KEY
 from rlpipe.datasets.lerobot_features import Layout, layout_of
 from rlpipe.datasets.lerobot_meta import provenance, write_meta
 from rlpipe.datasets.lerobot_stats import StatsAccumulator, image_stats, vector_stats
@@ -135,7 +137,7 @@ def write_lerobot(
         raise
     write_meta(
         root,
-        _info(writer, images),
+        _info(writer, images, source.fidelity()),
         writer.rows,
         writer.stats.result(),
         task or source.env_id,
@@ -295,8 +297,12 @@ def _episode_extras(episode: Episode) -> dict[str, Any]:
     }
 
 
-def _info(writer: _Writer, images: str) -> dict[str, Any]:
-    """``meta/info.json``: the schema, the counts and the file layout LeRobot reads the dataset with."""
+def _info(writer: _Writer, images: str, fidelity: dict[str, Any]) -> dict[str, Any]:
+    """``meta/info.json``: the schema, the counts and the file layout LeRobot reads the dataset with.
+
+    ``fidelity`` (what the stores kept: :meth:`~rlpipe.datasets.episodes.DatasetSource.fidelity`)
+    goes under its own key, beside LeRobot's.
+    """
     return {
         "codebase_version": CODEBASE_VERSION,
         "robot_type": None,
@@ -311,4 +317,5 @@ def _info(writer: _Writer, images: str) -> dict[str, Any]:
         "data_path": DATA_PATH,
         "video_path": VIDEO_PATH if images == "video" else None,
         "features": writer.layout.features,
+        FIDELITY_KEY: fidelity,
     }

@@ -129,9 +129,17 @@ def provenance(source: DatasetSource, layout: Layout, selection: Selection | Non
         "params_hash": source.params_hash,
         "iterations": list(source.iterations),
         "checkpoint": source.checkpoint,
-        "selection": dataclasses.asdict(selection) if dataclasses.is_dataclass(selection) else None,
+        "selection": _selection(selection),
         "mapping": {k: v for k, v in mapping.items() if v},
     }
+
+
+def _selection(selection: Selection | None) -> dict[str, Any] | None:
+    """The selection as JSON: its fields, ``envs`` as ``--envs`` takes them (``0,2,5:7``)."""
+    if selection is None:
+        return None
+    fields = {f.name: getattr(selection, f.name) for f in dataclasses.fields(selection)}
+    return {**fields, "envs": None if selection.envs is None else str(selection.envs)}
 
 
 def _write_json(path: Path, data: Any) -> None:

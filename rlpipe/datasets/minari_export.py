@@ -19,6 +19,10 @@ infos           ``[L+1]`` per key   ``log_prob``, ``value``, ``iteration`` (and 
                                     infos out (see :func:`step_infos`)
 ==============  ==================  ===================================================================
 
+The dataset's metadata says what the stores kept (``rlpipe_store``: ``complete``, ``stored_envs`` of
+``num_envs``, ``exact``, ``precision``; :meth:`DatasetSource.fidelity`), and its description says
+it in words where a ``store.envs`` subset or a ``store.precision`` dtype left something out.
+
 Images are stored raw (``jpeg_encoding=False``: lossless, as stored, ``[C, H, W]`` uint8). The env
 is recorded by its gymnasium id where the run has one, so offline-RL tools rebuild it with
 ``dataset.recover_environment()``; an rlpipe-only env is recorded by its spaces alone.
@@ -36,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rlpipe.datasets.episodes import FIDELITY_KEY
 from rlpipe.extras import MINARI, require, require_all
 
 if TYPE_CHECKING:
@@ -46,6 +51,7 @@ __all__ = [
     "check_dataset_id",
     "default_dataset_id",
     "episode_buffer",
+    "fidelity_words",
     "step_infos",
     "write_minari",
 ]
@@ -136,7 +142,22 @@ def _description(source: DatasetSource) -> str:
     return (
         f"rlpipe training rollouts of {source.env_id} (run {source.run_dir}, iterations {first}..{last}, "
         f"params {source.params_hash}); a training policy's episodes: filter by infos/iteration"
+        f"{''.join(f'; {part}' for part in fidelity_words(source.fidelity()))}"
     )
+
+
+def fidelity_words(fidelity: dict[str, Any]) -> list[str]:
+    """What a subset or lower-precision store left out, in words (none for complete, exact stores)."""
+    words = []
+    if not fidelity["complete"]:
+        words.append(
+            f"only envs 0–{fidelity['stored_envs'] - 1} of the {fidelity['num_envs']} of each rank "
+            "(store.envs)"
+        )
+    if not fidelity["exact"]:
+        groups = ", ".join(f"{name} as {dtype}" for name, dtype in fidelity["precision"].items())
+        words.append(f"observations stored lower: {groups} (store.precision), not the values the run saw")
+    return words
 
 
 def write_minari(
@@ -165,7 +186,7 @@ def write_minari(
     # Minari joins a relative datasets folder onto itself a second time: hand it an absolute one
     with _datasets_path(Path(root).absolute()), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # Minari's advice on unset author / permalink
-        minari.create_dataset_from_buffers(
+        dataset = minari.create_dataset_from_buffers(
             dataset_id=dataset_id,
             buffer=buffers(),
             env=source.gym_id,
@@ -176,4 +197,5 @@ def write_minari(
             description=_description(source),
             jpeg_encoding=False,
         )
+        dataset.storage.update_metadata({FIDELITY_KEY: source.fidelity()})
     return root / dataset_id

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import os
 
-from rlpipe.artifacts.atomic import atomic_write_json, publish_dir, temporary_sibling
-from rlpipe.artifacts.layout import CHECKPOINT_NAME, RunLayout, iteration_from_name, numbered
+from rlpipe.artifacts.atomic import atomic_write_json, publish_dir, temporary_sibling, unpublishable
+from rlpipe.artifacts.layout import (
+    CHECKPOINT_NAME,
+    RunLayout,
+    enclosing_run_dir,
+    iteration_from_name,
+    numbered,
+)
 from rlpipe.artifacts.removal import clean_temporaries
 
 
@@ -50,3 +56,35 @@ def test_publish_dir_never_overwrites_unless_asked(tmp_path):
         assert "written once" in str(exc)
     else:
         raise AssertionError("publish_dir replaced an existing folder")
+
+
+def test_the_run_directory_a_path_lies_in_is_found_through_links(tmp_path):
+    project = tmp_path / "project"
+    run = project / "data" / "exp"
+    (project / "checkpoints").mkdir(parents=True)  # a project's own folder of that name: no run
+    (project / "params.yaml").write_text("{}")
+    assert enclosing_run_dir(project / "data" / "datasets" / "ds") is None
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "params.yaml").write_text("{}")
+    assert enclosing_run_dir(run / "export" / "ds") is None  # no checkpoint yet
+    (run / "checkpoints" / "ckpt-000001.pt").write_bytes(b"x")
+    assert enclosing_run_dir(run / "export" / "ds") == run
+    (tmp_path / "link").symlink_to(run)
+    assert enclosing_run_dir(tmp_path / "link" / "ds") == run
+    assert enclosing_run_dir(run) is None  # the run dir itself is not inside one
+
+
+def test_unpublishable_says_why_a_new_folder_cannot_be_put_there(tmp_path):
+    assert unpublishable(tmp_path / "a" / "b") is None
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert unpublishable(tmp_path / "file") == f"{tmp_path / 'file'} already exists"
+    assert unpublishable(tmp_path / "dangling") == (
+        f"{tmp_path / 'dangling'} is a symbolic link to {tmp_path / 'nowhere'}, which does not exist"
+    )
+    assert unpublishable(tmp_path / "file" / "x" / "y") == (
+        f"{tmp_path / 'file'} is not a folder (a file, or a link to none)"
+    )
+    assert unpublishable(tmp_path / "dangling" / "x") == (
+        f"{tmp_path / 'dangling'} is not a folder (a file, or a link to none)"
+    )

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,8 @@ from _dataset_runs import tiny_run
 from click.testing import CliRunner
 
 from rlpipe.cli import cli
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def invoke(*args: str) -> tuple[int, list[str]]:
@@ -181,6 +185,53 @@ def test_a_selection_that_leaves_no_episode_says_what_was_dropped(runs, tmp_path
 
 def test_an_env_index_the_run_does_not_have_is_refused(runs, tmp_path):
     refused(runs["plain"], tmp_path / "out", "--format", "minari", "--envs", "7")
+
+
+def test_a_huge_envs_range_is_refused_at_once_in_one_short_line_and_bounded_memory(runs, tmp_path):
+    """A range is never expanded: checked against the run's 4 envs under a 4 GiB address-space cap."""
+    script = (
+        "import resource, sys; cap = 4 * 2**30; resource.setrlimit(resource.RLIMIT_AS, (cap, cap)); "
+        "from rlpipe.cli import main; main()"
+    )
+    out = tmp_path / "out"
+    args = [
+        "dataset",
+        str(runs["plain"]),
+        "--format",
+        "minari",
+        "--out",
+        str(out),
+        "--envs",
+        "0:100000000000",
+    ]
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert time.monotonic() - started < 60  # the imports, then a refusal: no expansion of the range
+    assert (result.returncode, result.stderr.strip().splitlines()) == (
+        2,
+        ["Error: --envs 0:100000000000: the stores hold envs 0–3 of each rank"],
+    )
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "accepted"),
+    [
+        (
+            "--envs",
+            "expected env indices and ranges A:B (both included, 0 <= A <= B), comma-separated, e.g. 0,2,5:7",
+        ),
+        ("--iterations", "expected A:B with 1 <= A <= B (both included) or one iteration K, e.g. 3:7"),
+    ],
+)
+def test_a_long_malformed_value_is_quoted_shortened(tmp_path, option, accepted):
+    out = str(tmp_path / "out")
+    code, lines = invoke(str(tmp_path / "run"), "--format", "minari", "--out", out, option, "1,x" * 5000)
+    assert code == 2 and len(lines[-1]) < 400, lines
+    assert lines[-1].startswith(f"Error: Invalid value for '{option}': '1,x1,x")
+    assert "characters left out" in lines[-1] and lines[-1].endswith(accepted)
 
 
 def test_a_kept_selection_writes_the_dataset_and_its_summary(runs, tmp_path):
