@@ -157,8 +157,9 @@ def _damaged_advice(path: AnyPath) -> str:
             f"{earlier[-1].name}"
         )
     return (
-        "no earlier checkpoint is here to fall back to: restore it from a copy, or start the run over "
-        "with --overwrite (a --resume without a checkpoint refuses and deletes nothing)"
+        "no earlier checkpoint is here to fall back to: restore it from a copy, or delete it (and its "
+        f"{CHECKSUM_SUFFIX}) and --resume, which starts the run over with its rollout stores set aside, "
+        "kept (--overwrite deletes them)"
     )
 
 

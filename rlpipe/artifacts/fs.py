@@ -11,6 +11,8 @@ Zarr group publish     build under a temporary, rename    write the arrays, then
 exclusive create       ``O_CREAT | O_EXCL``               PUT with ``If-None-Match: *``
 conditional overwrite  (single writer: plain replace)     PUT with ``If-Match: <ETag>``
 delete a folder        rename away, then delete           delete every key under the prefix
+move a folder aside    one rename                         copy every key (the root ``zarr.json``
+                                                          last), then delete the old prefix
 =====================  =================================  ==========================================
 
 A rollout group on an object store without its root ``zarr.json`` is uncommitted: listings skip it,
@@ -50,6 +52,7 @@ __all__ = [
     "disk_free",
     "folder_problem",
     "is_object",
+    "move_tree",
     "probe",
     "read_versioned",
     "remove_tree",
@@ -118,6 +121,22 @@ def remove_tree(path: ObjectPath) -> None:
         keys.append(path.key)
     if keys:
         with_retries(path, lambda: fs.rm(keys))
+
+
+def move_tree(path: ObjectPath, target: ObjectPath) -> None:
+    """Copy every key under the prefix ``path`` to ``target``, then delete the keys under ``path``.
+
+    A group's root ``zarr.json`` (its commit marker) is copied last: a move cut short leaves
+    ``target`` uncommitted and ``path`` whole. Call it through
+    :func:`rlpipe.artifacts.removal.set_aside`, beside the one door of every delete.
+    """
+    fs = path.fs
+    keys = cast("list[str]", with_retries(path, lambda: fs.find(path.key, withdirs=False)))
+    marker = f"{path.key}/zarr.json"
+    for key in sorted(keys, key=lambda k: k == marker):  # stable: the marker alone goes to the end
+        dest = target.key + key[len(path.key) :]
+        with_retries(path, lambda key=key, dest=dest: fs.copy(key, dest))
+    remove_tree(path)
 
 
 # -- conditional writes -------------------------------------------------------------------------

@@ -5,6 +5,8 @@ A run directory (``<trainer.data_dir>/<trainer.exp_name>``)::
     params.yaml                  the resolved params of the run (offline commands need nothing else)
     rollouts/iter-000001.zarr    one Zarr v3 group per iteration (``…/rank-R`` shards when distributed)
     rollouts/rejected/           rollouts refused by the non-finite guard, kept for post-mortem
+    rollouts/superseded-1/       the stores of a run stopped before its first checkpoint, set aside by
+                                 the ``--resume`` that started it over (``-2``, … for later ones)
     checkpoints/ckpt-000001.pt   + ``ckpt-000001.pt.sha256`` checksums, ``latest`` and ``best`` pointers
     eval/, reupdate/, updated/, collected/, advantages/   derived outputs (never inside rollouts/)
     eval/video-iter-000012.mp4   the eval video after iteration 12 (``eval.video``)
@@ -38,6 +40,7 @@ __all__ = [
     "RUN_POINTER",
     "ROLLOUT_NAME",
     "SHARD_NAME",
+    "SUPERSEDED_NAME",
     "TEMPORARY_NAME",
     "RunLayout",
     "checkpoint_name",
@@ -54,6 +57,7 @@ __all__ = [
 ROLLOUT_NAME = re.compile(r"^iter-(\d{6,})\.zarr$")
 CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{6,})\.pt$")
 SHARD_NAME = re.compile(r"^rank-(\d+)$")
+SUPERSEDED_NAME = re.compile(r"^superseded-(\d+)$")
 EXPORT_FILES = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
 """File written by ``rlpipe export`` per ``--format``."""
 LATEST = "latest"
@@ -246,6 +250,11 @@ class RunLayout:
     def rejected_rollout(self, iteration: int) -> AnyPath:
         """``rollouts/rejected/iter-NNNNNN.zarr``."""
         return self.rejected / rollout_name(iteration)
+
+    def superseded(self) -> AnyPath:
+        """``rollouts/superseded-K/``, K one past the last taken: where a start over sets stores aside."""
+        taken = numbered(self.rollouts, SUPERSEDED_NAME)
+        return self.rollouts / f"superseded-{max(taken, default=0) + 1}"
 
     def rollout(self, iteration: int) -> AnyPath:
         """``rollouts/iter-NNNNNN.zarr``."""

@@ -12,20 +12,33 @@ temporaries, ``rlpipe gc``'s experiment folders), and only where it wrote it:
 
 On an object store (an :class:`~rlpipe.artifacts.fs.ObjectPath`) there are no links: every key
 under the prefix is deleted.
+
+What rlpipe must clear out of the way but may not delete (the stores of a run stopped before its
+first checkpoint) is set aside instead (:func:`set_aside`): moved, under the same confinement.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from rlpipe.artifacts.errors import StoreError
-from rlpipe.artifacts.fs import AnyPath, is_object, remove_tree
+from rlpipe.artifacts.fs import AnyPath, is_object, move_tree, remove_tree
 from rlpipe.artifacts.layout import TEMPORARY_NAME, temporary_name
 
-__all__ = ["UnsafeRemoval", "check_confined", "clean_temporaries", "delete", "pid_alive"]
+__all__ = [
+    "UnsafeRemoval",
+    "check_confined",
+    "clean_temporaries",
+    "delete",
+    "output_folder",
+    "pid_alive",
+    "set_aside",
+]
 
 
 class UnsafeRemoval(StoreError):
@@ -81,6 +94,50 @@ def delete(path: AnyPath, within: AnyPath | None = None, missing_ok: bool = Fals
     trash = target.with_name(temporary_name(target.name, "del"))
     os.rename(target, trash)
     shutil.rmtree(trash)  # unlinks links inside the tree, never follows them
+
+
+def set_aside(paths: Iterable[AnyPath], folder: AnyPath, within: AnyPath) -> None:
+    """Move each of ``paths`` into ``folder`` (created), keeping its name: kept, out of the way.
+
+    Every path and ``folder`` must lie below ``within``, reached without a symbolic link (as for
+    :func:`delete`; nothing moves otherwise). Locally each is one rename (a link moves as a link);
+    on an object store its keys are copied, then deleted (:func:`~rlpipe.artifacts.fs.move_tree`).
+    """
+    paths = list(paths)
+    for path in (*paths, folder / "x"):
+        check_confined(path, within)
+    if not is_object(folder):
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    for path in paths:
+        target = folder / path.name
+        if is_object(path) or is_object(target):
+            assert is_object(path) and is_object(target), "a move between a folder and an object store"
+            move_tree(path, target)
+        else:
+            os.rename(path, target)
+
+
+@contextlib.contextmanager
+def output_folder(folder: AnyPath) -> Iterator[None]:
+    """Create ``folder`` (and its missing parents) for a command's output, and take back an unused one.
+
+    When the body raises, the folders this call created and the command left empty are removed: a
+    command refused part-way leaves no trace, and one that wrote some output keeps it. Nothing
+    to create on an object store (a prefix exists by its keys).
+    """
+    if is_object(folder):
+        yield
+        return
+    folder = Path(folder)
+    created = [p for p in (folder, *folder.parents) if not p.exists()]  # deepest first
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        for path in created:
+            with contextlib.suppress(OSError):  # not empty (output kept) or gone: leave it
+                path.rmdir()
+        raise
 
 
 def clean_temporaries(directory: AnyPath, names: re.Pattern[str] | None = None) -> list[Path]:

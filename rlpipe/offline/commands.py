@@ -14,6 +14,7 @@ with a file is a one-line ``StoreError`` naming it.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.lock import RunLock
+from rlpipe.artifacts.removal import output_folder
 from rlpipe.artifacts.video import recorder_for
 from rlpipe.artifacts.zarr_write import write_group
 from rlpipe.config import RunConfig, params_hash
@@ -40,6 +42,7 @@ from rlpipe.offline.rebuild import (
     spaces_of,
 )
 from rlpipe.offline.replay import iteration_of, update_once
+from rlpipe.offline.replay_plan import missing_words, rebuild_start
 from rlpipe.policies import build_policy
 from rlpipe.rollout_checks import NonFiniteError
 from rlpipe.runtime.distributed import resolve_device
@@ -104,17 +107,12 @@ def update_from_rollout(
 
     NNNNNN is the rollout's iteration k, and the minibatch shuffle is that of online update k.
     ``checkpoint=None``: the weights the rollout was collected with — checkpoint k−1 in the run's
-    ``checkpoints/`` beside the rollouts' folder, or the initial weights for k = 1 (otherwise use
-    ``replay``, which rebuilds missing checkpoints). Advantages are recomputed from the rollout.
-    A rejected rollout is refused unless ``allow_rejected``; ``out`` is locked while written.
+    ``checkpoints/`` beside the rollouts' folder, or the initial weights for k = 1 (otherwise the
+    refusal names the command that works: ``replay``, which rebuilds it, or ``--checkpoint``).
+    Advantages are recomputed from the rollout. A rejected rollout is refused unless
+    ``allow_rejected``. Every refusal comes before ``out`` is created; ``out`` is locked while written.
     """
-    with RunLock(out, "rlpipe update"):
-        return _update_locked(cfg, as_path(rollout_path), checkpoint, as_path(out), allow_rejected)
-
-
-def _update_locked(
-    cfg: RunConfig, rollout_path: AnyPath, checkpoint: Path | None, out: AnyPath, allow_rejected: bool
-) -> tuple[AnyPath, dict[str, float]]:
+    rollout_path = as_path(rollout_path)
     rollout, attrs = load_rollout(
         rollout_path, allow_rejected=allow_rejected, purpose="rlpipe update (the online update)"
     )
@@ -125,9 +123,10 @@ def _update_locked(
         load_algorithm_state(algo, start)
     metrics = update_once(algo, rollout.to(algo.device), attrs, k, cfg.trainer.iterations)
     origin = {"rollout": str(rollout_path), "start": str(start) if start else None}
-    path = save_algorithm(
-        algo, cfg, as_path(out), k, int(attrs.get("env_steps", 0)), origin, attrs.get("spaces")
-    )
+    with output_folder(out), RunLock(out, "rlpipe update"):
+        path = save_algorithm(
+            algo, cfg, as_path(out), k, int(attrs.get("env_steps", 0)), origin, attrs.get("spaces")
+        )
     return path, metrics
 
 
@@ -139,9 +138,27 @@ def _collected_with(rollout_path: AnyPath, k: int) -> AnyPath | None:
     if not path.is_file():
         raise StoreError(
             f"{rollout_path}: no checkpoint of iteration {k - 1} under {layout.checkpoints} to "
-            "start from; pass --checkpoint, or use `rlpipe replay`, which rebuilds it"
+            f"start from; {_instead(layout, rollout_path, k)}"
         )
     return path
+
+
+def _instead(layout: RunLayout, rollout_path: AnyPath, k: int) -> str:
+    """What works instead: the replay that rebuilds checkpoint k−1, else an update from other weights."""
+    stored, checkpoints = layout.rollout_paths(), layout.checkpoint_paths()
+    own = stored.get(k) == rollout_path and layout.params.is_file()
+    if own and rebuild_start(checkpoints, stored, k - 1) is not None:
+        command = shlex.join(["rlpipe", "replay", str(layout.root), "--iterations", str(k)])
+        return f"`{command}` rebuilds it from the stored rollouts and updates this one bit for bit"
+    gap = f"the rollouts to rebuild it from are {missing_words(stored)}" if stored else "nothing rebuilds it"
+    earlier = [c for c in checkpoints if c < k]
+    if not earlier:
+        return f"{gap}: pass --checkpoint FILE, the weights to update from"
+    command = ["rlpipe", "update", str(layout.root), str(rollout_path), "--checkpoint"]
+    return (
+        f"{gap}: update from other weights than those that collected it, e.g. "
+        f"`{shlex.join([*command, str(checkpoints[earlier[-1]])])}`"
+    )
 
 
 def evaluate_checkpoint(

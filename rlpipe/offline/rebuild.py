@@ -23,7 +23,14 @@ from rlpipe.runtime.allocator import tune_malloc
 from rlpipe.runtime.distributed import resolve_device
 from rlpipe.runtime.seeding import seed_everything
 
-__all__ = ["load_algorithm_state", "load_rollout", "rebuild_algorithm", "save_algorithm", "spaces_of"]
+__all__ = [
+    "load_algorithm_state",
+    "load_rollout",
+    "rebuild_algorithm",
+    "refuse_unusable",
+    "save_algorithm",
+    "spaces_of",
+]
 
 
 def spaces_of(record: dict[str, Any], where: AnyPath) -> tuple[Any, Any]:
@@ -100,13 +107,23 @@ def load_rollout(
     exit code 3, one line naming the store); ``None`` accepts them (samples for distillation).
     """
     rollout, attrs = read_any(as_path(path), device)  # a K-rank iteration: its shards, side by side
-    refuse_rejected(as_path(path), attrs, allow_rejected)
-    refusal = fidelity_refusal(as_path(path), attrs, purpose) if purpose else None
-    if refusal:
-        raise RefusedStoreError(refusal)
+    refuse_unusable(path, attrs, allow_rejected, purpose)
     try:
         check_finite(rollout, attrs.get("iteration"))
     except RolloutError as exc:
         kind = RefusedStoreError if isinstance(exc, RefusedDataError) else StoreError
         raise kind(f"{path}: {exc}") from None
     return rollout, attrs
+
+
+def refuse_unusable(
+    path: AnyPath, attrs: dict[str, Any], allow_rejected: bool = False, purpose: str | None = None
+) -> None:
+    """What :func:`load_rollout` refuses from a store's attributes alone: rejected, subset, lower precision.
+
+    Callers check every store they will read with it before they write anything.
+    """
+    refuse_rejected(as_path(path), attrs, allow_rejected)
+    refusal = fidelity_refusal(as_path(path), attrs, purpose) if purpose else None
+    if refusal:
+        raise RefusedStoreError(refusal)

@@ -33,6 +33,7 @@ from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path
 from rlpipe.artifacts.layout import ROLLOUT_NAME, RunLayout, iteration_from_name, numbered, rollout_name
 from rlpipe.artifacts.lock import RunLock
+from rlpipe.artifacts.removal import output_folder
 from rlpipe.artifacts.shards import read_any_attrs
 from rlpipe.build import learn, learner_state, load_learner_state
 from rlpipe.config import ConfigError, RunConfig, params_hash, replay_algorithm, training_hash
@@ -44,6 +45,13 @@ from rlpipe.offline.rebuild import (
     spaces_of,
 )
 from rlpipe.offline.replay_eval import evaluate_replayed, online_eval_metrics
+from rlpipe.offline.replay_plan import (
+    PURPOSE,
+    check_replay,
+    missing_words,
+    needs_weights,
+    refuse_other_params,
+)
 from rlpipe.rollout import rollout_dims
 from rlpipe.runtime.float_kernels import float_kernels, kernel_differences
 from rlpipe.tracking import Tracker, open_tracker, source_run_id
@@ -103,7 +111,7 @@ class _Reader:
         """Path of rollout ``k``; a ``StoreError`` saying ``why`` it is needed when it is missing."""
         if k not in self.paths:
             root = next(iter(self.paths.values())).parent
-            raise StoreError(f"{root / rollout_name(k)}: {_missing_words(self.paths)}; {why}")
+            raise StoreError(f"{root / rollout_name(k)}: {missing_words(self.paths)}; {why}")
         return self.paths[k]
 
     def get(self, k: int, why: str) -> tuple[TensorDict, dict[str, Any], float]:
@@ -116,9 +124,7 @@ class _Reader:
         return rollout, attrs, time.perf_counter() - start
 
     def _submit(self, k: int, why: str) -> Future[tuple[TensorDict, dict[str, Any]]]:
-        return self._pool.submit(
-            load_rollout, self.path(k, why), self.device, self.allow_rejected, "replay (the online update)"
-        )
+        return self._pool.submit(load_rollout, self.path(k, why), self.device, self.allow_rejected, PURPOSE)
 
     def close(self) -> None:
         """Stop the reader thread (pending reads are dropped)."""
@@ -151,10 +157,7 @@ class _Replay:
 
     def reach(self, m: int, want: str | None, k: int) -> None:
         """Put the online run's state after iteration ``m`` into ``online`` (for re-updating ``k``)."""
-        why = (
-            f"replaying iteration {k} needs the weights after iteration {m}, and there is no "
-            f"checkpoint of iteration {m} of this run under {self.checkpoint_dir}"
-        )
+        why = needs_weights(k, m, self.checkpoint_dir)
         for j in sorted((j for j in self.checkpoints if j <= m), reverse=True):
             if self.at == j == m and self.from_disk:
                 return
@@ -170,7 +173,7 @@ class _Replay:
                 self.online.load_state_dict(copy.deepcopy(self.initial))
                 self.at, self.from_disk = 0, False
         if not (self.at == m and self.from_disk):
-            self._check_params(want, k, m, why)
+            refuse_other_params(self.reader.path(k, why), training_hash(self.cfg), want, m, why)
         while self.at < m:
             rollout, attrs, _ = self.reader.get(self.at + 1, why)
             update_once(self.online, rollout, attrs, self.at + 1, self.cfg.trainer.iterations)
@@ -186,20 +189,6 @@ class _Replay:
             return state
         self.other_run.add(j)  # e.g. kept by DVC (persist) from a run with other params
         return None
-
-    def _check_params(self, want: str | None, k: int, m: int, why: str) -> None:
-        """Rebuilding from a checkpoint or the initial weights needs the run's own params."""
-        mine = training_hash(self.cfg)
-        if want is None or mine == want:
-            return
-        need = (
-            f"{why}; rebuilding them" if m else "replaying iteration 1 starts from the initial weights, which"
-        )
-        raise StoreError(
-            f"{self.reader.path(k, why)}: {need} needs the params the rollouts were "
-            f"collected with, and these differ (training hash {mine} ≠ {want}); keep "
-            "them and put replay changes under replay.algorithm"
-        )
 
     def start_chain(self, first: int, want: str | None, start: AnyPath | None) -> None:
         """Load the chain's start: checkpoint ``start``, or the online state before ``first``."""
@@ -275,8 +264,9 @@ def replay(
         raise StoreError(
             f"{written.root}: replay would overwrite the run's own checkpoints; choose another out"
         )
-    written.root.mkdir(parents=True, exist_ok=True)
-    with RunLock(written.root, "rlpipe replay"):
+    replay_config(cfg)  # a replay.algorithm the algorithm rejects, before any folder is made
+    check_replay(cfg, rollouts, stored, ks, chain, start, allow_rejected)
+    with output_folder(written.root), RunLock(written.root, "rlpipe replay"):
         return _replay_locked(cfg, layout, stored, ks, chain, start, written, allow_rejected)
 
 
@@ -314,22 +304,10 @@ def _select(
     missing = [k for k in wanted if k not in stored]
     if missing:
         raise StoreError(
-            f"{root / rollout_name(missing[0])}: {_missing_words(stored)}; replaying iterations "
+            f"{root / rollout_name(missing[0])}: {missing_words(stored)}; replaying iterations "
             f"{first}:{last}{' as a chain' if chain else ''} needs it"
         )
     return list(wanted)
-
-
-def _missing_words(stored: dict[int, AnyPath]) -> str:
-    """``missing``, or why: ``not stored (the run stores every 4th iteration, store.every: 4)``."""
-    every = int(read_any_attrs(stored[max(stored)]).get("every", 1)) if stored else 1
-    if every == 1:
-        return "missing"
-    return (
-        f"not stored (the run stores the iterations that are multiples of {every}, store.every: "
-        f"{every}; checkpoint.every_iteration: true lets replay start each stored one from its "
-        "checkpoint)"
-    )
 
 
 def _loop(

@@ -18,10 +18,12 @@ from rlpipe.artifacts.checkpoints import checkpoint_fits
 from rlpipe.artifacts.curve import truncate_curve
 from rlpipe.artifacts.fs import disk_free
 from rlpipe.artifacts.params import write_params
+from rlpipe.artifacts.removal import set_aside
 from rlpipe.artifacts.store_policy import layout_of, stored_bytes
 from rlpipe.build import threads_reason
-from rlpipe.config import ConfigError, RunConfig
+from rlpipe.config import RunConfig
 from rlpipe.runtime.allocator import tune_malloc
+from rlpipe.runtime.distributed import barrier
 from rlpipe.testing import faults
 from rlpipe.tracking import Tracker
 from rlpipe.tracking.banner import run_banner, where_lines
@@ -106,27 +108,13 @@ class RunSession:
 
         Rollout stores newer than the checkpoint (written by the run that was stopped) are deleted,
         so the continued run writes the same stores as an uninterrupted one. Without a valid
-        checkpoint a run that has stores is refused (nothing supersedes them; ``--overwrite`` starts
-        over), and one without starts from iteration 0. A checkpoint of other training params is a
-        ``ConfigError`` naming them.
+        checkpoint the run starts over (:meth:`_start_over`). A checkpoint of other training params
+        is a ``ConfigError`` naming them.
         """
         parts, state = self.parts, self.state
         latest = parts.checkpointer.latest()
         if latest is None:
-            stored = parts.layout.rollout_paths()
-            if stored:
-                count = f"{len(stored)} rollout store{'s' if len(stored) > 1 else ''}"
-                raise ConfigError(
-                    f"{parts.layout.rollouts}: {count} but no valid "
-                    f"checkpoint under {parts.checkpointer.directory} to resume from; --resume "
-                    "never deletes stores without one: restore a checkpoint, or start over "
-                    "with --overwrite (deletes this run)"
-                )
-            if parts.dist.is_main:
-                print(
-                    f"resume: no checkpoint under {parts.checkpointer.directory}; starting from iteration 0",
-                    file=sys.stderr,
-                )
+            self._start_over()
             return None
         saved = load_online_checkpoint(latest, self.cfg)  # refuses other training params first
         with checkpoint_fits(latest):
@@ -139,6 +127,28 @@ class RunSession:
             return None
         print(f"resume: continuing from {latest} (iteration {state.iteration})", file=sys.stderr)
         return truncate_curve(parts.layout.curve, state.iteration)
+
+    def _start_over(self) -> None:
+        """``--resume`` without a valid checkpoint: start from iteration 0, earlier stores set aside.
+
+        Nothing can continue the stopped run's stores (the weights that collected them are gone),
+        and their write-once names would block the new run's: rank 0 moves them, never deletes
+        them, to ``rollouts/superseded-K/`` and says so; the other ranks wait for it.
+        """
+        parts = self.parts
+        said = f"resume: no checkpoint under {parts.checkpointer.directory}"
+        stored = parts.layout.rollout_paths() if parts.dist.is_main else {}
+        if stored:
+            aside = parts.layout.superseded()
+            set_aside(stored.values(), aside, within=parts.layout.root)
+            plural = "s" if len(stored) > 1 else ""
+            said += (
+                f"; the {len(stored)} rollout store{plural} of the stopped run (iteration{plural} "
+                f"{_span(list(stored))}) moved to {aside} (kept: delete it when not needed)"
+            )
+        barrier()
+        if parts.dist.is_main:
+            print(f"{said}; starting from iteration 0", file=sys.stderr)
 
     def _nothing_to_do(self) -> dict[str, Any]:
         """A resume of a finished run: say so, write nothing (but a missing summary), return the summary."""
@@ -263,3 +273,8 @@ class RunSession:
     def _interrupted(self, signum: int, at_once: bool = False) -> Interrupted:
         last = self.parts.checkpointer.last_saved
         return Interrupted(signum, iteration_of(last), str(last) if last else None, at_once=at_once)
+
+
+def _span(iterations: list[int]) -> str:
+    """``3`` for one iteration, ``1–3`` for several (ascending)."""
+    return f"{iterations[0]}" if len(iterations) == 1 else f"{iterations[0]}–{iterations[-1]}"

@@ -14,6 +14,7 @@ from rlpipe.artifacts.checkpoints import latest_checkpoint, load_checkpoint, sav
 from rlpipe.artifacts.errors import LockedError, StoreError
 from rlpipe.artifacts.fs import PreconditionFailed, create_exclusive, probe, read_versioned, replace_if
 from rlpipe.artifacts.lock import RunLock
+from rlpipe.artifacts.removal import set_aside
 from rlpipe.artifacts.shards import ShardedStore, read_any
 from rlpipe.artifacts.store import RolloutStore, write_rollout
 from rlpipe.artifacts.zarr_read import read_rollout
@@ -157,3 +158,12 @@ def test_a_store_that_stays_down_is_retried_then_one_line(monkeypatch):
     assert info.value.filename == "s3://nowhere/run/params.yaml"
     with pytest.raises(ValueError, match=r"s3://nowhere/run: cannot reach the object store at http://127"):
         probe(location("s3://nowhere/run"))
+
+
+def test_stores_set_aside_on_an_object_store_stay_whole_and_leave_the_old_prefix(s3_server, s3_bucket):
+    root = location(f"{s3_bucket}/run/rollouts")
+    write_rollout(root / "iter-000001.zarr", rollout(), {"iteration": 1})
+    set_aside([root / "iter-000001.zarr"], root / "superseded-1", within=location(f"{s3_bucket}/run"))
+    moved, _ = read_rollout(root / "superseded-1" / "iter-000001.zarr")
+    assert torch.equal(moved["obs"], rollout()["obs"])
+    assert not any("rollouts/iter-000001.zarr" in k for k in keys(s3_server, f"{s3_bucket}/run"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlpipe.artifacts.checkpoints import Checkpointer
-from rlpipe.artifacts.removal import UnsafeRemoval, clean_temporaries, delete
+from rlpipe.artifacts.removal import UnsafeRemoval, clean_temporaries, delete, output_folder, set_aside
 from rlpipe.artifacts.store import RolloutStore
 from rlpipe.config import StoreCfg
 
@@ -76,3 +76,26 @@ def test_retention_through_a_linked_folder_is_refused_before_any_write(tmp_path,
         Checkpointer(run / "checkpoints", keep_last=2)
     RolloutStore(run / "rollouts", StoreCfg()).close()  # without retention nothing is deleted: allowed
     assert sorted(p.name for p in outside.iterdir()) == ["precious"]
+
+
+def test_set_aside_moves_never_through_a_link(tmp_path, outside):
+    run = tmp_path / "run"
+    (run / "rollouts" / "iter-000001.zarr").mkdir(parents=True)
+    (run / "rollouts" / "iter-000001.zarr" / "zarr.json").write_text("{}")
+    set_aside([run / "rollouts" / "iter-000001.zarr"], run / "rollouts" / "superseded-1", within=run)
+    assert (run / "rollouts" / "superseded-1" / "iter-000001.zarr" / "zarr.json").read_text() == "{}"
+    (run / "linked").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(UnsafeRemoval, match="symbolic link"):
+        set_aside([run / "rollouts" / "superseded-1"], run / "linked" / "aside", within=run)
+    assert (run / "rollouts" / "superseded-1").is_dir() and list(outside.iterdir()) == [outside / "precious"]
+
+
+def test_an_output_folder_a_failed_command_left_empty_is_taken_back(tmp_path):
+    with pytest.raises(RuntimeError), output_folder(tmp_path / "new" / "out"):
+        assert (tmp_path / "new" / "out").is_dir()
+        raise RuntimeError("refused")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(RuntimeError), output_folder(tmp_path / "kept" / "out"):
+        (tmp_path / "kept" / "out" / "ckpt-000001.pt").write_text("written before the failure")
+        raise RuntimeError("failed later")
+    assert (tmp_path / "kept" / "out" / "ckpt-000001.pt").is_file()  # output is never taken back

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shlex
 import shutil
 
 import pytest
@@ -17,8 +18,9 @@ from _fault_harness import (
 )
 
 
-@pytest.mark.slow
-def test_file_size_limit_at_the_first_checkpoint_then_resume_is_bit_exact(tmp_path, reference):
+def test_file_size_limit_at_the_first_checkpoint_prints_a_resume_that_works_and_keeps_the_store(
+    tmp_path, reference
+):
     limit = (reference / "checkpoints" / "ckpt-000001.pt").stat().st_size - 1  # rollout chunks fit
     assert max(p.stat().st_size for p in (reference / "rollouts").rglob("c.*") if p.is_file()) < limit
 
@@ -28,15 +30,22 @@ def test_file_size_limit_at_the_first_checkpoint_then_resume_is_bit_exact(tmp_pa
     failed = rlpipe(*run_command(tmp_path), preexec=small_files)
     root = run_dir(tmp_path)
     assert failed.returncode == 1, failed.stderr
-    assert error_line(failed).startswith(
+    line = error_line(failed)
+    assert line.startswith(
         f"Error: {root / 'checkpoints' / 'ckpt-000001.pt'}: File too large — the file-size limit (ulimit -f) "
         "was reached: raise it; resume with: rlpipe run "
     )
     assert not (root / "checkpoints" / "ckpt-000001.pt").exists()
     assert not [p for p in (root / "checkpoints").iterdir() if p.name.startswith(".")]  # no temporary
     assert (root / "params.yaml").is_file() and (root / "rollouts" / "iter-000001.zarr").is_dir()
-    resumed = rlpipe(*run_command(tmp_path), "--resume")
+    stored = {k: v for k, v in snapshot(root).items() if k.startswith("rollouts/")}
+    command = shlex.split(line.split("; resume with: ", 1)[1])
+    assert command[:2] == ["rlpipe", "run"] and command[-1] == "--resume"
+    resumed = rlpipe(*command[1:])  # the printed command, as typed (the limit lifted)
     assert resumed.returncode == 0, resumed.stderr
+    assert f"moved to {root / 'rollouts' / 'superseded-1'}" in resumed.stderr
+    moved = {k.replace("rollouts/", "rollouts/superseded-1/", 1): v for k, v in stored.items()}
+    assert moved and all(snapshot(root).get(k) == v for k, v in moved.items())  # kept, byte for byte
     assert_same_as_reference(root, reference)
 
 

@@ -6,7 +6,7 @@ import json
 import shutil
 
 import pytest
-from _fault_harness import assert_same_as_reference, error_line, rlpipe, run_command, run_dir, snapshot
+from _fault_harness import assert_same_as_reference, error_line, kept, rlpipe, run_command, run_dir, snapshot
 
 
 def copy_run(reference, tmp_path):
@@ -42,7 +42,7 @@ def test_flipped_checkpoint_byte_is_refused_then_the_advice_resumes_exactly(tmp_
     assert_same_as_reference(root, reference)
 
 
-def test_the_only_checkpoint_damaged_no_advice_and_no_resume_deletes_a_rollout(tmp_path, reference):
+def test_the_only_checkpoint_damaged_the_advice_starts_over_and_deletes_no_rollout(tmp_path, reference):
     root = copy_run(reference, tmp_path)
     for k in (1, 2, 3):
         (root / "checkpoints" / f"ckpt-00000{k}.pt").unlink()
@@ -53,19 +53,22 @@ def test_the_only_checkpoint_damaged_no_advice_and_no_resume_deletes_a_rollout(t
     assert refused.returncode == 3
     assert error_line(refused).endswith(
         "the file is damaged; no earlier checkpoint is here to fall back to: restore it from a copy, or "
-        "start the run over with --overwrite (a --resume without a checkpoint refuses and deletes nothing)"
+        "delete it (and its .sha256) and --resume, which starts the run over with its rollout stores "
+        "set aside, kept (--overwrite deletes them)"
     )
-    checkpoint.unlink()  # what the advice used to say ("delete it … to fall back to the previous checkpoint")
+    checkpoint.unlink()  # what the advice says
     checkpoint.with_name("ckpt-000004.pt.sha256").unlink()
-    before = snapshot(root)
+    stores = {k: v for k, v in snapshot(root).items() if k.startswith("rollouts/")}
     again = rlpipe(*run_command(tmp_path), "--resume")
-    assert again.returncode == 2, again.stderr
-    assert error_line(again) == (
-        f"Error: {root / 'rollouts'}: 4 rollout stores but no valid checkpoint under "
-        f"{root / 'checkpoints'} to resume from; --resume never deletes stores without one: restore a "
-        "checkpoint, or start over with --overwrite (deletes this run)"
-    )
-    assert snapshot(root) == before  # every rollout store kept, byte for byte
+    assert again.returncode == 0, again.stderr
+    aside = root / "rollouts" / "superseded-1"
+    assert (
+        f"resume: no checkpoint under {root / 'checkpoints'}; the 4 rollout stores of the stopped run "
+        f"(iterations 1–4) moved to {aside} (kept: delete it when not needed); starting from iteration 0"
+    ) in again.stderr
+    moved = {k.replace("rollouts/", "rollouts/superseded-1/", 1): v for k, v in stores.items()}
+    kept(moved, snapshot(root))  # every rollout store kept, byte for byte
+    assert_same_as_reference(root, reference)
 
 
 def test_zeroed_latest_pointer_names_itself_and_falls_back(tmp_path, reference):

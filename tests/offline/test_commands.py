@@ -215,6 +215,8 @@ def test_truncated_chunk(online, copied):
             *set_args(copied.parent),
             "--rollouts",
             copied.parent,
+            "--from",  # a replay that could run but for the damage (rollouts 1–2 are not there)
+            online.run_dir / "checkpoints" / "ckpt-000002.pt",
             "--out",
             copied.parent.parent / "out",
         ),

@@ -96,20 +96,20 @@ def test_resume_drops_what_the_stopped_run_wrote_after_its_checkpoint(tmp_path):
     assert [r["iteration"] for r in curve_without_timing(cfg.run_dir)] == ["1", "2", "3"]
 
 
-def test_resume_without_a_checkpoint_refuses_to_delete_the_stores(tmp_path):
+def test_resume_without_a_checkpoint_sets_the_stores_aside_and_starts_over(tmp_path, capsys):
     cfg = tiny_cfg(tmp_path, "trainer.iterations=1")
     Trainer(cfg).train()
     shutil.rmtree(cfg.run_dir / "checkpoints")  # as if killed before its first checkpoint
     stored = read_rollout(cfg.run_dir / "rollouts" / "iter-000001.zarr")[0]
-    with pytest.raises(
-        ConfigError,
-        match=r"rollouts: 1 rollout store but no valid checkpoint under .*; "
-        r"--resume never deletes stores without one: restore a checkpoint, "
-        r"or start over with --overwrite",
-    ):
-        Trainer(cfg, resume=True).train()
-    kept = read_rollout(cfg.run_dir / "rollouts" / "iter-000001.zarr")[0]
-    assert all(torch.equal(stored[key], kept[key]) for key in stored.keys())
+    for aside in ("superseded-1", "superseded-2"):  # a second stop before a checkpoint takes the next folder
+        summary = Trainer(cfg, resume=True).train()
+        assert summary["iterations"] == 1 and (cfg.run_dir / "checkpoints" / "ckpt-000001.pt").is_file()
+        assert f"moved to {cfg.run_dir / 'rollouts' / aside}" in capsys.readouterr().err
+        kept = read_rollout(cfg.run_dir / "rollouts" / aside / "iter-000001.zarr")[0]
+        assert all(torch.equal(stored[key], kept[key]) for key in stored.keys())
+        shutil.rmtree(cfg.run_dir / "checkpoints")
+    again = read_rollout(cfg.run_dir / "rollouts" / "iter-000001.zarr")[0]  # the fresh start's own
+    assert all(torch.equal(stored[key], again[key]) for key in stored.keys())
 
 
 def test_resume_without_a_checkpoint_or_stores_starts_from_scratch(tmp_path, capsys):
