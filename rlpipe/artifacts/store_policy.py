@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, Context, Decimal
 from typing import Any
 
 import torch
@@ -26,6 +27,7 @@ from tensordict import TensorDict
 
 from rlpipe.artifacts.fs import AnyPath
 from rlpipe.config import ConfigError, StoreCfg
+from rlpipe.config.storage import StoreBudgetCfg
 
 __all__ = [
     "FIDELITY_KEYS",
@@ -198,29 +200,64 @@ def derive_policy(cfg: StoreCfg, layout: Layout, iterations: int, world_size: in
     ``layout``: one rank's rollout (``[N, T+1]``, the advantage keys left out); ``iterations``: the
     run's ``trainer.iterations``. A total keeps the most iterations whose bytes (all ranks) fit in
     it; a rate keeps every k-th iteration with the stored bytes per env step over k within the rate
-    at the stated speed. Pure arithmetic: the same params give the same policy.
+    at the stated speed. Pure arithmetic: the same params give the same policy. A policy that
+    would store none of the run's iterations (``store.every`` past ``trainer.iterations``, a
+    budget below one stored iteration) is a :class:`ConfigError` naming the key.
     """
     policy = StorePolicy.of(cfg)
     policy.check_groups(layout)
     budget = cfg.budget
     if budget is None:
+        if policy.every > iterations:
+            raise ConfigError(
+                f"store.every: {policy.every} is more than trainer.iterations ({iterations}), so no "
+                f"iteration would be stored; accepted: 1 to {iterations} (store.enabled: false "
+                "stores none)"
+            )
         return policy
     stored = policy.stored_layout(layout)
-    per_iteration = stored_bytes(stored) * world_size
-    per_step = budget.bytes_per_env_step()
-    if per_step is not None:
-        every = max(1, math.ceil(bytes_per_env_step(stored) / per_step))
+    if budget.total_tb is not None:
+        every = _every_within_total(budget.total_tb, stored_bytes(stored) * world_size, iterations)
     else:
-        assert budget.total_tb is not None  # a budget without a rate is a total (BudgetCfg's check)
-        allowed = int(budget.total_tb * 1e12 // per_iteration)
-        if allowed == 0:
-            raise ConfigError(
-                f"store.budget.total_tb: {budget.total_tb:g} TB is less than one stored "
-                f"iteration ({per_iteration / 1e9:.3g} GB); raise it, or lower store.envs "
-                "or set store.precision"
-            )
-        every = 1 if allowed >= iterations else iterations // (allowed + 1) + 1
+        every = _every_within_rate(budget, bytes_per_env_step(stored), iterations)
     return StorePolicy(every, policy.envs, policy.precision, budget.words())
+
+
+def _every_within_total(total_tb: float, per_iteration: int, iterations: int) -> int:
+    """The smallest k whose ``iterations // k`` stored iterations of ``per_iteration`` bytes fit."""
+    allowed = int(total_tb * 1e12 // per_iteration)  # finite: StoreBudgetCfg bounds total_tb
+    if allowed == 0:
+        raise ConfigError(
+            f"store.budget.total_tb: {total_tb:g} TB is less than one stored "
+            f"iteration ({per_iteration / 1e9:.3g} GB); raise it, or lower store.envs "
+            "or set store.precision"
+        )
+    return 1 if allowed >= iterations else iterations // (allowed + 1) + 1
+
+
+def _every_within_rate(budget: StoreBudgetCfg, needed: float, iterations: int) -> int:
+    """The smallest k with ``needed / k`` bytes per env step within the rate; at most ``iterations``.
+
+    ``needed``: the stored bytes per env step. StoreBudgetCfg bounds the allowed bytes per env step
+    (:data:`~rlpipe.config.storage.BUDGET_BYTES_PER_ENV_STEP`), so the quotient is finite.
+    """
+    allowed = budget.bytes_per_env_step()
+    assert allowed is not None and budget.env_steps_per_s is not None  # a rate (BudgetCfg's check)
+    every = max(1, math.ceil(needed / allowed))
+    if every > iterations:
+        least = needed / iterations * budget.env_steps_per_s / 1e9
+        raise ConfigError(
+            f"store.budget.rate_gb_s: {budget.words()} allows {allowed:.3g} B per env step, the "
+            f"store writes {needed:.3g} B per stored env step: every {_ordinal(every)} iteration, "
+            f"so none of the run's {iterations} would be stored; raise it to at least "
+            f"{_rounded_up(least)}, or lower store.envs or set store.precision"
+        )
+    return every
+
+
+def _rounded_up(x: float) -> str:
+    """``x`` to 3 significant digits, rounded up (a bound the user can type and that holds)."""
+    return format(Context(prec=3, rounding=ROUND_CEILING).plus(Decimal(x)), "g")
 
 
 def fidelity_refusal(path: AnyPath, attrs: Mapping[str, Any], purpose: str) -> str | None:

@@ -262,10 +262,14 @@ def _chosen_iterations(stored: list[int], selection: Selection) -> list[int]:
 def _refuse_gaps(chosen: list[int], stores: dict[int, AnyPath]) -> None:
     for before, after in zip(chosen, chosen[1:]):
         if after != before + 1:
+            gap = (
+                f"iteration {before + 1} before it is"
+                if after == before + 2
+                else f"iterations {before + 1}–{after - 1} before it are"
+            )
             raise StoreError(
-                f"{stores[after]}: iterations {before + 1}–{after - 1} before it are not stored "
-                "(store.keep_last or store.every), so episodes cannot be followed across the "
-                "gap; select a range without gaps (--iterations A:B)"
+                f"{stores[after]}: {gap} not stored (store.keep_last or store.every), so episodes "
+                "cannot be followed across the gap; select a range without gaps (--iterations A:B)"
             )
 
 

@@ -122,7 +122,9 @@ def estimate(
     rows = max(n, _minibatch(algo, n * trainer.buffer_size))
     needs = [Need("rollout", envs_key, 2 * n * t1 * step, on_device)]
     if cfg.store.enabled:
-        needs.append(Need("store staging", envs_key, cfg.store.queue_size * n * t1 * step, False))
+        # a queue of more than 2 rollouts outweighs the rollout's own two copies: the key to lower
+        staging_key = "store.queue_size" if cfg.store.queue_size > 2 else envs_key
+        needs.append(Need("store staging", staging_key, cfg.store.queue_size * n * t1 * step, False))
     if trainer.enable_eval:
         needs.append(Need("eval envs", "trainer.num_eval_envs", 2 * trainer.num_eval_envs * step, on_device))
     for what, key, params, per_param in nets:

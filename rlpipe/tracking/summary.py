@@ -32,6 +32,19 @@ def _final(summary: dict[str, Any]) -> str:
     return " · ".join(shown) if shown else "no finished episode yet"
 
 
+def _stored(cfg: RunConfig, summary: dict[str, Any], count: int, layout: RunLayout) -> str:
+    """Where the rollouts are and how many; why none are, when the run ended before the first kept."""
+    if not cfg.store.enabled:
+        return "not stored (store.enabled: false)"
+    if count:
+        return f"{layout.rollouts}/ ({count} stored)"
+    ended = f" at iteration {summary['iterations']}" if "iterations" in summary else ""
+    return (
+        f"none stored: the run ended{ended}, before the first iteration that store.every or "
+        "store.budget keeps"
+    )
+
+
 def end_summary(
     cfg: RunConfig,
     summary: dict[str, Any],
@@ -49,9 +62,7 @@ def end_summary(
     lines = [
         f"  final       {_final(summary)}",
         f"  checkpoint  {summary.get('checkpoint') or 'none written'}",
-        f"  rollouts    {layout.rollouts}/ ({len(rollouts)} stored)"
-        if cfg.store.enabled
-        else "  rollouts    not stored (store.enabled: false)",
+        f"  rollouts    {_stored(cfg, summary, len(rollouts), layout)}",
         f"  curves      {layout.curve} (one row per iteration), summary {layout.metrics}",
     ]
     if mlflow_run_id and mlflow_uri:

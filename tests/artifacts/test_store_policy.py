@@ -134,6 +134,44 @@ def test_a_rate_budget_keeps_every_kth_iteration_within_the_rate() -> None:
     assert derive_policy(cfg, layout, iterations=10).every == 3  # 1/2.5 of the bytes: k = ceil(2.5)
 
 
+def test_every_beyond_the_runs_iterations_is_an_error_naming_the_key() -> None:
+    layout = layout_of(make_rollout())
+    assert derive_policy(StoreCfg(every=10), layout, iterations=10).every == 10  # stores iteration 10
+    for every in (11, 10**12):
+        with pytest.raises(
+            ConfigError,
+            match=rf"^store\.every: {every} is more than trainer\.iterations \(10\), so no iteration "
+            r"would be stored; accepted: 1 to 10 \(store\.enabled: false stores none\)$",
+        ):
+            derive_policy(StoreCfg(every=every), layout, iterations=10)
+
+
+def test_a_rate_budget_below_one_iteration_is_an_error_naming_the_key_and_the_least_rate() -> None:
+    layout = layout_of(make_rollout())
+    per_step = bytes_per_env_step(layout)
+    # a rate allowing per_step / 11 B per env step keeps every 11th iteration: none of 10
+    low = StoreCfg.model_validate(
+        {"budget": {"rate_gb_s": per_step * 1e6 / 11 / 1e9, "env_steps_per_s": 1e6}}
+    )
+    with pytest.raises(ConfigError) as info:
+        derive_policy(low, layout, iterations=10)
+    message = str(info.value)
+    assert message.startswith("store.budget.rate_gb_s: rate_gb_s ") and "\n" not in message
+    assert "every 11th iteration, so none of the run's 10 would be stored" in message
+    least = float(message.split("raise it to at least ")[1].split(",")[0])
+    assert per_step * 1e6 / 10 / 1e9 <= least <= per_step * 1e6 / 10 / 1e9 * 1.01  # rounded up
+    enough = StoreCfg.model_validate({"budget": {"rate_gb_s": least, "env_steps_per_s": 1e6}})
+    assert derive_policy(enough, layout, iterations=10).every == 10
+
+
+def test_the_smallest_rate_budget_derives_a_finite_every() -> None:
+    """The least bytes per env step StoreBudgetCfg accepts: a quotient that fits, refused as none stored."""
+    cfg = StoreCfg.model_validate({"budget": {"rate_gb_s": 1e-9, "env_steps_per_s": 1e6}})
+    with pytest.raises(ConfigError, match=r"^store\.budget\.rate_gb_s: .* allows 1e-06 B per env step"):
+        derive_policy(cfg, layout_of(make_rollout()), iterations=10**6)
+    assert derive_policy(cfg, layout_of(make_rollout()), iterations=10**9).every <= 10**9
+
+
 def test_stores_without_fidelity_attributes_are_complete_and_exact() -> None:
     assert fidelity_refusal(Path("old.zarr"), {"iteration": 3}, "replay") is None
 

@@ -49,6 +49,35 @@ def test_bad_params_exit_2_with_one_line_and_write_nothing(tmp_path, override, m
     assert not (tmp_path / "data").exists()
 
 
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "store.budget={rate_gb_s: 1.0e-310, env_steps_per_s: 1.0e10}",
+            "store.budget: rate_gb_s 1e-310 at env_steps_per_s 1e+10 allows 1e-311 bytes per env step",
+        ),
+        (
+            "store.budget={rate_gb_s: 1.0e-300, env_steps_per_s: 1.0e300}",
+            "store.budget.env_steps_per_s: Input should be less than or equal to 1000000000000",
+        ),
+        ("store.every=1000000000000", "store.every: 1000000000000 is more than trainer.iterations (2)"),
+        (
+            "store.budget={rate_gb_s: 1.0e-6, env_steps_per_s: 1.0e6}",
+            "store.budget.rate_gb_s: rate_gb_s 1e-06 at 1000000 env steps/s allows 0.001 B per env step",
+        ),
+    ],
+)
+def test_a_store_policy_that_stores_nothing_or_overflows_exits_2_in_one_line(tmp_path, override, message):
+    result = CliRunner().invoke(
+        cli,
+        ["run", "params.yaml", "--set", f"trainer.data_dir={tmp_path / 'data'}", *FAST, "--set", override],
+    )
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.output
+    assert not (tmp_path / "data").exists()
+
+
 def test_missing_params_file(tmp_path):
     result = CliRunner().invoke(cli, ["run", str(tmp_path / "missing.yaml")])
     assert result.exit_code == 2

@@ -36,6 +36,37 @@ from rlpipe.config import ConfigError, load
             r"unknown key; accepted: total_tb, rate_gb_s",
         ),
         ("store.budget={total_tb: '2'}", "store.budget.total_tb", r""),
+        (
+            "store.budget={rate_gb_s: 1.0e-310, env_steps_per_s: 1.0e10}",
+            "store.budget",
+            r"rate_gb_s 1e-310 at env_steps_per_s 1e\+10 allows 1e-311 bytes per env step; accepted: "
+            r"rate_gb_s · 10⁹ / env_steps_per_s from 1e-06 to 1e\+15 bytes per env step$",
+        ),
+        (
+            "store.budget={rate_gb_s: 5.0e-324, env_steps_per_s: 1.0e12}",
+            "store.budget",
+            r"rate_gb_s 4\.94066e-324 at env_steps_per_s 1e\+12 allows 0 bytes per env step; accepted",
+        ),
+        (
+            "store.budget={rate_gb_s: 1.0e9, env_steps_per_s: 1.0e-300}",
+            "store.budget",
+            r"rate_gb_s 1e\+09 at env_steps_per_s 1e-300 allows inf bytes per env step; accepted",
+        ),
+        (
+            "store.budget={rate_gb_s: 1.0e-300, env_steps_per_s: 1.0e300}",
+            "store.budget.env_steps_per_s",
+            r"Input should be less than or equal to 1000000000000 \(got 1e\+300\)$",
+        ),
+        (
+            "store.budget={rate_gb_s: 1.0e308, env_steps_per_s: 1}",
+            "store.budget.rate_gb_s",
+            r"Input should be less than or equal to 1000000000 \(got 1e\+308\)$",
+        ),
+        (
+            "store.budget={total_tb: 1.0e308}",
+            "store.budget.total_tb",
+            r"Input should be less than or equal to 1000000000 \(got 1e\+308\)$",
+        ),
         ("store.action_mean='true'", "store.action_mean", r"Input should be true or false"),
         ("store.action_mean=1", "store.action_mean", r"Input should be true or false"),
     ],
@@ -62,3 +93,15 @@ def test_good_policies_load():
     )
     assert cfg.store.budget.bytes_per_env_step() == pytest.approx(750.0)
     assert cfg.store.budget.words() == "rate_gb_s 1.5 at 2000000 env steps/s"
+
+
+def test_the_budgets_at_the_ends_of_their_ranges_load():
+    """The bounds are inclusive: the derived bytes stay finite and positive at every corner."""
+    for budget, allowed in [
+        ("{rate_gb_s: 1.0e-9, env_steps_per_s: 1.0e6}", 1e-6),
+        ("{rate_gb_s: 1.0e6, env_steps_per_s: 1}", 1e15),
+        ("{rate_gb_s: 1.0e9, env_steps_per_s: 1.0e12}", 1e6),
+    ]:
+        cfg = load("params.yaml", [f"store.budget={budget}"])
+        assert cfg.store.budget.bytes_per_env_step() == pytest.approx(allowed)
+    assert load("params.yaml", ["store.budget={total_tb: 1.0e9}"]).store.budget.total_bytes() == 1e21

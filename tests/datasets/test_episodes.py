@@ -226,9 +226,14 @@ def test_a_gap_and_a_run_without_stores_are_refused(ppo_run, tmp_path):
     gap = tmp_path / "gap"
     shutil.copytree(ppo_run, gap)
     shutil.rmtree(gap / "rollouts" / "iter-000002.zarr")
-    with pytest.raises(StoreError, match="iter-000003.zarr: iterations 2–2 before it are not stored"):
+    with pytest.raises(StoreError, match="iter-000003.zarr: iteration 2 before it is not stored"):
         open_source(gap, Selection())
     assert open_source(gap, Selection(iterations=(3, 4))).iterations == (3, 4)
+    wider = tmp_path / "wider"
+    shutil.copytree(gap, wider)
+    shutil.rmtree(wider / "rollouts" / "iter-000003.zarr")
+    with pytest.raises(StoreError, match="iter-000004.zarr: iterations 2–3 before it are not stored"):
+        open_source(wider, Selection())
     for store in (gap / "rollouts").glob("iter-*"):
         shutil.rmtree(store)
     with pytest.raises(StoreError, match="no rollout stores"):

@@ -50,6 +50,13 @@ def test_num_envs_beyond_memory_is_refused_before_the_env_exists():
     assert "rollout " in message and "\n" not in message
 
 
+def test_a_store_queue_beyond_memory_names_store_queue_size():
+    with pytest.raises(
+        ConfigError, match=r"^store\.queue_size: the run needs about .* lower store\.queue_size$"
+    ):
+        check_memory(_cfg("store.queue_size=100000000000000000000"), OBS, ACT, available=_free(24 * 10**9))
+
+
 def test_rnd_widths_beyond_memory_name_the_rnd_key():
     cfg = _cfg("algorithm.cfg.rnd={hidden_sizes: [1000000000]}")
     # predictor: (4 + 1)·1e9 + (1e9 + 1)·16 parameters of 16 B: 336 GB

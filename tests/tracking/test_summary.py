@@ -49,3 +49,16 @@ def test_without_mlflow_or_store_it_says_so(tmp_path):
     assert "not stored (store.enabled: false)" in text and "no finished episode yet" in text
     assert "MLflow" not in text and "rlpipe compare" not in text  # compare reads MLflow
     assert "rlpipe replay" not in text and "  next        rlpipe eval " in text  # replay needs rollouts
+
+
+def test_a_run_that_ended_before_its_first_stored_iteration_says_so(tmp_path):
+    """``trainer.stop_when`` can end a run before the first iteration ``store.every`` keeps."""
+    cfg = config.load(
+        ROOT / "params.yaml", [f"trainer.data_dir={tmp_path}", "tracking.backend=none", "store.every=50"]
+    )
+    text = end_summary(cfg, {"iterations": 14}, None)
+    assert (
+        "  rollouts    none stored: the run ended at iteration 14, before the first iteration that "
+        "store.every or store.budget keeps"
+    ) in text
+    assert "rlpipe replay" not in text
