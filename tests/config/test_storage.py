@@ -62,3 +62,20 @@ def test_good_policies_load():
     )
     assert cfg.store.budget.bytes_per_env_step() == pytest.approx(750.0)
     assert cfg.store.budget.words() == "rate_gb_s 1.5 at 2000000 env steps/s"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("0", r"Input should be greater than 0"),
+        ("-1", r"Input should be greater than 0"),
+        (".inf", r"Input should be a finite number"),
+        ("'600'", r""),
+        ("true", r""),
+    ],
+)
+def test_a_writer_timeout_is_a_positive_finite_number_of_seconds(value, message):
+    with pytest.raises(ConfigError, match=rf"^params\.yaml: store\.writer_timeout_s: {message}") as info:
+        load("params.yaml", [f"store.writer_timeout_s={value}"])
+    assert "\n" not in str(info.value)
+    assert load("params.yaml", ["store.writer_timeout_s=2.5"]).store.writer_timeout_s == 2.5
