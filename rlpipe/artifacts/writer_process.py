@@ -15,9 +15,10 @@ user's ``__main__`` is not imported again). On Linux it dies with the thread tha
 (``PR_SET_PDEATHSIG``), so no write of a killed run completes after it. Segments travel as file
 descriptors (``SCM_RIGHTS``): a killed run leaves no shared memory behind.
 
-Every wait on the process is bounded (:class:`~rlpipe.artifacts.writer_watch.Watch`): a process that does not answer (stopped,
-swapped out, hung on a disk) is warned about by pid, and after ``store.writer_timeout_s`` it is
-killed and the wait fails with :class:`WriterStalledError`, so a run never hangs on its writer.
+Every wait on the process is bounded (:class:`~rlpipe.artifacts.writer_watch.Watch`): a process
+that does not answer (stopped, swapped out, hung on a disk) is warned about by pid, and after
+``store.writer_timeout_s`` it is killed and the wait fails with :class:`WriterStalledError`, so a
+run never hangs on its writer.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ def prewarm(cfg: StoreCfg, root: AnyPath) -> None:
 
 
 def _writer_environment() -> dict[str, str]:
-    """This process's variables that the writer process reads as it starts (:data:`_WRITER_ENV`)."""
+    """The variables of this process that the writer process reads as it starts (:data:`_WRITER_ENV`)."""
     return {name: value for name, value in os.environ.items() if name.startswith(_WRITER_ENV)}
 
 
@@ -251,7 +252,9 @@ class WriterProcess:
                 f"{self.limit_s:g} s (stopped or hung) and was stopped; raise "
                 "store.writer_timeout_s to wait longer"
             )
-        return WriterDiedError(f"{path}: the rollout store's writer process died ({self._how_it_ended()}) {when}")
+        return WriterDiedError(
+            f"{path}: the rollout store's writer process died ({self._how_it_ended()}) {when}"
+        )
 
     def _how_it_ended(self) -> str:
         try:

@@ -336,12 +336,14 @@ def test_rlpipe_run_writes_through_its_prewarmed_writer_process_and_leaves_no_zo
     assert all(not w["zombies"] for w in seen["writes"]) and not seen["zombies"], seen
 
 
-@pytest.mark.parametrize("queue_size", [1, 2])  # 1: the next write reuses a shared buffer, 2: shares a new one
-def test_a_writer_process_killed_between_writes_is_said_to_have_died_and_by_which_signal(tmp_path, queue_size):
+@pytest.mark.parametrize("queue_size", [1, 2])  # 1: the write reuses a shared buffer, 2: shares a new one
+def test_a_writer_process_killed_between_writes_is_said_dead_by_its_signal(tmp_path, queue_size):
     store = RolloutStore(tmp_path, StoreCfg(writer="process", queue_size=queue_size))
     store.submit(make_rollout(seed=1), {"iteration": 1})
     store.flush()
+    assert store._process is not None
     writer = store._process._process
+    assert writer is not None
     writer.kill()
     writer.wait()
     store.submit(make_rollout(seed=2), {"iteration": 2})

@@ -119,7 +119,9 @@ def test_the_wait_for_a_stopped_writer_before_a_checkpoint_is_in_the_rows_store_
     assert max(waits[0], *waits[2:]) < stop_s / 2, waits
 
 
-def test_a_writer_killed_between_writes_is_one_line_naming_the_signal_and_the_run_resumes(tmp_path, reference):
+def test_a_writer_killed_between_writes_is_one_line_naming_its_signal_and_the_run_resumes(
+    tmp_path, reference
+):
     """The run stops itself before its second collect (its writer idle), the test kills the writer."""
     command = run_command(tmp_path, "store.writer=process")
     root = run_dir(tmp_path)
