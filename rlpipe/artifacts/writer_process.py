@@ -125,9 +125,9 @@ def prewarm(cfg: StoreCfg, root: AnyPath) -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     if _prewarmed is None or _prewarmed[0].poll() is not None:
-        if _prewarmed is None:
-            atexit.register(_discard_prewarmed)  # registering twice would stop nothing more
         _prewarmed = (*_start(), _writer_environment())
+        atexit.unregister(_discard_prewarmed)  # once, however many runs this process starts
+        atexit.register(_discard_prewarmed)
 
 
 def _writer_environment() -> dict[str, str]:
