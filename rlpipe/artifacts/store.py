@@ -102,7 +102,8 @@ class RolloutStore:
     refused here, before anything is written.
 
     ``mode`` (``writer_mode(cfg, root)``): ``process`` writes in the writer process from shared
-    memory (a writer process that dies is a :class:`WriterDiedError` naming the store), ``thread``
+    memory (a writer process that dies, or does not answer within ``cfg.writer_timeout_s``, is a
+    :class:`WriterDiedError` naming the store), ``thread``
     in the writer thread. ``policy`` says which iterations, envs and dtypes are stored
     (:class:`~rlpipe.artifacts.store_policy.StorePolicy`; default: what ``cfg`` sets directly, a
     ``cfg.budget`` is applied by :func:`~rlpipe.artifacts.store_policy.derive_policy`).
@@ -119,7 +120,7 @@ class RolloutStore:
         """One per rollout the store holds (being copied, queued or being written)."""
         self.mode = writer_mode(cfg, self.root)
         self._shared = SharedBuffers() if self.mode == "process" else None
-        self._process = WriterProcess() if self.mode == "process" else None
+        self._process = WriterProcess(cfg.writer_timeout_s) if self.mode == "process" else None
         self._staging = (
             HostStaging(cfg.queue_size, self._shared.allocate, self._shared.is_pinned)
             if self._shared is not None
@@ -241,10 +242,15 @@ class RolloutStore:
         self._queue.put(_Job(path, staged, dict(attrs)))
         return waited
 
-    def flush(self) -> None:
-        """Block until every submitted rollout is on disk; raise the first write error."""
+    def flush(self) -> float:
+        """Block until every submitted rollout is on disk; return the seconds that took.
+
+        Raises the first write error. The wait is bounded in process mode (``store.writer_timeout_s``).
+        """
+        start = time.perf_counter()
         self._queue.join()
         self._raise_if_failed()
+        return time.perf_counter() - start
 
     def close(self) -> None:
         """Flush and stop the writer thread; raise the first write error, if any."""
@@ -334,7 +340,7 @@ class RolloutStore:
         process, shared = self._process, self._shared
         assert process is not None and shared is not None  # the ``process`` mode made both
         segment = shared.segment_of(host)
-        process.share(segment.key, segment.fd, segment.size)
+        process.share(segment.key, segment.fd, segment.size, str(path))
         cfg, stored = self.cfg, group_attributes(attrs, path)
         extra = {} if final_obs is None else {k: t.numpy() for k, t in final_obs_arrays(final_obs).items()}
         process.write(

@@ -14,10 +14,16 @@ It is started with ``python -m rlpipe.artifacts.writer_process`` (fork + exec, a
 user's ``__main__`` is not imported again). On Linux it dies with the thread that started it
 (``PR_SET_PDEATHSIG``), so no write of a killed run completes after it. Segments travel as file
 descriptors (``SCM_RIGHTS``): a killed run leaves no shared memory behind.
+
+Every wait on the process is bounded (:class:`~rlpipe.artifacts.writer_watch.Watch`): a process
+that does not answer (stopped, swapped out, hung on a disk) is warned about by pid, and after
+``store.writer_timeout_s`` it is killed and the wait fails with :class:`WriterStalledError`, so a
+run never hangs on its writer.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import mmap
 import os
@@ -33,11 +39,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlpipe.artifacts.fs import AnyPath, is_object
+from rlpipe.artifacts.writer_watch import WARN_AFTER_S, Watch
 
 if TYPE_CHECKING:
     from rlpipe.config import StoreCfg
 
-__all__ = ["Leaf", "WriteRequest", "WriterDiedError", "WriterProcess", "available", "prewarm", "writer_mode"]
+__all__ = [
+    "Leaf",
+    "WriteRequest",
+    "WriterDiedError",
+    "WriterProcess",
+    "WriterStalledError",
+    "available",
+    "prewarm",
+    "writer_mode",
+]
+
+_WRITER_ENV = ("RLPIPE_", "PYTHON", "ZARR_", "NUMCODECS_", "BLOSC_")
+"""Prefixes of the environment variables the writer process reads as it starts (fault points,
+``RLPIPE_FAST``, the interpreter's path, zarr's and its codecs' settings); the others (a cache
+folder torch sets on import, say) do not change what it writes."""
 
 Leaf = tuple[str, tuple[int, ...], str, int]
 """``(array name, shape, numpy dtype string, byte offset)`` of one array in a segment."""
@@ -60,7 +81,11 @@ class WriteRequest:
 
 
 class WriterDiedError(RuntimeError):
-    """The writer process ended while it was writing a store; the message names the store (exit code 1)."""
+    """The writer process ended before a store was written; the message names the store and how (exit 1)."""
+
+
+class WriterStalledError(WriterDiedError):
+    """The writer process did not answer within ``store.writer_timeout_s`` and was stopped (exit 1)."""
 
 
 def available() -> bool:
@@ -82,7 +107,7 @@ def writer_mode(cfg: StoreCfg, root: AnyPath) -> str:
 
 
 _prewarmed: tuple[subprocess.Popen[bytes], Connection, dict[str, str]] | None = None
-"""The waiting process, its socket and the environment it was started with."""
+"""The waiting process, its socket and the variables of :data:`_WRITER_ENV` it was started with."""
 
 
 def prewarm(cfg: StoreCfg, root: AnyPath) -> None:
@@ -90,9 +115,9 @@ def prewarm(cfg: StoreCfg, root: AnyPath) -> None:
 
     Its interpreter and writer (numpy, not zarr) then load while this process imports torch and builds,
     not while the first rollout waits to be written; the next :class:`WriterProcess` takes it over
-    (one waits at a time) if this process's environment is still the one it was started with. Only
-    from the main thread: the process dies with the thread that started it. An unused one exits
-    with this process.
+    (one waits at a time) if the variables it read at start (:data:`_WRITER_ENV`) are still this
+    process's. Only from the main thread: the process dies with the thread that started it. One
+    not taken over is stopped and reaped (when another is needed, or at exit).
     """
     global _prewarmed
     if not cfg.enabled or writer_mode(cfg, root) != "process":
@@ -100,20 +125,48 @@ def prewarm(cfg: StoreCfg, root: AnyPath) -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     if _prewarmed is None or _prewarmed[0].poll() is not None:
-        _prewarmed = (*_start(), dict(os.environ))
+        _prewarmed = (*_start(), _writer_environment())
+        atexit.unregister(_discard_prewarmed)  # once, however many runs this process starts
+        atexit.register(_discard_prewarmed)
+
+
+def _writer_environment() -> dict[str, str]:
+    """The variables of this process that the writer process reads as it starts (:data:`_WRITER_ENV`)."""
+    return {name: value for name, value in os.environ.items() if name.startswith(_WRITER_ENV)}
 
 
 def _take_prewarmed() -> tuple[subprocess.Popen[bytes], Connection] | None:
-    """The waiting process, if alive and started with today's environment (which it read at start)."""
+    """The waiting process, if alive and started with today's :data:`_WRITER_ENV` variables.
+
+    One started under other variables is stopped and reaped (never left a zombie).
+    """
     global _prewarmed
     started, _prewarmed = _prewarmed, None
     if started is None:
         return None
     process, conn, environ = started
-    if process.poll() is None and environ == os.environ:
+    if process.poll() is None and environ == _writer_environment():
         return process, conn
-    conn.close()  # its input ends: it exits
+    _stop(process, conn)
     return None
+
+
+def _discard_prewarmed() -> None:
+    """Stop and reap a prewarmed process nobody took over (at exit)."""
+    global _prewarmed
+    started, _prewarmed = _prewarmed, None
+    if started is not None:
+        _stop(*started[:2])
+
+
+def _stop(process: subprocess.Popen[bytes], conn: Connection, wait_s: float = 10.0) -> None:
+    """Close the process's input (it exits by itself when idle) and reap it; kill it after ``wait_s``."""
+    conn.close()
+    try:
+        process.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 class WriterProcess:
@@ -122,51 +175,61 @@ class WriterProcess:
     :meth:`share` hands a segment (a file descriptor and its size) to the process once;
     :meth:`write` asks for one store and blocks until it is written (the socket wait releases the
     interpreter lock), raising the ``StoreError`` the write raised there, or :class:`WriterDiedError`.
+    Every wait is bounded by ``limit_s`` (``store.writer_timeout_s``): past it the process is
+    killed and the wait raises :class:`WriterStalledError`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, limit_s: float = 600.0) -> None:
+        self.limit_s = limit_s
         self._process: subprocess.Popen[bytes] | None = None
         self._conn: Connection | None = None
         self._shared: set[int] = set()
+        self._slowest_s = 0.0
+        """The longest write so far: a wait is warned about only once it is well beyond it."""
 
-    def share(self, key: int, fd: int, size: int) -> None:
-        """Make segment ``key`` (anonymous shared memory: file ``fd``, ``size`` bytes) known there."""
+    def share(self, key: int, fd: int, size: int, path: str = "") -> None:
+        """Make segment ``key`` (anonymous shared memory: file ``fd``, ``size`` bytes) known there.
+
+        ``path``: the store the segment is shared for, named if the process has died.
+        """
         if key in self._shared:
             return
         conn = self._connection()
-        conn.send(("segment", key, size))
-        reduction.send_handle(conn, fd, self._process.pid if self._process else 0)
+        with self._watch(f"taking the buffer of {path}") as watch:
+            try:
+                conn.send(("segment", key, size))
+                reduction.send_handle(conn, fd, self._process.pid if self._process else 0)
+            except OSError as exc:
+                raise self._ended(path, "before writing it", watch) from exc
         self._shared.add(key)
 
     def write(self, request: WriteRequest) -> None:
         """Write one store in the process; raise its error (``StoreError``) or :class:`WriterDiedError`."""
-        try:
-            conn = self._connection()
-            conn.send(("write", request))
-            reply = conn.recv()
-        except (EOFError, OSError) as exc:
-            raise WriterDiedError(
-                f"{request.path}: the rollout store's writer process died "
-                f"({self._how_it_ended()}) while writing it"
-            ) from exc
+        conn = self._connection()
+        with self._watch(f"writing {request.path}") as watch:
+            try:
+                conn.send(("write", request))
+            except OSError as exc:
+                raise self._ended(request.path, "before writing it", watch) from exc
+            try:
+                reply = conn.recv()
+            except (EOFError, OSError) as exc:
+                raise self._ended(request.path, "while writing it", watch) from exc
+        self._slowest_s = max(self._slowest_s, watch.waited_s)
         if reply is not None:
             raise _rebuilt(reply, request.path)
 
     def close(self) -> None:
-        """Stop the process (it has finished every write it was given) and wait for it."""
+        """Stop the process (it has finished every write it was given) and wait for it (bounded)."""
         process, conn = self._process, self._conn
         if process is None or conn is None:  # never started (the two are set together)
             return
-        with contextlib.suppress(OSError):
-            conn.send(None)
-        with contextlib.suppress(OSError, EOFError):
-            conn.poll(30)  # wakes when the process closes its end, as it exits; a timed wait polls
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        conn.close()
+        with self._watch("finishing"):
+            with contextlib.suppress(OSError):
+                conn.send(None)
+            with contextlib.suppress(OSError, EOFError):
+                conn.poll(None)  # wakes when the process closes its end, as it exits (or is killed)
+        _stop(process, conn)
         self._process = self._conn = None
         self._shared.clear()
 
@@ -175,8 +238,29 @@ class WriterProcess:
             self._process, self._conn = _take_prewarmed() or _start()
         return self._conn
 
+    def _watch(self, what: str) -> Watch:
+        assert self._process is not None  # started by ``_connection``
+        return Watch(self._process, what, max(WARN_AFTER_S, 3 * self._slowest_s), self.limit_s)
+
+    def _ended(self, path: str, when: str, watch: Watch) -> WriterDiedError:
+        """The error for a process that stopped answering: stalled (killed here) or died on its own."""
+        pid = self._process.pid if self._process is not None else None
+        if watch.expired:
+            self._how_it_ended()  # reaped
+            return WriterStalledError(
+                f"{path}: the rollout store's writer process (pid {pid}) did not answer for "
+                f"{self.limit_s:g} s (stopped or hung) and was stopped; raise "
+                "store.writer_timeout_s to wait longer"
+            )
+        return WriterDiedError(
+            f"{path}: the rollout store's writer process died ({self._how_it_ended()}) {when}"
+        )
+
     def _how_it_ended(self) -> str:
-        code = self._process.wait(timeout=10) if self._process is not None else None
+        try:
+            code = self._process.wait(timeout=10) if self._process is not None else None
+        except subprocess.TimeoutExpired:
+            code = None
         if code is None:
             return "no answer"
         if code < 0:

@@ -48,6 +48,8 @@ def describe(exc: BaseException, resume_command: str | None = None) -> tuple[int
         return 130, "interrupted (SIGINT)"
     if "RefusedDataError" in kinds:  # rlpipe.refused.RefusedDataError and its kin
         return REFUSED_DATA, _first_line(exc)
+    if "WriterDiedError" in kinds:  # rlpipe.artifacts.writer_process: its broken socket is not the cause
+        return RUNTIME, f"{_first_line(exc)}{resume}"
     if (os_error := _os_error(exc)) is not None:
         return RUNTIME, _os_message(os_error, exc, resume)
     if isinstance(exc, MemoryError) or _is_cuda_oom(exc):
@@ -64,8 +66,6 @@ def describe(exc: BaseException, resume_command: str | None = None) -> tuple[int
         )
     if type(exc).__name__ == "LockedError":
         return RUNTIME, _first_line(exc)
-    if type(exc).__name__ == "WriterDiedError":  # rlpipe.artifacts.writer_process
-        return RUNTIME, f"{_first_line(exc)}{resume}"
     return RUNTIME, f"{type(exc).__name__}: {_first_line(exc)} (rlpipe --debug … shows the traceback)"
 
 

@@ -241,6 +241,10 @@ class StoreCfg(StrictModel):
     hold the training interpreter's lock), ``thread`` (a thread of the training process), ``auto``
     (the process where the platform has anonymous shared memory, else the thread). A run directory
     on object storage (``s3://…``) is always written by the thread."""
+    writer_timeout_s: float = Field(default=600.0, gt=0, allow_inf_nan=False)
+    """Seconds the run waits for the writer process to answer (one store written, or a hand-over)
+    before it stops that process and fails (exit 1, resumable); it warns, naming the process, long
+    before. Raise it for rollouts that take longer than this to write to a slow disk."""
     every: int = Field(default=1, ge=1)
     """Store iteration k only when k is a multiple of ``every`` (1: every iteration). Costs 1/every
     of the bytes; the stored iterations are whole, replayed from their checkpoints."""

@@ -222,9 +222,13 @@ class Trainer:
         metrics |= self._fire("after_update", metrics=metrics)  # events, stop rules, then one row
         metrics |= lifecycle.check_stop(parts, metrics, self.evaluate)
         metrics |= parts.guard.metrics()
+        due = checkpoint and self._checkpoint_due(before)
+        if due:
+            metrics |= self._flush_store(metrics)
         self.session.log(metrics)
-        if checkpoint:
-            self._checkpoint_if_due(before)
+        if due:
+            self.session.checkpoint()
+            self._fire("after_checkpoint", checkpoint=self.parts.checkpointer.last_saved)
         parts.guard.passed()
         faults.point("iteration.end")
         self.metrics = metrics
@@ -332,7 +336,8 @@ class Trainer:
         """Hand the collected rollout to the background store (the advantage keys stay out).
 
         Returns ``{"time/store_wait_s": s}``, the time ``submit`` waited for the writer (back-pressure:
-        the disk is slower than training), or ``{}`` without a store.
+        the disk is slower than training; a checkpoint's wait is added by :meth:`_flush_store`), or
+        ``{}`` without a store.
         """
         if self.parts.store is None:
             return {}
@@ -358,16 +363,21 @@ class Trainer:
         evaluated = self.evaluate(film=last or every is None or crossed(before, state.env_steps, every))
         return evaluated | self._fire("after_eval", env=self.parts.evaluator.env, metrics=dict(evaluated))
 
-    def _checkpoint_if_due(self, before: int) -> None:
+    def _checkpoint_due(self, before: int) -> bool:
         cfg, state = self.cfg, self.state
         last = (
             state.iteration == cfg.trainer.iterations
             or cfg.checkpoint.every_iteration
             or self.parts.stopper.stopped_by is not None
         )
-        if last or crossed(before, state.env_steps, cfg.trainer.save_freq):
-            self.session.checkpoint()
-            self._fire("after_checkpoint", checkpoint=self.parts.checkpointer.last_saved)
+        return last or crossed(before, state.env_steps, cfg.trainer.save_freq)
+
+    def _flush_store(self, metrics: dict[str, float]) -> dict[str, float]:
+        """Wait for the store before the checkpoint, in the row: ``time/store_wait_s`` grows by that wait."""
+        if self.parts.store is None:
+            return {}
+        waited = self.parts.store.flush()  # the checkpoint's own flush then finds nothing to wait for
+        return {"time/store_wait_s": metrics.get("time/store_wait_s", 0.0) + waited}
 
     def _fire(self, event: str, **fields: Any) -> dict[str, float]:
         """Call ``event``'s handlers (none registered: nothing is built); return what they logged."""

@@ -266,3 +266,95 @@ def test_the_writer_process_writes_an_uncompressed_store_without_importing_zarr(
 
     group = zarr.open_group(path, mode="r")
     assert group["reward"][:].sum() == 36 and group["final_obs/index"].shape == (0, 2)
+
+
+_COUNTED_RUN = """
+import json, os, sys
+from pathlib import Path
+from rlpipe.artifacts import writer_process
+
+started, writes = [], []
+start, write = writer_process._start, writer_process.WriterProcess.write
+
+
+def zombies():
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and int(fields[1]) == os.getpid():
+            found.append(int(stat.parent.name))
+    return found
+
+
+def counted_start():
+    process, conn = start()
+    started.append(process.pid)
+    return process, conn
+
+
+def counted_write(self, request):
+    write(self, request)
+    writes.append({"pid": self._process.pid, "zombies": zombies()})
+
+
+writer_process._start = counted_start
+writer_process.WriterProcess.write = counted_write
+from rlpipe.cli import cli
+code = 0
+try:
+    cli()
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps({"code": code, "started": started, "writes": writes, "zombies": zombies()}))
+"""
+
+
+def test_rlpipe_run_writes_through_its_prewarmed_writer_process_and_leaves_no_zombie(tmp_path):
+    """The process ``rlpipe run`` starts before importing torch is the one that writes every store."""
+    import json
+    import os
+    import subprocess
+
+    from _fault_harness import ROOT, run_command
+
+    out = subprocess.run(
+        [sys.executable, "-c", _COUNTED_RUN, *run_command(tmp_path, "store.writer=process")],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads(out.stdout.splitlines()[-1])
+    assert seen["code"] in (0, None) and len(seen["writes"]) == 4, seen
+    assert len(seen["started"]) == 1, f"a second writer process started cold: {seen}"
+    assert {w["pid"] for w in seen["writes"]} == set(seen["started"])
+    assert all(not w["zombies"] for w in seen["writes"]) and not seen["zombies"], seen
+
+
+@pytest.mark.parametrize("queue_size", [1, 2])  # 1: the write reuses a shared buffer, 2: shares a new one
+def test_a_writer_process_killed_between_writes_is_said_dead_by_its_signal(tmp_path, queue_size):
+    store = RolloutStore(tmp_path, StoreCfg(writer="process", queue_size=queue_size))
+    store.submit(make_rollout(seed=1), {"iteration": 1})
+    store.flush()
+    assert store._process is not None
+    writer = store._process._process
+    assert writer is not None
+    writer.kill()
+    writer.wait()
+    store.submit(make_rollout(seed=2), {"iteration": 2})
+    with pytest.raises(WriterDiedError) as info:
+        store.flush()
+    code, line = describe(info.value, "rlpipe run … --resume")
+    assert (code, line) == (
+        1,
+        f"{tmp_path / 'iter-000002.zarr'}: the rollout store's writer process died (killed by SIGKILL) "
+        "before writing it; resume with: rlpipe run … --resume",
+    )
+    with pytest.raises(WriterDiedError):
+        store.close()
+    assert store.iterations() == [1]

@@ -105,3 +105,20 @@ def test_the_budgets_at_the_ends_of_their_ranges_load():
         cfg = load("params.yaml", [f"store.budget={budget}"])
         assert cfg.store.budget.bytes_per_env_step() == pytest.approx(allowed)
     assert load("params.yaml", ["store.budget={total_tb: 1.0e9}"]).store.budget.total_bytes() == 1e21
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("0", r"Input should be greater than 0"),
+        ("-1", r"Input should be greater than 0"),
+        (".inf", r"Input should be a finite number"),
+        ("'600'", r""),
+        ("true", r""),
+    ],
+)
+def test_a_writer_timeout_is_a_positive_finite_number_of_seconds(value, message):
+    with pytest.raises(ConfigError, match=rf"^params\.yaml: store\.writer_timeout_s: {message}") as info:
+        load("params.yaml", [f"store.writer_timeout_s={value}"])
+    assert "\n" not in str(info.value)
+    assert load("params.yaml", ["store.writer_timeout_s=2.5"]).store.writer_timeout_s == 2.5
