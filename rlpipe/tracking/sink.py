@@ -17,6 +17,11 @@ message received so far is written. A problem is said once, in one line on stder
 then keeps reading, so the trainer never blocks on it. SIGINT and SIGTERM are ignored here: the
 trainer decides when the run ends (a Ctrl-C reaches the whole process group).
 
+A store locked by another process (a backup, an ``sqlite3`` shell, ``mlflow gc``) is waited out by
+the run's :class:`~rlpipe.tracking.store_lock.LockWait`, from the opening to the end: a reader
+thread keeps taking the trainer's messages meanwhile (at most ``HELD_MESSAGES``) and starts the
+bounded wait after the run's end as soon as the end arrives.
+
 Running in its own process keeps MLflow's import, its SQLite schema checks and every write off the
 trainer's interpreter lock, so iteration 1 starts while the run opens. Where
 :func:`rlpipe.tracking.mlflow_sqlite.serves` says so (a SQLite store of the installed MLflow's

@@ -30,7 +30,10 @@ __all__ = [
 ]
 
 END_WAIT_S = 60.0
-"""How long the end of a run waits for a locked store by default (the trainer waits 120 s in all)."""
+"""How long the end of a run waits for a locked store by default.
+
+Less than the trainer waits for the tracking process to end (``background.FLUSH_TIMEOUT_S``).
+"""
 END_WAIT_ENV = "RLPIPE_MLFLOW_LOCK_WAIT_S"
 """Environment variable overriding :data:`END_WAIT_S` (seconds, a non-negative number)."""
 FIRST_DELAY_S, MAX_DELAY_S = 0.25, 5.0
@@ -135,6 +138,7 @@ class LockWait:
                 result = write()
             except Exception as exc:
                 if not is_locked(exc):
+                    self.waiting = False
                     raise
                 left = self._left()
                 if left <= 0:

@@ -22,6 +22,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
+import sqlalchemy.sql
 
 from rlpipe import fast
 from rlpipe.tracking import mlflow_sqlite, sink
@@ -46,16 +47,11 @@ conn.execute("COMMIT")
 class _ShortBusySql:
     """MLflow's ``sqlalchemy.sql`` with the busy timeout its sessions set shortened (see the module doc)."""
 
-    def __init__(self, sql: object) -> None:
-        self._sql = sql
-
     def __getattr__(self, name: str) -> object:
-        return getattr(self._sql, name)
+        return getattr(sqlalchemy.sql, name)
 
-    def text(self, statement: str, *args: object, **kwargs: object) -> object:
-        return self._sql.text(
-            statement.replace("busy_timeout = 20000", "busy_timeout = 100"), *args, **kwargs
-        )  # type: ignore[attr-defined]
+    def text(self, statement: str) -> object:
+        return sqlalchemy.sql.text(statement.replace("busy_timeout = 20000", "busy_timeout = 100"))
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +68,7 @@ def store(schema_db, tmp_path, monkeypatch):
     from mlflow.store.db import utils
 
     assert "busy_timeout = 20000" in inspect.getsource(utils._get_managed_session_maker)
-    monkeypatch.setattr(utils, "sql", _ShortBusySql(utils.sql))
+    monkeypatch.setattr("mlflow.store.db.utils.sql", _ShortBusySql())
     monkeypatch.setattr(mlflow_sqlite, "BUSY_TIMEOUT_S", 0.1)
     monkeypatch.setattr(sink, "COALESCE_S", 0.0)
     shutil.copy(schema_db, tmp_path / "mlflow.db")
