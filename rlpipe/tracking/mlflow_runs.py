@@ -15,10 +15,13 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlpipe.tracking.mlflow_store import check_server, open_client, sqlite_path
+from rlpipe.tracking.store_lock import LockWait, StillLockedError, say
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -34,6 +37,7 @@ __all__ = [
     "preload",
     "run_tags",
     "source_run_id",
+    "store_name",
 ]
 
 MAX_PARAMS_PER_BATCH = 100
@@ -90,16 +94,21 @@ MetricRow = tuple[str, float, int, int]
 
 
 class RunWriter:
-    """What both writers of an open run share: metrics in MLflow's batches, one warning on failure.
+    """What both writers of an open run share: metrics in MLflow's batches, waits on a lock, warnings.
 
     :class:`MlflowRun` writes through MLflow's client, :class:`rlpipe.tracking.mlflow_sqlite.SqliteRun`
     straight into a SQLite store; each writes one batch of rows (:meth:`_write_metrics`), one
-    artifact (:meth:`_write_artifact`) and the terminal status (:meth:`_write_end`). A failed write is
-    reported once, in one line on stderr; the run then ends ``FAILED``.
+    artifact (:meth:`_write_artifact`) and the terminal status (:meth:`_write_end`). Every write
+    goes through the run's :class:`~rlpipe.tracking.store_lock.LockWait`: one that finds the store
+    locked by another process is retried, in order, until the lock goes (a bounded time once the
+    run has ended; what is then unwritten is said in one line and the run directory keeps it). A
+    lock never fails the run. Any other failed write is reported once, in one line on stderr; the
+    run then ends ``FAILED``.
     """
 
-    def __init__(self, run_id: str, experiment_id: str | None) -> None:
+    def __init__(self, run_id: str, experiment_id: str | None, wait: LockWait) -> None:
         self.run_id, self.experiment_id = run_id, experiment_id
+        self.wait = wait
         self.error: Exception | None = None
         self.ended = False
 
@@ -120,28 +129,47 @@ class RunWriter:
             for k, v in metrics.items()
             if isinstance(v, int | float) and math.isfinite(v)
         ]
-        try:
-            for i in range(0, len(batch), MAX_METRICS_PER_BATCH):
-                self._write_metrics(batch[i : i + MAX_METRICS_PER_BATCH])
-        except Exception as exc:  # tracking trouble must not stop training
-            self._warn("metrics write", exc)
+        for i in range(0, len(batch), MAX_METRICS_PER_BATCH):
+            chunk = batch[i : i + MAX_METRICS_PER_BATCH]
+            steps = [row[3] for row in chunk]
+            self._attempt(
+                "metrics write",
+                partial(self._write_metrics, chunk),
+                partial(self.wait.unwritten.metrics, len(chunk), min(steps), max(steps)),
+            )
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
         """Copy a file or folder into the run's artifacts (a failure is a warning, not a crash)."""
-        try:
-            self._write_artifact(path, artifact_path)
-        except Exception as exc:
-            self._warn(f"artifact upload of {path.name}", exc)
+        self._attempt(
+            f"artifact upload of {path.name}",
+            partial(self._write_artifact, path, artifact_path),
+            partial(self.wait.unwritten.artifacts.append, path.name),
+        )
 
     def end(self, status: str = "FINISHED") -> None:
-        """Set the terminal status (``FAILED`` after a failed write); idempotent."""
+        """Set the terminal status (``FAILED`` after a failed write); idempotent.
+
+        A lock is waited out for a bounded time from here on; what it still keeps out is said in one
+        line. ``status`` is kept whatever a lock did: training that finished stays ``FINISHED``.
+        """
         if self.ended:
             return
         self.ended = True
+        self.wait.ending()
+        final = status if self.error is None else "FAILED"
+        self._attempt(
+            "end of run", partial(self._write_end, final), partial(setattr, self.wait.unwritten, "end", final)
+        )
+        self.wait.report()
+
+    def _attempt(self, what: str, write: Callable[[], None], unwritten: Callable[[], None]) -> None:
+        """``write()`` through the lock wait; a lock outlasting the run calls ``unwritten()``."""
         try:
-            self._write_end(status if self.error is None else "FAILED")
-        except Exception as exc:
-            self._warn("end of run", exc)
+            self.wait.call(write)
+        except StillLockedError:
+            unwritten()
+        except Exception as exc:  # tracking trouble must not stop training
+            self._warn(what, exc)
 
     def _write_metrics(self, batch: list[MetricRow]) -> None:
         """Write at most ``MAX_METRICS_PER_BATCH`` rows, as one MLflow ``log_batch`` does."""
@@ -157,19 +185,27 @@ class RunWriter:
 
     def _warn(self, what: str, exc: Exception) -> None:
         if self.error is None:
-            print(
-                f"Warning: MLflow {what} failed, the run will be marked FAILED: {exc}".splitlines()[0],
-                file=sys.stderr,
-                flush=True,
-            )
+            say(f"Warning: MLflow {what} failed, the run will be marked FAILED: {exc}")
         self.error = exc
+
+
+def store_name(uri: str) -> str:
+    """How warnings name the store of ``uri``: its database file, else the URI."""
+    return str(sqlite_path(uri) or uri)
 
 
 class MlflowRun(RunWriter):
     """One open MLflow run, written synchronously through MLflow's client: metrics, artifacts, status."""
 
-    def __init__(self, client: MlflowClient, run_id: str, experiment_id: str | None = None) -> None:
-        super().__init__(run_id, experiment_id)
+    def __init__(
+        self,
+        client: MlflowClient,
+        run_id: str,
+        experiment_id: str | None = None,
+        wait: LockWait | None = None,
+    ) -> None:
+        uri = getattr(client, "tracking_uri", "")  # a stand-in client may have none
+        super().__init__(run_id, experiment_id, wait or LockWait(store_name(uri)))
         self.client = client
 
     @classmethod
@@ -180,31 +216,39 @@ class MlflowRun(RunWriter):
         params: dict[str, Any],
         tags: dict[str, str],
         run_name: str | None = None,
+        wait: LockWait | None = None,
     ) -> MlflowRun:
-        """Create the run in ``experiment`` (created if missing) and log ``params`` and ``tags``."""
+        """Create the run in ``experiment`` (created if missing) and log ``params`` and ``tags``.
+
+        Each store call waits out a lock on its own (``wait``), so none is made twice.
+        """
         from mlflow.entities import Param
 
+        wait = wait or LockWait(store_name(uri))
         check_server(uri)
-        client = open_client(uri)
-        experiment_id = open_experiment(client, experiment, uri)
-        run = client.create_run(experiment_id, tags=tags, run_name=run_name)
+        client = wait.call(partial(open_client, uri))
+        experiment_id = wait.call(partial(open_experiment, client, experiment, uri))
+        run = wait.call(partial(client.create_run, experiment_id, tags=tags, run_name=run_name))
         items = [Param(k, str(v)[:6000]) for k, v in params.items()]
         for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
-            client.log_batch(run.info.run_id, params=items[i : i + MAX_PARAMS_PER_BATCH])
-        return cls(client, run.info.run_id, experiment_id)
+            wait.call(partial(client.log_batch, run.info.run_id, params=items[i : i + MAX_PARAMS_PER_BATCH]))
+        return cls(client, run.info.run_id, experiment_id, wait)
 
     @classmethod
-    def reopen(cls, uri: str, run_id: str) -> MlflowRun | None:
+    def reopen(cls, uri: str, run_id: str, wait: LockWait | None = None) -> MlflowRun | None:
         """Set an existing run back to RUNNING (a resumed run continues it); ``None`` if it is gone."""
-        client = open_client(uri)
+        wait = wait or LockWait(store_name(uri))
+        client = wait.call(partial(open_client, uri))
         try:
-            info = client.get_run(run_id).info
+            info = wait.call(partial(client.get_run, run_id)).info
+        except StillLockedError:
+            raise
         except Exception:  # deleted, or another store: the resume starts a new run
             return None
         if info.lifecycle_stage == "deleted":
             return None
-        client.update_run(run_id, status="RUNNING")
-        return cls(client, run_id, info.experiment_id)
+        wait.call(partial(client.update_run, run_id, status="RUNNING"))
+        return cls(client, run_id, info.experiment_id, wait)
 
     def _write_metrics(self, batch: list[MetricRow]) -> None:
         """One ``log_batch`` of ``batch``."""

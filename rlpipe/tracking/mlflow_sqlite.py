@@ -26,6 +26,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +35,18 @@ from rlpipe.tracking.mlflow_artifacts import copy_artifact
 from rlpipe.tracking.mlflow_runs import MAX_PARAMS_PER_BATCH, MetricRow, RunWriter
 from rlpipe.tracking.mlflow_store import sqlite_path
 from rlpipe.tracking.mlflow_view import experiment_tags
+from rlpipe.tracking.store_lock import LockWait, is_locked
 
-__all__ = ["SCHEMA_HEADS", "SqliteRun", "can_write", "serves"]
+__all__ = ["BUSY_TIMEOUT_S", "SCHEMA_HEADS", "SqliteRun", "can_write", "serves"]
 
 SCHEMA_HEADS = {"3.17.2": "dc11669786a5"}
 """Installed MLflow version → the head of its database migrations (``alembic_version``)."""
 RUN_NAME_TAG, USER_TAG = "mlflow.runName", "mlflow.user"
+BUSY_TIMEOUT_S = 20.0
+"""How long one statement waits inside SQLite for another process's lock (MLflow's busy timeout).
+
+A lock held longer is waited out by :class:`~rlpipe.tracking.store_lock.LockWait`.
+"""
 MAX_KEY_LENGTH = 250
 """MLflow's limit on param, metric and tag keys."""
 _NAME = re.compile(r"^[/\w.\- :]*$")
@@ -62,7 +69,7 @@ def _schema_head() -> str | None:
 
 def _connect(db: Path) -> sqlite3.Connection:
     """A connection that waits for other writers as MLflow's does; transactions are explicit."""
-    conn = sqlite3.connect(db, timeout=20, isolation_level=None)
+    conn = sqlite3.connect(db, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     conn.execute("PRAGMA foreign_keys = ON")
     return conn
 
@@ -86,7 +93,11 @@ def _local_folder(location: str | None) -> bool:
 
 
 def can_write(uri: str, experiment: str) -> bool:
-    """Whether :class:`SqliteRun` writes a run of ``experiment`` on ``uri`` exactly as MLflow would."""
+    """Whether :class:`SqliteRun` writes a run of ``experiment`` on ``uri`` exactly as MLflow would.
+
+    A store locked by another process raises SQLite's error (the caller waits it out) rather than
+    answering no: the answer must not depend on when a backup runs.
+    """
     db = sqlite_path(uri)
     head = _schema_head()
     if not fast.ENABLED or db is None or head is None or not db.is_file():
@@ -94,7 +105,9 @@ def can_write(uri: str, experiment: str) -> bool:
     if any(os.environ.get(name) for name in _WORKSPACE_ENV):
         return False
     try:
-        with closing(sqlite3.connect(f"{db.absolute().as_uri()}?mode=ro", uri=True, timeout=20)) as conn:
+        with closing(
+            sqlite3.connect(f"{db.absolute().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+        ) as conn:
             if conn.execute("SELECT version_num FROM alembic_version").fetchall() != [(head,)]:
                 return False
             if conn.execute("SELECT 1 FROM experiments WHERE workspace != 'default'").fetchone():
@@ -104,7 +117,9 @@ def can_write(uri: str, experiment: str) -> bool:
             row = conn.execute(
                 "SELECT lifecycle_stage, artifact_location FROM experiments WHERE name = ?", (experiment,)
             ).fetchone()
-    except sqlite3.Error:
+    except sqlite3.Error as exc:
+        if is_locked(exc):
+            raise
         return False
     return row is not None and row[0] == "active" and _local_folder(row[1])
 
@@ -113,7 +128,7 @@ def serves(message: dict[str, Any]) -> bool:
     """Whether the tracking process's ``open`` message is served by :class:`SqliteRun`.
 
     Besides :func:`can_write`: the run is named (MLflow would draw a random name), and a run to
-    reopen is gone or keeps its artifacts in a plain local folder.
+    reopen is gone or keeps its artifacts in a plain local folder. A locked store raises, as there.
     """
     uri, run_name = message["uri"], message.get("run_name") or message.get("tags", {}).get(RUN_NAME_TAG)
     if not run_name or not can_write(uri, message["experiment"]):
@@ -127,7 +142,9 @@ def serves(message: dict[str, Any]) -> bool:
             row = conn.execute(
                 "SELECT artifact_uri FROM runs WHERE run_uuid = ?", (message["run_id"],)
             ).fetchone()
-    except sqlite3.Error:
+    except sqlite3.Error as exc:
+        if is_locked(exc):
+            raise
         return False
     return row is None or _local_folder(row[0])
 
@@ -164,11 +181,18 @@ def _now_ms() -> int:
 class SqliteRun(RunWriter):
     """One open MLflow run in a SQLite store, written synchronously: :class:`MlflowRun`'s calls.
 
-    A failed write is reported once, in one line on stderr; the run then ends ``FAILED``.
+    A lock is waited out and any other failed write reported once, as :class:`RunWriter` says.
     """
 
-    def __init__(self, db: Path, run_id: str, experiment_id: str | None, artifact_uri: str) -> None:
-        super().__init__(run_id, experiment_id)
+    def __init__(
+        self,
+        db: Path,
+        run_id: str,
+        experiment_id: str | None,
+        artifact_uri: str,
+        wait: LockWait | None = None,
+    ) -> None:
+        super().__init__(run_id, experiment_id, wait or LockWait(str(db)))
         self.db, self.artifact_uri = db, artifact_uri
 
     @classmethod
@@ -179,28 +203,47 @@ class SqliteRun(RunWriter):
         params: dict[str, Any],
         tags: dict[str, str],
         run_name: str | None = None,
+        wait: LockWait | None = None,
     ) -> SqliteRun:
-        """Create the run in ``experiment`` (which :func:`can_write` found) with ``params`` and ``tags``."""
+        """Create the run in ``experiment`` (which :func:`can_write` found) with ``params`` and ``tags``.
+
+        Each transaction waits out a lock on its own (``wait``), so none is made twice.
+        """
         db = sqlite_path(uri)
         assert db is not None
+        wait = wait or LockWait(str(db))
+        experiment_id, run_id, artifact_uri = wait.call(
+            partial(cls._open_run, db, experiment, tags, run_name)
+        )
+        items = [(k, str(v)[:6000]) for k, v in params.items()]
+        for i in range(0, len(items), MAX_PARAMS_PER_BATCH):  # one transaction each, as log_batch
+            wait.call(partial(cls._log_params, db, run_id, items[i : i + MAX_PARAMS_PER_BATCH]))
+        return cls(db, run_id, experiment_id, artifact_uri, wait)
+
+    @classmethod
+    def _open_run(
+        cls, db: Path, experiment: str, tags: dict[str, str], run_name: str | None
+    ) -> tuple[str, str, str]:
+        """One transaction: the experiment's view tags, the run and its tags; ids and artifact URI."""
         with _transaction(db) as conn:
             experiment_id, location = cls._open_experiment(conn, experiment)
             run_id, artifact_uri = cls._create_run(conn, experiment_id, location, tags, run_name)
-        items = [(k, str(v)[:6000]) for k, v in params.items()]
-        for i in range(0, len(items), MAX_PARAMS_PER_BATCH):  # one transaction each, as log_batch
-            batch = items[i : i + MAX_PARAMS_PER_BATCH]
-            for key, _ in batch:
-                _check_name("param", key)
-            with _transaction(db) as conn:
-                _active_run(conn, run_id)
-                existing = dict(conn.execute("SELECT key, value FROM params WHERE run_uuid = ?", (run_id,)))
-                if changed := [k for k, v in batch if k in existing and existing[k] != v]:
-                    raise ValueError(f"Changing param values is not allowed: {changed} of run {run_id}")
-                conn.executemany(
-                    "INSERT INTO params (key, value, run_uuid) VALUES (?, ?, ?)",
-                    [(k, v, run_id) for k, v in batch if k not in existing],
-                )
-        return cls(db, run_id, experiment_id, artifact_uri)
+        return experiment_id, run_id, artifact_uri
+
+    @staticmethod
+    def _log_params(db: Path, run_id: str, batch: list[tuple[str, str]]) -> None:
+        """One transaction of at most ``MAX_PARAMS_PER_BATCH`` params, as MLflow's ``log_batch``."""
+        for key, _ in batch:
+            _check_name("param", key)
+        with _transaction(db) as conn:
+            _active_run(conn, run_id)
+            existing = dict(conn.execute("SELECT key, value FROM params WHERE run_uuid = ?", (run_id,)))
+            if changed := [k for k, v in batch if k in existing and existing[k] != v]:
+                raise ValueError(f"Changing param values is not allowed: {changed} of run {run_id}")
+            conn.executemany(
+                "INSERT INTO params (key, value, run_uuid) VALUES (?, ?, ?)",
+                [(k, v, run_id) for k, v in batch if k not in existing],
+            )
 
     @staticmethod
     def _open_experiment(conn: sqlite3.Connection, name: str) -> tuple[str, str]:
@@ -252,10 +295,17 @@ class SqliteRun(RunWriter):
         return run_id, artifact_uri
 
     @classmethod
-    def reopen(cls, uri: str, run_id: str) -> SqliteRun | None:
+    def reopen(cls, uri: str, run_id: str, wait: LockWait | None = None) -> SqliteRun | None:
         """Set an existing run back to RUNNING (a resumed run continues it); ``None`` if it is gone."""
         db = sqlite_path(uri)
         assert db is not None
+        wait = wait or LockWait(str(db))
+        row = wait.call(partial(cls._set_running, db, run_id))
+        return None if row is None else cls(db, run_id, str(row[0]), row[1], wait)
+
+    @staticmethod
+    def _set_running(db: Path, run_id: str) -> tuple[Any, str] | None:
+        """One transaction: run ``run_id`` back to RUNNING; its experiment id and artifact URI."""
         with _transaction(db) as conn:
             row = conn.execute(
                 "SELECT lifecycle_stage, experiment_id, artifact_uri FROM runs WHERE run_uuid = ?", (run_id,)
@@ -263,7 +313,7 @@ class SqliteRun(RunWriter):
             if row is None or row[0] == "deleted":
                 return None
             conn.execute("UPDATE runs SET status = 'RUNNING' WHERE run_uuid = ?", (run_id,))
-        return cls(db, run_id, str(row[1]), row[2])
+        return row[1], row[2]
 
     def _write_metrics(self, metrics: list[MetricRow]) -> None:
         """MLflow's ``_log_metrics``: identical rows once, the rest inserted, ``latest_metrics`` updated."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlpipe.dvc.runs import project_root  # re-exported: where the default data/mlflow.db lives
+from rlpipe.tracking.store_lock import is_locked
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -60,6 +61,13 @@ def resolve_uri(cfg: TrackingCfg | None = None, root: Path | None = None) -> str
     return uri
 
 
+class _LockTracebacks(logging.Filter):
+    """Drops MLflow's traceback of a store locked by another process: rlpipe waits, says it in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and is_locked(record.exc_info[1]))
+
+
 def sqlite_path(uri: str) -> Path | None:
     """The database file of a ``sqlite:///`` URI; ``None`` for other stores."""
     return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
@@ -90,6 +98,9 @@ def open_client(uri: str) -> MlflowClient:
 
     for name in ("mlflow", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    sessions = logging.getLogger("mlflow.store.db.utils")
+    if not any(isinstance(f, _LockTracebacks) for f in sessions.filters):
+        sessions.addFilter(_LockTracebacks())
     # MLflow's own deprecation chatter (e.g. SQLAlchemy's on its store) is not the user's to fix.
     warnings.filterwarnings("ignore", module=r"mlflow(\.|$)")
     if (db := sqlite_path(uri)) is None:

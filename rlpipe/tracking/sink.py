@@ -17,6 +17,11 @@ message received so far is written. A problem is said once, in one line on stder
 then keeps reading, so the trainer never blocks on it. SIGINT and SIGTERM are ignored here: the
 trainer decides when the run ends (a Ctrl-C reaches the whole process group).
 
+A store locked by another process (a backup, an ``sqlite3`` shell, ``mlflow gc``) is waited out by
+the run's :class:`~rlpipe.tracking.store_lock.LockWait`, from the opening to the end: a reader
+thread keeps taking the trainer's messages meanwhile (at most ``HELD_MESSAGES``) and starts the
+bounded wait after the run's end as soon as the end arrives.
+
 Running in its own process keeps MLflow's import, its SQLite schema checks and every write off the
 trainer's interpreter lock, so iteration 1 starts while the run opens. Where
 :func:`rlpipe.tracking.mlflow_sqlite.serves` says so (a SQLite store of the installed MLflow's
@@ -38,11 +43,14 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
+from functools import partial  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import IO, TYPE_CHECKING, Any  # noqa: E402
 
 from rlpipe import fast  # noqa: E402
 from rlpipe.runtime.threads import yield_to_training  # noqa: E402
+from rlpipe.tracking.mlflow_runs import store_name  # noqa: E402
+from rlpipe.tracking.store_lock import LockWait, StillLockedError, say  # noqa: E402
 
 if TYPE_CHECKING:
     from rlpipe.tracking.mlflow_runs import MlflowRun
@@ -56,16 +64,19 @@ def _say(out: IO[str], message: dict[str, Any]) -> None:
     out.flush()
 
 
-def _open(message: dict[str, Any]) -> MlflowRun | SqliteRun:
+def _open(message: dict[str, Any], wait: LockWait | None = None) -> MlflowRun | SqliteRun:
+    """Open (or reopen) the run of the ``open`` message, waiting out a locked store with ``wait``."""
     from rlpipe.tracking.mlflow_runs import MlflowRun, git_tags
     from rlpipe.tracking.mlflow_sqlite import SqliteRun, serves
 
-    kind = SqliteRun if serves(message) else MlflowRun  # the fast path, where it writes what MLflow would
-    if message.get("run_id") and (run := kind.reopen(message["uri"], message["run_id"])):
+    wait = wait or LockWait(store_name(message["uri"]))
+    # The fast path, where it writes what MLflow would.
+    kind = SqliteRun if wait.call(partial(serves, message)) else MlflowRun
+    if message.get("run_id") and (run := kind.reopen(message["uri"], message["run_id"], wait)):
         return run  # a resumed run continues its own MLflow run
     tags = {**git_tags(Path(message.get("cwd") or os.getcwd())), **message["tags"]}
     return kind.start(
-        message["uri"], message["experiment"], message["params"], tags, run_name=message.get("run_name")
+        message["uri"], message["experiment"], message["params"], tags, message.get("run_name"), wait
     )
 
 
@@ -83,6 +94,8 @@ def _apply(run: MlflowRun | SqliteRun, message: dict[str, Any], scratch: Path) -
 
 COALESCE_S = 1.0
 """Metrics wait at most this long to be written together with the iterations that follow them."""
+HELD_MESSAGES = 10_000
+"""Messages held while a write waits for a locked store; later metrics are not kept (bounded memory)."""
 
 
 class _Pending:
@@ -112,13 +125,28 @@ class _Pending:
             self.run.log_metric_rows(rows)
 
 
-def _read_ahead(lines: IO[str]) -> queue.Queue[str | None]:
-    """Lines of ``lines`` on a queue, read by a thread (``None`` at the end of input)."""
-    messages: queue.Queue[str | None] = queue.Queue()
+def _read_ahead(lines: IO[str], wait: LockWait) -> queue.Queue[dict[str, Any] | None]:
+    """Messages of ``lines`` on a queue, read by a thread (``None`` at the end of input).
+
+    It tells ``wait`` when the run has ended (its ``end``, or the end of input), so that a write
+    waiting for a locked store waits a bounded time from then on. While one waits, at most
+    ``HELD_MESSAGES`` are held; later metrics are left to the run directory (said once).
+    """
+    messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
 
     def read() -> None:
         for line in lines:
-            messages.put(line)
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if message.get("op") == "end":
+                wait.ending()
+            if message.get("op") == "metrics" and wait.waiting and messages.qsize() >= HELD_MESSAGES:
+                wait.drop(len(message["metrics"]), message["step"], HELD_MESSAGES)
+                continue
+            messages.put(message)
+        wait.ending()
         messages.put(None)
 
     threading.Thread(target=read, name="rlpipe-sink-read", daemon=True).start()
@@ -146,31 +174,31 @@ def serve(lines: IO[str], out: IO[str]) -> str:
     first = lines.readline()
     if not first:
         return "none"
+    opening = json.loads(first)
+    wait = LockWait(store_name(opening["uri"]))
+    if run_dir := opening.get("tags", {}).get("rlpipe.run_dir"):
+        wait.kept_in = f"the run directory {run_dir}"
+    messages = _read_ahead(lines, wait)  # from now on: a locked store must not hold up the trainer
     try:
-        run = _open(json.loads(first))
+        run = _open(opening, wait)
     except Exception as exc:  # a store that cannot be opened must not stop training
-        print(
-            f"Warning: MLflow run not opened, training goes on without it: {exc}".splitlines()[0],
-            file=sys.stderr,
-            flush=True,
-        )
+        _not_opened(exc, wait)
         _say(out, {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__})
-        for _ in lines:  # drain, so the trainer never blocks on a full pipe
+        while messages.get() is not None:  # drain, so the trainer never blocks on a full pipe
             pass
         return "none"
     _say(out, {"run_id": run.run_id, "experiment_id": run.experiment_id})
     status = "KILLED"  # input ended without an end message: the trainer was killed
-    messages, pending = _read_ahead(lines), _Pending(run)
+    pending = _Pending(run)
     with tempfile.TemporaryDirectory(prefix="rlpipe-mlflow-") as scratch:
         while True:
             try:
-                line = messages.get(timeout=pending.wait())
+                message = messages.get(timeout=pending.wait())
             except queue.Empty:  # metrics waited COALESCE_S: write them
                 pending.flush()
                 continue
-            if line is None:
+            if message is None:
                 break
-            message = json.loads(line)
             if message["op"] == "metrics":
                 pending.add(message)
                 continue
@@ -186,6 +214,15 @@ def serve(lines: IO[str], out: IO[str]) -> str:
     return final
 
 
+def _not_opened(exc: Exception, wait: LockWait) -> None:
+    """Say in one line why the run was not opened: a lock that outlasted the run, or another error."""
+    if isinstance(exc, StillLockedError):
+        wait.unwritten.opened = False
+        wait.report()
+        return
+    say(f"Warning: MLflow run not opened, training goes on without it: {exc}")
+
+
 def _fast_path_ahead() -> bool:
     """Whether the run this process was started ahead of will be written without MLflow.
 
@@ -199,7 +236,10 @@ def _fast_path_ahead() -> bool:
     if not uri or not experiment:
         return False
 
-    return can_write(uri, experiment)
+    try:
+        return can_write(uri, experiment)
+    except Exception:  # locked now: the open message decides, waiting for the lock
+        return False
 
 
 def main() -> None:
