@@ -53,20 +53,20 @@ def get_registered_algo_names() -> list[str]:
     return algorithm_names()
 
 
-def algo_class(name: str) -> type[BaseAlgorithm]:
+def algo_class(name: str) -> type:
     """The class ``name`` resolves to, imported at first use; a one-line ``ConfigError`` otherwise."""
     entry = registered(name)
     if entry.algo is None:
         if entry.reference is None:
             raise ConfigError(f"algorithm.name: {name!r} has a config class but no algorithm class")
         algo = load_target(entry.reference, "algorithm.name", CLASS_FORM)
-        if config_class_of(algo, entry.reference) is not entry.cfg_class:
+        if config_class_of(algo, entry.reference) is not entry.cfg_class or not isinstance(algo, type):
             raise ConfigError(
                 f"algorithm.name: {entry.reference} names the config class "
                 f"{getattr(algo, 'cfg_class', None)!r}, not {entry.cfg_class.__name__}"
             )
         register_algorithm(name, entry.cfg_class, algo, entry.reference)
-        return algo  # pyright: ignore[reportReturnType]  # checked by config_class_of
+        return algo
     return entry.algo
 
 

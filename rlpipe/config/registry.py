@@ -170,13 +170,12 @@ def _resolved(key: str) -> Registered:
 def config_class_of(algo: object, reference: str) -> type[AlgorithmCfg]:
     """``algo.cfg_class``: the config class an algorithm class names; a ``ConfigError`` otherwise."""
     cfg_class = getattr(algo, "cfg_class", None)
-    names_config = isinstance(cfg_class, type) and issubclass(cfg_class, AlgorithmCfg)
-    if not (isinstance(algo, type) and names_config):
-        raise ConfigError(
-            f"algorithm.name: {reference} is not an algorithm class; accepted: a BaseAlgorithm "
-            "subclass whose cfg_class is its config class (an UpdateCfg subclass)"
-        )
-    return cfg_class
+    if isinstance(algo, type) and isinstance(cfg_class, type) and issubclass(cfg_class, AlgorithmCfg):
+        return cfg_class
+    raise ConfigError(
+        f"algorithm.name: {reference} is not an algorithm class; accepted: a BaseAlgorithm "
+        "subclass whose cfg_class is its config class (an UpdateCfg subclass)"
+    )
 
 
 def policy_reference(name: str) -> str | None:

@@ -93,10 +93,9 @@ def test_the_user_config_class_types_its_errors(override, expected):
 def test_an_unknown_name_lists_the_registered_ones_among_the_accepted():
     with pytest.raises(ConfigError) as info:
         load(PARAMS, ["algorithm.name=annealed"])
-    accepted = str(info.value).partition("; accepted: ")[2].split(", ")
-    assert {"annealed_ppo", "ppo", "grpo"} <= set(accepted) and accepted == sorted(accepted[:-1]) + accepted[
-        -1:
-    ]
+    *names, forms = str(info.value).partition("; accepted: ")[2].split(", ")
+    assert {"annealed_ppo", "ppo", "grpo"} <= set(names) and names == sorted(names)
+    assert forms == "an rlpipe.algorithms entry point or package.module:Class"
 
 
 def test_a_name_holds_one_algorithm_and_one_config_class():

@@ -63,7 +63,7 @@ def test_an_entry_point_reads_like_a_built_in_name(installed):
         assert code_of("slow", "wide") == {"algorithm": "tinypkg.algo:Slow", "policy": "tinypkg.policy:Wide"}
         assert "tinypkg.algo" not in sys.modules
     cfg = load(PARAMS, ["algorithm.name=SLOW", "algorithm.cfg.slowdown=2", "policy.name=wide"])
-    assert type(cfg.algorithm.cfg).__name__ == "SlowCfg" and cfg.algorithm.cfg.slowdown == 2
+    assert type(cfg.algorithm.cfg).__name__ == "SlowCfg" and cfg.algorithm.cfg.model_dump()["slowdown"] == 2
     assert cfg.algorithm.name == "slow" and cfg.algorithm.cfg.learning_rate == 2.0e-3  # the file's keys
 
     from rlpipe.algorithms import algo_class
