@@ -291,7 +291,7 @@ class BaseAlgorithm(ABC):
     def report(self, tally: Tally, extra: dict[str, torch.Tensor]) -> dict[str, float]:
         """The update's metrics: the stats' means, ``extra``, the schedule values, then the counters."""
         schedules = {"learning_rate": self.learning_rate, "ent_coef": float(self.ent_coef)}
-        return tally.means(extra) | schedules | tally.counters(self.cfg.target_kl is not None)
+        return tally.means(extra) | schedules | tally.counters(self.cfg.stops_on_kl)
 
     def _chunked_backward(self, mb: Minibatch, chunk_rows: int, scale: float) -> dict[str, torch.Tensor]:
         """Backward of prepared minibatch ``mb`` ``[B]`` in chunks of ``chunk_rows``; the minibatch's stats.
@@ -347,7 +347,7 @@ class BaseAlgorithm(ABC):
     def apply_schedules(self) -> None:
         """Set the learning rate (unless adaptive) and the entropy coefficient for the next update."""
         at = self.progress
-        if self.cfg.schedule == "fixed":
+        if not self.cfg.adapts_lr:
             self.set_learning_rate(self.lr_schedule(at.env_steps, at.total_env_steps))
         self.ent_coef = self.ent_coef_schedule(at.env_steps, at.total_env_steps)
 

@@ -26,7 +26,6 @@ from torch.nn import functional as F
 
 from rlpipe.algorithms import sequences
 from rlpipe.algorithms.base import BaseAlgorithm, Minibatch
-from rlpipe.algorithms.registry import register_algo
 from rlpipe.algorithms.schedules import Schedule
 from rlpipe.config import AlgorithmCfg, ConfigError
 from rlpipe.config.distillation import DistillationCfg
@@ -132,7 +131,6 @@ class TeacherMix:
         return torch.where(rows, t_action, action), torch.where(take, t_log_prob, log_prob)
 
 
-@register_algo("distillation")
 class Distillation(BaseAlgorithm):
     """A student policy regressing a frozen teacher's actions on the states the student visits."""
 

@@ -27,7 +27,6 @@ from rlpipe.algorithms.grpo_loss import (
     masked_mean,
     step_returns_and_mask,
 )
-from rlpipe.algorithms.registry import register_algo
 from rlpipe.algorithms.sequences import flatten_transitions
 from rlpipe.config import AlgorithmCfg, ConfigError
 from rlpipe.config.algorithms import GRPOCfg, group_size_error
@@ -50,7 +49,6 @@ ACTOR_ONLY_POLICIES = ("actor_only",)
 UPDATE_KEYS = ("obs", "action", "sample_log_prob", "advantage", "seq_mask")
 
 
-@register_algo("grpo")
 class GRPO(BaseAlgorithm):
     """GRPO: step-wise group-relative advantages, then the shared loop over the valid steps.
 

@@ -8,8 +8,8 @@
 
 Both rules are pure functions of host floats, tested on their own; :class:`KLRules` applies them
 to the KL averaged over the ranks (:meth:`KLRules.global_mean`), so every rank of a distributed run
-adapts its learning rate and stops identically. They work the same for every algorithm on the
-shared loop (PPO, GRPO, distillation).
+adapts its learning rate and stops identically. The loop applies them for every algorithm whose
+config is a ``TrustRegionCfg`` (PPO, GRPO); another algorithm's config turns none on.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from rlpipe.algorithms.optim import learning_rate, set_learning_rate
-from rlpipe.algorithms.update_cfg import UpdateCfg
+from rlpipe.algorithms.update_cfg import TrustRegionCfg, UpdateCfg
 from rlpipe.runtime.distributed import all_reduce_sum, world_size
 
 __all__ = ["ADAPTIVE_LR_FACTOR", "EARLY_STOP_FACTOR", "KLRules", "adaptive_lr", "kl_exceeds_target"]
@@ -29,7 +29,7 @@ ADAPTIVE_LR_FACTOR = 1.5
 
 
 class KLRules:
-    """The KL rules an ``UpdateCfg`` turns on, applied after each minibatch to ``optimizer``'s lr."""
+    """The KL rules a ``TrustRegionCfg`` turns on, applied after each minibatch to ``optimizer``'s lr."""
 
     def __init__(self, cfg: UpdateCfg, optimizer: torch.optim.Optimizer, device: torch.device) -> None:
         self.cfg = cfg
@@ -56,14 +56,14 @@ class KLRules:
         schedule is on. ``kl=None``: this rank has no such minibatch (it still joins the mean).
         """
         cfg = self.cfg
-        if not cfg.reads_kl:
+        if not (cfg.reads_kl and isinstance(cfg, TrustRegionCfg)):
             return False
         if kl is None:
             kl_value = float(self.global_mean(torch.zeros((), device=self.device), 0.0))
         else:
             kl_value = float(self.global_mean(kl))
         if cfg.schedule == "adaptive":
-            assert cfg.desired_kl is not None  # guaranteed by UpdateCfg
+            assert cfg.desired_kl is not None  # guaranteed by TrustRegionCfg
             lr = adaptive_lr(learning_rate(self.optimizer), kl_value, cfg.desired_kl, cfg.min_lr, cfg.max_lr)
             set_learning_rate(self.optimizer, lr)
         return cfg.target_kl is not None and kl_exceeds_target(kl_value, cfg.target_kl)

@@ -25,7 +25,6 @@ from rlpipe.algorithms.base import BaseAlgorithm, Minibatch
 from rlpipe.algorithms.gae import generalized_advantage_estimate, truncation_bootstrap
 from rlpipe.algorithms.grpo import ACTOR_ONLY_POLICIES
 from rlpipe.algorithms.normalization import RewardNormalizer
-from rlpipe.algorithms.registry import register_algo
 from rlpipe.algorithms.rnd import INTRINSIC_RETURN, RND
 from rlpipe.algorithms.symmetry import Symmetry
 from rlpipe.config import AlgorithmCfg, ConfigError
@@ -52,7 +51,6 @@ __all__ = [
 UPDATE_KEYS = ("obs", "action", "sample_log_prob", "advantage", "return", "value")
 
 
-@register_algo("ppo")
 class PPO(BaseAlgorithm):
     """Clipped-surrogate PPO: GAE, then the shared ``n_epochs`` × minibatches loop over every transition."""
 

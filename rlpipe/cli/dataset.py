@@ -138,7 +138,10 @@ def dataset(
 
     output = Output(fmt, out, images=images, task=task, dataset_id=dataset_id)
     check_output(output)  # before the params load: an existing --out is refused at once
-    run_dir = load_config(params, ()).run_dir
+    from rlpipe.config import describing
+
+    with describing():  # the run's stores are read; none of its code runs
+        run_dir = load_config(params, ()).run_dir
     from rlpipe.datasets.episodes import Selection
     from rlpipe.tracking.progress import CountProgress
 

@@ -1,8 +1,8 @@
-"""The algorithms' config classes (``AlgorithmCfg``, ``UpdateCfg``, ``PPOCfg``, ``GRPOCfg``), without torch.
+"""The algorithms' config classes (``AlgorithmCfg``, ``UpdateCfg``, ``PPOCfg``, ``GRPOCfg``…), without torch.
 
-``rlpipe.config.load`` validates ``algorithm.cfg`` against the class the algorithm registry holds for
-``algorithm.name`` (:mod:`rlpipe.config.registry`), so a bad hyperparameter is a one-line error
-before torch is imported; ``rlpipe.algorithms`` re-exports them next to the algorithms that use
+``rlpipe.config.load`` validates ``algorithm.cfg`` against the config class ``algorithm.name``
+resolves to (:mod:`rlpipe.config.registry`), so a bad hyperparameter of a built-in is a one-line
+error before torch is imported; ``rlpipe.algorithms`` re-exports them next to the algorithms that use
 them. Only ``optimizer_kwargs`` needs torch (the optimizers' signatures), and only when it is set.
 """
 
@@ -30,6 +30,7 @@ __all__ = [
     "ScheduleKind",
     "SequenceCfg",
     "SymmetryCfg",
+    "TrustRegionCfg",
     "UpdateCfg",
     "fail",
     "group_size_error",
@@ -75,22 +76,16 @@ class AlgorithmCfg(StrictModel):
 
 
 class UpdateCfg(AlgorithmCfg):
-    """Fields of the epochs × minibatches loop every algorithm shares (all options off by default)."""
+    """Fields of the epochs × minibatches loop every algorithm shares (all options off by default).
 
-    clip_coef: float = Field(default=0.2, gt=0)
-    """Surrogate clip range ε (also the threshold of the ``clip_fraction`` diagnostic)."""
+    Optimizer, schedules, epochs, minibatches, gradient accumulation and chunks, precision and
+    gradient clipping: what :class:`~rlpipe.algorithms.base.BaseAlgorithm`'s loop reads. An
+    algorithm's own options (a clip range, the KL rules: :class:`TrustRegionCfg`) live in its
+    config class, so an algorithm inherits no option it ignores.
+    """
+
     ent_coef: float = Field(default=0.01, ge=0)
     """Entropy bonus weight (the start value when ``ent_coef_schedule_kind`` is linear/cosine)."""
-    target_kl: float | None = Field(default=None, gt=0)
-    """Stop the update before the first minibatch whose approx KL exceeds 1.5 × target_kl; null: never."""
-    schedule: Literal["fixed", "adaptive"] = "fixed"
-    """``adaptive``: rsl_rl's KL rule sets the learning rate after every minibatch (needs ``desired_kl``)."""
-    desired_kl: float | None = Field(default=None, gt=0)
-    """KL the adaptive schedule aims for: lr /1.5 above 2× it, ×1.5 below half of it."""
-    min_lr: float = Field(default=1e-5, gt=0)
-    """Floor of the adaptive learning rate."""
-    max_lr: float = Field(default=1e-2, gt=0)
-    """Ceiling of the adaptive learning rate."""
     num_mini_batches: int | None = Field(default=None, ge=1)
     """Minibatches per epoch; when set it wins over ``batch_size`` (= ceil(rows / num_mini_batches))."""
     shuffle_minibatches: bool = True
@@ -139,21 +134,6 @@ class UpdateCfg(AlgorithmCfg):
     @model_validator(mode="after")
     def _coherent(self) -> Self:
         name = type(self).__name__
-        if self.target_kl is not None and self.accumulate_grads:
-            fail(
-                name, ("target_kl",), "cannot be combined with accumulate_grads (needs a step per minibatch)"
-            )
-        if self.schedule == "adaptive":
-            if self.desired_kl is None:
-                fail(name, ("desired_kl",), "required when schedule is adaptive")
-            if self.lr_schedule is not None or self.lr_schedule_kind in ("linear", "cosine"):
-                fail(
-                    name,
-                    ("schedule",),
-                    "adaptive sets the lr from the KL; remove lr_schedule/lr_schedule_kind",
-                )
-        if self.min_lr > self.max_lr:
-            fail(name, ("min_lr",), f"must be <= max_lr ({self.max_lr})")
         for key in ("lr_schedule", "ent_coef_schedule"):
             if getattr(self, key) is not None and getattr(self, f"{key}_kind") in ("linear", "cosine"):
                 fail(name, (key,), f"points need {key}_kind step or interp (linear/cosine take no points)")
@@ -175,13 +155,78 @@ class UpdateCfg(AlgorithmCfg):
     @property
     def reads_kl(self) -> bool:
         """True when a KL rule (target-KL stop or adaptive lr) reads each minibatch's KL on the host."""
-        return self.target_kl is not None or self.schedule == "adaptive"
+        return False
+
+    @property
+    def stops_on_kl(self) -> bool:
+        """True when the update may stop early on the KL (``target_kl``)."""
+        return False
+
+    @property
+    def adapts_lr(self) -> bool:
+        """True when a KL rule sets the learning rate (``schedule: adaptive``), not the lr schedule."""
+        return False
 
     def minibatch_size(self, num_samples: int) -> int:
         """Rows per minibatch: ceil(num_samples / num_mini_batches) when set, else ``batch_size``."""
         if self.num_mini_batches is None:
             return self.batch_size
         return math.ceil(num_samples / self.num_mini_batches)
+
+
+class TrustRegionCfg(UpdateCfg):
+    """A clip range and the KL rules: options of algorithms that keep each update near its rollout's policy.
+
+    PPO and GRPO build on it; the shared loop applies the KL rules to each minibatch's ``approx_kl``.
+    """
+
+    clip_coef: float = Field(default=0.2, gt=0)
+    """Surrogate clip range ε (also the threshold of the ``clip_fraction`` diagnostic)."""
+    target_kl: float | None = Field(default=None, gt=0)
+    """Stop the update before the first minibatch whose approx KL exceeds 1.5 × target_kl; null: never."""
+    schedule: Literal["fixed", "adaptive"] = "fixed"
+    """``adaptive``: rsl_rl's KL rule sets the learning rate after every minibatch (needs ``desired_kl``)."""
+    desired_kl: float | None = Field(default=None, gt=0)
+    """KL the adaptive schedule aims for: lr /1.5 above 2× it, ×1.5 below half of it."""
+    min_lr: float = Field(default=1e-5, gt=0)
+    """Floor of the adaptive learning rate."""
+    max_lr: float = Field(default=1e-2, gt=0)
+    """Ceiling of the adaptive learning rate."""
+
+    @model_validator(mode="after")
+    def _kl_rules(self) -> Self:
+        name = type(self).__name__
+        if self.target_kl is not None and self.accumulate_grads:
+            fail(
+                name, ("target_kl",), "cannot be combined with accumulate_grads (needs a step per minibatch)"
+            )
+        if self.schedule == "adaptive":
+            if self.desired_kl is None:
+                fail(name, ("desired_kl",), "required when schedule is adaptive")
+            if self.lr_schedule is not None or self.lr_schedule_kind in ("linear", "cosine"):
+                fail(
+                    name,
+                    ("schedule",),
+                    "adaptive sets the lr from the KL; remove lr_schedule/lr_schedule_kind",
+                )
+        if self.min_lr > self.max_lr:
+            fail(name, ("min_lr",), f"must be <= max_lr ({self.max_lr})")
+        return self
+
+    @property
+    def reads_kl(self) -> bool:
+        """True when a KL rule (target-KL stop or adaptive lr) reads each minibatch's KL on the host."""
+        return self.target_kl is not None or self.schedule == "adaptive"
+
+    @property
+    def stops_on_kl(self) -> bool:
+        """True when the update may stop early on the KL (``target_kl``)."""
+        return self.target_kl is not None
+
+    @property
+    def adapts_lr(self) -> bool:
+        """True when a KL rule sets the learning rate (``schedule: adaptive``), not the lr schedule."""
+        return self.schedule == "adaptive"
 
 
 class SequenceCfg(UpdateCfg):
@@ -202,10 +247,11 @@ class SequenceCfg(UpdateCfg):
             )
 
 
-class PPOCfg(SequenceCfg):
+class PPOCfg(TrustRegionCfg, SequenceCfg):
     """Configuration for PPO: the classic defaults, then rl8's and rsl_rl's options (all off).
 
-    The optimizer, minibatch, schedule, KL and precision fields come from ``UpdateCfg``.
+    The optimizer, minibatch, schedule and precision fields come from ``UpdateCfg``, the clip range
+    and KL rules from ``TrustRegionCfg``, the recurrent sequences from ``SequenceCfg``.
     """
 
     n_epochs: int = Field(default=10, ge=1)
@@ -240,11 +286,12 @@ def group_size_error(value: int) -> str | None:
     return None if value >= 2 else f"must be >= 2 for within-group normalization (got {value})"
 
 
-class GRPOCfg(UpdateCfg):
+class GRPOCfg(TrustRegionCfg):
     """Configuration for GRPO: group size, reference KL, episode masking and group resets.
 
-    The optimizer, minibatch, schedule, KL and precision fields come from ``UpdateCfg``;
-    ``gae_lambda`` is inherited for config compatibility and unused: GRPO has no critic.
+    The optimizer, minibatch, schedule and precision fields come from ``UpdateCfg``, the clip range
+    and KL rules from ``TrustRegionCfg``; ``gae_lambda`` is inherited for config compatibility and
+    unused: GRPO has no critic.
     """
 
     n_epochs: int = Field(default=10, ge=1)

@@ -9,12 +9,11 @@ executed instead of the student's with a probability that follows a schedule ove
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from rlpipe.config.algorithms import SequenceCfg
-from rlpipe.config.errors import fail
 from rlpipe.config.schedules import Points
 
 __all__ = ["DISTILLATION_LOSSES", "DistillationCfg"]
@@ -27,8 +26,9 @@ class DistillationCfg(SequenceCfg):
     """Configuration of distillation: the teacher, the loss on actions and the teacher-mixing schedule.
 
     The optimizer, minibatch, schedule and precision fields come from ``UpdateCfg``; ``seq_len``
-    and ``seqs_per_state_reset`` (truncated BPTT) apply to a recurrent student. ``clip_coef``,
-    ``ent_coef``, ``gamma`` and ``gae_lambda`` are unused: the student regresses the teacher.
+    and ``seqs_per_state_reset`` (truncated BPTT) apply to a recurrent student. It has no clip range
+    and no KL rules; ``ent_coef``, ``gamma`` and ``gae_lambda`` are unused: the student regresses
+    the teacher.
     """
 
     teacher: str | None = None
@@ -72,16 +72,6 @@ class DistillationCfg(SequenceCfg):
         if points is not None and any(not 0.0 <= value <= 1.0 for _, value in points):
             raise ValueError(f"β must lie in [0, 1] (got {[value for _, value in points]})")
         return points
-
-    @model_validator(mode="after")
-    def _no_kl_rules(self) -> Self:
-        if self.reads_kl:
-            fail(
-                type(self).__name__,
-                ("target_kl" if self.target_kl is not None else "schedule",),
-                "KL rules watch a policy's own change; distillation has none (remove it)",
-            )
-        return self
 
     def lineage(self) -> dict[str, str]:
         """Where the student's knowledge came from: the teacher and the stores (MLflow tags)."""

@@ -1,9 +1,14 @@
 """``package.module:attr`` references in params: their form checked at load, the code imported at use.
 
-Params name code in a few places (``env.id: my_pkg.envs:make``, ``algorithm.cfg.symmetry.function``,
-``trainer.events.*.func``). Reading params never imports them: loading checks only the form
-(:func:`check_form`), and the command that runs the code imports it (:func:`import_reference`) from
-the Python path the user set up — installed packages and ``PYTHONPATH``. rlpipe adds neither the
+Params name code in a few places (``env.id: my_pkg.envs:make``, ``algorithm.name: my_pkg.algo:MyAlgo``,
+``policy.name``, ``algorithm.cfg.symmetry.function``, ``trainer.events.*.func``). A name that stands
+for code resolves one way everywhere (:func:`resolve_name`): ``package.module:Class`` itself, a
+built-in name, or an entry point of the kind's group (``rlpipe.envs``, ``rlpipe.algorithms``,
+``rlpipe.policies``: an installed package's names then read like built-ins).
+
+Reading params runs no code: a describing command (``rlpipe inspect``) checks only the form
+(:func:`check_form`), and the command that runs the code imports it (:func:`find_target`) from the
+Python path the user set up — installed packages and ``PYTHONPATH``. rlpipe adds neither the
 working directory nor a run directory to ``sys.path`` (``python -m rlpipe`` drops the working
 directory Python puts first), so a run directory someone sent cannot bring code its params name.
 """
@@ -12,11 +17,23 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Mapping
+from importlib.metadata import entry_points
 from types import ModuleType
 
 from rlpipe.config.errors import ConfigError
 
-__all__ = ["FORM", "check_form", "import_module", "import_reference"]
+__all__ = [
+    "FORM",
+    "check_form",
+    "entry_point_targets",
+    "find_target",
+    "import_module",
+    "import_reference",
+    "is_reference",
+    "load_target",
+    "resolve_name",
+]
 
 FORM = "package.module:function"
 """How a reference is written."""
@@ -57,3 +74,62 @@ def path_hint(module_name: str, exc: BaseException) -> str:
     if missing and (module_name == missing or module_name.startswith(missing + ".")):
         return "; it is imported from the installed packages and PYTHONPATH, never the working directory"
     return ""
+
+
+def is_reference(name: str) -> bool:
+    """True for ``module:attr`` names (the others are built-in names or entry points)."""
+    return ":" in name
+
+
+def entry_point_targets(group: str) -> dict[str, str]:
+    """``{name: "module:attr"}`` of every installed entry point of ``group`` (read, nothing imported)."""
+    return {ep.name: ep.value for ep in entry_points(group=group)}
+
+
+def resolve_name(name: str, builtins: Mapping[str, str], group: str, fold_case: bool = False) -> str | None:
+    """The ``module:attr`` that ``name`` stands for; ``None`` when it is none of the three forms.
+
+    In this order: ``name`` itself when written ``module:attr``, a built-in name (``builtins``:
+    ``{name: "module:attr"}``), an entry point of ``group`` (``fold_case``: its name in any case,
+    ``name`` given in lower case). Nothing is imported.
+    """
+    if is_reference(name):
+        return name
+    if name in builtins:
+        return builtins[name]
+    found = entry_point_targets(group)
+    if fold_case:
+        found = {key.lower(): value for key, value in found.items()}
+    return found.get(name)
+
+
+def find_target(spec: str, key: str, form: str) -> tuple[str, object | None]:
+    """Import the module of ``module:attr``; ``(attr, the object or None when the module lacks it)``.
+
+    ``attr`` may be dotted (``module:Outer.Inner``). An import failure, or ``spec`` not of the form
+    ``module:attr``, is a one-line ``ConfigError`` naming ``key`` (``form`` says what is accepted).
+    """
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"{key}: {spec!r} is not of the form {form}")
+    target: object = import_module(module_name, key)
+    for part in attr.split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            return attr, None
+    return attr, target
+
+
+def load_target(spec: str, key: str, form: str) -> object:
+    """The object ``module:attr`` names; a missing module or attribute is one ``ConfigError`` line.
+
+    The line names ``key``, the module and what to do: where the module is looked for, or which
+    attribute to define in it.
+    """
+    attr, target = find_target(spec, key, form)
+    if target is None:
+        module_name = spec.partition(":")[0]
+        raise ConfigError(
+            f"{key}: module {module_name!r} has no attribute {attr!r}; define it there or name another {form}"
+        )
+    return target

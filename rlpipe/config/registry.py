@@ -1,250 +1,202 @@
-"""The algorithm registry: ``algorithm.name`` → its config class and, once imported, its class.
+"""The registry: ``algorithm.name`` and ``policy.name`` → the code they name, resolved like ``env.id``.
 
-One table serves both floors. ``rlpipe.config`` validates the ``algorithm: {name, cfg}`` block once,
-at load, as a pydantic discriminated union on ``name`` with one block class per registered name
-(``cfg`` typed by that algorithm's config class: ``PPOCfg``, ``GRPOCfg``), without importing torch.
-``rlpipe.algorithms.register_algo`` adds the algorithm class to the entry of its name, and
-``build_algo`` reads it from here. A user algorithm registered before the params are loaded
-(``@register_algo("mine")`` on a class whose ``cfg_class`` is its own config class) loads from params
-like the built-in ones.
+A name resolves one way (:func:`rlpipe.config.references.resolve_name`): ``package.module:Class``
+itself, a built-in name (:data:`BUILTIN_ALGORITHMS`, :data:`BUILTIN_POLICIES`: one line per
+built-in, naming its module), or an entry point of the group ``rlpipe.algorithms`` /
+``rlpipe.policies`` of an installed package. The module is imported from the installed packages
+and ``PYTHONPATH`` only, by the command that runs it; a describing command (``rlpipe inspect``)
+imports nothing (:func:`describing`) and says which module a run needs (:func:`code_of`).
+
+An algorithm class names its config class (``cfg_class``); the ``algorithm`` block is validated
+against it at load (:mod:`rlpipe.config.algorithm_block`). A built-in's config class is torch-free
+and named beside it, so its params are checked before torch loads; its algorithm class is imported
+when the algorithm is built, by the path a plug-in takes. ``rlpipe.algorithms.register_algo``
+adds a class defined in a script (the Python API) to the same table.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Annotated, Any, Literal, Union
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 
-from pydantic import (
-    Discriminator,
-    Field,
-    ModelWrapValidatorHandler,
-    SerializationInfo,
-    Tag,
-    TypeAdapter,
-    ValidationError,
-    create_model,
-    field_serializer,
-    model_validator,
-)
-
-from rlpipe.config.algorithms import AlgorithmCfg, GRPOCfg, PPOCfg
-from rlpipe.config.distillation import DistillationCfg
-from rlpipe.config.errors import ConfigError, field_model, format_validation_error, located_error, unknown_key
-from rlpipe.config.strict import StrictModel
+from rlpipe.config.algorithms import AlgorithmCfg
+from rlpipe.config.errors import ConfigError
+from rlpipe.config.references import entry_point_targets, is_reference, load_target, resolve_name
 
 __all__ = [
-    "AlgorithmBlock",
-    "GRPOBlock",
-    "PPOBlock",
+    "CLASS_FORM",
+    "ALGORITHM_GROUP",
+    "BUILTIN_ALGORITHMS",
+    "BUILTIN_POLICIES",
+    "POLICY_GROUP",
+    "Builtin",
     "Registered",
+    "algorithm_key",
     "algorithm_names",
+    "code_of",
+    "describing",
+    "is_describing",
+    "policy_names",
+    "policy_reference",
     "register_algorithm",
     "registered",
-    "replay_algorithm",
-    "validate_algorithm",
 ]
 
-DEFAULT = "ppo"
-"""``algorithm.name`` when the block leaves it out."""
+ALGORITHM_GROUP = "rlpipe.algorithms"
+"""Installed packages add algorithm names through this entry-point group (``name = module:Class``)."""
+POLICY_GROUP = "rlpipe.policies"
+"""Installed packages add policy names through this entry-point group (``name = module:Class``)."""
+CLASS_FORM = "package.module:Class"
+"""How ``algorithm.name`` and ``policy.name`` name a class of their own."""
 
 
-class AlgorithmBlock(StrictModel):
-    """``{name, cfg}``: the algorithm and its hyperparameters, typed by the algorithm's config class.
+@dataclass(frozen=True)
+class Builtin:
+    """A built-in algorithm: its class and its (torch-free) config class, as ``module:Class``."""
 
-    Validating this base class validates the union: ``AlgorithmBlock.model_validate({"name": "ppo",
-    "cfg": {...}})`` returns the ``ppo`` block, whose ``cfg`` is a ``PPOCfg``.
-    """
-
-    name: str = DEFAULT
-    """Registered algorithm name (``ppo``, ``grpo``, or one added with ``register_algo``), any case."""
-    cfg: AlgorithmCfg = Field(default_factory=AlgorithmCfg)
-    """Hyperparameters, validated by the algorithm's config class (``PPOCfg``, ``GRPOCfg``)."""
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _by_name(cls, data: object, handler: ModelWrapValidatorHandler[AlgorithmBlock]) -> AlgorithmBlock:
-        """The base class dispatches to the block of ``name``; a registered block validates itself."""
-        return handler(data) if cls is not AlgorithmBlock else validate_algorithm(data)
-
-    def __new__(cls, *args: object, **data: object) -> AlgorithmBlock:
-        """``AlgorithmBlock(name=..., cfg=...)`` is the registered block of ``name``, as in validation."""
-        if cls is AlgorithmBlock:
-            return validate_algorithm(data)
-        return super().__new__(cls)
-
-    @field_serializer("cfg")
-    def _keys_as_given(self, cfg: AlgorithmCfg, info: SerializationInfo) -> dict[str, Any]:
-        """The keys the params set, as in the params file (defaults stay implicit, as there)."""
-        return cfg.model_dump(mode=info.mode, exclude_unset=True)
+    algorithm: str
+    config: str
 
 
-class PPOBlock(AlgorithmBlock):
-    """``algorithm: {name: ppo, cfg: PPOCfg}``."""
-
-    name: Literal["ppo"] = "ppo"
-    """``ppo``."""
-    cfg: PPOCfg = Field(default_factory=PPOCfg)
-    """PPO's hyperparameters."""
-
-
-class GRPOBlock(AlgorithmBlock):
-    """``algorithm: {name: grpo, cfg: GRPOCfg}``."""
-
-    name: Literal["grpo"] = "grpo"
-    """``grpo``."""
-    cfg: GRPOCfg = Field(default_factory=GRPOCfg)
-    """GRPO's hyperparameters."""
+BUILTIN_ALGORITHMS = {
+    "ppo": Builtin("rlpipe.algorithms.ppo:PPO", "rlpipe.config.algorithms:PPOCfg"),
+    "grpo": Builtin("rlpipe.algorithms.grpo:GRPO", "rlpipe.config.algorithms:GRPOCfg"),
+    "distillation": Builtin(
+        "rlpipe.algorithms.distillation:Distillation", "rlpipe.config.distillation:DistillationCfg"
+    ),
+}
+"""The algorithms rlpipe ships: resolved, imported and validated like a plug-in's ``module:Class``."""
+BUILTIN_POLICIES = {
+    "actor_critic": "rlpipe.policies.actor_critic:ActorCritic",
+    "actor_only": "rlpipe.policies.actor_critic:ActorOnly",
+    "recurrent_actor_critic": "rlpipe.policies.recurrent:RecurrentActorCritic",
+}
+"""The policies rlpipe ships, by ``module:Class``."""
 
 
 @dataclass(frozen=True)
 class Registered:
-    """One algorithm: its config class, its block class in the union and its class (once imported)."""
+    """One algorithm name: its config class and its class (imported from ``reference`` when first built)."""
 
     cfg_class: type[AlgorithmCfg]
-    block: type[AlgorithmBlock]
     algo: type | None = None
+    reference: str | None = None
 
 
 _REGISTRY: dict[str, Registered] = {}
-_UNION: list[TypeAdapter[AlgorithmBlock]] = []
-"""The discriminated union of the registered blocks, built at first use after each registration."""
+_DESCRIBING: ContextVar[bool] = ContextVar("describing", default=False)
+
+
+@contextmanager
+def describing() -> Iterator[None]:
+    """Params loaded inside import no plug-in: an unresolved ``algorithm.name`` keeps its ``cfg`` as written.
+
+    For commands that describe a run without running its code (``rlpipe inspect``).
+    """
+    token = _DESCRIBING.set(True)
+    try:
+        yield
+    finally:
+        _DESCRIBING.reset(token)
+
+
+def is_describing() -> bool:
+    """True inside :func:`describing`."""
+    return _DESCRIBING.get()
+
+
+def algorithm_key(name: str) -> str:
+    """The table's key of ``name``: ``module:Class`` as written, any other name in lower case."""
+    return name if is_reference(name) else name.lower()
 
 
 def register_algorithm(
-    name: str,
-    cfg_class: type[AlgorithmCfg],
-    algo: type | None = None,
-    block: type[AlgorithmBlock] | None = None,
+    name: str, cfg_class: type[AlgorithmCfg], algo: type | None = None, reference: str | None = None
 ) -> None:
-    """Make ``name`` an ``algorithm.name`` whose ``cfg`` is a ``cfg_class``; ``algo`` builds it.
+    """Make ``name`` an ``algorithm.name`` whose ``cfg`` is a ``cfg_class``, built by ``algo``.
 
-    ``block``: the union's class of this name (made from ``name`` and ``cfg_class`` when not given).
-
-    The built-in names are registered here with their config classes (torch-free); the algorithm
-    classes join them when ``rlpipe.algorithms`` is imported. A name holds one config class and one
-    algorithm class: registering another raises ``ValueError``.
+    ``reference``: the ``module:Class`` imported for ``algo`` when the algorithm is first built. A
+    name holds one config class and one algorithm class: registering another raises ``ValueError``.
     """
     if not (isinstance(cfg_class, type) and issubclass(cfg_class, AlgorithmCfg)):
         raise ValueError(f"algorithm {name!r}: cfg_class must subclass AlgorithmCfg (got {cfg_class!r})")
-    key = name.lower()
-    known = _REGISTRY.get(key)
+    key = algorithm_key(name)
+    known = _REGISTRY.get(key) or (_resolved(key) if key in BUILTIN_ALGORITHMS else None)
     if known is not None:
         if known.cfg_class is not cfg_class:
             raise ValueError(f"algorithm {name!r} is already registered with {known.cfg_class.__name__}")
         if known.algo is not None and algo is not None and known.algo is not algo:
             raise ValueError(f"algorithm {name!r} is already registered by {known.algo.__name__}")
-        _REGISTRY[key] = replace(known, algo=algo or known.algo)
-        return
-    # the block's ``name`` is a Literal made at runtime: no static type expression can name it
-    block = block or create_model(  # pyright: ignore[reportCallIssue]
-        f"{cfg_class.__name__.removesuffix('Cfg')}Block",
-        __base__=AlgorithmBlock,
-        __doc__=f"``algorithm`` block of {key!r}: its ``cfg`` is a ``{cfg_class.__name__}``.",
-        name=(Literal[key], key),  # pyright: ignore[reportArgumentType]
-        cfg=(cfg_class, Field(default_factory=cfg_class)),
-    )
-    _REGISTRY[key] = Registered(cfg_class, block, algo)
-    _UNION.clear()
+    _REGISTRY[key] = Registered(cfg_class, algo or (known and known.algo), reference)
 
 
 def algorithm_names() -> list[str]:
-    """Names accepted by ``algorithm.name``, sorted."""
-    return sorted(_REGISTRY)
+    """The names ``algorithm.name`` accepts besides ``module:Class``: built-ins, entry points, registered."""
+    found = {*BUILTIN_ALGORITHMS, *(n.lower() for n in entry_point_targets(ALGORITHM_GROUP)), *_REGISTRY}
+    return sorted(name for name in found if not is_reference(name))
 
 
 def registered(name: str) -> Registered:
-    """The entry of ``name`` (any case); a one-line ``ConfigError`` naming the accepted names otherwise."""
-    key = name.lower()
-    if key not in _REGISTRY:
-        accepted = ", ".join(algorithm_names())
-        raise ConfigError(f"algorithm.name: unknown algorithm {name!r}; accepted: {accepted}")
+    """The entry of ``name`` (any case), resolved and imported at first use.
+
+    A name that resolves to nothing is a one-line ``ConfigError`` naming the accepted names; a module
+    that does not import, or lacks the class, one naming the module and what to do.
+    """
+    key = algorithm_key(name)
+    return _REGISTRY.get(key) or _resolved(key)
+
+
+def _resolved(key: str) -> Registered:
+    """Resolve ``key`` (built-in, entry point or ``module:Class``) and add it to the table."""
+    builtins = {name: builtin.algorithm for name, builtin in BUILTIN_ALGORITHMS.items()}
+    reference = resolve_name(key, builtins, ALGORITHM_GROUP, fold_case=True)
+    if reference is None:
+        raise ConfigError(
+            f"algorithm.name: unknown algorithm {key!r}; accepted: {', '.join(algorithm_names())}, "
+            f"an {ALGORITHM_GROUP} entry point or {CLASS_FORM}"
+        )
+    builtin = BUILTIN_ALGORITHMS.get(key)
+    if builtin is not None:  # the config class without the algorithm's torch
+        cfg_class, algo = load_target(builtin.config, "algorithm.name", CLASS_FORM), None
+    else:
+        algo = load_target(reference, "algorithm.name", CLASS_FORM)
+        cfg_class = config_class_of(algo, reference)
+    _REGISTRY[key] = Registered(cfg_class, algo, reference)  # pyright: ignore[reportArgumentType]  # checked
     return _REGISTRY[key]
 
 
-def validate_algorithm(data: object) -> AlgorithmBlock:
-    """``{name, cfg}`` → the registered block of ``name`` (``ValidationError`` located in the block)."""
-    if isinstance(data, AlgorithmBlock):
-        if type(data) is not AlgorithmBlock:
-            return data
-        data = {"name": data.name, "cfg": data.cfg.model_dump(exclude_unset=True)}
-    if not isinstance(data, dict):
-        raise located_error("AlgorithmBlock", [((), "Input should be a mapping {name, cfg}", data)])
-    name = data.get("name", DEFAULT)
-    if not isinstance(name, str) or name.lower() not in _REGISTRY:
-        problem = (
-            f"unknown algorithm {name!r}; accepted: {', '.join(algorithm_names())}"
-            if isinstance(name, str)
-            else "Input should be a valid string"
-        )
-        raise located_error("AlgorithmBlock", [(("name",), problem, name)])
-    key = name.lower()
-    try:
-        return _union().validate_python({**data, "name": key})
-    except ValidationError as exc:
-        raise _in_block(exc, key) from None
+def config_class_of(algo: object, reference: str) -> type[AlgorithmCfg]:
+    """``algo.cfg_class``: the config class an algorithm class names; a ``ConfigError`` otherwise."""
+    cfg_class = getattr(algo, "cfg_class", None)
+    if isinstance(algo, type) and isinstance(cfg_class, type) and issubclass(cfg_class, AlgorithmCfg):
+        return cfg_class
+    raise ConfigError(
+        f"algorithm.name: {reference} is not an algorithm class; accepted: a BaseAlgorithm "
+        "subclass whose cfg_class is its config class (an UpdateCfg subclass)"
+    )
 
 
-def replay_algorithm(block: AlgorithmBlock, override: dict[str, Any]) -> AlgorithmBlock:
-    """``block`` with ``replay.algorithm``'s ``{name?, cfg?}`` merged over it; ``ConfigError`` naming the key.
+def policy_reference(name: str) -> str | None:
+    """The ``module:Class`` ``policy.name`` stands for (nothing imported); ``None`` when unknown."""
+    return resolve_name(name, BUILTIN_POLICIES, POLICY_GROUP)
 
-    A changed ``name`` starts from that algorithm's defaults; a ``null`` value keeps the run's own
-    (so ``params.yaml`` can list a key for ``dvc exp run -S`` without changing anything).
+
+def policy_names() -> list[str]:
+    """The names ``policy.name`` accepts besides ``module:Class``: built-ins and entry points."""
+    return sorted({*BUILTIN_POLICIES, *entry_point_targets(POLICY_GROUP)})
+
+
+def code_of(algorithm: str, policy: str) -> dict[str, str]:
+    """``{"algorithm"|"policy": "module:Class"}`` of the names that are not rlpipe's own (nothing imported).
+
+    A name that resolves to nothing keeps its name: the run cannot be rebuilt here as it is.
     """
-    try:
-        return merged_replay_block(block, override)
-    except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, "replay.algorithm")) from None
-
-
-def merged_replay_block(block: AlgorithmBlock, override: dict[str, Any]) -> AlgorithmBlock:
-    """:func:`replay_algorithm`, raising the ``ValidationError`` located below ``replay.algorithm``."""
-    unknown = sorted(set(override) - {"name", "cfg"})
-    if unknown:
-        raise located_error("ReplayCfg", [((unknown[0],), "unknown key; accepted: name, cfg", {})])
-    changes = override.get("cfg") or {}
-    if not isinstance(changes, dict):
-        raise located_error(
-            "ReplayCfg", [(("cfg",), "Input should be a mapping of algorithm.cfg keys", changes)]
-        )
-    name = override.get("name", block.name)
-    same = isinstance(name, str) and name.lower() == block.name
-    kept = {key: value for key, value in changes.items() if value is not None}
-    if same and not kept:
-        return block  # nothing replaced: the block as loaded (validated once)
-    base = block.to_dict()["cfg"] if same else {}
-    return validate_algorithm({"name": name, "cfg": {**base, **kept}})
-
-
-def _union() -> TypeAdapter[AlgorithmBlock]:
-    """The discriminated union of every registered block, keyed on ``name``."""
-    if not _UNION:
-        arms = tuple(Annotated[entry.block, Tag(name)] for name, entry in sorted(_REGISTRY.items()))
-        # the blocks are registered at runtime: no static type expression can name their union
-        union = Annotated[Union[arms], Discriminator(_name_of)]  # noqa: UP007  # pyright: ignore[reportInvalidTypeArguments, reportInvalidTypeForm]
-        _UNION.append(TypeAdapter(union))  # pyright: ignore[reportArgumentType]
-    return _UNION[0]
-
-
-def _name_of(value: object) -> str | None:
-    return value.get("name") if isinstance(value, dict) else getattr(value, "name", None)
-
-
-def _in_block(exc: ValidationError, key: str) -> ValidationError:
-    """The union's errors located in the block (without the union's tag).
-
-    An unknown key lists the keys of the algorithm's own config class.
-    """
-    block = _REGISTRY[key].block
-    problems = []
-    for error in exc.errors():
-        loc = error["loc"][1:] if error["loc"][:1] == (key,) else error["loc"]
-        if error["type"] == "extra_forbidden":
-            problems.append((loc, unknown_key(field_model(block, loc[:-1]), str(loc[-1])), {}))
-        else:
-            problems.append((loc, error["msg"], error.get("input")))
-    return located_error(exc.title, problems)
-
-
-register_algorithm("ppo", PPOCfg, block=PPOBlock)
-register_algorithm("grpo", GRPOCfg, block=GRPOBlock)
-register_algorithm("distillation", DistillationCfg)
+    found = {}
+    if algorithm_key(algorithm) not in BUILTIN_ALGORITHMS:
+        found["algorithm"] = resolve_name(algorithm_key(algorithm), {}, ALGORITHM_GROUP, fold_case=True)
+    if policy not in BUILTIN_POLICIES:
+        found["policy"] = policy_reference(policy)
+    names = {"algorithm": algorithm, "policy": policy}
+    return {what: reference or names[what] for what, reference in found.items()}

@@ -6,6 +6,7 @@ from typing import Any, Literal, Self
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from rlpipe.config.algorithm_block import AlgorithmBlock, merged_replay_block
 from rlpipe.config.errors import ConfigError, located_error
 from rlpipe.config.identity import Seed, exp_name_problem
 from rlpipe.config.policy import (
@@ -17,7 +18,6 @@ from rlpipe.config.policy import (
     PolicyCfg,
     RecurrentCfg,
 )
-from rlpipe.config.registry import AlgorithmBlock, merged_replay_block
 from rlpipe.config.storage import PrecisionName, StoreBudgetCfg, precision_group_problem
 from rlpipe.config.strict import StrictModel
 from rlpipe.location import AnyPath, location, url_problem
@@ -348,7 +348,7 @@ class RunConfig(StrictModel):
     env: EnvCfg = Field(default_factory=EnvCfg)
     policy: PolicyCfg = Field(default_factory=PolicyCfg)
     algorithm: AlgorithmBlock = Field(default_factory=lambda: AlgorithmBlock.model_validate({}))
-    """``{name, cfg}``: one block class per registered algorithm, ``cfg`` typed by its config class."""
+    """``{name, cfg}``: one block class per algorithm name, ``cfg`` typed by its config class."""
     store: StoreCfg = Field(default_factory=StoreCfg)
     checkpoint: CheckpointCfg = Field(default_factory=CheckpointCfg)
     tracking: TrackingCfg = Field(default_factory=TrackingCfg)

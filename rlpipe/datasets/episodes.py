@@ -33,7 +33,7 @@ from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath, as_path
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.shards import is_sharded, read_any_attrs, shard_paths
-from rlpipe.config import ConfigError, load
+from rlpipe.config import ConfigError, describing, load
 from rlpipe.datasets.episode import Episode, Obs
 from rlpipe.datasets.indices import EnvIndices
 from rlpipe.datasets.streams import StoreData, StreamCutter, read_store
@@ -155,7 +155,8 @@ def open_source(run_dir: str | AnyPath, selection: Selection) -> DatasetSource:
     layout = RunLayout(as_path(run_dir))
     if not layout.params.is_file():
         raise StoreError(f"{layout.root}: not an rlpipe run directory (no {layout.params.name})")
-    cfg = load(layout.params)
+    with describing():  # reads the run's stores: runs none of its code (a plug-in algorithm)
+        cfg = load(layout.params)
     stores = layout.rollout_paths()
     if not stores:
         raise StoreError(

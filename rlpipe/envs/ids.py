@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
-from importlib.metadata import entry_points
+
+from rlpipe.config.references import entry_point_targets
 
 __all__ = ["BUILTIN_ENVS", "BUILTIN_NEEDS", "ENTRY_POINT_GROUP", "entry_point_ids", "shipped_envpool_ids"]
 
@@ -30,7 +31,7 @@ ENTRY_POINT_GROUP = "rlpipe.envs"
 
 def entry_point_ids() -> dict[str, str]:
     """``{id: "module:attr"}`` of every installed ``rlpipe.envs`` entry point (one place reads them)."""
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return entry_point_targets(ENTRY_POINT_GROUP)
 
 
 @functools.cache

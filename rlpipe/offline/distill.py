@@ -40,8 +40,8 @@ from rlpipe.artifacts.params import write_params
 from rlpipe.artifacts.provisional import held_run_dir
 from rlpipe.build import learn
 from rlpipe.config import ConfigError, RunConfig
+from rlpipe.config.algorithm_block import validate_algorithm
 from rlpipe.config.distillation import DistillationCfg
-from rlpipe.config.registry import validate_algorithm
 from rlpipe.envs import build_eval_env
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
 from rlpipe.offline.distill_checks import (

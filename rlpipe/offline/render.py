@@ -51,6 +51,10 @@ def render_run(s: dict[str, Any]) -> str:
         stored,
         f"checkpoints: {ck['count']} (latest {ck['latest']})",
     ]
+    lines += [
+        f"needs module {ref.partition(':')[0]} ({what} {ref}): installed, or its folder on PYTHONPATH"
+        for what, ref in s.get("code", {}).items()
+    ]
     shown = {k: v for k, v in s["metrics"].items() if k.startswith(("eval/", "train/episode_return"))}
     if shown:
         lines.append("metrics: " + ", ".join(f"{k}={_short(v)}" for k, v in sorted(shown.items())))

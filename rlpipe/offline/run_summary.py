@@ -11,7 +11,8 @@ from rlpipe.artifacts.checkpoints import latest_checkpoint
 from rlpipe.artifacts.fs import AnyPath, tree_bytes
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.shards import is_sharded, read_any_attrs, shard_paths
-from rlpipe.config import load, params_hash, training_hash
+from rlpipe.config import describing, load, params_hash, training_hash
+from rlpipe.config.registry import code_of
 
 __all__ = ["describe_run"]
 
@@ -22,10 +23,13 @@ def describe_run(run_dir: Path) -> dict[str, Any]:
     ``iterations`` and ``env_steps`` are those of the newest stored rollout (or of ``metrics.json``
     when rollouts were not kept); ``rollouts`` lists the stored iterations and bytes on disk;
     ``checkpoints`` the checkpoint files and the one ``latest`` resolves to; ``metrics`` is
-    ``metrics.json`` and ``last_row`` the last row of ``curve.csv``.
+    ``metrics.json`` and ``last_row`` the last row of ``curve.csv``; ``code`` the ``module:Class`` of
+    an algorithm or policy that is not rlpipe's own, which the commands that run it import. Nothing
+    of it is imported here: describing a run runs none of its code.
     """
     layout = RunLayout(run_dir)
-    cfg = load(layout.params)
+    with describing():
+        cfg = load(layout.params)
     stores = layout.rollout_paths()
     newest = read_any_attrs(stores[max(stores)]) if stores else {}
     shards = shard_paths(stores[max(stores)]) if stores and is_sharded(stores[max(stores)]) else []
@@ -37,6 +41,8 @@ def describe_run(run_dir: Path) -> dict[str, Any]:
         "exp_name": cfg.trainer.exp_name,
         "env_id": cfg.env.id,
         "algorithm": cfg.algorithm.name,
+        "policy": cfg.policy.name,
+        "code": code_of(cfg.algorithm.name, cfg.policy.name),
         "params_hash": params_hash(cfg),
         "training_hash": training_hash(cfg),
         "iterations": newest.get("iteration", metrics.get("iterations", 0)),

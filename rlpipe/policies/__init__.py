@@ -2,6 +2,7 @@
 
 from rlpipe.policies.actor_critic import ActorCritic, ActorOnly
 from rlpipe.policies.base import Policy
+from rlpipe.policies.factory import build_policy, get_registered_policy_names, policy_class, register_policy
 from rlpipe.policies.heads import (
     ActionHead,
     BetaHead,
@@ -13,7 +14,6 @@ from rlpipe.policies.heads import (
 from rlpipe.policies.mlp import build_mlp, build_mlp_from_cfg
 from rlpipe.policies.normalizer import ObsNormalizer
 from rlpipe.policies.recurrent import RecurrentActorCritic, RecurrentCore
-from rlpipe.policies.registry import build_policy, get_registered_policy_names, register_policy
 from rlpipe.policies.trainable import TrainablePolicy
 
 __all__ = [
@@ -34,5 +34,6 @@ __all__ = [
     "build_mlp_from_cfg",
     "build_policy",
     "get_registered_policy_names",
+    "policy_class",
     "register_policy",
 ]

@@ -7,7 +7,6 @@ from torch import nn
 from torch.distributions import Distribution
 
 from rlpipe.policies.heads import ActionHead
-from rlpipe.policies.registry import register_policy
 from rlpipe.policies.trainable import TrainablePolicy
 
 __all__ = ["ActorCritic", "ActorOnly", "MLPActorPolicy"]
@@ -48,7 +47,6 @@ class MLPActorPolicy(TrainablePolicy):
         return log_prob, entropy, self.value(obs)
 
 
-@register_policy("actor_critic")
 class ActorCritic(MLPActorPolicy):
     """Separate actor and critic networks; ``critic``: ``[B, obs_dim]`` → ``[B, 1]``."""
 
@@ -64,7 +62,6 @@ class ActorCritic(MLPActorPolicy):
         return self.critic(self.critic_obs(obs)).squeeze(-1)
 
 
-@register_policy("actor_only")
 class ActorOnly(MLPActorPolicy):
     """Actor without a critic, for GRPO: ``value`` is identically zero (no network, no memory)."""
 

@@ -25,7 +25,6 @@ from torch.distributions import Distribution
 from rlpipe.config import ConfigError, PolicyCfg
 from rlpipe.policies.heads import ActionHead
 from rlpipe.policies.mlp import build_mlp_from_cfg
-from rlpipe.policies.registry import register_policy
 from rlpipe.policies.trainable import TrainablePolicy
 
 __all__ = ["RecurrentActorCritic", "RecurrentCore"]
@@ -65,7 +64,6 @@ class RecurrentCore(nn.Module):
         return out.squeeze(0), self._pack(hidden)
 
 
-@register_policy("recurrent_actor_critic")
 class RecurrentActorCritic(TrainablePolicy):
     """Recurrent core (``policy.recurrent``) → actor MLP → action head, and → critic MLP → V."""
 

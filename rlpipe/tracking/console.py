@@ -68,15 +68,27 @@ class ConsoleTable:
         self.console = console
         self.rows = 0
         self.total = total
+        self.columns = list(COLUMNS)
+        """``(header, metric, format)`` of each column: :data:`COLUMNS`, then those added."""
+        self._header_due = True
         self._progress: Progress | None = None
         self._task: TaskID | None = None
 
+    def add_column(self, header: str, key: str) -> None:
+        """Show metric ``key`` under ``header`` (before ``eta_s``) from the next row on; once per key."""
+        if any(known == key for _, known, _ in self.columns):
+            return
+        fmt = f"{{:>{max(len(header), 8)}.4g}}"
+        self.columns.insert(len(self.columns) - 1, (header, key, fmt))
+        self._header_due = True
+
     def row(self, metrics: dict[str, float]) -> None:
         """Print ``metrics`` as one row (missing values as ``-``) and advance the bar."""
-        if self.rows % 25 == 0:
-            self.console.print(" ".join(self._pad(name, fmt) for name, _, fmt in COLUMNS), style="bold")
+        if self.rows % 25 == 0 or self._header_due:
+            self.console.print(" ".join(self._pad(name, fmt) for name, _, fmt in self.columns), style="bold")
+            self._header_due = False
         cells = []
-        for _, key, fmt in COLUMNS:
+        for _, key, fmt in self.columns:
             value = metrics.get(key)
             ok = value is not None and math.isfinite(value)
             cells.append(fmt.format(value) if ok else self._pad("-", fmt))

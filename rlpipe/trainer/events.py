@@ -64,10 +64,18 @@ class EventContext:
     rollout: TensorDict | None = None
     checkpoint: Path | None = None
     logged: dict[str, float] = field(default_factory=dict)
+    columns: dict[str, str] = field(default_factory=dict)
+    """``{metric: header}`` of the metrics that asked for a console column."""
 
-    def log(self, key: str, value: float) -> None:
-        """Add ``key`` to this iteration's metrics (console row, ``curve.csv``, MLflow)."""
+    def log(self, key: str, value: float, column: str | None = None) -> None:
+        """Add ``key`` to this iteration's metrics (``curve.csv``, MLflow; the console row with ``column``).
+
+        ``column``: the header of a console column showing ``key`` from now on (the fixed columns
+        come first; the header is printed again when a column joins).
+        """
         self.logged[key] = float(value)
+        if column is not None:
+            self.columns[key] = column
 
 
 class Callback:
@@ -123,12 +131,20 @@ class Events:
         name: str | None = None,
         params: dict[str, Any] | None = None,
     ) -> None:
-        """Call ``handler(ctx, **params)`` at every ``every``-th ``event``."""
+        """Call ``handler(ctx, **params)`` at every ``every``-th ``event``.
+
+        ``name`` names the handler in errors (default: the function's qualified name, or the class
+        of a callable object); ``params`` are the handler's own keyword arguments, kept apart from
+        these, so a handler may take a ``name`` or ``every`` of its own.
+        """
+        where = f"event {event!r}" + (f" (handler {name!r})" if name else "")
         if event not in EVENTS:
-            raise ConfigError(f"event {event!r} is not known; accepted: {', '.join(EVENTS)}")
+            raise ConfigError(f"{where} is not known; accepted: {', '.join(EVENTS)}")
         if every < 1:
-            raise ConfigError(f"event {event!r}: every must be >= 1 (got {every})")
-        label = name or getattr(handler, "__qualname__", repr(handler))
+            raise ConfigError(f"{where}: every must be >= 1 (got {every})")
+        if not callable(handler):
+            raise ConfigError(f"{where}: the handler is a {type(handler).__name__}, not a callable")
+        label = name or getattr(handler, "__qualname__", None) or type(handler).__qualname__
         self._handlers.setdefault(event, []).append(_Handler(label, handler, every, dict(params or {})))
 
     def add_callback(self, callback: Callback) -> None:

@@ -148,7 +148,8 @@ def claim_run_dir(layout: RunLayout, ctx: DistContext, resume: bool, overwrite: 
             if not overwrite:
                 raise ConfigError(
                     f"{layout.root}: holds an earlier run; use --resume to continue it, "
-                    "--overwrite to replace it, or another trainer.exp_name"
+                    "--overwrite to replace it (from Python: Trainer(..., resume=True) or "
+                    "overwrite=True), or another trainer.exp_name"
                 )
             _clear_earlier_run(layout)
         layout.root.mkdir(parents=True, exist_ok=True)

@@ -192,6 +192,12 @@ class RunSession:
             last = self.state.iteration == self.cfg.trainer.iterations
             self.store_rate.observe(self.state.iteration, metrics, self.parts.store.last_write, last)
 
+    def show_columns(self, columns: dict[str, str]) -> None:
+        """Give each metric of ``{metric: header}`` a console column (rank 0's table, once open)."""
+        if self.tracker is not None:
+            for key, header in columns.items():
+                self.tracker.table.add_column(header, key)
+
     def log(self, metrics: dict[str, float]) -> None:
         """One row: console, ``curve.csv`` and MLflow (rank 0, once open), and the eval video."""
         evaluator = self.parts.evaluator

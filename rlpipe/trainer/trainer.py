@@ -101,9 +101,23 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------- events
 
-    def add_event(self, event: str, handler: Callable[..., Any], every: int = 1, **params: Any) -> None:
-        """Call ``handler(ctx, **params)`` at every ``every``-th ``event`` (:mod:`rlpipe.trainer.events`)."""
-        self.events.add(event, handler, every=every, params=params)
+    def add_event(
+        self,
+        event: str,
+        handler: Callable[..., Any],
+        every: int = 1,
+        *,
+        name: str | None = None,
+        params: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Call ``handler(ctx, **params)`` at every ``every``-th ``event`` (:mod:`rlpipe.trainer.events`).
+
+        ``name`` names the handler in errors; ``params`` holds its keyword arguments apart from
+        these (other keyword arguments are passed to it too).
+        """
+        params = {**(params or {}), **kwargs}
+        self.events.add(event, handler, every=every, name=name, params=params)
 
     def add_callback(self, callback: Callback) -> None:
         """Register a :class:`~rlpipe.trainer.events.Callback` object's ``on_<event>`` methods."""
@@ -387,6 +401,7 @@ class Trainer:
         ctx = EventContext(event, self.state.iteration, self.state.env_steps, self.run_dir, env=env, **fields)
         if not self.events.fire(ctx):
             self.stop(f"event {event}")
+        self.session.show_columns(ctx.columns)
         return ctx.logged
 
     def _eval_step(self, env: Any, step: int) -> None:

@@ -1,4 +1,4 @@
-"""One algorithm registry: a user algorithm with its own config class loads from params, validated once."""
+"""``register_algo``: a script's algorithm with its own config class loads from params, validated once."""
 
 from __future__ import annotations
 
@@ -82,16 +82,20 @@ def test_the_config_is_validated_once_at_load_and_only_resolved_after():
             "algorithm.cfg.clip_aneal=0.5",
             "algorithm.cfg.clip_aneal: unknown key (did you mean 'clip_anneal'?)",
         ),
-        (
-            "algorithm.name=annealed",
-            "algorithm.name: unknown algorithm 'annealed'; accepted: annealed_ppo, distillation, grpo",
-        ),
     ],
 )
 def test_the_user_config_class_types_its_errors(override, expected):
     with pytest.raises(ConfigError) as info:
         load(PARAMS, [*USER[:1], override])
     assert str(info.value).startswith(f"{PARAMS}: {expected}")
+
+
+def test_an_unknown_name_lists_the_registered_ones_among_the_accepted():
+    with pytest.raises(ConfigError) as info:
+        load(PARAMS, ["algorithm.name=annealed"])
+    *names, forms = str(info.value).partition("; accepted: ")[2].split(", ")
+    assert {"annealed_ppo", "ppo", "grpo"} <= set(names) and names == sorted(names)
+    assert forms == "an rlpipe.algorithms entry point or package.module:Class"
 
 
 def test_a_name_holds_one_algorithm_and_one_config_class():

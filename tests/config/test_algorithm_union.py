@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from rlpipe.config import AlgorithmBlock, ConfigError, GRPOCfg, PPOCfg, RunConfig, load, replay_algorithm
-from rlpipe.config.registry import GRPOBlock, PPOBlock
+from rlpipe.config.algorithm_block import GRPOBlock, PPOBlock
 
 ROOT = Path(__file__).resolve().parents[2]
 PARAMS = ROOT / "params.yaml"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rlpipe.config import ConfigError
-from rlpipe.envs import CartPole, GymnasiumEnv, build_env, ids
+from rlpipe.config import ConfigError, references
+from rlpipe.envs import CartPole, GymnasiumEnv, build_env
 from rlpipe.envs.backends import plugins
 from rlpipe.envs.backends.rsl_rl_env import RslRlEnv
 from rlpipe.envs.listing import env_ids_by_backend
@@ -106,7 +106,8 @@ def test_errors_name_the_module_and_the_problem(user_module: str) -> None:
 
 def test_entry_points_are_built_and_listed(user_module: str, monkeypatch: pytest.MonkeyPatch) -> None:
     point = EntryPoint(name="MyPole-v0", value="my_sim:MyPole", group=plugins.ENTRY_POINT_GROUP)
-    monkeypatch.setattr(ids, "entry_points", lambda group: [point] if group == point.group else [])
+    # the one place entry points are read (env ids, algorithm and policy names alike)
+    monkeypatch.setattr(references, "entry_points", lambda group: [point] if group == point.group else [])
     assert type(build_env("MyPole-v0", 2, "cpu")).__name__ == "MyPole"
     listing = env_ids_by_backend(("torch", "plugins", "gymnasium"))
     assert listing["plugins"] == ["MyPole-v0 = my_sim:MyPole"]

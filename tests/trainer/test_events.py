@@ -51,6 +51,39 @@ def test_python_handlers_see_each_boundary_and_can_log(tmp_path):
     assert [float(r["custom/double_iter"]) for r in rows] == [2.0, 4.0, 6.0, 8.0]
 
 
+def test_a_named_handler_keeps_its_params_apart_and_its_metric_gets_a_console_column(tmp_path, capsys):
+    got = []
+
+    def wind(ctx, name, every):  # the handler's own `name` and `every`, not add_event's
+        got.append((name, every))
+        ctx.log("dr/wind", 0.25 * ctx.iteration, column="wind")
+
+    trainer = Trainer(tiny_cfg(tmp_path))
+    trainer.add_event("after_update", wind, every=2, name="wind", params={"name": "gust", "every": 7})
+    trainer.train()
+    assert got == [("gust", 7), ("gust", 7)]  # iterations 1 and 3
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.split()[-2:] == ["wind", "eta_s"])
+    assert header.split()[0] == "iter"
+    rows = [line.split() for line in lines if line.split()[:1] == ["3"]]
+    assert rows and rows[0][-2] == "0.75"  # the column shows the metric of its iteration
+
+
+def test_a_failing_handler_is_named_by_its_name_not_an_object_repr(tmp_path):
+    class Gust:
+        def __call__(self, ctx):
+            raise RuntimeError("no wind")
+
+    trainer = Trainer(tiny_cfg(tmp_path))
+    trainer.add_event("after_update", Gust(), name="gust")
+    with pytest.raises(Exception, match=r"^event handler gust failed at after_update \(iteration 1\)"):
+        trainer.train()
+    unnamed = Trainer(tiny_cfg(tmp_path / "b"))
+    unnamed.add_event("after_update", Gust())
+    with pytest.raises(Exception, match=r"^event handler .*Gust failed at after_update"):
+        unnamed.train()
+
+
 def test_a_handler_returning_false_stops_cleanly_with_a_checkpoint(tmp_path):
     trainer = Trainer(tiny_cfg(tmp_path))
     trainer.add_event("after_update", lambda ctx: ctx.iteration < 2)

@@ -35,8 +35,9 @@ def test_overwrite_leaves_no_stale_eval_reupdate_or_advantages(tmp_path):
 
 def test_without_overwrite_nothing_is_touched(tmp_path):
     layout = earlier_run(tmp_path)
-    with pytest.raises(ConfigError, match="holds an earlier run; use --resume"):
+    with pytest.raises(ConfigError, match="holds an earlier run; use --resume") as info:
         claim_run_dir(layout, DistContext(), resume=False, overwrite=False)
+    assert "from Python: Trainer(..., resume=True) or overwrite=True" in str(info.value)
     assert (layout.root / "reupdate" / "metrics.json").is_file()
 
 

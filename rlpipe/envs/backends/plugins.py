@@ -33,7 +33,7 @@ import gymnasium
 import torch
 
 from rlpipe.config import ConfigError
-from rlpipe.config.references import import_module
+from rlpipe.config.references import find_target, is_reference
 from rlpipe.envs.base import BatchedEnv
 from rlpipe.envs.ids import ENTRY_POINT_GROUP, entry_point_ids
 
@@ -42,26 +42,17 @@ __all__ = ["ENTRY_POINT_GROUP", "build_plugin_env", "entry_point_ids", "is_plugi
 
 def is_plugin_id(env_id: str) -> bool:
     """True for ``module:attr`` ids."""
-    return ":" in env_id
+    return is_reference(env_id)
 
 
 def plugin_target(env_id: str) -> tuple[str, Any]:
     """Import ``module`` of ``module:attr``; return ``(attr, object or None)``.
 
     ``None`` means the module has no such attribute (gymnasium's ``module:Id-v0`` form). An import
-    failure is a one-line ConfigError naming the module and the error (see
-    :func:`rlpipe.config.references.import_module`).
+    failure is a one-line ConfigError naming the module and the error (the resolution algorithms
+    and policies share: :func:`rlpipe.config.references.find_target`).
     """
-    module_name, _, attr = env_id.partition(":")
-    if not module_name or not attr:
-        raise ConfigError(f"env.id: {env_id!r} is not of the form package.module:ClassOrFactory")
-    module = import_module(module_name, "env.id")
-    target: object = module
-    for part in attr.split("."):
-        target = getattr(target, part, None)
-        if target is None:
-            return attr, None
-    return attr, target
+    return find_target(env_id, "env.id", "package.module:ClassOrFactory")
 
 
 def build_plugin_env(

@@ -1,7 +1,9 @@
-"""``register_algo`` and ``build_algo(name, cfg_kwargs, policy, device)`` over the one algorithm registry.
+"""``build_algo(name, cfg_kwargs, policy, device)``: the algorithm ``name`` resolves to, built.
 
-The registry itself is :mod:`rlpipe.config.registry` (torch-free, so params are validated before torch
-loads): ``register_algo`` adds the algorithm class, with its ``cfg_class``, to the entry of its name.
+The registry is :mod:`rlpipe.config.registry` (torch-free, so params are validated before torch
+loads): a name is a built-in, an ``rlpipe.algorithms`` entry point or ``package.module:Class``,
+imported here when the algorithm is first built. ``register_algo`` adds a class defined in a
+script (the Python API) under a name of its own.
 """
 
 from __future__ import annotations
@@ -13,7 +15,14 @@ import torch
 
 from rlpipe.algorithms.optim import resolve_amp
 from rlpipe.config import AlgorithmCfg, ConfigError
-from rlpipe.config.registry import algorithm_names, register_algorithm, registered
+from rlpipe.config.references import load_target
+from rlpipe.config.registry import (
+    CLASS_FORM,
+    algorithm_names,
+    config_class_of,
+    register_algorithm,
+    registered,
+)
 
 if TYPE_CHECKING:
     from rlpipe.algorithms.base import BaseAlgorithm
@@ -25,9 +34,11 @@ T = TypeVar("T", bound=type)
 
 
 def register_algo(name: str) -> Callable[[T], T]:
-    """Class decorator adding an algorithm under ``name`` (``algorithm.name`` in params).
+    """Class decorator adding an algorithm defined in a script under ``name`` (the Python API).
 
-    ``cls.cfg_class`` (an ``AlgorithmCfg`` subclass) types ``algorithm.cfg`` of that name from then on.
+    ``cls.cfg_class`` (an ``AlgorithmCfg`` subclass) types ``algorithm.cfg`` of that name from then
+    on. A module of its own needs no registration: ``algorithm.name: package.module:Class``, or an
+    ``rlpipe.algorithms`` entry point, reaches it from params and every command.
     """
 
     def add(cls: T) -> T:
@@ -38,16 +49,25 @@ def register_algo(name: str) -> Callable[[T], T]:
 
 
 def get_registered_algo_names() -> list[str]:
-    """Names accepted by ``algorithm.name``."""
+    """Names accepted by ``algorithm.name`` besides ``package.module:Class``."""
     return algorithm_names()
 
 
 def algo_class(name: str) -> type:
-    """The class registered as ``name``; a one-line ``ConfigError`` otherwise."""
-    algo = registered(name).algo
-    if algo is None:
-        raise ConfigError(f"algorithm.name: {name!r} has a config class but no algorithm class registered")
-    return algo
+    """The class ``name`` resolves to, imported at first use; a one-line ``ConfigError`` otherwise."""
+    entry = registered(name)
+    if entry.algo is None:
+        if entry.reference is None:
+            raise ConfigError(f"algorithm.name: {name!r} has a config class but no algorithm class")
+        algo = load_target(entry.reference, "algorithm.name", CLASS_FORM)
+        if config_class_of(algo, entry.reference) is not entry.cfg_class or not isinstance(algo, type):
+            raise ConfigError(
+                f"algorithm.name: {entry.reference} names the config class "
+                f"{getattr(algo, 'cfg_class', None)!r}, not {entry.cfg_class.__name__}"
+            )
+        register_algorithm(name, entry.cfg_class, algo, entry.reference)
+        return algo
+    return entry.algo
 
 
 def resolve_algo_cfg(

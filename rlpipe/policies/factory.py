@@ -1,4 +1,10 @@
-"""Policy registry: ``register_policy`` (a decorator) and ``build_policy`` from a config block."""
+"""``build_policy`` from a config block: the class ``policy.name`` resolves to, with its networks.
+
+``policy.name`` resolves as ``algorithm.name`` and ``env.id`` do (:mod:`rlpipe.config.registry`): a
+built-in name, an ``rlpipe.policies`` entry point, or ``package.module:Class`` (a
+``TrainablePolicy`` subclass), imported here from the installed packages and ``PYTHONPATH``.
+``register_policy`` adds a class defined in a script (the Python API) under a name of its own.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +16,22 @@ import torch
 from torch import nn
 
 from rlpipe.config import ConfigError, NetworkBlock, PolicyCfg
+from rlpipe.config.references import load_target
+from rlpipe.config.registry import CLASS_FORM, POLICY_GROUP, policy_names, policy_reference
 from rlpipe.policies.encoders import ObsEncoder
 from rlpipe.policies.trainable import TrainablePolicy
 
-__all__ = ["build_policy", "get_registered_policy_names", "register_policy"]
+__all__ = ["build_policy", "get_registered_policy_names", "policy_class", "register_policy"]
 
 _POLICIES: dict[str, type[TrainablePolicy]] = {}
 T = TypeVar("T", bound=type[TrainablePolicy])
 
 
 def register_policy(name: str) -> Callable[[T], T]:
-    """Class decorator adding a policy under ``name`` (``policy.name`` in params)."""
+    """Class decorator adding a policy defined in a script under ``name`` (``policy.name`` in params).
+
+    A module of its own needs no registration: ``policy.name: package.module:Class``.
+    """
 
     def add(cls: T) -> T:
         if name in _POLICIES and _POLICIES[name] is not cls:
@@ -32,8 +43,26 @@ def register_policy(name: str) -> Callable[[T], T]:
 
 
 def get_registered_policy_names() -> list[str]:
-    """Names accepted by ``policy.name``."""
-    return sorted(_POLICIES)
+    """Names accepted by ``policy.name`` besides ``package.module:Class``."""
+    return sorted({*policy_names(), *_POLICIES})
+
+
+def policy_class(name: str) -> type[TrainablePolicy]:
+    """The class ``policy.name`` resolves to (its module imported); a one-line ``ConfigError`` otherwise."""
+    if name in _POLICIES:
+        return _POLICIES[name]
+    reference = policy_reference(name)
+    if reference is None:
+        raise ConfigError(
+            f"policy.name: unknown policy {name!r}; accepted: {', '.join(get_registered_policy_names())}, "
+            f"a {POLICY_GROUP} entry point or {CLASS_FORM}"
+        )
+    cls = load_target(reference, "policy.name", CLASS_FORM)
+    if not (isinstance(cls, type) and issubclass(cls, TrainablePolicy)):
+        raise ConfigError(
+            f"policy.name: {reference} is not a policy class; accepted: a TrainablePolicy subclass"
+        )
+    return cls
 
 
 def build_policy(
@@ -57,10 +86,7 @@ def build_policy(
     from rlpipe.policies.obs_keys import resolve_obs_keys
 
     cfg = policy_block if isinstance(policy_block, PolicyCfg) else PolicyCfg.from_dict(policy_block, "policy")
-    if cfg.name not in _POLICIES:
-        raise ConfigError(
-            f"policy.name: unknown policy {cfg.name!r}; accepted: {', '.join(get_registered_policy_names())}"
-        )
+    policy_type = policy_class(cfg.name)
     head = build_action_head(action_space, cfg.log_std_init, cfg.distribution)
     if cfg.action_dim is not None and cfg.action_dim != head.action_dim:
         raise ConfigError(
@@ -71,9 +97,9 @@ def build_policy(
     critic_keys, critic_dim = resolve_obs_keys(obs_space, critic_block.obs_keys, "policy.critic.obs_keys")
     check_obs_space(obs_space)
     actor_encoder, obs_dim = build_obs_encoder(obs_space, actor_keys, cfg.actor, "policy.actor")
-    from_cfg = getattr(_POLICIES[cfg.name], "from_cfg", None)
+    from_cfg = getattr(policy_type, "from_cfg", None)
     critic_encoder = None
-    if from_cfg is None and getattr(_POLICIES[cfg.name], "has_critic", True):  # a critic of its own
+    if from_cfg is None and policy_type.has_critic:  # a critic of its own
         critic_where = "policy.critic" if cfg.critic is not None else "policy.actor"
         critic_encoder, critic_dim = build_obs_encoder(
             obs_space, critic_keys, critic_block, critic_where, actor_encoder if cfg.share_encoder else None
@@ -89,8 +115,8 @@ def build_policy(
         _with_encoders(policy, actor_encoder, None)  # the shared core reads the actor's features
         return _with_normalizer(_with_keys(policy, actor_keys, critic_keys), cfg, obs_space)
     actor = actor or build_mlp_from_cfg(_network_cfg(cfg.actor), obs_dim, head.out_dim, "policy.actor")
-    cls = cast(Callable[..., TrainablePolicy], _POLICIES[cfg.name])  # each class takes its own networks
-    if getattr(cls, "has_critic", True):
+    cls = cast(Callable[..., TrainablePolicy], policy_type)  # each class takes its own networks
+    if policy_type.has_critic:
         if critic is None:
             if cfg.critic is None:
                 raise ConfigError(f"policy.critic: required by {cfg.name!r}")
