@@ -188,6 +188,17 @@ class Command:
     source: str = "README.md"
 
     @property
+    def assignments(self) -> dict[str, str]:
+        """The ``VAR=value`` assignments before the command (``PYTHONPATH=examples/plugins``)."""
+        out: dict[str, str] = {}
+        for word in shlex.split(self.text):
+            if not re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", word):
+                break
+            name, value = word.split("=", 1)
+            out[name] = value
+        return out
+
+    @property
     def words(self) -> list[str]:
         """The command's words (shell quoting removed); ``VAR=value`` assignments dropped."""
         words = shlex.split(self.text)

@@ -107,5 +107,5 @@ def test_without_the_folder_on_the_path_a_command_says_what_to_do(plugin_run, mo
     # and where it is looked for
     assert ".name: cannot import module 'rlpipe_a2c." in lines[0]
     assert lines[0].endswith(
-        "it is imported from the installed packages and PYTHONPATH, never the working directory"
+        "never the working directory: install its package or add its folder to PYTHONPATH"
     )

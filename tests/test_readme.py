@@ -167,12 +167,16 @@ def _check_command(command: Command) -> None:
 @pytest.mark.parametrize("command", COMMANDS, ids=[f"{c.source}:L{c.line}" for c in COMMANDS])
 def test_documented_command_parses(command: Command):
     """The command, its options and (for ``rlpipe run FILE``) every ``--set`` key exist."""
+    folders = [str(ROOT / p) for p in command.assignments.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[:0] = folders  # the command's PYTHONPATH, as its shell would set it
     try:
         _check_command(command)
     except click.ClickException as exc:
         pytest.fail(f"{command.source} line {command.line}: {command.text}\n  {exc.format_message()}")
     except SystemExit as exc:  # argparse (dvc)
         pytest.fail(f"{command.source} line {command.line}: {command.text}\n  exits {exc.code}")
+    finally:
+        del sys.path[: len(folders)]
 
 
 # --- every command runs, in order, on a fresh copy (slow) --------------------------------------------

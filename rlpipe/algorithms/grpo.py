@@ -30,6 +30,7 @@ from rlpipe.algorithms.grpo_loss import (
 from rlpipe.algorithms.sequences import flatten_transitions
 from rlpipe.config import AlgorithmCfg, ConfigError
 from rlpipe.config.algorithms import GRPOCfg, group_size_error
+from rlpipe.config.registry import BUILTIN_POLICIES
 
 if TYPE_CHECKING:
     from rlpipe.policies.trainable import TrainablePolicy
@@ -98,7 +99,8 @@ class GRPO(BaseAlgorithm):
             raise ConfigError(
                 f"trainer.num_envs: {num_envs} is not divisible by algorithm.cfg.group_size={cfg.group_size}"
             )
-        if policy_name not in ACTOR_ONLY_POLICIES:
+        if policy_name in BUILTIN_POLICIES and policy_name not in ACTOR_ONLY_POLICIES:
+            # a plug-in policy says itself whether it has a critic (checked when GRPO is built)
             raise ConfigError(
                 f"policy.name: GRPO needs an actor-only policy (got {policy_name!r}); "
                 f"accepted: {', '.join(ACTOR_ONLY_POLICIES)}"

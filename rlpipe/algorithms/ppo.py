@@ -62,6 +62,12 @@ class PPO(BaseAlgorithm):
     """Every term is a mean over the rows of a transition minibatch."""
 
     def __init__(self, cfg: PPOCfg, policy: TrainablePolicy) -> None:
+        if not getattr(policy, "has_critic", True):
+            raise ConfigError(
+                f"policy.name: {type(policy).__name__} has no critic, but PPO's advantages (GAE) "
+                "need value estimates; use a policy with a critic (policy.name: actor_critic), "
+                "or algorithm.name: grpo"
+            )
         super().__init__(cfg, policy)
         self.reward_normalizer = RewardNormalizer(cfg.gamma, self.device) if cfg.normalize_rewards else None
         self.rnd = RND(cfg.rnd, self.device) if cfg.rnd is not None else None

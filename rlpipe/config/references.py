@@ -72,7 +72,10 @@ def path_hint(module_name: str, exc: BaseException) -> str:
     """Where the module was looked for, when the module itself (not one it imports) is missing."""
     missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
     if missing and (module_name == missing or module_name.startswith(missing + ".")):
-        return "; it is imported from the installed packages and PYTHONPATH, never the working directory"
+        return (
+            "; it is imported from the installed packages and PYTHONPATH, never the working "
+            "directory: install its package or add its folder to PYTHONPATH"
+        )
     return ""
 
 

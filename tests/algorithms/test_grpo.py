@@ -354,3 +354,10 @@ def test_cli_bad_grpo_params_exit_2_with_one_line(tmp_path, override, message):
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.output
     assert not (tmp_path / "data").exists()
+
+
+def test_a_plug_in_actor_only_policy_is_left_to_its_own_has_critic():
+    """A ``module:Class`` policy is not a built-in name: GRPO asks the built policy, not a name list."""
+    GRPO.check_run(GRPOCfg(), 8, "mypkg.policies:MyActor", horizon=500, max_episode_steps=500)
+    policy = build_policy({"name": "actor_only", "critic": None}, OBS_SPACE, ACT_SPACE, "cpu")
+    assert isinstance(build_algo("grpo", {}, policy, "cpu"), GRPO)

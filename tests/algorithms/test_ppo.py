@@ -287,3 +287,14 @@ def test_ppo_refuses_a_policy_without_critic():
     ):
         PPO.check_run(PPOCfg(), 8, "actor_only", 16)
     PPO.check_run(PPOCfg(), 8, "actor_critic", 16)  # the usual pairing passes
+
+
+def test_ppo_refuses_a_built_policy_without_a_critic_whatever_its_name():
+    """A plug-in policy named ``module:Class`` passes the name check; the built policy is checked."""
+    from rlpipe.config.algorithms import PPOCfg
+
+    PPO.check_run(PPOCfg(), 8, "mypkg.policies:MyActor", 16)
+    spaces = gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2)
+    actor_only = build_policy({"name": "actor_only", "critic": None}, *spaces, "cpu")
+    with pytest.raises(ConfigError, match=r"^policy\.name: ActorOnly has no critic, .*grpo$"):
+        build_algo("ppo", {}, actor_only, "cpu")

@@ -120,7 +120,8 @@ def test_a_module_in_the_working_directory_is_not_imported(tmp_path, monkeypatch
     path_before = list(sys.path)
     assert error_of("cwd_sim:make_pole") == (
         "env.id: cannot import module 'cwd_sim' (ModuleNotFoundError: No module named 'cwd_sim'); it is "
-        "imported from the installed packages and PYTHONPATH, never the working directory"
+        "imported from the installed packages and PYTHONPATH, never the working directory: install its "
+        "package or add its folder to PYTHONPATH"
     )
     assert sys.path == path_before and "cwd_sim" not in sys.modules
     monkeypatch.syspath_prepend(str(tmp_path))  # the documented way: PYTHONPATH=.
