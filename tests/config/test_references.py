@@ -29,7 +29,7 @@ def test_a_missing_module_says_where_it_was_looked_for(tmp_path):
     assert str(info.value) == (
         "some.key: cannot import module 'no_such_pkg.sub' (ModuleNotFoundError: No module named "
         "'no_such_pkg'); it is imported from the installed packages and PYTHONPATH, never the working "
-        "directory"
+        "directory: install its package or add its folder to PYTHONPATH"
     )
     sys.path.insert(0, str(tmp_path))
     try:

@@ -90,7 +90,7 @@ def test_eval_and_export_do_not_import_an_env_from_the_run_directory(sent, launc
     expected = (
         rf"Error: env\.id: cannot import module 'data\.{EXP}\.payload' \(ModuleNotFoundError: No module "
         rf"named 'data(\.{EXP})?'\); it is imported from the installed packages and PYTHONPATH, never the "
-        "working directory"
+        "working directory: install its package or add its folder to PYTHONPATH"
     )
     assert re.fullmatch(expected, error_line(result)), error_line(result)
     assert not marker.exists()
