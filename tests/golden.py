@@ -63,22 +63,26 @@ def checkpoint_fingerprint(path: Path) -> dict[str, Any]:
     return out
 
 
-def rollout_fingerprint(path: Path) -> dict[str, str]:
-    """Hashes of every array of one stored rollout group."""
+def _arrays(path: Path, describe: Any) -> dict[str, Any]:
+    """``describe(array)`` of every array of a rollout group, keyed ``name`` or ``group/name``."""
     import zarr
 
-    group = zarr.open_group(str(path), mode="r")
-    out: dict[str, str] = {}
+    out: dict[str, Any] = {}
 
     def visit(node: Any, prefix: str) -> None:
         for name, member in sorted(node.members()):
             if isinstance(member, zarr.Group):
                 visit(member, f"{prefix}{name}/")
             else:
-                out[f"{prefix}{name}"] = _digest(member[...])
+                out[f"{prefix}{name}"] = describe(member)
 
-    visit(group, "")
+    visit(zarr.open_group(str(path), mode="r"), "")
     return out
+
+
+def rollout_fingerprint(path: Path) -> dict[str, str]:
+    """Hashes of every array of one stored rollout group."""
+    return _arrays(path, lambda array: _digest(array[...]))
 
 
 def curve_rows(path: Path) -> list[dict[str, str]]:
@@ -139,19 +143,7 @@ def _stats(array: np.ndarray) -> list[float]:
 
 def _layout(path: Path) -> dict[str, str]:
     """``name: dtype shape`` of every array of a rollout group."""
-    import zarr
-
-    out: dict[str, str] = {}
-
-    def visit(node: Any, prefix: str) -> None:
-        for name, member in sorted(node.members()):
-            if isinstance(member, zarr.Group):
-                visit(member, f"{prefix}{name}/")
-            else:
-                out[f"{prefix}{name}"] = f"{member.dtype} {list(member.shape)}"
-
-    visit(zarr.open_group(str(path), mode="r"), "")
-    return out
+    return _arrays(path, lambda array: f"{array.dtype} {list(array.shape)}")
 
 
 def machine_independent(run_dir: Path) -> dict[str, Any]:
