@@ -18,6 +18,7 @@ from rlpipe.collector import Collector
 from rlpipe.config import RunConfig
 from rlpipe.envs import BatchedEnv
 from rlpipe.policies import build_policy
+from rlpipe.runtime.compile import compile_decision, compile_step
 from rlpipe.runtime.distributed import broadcast_parameters
 from rlpipe.runtime.threads import configure_threads, linear_shapes, thread_reason
 from rlpipe.teacher import load_student_init, load_teacher
@@ -26,6 +27,7 @@ __all__ = [
     "attach_teacher",
     "build_algorithm",
     "build_collector",
+    "compile_update",
     "largest_batch",
     "learn",
     "learner_state",
@@ -63,7 +65,25 @@ def build_algorithm(
     algo.seed = trainer.seed
     if isinstance(algo, Distillation):
         attach_teacher(algo, obs_space, action_space, device)
+    compile_update(cfg, algo)
     return algo
+
+
+def compile_update(cfg: RunConfig, algo: BaseAlgorithm) -> None:
+    """Under ``trainer.compile`` (:mod:`rlpipe.runtime.compile`), compile the minibatch loss (and RND's).
+
+    The update loop then calls the compiled ``minibatch_loss`` on the minibatch's columns as a plain
+    dict; every process that updates (the run, ``replay``, ``update``) compiles alike. The rank-0
+    process says what the compile cost.
+    """
+    if not compile_decision(cfg.trainer.compile, algo.device):
+        return
+    announce = int(os.environ.get("RANK", "0")) == 0
+    loss = compile_step(algo.minibatch_loss, "minibatch loss", announce)
+    algo.loss_step = lambda mb: loss(dict(mb.items()))
+    rnd = getattr(algo, "rnd", None)
+    if rnd is not None:
+        rnd.losses_step = compile_step(rnd.losses, "RND losses", announce)
 
 
 def attach_teacher(
@@ -107,7 +127,7 @@ def build_collector(cfg: RunConfig, env: BatchedEnv, algo: BaseAlgorithm, rank: 
         "seq_len": getattr(algo_cfg, "seq_len", None),
         "seqs_per_state_reset": int(getattr(algo_cfg, "seqs_per_state_reset", -1)),
     }
-    return Collector(
+    collector = Collector(
         env,
         algo.acting_policy,
         trainer.buffer_size,
@@ -117,6 +137,10 @@ def build_collector(cfg: RunConfig, env: BatchedEnv, algo: BaseAlgorithm, rank: 
         action_mean=cfg.store.action_mean,
         **options,
     )
+    if compile_decision(trainer.compile, algo.device):  # trainer.compile: the policy's act step
+        stepper = collector.stepper
+        stepper.act_step = compile_step(stepper.act_step, "act step", announce=rank == 0)
+    return collector
 
 
 def learner_state(algo: BaseAlgorithm) -> dict[str, Any]:

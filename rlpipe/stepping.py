@@ -16,6 +16,7 @@ step)``; after the loop it fills what the loop left: ``value``, ``final_value`` 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -34,17 +35,20 @@ Extras = dict[str, tuple[tuple[int, ...], torch.dtype]]
 
 
 def act_and_step(
-    env: BatchedEnv, policy: ActingPolicy, obs: Obs, deterministic: bool
+    env: BatchedEnv,
+    sample: Callable[[Obs, bool], tuple[torch.Tensor, torch.Tensor]],
+    obs: Obs,
+    deterministic: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, StepResult]:
-    """``(action [N, *act], log_prob [N], step)``: sample from ``policy`` and step ``env``.
+    """``(action [N, *act], log_prob [N], step)``: draw with ``sample`` (a policy's) and step ``env``.
 
     Envs with their own ``act_and_step`` (envpool's double-buffered ``async`` mode) interleave
     inference and simulation themselves.
     """
     own = getattr(env, "act_and_step", None)
     if own is not None:
-        return own(lambda o: policy.sample(o, deterministic), obs)
-    action, log_prob = policy.sample(obs, deterministic)
+        return own(lambda o: sample(o, deterministic), obs)
+    action, log_prob = sample(obs, deterministic)
     return action, log_prob, env.step(action)
 
 
@@ -66,13 +70,16 @@ class StatelessStepper:
         """Whose deterministic action the rollout records as ``action_mean``; ``None``: not recorded."""
         self.state = torch.zeros(env.num_envs, 0, device=env.device)
         """The carried state ``[N, S]``: empty (S = 0)."""
+        self.act_step: Callable[..., Any] = policy.sample_step if policy.is_recurrent else policy.sample
+        """The policy's act step the loop calls: ``sample(obs, deterministic)`` (a recurrent policy's
+        ``sample_step(obs, state, deterministic)``), or its compiled form (``trainer.compile``)."""
 
     def begin(self, rollout: TensorDict, final_obs: torch.Tensor | TensorDict) -> None:
         """Nothing to prepare."""
 
     def __call__(self, t: int, obs: Obs) -> tuple[torch.Tensor, torch.Tensor, StepResult]:
         """Step t: ``(action, log_prob, step)``."""
-        return act_and_step(self.env, self.policy, obs, self.deterministic)
+        return act_and_step(self.env, self.act_step, obs, self.deterministic)
 
     def finish(self, rollout: TensorDict, final_obs: torch.Tensor | TensorDict) -> None:
         """``value`` of ``obs[:, 0..T]``, ``final_value`` of truncations, ``action_mean``: batched."""
@@ -155,7 +162,7 @@ class RecurrentStepper(StatelessStepper):
             state = torch.zeros_like(state)
         if t % self.seq_len == 0:
             ro[RECURRENT_STATE][:, t] = state
-        action, log_prob, value, next_state = self.policy.sample_step(obs, state, self.deterministic)
+        action, log_prob, value, next_state = self.act_step(obs, state, self.deterministic)
         if self.mode_policy is not None:  # a deterministic step draws nothing: the samples stay as they were
             ro[ACTION_MEAN][:, t] = self.mode_policy.sample_step(obs, state, True)[0]
         step = self.env.step(action)

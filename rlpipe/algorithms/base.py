@@ -21,6 +21,7 @@ import contextlib
 import itertools
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
@@ -107,6 +108,11 @@ class BaseAlgorithm(ABC):
         """The entropy coefficient of the next update (the schedule's value)."""
         self.progress = Progress()
         """Where the run is (the schedules' position): only ``set_progress`` sets it, the update never."""
+        self.loss_step: Callable[[Minibatch], tuple[torch.Tensor, dict[str, torch.Tensor]]] = (
+            self.minibatch_loss
+        )
+        """What the update loop calls per (chunk of a) prepared minibatch: :meth:`minibatch_loss`, or
+        its compiled form (``trainer.compile``, :func:`rlpipe.build.compile_update`)."""
 
     # ------------------------------------------------------------------ what an algorithm provides
 
@@ -265,7 +271,7 @@ class BaseAlgorithm(ABC):
                 if chunk_rows is not None and rows_taken.batch_size[0] > chunk_rows:
                     stats = self._chunked_backward(mb, chunk_rows, scale)
                 else:
-                    total, stats = self.minibatch_loss(mb)
+                    total, stats = self.loss_step(mb)
                 stats |= self.train_beside(rows_taken)
                 tally.add(stats, float(rows_taken.batch_size[0]) if weighted else None)
                 if self.kl_rules.stop_after(stats[KL_STAT]):  # an accumulated chunk gradient is never stepped
@@ -306,7 +312,7 @@ class BaseAlgorithm(ABC):
         for start in range(0, rows, chunk_rows):
             part = take_rows(columns, slice(start, start + chunk_rows))
             share = part.batch_size[0] / rows
-            total, stats = self.minibatch_loss(part)
+            total, stats = self.loss_step(part)
             self.scaler.scale(total * (scale * share)).backward()
             chunks.add(stats, share)
         assert chunks.totals is not None

@@ -25,7 +25,7 @@ their weights, both Adam states and both running statistics are in ``state_dict`
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import gymnasium as gym
@@ -112,6 +112,9 @@ class RND:
         """V_int: network input ``[B, D]`` → ``[B, 1]`` (``intrinsic_critic``; else ``None``)."""
         self.critic_optimizer: torch.optim.Optimizer | None = None
         self.state_stats: RunningMeanStd | None = None
+        self.losses_step: Callable[..., dict[str, torch.Tensor]] = self.losses
+        """What :meth:`step` computes its losses with: :meth:`losses`, or its compiled form
+        (``trainer.compile``)."""
 
     def check_observations(self, obs_space: gym.Space) -> None:
         """``ConfigError`` naming ``algorithm.cfg.rnd.obs_keys`` unless it picks groups of ``obs_space``.
@@ -244,11 +247,9 @@ class RND:
         across ranks. Returns the detached losses (0-dim): ``rnd_loss`` [, ``intrinsic_value_loss``].
         """
         assert self.predictor is not None and self.optimizer is not None
-        state = self.inputs(obs.unsqueeze(1)).squeeze(1)  # rows as one-step sequences [B, 1, D]
-        losses = {"rnd_loss": self.error(state).mean()}
+        losses = self.losses_step(obs, returns)
         nets = [(self.predictor, self.optimizer)]
         if self.critic is not None and self.critic_optimizer is not None and returns is not None:
-            losses["intrinsic_value_loss"] = (self.value(state) - returns).pow(2).mean()  # mean squared error
             nets.append((self.critic, self.critic_optimizer))
         for (net, optimizer), loss in zip(nets, losses.values()):
             optimizer.zero_grad(set_to_none=True)
@@ -256,6 +257,18 @@ class RND:
             average_gradients(list(net.parameters()))
             optimizer.step()
         return {name: loss.detach() for name, loss in losses.items()}
+
+    def losses(self, obs: torch.Tensor | TensorDict, returns: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        """The 0-dim losses on observations ``[B, *obs]``: ``rnd_loss`` [, ``intrinsic_value_loss``].
+
+        ``intrinsic_value_loss`` (V_int's mean squared error against ``returns`` ``[B]``) only with
+        ``intrinsic_critic`` and ``returns``.
+        """
+        state = self.inputs(obs.unsqueeze(1)).squeeze(1)  # rows as one-step sequences [B, 1, D]
+        losses = {"rnd_loss": self.error(state).mean()}
+        if self.critic is not None and returns is not None:
+            losses["intrinsic_value_loss"] = (self.value(state) - returns).pow(2).mean()
+        return losses
 
     def fit(
         self, rollout: TensorDict, epochs: Iterable[Iterable[torch.Tensor | slice]]

@@ -160,6 +160,12 @@ class TrainerCfg(StrictModel):
     eager: without CUDA, ``auto`` and ``on`` say so once and run eager; on CUDA, ``auto`` runs eager
     and ``on`` is refused (``rlpipe/runtime/cuda_graphs.py``). YAML's bare ``on``/``off`` are read as such."""
 
+    compile: Literal["auto", "on", "off"] = "off"
+    """Compile the policy's act step and the update's minibatch loss with ``torch.compile``
+    (inductor, fullgraph): ``off``, ``on``, or ``auto`` (compiled where it was measured to pay, compile
+    time included: nowhere yet, so eager; ``rlpipe/runtime/compile.py``). Results equal eager's up to
+    float rounding; two compiled runs are bit-identical. YAML's bare ``on``/``off`` are read as such."""
+
     @field_validator("device")
     @classmethod
     def _device_string(cls, value: str) -> str:
@@ -168,7 +174,7 @@ class TrainerCfg(StrictModel):
             raise ValueError(f"got {value!r}; accepted: auto, cpu, cuda, cuda:N")
         return value
 
-    @field_validator("cuda_graphs", mode="before")
+    @field_validator("cuda_graphs", "compile", mode="before")
     @classmethod
     def _graphs_switch(cls, value: object) -> object:
         if isinstance(value, bool):  # YAML 1.1 reads a bare on/off as true/false

@@ -21,6 +21,7 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 from torch.distributions import Distribution
+from torch.nn import functional
 
 from rlpipe.config import ConfigError, PolicyCfg
 from rlpipe.policies.heads import ActionHead
@@ -59,9 +60,43 @@ class RecurrentCore(nn.Module):
         return parts.permute(2, 0, 1, 3).reshape(parts.shape[2], -1)
 
     def forward(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Output of the last layer ``[B, H]`` and the next state ``[B, S]``."""
+        """Output of the last layer ``[B, H]`` and the next state ``[B, S]``.
+
+        Eager: torch's fused LSTM/GRU kernel. Inside ``torch.compile`` (``trainer.compile``): the
+        same cell equations written out (:meth:`cell_step`), which compile into one graph where
+        torch's RNN modules do not.
+        """
+        if torch.compiler.is_compiling():
+            return self.cell_step(x, state)
         out, hidden = self.rnn(x.unsqueeze(0), self._unpack(state))
         return out.squeeze(0), self._pack(hidden)
+
+    def cell_step(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`forward` as the LSTM/GRU equations on the module's weights, layer by layer.
+
+        Equal to torch's kernel up to float rounding (the gate sums are added in another order).
+        """
+        hidden, rnn = self._unpack(state), self.rnn
+        h_all, c_all = hidden if isinstance(hidden, tuple) else (hidden, None)
+        next_h, next_c = [], []
+        for layer in range(self.num_layers):
+            w_ih, w_hh = getattr(rnn, f"weight_ih_l{layer}"), getattr(rnn, f"weight_hh_l{layer}")
+            b_ih, b_hh = getattr(rnn, f"bias_ih_l{layer}", None), getattr(rnn, f"bias_hh_l{layer}", None)
+            gi, gh = functional.linear(x, w_ih, b_ih), functional.linear(h_all[layer], w_hh, b_hh)
+            if c_all is None:  # GRU: reset, update, new gates
+                r_i, z_i, n_i = gi.chunk(3, -1)
+                r_h, z_h, n_h = gh.chunk(3, -1)
+                reset, update = torch.sigmoid(r_i + r_h), torch.sigmoid(z_i + z_h)
+                new = torch.tanh(n_i + reset * n_h)
+                x = (1.0 - update) * new + update * h_all[layer]
+            else:  # LSTM: input, forget, cell, output gates
+                i, f, g, o = (gi + gh).chunk(4, -1)
+                c = torch.sigmoid(f) * c_all[layer] + torch.sigmoid(i) * torch.tanh(g)
+                x = torch.sigmoid(o) * torch.tanh(c)
+                next_c.append(c)
+            next_h.append(x)
+        packed = (torch.stack(next_h), torch.stack(next_c)) if c_all is not None else torch.stack(next_h)
+        return x, self._pack(packed)
 
 
 class RecurrentActorCritic(TrainablePolicy):

@@ -9,6 +9,7 @@ import torch
 from rlpipe.algorithms.optim import native_bf16
 from rlpipe.config import RunConfig, params_hash
 from rlpipe.location import AnyPath
+from rlpipe.runtime.compile import compile_words
 
 if TYPE_CHECKING:
     from rlpipe.config import AlgorithmCfg
@@ -58,6 +59,9 @@ def run_banner(
     resolved = getattr(algo_cfg, "amp", None)
     if resolved is not None:
         parts.append(amp_words(str(getattr(cfg.algorithm.cfg, "amp", "none")), resolved, device))
+    compiled = compile_words(trainer.compile, device)
+    if compiled is not None:
+        parts.append(compiled)
     parts.append("allocator glibc (mmap off)" if malloc_tuned else "allocator unchanged")
     return ", ".join(parts)
 

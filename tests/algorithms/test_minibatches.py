@@ -104,14 +104,14 @@ def test_grpo_stats_are_weighted_by_valid_steps():
     ro = rollout(dones=True)
     algo.compute_advantages(ro)
     seen = []
-    loss = algo.minibatch_loss
+    loss = algo.loss_step
 
     def spy(mb):
         total, stats = loss(mb)
         seen.append((mb.batch_size[0], stats["entropy"]))
         return total, stats
 
-    algo.minibatch_loss = spy
+    algo.loss_step = spy
     stats = algo.update(ro)
     assert [rows for rows, _ in seen] == [20, 20, 8]
     expected = sum(rows * e for rows, e in seen) / 48

@@ -257,7 +257,7 @@ def test_the_predictor_steps_inside_the_update_on_the_policys_own_minibatches(ta
             "cpu",
         )
     policy_rows, predictor_rows = [], []
-    loss, step = curious.minibatch_loss, curious.rnd.step
+    loss, step = curious.loss_step, curious.rnd.step
 
     def spy_loss(mb):
         policy_rows.append(mb["obs"].clone())
@@ -267,7 +267,7 @@ def test_the_predictor_steps_inside_the_update_on_the_policys_own_minibatches(ta
         predictor_rows.append(obs.clone())
         return step(obs, returns)
 
-    curious.minibatch_loss, curious.rnd.step = spy_loss, spy_step
+    curious.loss_step, curious.rnd.step = spy_loss, spy_step
     metrics = curious.update(_ppo_rollout(), iteration=1)
     drawn = metrics["minibatch_steps"] + (1 if metrics.get("early_stop_epoch") else 0)
     assert len(predictor_rows) == len(policy_rows) == drawn
