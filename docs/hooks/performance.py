@@ -296,6 +296,30 @@ def gpu_vs_rsl_rl(results: Results) -> str:
     return "\n\n".join(blocks)
 
 
+def compiled(results: Results) -> str:
+    """Eager against compiled runs on the CPU, compile time and cache counted (``speed/compile.py``)."""
+    data = results.load("compile.json")
+    rows = []
+    for name, workload in data["workloads"].items():
+        summary = workload["summary"]
+        for mode in ("eager", "cold", "warm"):
+            s = summary[mode]
+            wall, sps, comp = s["wall_s"], s["steady_sps"], s["compile_s"]
+            pays = s.get("break_even_iterations")
+            rows.append([
+                name, mode, f"{num(wall['median'], 1)} ({num(wall['min'], 1)}–{num(wall['max'], 1)})",
+                "–" if mode == "eager" else f"{num(comp['median'], 1)} ({num(comp['min'], 1)}–{num(comp['max'], 1)})",
+                f"{num(sps['median'])} ({num(sps['min'])}–{num(sps['max'])})",
+                "1.00×" if mode == "eager" else ratio(s["steady_speedup"]),
+                "–" if mode == "eager" else ("never" if pays is None else num(pays, 0)),
+            ])
+    header = ["workload", "mode", "wall s (range)", "compile s (range)", "steady env steps/s (range)",
+              "steady vs eager", "iterations to pay back"]
+    note = (f"{data['rounds']} interleaved rounds, {data['date']}; 1-minute load average "
+            f"{data['load_average'][0]} → {data['load_average'][1]} on this machine's cores.")
+    return note + "\n\n" + table(header, rows) + "\n\n" + machine(data.get("environment"))
+
+
 def _span(values: list[float] | None, digits: int = 3, unit: str = "") -> str:
     """``0.147–0.198`` (one value when both ends agree), ``–`` for ``None``."""
     if values is None:
@@ -410,7 +434,7 @@ TABLES: dict[str, Callable[[Results], str]] = {
     "cuda_sync": cuda_sync, "cartpole_step": cartpole_step, "push_cube": push_cube,
     "pixel_cartpole": pixel_cartpole, "envpool_loop": envpool_loop, "distillation": distillation,
     "gpu_vs_rsl_rl": gpu_vs_rsl_rl, "store_diag": store_diag, "gil_tax": gil_tax,
-    "writer_start": writer_start, "dataset_export": dataset_export,
+    "writer_start": writer_start, "dataset_export": dataset_export, "compile": compiled,
     "others": others,
 }
 """Marker name → the function that builds its Markdown; ``others`` must come last on the page."""

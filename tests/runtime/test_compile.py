@@ -156,7 +156,7 @@ def test_the_inductor_cache_is_the_users_rlpipe_cache_unless_set(monkeypatch: py
 COMPILED = ("trainer.iterations=2", "checkpoint.every_iteration=true")
 
 
-def test_compiled_runs_are_bit_identical_replay_exactly_and_stay_close_to_eager(
+def test_compiled_runs_are_bit_identical_resume_and_replay_exactly_and_stay_close_to_eager(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
@@ -169,10 +169,14 @@ def test_compiled_runs_are_bit_identical_replay_exactly_and_stay_close_to_eager(
     assert "compile: act step ready in" in out.err and "compile: minibatch loss ready in" in out.err
     result = CliRunner().invoke(cli, ["replay", str(runs["a"]), "--out", str(tmp_path / "re")])
     assert result.exit_code == 0, result.output
+    Trainer(tiny_cfg(tmp_path / "split", *COMPILED, "trainer.compile=on", "trainer.iterations=1")).train()
+    split = tiny_cfg(tmp_path / "split", *COMPILED, "trainer.compile=on")
+    Trainer(split, resume=True).train()
     for k in (1, 2):
         ckpt = f"checkpoints/ckpt-{k:06d}.pt"
         assert_same_learner(runs["a"] / ckpt, runs["b"] / ckpt)
         assert_same_learner(runs["a"] / ckpt, tmp_path / "re" / ckpt)
+        assert_same_learner(runs["a"] / ckpt, split.run_dir / ckpt)
     # Eager: the same random draws (the first rollout's actions), float results within rounding.
     compiled, _ = read_rollout(runs["a"] / "rollouts" / "iter-000001.zarr")
     eager, _ = read_rollout(runs["eager"] / "rollouts" / "iter-000001.zarr")
