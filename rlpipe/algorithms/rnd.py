@@ -33,6 +33,7 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 
+from rlpipe import fast
 from rlpipe.algorithms.gae import generalized_advantage_estimate
 from rlpipe.algorithms.normalization import RewardNormalizer, RunningMeanStd
 from rlpipe.algorithms.schedules import Schedule
@@ -254,7 +255,7 @@ class RND:
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             average_gradients(list(net.parameters()))
-            optimizer.step()
+            fast.optimizer_step(optimizer)
         return {name: loss.detach() for name, loss in losses.items()}
 
     def fit(
