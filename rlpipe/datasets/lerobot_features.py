@@ -203,7 +203,9 @@ def _action_feature(space: gym.Space) -> tuple[dict, str]:
 
 def _camera(group: str, shape: tuple[int, ...], channels: int) -> Camera:
     _, height, width = shape
-    return Camera(group=group, key=f"observation.images.{group}", channels=channels, height=height, width=width)
+    return Camera(
+        group=group, key=f"observation.images.{group}", channels=channels, height=height, width=width
+    )
 
 
 def layout_of(source: DatasetSource, *, video: bool, success: bool) -> Layout:
@@ -215,9 +217,7 @@ def layout_of(source: DatasetSource, *, video: bool, success: bool) -> Layout:
         names: tuple[str | None, ...] = tuple(space.spaces)
     else:
         spaces, names = {None: space}, (None,)
-    cameras = tuple(
-        _camera(g, source.image_shape(g), source.frame_channels[g]) for g in source.image_groups
-    )
+    cameras = tuple(_camera(g, source.image_shape(g), source.frame_channels[g]) for g in source.image_groups)
     vectors = [g for g in names if g not in source.image_groups]
     env_state = tuple(g for g in vectors if g in source.privileged_groups)
     state = tuple(g for g in vectors if g not in source.privileged_groups)

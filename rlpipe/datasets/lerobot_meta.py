@@ -116,9 +116,7 @@ def provenance(source: DatasetSource, layout: Layout, selection: Selection | Non
     mapping = {
         "observation.state": groups(layout.state_groups),
         "observation.environment_state": groups(layout.env_state_groups),
-        **{
-            cam.key: {"group": cam.group, "frame": _frame_mapping(cam.channels)} for cam in layout.cameras
-        },
+        **{cam.key: {"group": cam.group, "frame": _frame_mapping(cam.channels)} for cam in layout.cameras},
     }
     return {
         "rlpipe_version": __version__,

@@ -230,7 +230,7 @@ def test_png_export_keeps_frames_exactly(tmp_path):
 
 @pytest.mark.parametrize("images", ["png", "video"])
 def test_a_gray_camera_is_written_as_lerobot_takes_images_three_equal_channels(tmp_path, images):
-    """LeRobot's stats and edit tools take every image feature as RGB: stats ``[3, 1, 1]``, shape ``[H, W, 3]``."""
+    """LeRobot's stats and edit tools take every image as RGB: stats ``[3, 1, 1]``, shape ``[H, W, 3]``."""
     eps = group_episodes(channels=1, lengths=(3, 2))
     write_lerobot(group_source(channels=1), eps, tmp_path / "ds", images=images)
     info = json.loads((tmp_path / "ds/meta/info.json").read_text())
