@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rlpipe-installed
 
-.PHONY: run test install lint repro exps clean docs
+.PHONY: run test install lint repro exps clean docs test-lerobot
 
 run: $(STAMP)
 	$(BIN)/rlpipe run params.yaml --overwrite
@@ -46,3 +46,23 @@ repro: $(STAMP)
 # (`rlpipe exps --metric KEY` for others, `dvc exp show` for everything).
 exps: $(STAMP)
 	$(BIN)/rlpipe exps
+# Test lanes install the real thing in their own venvs under LANES_DIR (shared by every checkout on the
+# machine; each keeps a stamp so its heavy install runs once) and stay out of `make test`.
+LANES_DIR ?= $(HOME)/.cache/rlpipe/lanes
+
+# LeRobot: lerobot 0.4.4 (Python 3.11, torch 2.10, numpy 2.2; about 8 GB) reads, checks and edits the
+# exports rlpipe makes here in .venv (video decoding needs FFmpeg's libraries: apt-get install ffmpeg).
+LEROBOT_PYTHON  ?= python3.11
+LEROBOT_LANE    := $(LANES_DIR)/lerobot
+LEROBOT_STAMP   := $(LEROBOT_LANE)/.rlpipe-lane-installed
+LEROBOT_EXPORTS := data/lanes/lerobot
+
+$(LEROBOT_STAMP):
+	$(LEROBOT_PYTHON) -m venv $(LEROBOT_LANE)
+	$(LEROBOT_LANE)/bin/python -m pip install --progress-bar off -q lerobot==0.4.4 pytest pytest-timeout
+	touch $(LEROBOT_STAMP)
+
+test-lerobot: $(STAMP) $(LEROBOT_STAMP)
+	$(BIN)/python tests/lanes/lerobot/make_exports.py $(LEROBOT_EXPORTS)
+	RLPIPE_LEROBOT_EXPORTS=$(CURDIR)/$(LEROBOT_EXPORTS) $(LEROBOT_LANE)/bin/python -m pytest \
+		tests/lanes/lerobot -m lane -o addopts= -p no:cacheprovider --confcutdir=tests/lanes/lerobot

@@ -8,7 +8,10 @@ import time
 from typing import Any
 
 __all__ = ["IMPORTED_AT", "Callback", "EventContext", "Trainer", "__version__"]
+from rlpipe import fast as _fast
 from rlpipe.version import __version__
+
+_fast.defer_dynamo_for_tensordict()
 
 IMPORTED_AT = time.perf_counter()
 """``time.perf_counter()`` when rlpipe was first imported: the start of a run where ``/proc`` is absent."""

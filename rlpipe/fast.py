@@ -28,6 +28,9 @@ function                  library call                              what the fas
 :class:`SqliteRun` in     ``MlflowClient`` on a SQLite store        importing MLflow, SQLAlchemy and
 ``rlpipe.tracking.        (``MlflowRun``: the run, its params,      alembic, and opening the store, in
 mlflow_sqlite``           metrics and artifacts)                    the tracking process (per run)
+:func:`defer_dynamo_      ``torch.compiler.allow_in_graph`` and     importing ``torch._dynamo`` when
+for_tensordict`           ``assume_constant_result``, which         tensordict is imported, in a run
+                          ``tensordict`` calls on import            that compiles nothing
 ========================  ========================================  ======================================
 
 The private torch and CPython calls these need (``torch._foreach_*``, module hook tables,
@@ -61,7 +64,10 @@ __all__ = [
     "categorical_draw",
     "clip_grad_norm",
     "crc32c_of",
+    "defer_dynamo_disables",
+    "defer_dynamo_for_tensordict",
     "exit_process",
+    "optimizer_step",
     "sequential_forward",
     "write_chunk",
     "write_zarr_store",
@@ -391,3 +397,183 @@ def exit_process(code: object = 0) -> NoReturn:
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(code or 0)
+
+
+# ------------------------------------------------------------------------ Dynamo, imported only to compile
+#
+# A run that compiles nothing never needs ``torch._dynamo``, yet three library paths import it (a
+# second or more of every run's start): tensordict's import, the ``torch._disable_dynamo`` methods of
+# ``torch.optim.Optimizer`` on their first call, and every ``Optimizer.step``. Each fast path below
+# does in eager mode what its library call does, and hands over to the library the moment
+# ``torch._dynamo`` is imported by anyone (``torch.compile``, a user): the hook installed by
+# ``import rlpipe`` (:func:`defer_dynamo_for_tensordict`) runs :data:`_ON_DYNAMO_IMPORT` then.
+
+
+def defer_dynamo_for_tensordict() -> None:
+    """Import ``tensordict`` without importing ``torch._dynamo``; a no-op with the switch off.
+
+    Library call: ``tensordict.utils`` calls ``torch.compiler.allow_in_graph`` and
+    ``assume_constant_result`` when it is imported, and both import ``torch._dynamo``. Fast path:
+    while ``tensordict`` is imported, ``assume_constant_result`` sets the attribute Dynamo's sets,
+    and ``allow_in_graph`` keeps the function and registers it with Dynamo the moment
+    ``torch._dynamo`` is imported (at once if it is already). Installed once, by ``import rlpipe``;
+    where ``tensordict`` or ``torch._dynamo`` is already imported it changes nothing.
+    """
+    if (
+        not ENABLED
+        or "torch._dynamo" in sys.modules
+        or any(isinstance(f, _ImportHook) for f in sys.meta_path)
+    ):
+        return
+    sys.meta_path.insert(0, _ImportHook())
+
+
+def defer_dynamo_disables(cls: type) -> None:
+    """Let ``cls``'s ``torch._disable_dynamo`` methods run without importing ``torch._dynamo``.
+
+    Library call: such a method imports ``torch._dynamo`` on its first call and runs the function
+    through ``torch._dynamo.disable``, which in eager mode calls it unchanged. Fast path (while
+    ``torch._dynamo`` is not imported): the method's cached disabled function is the function
+    itself; the import of ``torch._dynamo`` removes that cache, so from then on the library's
+    disable is built and used.
+    """
+    if (
+        not ENABLED
+        or "torch._dynamo" in sys.modules
+        or not any(isinstance(f, _ImportHook) for f in sys.meta_path)
+    ):
+        return
+    import torch._compile
+
+    disabled = torch._compile._disable_dynamo(lambda: None).__code__  # the wrapper every such method has
+    for method in vars(cls).values():
+        fn = getattr(method, "__wrapped__", None)
+        if (
+            getattr(method, "__code__", None) is disabled
+            and fn is not None
+            and _DISABLE_CACHE not in vars(fn)
+        ):
+            setattr(fn, _DISABLE_CACHE, fn)
+            _ON_DYNAMO_IMPORT.append(functools.partial(_forget_disable, fn))
+
+
+def optimizer_step(optimizer: torch.optim.Optimizer) -> None:
+    """``optimizer.step()``, the same update, without the wrappers that import Dynamo on every step.
+
+    Library call: ``optimizer.step()``: a profiler scope and the step hooks around, inside, grad
+    mode set to ``defaults["differentiable"]`` and two ``torch._dynamo.graph_break()`` calls (which
+    import ``torch._dynamo``), around the optimizer's own ``step`` body. Fast path, where none of
+    that wrapping does anything (no step hooks registered, not differentiable, not compiling, no
+    profiler running): the body itself under ``torch.no_grad()``.
+    """
+    import torch
+
+    if not ENABLED or _step_is_wrapped(optimizer):
+        optimizer.step()
+        return
+    with torch.no_grad():
+        _unwrapped_step(type(optimizer))(optimizer)
+
+
+_DISABLE_CACHE = "__dynamo_disable"
+"""The attribute ``torch._disable_dynamo`` caches a method's disabled function in."""
+_ON_DYNAMO_IMPORT: list[Any] = []
+"""Calls run with the ``torch._dynamo`` module right after it is imported."""
+
+
+def _hooked() -> bool:
+    """Whether the import hook that hands deferred calls to ``torch._dynamo`` is in place."""
+    return any(isinstance(finder, _ImportHook) for finder in sys.meta_path)
+
+
+def _step_is_wrapped(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether the wrapping of ``optimizer.step()`` would do anything (then the library call runs)."""
+    import torch
+
+    optim_module = sys.modules["torch.optim.optimizer"]  # imported: an optimizer exists
+    return bool(
+        optimizer.defaults.get("differentiable")
+        or optimizer._optimizer_step_pre_hooks
+        or optimizer._optimizer_step_post_hooks
+        or optim_module._global_optimizer_pre_hooks
+        or optim_module._global_optimizer_post_hooks
+        or torch.compiler.is_compiling()
+        or torch.autograd.profiler._is_profiler_enabled
+    )
+
+
+@functools.cache
+def _unwrapped_step(cls: type) -> Any:
+    """The optimizer class's own ``step`` body, under torch's wrappers."""
+    import inspect
+
+    return inspect.unwrap(cls.step)
+
+
+def _forget_disable(fn: Any, dynamo: Any) -> None:
+    if vars(fn).get(_DISABLE_CACHE) is fn:
+        delattr(fn, _DISABLE_CACHE)
+
+
+def _allow_in_graph(fn: Any) -> Any:
+    """``torch.compiler.allow_in_graph`` without importing Dynamo first (see above)."""
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is not None and hasattr(dynamo, "allow_in_graph"):
+        return dynamo.allow_in_graph(fn)
+    _ON_DYNAMO_IMPORT.append(lambda module: module.allow_in_graph(fn))
+    return fn
+
+
+def _assume_constant_result(fn: Any) -> Any:
+    """``torch.compiler.assume_constant_result``: the mark Dynamo's own sets, without importing it."""
+    fn._dynamo_marked_constant = True
+    return fn
+
+
+class _ImportHook:
+    """A ``sys.meta_path`` finder that wraps two imports: ``tensordict`` and ``torch._dynamo``."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name not in ("tensordict", "torch._dynamo"):
+            return None
+        import importlib.util
+
+        sys.meta_path.remove(self)  # find the real spec with the other finders
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            if name == "tensordict":
+                sys.meta_path.insert(0, self)  # still needed for torch._dynamo
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+        # this spec's own loader (one per module): its import runs inside the wrapper
+        spec.loader.exec_module = functools.partial(  # type: ignore[method-assign]
+            _import_tensordict if name == "tensordict" else _import_dynamo, run
+        )
+        return spec
+
+
+def _import_tensordict(run: Any, module: Any) -> None:
+    """Run ``tensordict``'s import with the two markers replaced, then put torch's back."""
+    import torch.compiler
+
+    real = torch.compiler.allow_in_graph, torch.compiler.assume_constant_result
+    torch.compiler.allow_in_graph, torch.compiler.assume_constant_result = (
+        _allow_in_graph,
+        _assume_constant_result,
+    )
+    try:
+        run(module)
+    finally:
+        torch.compiler.allow_in_graph, torch.compiler.assume_constant_result = real
+
+
+def _import_dynamo(run: Any, module: Any) -> None:
+    """Run ``torch._dynamo``'s import, then hand every deferred call over to it."""
+    run(module)
+    for hook in [f for f in sys.meta_path if isinstance(f, _ImportHook)]:
+        sys.meta_path.remove(hook)
+    for call in _ON_DYNAMO_IMPORT:
+        call(module)
+    _ON_DYNAMO_IMPORT.clear()

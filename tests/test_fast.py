@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -204,3 +205,94 @@ def test_exit_process_ends_the_process_as_sys_exit_does(code, returncode, stderr
     fast_run, library_run = _exit(code, "1"), _exit(code, "0")
     assert fast_run == library_run
     assert fast_run == (returncode, "buffered thread joined\natexit ran\n", stderr, False)
+
+
+# ------------------------------------------------------------------------------ imports
+
+_DYNAMO_MARKS = """
+import json, sys
+import torch
+import rlpipe.trainer
+from rlpipe import fast
+from rlpipe.algorithms.optim import build_optimizer
+net = torch.nn.Linear(3, 2)
+opt = build_optimizer("adam", net.parameters(), 1e-3)
+net(torch.ones(4, 3)).sum().backward()
+fast.optimizer_step(opt)
+opt.zero_grad(set_to_none=True)
+opt.load_state_dict(opt.state_dict())
+before = "torch._dynamo" in sys.modules
+import torch._dynamo
+from torch._dynamo import trace_rules
+import tensordict._lazy as lazy, tensordict._td as td, tensordict.utils as u
+fns = [u._add_batch_dim_c, lazy._add_batch_dim, lazy._remove_batch_dim,
+       td._add_batch_dim, td._remove_batch_dim]
+raw = [m.__wrapped__ for m in (torch.optim.Optimizer.zero_grad, torch.optim.Optimizer.state_dict)]
+print(json.dumps({"dynamo_before_compiling": before,
+                  "allowed_in_graph": [id(f) in trace_rules._allowed_callable_ids for f in fns],
+                  "marked_constant": getattr(u._lock_warn, "_dynamo_marked_constant", False),
+                  "disables_are_dynamos": [vars(f).get("__dynamo_disable") is not f for f in raw]}))
+"""
+
+
+@pytest.mark.parametrize("fast_on", [True, False])
+def test_dynamo_is_imported_only_to_compile_and_then_holds_what_the_library_gives_it(fast_on):
+    """With the switch on, a trainer's imports and optimizer steps import no Dynamo; once Dynamo is
+    imported, tensordict's functions are allowed in graph and marked constant, and the optimizer's
+    ``_disable_dynamo`` methods use Dynamo's disable, exactly as with the library calls."""
+    env = {**os.environ, "RLPIPE_FAST": "1" if fast_on else "0"}
+    out = subprocess.run(
+        [sys.executable, "-c", _DYNAMO_MARKS], capture_output=True, text=True, env=env, check=True
+    ).stdout
+    got = json.loads(out.splitlines()[-1])
+    assert got["allowed_in_graph"] == [True] * 5 and got["marked_constant"] is True
+    assert got["disables_are_dynamos"] == [True, True]
+    assert got["dynamo_before_compiling"] is not fast_on
+
+
+def _stepped(name: str, kwargs: dict, step) -> tuple[list[torch.Tensor], dict]:
+    """Parameters and optimizer state after three steps of ``step(optimizer)`` on fixed gradients."""
+    from rlpipe.algorithms.optim import build_optimizer
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 3))
+    optimizer = build_optimizer(name, net.parameters(), 1e-2, kwargs)
+    for i in range(3):
+        net(torch.randn(11, 5, generator=torch.Generator().manual_seed(i))).pow(2).sum().backward()
+        step(optimizer)
+        optimizer.zero_grad(set_to_none=True)
+    return [p.detach().clone() for p in net.parameters()], optimizer.state_dict()
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs"),
+    [
+        ("adam", {}),
+        ("adam", {"foreach": True}),
+        ("adamw", {"amsgrad": True}),
+        ("sgd", {"momentum": 0.9}),
+        ("rmsprop", {}),
+    ],
+)
+def test_optimizer_step_is_the_library_step_bit_for_bit(name, kwargs, monkeypatch):
+    monkeypatch.setattr(fast, "ENABLED", True)
+    library = _stepped(name, kwargs, lambda optimizer: optimizer.step())
+    fast_path = _stepped(name, kwargs, fast.optimizer_step)
+    assert all(torch.equal(a, b) for a, b in zip(library[0], fast_path[0]))
+    assert library[1]["param_groups"] == fast_path[1]["param_groups"]
+    for key, state in library[1]["state"].items():
+        other = fast_path[1]["state"][key]
+        assert state.keys() == other.keys() and all(torch.equal(v, other[k]) for k, v in state.items())
+
+
+def test_optimizer_step_leaves_a_hooked_optimizer_to_the_library(monkeypatch):
+    monkeypatch.setattr(fast, "ENABLED", True)
+    from rlpipe.algorithms.optim import build_optimizer
+
+    net = torch.nn.Linear(2, 1)
+    optimizer = build_optimizer("adam", net.parameters(), 1e-2)
+    calls = []
+    optimizer.register_step_post_hook(lambda *args: calls.append(args))
+    net(torch.ones(1, 2)).sum().backward()
+    fast.optimizer_step(optimizer)
+    assert len(calls) == 1

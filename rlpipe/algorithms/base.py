@@ -28,6 +28,7 @@ import gymnasium as gym
 import torch
 from tensordict import TensorDict
 
+from rlpipe import fast
 from rlpipe.algorithms import optim, sequences
 from rlpipe.algorithms.augmentation import shift_images
 from rlpipe.algorithms.finite import GradientCheck
@@ -329,7 +330,7 @@ class BaseAlgorithm(ABC):
             scaler.step(self.optimizer)
             scaler.update()
         else:  # what a disabled GradScaler's step does, without its wrappers
-            self.optimizer.step()
+            fast.optimizer_step(self.optimizer)
         self.optimizer.zero_grad(set_to_none=True)
 
     def _sync_only_step(self, params: list[torch.nn.Parameter]) -> None:

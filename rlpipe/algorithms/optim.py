@@ -9,6 +9,7 @@ from typing import Any, TypeAlias
 
 import torch
 
+from rlpipe import fast
 from rlpipe.config import ConfigError
 
 __all__ = [
@@ -61,6 +62,7 @@ def build_optimizer(
     kwargs = dict(kwargs or {})
     if "fused" not in kwargs and "foreach" not in kwargs:
         kwargs["fused" if name in FUSED else "foreach"] = True
+    fast.defer_dynamo_disables(torch.optim.Optimizer)
     return OPTIMIZERS[name](params, lr=lr, **kwargs)
 
 

@@ -33,6 +33,7 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 
+from rlpipe import fast
 from rlpipe.algorithms.gae import generalized_advantage_estimate
 from rlpipe.algorithms.normalization import RewardNormalizer, RunningMeanStd
 from rlpipe.algorithms.schedules import Schedule
@@ -255,7 +256,7 @@ class RND:
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             average_gradients(list(net.parameters()))
-            optimizer.step()
+            fast.optimizer_step(optimizer)
         return {name: loss.detach() for name, loss in losses.items()}
 
     def losses(self, obs: torch.Tensor | TensorDict, returns: torch.Tensor | None) -> dict[str, torch.Tensor]:

@@ -6,8 +6,9 @@ LeRobot key                         dtype, shape               from the episode
 ``observation.state``               float32 ``[D]``            the actor's vector groups, concatenated in
                                                                the space's order (flat obs: the vector)
 ``observation.environment_state``   float32 ``[E]``            the privileged (critic-only) vector groups
-``observation.images.<group>``      video/image ``[H, W, C]``  an image group ``[K·C, H, W]``: the newest
-                                                               frame of the stack (its last C channels)
+``observation.images.<group>``      video/image ``[H, W, 3]``  an image group ``[K·C, H, W]``: the newest
+                                                               frame of the stack (its last C channels;
+                                                               gray repeated into R = G = B)
 ``action``                          float32 ``[A]`` (Box) or   the executed action, or the policy mean
                                     int64 (Discrete)
 ``next.reward``                     float32                    the reward of the step
@@ -26,6 +27,10 @@ rlpipe's extras stay under ``rl.``: LeRobot treats every key starting with ``act
 and every key starting with ``observation`` as an input. In the data parquet a shape ``(1,)``
 feature is a plain column and a vector a fixed-size list, as ``datasets`` writes ``Value`` and
 ``List(length=D)``; the schema carries the ``datasets`` feature metadata so Hub tools read it.
+
+Every camera is written with 3 channels: LeRobot's readers, stats and edit tools take image features
+as RGB (its per-camera stats must be ``[3, 1, 1]``), so a gray frame becomes three identical channels,
+each one the stored gray value exactly, as PNG and as video alike.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ if TYPE_CHECKING:
 __all__ = ["Camera", "Layout", "layout_of"]
 
 STATE, ENV_STATE, ACTION = "observation.state", "observation.environment_state", "action"
+RGB = 3
+"""The channels of every camera frame written (LeRobot takes image features as RGB)."""
 _LEROBOT_OWN = {
     "timestamp": "float32",
     "frame_index": "int64",
@@ -57,20 +64,19 @@ _LEROBOT_OWN = {
 
 @dataclass(frozen=True)
 class Camera:
-    """One image group as a LeRobot camera: the newest ``channels`` of the stack, stored HWC."""
+    """One image group as a LeRobot camera: the newest ``channels`` of the stack, stored HWC RGB."""
 
     group: str
     key: str
-    channels: int  # channels of one frame in the store (1 or 3)
+    channels: int  # channels of one frame in the store (1: gray, 3: RGB)
     height: int
     width: int
-    stored_channels: int  # channels written: 3 in video (gray repeated), ``channels`` as PNG
 
     def frames(self, observations: np.ndarray) -> np.ndarray:
-        """``[L, K·C, H, W]`` → the newest frame of each stack, ``[L, H, W, stored_channels]`` uint8."""
+        """``[L, K·C, H, W]`` → the newest frame of each stack, ``[L, H, W, 3]`` uint8 (gray: R = G = B)."""
         newest = np.asarray(observations)[:, -self.channels :].transpose(0, 2, 3, 1)
-        if self.stored_channels != self.channels:
-            newest = np.repeat(newest, self.stored_channels, axis=-1)
+        if self.channels != RGB:
+            newest = np.repeat(newest, RGB, axis=-1)
         return np.ascontiguousarray(newest, dtype=np.uint8)
 
 
@@ -195,15 +201,10 @@ def _action_feature(space: gym.Space) -> tuple[dict, str]:
     return {"dtype": dtype, "shape": [size], "names": [f"{ACTION}/{i}" for i in range(size)]}, dtype
 
 
-def _camera(group: str, shape: tuple[int, ...], channels: int, video: bool) -> Camera:
+def _camera(group: str, shape: tuple[int, ...], channels: int) -> Camera:
     _, height, width = shape
     return Camera(
-        group=group,
-        key=f"observation.images.{group}",
-        channels=channels,
-        height=height,
-        width=width,
-        stored_channels=3 if video else channels,
+        group=group, key=f"observation.images.{group}", channels=channels, height=height, width=width
     )
 
 
@@ -216,9 +217,7 @@ def layout_of(source: DatasetSource, *, video: bool, success: bool) -> Layout:
         names: tuple[str | None, ...] = tuple(space.spaces)
     else:
         spaces, names = {None: space}, (None,)
-    cameras = tuple(
-        _camera(g, source.image_shape(g), source.frame_channels[g], video) for g in source.image_groups
-    )
+    cameras = tuple(_camera(g, source.image_shape(g), source.frame_channels[g]) for g in source.image_groups)
     vectors = [g for g in names if g not in source.image_groups]
     env_state = tuple(g for g in vectors if g in source.privileged_groups)
     state = tuple(g for g in vectors if g not in source.privileged_groups)
@@ -230,7 +229,7 @@ def layout_of(source: DatasetSource, *, video: bool, success: bool) -> Layout:
     for cam in cameras:
         features[cam.key] = {
             "dtype": "video" if video else "image",
-            "shape": [cam.height, cam.width, cam.stored_channels],
+            "shape": [cam.height, cam.width, RGB],
             "names": ["height", "width", "channels"],
             "info": encoder_info(cam.height, cam.width, source.fps or 0)
             if video

@@ -116,10 +116,7 @@ def provenance(source: DatasetSource, layout: Layout, selection: Selection | Non
     mapping = {
         "observation.state": groups(layout.state_groups),
         "observation.environment_state": groups(layout.env_state_groups),
-        **{
-            cam.key: {"group": cam.group, "frame": f"the last {cam.channels} channels, CHW → HWC"}
-            for cam in layout.cameras
-        },
+        **{cam.key: {"group": cam.group, "frame": _frame_mapping(cam.channels)} for cam in layout.cameras},
     }
     return {
         "rlpipe_version": __version__,
@@ -132,6 +129,13 @@ def provenance(source: DatasetSource, layout: Layout, selection: Selection | Non
         "selection": _selection(selection),
         "mapping": {k: v for k, v in mapping.items() if v},
     }
+
+
+def _frame_mapping(channels: int) -> str:
+    """How a camera's stored frame became the dataset's RGB frame, in words."""
+    if channels == 1:
+        return "the last channel (gray), CHW → HWC, repeated into 3 identical channels (R = G = B)"
+    return f"the last {channels} channels, CHW → HWC"
 
 
 def _selection(selection: Selection | None) -> dict[str, Any] | None:

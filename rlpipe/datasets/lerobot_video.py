@@ -197,10 +197,10 @@ class CameraVideos:
 
 
 def png_bytes(frame: np.ndarray) -> bytes:
-    """One ``[H, W, C]`` uint8 frame (C = 1 or 3) as PNG bytes (lossless)."""
+    """One ``[H, W, 3]`` uint8 frame as RGB PNG bytes (lossless)."""
     from PIL import Image
 
-    image = Image.fromarray(frame[..., 0] if frame.shape[-1] == 1 else frame)
+    image = Image.fromarray(frame)
     buffer = io.BytesIO()
     image.save(buffer, format="PNG", compress_level=1)
     return buffer.getvalue()

@@ -74,7 +74,7 @@ def test_a_pixel_run_exports_to_lerobot_png_equal_to_its_stores(pixel_run, tmp_p
     info = json.loads((out / "meta/info.json").read_text())
     assert (info["codebase_version"], info["fps"]) == ("v3.0", FPS)
     assert (info["total_episodes"], info["total_frames"]) == (len(expected), sum(lengths))
-    assert info["features"]["observation.images.pixels"]["shape"] == [32, 32, 1]
+    assert info["features"]["observation.images.pixels"]["shape"] == [32, 32, 3]  # gray as R = G = B
     rows = pq.read_table(out / "meta/episodes/chunk-000/file-000.parquet").to_pandas()
     assert list(rows["length"]) == lengths
     assert list(rows["dataset_from_index"]) == list(np.cumsum([0, *lengths[:-1]]))
@@ -89,7 +89,8 @@ def test_a_pixel_run_exports_to_lerobot_png_equal_to_its_stores(pixel_run, tmp_p
         steps = np.arange(len(episode["reward"]))
         np.testing.assert_array_equal(data["timestamp"][part], np.float32(steps / FPS))
         frames = np.stack([np.asarray(Image.open(io.BytesIO(i["bytes"]))) for i in images[part]])
-        np.testing.assert_array_equal(frames, episode["pixels"][:, -1])  # the newest of 2 stacked frames
+        newest = episode["pixels"][:, -1]  # the newest of 2 stacked gray frames, in each of R, G, B
+        np.testing.assert_array_equal(frames, np.repeat(newest[..., None], 3, axis=-1))
 
 
 def test_a_pixel_run_exports_to_lerobot_video_with_one_frame_per_step(pixel_run, tmp_path):

@@ -228,17 +228,35 @@ def test_png_export_keeps_frames_exactly(tmp_path):
         np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(image["bytes"]))), frame)
 
 
-def test_gray_camera_is_one_channel_as_png_and_rgb_as_video(tmp_path):
+@pytest.mark.parametrize("images", ["png", "video"])
+def test_a_gray_camera_is_written_as_lerobot_takes_images_three_equal_channels(tmp_path, images):
+    """LeRobot's stats and edit tools take every image as RGB: stats ``[3, 1, 1]``, shape ``[H, W, 3]``."""
+    eps = group_episodes(channels=1, lengths=(3, 2))
+    write_lerobot(group_source(channels=1), eps, tmp_path / "ds", images=images)
+    info = json.loads((tmp_path / "ds/meta/info.json").read_text())
+    feature = info["features"]["observation.images.camera"]
+    assert (feature["shape"], feature["names"]) == ([H, W, 3], ["height", "width", "channels"])
+    stats = json.loads((tmp_path / "ds/meta/stats.json").read_text())["observation.images.camera"]
+    gray = np.concatenate([e.observations["camera"][:, -1] for e in eps]) / 255.0
+    for key in ("min", "max", "mean", "q50"):
+        assert np.asarray(stats[key]).shape == (3, 1, 1), key
+    np.testing.assert_allclose(np.asarray(stats["mean"]).ravel(), [gray.mean()] * 3)
+    rows = pq.read_table(tmp_path / "ds/meta/episodes/chunk-000/file-000.parquet")
+    assert np.asarray(rows.column("stats/observation.images.camera/std")[0].as_py()).shape == (3, 1, 1)
+    mapping = json.loads((tmp_path / "ds/meta/rlpipe.json").read_text())["mapping"]
+    assert "gray" in mapping["observation.images.camera"]["frame"]
+
+
+def test_a_gray_png_frame_holds_the_stored_gray_in_each_channel_exactly(tmp_path):
     eps = group_episodes(channels=1, lengths=(3, 2))
     write_lerobot(group_source(channels=1), eps, tmp_path / "png", images="png")
     table = pq.read_table(tmp_path / "png/data/chunk-000/file-000.parquet")
-    first = np.asarray(Image.open(io.BytesIO(table.column("observation.images.camera")[0].as_py()["bytes"])))
-    np.testing.assert_array_equal(first, eps[0].observations["camera"][0, -1])
-    info = json.loads((tmp_path / "png/meta/info.json").read_text())
-    assert info["features"]["observation.images.camera"]["shape"] == [H, W, 1]
-    write_lerobot(group_source(channels=1), eps, tmp_path / "video")
-    info = json.loads((tmp_path / "video/meta/info.json").read_text())
-    assert info["features"]["observation.images.camera"]["shape"] == [H, W, 3]
+    images = table.column("observation.images.camera").to_pylist()
+    gray = np.concatenate([e.observations["camera"][:, -1] for e in eps])
+    for image, frame in zip(images, gray, strict=True):
+        decoded = Image.open(io.BytesIO(image["bytes"]))
+        assert decoded.mode == "RGB"
+        np.testing.assert_array_equal(np.asarray(decoded), np.repeat(frame[..., None], 3, axis=-1))
 
 
 def test_stats_per_feature_and_images_per_channel(tmp_path):
