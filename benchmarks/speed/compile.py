@@ -164,7 +164,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
         "--workloads", nargs="+", default=["w1", "massive", "go1"], choices=["w1", "massive", "go1"]
     )

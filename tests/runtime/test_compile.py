@@ -7,6 +7,9 @@ inductor for real, its kernels cached in the test's own ``TORCHINDUCTOR_CACHE_DI
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -176,7 +179,7 @@ def test_compiled_runs_are_bit_identical_resume_and_replay_exactly_and_stay_clos
         ckpt = f"checkpoints/ckpt-{k:06d}.pt"
         assert_same_learner(runs["a"] / ckpt, runs["b"] / ckpt)
         assert_same_learner(runs["a"] / ckpt, tmp_path / "re" / ckpt)
-        assert_same_learner(runs["a"] / ckpt, split.run_dir / ckpt)
+        assert_same_learner(runs["a"] / ckpt, Path(str(split.run_dir)) / ckpt)
     # Eager: the same random draws (the first rollout's actions), float results within rounding.
     compiled, _ = read_rollout(runs["a"] / "rollouts" / "iter-000001.zarr")
     eager, _ = read_rollout(runs["eager"] / "rollouts" / "iter-000001.zarr")
@@ -186,3 +189,30 @@ def test_compiled_runs_are_bit_identical_resume_and_replay_exactly_and_stay_clos
         load_checkpoint(runs[name] / "checkpoints/ckpt-000001.pt")["policy"] for name in ("a", "eager")
     ]
     assert all(torch.allclose(weights[0][k], weights[1][k], atol=1e-5) for k in weights[0])
+
+
+_EAGER_RUN = """
+import sys
+sys.path.insert(0, "tests")
+from _offline_fixtures import tiny_cfg
+from rlpipe.trainer import Trainer
+cfg = tiny_cfg(sys.argv[1], "trainer.iterations=1", "store.enabled=false", "trainer.compile=" + sys.argv[2])
+Trainer(cfg).train()
+print("dynamo, inductor imported:", "torch._dynamo" in sys.modules, "torch._inductor" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("setting", ["off", "auto"])
+def test_a_run_that_compiles_nothing_never_imports_dynamo_or_inductor(setting: str, tmp_path: Path):
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-c", _EAGER_RUN, str(tmp_path), setting],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        check=True,
+    )
+    assert done.stdout.splitlines()[-1] == "dynamo, inductor imported: False False"
+    assert ("compile auto → off" in done.stdout) is (setting == "auto")
