@@ -9,6 +9,11 @@ is an error rather than a silent fall back to Python between graph pieces:
   AOTAutograd) its backward; the optimizer step, gradient clipping and the KL rules stay eager. With
   RND, its networks' losses (``RND.losses``) are compiled too.
 
+A value that changes between calls — the smaller last minibatch of an epoch, GRPO's number of valid
+steps, the entropy coefficient under a schedule, the first observations (made outside inference
+mode) — costs one more trace of its step, after which Dynamo treats it as dynamic: a run traces each
+step at most a few times, never per iteration.
+
 Random draws inside a compiled step are torch's own kernels on the global generator
 (inductor's ``fallback_random``), so a compiled run draws the same random numbers as an eager one
 and two compiled runs on one machine are bit-identical (resume and replay included); the float
