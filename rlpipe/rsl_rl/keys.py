@@ -130,7 +130,7 @@ def _algorithm_keys() -> list[Key]:
         Key("algorithm.max_grad_norm", "`algorithm.cfg.max_grad_norm`", 1.0),
         Key("algorithm.optimizer", "`algorithm.cfg.optimizer`", "adam"),
         Key("algorithm.use_clipped_value_loss", "`algorithm.cfg.clip_value_loss`", True),
-        Key("algorithm.schedule", "`algorithm.cfg.schedule` (`adaptive` | `fixed`)", "adaptive"),
+        Key("algorithm.schedule", "`algorithm.cfg.schedule` (`adaptive` or `fixed`)", "adaptive"),
         Key("algorithm.desired_kl", "`algorithm.cfg.desired_kl`", 0.01),
         Key(
             "algorithm.normalize_advantage_per_mini_batch",

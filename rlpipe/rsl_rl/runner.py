@@ -28,8 +28,8 @@ import torch
 from rlpipe.algorithms import BaseAlgorithm
 from rlpipe.artifacts.atomic import atomic_write, atomic_write_text
 from rlpipe.build import build_algorithm, learner_state
-from rlpipe.envs.backends.rsl_rl_env import RslRlEnv
 from rlpipe.errors import ConfigError
+from rlpipe.rsl_rl.env import RslRlRunnerEnv, randomize_episode_lengths
 from rlpipe.rsl_rl.inference import InferencePolicy, export_policy
 from rlpipe.rsl_rl.train_cfg import params_from_train_cfg
 from rlpipe.trainer import Trainer
@@ -87,7 +87,7 @@ class OnPolicyRunner:
     def _policy_only(self) -> None:
         """The policy and algorithm alone (no run directory): what a play script loads into."""
         cfg = run_config(self.params, self.overrides)
-        wrapped = RslRlEnv(self.env, self.device)
+        wrapped = RslRlRunnerEnv(self.env, self.device)
         self.spaces = (wrapped.observation_space, wrapped.action_space)
         self.alg: BaseAlgorithm = build_algorithm(
             cfg,
@@ -99,7 +99,8 @@ class OnPolicyRunner:
 
     def _start_trainer(self, resume: bool) -> None:
         """A ``Trainer`` on ``log_dir`` (``resume``: continuing the run a previous ``learn`` wrote)."""
-        self.trainer = Trainer.from_params(self.params, self.overrides, env=self.env, resume=resume)
+        self.wrapped = RslRlRunnerEnv(self.env, self.device)
+        self.trainer = Trainer.from_params(self.params, self.overrides, env=self.wrapped, resume=resume)
         self.trainer.add_event("after_checkpoint", self._save_model, name="rsl_rl model_<it>.pt")
         self.alg = self.trainer.algo
         env = self.trainer.env
@@ -125,10 +126,9 @@ class OnPolicyRunner:
             self._start_trainer(resume=True)
             assert self.trainer is not None
         trainer = self.trainer
-        if init_at_random_ep_len:
-            self.env.episode_length_buf = torch.randint_like(
-                self.env.episode_length_buf, high=int(self.env.max_episode_length)
-            )
+        if init_at_random_ep_len:  # now, and again after the first rollout's reset
+            randomize_episode_lengths(self.env)
+            self.wrapped.random_lengths_after_reset = True
         if self._loaded and not resuming:  # replay must start from the loaded weights, not the seed's
             trainer.add_event("run_start", lambda ctx: trainer.save_checkpoint(), name="checkpoint 0")
         self._record_git_state()

@@ -31,6 +31,8 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("runner")
     log_dir = tmp / "logs" / "rsl_rl" / "reach" / "2026-01-01_00-00-00"
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    (log_dir / "params").mkdir(parents=True)  # mjlab writes its configs there before building the runner
+    (log_dir / "params" / "agent.yaml").write_text("seed: 7\n")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MLFLOW_TRACKING_URI", uri)
         env = ReachVecEnv()
@@ -49,6 +51,8 @@ def test_every_rollout_is_stored_in_log_dir(trained: dict[str, Any]) -> None:
     assert attrs["bootstrap"] == "approximate" and attrs["critic_obs_keys"] == ["policy", "critic"]
     assert rollout["obs", "critic"].shape == (NUM_ENVS, 9, 4) and rollout["action"].shape[-1] == NUM_ACTIONS
     assert trained["runner"].current_learning_iteration == 3
+    first, _ = read_rollout(log_dir / "rollouts" / "iter-000001.zarr")
+    assert first["truncated"].any()  # init_at_random_ep_len: some episodes time out in T=8 < LENGTH steps
 
 
 def test_checkpoints_and_rsl_rl_model_files_are_written(trained: dict[str, Any]) -> None:
