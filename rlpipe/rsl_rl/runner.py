@@ -156,10 +156,12 @@ class OnPolicyRunner:
     ) -> Any:
         """Load a file :meth:`save` wrote (or an rlpipe checkpoint); returns its ``infos``.
 
+        The file is read with ``weights_only=True``: ``infos`` holds plain values and tensors.
+
         ``load_cfg``: ``{"optimizer": False}`` keeps the optimizer and schedules, ``{"iteration":
         False}`` the iteration count; the policy (actor and critic) is always loaded.
         """
-        state = torch.load(path, map_location=map_location or "cpu", weights_only=False)
+        state = torch.load(path, map_location=map_location or "cpu", weights_only=True)  # tensors, no code
         if not isinstance(state, dict) or "policy" not in state or "algo" not in state:
             keys = ", ".join(sorted(state)[:4]) if isinstance(state, dict) else type(state).__name__
             raise ConfigError(
