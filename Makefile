@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rlpipe-installed
 
-.PHONY: run test install lint repro exps clean docs
+.PHONY: run test install lint repro exps clean docs test-mjlab
 
 run: $(STAMP)
 	$(BIN)/rlpipe run params.yaml --overwrite
@@ -46,3 +46,24 @@ repro: $(STAMP)
 # (`rlpipe exps --metric KEY` for others, `dvc exp show` for everything).
 exps: $(STAMP)
 	$(BIN)/rlpipe exps
+
+# Lanes: test against the real Isaac Lab / mjlab / lerobot, each in a heavy venv of its own kept outside
+# the repository (one per machine, built once: a stamp), rlpipe reinstalled from this checkout each run.
+LANES_DIR ?= $(HOME)/.cache/rlpipe/lanes
+MJLAB_VENV := $(LANES_DIR)/mjlab
+MJLAB_STAMP := $(MJLAB_VENV)/.mjlab-1.6.0-installed
+
+# mjlab 1.6 (Python 3.11, MuJoCo 3.11: not the default venv's MuJoCo 4) on the CPU: Go1 velocity trained by
+# rlpipe through env.backend: mjlab and through rlpipe.rsl_rl's runner; Warp's compiled kernels are kept.
+test-mjlab: $(MJLAB_STAMP)
+	$(MJLAB_VENV)/bin/python -m pip install -q --no-deps -e .
+	CUDA_VISIBLE_DEVICES= WARP_CACHE_PATH=$(LANES_DIR)/warp-cache-mjlab MUJOCO_GL=egl \
+	  $(MJLAB_VENV)/bin/python -m pytest tests/lanes/mjlab -o addopts='-p no:cacheprovider' -m lane --timeout 1800 -v -rP
+
+$(MJLAB_STAMP):
+	python3.11 -m venv $(MJLAB_VENV)
+	$(MJLAB_VENV)/bin/python -m pip install -q --progress-bar off --upgrade pip
+	$(MJLAB_VENV)/bin/python -m pip install -q --progress-bar off mjlab==1.6.0 torch==2.13.0
+	$(MJLAB_VENV)/bin/python -m pip install -q --progress-bar off -e . pytest pytest-timeout
+	$(MJLAB_VENV)/bin/python -m pip check
+	touch $(MJLAB_STAMP)
