@@ -9,8 +9,8 @@ task, wrapped by mjlab's ``RslRlVecEnvWrapper`` with the task's ``clip_actions``
 both trainers step that object:
 
 * ``rsl_rl``: ``rsl_rl.runners.OnPolicyRunner(env, train_cfg, log_dir=None)`` with the task's own
-  agent config (``asdict`` of mjlab's, as mjlab's train script passes it); one iteration is
-  ``learn(1)``.
+  agent config (``rlpipe.envs.backends.mjlab_env.task_train_cfg``: what mjlab's runner hands
+  rsl_rl's); one iteration is ``learn(1)``.
 * ``rlpipe``: a ``Trainer`` given the same env (``Trainer(cfg, env=…)``), the task's PPO settings
   written as overrides of ``params.yaml`` (the same networks, observation groups and
   normalization, epochs, minibatches, adaptive learning rate), every rollout stored, tracking off,
@@ -29,7 +29,6 @@ import io
 import sys
 import tempfile
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +46,7 @@ from _bench import (
     write_json,
 )
 
+from rlpipe.envs.backends.mjlab_env import task_train_cfg
 from rlpipe.trainer import Trainer
 
 
@@ -71,7 +71,7 @@ def mjlab_env(task: str, num_envs: int, device: str) -> Any:
     cfg, agent = load_env_cfg(task), load_rl_cfg(task)
     cfg.scene.num_envs, cfg.seed = num_envs, agent.seed
     env = ManagerBasedRlEnv(cfg=cfg, device=device)
-    return RslRlVecEnvWrapper(env, clip_actions=agent.clip_actions), asdict(agent)
+    return RslRlVecEnvWrapper(env, clip_actions=agent.clip_actions), task_train_cfg(task)
 
 
 def rlpipe_overrides(

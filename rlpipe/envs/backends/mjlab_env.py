@@ -13,7 +13,7 @@ bootstrap rsl_rl uses, ``extras["log"]`` becomes ``env/<key>`` metrics.
 dicts setting nested fields (``{episode_length_s: 10, scene: {env_spacing: 3.0}}``).
 
 :func:`task_train_cfg` gives the task's rsl_rl agent config as the dict rsl_rl's
-``OnPolicyRunner`` takes (what mjlab's train script passes it), so the task's PPO settings can
+``OnPolicyRunner`` takes (what mjlab's train script and runner pass it), so the task's PPO settings can
 become rlpipe params (``rlpipe.rsl_rl.params_from_train_cfg``).
 
 mjlab is imported here only, when this backend is asked for: it pins its own MuJoCo, so it lives
@@ -68,9 +68,22 @@ def mjlab_tasks() -> list[str]:
 
 
 def task_train_cfg(task: str) -> dict[str, Any]:
-    """The rsl_rl agent config of ``task`` as a dict (``asdict`` of mjlab's runner config)."""
+    """The rsl_rl agent config of ``task`` as the dict rsl_rl's ``OnPolicyRunner`` takes.
+
+    ``asdict`` of mjlab's runner config, less the model keys left unset (``cnn_cfg``,
+    ``distribution_cfg`` null; ``rnn_*`` without an ``rnn_type``), which mjlab's own runner strips
+    before rsl_rl's ``MLPModel`` sees them.
+    """
     _check_task(task)
-    return dataclasses.asdict(mjlab("tasks.registry").load_rl_cfg(task))
+    train_cfg = dataclasses.asdict(mjlab("tasks.registry").load_rl_cfg(task))
+    for model in ("actor", "critic"):
+        cfg = train_cfg.get(model, {})
+        unset = [k for k in ("cnn_cfg", "distribution_cfg", "rnn_type") if cfg.get(k) is None]
+        if "rnn_type" in unset:
+            unset += ["rnn_hidden_dim", "rnn_num_layers"]
+        for key in unset:
+            cfg.pop(key, None)
+    return train_cfg
 
 
 def build_mjlab_env(
