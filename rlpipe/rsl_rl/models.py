@@ -64,6 +64,11 @@ def _network(cfg: TrainCfgReader, name: str) -> dict[str, Any]:
         raise refuse(
             f"{name}.class_name", f"got {class_name!r}; accepted: MLPModel (rlpipe's runner builds MLPs)"
         )
+    for key in ("cnn_cfg", "rnn_type"):  # an MLPModel's config may carry them, null
+        if cfg.get(f"{name}.{key}") is not None:
+            raise refuse(f"{name}.{key}", "accepted: null (rlpipe's runner builds MLPs)")
+    for key in ("rnn_hidden_dim", "rnn_num_layers"):
+        cfg.get(f"{name}.{key}")  # no effect without an RNN
     return {"type": "mlp", "network_cfg": _mlp(cfg, f"{name}.hidden_dims", f"{name}.activation")}
 
 

@@ -87,6 +87,8 @@ def test_absent_keys_take_rsl_rl_defaults_not_rlpipe_ones() -> None:
         ),
         ({"obs_groups": {"actor": ["proprio"]}}, "obs_groups.actor", "'proprio' is not among"),
         ({"check_for_nan": False}, "check_for_nan", "accepted: True"),
+        ({"actor__cnn_cfg": {"output_channels": [8]}}, "actor.cnn_cfg", "accepted: null"),
+        ({"critic__rnn_type": "lstm"}, "critic.rnn_type", "accepted: null"),
         ({"torch_compile_mode": "max-autotune"}, "torch_compile_mode", "accepted: None"),
         ({"class_name": "DistillationRunner"}, "class_name", "accepted: 'OnPolicyRunner'"),
         ({"algorithm__class_name": "Distillation"}, "algorithm.class_name", "rlpipe distill"),
@@ -104,6 +106,14 @@ def test_unsupported_keys_are_refused_in_one_line_naming_them(changes: dict, pat
     message = str(raised.value)
     assert message.startswith(f"train_cfg.{path}: ") and says in message and "\n" not in message
     assert isinstance(raised.value, ValueError)  # exit code 2 through rlpipe's error wrapper
+
+
+def test_null_cnn_and_rnn_keys_of_an_mlp_model_are_accepted() -> None:
+    """mjlab's ``asdict`` of its agent config carries them on every model, null."""
+    nulls = {"cnn_cfg": None, "rnn_type": None, "rnn_hidden_dim": 256, "rnn_num_layers": 1}
+    changes = {f"{model}__{key}": value for model in ("actor", "critic") for key, value in nulls.items()}
+    plain = params_from_train_cfg(train_cfg(), obs_groups=["policy", "critic"])
+    assert params_from_train_cfg(train_cfg(**changes), obs_groups=["policy", "critic"]) == plain
 
 
 def test_rnd_and_symmetry_map_where_rlpipe_has_them() -> None:
