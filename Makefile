@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rlpipe-installed
 
-.PHONY: run test install lint repro exps clean docs test-lerobot
+.PHONY: run test install lint repro exps clean docs test-lerobot test-mjlab
 
 run: $(STAMP)
 	$(BIN)/rlpipe run params.yaml --overwrite
@@ -66,3 +66,21 @@ test-lerobot: $(STAMP) $(LEROBOT_STAMP)
 	$(BIN)/python tests/lanes/lerobot/make_exports.py $(LEROBOT_EXPORTS)
 	RLPIPE_LEROBOT_EXPORTS=$(CURDIR)/$(LEROBOT_EXPORTS) $(LEROBOT_LANE)/bin/python -m pytest \
 		tests/lanes/lerobot -m lane -o addopts= -p no:cacheprovider --confcutdir=tests/lanes/lerobot
+
+MJLAB_VENV := $(LANES_DIR)/mjlab
+MJLAB_STAMP := $(MJLAB_VENV)/.mjlab-1.6.0-installed
+
+# mjlab 1.6 (Python 3.11, MuJoCo 3.11: not the default venv's MuJoCo 4) on the CPU: Go1 velocity trained by
+# rlpipe through env.backend: mjlab and through rlpipe.rsl_rl's runner; Warp's compiled kernels are kept.
+test-mjlab: $(MJLAB_STAMP)
+	$(MJLAB_VENV)/bin/python -m pip install -q --no-deps -e .
+	CUDA_VISIBLE_DEVICES= WARP_CACHE_PATH=$(LANES_DIR)/warp-cache-mjlab MUJOCO_GL=egl \
+	  $(MJLAB_VENV)/bin/python -m pytest tests/lanes/mjlab -o addopts='-p no:cacheprovider' -m lane --timeout 1800 -v -rP
+
+$(MJLAB_STAMP):
+	python3.11 -m venv $(MJLAB_VENV)
+	$(MJLAB_VENV)/bin/python -m pip install -q --progress-bar off --upgrade pip
+	$(MJLAB_VENV)/bin/python -m pip install -q --progress-bar off mjlab==1.6.0 torch==2.13.0
+	$(MJLAB_VENV)/bin/python -m pip install -q --progress-bar off -e . pytest pytest-timeout
+	$(MJLAB_VENV)/bin/python -m pip check
+	touch $(MJLAB_STAMP)

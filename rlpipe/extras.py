@@ -41,6 +41,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "warp": ("warp-lang", "warp"),
     "minari": ("minari", "minari"),
     "h5py": ("h5py", "minari"),
+    "mjlab": ("mjlab", "mjlab"),
 }
 """``{import name: (distribution, extra)}`` of every optional package rlpipe imports."""
 ONNX_EXPORT = ("onnx", "onnxscript", "onnxruntime")

@@ -52,8 +52,11 @@ import math
 import os
 import struct
 import sys
+from collections.abc import Callable
+from importlib.machinery import ModuleSpec
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 if TYPE_CHECKING:
     import numpy as np
@@ -464,20 +467,23 @@ def optimizer_step(optimizer: torch.optim.Optimizer) -> None:
     mode set to ``defaults["differentiable"]`` and two ``torch._dynamo.graph_break()`` calls (which
     import ``torch._dynamo``), around the optimizer's own ``step`` body. Fast path, where none of
     that wrapping does anything (no step hooks registered, not differentiable, not compiling, no
-    profiler running): the body itself under ``torch.no_grad()``.
+    profiler running) and ``step`` is wrapped by torch alone: the body itself under
+    ``torch.no_grad()``. A ``step`` that anyone else replaced or wrapped is called as it is.
     """
     import torch
 
-    if not ENABLED or _step_is_wrapped(optimizer):
+    body = _step_body(optimizer) if ENABLED else None
+    if body is None or _step_is_wrapped(optimizer):
         optimizer.step()
         return
     with torch.no_grad():
-        _unwrapped_step(type(optimizer))(optimizer)
+        body(optimizer)
 
 
+F = TypeVar("F", bound=Callable[..., object])
 _DISABLE_CACHE = "__dynamo_disable"
 """The attribute ``torch._disable_dynamo`` caches a method's disabled function in."""
-_ON_DYNAMO_IMPORT: list[Any] = []
+_ON_DYNAMO_IMPORT: list[Callable[[ModuleType], object]] = []
 """Calls run with the ``torch._dynamo`` module right after it is imported."""
 
 
@@ -502,20 +508,33 @@ def _step_is_wrapped(optimizer: torch.optim.Optimizer) -> bool:
     )
 
 
-@functools.cache
-def _unwrapped_step(cls: type) -> Any:
-    """The optimizer class's own ``step`` body, under torch's wrappers."""
-    import inspect
+def _step_body(optimizer: torch.optim.Optimizer) -> Callable[..., object] | None:
+    """The optimizer class's own ``step`` under torch's two wrappers; ``None`` if anything else wraps it."""
+    from torch.optim import Optimizer
+    from torch.optim.optimizer import _use_grad_for_differentiable
 
-    return inspect.unwrap(cls.step)
+    if "step" in vars(optimizer):  # replaced on the instance (a profiler, a test counting steps)
+        return None
+    torch_wrappers = (
+        Optimizer.profile_hook_step(_no_op).__code__,
+        _use_grad_for_differentiable(_no_op).__code__,
+    )
+    step = type(optimizer).step
+    while getattr(step, "__code__", None) in torch_wrappers:
+        step = step.__wrapped__
+    return None if hasattr(step, "__wrapped__") else step
 
 
-def _forget_disable(fn: Any, dynamo: Any) -> None:
+def _no_op() -> None:
+    """Stands in for a step to read the code object of torch's step wrappers."""
+
+
+def _forget_disable(fn: Callable[..., object], dynamo: ModuleType) -> None:
     if vars(fn).get(_DISABLE_CACHE) is fn:
         delattr(fn, _DISABLE_CACHE)
 
 
-def _allow_in_graph(fn: Any) -> Any:
+def _allow_in_graph(fn: F) -> F:
     """``torch.compiler.allow_in_graph`` without importing Dynamo first (see above)."""
     dynamo = sys.modules.get("torch._dynamo")
     if dynamo is not None and hasattr(dynamo, "allow_in_graph"):
@@ -524,7 +543,7 @@ def _allow_in_graph(fn: Any) -> Any:
     return fn
 
 
-def _assume_constant_result(fn: Any) -> Any:
+def _assume_constant_result(fn: F) -> F:
     """``torch.compiler.assume_constant_result``: the mark Dynamo's own sets, without importing it."""
     fn._dynamo_marked_constant = True
     return fn
@@ -533,7 +552,7 @@ def _assume_constant_result(fn: Any) -> Any:
 class _ImportHook:
     """A ``sys.meta_path`` finder that wraps two imports: ``tensordict`` and ``torch._dynamo``."""
 
-    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+    def find_spec(self, name: str, path: object, target: object = None) -> ModuleSpec | None:
         if name not in ("tensordict", "torch._dynamo"):
             return None
         import importlib.util
@@ -554,7 +573,7 @@ class _ImportHook:
         return spec
 
 
-def _import_tensordict(run: Any, module: Any) -> None:
+def _import_tensordict(run: Callable[[ModuleType], None], module: ModuleType) -> None:
     """Run ``tensordict``'s import with the two markers replaced, then put torch's back."""
     import torch.compiler
 
@@ -569,7 +588,7 @@ def _import_tensordict(run: Any, module: Any) -> None:
         torch.compiler.allow_in_graph, torch.compiler.assume_constant_result = real
 
 
-def _import_dynamo(run: Any, module: Any) -> None:
+def _import_dynamo(run: Callable[[ModuleType], None], module: ModuleType) -> None:
     """Run ``torch._dynamo``'s import, then hand every deferred call over to it."""
     run(module)
     for hook in [f for f in sys.meta_path if isinstance(f, _ImportHook)]:

@@ -6,7 +6,8 @@ auto``; another backend looks in its own place only): ``module:attr`` plugins
 gymnasium ids with a vectorized class of their own such as CartPole-v1
 (:class:`~rlpipe.envs.backends.gym_vector.GymnasiumVectorEnv`), envpool's ids
 (:class:`~rlpipe.envs.backends.envpool_env.EnvpoolEnv`), gymnasium's registry
-(:class:`~rlpipe.envs.backends.gym_adapter.GymnasiumEnv`). Every user mistake becomes a one-line
+(:class:`~rlpipe.envs.backends.gym_adapter.GymnasiumEnv`); ``backend: mjlab`` builds an mjlab task
+(:mod:`rlpipe.envs.backends.mjlab_env`). Every user mistake becomes a one-line
 :class:`~rlpipe.config.ConfigError` naming the key path (``env.id`` or ``env.cfg.<key>``) and what
 is accepted.
 """
@@ -33,7 +34,7 @@ from rlpipe.extras import VIDEO, is_installed, require, require_all
 
 __all__ = ["BACKENDS", "build_env", "build_eval_env", "register_env", "registered_env_ids"]
 
-BACKENDS = ("auto", "torch", "envpool", "gymnasium")
+BACKENDS = ("auto", "torch", "envpool", "gymnasium", "mjlab")
 
 EnvT = TypeVar("EnvT", bound=type[BatchedEnv])
 
@@ -111,6 +112,10 @@ def build_env(
     cfg = dict(cfg or {})
     if backend not in BACKENDS:
         raise ConfigError(f"env.backend: got {backend!r}; accepted: {', '.join(BACKENDS)}")
+    if backend == "mjlab":  # an mjlab task id; mjlab is imported only here
+        from rlpipe.envs.backends.mjlab_env import build_mjlab_env
+
+        return build_mjlab_env(env_id, num_envs, device, cfg)
     _import_builtins(env_id)
     if is_plugin_id(env_id):
         return build_plugin_env(

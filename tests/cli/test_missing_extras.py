@@ -44,6 +44,12 @@ TINY = ("tracking.backend=none", "trainer.num_envs=4", "trainer.buffer_size=4", 
             "env.cfg.engine: warp needs mujoco-warp: pip install 'rlpipe[warp]'",
         ),
         (
+            "mjlab",
+            ["env.backend=mjlab", "env.id=Mjlab-Velocity-Flat-Unitree-Go1"],
+            "env.backend: mjlab needs mjlab: pip install 'rlpipe[mjlab]' "
+            "in a virtualenv where mjlab's MuJoCo pin fits (docs: mjlab)",
+        ),
+        (
             "imageio_ffmpeg",
             ["eval.video=true"],
             "eval.video needs imageio-ffmpeg: pip install 'rlpipe[video]'",
