@@ -212,8 +212,9 @@ class EnvCfg(StrictModel):
     """A registered torch env (``CartPole``, ``Pendulum``), an envpool id (``HalfCheetah-v5``,
     ``CheetahRun-v1``, ``PandaPickCube-v1``), a gymnasium id (``CartPole-v1``), an ``rlpipe.envs``
     entry point, or ``package.module:ClassOrFactory`` (``rlpipe envs`` lists them)."""
-    backend: Literal["auto", "torch", "envpool", "gymnasium"] = "auto"
-    """Who simulates ``id``: ``auto`` tries the torch registry, then envpool, then gymnasium."""
+    backend: Literal["auto", "torch", "envpool", "gymnasium", "isaaclab"] = "auto"
+    """Who simulates ``id``: ``auto`` tries the torch registry, then envpool, then gymnasium;
+    ``isaaclab`` builds an Isaac Lab task (``Isaac-Cartpole``; docs: Isaac Lab)."""
     cfg: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments of the env's constructor (unknown ones are errors)."""
 

@@ -33,7 +33,7 @@ from rlpipe.extras import VIDEO, is_installed, require, require_all
 
 __all__ = ["BACKENDS", "build_env", "build_eval_env", "register_env", "registered_env_ids"]
 
-BACKENDS = ("auto", "torch", "envpool", "gymnasium")
+BACKENDS = ("auto", "torch", "envpool", "gymnasium", "isaaclab")
 
 EnvT = TypeVar("EnvT", bound=type[BatchedEnv])
 
@@ -111,6 +111,8 @@ def build_env(
     cfg = dict(cfg or {})
     if backend not in BACKENDS:
         raise ConfigError(f"env.backend: got {backend!r}; accepted: {', '.join(BACKENDS)}")
+    if backend == "isaaclab":
+        return _isaaclab(env_id, num_envs, device, cfg)
     _import_builtins(env_id)
     if is_plugin_id(env_id):
         return build_plugin_env(
@@ -180,6 +182,13 @@ def _envpool_knows(env_id: str, required: bool) -> bool:
     if env_id in shipped_envpool_ids():
         require("envpool", f"env.id: {env_id}")
     return False
+
+
+def _isaaclab(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any]) -> BatchedEnv:
+    """An Isaac Lab task (:mod:`rlpipe.envs.backends.isaaclab_env`, imported only for this backend)."""
+    from rlpipe.envs.backends.isaaclab_env import build_isaaclab_env
+
+    return build_isaaclab_env(env_id, num_envs, device, cfg)
 
 
 def _envpool(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any]) -> BatchedEnv:

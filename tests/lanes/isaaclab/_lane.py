@@ -1,0 +1,56 @@
+"""What the Isaac Lab lane's tests share: running rlpipe in a fresh process, and the checks on a run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from _offline_fixtures import assert_same_learner
+
+ROOT = Path(__file__).resolve().parents[3]
+TASK = "Isaac-Cartpole"
+NUM_ENVS = 16
+TIMEOUT_S = 1800
+"""Per process: a cold Warp kernel cache costs minutes on a 2-core machine."""
+
+
+def run(*args: str | Path | int, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python args…`` in a fresh process (Isaac Lab: one simulation per process); it must succeed."""
+    result = subprocess.run(
+        [sys.executable, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        cwd=cwd,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    return result
+
+
+def assert_every_rollout_stored(run_dir: Path, iterations: int) -> None:
+    """One ``iter-NNNNNN.zarr`` per iteration, none missing."""
+    stored = sorted(p.name for p in (run_dir / "rollouts").glob("iter-*.zarr"))
+    assert stored == [f"iter-{k:06d}.zarr" for k in range(1, iterations + 1)], stored
+
+
+def assert_replay_bit_exact(run_dir: Path, out: Path) -> None:
+    """``rlpipe replay`` of the run: every checkpoint it writes equals the online run's, bit for bit."""
+    run("-m", "rlpipe", "replay", run_dir, "--out", out)
+    replayed = sorted((out / "checkpoints").glob("ckpt-*.pt"))
+    assert replayed, f"rlpipe replay wrote no checkpoint under {out}"
+    for checkpoint in replayed:
+        assert_same_learner(checkpoint, run_dir / "checkpoints" / checkpoint.name)
+
+
+def assert_mlflow_run(uri: str, metric: str = "update/policy_loss") -> None:
+    """A finished MLflow run at ``uri`` holding ``metric``."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
+    assert len(runs) == 1, [r.info.run_id for r in runs]
+    assert runs[0].info.status == "FINISHED"
+    assert metric in runs[0].data.metrics, sorted(runs[0].data.metrics)
