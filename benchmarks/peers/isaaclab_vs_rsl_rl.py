@@ -33,7 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the
 from _bench import DEFAULT_PARAMS, NEVER, load_cfg, start_quietly, write_json
 
 from rlpipe.envs.backends.isaaclab_env import build_isaaclab_env, task_configs
+from rlpipe.runtime.seeding import seed_everything
 from rlpipe.trainer import Trainer
+
+SEED = 42
 
 
 def rlpipe_overrides(
@@ -115,6 +118,7 @@ def main() -> None:
     args = parser.parse_args()
     _, agent_cfg = task_configs(args.task)
     train_cfg = agent_cfg.to_dict()
+    seed_everything(SEED)  # the env takes the seed torch was given, as in a run
     env = build_isaaclab_env(args.task, args.num_envs, args.device)
     steps = args.iterations * int(train_cfg["num_steps_per_env"]) * args.num_envs
     results: dict[str, Any] = {"task": args.task, "num_envs": args.num_envs, "device": args.device}

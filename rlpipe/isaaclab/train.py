@@ -89,7 +89,8 @@ def isaaclab_params(
     hydra_overrides: list[str] | None = None,
 ) -> dict[str, Any]:
     """The rlpipe params of Isaac Lab ``task`` trained with its rsl_rl ``train_cfg`` (module docstring)."""
-    from rlpipe.rsl_rl import params_from_train_cfg
+    # the drop-in runner's package maps rsl_rl's train_cfg onto params (the ignore: it merges separately)
+    from rlpipe.rsl_rl import params_from_train_cfg  # pyright: ignore[reportMissingImports]
 
     params = params_from_train_cfg(train_cfg)
     env: dict[str, Any] = {"id": task, "backend": "isaaclab"}

@@ -63,8 +63,10 @@ def task_configs(task: str, overrides: list[str] | None = None) -> tuple[Any, An
     """
     require_isaaclab(f"env.id: {task}")
     import gymnasium as gym
-    import isaaclab_tasks  # noqa: F401  (registers the tasks with gymnasium)
-    from isaaclab_tasks.utils import resolve_task_config
+
+    # Isaac Lab lives in its own Python 3.12 venv, not the one rlpipe is type-checked in:
+    import isaaclab_tasks  # noqa: F401  # pyright: ignore[reportMissingImports]  (registers the tasks)
+    from isaaclab_tasks.utils import resolve_task_config  # pyright: ignore[reportMissingImports]
 
     name = task.split(":")[-1]
     if name not in gym.envs.registry:
@@ -113,7 +115,7 @@ def build_isaaclab_env(
     env_cfg, agent_cfg = task_configs(task, options["overrides"])
     env_cfg.scene.num_envs = int(num_envs)
     env_cfg.sim.device = _isaac_device(device)
-    env_cfg.seed = int(torch.initial_seed())
+    env_cfg.seed = int(torch.initial_seed() % 2**32)  # Isaac Lab seeds numpy too: 0 to 2**32 - 1
     clip = options.get("clip_actions", getattr(agent_cfg, "clip_actions", None))
     launched = contextlib.ExitStack()
     try:
@@ -127,8 +129,10 @@ def build_isaaclab_env(
 def _make(task: str, env_cfg: Any, launched: contextlib.ExitStack, clip_actions: float | None) -> Any:
     """``launch_simulation`` (held by ``launched``) → ``gym.make`` → ``RslRlVecEnvWrapper``."""
     import gymnasium as gym
-    from isaaclab.app import add_launcher_args, launch_simulation
-    from isaaclab_rl.rsl_rl import RslRlVecEnvWrapper
+
+    # Isaac Lab lives in its own Python 3.12 venv, not the one rlpipe is type-checked in:
+    from isaaclab.app import add_launcher_args, launch_simulation  # pyright: ignore[reportMissingImports]
+    from isaaclab_rl.rsl_rl import RslRlVecEnvWrapper  # pyright: ignore[reportMissingImports]
 
     parser = argparse.ArgumentParser(add_help=False)
     add_launcher_args(parser)  # Isaac Lab's own launcher defaults, as its train script parses them

@@ -37,12 +37,12 @@ def assert_every_rollout_stored(run_dir: Path, iterations: int) -> None:
 
 
 def assert_replay_bit_exact(run_dir: Path, out: Path) -> None:
-    """``rlpipe replay`` of the run: every checkpoint it writes equals the online run's, bit for bit."""
+    """``rlpipe replay`` of the run: each checkpoint the online run kept is matched bit for bit."""
     run("-m", "rlpipe", "replay", run_dir, "--out", out)
-    replayed = sorted((out / "checkpoints").glob("ckpt-*.pt"))
-    assert replayed, f"rlpipe replay wrote no checkpoint under {out}"
-    for checkpoint in replayed:
-        assert_same_learner(checkpoint, run_dir / "checkpoints" / checkpoint.name)
+    online = sorted((run_dir / "checkpoints").glob("ckpt-*.pt"))
+    assert online, f"the run kept no checkpoint under {run_dir}"
+    for checkpoint in online:
+        assert_same_learner(out / "checkpoints" / checkpoint.name, checkpoint)
 
 
 def assert_mlflow_run(uri: str, metric: str = "update/policy_loss") -> None:
