@@ -29,6 +29,7 @@ import torch
 from rlpipe.config import ConfigError
 from rlpipe.envs.backends.rsl_rl_env import RslRlEnv
 from rlpipe.extras import is_installed
+from rlpipe.runtime.seeding import restore_rng_state, rng_state
 
 __all__ = [
     "AGENT_ENTRY_POINT",
@@ -58,7 +59,9 @@ def require_isaaclab(feature: str) -> None:
 def task_configs(task: str, overrides: list[str] | None = None) -> tuple[Any, Any]:
     """``(env_cfg, agent_cfg)`` of ``task`` as Isaac Lab resolves them (its task registry, Hydra overrides).
 
-    ``agent_cfg`` is the task's ``RslRlOnPolicyRunnerCfg`` (``.to_dict()`` is rsl_rl's train_cfg).
+    ``agent_cfg`` is the task's ``RslRlOnPolicyRunnerCfg`` brought to the installed rsl_rl's form
+    (``handle_deprecated_rsl_rl_cfg``, as Isaac Lab's train script does), so ``.to_dict()`` is the
+    train_cfg Isaac Lab hands rsl_rl's runner.
     An unknown task is a one-line ConfigError naming ``env.id``.
     """
     require_isaaclab(f"env.id: {task}")
@@ -66,13 +69,18 @@ def task_configs(task: str, overrides: list[str] | None = None) -> tuple[Any, An
 
     # Isaac Lab lives in its own Python 3.12 venv, not the one rlpipe is type-checked in:
     import isaaclab_tasks  # noqa: F401  # pyright: ignore[reportMissingImports]  (registers the tasks)
+    from isaaclab_rl.rsl_rl import (  # pyright: ignore[reportMissingImports]
+        check_rsl_rl_version,
+        handle_deprecated_rsl_rl_cfg,
+    )
     from isaaclab_tasks.utils import resolve_task_config  # pyright: ignore[reportMissingImports]
 
     name = task.split(":")[-1]
     if name not in gym.envs.registry:
         known = sorted(i for i in gym.envs.registry if i.startswith("Isaac-"))
         raise ConfigError(f"env.id: unknown Isaac Lab task {task!r}; accepted: {', '.join(known[:8])}, …")
-    return resolve_task_config(task, AGENT_ENTRY_POINT, overrides=list(overrides or []))
+    env_cfg, agent_cfg = resolve_task_config(task, AGENT_ENTRY_POINT, overrides=list(overrides or []))
+    return env_cfg, handle_deprecated_rsl_rl_cfg(agent_cfg, check_rsl_rl_version())
 
 
 class IsaacLabEnv(RslRlEnv):
@@ -104,7 +112,8 @@ def build_isaaclab_env(
     ``cfg`` (``env.cfg``): ``overrides`` (list of Isaac Lab Hydra overrides, default none) and
     ``clip_actions`` (float or null; default: the task's agent config's). The env's seed is the
     run's (``trainer.seed`` + rank, as seeded just before the env is built); each reset re-seeds
-    Isaac Lab with the collector's seed through ``env.seed``.
+    Isaac Lab with the collector's seed through ``env.seed``. The global random states are as
+    before the call: the policy built next gets the initial weights ``rlpipe replay`` rebuilds.
     """
     options = _options(cfg or {})
     if IsaacLabEnv._open is not None:
@@ -117,13 +126,15 @@ def build_isaaclab_env(
     env_cfg.sim.device = _isaac_device(device)
     env_cfg.seed = int(torch.initial_seed() % 2**32)  # Isaac Lab seeds numpy too: 0 to 2**32 - 1
     clip = options.get("clip_actions", getattr(agent_cfg, "clip_actions", None))
-    launched = contextlib.ExitStack()
+    launched, rng = contextlib.ExitStack(), rng_state()
     try:
         vec_env = _make(task, env_cfg, launched, clip)
         return IsaacLabEnv(vec_env, device, launched)
     except BaseException:
         launched.close()
         raise
+    finally:  # Isaac Lab re-seeds and draws while it builds: the policy's initial weights must not see it
+        restore_rng_state(rng)
 
 
 def _make(task: str, env_cfg: Any, launched: contextlib.ExitStack, clip_actions: float | None) -> Any:

@@ -16,7 +16,7 @@ import sys
 import gymnasium as gym
 import isaaclab_tasks  # noqa: F401  (registers the tasks)
 from isaaclab.app import add_launcher_args, launch_simulation
-from isaaclab_rl.rsl_rl import RslRlVecEnvWrapper
+from isaaclab_rl.rsl_rl import RslRlVecEnvWrapper, check_rsl_rl_version, handle_deprecated_rsl_rl_cfg
 from isaaclab_tasks.utils import resolve_task_config
 from rlpipe.rsl_rl import OnPolicyRunner  # the one changed line: was `from rsl_rl.runners import …`
 
@@ -28,6 +28,7 @@ def main(task: str, num_envs: int, iterations: int, log_dir: str, uri: str) -> N
     add_launcher_args(parser)
     args = parser.parse_args(["--device", "cpu", "--viz", "none"])
     env_cfg, agent_cfg = resolve_task_config(task, "rsl_rl_cfg_entry_point", overrides=[])
+    agent_cfg = handle_deprecated_rsl_rl_cfg(agent_cfg, check_rsl_rl_version())
     env_cfg.scene.num_envs = num_envs
     env_cfg.sim.device = agent_cfg.device = "cpu"
     agent_cfg.max_iterations = iterations
