@@ -7,6 +7,7 @@ tests/lanes/isaaclab/); these tests hold in any environment: Isaac Lab is hidden
 from __future__ import annotations
 
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,35 @@ def test_a_second_simulation_in_one_process_is_refused(monkeypatch):
 )
 def test_devices_are_spelled_as_isaaclab_reads_them(device, isaac):
     assert isaaclab_env._isaac_device(device) == isaac
+
+
+class _DrawingVecEnv:
+    """An rsl_rl VecEnv stand-in that re-seeds and draws from torch's global RNG while it is built."""
+
+    num_envs, num_actions, device = 2, 1, "cpu"
+
+    def __init__(self) -> None:
+        torch.manual_seed(0)  # Isaac Lab's configure_seed
+        self.obs = torch.rand(self.num_envs, 3)  # a reset's randomization
+
+    def get_observations(self):
+        return {"policy": self.obs}
+
+    def step(self, actions):
+        raise AssertionError("not stepped here")
+
+
+def test_building_the_env_leaves_the_global_rng_as_it_was(monkeypatch):
+    cfg = types.SimpleNamespace(scene=types.SimpleNamespace(num_envs=0), sim=types.SimpleNamespace(device=""))
+    monkeypatch.setattr(isaaclab_env, "task_configs", lambda task, overrides: (cfg, types.SimpleNamespace()))
+    monkeypatch.setattr(isaaclab_env, "_make", lambda *args: _DrawingVecEnv())
+    torch.manual_seed(123)
+    expected = torch.rand(4)
+    torch.manual_seed(123)
+    env = build_isaaclab_env("Isaac-Cartpole", 2, "cpu", {})
+    try:
+        assert torch.equal(torch.rand(4), expected)  # the policy's initial weights as replay rebuilds them
+        assert (cfg.scene.num_envs, cfg.sim.device, cfg.seed) == (2, "cpu", 123)
+    finally:
+        env.close()
+    assert IsaacLabEnv._open is None
