@@ -84,3 +84,34 @@ $(MJLAB_STAMP):
 	$(MJLAB_VENV)/bin/python -m pip install -q --progress-bar off -e . pytest pytest-timeout
 	$(MJLAB_VENV)/bin/python -m pip check
 	touch $(MJLAB_STAMP)
+
+# Isaac Lab 3.0's lane (docs/isaaclab.md): Isaac Lab in its own Python 3.12 venv under $(LANES_DIR),
+# shared by every checkout on the machine and built once (~8 GB, 15+ minutes; the stamp); each run
+# reinstalls rlpipe from this checkout keeping Isaac Lab's torch (pip check then vouches for the
+# rest), makes the offline cartpole assets, keeps Warp's compiled kernels, and runs
+# tests/lanes/isaaclab/ with the lane's Python.
+PYTHON312 ?= python3.12
+ISAACLAB_VENV  := $(LANES_DIR)/isaaclab
+ISAACLAB_STAMP := $(ISAACLAB_VENV)/.isaaclab-installed
+ISAACLAB_PIP   := $(ISAACLAB_VENV)/bin/python -m pip install -q --progress-bar off
+
+.PHONY: test-isaaclab
+
+$(ISAACLAB_STAMP):
+	$(PYTHON312) -m venv $(ISAACLAB_VENV)
+	$(ISAACLAB_PIP) --upgrade pip
+	$(ISAACLAB_PIP) --only-binary=:all: isaaclab==3.0.0
+	$(ISAACLAB_PIP) --no-deps isaaclab==3.0.0 rsl-rl-lib pin-pink
+	$(ISAACLAB_PIP) hydra-core==1.3.2  # --only-binary backtracked it to a release without hydra.core
+	$(ISAACLAB_VENV)/bin/python -c "import importlib.metadata as m; print('torch==' + m.version('torch'))" \
+	  > $(ISAACLAB_VENV)/torch-pin.txt
+	touch $(ISAACLAB_STAMP)
+
+test-isaaclab: $(ISAACLAB_STAMP)
+	$(ISAACLAB_PIP) -c $(ISAACLAB_VENV)/torch-pin.txt -c tests/lanes/isaaclab/constraints.txt \
+	  . pytest pytest-timeout
+	$(ISAACLAB_VENV)/bin/python -m pip check
+	$(ISAACLAB_VENV)/bin/python tests/lanes/isaaclab/make_assets.py $(LANES_DIR)/isaaclab-assets
+	RLPIPE_LANE=isaaclab ISAACSIM_ASSET_ROOT=$(LANES_DIR)/isaaclab-assets \
+	  WARP_CACHE_PATH=$(LANES_DIR)/isaaclab-warp-cache \
+	  $(ISAACLAB_VENV)/bin/python -m pytest tests/lanes/isaaclab -o addopts="-p no:cacheprovider" -v -s

@@ -218,9 +218,10 @@ class EnvCfg(StrictModel):
     """A registered torch env (``CartPole``, ``Pendulum``), an envpool id (``HalfCheetah-v5``,
     ``CheetahRun-v1``, ``PandaPickCube-v1``), a gymnasium id (``CartPole-v1``), an ``rlpipe.envs``
     entry point, or ``package.module:ClassOrFactory`` (``rlpipe envs`` lists them)."""
-    backend: Literal["auto", "torch", "envpool", "gymnasium", "mjlab"] = "auto"
+    backend: Literal["auto", "torch", "envpool", "gymnasium", "mjlab", "isaaclab"] = "auto"
     """Who simulates ``id``: ``auto`` tries the torch registry, then envpool, then gymnasium;
-    ``mjlab`` builds an mjlab task id (``Mjlab-Velocity-Flat-Unitree-Go1``; the mjlab extra)."""
+    ``mjlab`` builds an mjlab task id (``Mjlab-Velocity-Flat-Unitree-Go1``; the mjlab extra);
+    ``isaaclab`` builds an Isaac Lab task (``Isaac-Cartpole``; docs: Isaac Lab)."""
     cfg: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments of the env's constructor (unknown ones are errors)."""
 

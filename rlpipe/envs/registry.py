@@ -34,7 +34,7 @@ from rlpipe.extras import VIDEO, is_installed, require, require_all
 
 __all__ = ["BACKENDS", "build_env", "build_eval_env", "register_env", "registered_env_ids"]
 
-BACKENDS = ("auto", "torch", "envpool", "gymnasium", "mjlab")
+BACKENDS = ("auto", "torch", "envpool", "gymnasium", "mjlab", "isaaclab")
 
 EnvT = TypeVar("EnvT", bound=type[BatchedEnv])
 
@@ -116,6 +116,8 @@ def build_env(
         from rlpipe.envs.backends.mjlab_env import build_mjlab_env
 
         return build_mjlab_env(env_id, num_envs, device, cfg)
+    if backend == "isaaclab":
+        return _isaaclab(env_id, num_envs, device, cfg)
     _import_builtins(env_id)
     if is_plugin_id(env_id):
         return build_plugin_env(
@@ -185,6 +187,13 @@ def _envpool_knows(env_id: str, required: bool) -> bool:
     if env_id in shipped_envpool_ids():
         require("envpool", f"env.id: {env_id}")
     return False
+
+
+def _isaaclab(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any]) -> BatchedEnv:
+    """An Isaac Lab task (:mod:`rlpipe.envs.backends.isaaclab_env`, imported only for this backend)."""
+    from rlpipe.envs.backends.isaaclab_env import build_isaaclab_env
+
+    return build_isaaclab_env(env_id, num_envs, device, cfg)
 
 
 def _envpool(env_id: str, num_envs: int, device: torch.device | str, cfg: dict[str, Any]) -> BatchedEnv:

@@ -56,6 +56,10 @@ def _runner_keys() -> list[Key]:
         Key("experiment_name", "`trainer.exp_name` (the runner: the folder name of `log_dir`)"),
         Key("run_name", "no effect: it names `log_dir`, which the train script builds"),
         Key("logger", "`tracking.backend`: `mlflow` for any rsl_rl writer; `none` → `none`", "tensorboard"),
+        Key(
+            "init_at_random_ep_len",
+            "no effect here: Isaac Lab's train script passes it to `learn(init_at_random_ep_len=…)`",
+        ),
         Key("wandb_project", "no effect: rlpipe tracks with MLflow"),
         Key("neptune_project", "no effect: rlpipe tracks with MLflow"),
         Key("wandb_tags", "no effect: rlpipe tracks with MLflow"),

@@ -50,9 +50,12 @@ class TrainCfgReader:
         self.read: set[str] = set()
 
     def has(self, path: str) -> bool:
-        """Whether ``path`` is present with a value other than ``None``/unset."""
+        """Whether ``path`` is present with a value other than ``None``/unset/an empty block.
+
+        Isaac Lab 3.0's ``to_dict()`` gives an empty ``policy`` block beside ``actor``/``critic``.
+        """
         value = self._lookup(path)
-        return value is not ABSENT and value is not None
+        return value is not ABSENT and value is not None and value != {}
 
     def get(self, path: str, default: Any = ABSENT) -> Any:
         """The value of ``path``, else ``default``, else rsl_rl's default (:data:`ABSENT` when none)."""

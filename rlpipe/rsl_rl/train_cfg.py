@@ -21,6 +21,7 @@ OBS_SETS = {"actor": "actor", "policy": "actor", "critic": "critic", "rnd_state"
 """``obs_groups`` set name → the network that reads it (``policy``: rsl_rl < 4's name of the actor's)."""
 NO_EFFECT = (
     "clip_actions",
+    "init_at_random_ep_len",
     "run_name",
     "wandb_project",
     "neptune_project",

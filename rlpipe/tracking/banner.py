@@ -21,6 +21,7 @@ __all__ = ["amp_words", "env_backend", "run_banner", "where_lines"]
 BACKENDS = {
     "EnvpoolEnv": "envpool",
     "GymnasiumEnv": "gymnasium",
+    "IsaacLabEnv": "isaaclab",
     "RslRlEnv": "rsl_rl (vector env)",
     "TorchEnv": "torch",
     "PushCube": "mujoco",

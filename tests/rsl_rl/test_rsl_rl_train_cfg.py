@@ -116,6 +116,12 @@ def test_null_cnn_and_rnn_keys_of_an_mlp_model_are_accepted() -> None:
     assert params_from_train_cfg(train_cfg(**changes), obs_groups=["policy", "critic"]) == plain
 
 
+def test_isaaclab_3s_empty_policy_block_and_init_at_random_ep_len_are_accepted() -> None:
+    plain = params_from_train_cfg(train_cfg(), obs_groups=["policy", "critic"])
+    isaaclab = train_cfg(policy={}, init_at_random_ep_len=True)
+    assert params_from_train_cfg(isaaclab, obs_groups=["policy", "critic"]) == plain
+
+
 def test_rnd_and_symmetry_map_where_rlpipe_has_them() -> None:
     rnd = {
         "weight": 0.5,

@@ -1,0 +1,3 @@
+"""``python -m rlpipe.isaaclab``: Isaac Lab's train command, with rlpipe as the trainer."""
+
+__all__: list[str] = []
