@@ -161,6 +161,11 @@ SKIPS: tuple[tuple[str, str], ...] = (
         "a second virtualenv with mjlab (minutes of installing; make test-mjlab builds one and runs "
         "the training commands of docs/mjlab.md in it)",
     ),
+    (
+        r"isaaclab|^rlpipe run cartpole\.yaml$",
+        "needs Isaac Lab 3.0 in its own Python 3.12 virtualenv (make test-isaaclab builds one and runs "
+        "these training commands of docs/isaaclab.md in it)",
+    ),
     (r"/path/to/", "a placeholder path (a separate SB3 virtualenv, benchmarks/README.md)"),
     (r"^python benchmarks/peers/sb3_compare\.py", "needs SB3's own virtualenv (make -C benchmarks sb3-venv)"),
     (

@@ -34,6 +34,8 @@ from _readme import (
 )
 
 COMMANDS = doc_commands()
+WRITTEN = {name for c in COMMANDS for name in re.findall(r">\s*(\S+\.(?:yaml|json))\b", c.text)}
+"""Params files an earlier documented command writes (``--print-params > cartpole.yaml``)."""
 
 
 # --- extraction ---------------------------------------------------------------------------------------
@@ -109,7 +111,7 @@ def _parse_rlpipe(args: list[str], synopsis: bool, exit_code: int = 0) -> None:
     except click.exceptions.Exit as exc:  # --help
         assert exc.exit_code == 0
     params = rest[0] if rest else ""
-    if params.endswith((".yaml", ".json")) and not params.startswith("data/"):
+    if params.endswith((".yaml", ".json")) and not params.startswith("data/") and params not in WRITTEN:
         assert (ROOT / params).is_file(), f"{params}: no such params file"
     if name == "run" and (ROOT / params).is_file():  # the params and every --set key exist
         from rlpipe.config import ConfigError, load

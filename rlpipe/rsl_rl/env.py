@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 
 import torch
 from tensordict import TensorDict
@@ -12,7 +12,14 @@ from rlpipe.envs.backends.rsl_rl_env import RslRlEnv
 __all__ = ["RslRlRunnerEnv", "randomize_episode_lengths"]
 
 
-def randomize_episode_lengths(env: Any) -> None:
+class EpisodeClock(Protocol):
+    """An rsl_rl ``VecEnv``'s step counters: ``episode_length_buf`` ``[N]`` and its limit."""
+
+    episode_length_buf: torch.Tensor
+    max_episode_length: int | float
+
+
+def randomize_episode_lengths(env: EpisodeClock) -> None:
     """Draw each env's ``episode_length_buf`` uniformly below ``max_episode_length`` (rsl_rl's way).
 
     Time-outs then fall at different steps instead of all together. Uses torch's seeded global RNG.

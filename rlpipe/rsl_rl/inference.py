@@ -11,7 +11,6 @@ rlpipe's policy, reading the groups its actor reads. The exports are rlpipe's
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import gymnasium as gym
 import torch
@@ -50,7 +49,7 @@ def export_policy(
     path: str | Path,
     filename: str,
     fmt: str,
-    **metadata: Any,
+    **metadata: object,
 ) -> Path:
     """Write the deterministic actor to ``path/filename`` as ONNX (``fmt="onnx"``) or TorchScript."""
     folder = Path(path)

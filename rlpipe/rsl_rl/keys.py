@@ -10,11 +10,10 @@ cannot drift from the code. A key not listed here is refused. Paths are dotted f
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = ["KEYS", "NO_DEFAULT", "Key", "default_of", "known_paths"]
 
-NO_DEFAULT: Any = object()
+NO_DEFAULT: object = object()
 """rsl_rl has no default for the key (it is required, or only some configs carry it)."""
 
 
@@ -25,7 +24,7 @@ class Key:
     path: str
     becomes: str
     """The rlpipe param it sets, or why it has no effect, or which values are refused."""
-    default: Any = NO_DEFAULT
+    default: object = NO_DEFAULT
     """rsl_rl's value when the key is absent (rlpipe uses it then, not its own default)."""
 
 
@@ -194,7 +193,7 @@ def known_paths() -> frozenset[str]:
     return frozenset(_BY_PATH) | critic
 
 
-def default_of(path: str) -> Any:
+def default_of(path: str) -> object:
     """rsl_rl's default of ``path`` (``critic.*`` falls back to ``actor.*``); :data:`NO_DEFAULT` if none."""
     key = _BY_PATH.get(path) or _BY_PATH.get(path.replace("critic.", "actor.", 1))
     return NO_DEFAULT if key is None else key.default

@@ -11,7 +11,7 @@ from rlpipe.rsl_rl.keys import NO_DEFAULT, default_of, known_paths
 
 __all__ = ["ABSENT", "TrainCfgReader", "refuse"]
 
-ABSENT: Any = NO_DEFAULT
+ABSENT: object = NO_DEFAULT
 """What :meth:`TrainCfgReader.get` returns for a key that is missing and has no rsl_rl default."""
 
 
@@ -20,7 +20,7 @@ def refuse(path: str, problem: str) -> ConfigError:
     return ConfigError(f"train_cfg.{path}: {problem}")
 
 
-def _is_unset(value: Any) -> bool:
+def _is_unset(value: object) -> bool:
     """``dataclasses.MISSING`` (an Isaac Lab configclass field left unset) counts as absent."""
     return value is dataclasses.MISSING
 
@@ -57,7 +57,7 @@ class TrainCfgReader:
         value = self._lookup(path)
         return value is not ABSENT and value is not None and value != {}
 
-    def get(self, path: str, default: Any = ABSENT) -> Any:
+    def get(self, path: str, default: object = ABSENT) -> Any:
         """The value of ``path``, else ``default``, else rsl_rl's default (:data:`ABSENT` when none)."""
         parts = path.split(".")
         self.read.update(".".join(parts[: i + 1]) for i in range(len(parts)))  # a child read reads its block
@@ -102,8 +102,8 @@ class TrainCfgReader:
             what = "not an rsl_rl 5.x key rlpipe knows" if path not in known else "not read (rlpipe bug)"
             raise refuse(path, f"{what}; accepted here: {', '.join(siblings)}")
 
-    def _lookup(self, path: str) -> Any:
-        node: Any = self.cfg
+    def _lookup(self, path: str) -> object:
+        node: object = self.cfg
         for part in path.split("."):
             if not isinstance(node, Mapping) or part not in node or _is_unset(node[part]):
                 return ABSENT

@@ -111,7 +111,7 @@ class CompiledStep:
         self.compile_seconds: float | None = None
         """Seconds of the first call (compile or cache load included); ``None`` before it."""
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: object) -> Any:
         """The compiled step's result (the first call compiles it)."""
         if self.compile_seconds is not None:
             return self.compiled(*args)

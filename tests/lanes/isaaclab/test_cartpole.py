@@ -63,6 +63,20 @@ def test_entry_script_trains_with_the_tasks_agent_config(tmp_path):
     assert_mlflow_run(uri)
 
 
+def test_printed_params_train_with_rlpipe_run(tmp_path):
+    """docs/isaaclab.md: ``--print-params > cartpole.yaml`` then ``rlpipe run cartpole.yaml``."""
+    common = ["--task", TASK, "--num_envs", str(NUM_ENVS), "--device", "cpu", "--max_iterations", "2"]
+    sets = ["--set", f"trainer.data_dir={tmp_path / 'data'}", "--set", "tracking.backend=none"]
+    printed = run("-m", "rlpipe.isaaclab", *common, *sets, "--print-params").stdout
+    params_file = tmp_path / "cartpole.yaml"
+    params_file.write_text(printed)
+    output = run("-m", "rlpipe", "run", params_file).stdout
+    assert "env backend isaaclab" in output, output[-3000:]
+    run_dir = tmp_path / "data" / yaml.safe_load(printed)["trainer"]["exp_name"]
+    assert_every_rollout_stored(run_dir, 2)
+    assert_replay_bit_exact(run_dir, tmp_path / "replay")
+
+
 def test_drop_in_runner_trains_isaaclab_cartpole(tmp_path):
     """Isaac Lab's train flow with ``from rlpipe.rsl_rl import OnPolicyRunner`` (the runner's branch)."""
     uri = f"sqlite:///{tmp_path}/mlflow.db"
