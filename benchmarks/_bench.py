@@ -69,6 +69,23 @@ def backend_overrides(name: str) -> list[str]:
     return list(W1_BACKENDS[name])
 
 
+def timing_only_overrides(data_dir: Path | str, exp_name: str) -> list[str]:
+    """The ``--set`` overrides of a run that is only timed: no tracking, eval, checkpoint or stop.
+
+    ``trainer.iterations`` is :data:`NEVER` (the benchmark calls ``Trainer.step()`` itself); the
+    run writes under ``data_dir/exp_name``.
+    """
+    return [
+        "tracking.backend=none",
+        "trainer.enable_eval=false",
+        f"trainer.iterations={NEVER}",
+        f"trainer.save_freq={NEVER}",
+        "trainer.stop_when=[]",
+        f"trainer.data_dir={data_dir}",
+        f"trainer.exp_name={exp_name}",
+    ]
+
+
 def start_quietly(trainer: Trainer) -> Trainer:
     """Start ``trainer``'s run (lock, ``params.yaml``, tracker) with its banner and console rows captured.
 

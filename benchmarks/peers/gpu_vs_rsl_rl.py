@@ -67,6 +67,7 @@ from _bench import (
     set_threads,
     start_quietly,
     synchronize,
+    timing_only_overrides,
     write_json,
 )
 from tensordict import TensorDict
@@ -253,13 +254,7 @@ def rlpipe_overrides(
         f"algorithm.cfg={algo}",
         f"store.enabled={str(store).lower()}",
         f"store.writer={writer}",
-        "tracking.backend=none",
-        "trainer.enable_eval=false",
-        f"trainer.iterations={NEVER}",
-        f"trainer.save_freq={NEVER}",
-        "trainer.stop_when=[]",
-        f"trainer.data_dir={data_dir}",
-        "trainer.exp_name=gpu_vs_rsl_rl",
+        *timing_only_overrides(data_dir, "gpu_vs_rsl_rl"),
     ]
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 
-from _bench import DEFAULT_PARAMS, NEVER, load_cfg, start_quietly, write_json
+from _bench import DEFAULT_PARAMS, load_cfg, start_quietly, timing_only_overrides, write_json
 
 from rlpipe.envs.backends.isaaclab_env import build_isaaclab_env, task_configs
 from rlpipe.runtime.seeding import seed_everything
@@ -72,13 +72,7 @@ def rlpipe_overrides(
         "algorithm.name=ppo",
         "algorithm.cfg={" + ", ".join(f"{k}: {v}" for k, v in ppo.items()) + "}",
         f"store.enabled={str(store).lower()}",
-        "tracking.backend=none",
-        "trainer.enable_eval=false",
-        f"trainer.iterations={NEVER}",
-        f"trainer.save_freq={NEVER}",
-        "trainer.stop_when=[]",
-        f"trainer.data_dir={data_dir}",
-        f"trainer.exp_name=isaaclab_{'store' if store else 'nostore'}",
+        *timing_only_overrides(data_dir, f"isaaclab_{'store' if store else 'nostore'}"),
     ]
 
 

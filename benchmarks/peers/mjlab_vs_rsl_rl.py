@@ -43,6 +43,7 @@ from _bench import (
     print_machine,
     print_table,
     start_quietly,
+    timing_only_overrides,
     write_json,
 )
 
@@ -106,13 +107,7 @@ def rlpipe_overrides(
         f"policy.obs_normalization={str(actor['obs_normalization']).lower()}",
         "algorithm.name=ppo",
         f"algorithm.cfg={algo}",
-        "tracking.backend=none",
-        "trainer.enable_eval=false",
-        f"trainer.iterations={NEVER}",
-        f"trainer.save_freq={NEVER}",
-        "trainer.stop_when=[]",
-        f"trainer.data_dir={data_dir}",
-        "trainer.exp_name=mjlab_vs_rsl_rl",
+        *timing_only_overrides(data_dir, "mjlab_vs_rsl_rl"),
     ]
 
 

@@ -66,11 +66,11 @@ def test_entry_script_trains_with_the_tasks_agent_config(tmp_path):
 def test_printed_params_train_with_rlpipe_run(tmp_path):
     """docs/isaaclab.md: ``--print-params > cartpole.yaml`` then ``rlpipe run cartpole.yaml``."""
     common = ["--task", TASK, "--num_envs", str(NUM_ENVS), "--device", "cpu", "--max_iterations", "2"]
-    sets = ["--set", f"trainer.data_dir={tmp_path / 'data'}", "--set", "tracking.backend=none"]
-    printed = run("-m", "rlpipe.isaaclab", *common, *sets, "--print-params").stdout
+    printed = run("-m", "rlpipe.isaaclab", *common, "--print-params").stdout
     params_file = tmp_path / "cartpole.yaml"
     params_file.write_text(printed)
-    output = run("-m", "rlpipe", "run", params_file).stdout
+    sets = ["--set", f"trainer.data_dir={tmp_path / 'data'}", "--set", "tracking.backend=none"]
+    output = run("-m", "rlpipe", "run", params_file, *sets, cwd=tmp_path).stdout
     assert "env backend isaaclab" in output, output[-3000:]
     run_dir = tmp_path / "data" / yaml.safe_load(printed)["trainer"]["exp_name"]
     assert_every_rollout_stored(run_dir, 2)
