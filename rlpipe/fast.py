@@ -70,6 +70,7 @@ __all__ = [
     "defer_dynamo_disables",
     "defer_dynamo_for_tensordict",
     "exit_process",
+    "run_then_exit",
     "optimizer_step",
     "sequential_forward",
     "write_chunk",
@@ -400,6 +401,20 @@ def exit_process(code: object = 0) -> NoReturn:
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(code or 0)
+
+
+def run_then_exit(command: Callable[[], object]) -> NoReturn:
+    """Call ``command`` (an entry point that may ``sys.exit``), then :func:`exit_process` with its code.
+
+    A ``SystemExit`` gives its code; a normal return gives 0; any other exception escapes and takes
+    the normal exit, traceback included.
+    """
+    try:
+        command()
+        code: object = 0
+    except SystemExit as exc:
+        code = exc.code
+    exit_process(code)
 
 
 # ------------------------------------------------------------------------ Dynamo, imported only to compile

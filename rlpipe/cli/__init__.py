@@ -55,15 +55,10 @@ for _command in (
 def main() -> None:
     """Console-script entry point: run the command, then end the process with its exit code.
 
-    The process ends through :func:`rlpipe.fast.exit_process`: a normal exit (``sys.exit``), or with
+    The process ends through :func:`rlpipe.fast.run_then_exit`: a normal exit (``sys.exit``), or with
     ``RLPIPE_FAST`` on, the steps of one that matter (threads joined, ``atexit`` handlers run,
     streams flushed) without tearing down torch's and tensordict's modules, after everything the
     command wrote is closed. An exception that escaped the command takes the normal exit, traceback
     included.
     """
-    try:
-        cli()
-        code: object = 0
-    except SystemExit as exc:
-        code = exc.code
-    fast.exit_process(code)
+    fast.run_then_exit(cli)

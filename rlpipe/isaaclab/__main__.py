@@ -16,9 +16,4 @@ if not sys.flags.safe_path and sys.path and sys.path[0] in ("", os.getcwd()):
 from rlpipe import fast  # noqa: E402  (after the path is the user's)
 from rlpipe.isaaclab.train import train  # noqa: E402
 
-try:
-    train()
-    code: object = 0
-except SystemExit as exc:
-    code = exc.code
-fast.exit_process(code)
+fast.run_then_exit(train)
