@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rlpipe.refused import RefusedDataError  # not rlpipe.rollout: the writer process imports no torch
 
-__all__ = ["LockedError", "RefusedStoreError", "StoreError"]
+__all__ = ["LockedError", "RefusedStoreError", "StoreError", "WriterTimeoutError"]
 
 
 class StoreError(ValueError):
@@ -17,3 +17,7 @@ class RefusedStoreError(StoreError, RefusedDataError):
 
 class LockedError(RuntimeError):
     """Another live process holds the lock; the one-line message names its pid and host."""
+
+
+class WriterTimeoutError(RuntimeError):
+    """The writer thread did not finish a store within ``store.writer_timeout_s`` (exit 1, resumable)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -25,7 +25,7 @@ from typing import Any
 
 from tensordict import TensorDict
 
-from rlpipe.artifacts.errors import StoreError
+from rlpipe.artifacts.errors import StoreError, WriterTimeoutError
 from rlpipe.artifacts.fs import AnyPath, as_path, is_object
 from rlpipe.artifacts.intake import check_new_store, check_rollout, final_obs_arrays, group_attributes
 from rlpipe.artifacts.layout import ROLLOUT_NAME, SHARD_NAME, numbered, rollout_name
@@ -34,6 +34,7 @@ from rlpipe.artifacts.shared_staging import SharedBuffers
 from rlpipe.artifacts.staging import HostStaging, Staged
 from rlpipe.artifacts.store_policy import StorePolicy, layout_of, stored_bytes
 from rlpipe.artifacts.writer_process import WriterDiedError, WriteRequest, WriterProcess, writer_mode
+from rlpipe.artifacts.writer_watch import wait_for_thread
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import DIM_NAMES
 from rlpipe.testing import faults
@@ -128,8 +129,12 @@ class RolloutStore:
         )
         self._io_lock = threading.Lock()  # one writer/cleaner of ``root`` at a time
         self._thread: threading.Thread | None = None
-        self._error: StoreError | WriterDiedError | None = None
+        self._error: StoreError | WriterDiedError | WriterTimeoutError | None = None
         self._closed = False
+        self._writing: AnyPath | None = None
+        """The store the writer is writing now (named when a wait on the writer thread lasts)."""
+        self._stalled = False
+        """A wait on the writer thread passed ``cfg.writer_timeout_s`` (the thread is left as it is)."""
         if cfg.enabled and cfg.keep_last:
             check_confined(self.path_for(0), self.root.parent)
         self.clean_temporaries()
@@ -228,7 +233,7 @@ class RolloutStore:
             final_obs = self.policy.shape_final_obs(final_obs, num_envs)
         attrs = {**attrs, **kept}
         start = time.perf_counter()
-        self._slots.acquire()  # released by the writer once this rollout is on disk
+        self._acquire_slot()  # released by the writer once this rollout is on disk
         waited = time.perf_counter() - start
         try:
             staged = self._staging.stage(rollout, final_obs)
@@ -245,10 +250,14 @@ class RolloutStore:
     def flush(self) -> float:
         """Block until every submitted rollout is on disk; return the seconds that took.
 
-        Raises the first write error. The wait is bounded in process mode (``store.writer_timeout_s``).
+        Raises the first write error. The wait is bounded by ``store.writer_timeout_s``: the writer
+        process is stopped past it, a writer thread left to itself (:class:`WriterTimeoutError`).
         """
         start = time.perf_counter()
-        self._queue.join()
+        if self.mode == "process":
+            self._queue.join()  # every wait of the thread on the process is bounded
+        else:
+            self._wait_for_thread(self._all_written)
         self._raise_if_failed()
         return time.perf_counter() - start
 
@@ -256,8 +265,9 @@ class RolloutStore:
         """Flush and stop the writer thread; raise the first write error, if any."""
         self._closed = True
         if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join()
+            self._queue.put(None)  # a stalled thread ends by itself if its write ever returns
+            if not self._stalled:
+                self._thread.join()
             self._thread = None
         if self._process is not None:
             self._process.close()
@@ -278,6 +288,42 @@ class RolloutStore:
             if exc is None:
                 raise
             exc.add_note(f"also: {store_exc}")  # keep the body's exception the one raised
+
+    def _acquire_slot(self) -> None:
+        if self.mode == "process":
+            self._slots.acquire()  # every wait of the thread on the process is bounded
+        else:
+            self._wait_for_thread(lambda timeout: self._slots.acquire(timeout=timeout))
+
+    def _all_written(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the queue to empty (``Queue.join`` with a timeout)."""
+        with self._queue.all_tasks_done:
+            if self._queue.unfinished_tasks:
+                self._queue.all_tasks_done.wait(timeout)
+            return not self._queue.unfinished_tasks
+
+    def _wait_for_thread(self, done: Callable[[float], bool]) -> None:
+        """Wait on the writer thread (``done(timeout)``), warned about; a ``StoreError`` at the limit.
+
+        A thread cannot be stopped from outside: past ``cfg.writer_timeout_s`` the store gives up on
+        it (the rollouts it has not started are not written; the one it is writing is published if
+        its write ever returns, as any store past the last checkpoint, which resume sets aside):
+        :class:`WriterTimeoutError`.
+        """
+        limit = self.cfg.writer_timeout_s
+        if wait_for_thread(done, self._doing, limit) is not None:
+            return
+        self._stalled = True
+        self._error = WriterTimeoutError(
+            f"{self._writing or self.root}: the rollout store's writer thread has not finished it for "
+            f"{limit:g} s (a disk or an object store that stopped answering) and was given up; "
+            "raise store.writer_timeout_s to wait longer"
+        )
+        self._raise_if_failed()
+
+    def _doing(self) -> str:
+        writing = self._writing
+        return f"writing {writing}" if writing is not None else f"waiting to write under {self.root}"
 
     def _ensure_thread(self) -> None:
         if self._thread is None:
@@ -305,6 +351,7 @@ class RolloutStore:
         try:
             host = job.staged.wait()  # the device clone goes now
             began = time.perf_counter()
+            self._writing = job.path
             with self._io_lock:
                 if self._process is None:
                     faults.point("store.write")
@@ -329,6 +376,8 @@ class RolloutStore:
             self._error.__cause__ = exc
         except Exception as exc:
             self._error = StoreError(f"writing {job.path} failed: {exc}")
+        finally:
+            self._writing = None
 
     def _write_in_process(
         self, path: AnyPath, host: TensorDict, attrs: dict[str, Any], final_obs: TensorDict | None

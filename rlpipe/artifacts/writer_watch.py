@@ -1,8 +1,11 @@
-"""A bounded wait on the store's writer process: warnings while it lasts, the process killed at a limit.
+"""Bounded waits on the store's writer: warnings while one lasts, a failure at a limit.
 
 The training process waits on the writer process (:mod:`rlpipe.artifacts.writer_process`) for each
 store it asks for. A process that never answers — stopped (SIGSTOP, a debugger), swapped out, hung
 on a disk — would hold the run forever and say nothing; :class:`Watch` says so by pid and ends it.
+The writer thread (object stores, ``store.writer: thread``) cannot be ended from outside: a wait on
+it (:func:`wait_for_thread`) warns the same way and gives up at the limit, so the run fails in one
+line instead of hanging.
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
-__all__ = ["WARN_AFTER_S", "Watch"]
+__all__ = ["WARN_AFTER_S", "Watch", "wait_for_thread"]
 
 WARN_AFTER_S = 5.0
 """Seconds a wait on the writer process lasts before it is warned about (longer after slower writes)."""
@@ -64,3 +68,27 @@ class Watch:
                 flush=True,
             )
             next_warning = self.waited_s + 60.0
+
+
+def wait_for_thread(done: Callable[[float], bool], what: Callable[[], str], limit_s: float) -> float | None:
+    """Call ``done(timeout)`` until it returns ``True``; the seconds waited, ``None`` past ``limit_s``.
+
+    ``done`` waits up to ``timeout`` seconds for the writer thread and says whether it finished;
+    ``what()`` names what the thread is doing now (``writing …/iter-000002.zarr``) for the warning,
+    printed after :data:`WARN_AFTER_S` (at most half the limit), then once a minute.
+    """
+    began = time.monotonic()
+    next_warning = min(WARN_AFTER_S, limit_s / 2)
+    while not done(max(0.0, min(next_warning, limit_s) - (time.monotonic() - began))):
+        waited = time.monotonic() - began
+        if waited >= limit_s:
+            return None
+        if waited >= next_warning:
+            print(
+                f"Warning: the rollout store's writer thread has not finished for {waited:.0f} s "
+                f"while {what()}; the run waits up to {limit_s:g} s (store.writer_timeout_s)",
+                file=sys.stderr,
+                flush=True,
+            )
+            next_warning = waited + 60.0
+    return time.monotonic() - began

@@ -48,7 +48,7 @@ def describe(exc: BaseException, resume_command: str | None = None) -> tuple[int
         return 130, "interrupted (SIGINT)"
     if "RefusedDataError" in kinds:  # rlpipe.refused.RefusedDataError and its kin
         return REFUSED_DATA, _first_line(exc)
-    if "WriterDiedError" in kinds:  # rlpipe.artifacts.writer_process: its broken socket is not the cause
+    if kinds & {"WriterDiedError", "WriterTimeoutError"}:  # rlpipe.artifacts: a socket error is no cause
         return RUNTIME, f"{_first_line(exc)}{resume}"
     if (os_error := _os_error(exc)) is not None:
         return RUNTIME, _os_message(os_error, exc, resume)

@@ -252,7 +252,8 @@ class StoreCfg(StrictModel):
     writer_timeout_s: float = Field(default=600.0, gt=0, allow_inf_nan=False)
     """Seconds the run waits for the writer process to answer (one store written, or a hand-over)
     before it stops that process and fails (exit 1, resumable); it warns, naming the process, long
-    before. Raise it for rollouts that take longer than this to write to a slow disk."""
+    before. The writer thread is waited on as long, then given up (it cannot be stopped from
+    outside). Raise it for rollouts that take longer than this to write to a slow disk."""
     every: int = Field(default=1, ge=1)
     """Store iteration k only when k is a multiple of ``every`` (1: every iteration). Costs 1/every
     of the bytes; the stored iterations are whole, replayed from their checkpoints."""

@@ -1,6 +1,6 @@
-"""Fault injection for ``tests/faults``: kill the process or poison a tensor at a named point.
+"""Fault injection for ``tests/faults``: kill, signal or hang the process, or poison a tensor, at a point.
 
-Read once from the environment at import; with neither variable set every hook is one global
+Read once from the environment at import; with no variable set every hook is one global
 lookup and a ``None`` check (no cost worth measuring).
 
 ``RLPIPE_FAULT_KILL_AT=<point>:<n>``
@@ -8,6 +8,9 @@ lookup and a ``None`` check (no cost worth measuring).
 ``RLPIPE_FAULT_SIGNAL_AT=<point>:<n>:<SIGNAL>[:<count>]``
     Send ``SIGNAL`` (``SIGTERM``, ``SIGINT``) to this process ``count`` times (default once) the
     n-th time it reaches ``<point>``: a signal at a known place, without timing races.
+``RLPIPE_FAULT_HANG_AT=<point>:<n>:<seconds>``
+    Sleep ``seconds`` the n-th time this process reaches ``<point>``: a disk or an object store
+    that stops answering in the middle of a write.
 ``RLPIPE_FAULT_NAN_AT=<target>:<n>[+][:<value>]``
     Write ``value`` (``nan`` default, or ``inf``) into ``<target>`` (``obs``, ``reward``, ``grad``)
     the n-th time (``n+``: and every later time) it passes :func:`poison` (collect: once per
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from typing import Any
 
 __all__ = ["KILL_POINTS", "POISON_TARGETS", "point", "poison"]
@@ -70,17 +74,20 @@ _FROM_ON: set[str] = set()
 _KILL = _parse("RLPIPE_FAULT_KILL_AT")
 _NAN = _parse("RLPIPE_FAULT_NAN_AT")
 _SIGNAL = _parse("RLPIPE_FAULT_SIGNAL_AT")
+_HANG = _parse("RLPIPE_FAULT_HANG_AT")
 _seen: dict[str, int] = {}
 
 
 def point(name: str) -> None:
-    """SIGKILL (or signal) here when ``RLPIPE_FAULT_KILL_AT`` (``…_SIGNAL_AT``) names ``name`` now."""
+    """Kill, signal or sleep here when ``RLPIPE_FAULT_KILL_AT`` (``…_SIGNAL_AT``, ``…_HANG_AT``) says so."""
     if _KILL is not None and _KILL[0] == name and _visit(f"kill:{name}") == _KILL[1]:
         os.kill(os.getpid(), signal.SIGKILL)
     if _SIGNAL is not None and _SIGNAL[0] == name and _visit(f"signal:{name}") == _SIGNAL[1]:
         sig, _, count = _SIGNAL[2].partition(":")
         for _ in range(int(count or 1)):
             os.kill(os.getpid(), signal.Signals[sig])
+    if _HANG is not None and _HANG[0] == name and _visit(f"hang:{name}") == _HANG[1]:
+        time.sleep(float(_HANG[2]))
 
 
 def _visit(key: str) -> int:

@@ -1,8 +1,10 @@
-"""The store's writer process stopped (SIGSTOP) or killed between two writes, in a real run.
+"""The store's writer process stopped (SIGSTOP) or killed between two writes, its thread hung, in a real run.
 
 A stopped writer is warned about by pid and, past ``store.writer_timeout_s``, stopped and reported
 in one line (exit 1, resumable); the time the run waits for it before a checkpoint is in the row's
-``time/store_wait_s``; a writer killed between writes is reported as dead, by its signal.
+``time/store_wait_s``; a writer killed between writes is reported as dead, by its signal. A writer
+thread hung in a write (a disk or an object store that stops answering) is warned about and given
+up at the same limit, in one line (exit 1, resumable).
 """
 
 from __future__ import annotations
@@ -85,6 +87,36 @@ def test_a_stopped_writer_is_warned_about_then_stopped_exit_1_and_the_run_resume
     )
     assert [w for w in stalled.stderr.splitlines() if warning.fullmatch(w)], stalled.stderr
     assert state_of(int(pid)) is None
+    assert not store.exists()
+    before = snapshot(root)
+    resumed = rlpipe(*command, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed_from(resumed.stderr) == 1
+    covered(before, snapshot(root), 1)
+    assert not [p for p in root.rglob(".*") if p.name != ".lock"], "temporaries left behind"
+    assert_same_as_reference(root, reference)
+
+
+def test_a_hung_writer_thread_is_warned_about_then_given_up_exit_1_and_the_run_resumes(tmp_path, reference):
+    command = run_command(tmp_path, "store.writer=thread", "store.writer_timeout_s=4")
+    root = run_dir(tmp_path)
+    store = root / "rollouts" / "iter-000002.zarr"
+    began = time.monotonic()
+    hung = rlpipe(*command, env={"RLPIPE_FAULT_HANG_AT": "store.write:2:600"})  # the thread's write
+    assert time.monotonic() - began < 300, "the run waited for the hung write"
+    assert hung.returncode == 1, hung.stderr[-2000:]
+    line = error_line(hung)
+    assert re.fullmatch(
+        rf"Error: {re.escape(str(store))}: the rollout store's writer thread has not finished it for "
+        r"4 s \(a disk or an object store that stopped answering\) and was given up; raise "
+        r"store\.writer_timeout_s to wait longer; resume with: rlpipe run .* --resume",
+        line,
+    ), line
+    warning = re.compile(
+        r"Warning: the rollout store's writer thread has not finished for \d s while writing "
+        rf"{re.escape(str(store))}; the run waits up to 4 s \(store\.writer_timeout_s\)"
+    )
+    assert [w for w in hung.stderr.splitlines() if warning.fullmatch(w)], hung.stderr
     assert not store.exists()
     before = snapshot(root)
     resumed = rlpipe(*command, "--resume")
