@@ -17,11 +17,49 @@ import click
 from rlpipe import fast
 from rlpipe.cli import dataset, distill, manage, offline, train
 from rlpipe.cli.common import load_config
+from rlpipe.cli.exits import MAX_LINE, bounded
 
 __all__ = ["cli", "load_config", "main"]
 
+_USAGE_ROOM = 200
+"""Characters kept for what click prints around a usage error's message (``Error: Invalid value …``)."""
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+def _bound_message(exc: click.ClickException) -> None:
+    """Cut ``exc``'s message, which click's ``show`` prints, to the room a line has."""
+    message = bounded(exc.message, MAX_LINE - _USAGE_ROOM)
+    exc.message = message  # pyright: ignore[reportAttributeAccessIssue]  # Final in click's stubs; show() reads it
+
+
+class BoundedGroup(click.Group):
+    """A click group whose own usage errors (an unknown option or command, a bad value) are bounded too.
+
+    click prints them itself; their message is cut as every line rlpipe prints is
+    (:func:`~rlpipe.cli.exits.bounded`), so a pasted megabyte argument is not echoed back.
+    """
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: object,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.ClickException as exc:
+            _bound_message(exc)
+            raise
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            _bound_message(exc)
+            raise
+
+
+@click.group(cls=BoundedGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show the full traceback of a failure (also RLPIPE_DEBUG=1).")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:

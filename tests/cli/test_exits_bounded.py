@@ -45,3 +45,21 @@ def test_the_cli_prints_an_over_long_message_bounded(tmp_path):
     assert lines[0].endswith(
         "is not a Minari dataset id; expected (namespace/)name-vN, e.g. rlpipe/cartpole/rollouts-v0"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["run", "params.yaml", "--" + "x" * 5_000], "No such option '--xxxx"),
+        (["y" * 5_000], "No such command 'yyyy"),
+        (["inspect", "data", "--env", "z" * 5_000], "Invalid value for '--env': 'zzzz"),
+    ],
+)
+def test_clicks_own_usage_errors_are_bounded(args, says):
+    """click prints an unknown option or command, or a bad value, itself: its message is cut too."""
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert all(len(line) <= MAX_LINE for line in lines), [len(line) for line in lines]
+    error = [line for line in lines if line.startswith("Error: ")]
+    assert len(error) == 1 and says in error[0] and "characters left out" in error[0], error
