@@ -66,6 +66,17 @@ def wait_until(condition, timeout: float = 120.0) -> None:
         time.sleep(0.02)
 
 
+def assert_resumes_from_1_as_the_reference(command: list[str], root: Path, reference: Path) -> None:
+    """``--resume`` continues from checkpoint 1, leaves no temporaries and ends as the reference run."""
+    before = snapshot(root)
+    resumed = rlpipe(*command, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed_from(resumed.stderr) == 1
+    covered(before, snapshot(root), 1)
+    assert not [p for p in root.rglob(".*") if p.name != ".lock"], "temporaries left behind"
+    assert_same_as_reference(root, reference)
+
+
 def test_a_stopped_writer_is_warned_about_then_stopped_exit_1_and_the_run_resumes(tmp_path, reference):
     command = run_command(tmp_path, "store.writer=process", "store.writer_timeout_s=4")
     root = run_dir(tmp_path)
@@ -88,13 +99,7 @@ def test_a_stopped_writer_is_warned_about_then_stopped_exit_1_and_the_run_resume
     assert [w for w in stalled.stderr.splitlines() if warning.fullmatch(w)], stalled.stderr
     assert state_of(int(pid)) is None
     assert not store.exists()
-    before = snapshot(root)
-    resumed = rlpipe(*command, "--resume")
-    assert resumed.returncode == 0, resumed.stderr
-    assert resumed_from(resumed.stderr) == 1
-    covered(before, snapshot(root), 1)
-    assert not [p for p in root.rglob(".*") if p.name != ".lock"], "temporaries left behind"
-    assert_same_as_reference(root, reference)
+    assert_resumes_from_1_as_the_reference(command, root, reference)
 
 
 def test_a_hung_writer_thread_is_warned_about_then_given_up_exit_1_and_the_run_resumes(tmp_path, reference):
@@ -118,13 +123,7 @@ def test_a_hung_writer_thread_is_warned_about_then_given_up_exit_1_and_the_run_r
     )
     assert [w for w in hung.stderr.splitlines() if warning.fullmatch(w)], hung.stderr
     assert not store.exists()
-    before = snapshot(root)
-    resumed = rlpipe(*command, "--resume")
-    assert resumed.returncode == 0, resumed.stderr
-    assert resumed_from(resumed.stderr) == 1
-    covered(before, snapshot(root), 1)
-    assert not [p for p in root.rglob(".*") if p.name != ".lock"], "temporaries left behind"
-    assert_same_as_reference(root, reference)
+    assert_resumes_from_1_as_the_reference(command, root, reference)
 
 
 def test_the_wait_for_a_stopped_writer_before_a_checkpoint_is_in_the_rows_store_wait(tmp_path, monkeypatch):
