@@ -34,7 +34,7 @@ from rlpipe.artifacts.shared_staging import SharedBuffers
 from rlpipe.artifacts.staging import HostStaging, Staged
 from rlpipe.artifacts.store_policy import StorePolicy, layout_of, stored_bytes
 from rlpipe.artifacts.writer_process import WriterDiedError, WriteRequest, WriterProcess, writer_mode
-from rlpipe.artifacts.writer_watch import wait_for_thread
+from rlpipe.artifacts.writer_watch import WARN_AFTER_S, wait_warned
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import DIM_NAMES
 from rlpipe.testing import faults
@@ -133,8 +133,6 @@ class RolloutStore:
         self._closed = False
         self._writing: AnyPath | None = None
         """The store the writer is writing now (named when a wait on the writer thread lasts)."""
-        self._stalled = False
-        """A wait on the writer thread passed ``cfg.writer_timeout_s`` (the thread is left as it is)."""
         if cfg.enabled and cfg.keep_last:
             check_confined(self.path_for(0), self.root.parent)
         self.clean_temporaries()
@@ -265,8 +263,8 @@ class RolloutStore:
         """Flush and stop the writer thread; raise the first write error, if any."""
         self._closed = True
         if self._thread is not None:
-            self._queue.put(None)  # a stalled thread ends by itself if its write ever returns
-            if not self._stalled:
+            self._queue.put(None)  # a thread given up on ends by itself if its write ever returns
+            if not isinstance(self._error, WriterTimeoutError):
                 self._thread.join()
             self._thread = None
         if self._process is not None:
@@ -303,7 +301,7 @@ class RolloutStore:
             return not self._queue.unfinished_tasks
 
     def _wait_for_thread(self, done: Callable[[float], bool]) -> None:
-        """Wait on the writer thread (``done(timeout)``), warned about; a ``StoreError`` at the limit.
+        """Wait on the writer thread (``done(timeout)``), warned about; a ``WriterTimeoutError`` at the limit.
 
         A thread cannot be stopped from outside: past ``cfg.writer_timeout_s`` the store gives up on
         it (the rollouts it has not started are not written; the one it is writing is published if
@@ -311,9 +309,8 @@ class RolloutStore:
         :class:`WriterTimeoutError`.
         """
         limit = self.cfg.writer_timeout_s
-        if wait_for_thread(done, self._doing, limit) is not None:
+        if wait_warned(done, "writer thread has not finished", self._doing, WARN_AFTER_S, limit):
             return
-        self._stalled = True
         self._error = WriterTimeoutError(
             f"{self._writing or self.root}: the rollout store's writer thread has not finished it for "
             f"{limit:g} s (a disk or an object store that stopped answering) and was given up; "

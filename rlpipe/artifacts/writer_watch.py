@@ -4,8 +4,8 @@ The training process waits on the writer process (:mod:`rlpipe.artifacts.writer_
 store it asks for. A process that never answers — stopped (SIGSTOP, a debugger), swapped out, hung
 on a disk — would hold the run forever and say nothing; :class:`Watch` says so by pid and ends it.
 The writer thread (object stores, ``store.writer: thread``) cannot be ended from outside: a wait on
-it (:func:`wait_for_thread`) warns the same way and gives up at the limit, so the run fails in one
-line instead of hanging.
+it (:func:`wait_warned`, the loop :class:`Watch` runs too) warns the same way and gives up at the
+limit, so the run fails in one line instead of hanging.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["WARN_AFTER_S", "Watch", "wait_for_thread"]
+__all__ = ["WARN_AFTER_S", "Watch", "wait_warned"]
 
 WARN_AFTER_S = 5.0
-"""Seconds a wait on the writer process lasts before it is warned about (longer after slower writes)."""
+"""Seconds a wait on the writer lasts before it is warned about (a process: longer after slower writes)."""
 
 
 class Watch:
@@ -53,42 +53,41 @@ class Watch:
         return time.monotonic() - self._began
 
     def _run(self) -> None:
-        next_warning = min(self._warn_s, self._limit_s / 2)
-        while not self._done.wait(min(next_warning, self._limit_s) - self.waited_s):
-            if self.waited_s >= self._limit_s:
-                self.expired = True
-                with contextlib.suppress(OSError):
-                    self._process.kill()
-                return
-            print(
-                f"Warning: the rollout store's writer process (pid {self._process.pid}) has not "
-                f"answered for {self.waited_s:.0f} s while {self._what}; the run waits up to "
-                f"{self._limit_s:g} s (store.writer_timeout_s)",
-                file=sys.stderr,
-                flush=True,
-            )
-            next_warning = self.waited_s + 60.0
+        stalled = f"writer process (pid {self._process.pid}) has not answered"
+        what, warn_s, limit_s = (lambda: self._what), self._warn_s, self._limit_s
+        if not wait_warned(self._done.wait, stalled, what, warn_s, limit_s, self._began):
+            self.expired = True
+            with contextlib.suppress(OSError):
+                self._process.kill()
 
 
-def wait_for_thread(done: Callable[[float], bool], what: Callable[[], str], limit_s: float) -> float | None:
-    """Call ``done(timeout)`` until it returns ``True``; the seconds waited, ``None`` past ``limit_s``.
+def wait_warned(
+    done: Callable[[float], bool],
+    stalled: str,
+    what: Callable[[], str],
+    warn_s: float,
+    limit_s: float,
+    began: float | None = None,
+) -> bool:
+    """Call ``done(timeout)`` until it returns ``True`` (then ``True``), or until ``limit_s`` (``False``).
 
-    ``done`` waits up to ``timeout`` seconds for the writer thread and says whether it finished;
-    ``what()`` names what the thread is doing now (``writing …/iter-000002.zarr``) for the warning,
-    printed after :data:`WARN_AFTER_S` (at most half the limit), then once a minute.
+    ``done`` waits up to ``timeout`` seconds for the writer and says whether it finished. Warnings
+    go to stderr after ``warn_s`` (at most half the limit), then once a minute:
+    ``the rollout store's <stalled> for N s while <what()>``. ``began``: the wait's
+    ``time.monotonic()`` start (default now).
     """
-    began = time.monotonic()
-    next_warning = min(WARN_AFTER_S, limit_s / 2)
+    began = time.monotonic() if began is None else began
+    next_warning = min(warn_s, limit_s / 2)
     while not done(max(0.0, min(next_warning, limit_s) - (time.monotonic() - began))):
         waited = time.monotonic() - began
         if waited >= limit_s:
-            return None
+            return False
         if waited >= next_warning:
             print(
-                f"Warning: the rollout store's writer thread has not finished for {waited:.0f} s "
-                f"while {what()}; the run waits up to {limit_s:g} s (store.writer_timeout_s)",
+                f"Warning: the rollout store's {stalled} for {waited:.0f} s while {what()}; the run "
+                f"waits up to {limit_s:g} s (store.writer_timeout_s)",
                 file=sys.stderr,
                 flush=True,
             )
             next_warning = waited + 60.0
-    return time.monotonic() - began
+    return True
