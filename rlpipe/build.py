@@ -14,6 +14,7 @@ import torch
 from tensordict import TensorDict
 
 from rlpipe.algorithms import BaseAlgorithm, Distillation, algo_class, build_algo, resolve_algo_cfg
+from rlpipe.algorithms.offpolicy import OffPolicyAlgorithm
 from rlpipe.collector import Collector
 from rlpipe.config import RunConfig
 from rlpipe.envs import BatchedEnv
@@ -34,6 +35,7 @@ __all__ = [
     "load_learner_state",
     "set_threads",
     "threads_reason",
+    "update_algorithm",
 ]
 
 
@@ -62,6 +64,8 @@ def build_algorithm(
     broadcast_parameters(policy)
     algo = build_algo(name, algo_cfg, policy, device)
     algo.check_spaces(obs_space, action_space)
+    if isinstance(algo, OffPolicyAlgorithm):  # its critics are sized by the spaces
+        algo.build_networks(obs_space, action_space)
     algo.seed = trainer.seed
     if isinstance(algo, Distillation):
         attach_teacher(algo, obs_space, action_space, device)
@@ -76,8 +80,8 @@ def compile_update(cfg: RunConfig, algo: BaseAlgorithm) -> None:
     dict; every process that updates (the run, ``replay``, ``update``) compiles alike. The rank-0
     process says what the compile cost.
     """
-    if not compile_decision(cfg.trainer.compile, algo.device):
-        return
+    if not compile_decision(cfg.trainer.compile, algo.device) or isinstance(algo, OffPolicyAlgorithm):
+        return  # an off-policy gradient step runs eager (its act step is compiled by build_collector)
     announce = int(os.environ.get("RANK", "0")) == 0
     loss = compile_step(algo.minibatch_loss, "minibatch loss", announce)
     algo.loss_step = lambda mb: loss(dict(mb.items()))
@@ -155,13 +159,30 @@ def load_learner_state(algo: BaseAlgorithm, state: dict[str, Any]) -> None:
 
 
 def learn(
-    algo: BaseAlgorithm, rollout: TensorDict, iteration: int, env_steps_before: int, total_env_steps: int
+    algo: BaseAlgorithm,
+    rollout: TensorDict,
+    iteration: int,
+    env_steps_before: int,
+    total_env_steps: int,
+    final_obs: TensorDict | None = None,
 ) -> dict[str, float]:
     """Advantage + update of ``rollout`` ``[N, T+1]`` as update ``iteration``: ``advantage/…``, ``update/…``.
 
     The schedules are positioned at ``env_steps_before`` of ``total_env_steps``. It is what the
     online iteration does between collecting and storing; offline re-updates call it.
+    ``final_obs``: the rollout's sparse true final observations, which an off-policy update reads.
     """
     algo.set_progress(env_steps_before, total_env_steps)  # the advantage reads it too (RND's weight)
     metrics = {f"advantage/{k}": v for k, v in algo.compute_advantages(rollout).items()}
-    return metrics | {f"update/{k}": v for k, v in algo.update(rollout, iteration).items()}
+    return metrics | {
+        f"update/{k}": v for k, v in update_algorithm(algo, rollout, iteration, final_obs).items()
+    }
+
+
+def update_algorithm(
+    algo: BaseAlgorithm, rollout: TensorDict, iteration: int | None, final_obs: TensorDict | None
+) -> dict[str, float]:
+    """``algo.update(rollout, iteration)``, handing an off-policy algorithm the final observations too."""
+    if isinstance(algo, OffPolicyAlgorithm):
+        return algo.update(rollout, iteration, final_obs)
+    return algo.update(rollout, iteration)

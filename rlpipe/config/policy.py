@@ -110,12 +110,17 @@ class PolicyCfg(StrictModel):
     """Optional check against the env's action dimension."""
     log_std_init: float = 0.0
     """Initial state-independent log-std of Gaussian policies."""
-    distribution: Literal["auto", "gaussian", "gaussian_state_std", "beta"] = "auto"
+    distribution: Literal[
+        "auto", "gaussian", "gaussian_state_std", "beta", "tanh_gaussian", "tanh_deterministic"
+    ] = "auto"
     """Action distribution: ``auto`` (categorical for Discrete, ``gaussian`` for Box); ``gaussian`` (the
     actor outputs the mean, the log-std is one learned vector starting at ``log_std_init``);
     ``gaussian_state_std`` (the actor outputs mean and log-std, offset by ``log_std_init`` and clamped
     to [-20, 2]); ``beta`` (a Box with finite bounds: the actor outputs α, β > 1 per dim, the Beta
-    is mapped onto [low, high], the mode is the deterministic action). Discrete spaces take ``auto``."""
+    is mapped onto [low, high], the mode is the deterministic action); ``tanh_gaussian`` (SAC: the
+    actor outputs mean and log-std of a Gaussian whose sample is squashed by tanh onto [low, high]);
+    ``tanh_deterministic`` (TD3: the actor's output squashed by tanh onto [low, high], with the
+    algorithm's exploration noise while collecting). Discrete spaces take ``auto``."""
     recurrent: RecurrentCfg = Field(default_factory=RecurrentCfg)
     """Recurrent core of recurrent policies (``recurrent_actor_critic``); ignored by the others."""
     share_encoder: bool = False

@@ -66,6 +66,8 @@ BUILTIN_ALGORITHMS = {
     "distillation": Builtin(
         "rlpipe.algorithms.distillation:Distillation", "rlpipe.config.distillation:DistillationCfg"
     ),
+    "sac": Builtin("rlpipe.algorithms.sac:SAC", "rlpipe.config.offpolicy:SACCfg"),
+    "td3": Builtin("rlpipe.algorithms.td3:TD3", "rlpipe.config.offpolicy:TD3Cfg"),
 }
 """The algorithms rlpipe ships: resolved, imported and validated like a plug-in's ``module:Class``."""
 BUILTIN_POLICIES = {

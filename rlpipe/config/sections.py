@@ -9,6 +9,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from rlpipe.config.algorithm_block import AlgorithmBlock, merged_replay_block
 from rlpipe.config.errors import ConfigError, located_error
 from rlpipe.config.identity import Seed, exp_name_problem
+from rlpipe.config.offpolicy import OffPolicyCfg, replay_rollouts
 from rlpipe.config.policy import (
     ACTIVATIONS,
     NETWORK_TYPES,
@@ -393,6 +394,45 @@ class RunConfig(StrictModel):
                 raise located_error(
                     "RunConfig", [((*where, *e["loc"]), e["msg"], e.get("input")) for e in exc.errors()]
                 ) from None
+        return self
+
+    @model_validator(mode="after")
+    def _replay_memory_rebuildable(self) -> Self:
+        """An off-policy run stores what ``--resume`` rebuilds its replay ring from: every rollout, whole.
+
+        The ring is never checkpointed, so with the store on, every iteration's rollout is kept
+        exact and complete, at least the ring's rollouts of them (``store.keep_last``).
+        """
+        algo = self.algorithm.cfg
+        if not (isinstance(algo, OffPolicyCfg) and self.store.enabled):
+            return self
+        ring = replay_rollouts(algo.replay_size, self.trainer.num_envs, self.trainer.buffer_size)
+        store = self.store
+        why = "the replay ring is rebuilt from the stores on --resume"
+        problems: list[tuple[tuple[str, ...], str, Any]] = []
+        if store.every != 1:
+            problems.append((("store", "every"), f"got {store.every}; an off-policy run needs 1 ({why})", 1))
+        if store.envs is not None and store.envs != self.trainer.num_envs:
+            problems.append((("store", "envs"), f"got {store.envs}; an off-policy run needs null ({why})", 1))
+        if store.precision:
+            problems.append(
+                (("store", "precision"), f"an off-policy run needs {{}}, exact stores ({why})", 1)
+            )
+        if store.budget is not None:
+            problems.append(
+                (("store", "budget"), f"an off-policy run needs null, every store kept ({why})", 1)
+            )
+        if store.keep_last is not None and store.keep_last < ring:
+            problems.append(
+                (
+                    ("store", "keep_last"),
+                    f"got {store.keep_last}; at least the ring's {ring} rollouts "
+                    f"(algorithm.cfg.replay_size / (num_envs × buffer_size)) or null ({why})",
+                    store.keep_last,
+                )
+            )
+        if problems:
+            raise located_error("RunConfig", problems[:1])
         return self
 
     @property

@@ -47,6 +47,7 @@ from rlpipe.policies.heads import ActionHead, BetaHead, CategoricalHead, Gaussia
 from rlpipe.policies.normalizer import EPS, ObsNormalizer
 from rlpipe.policies.obs_keys import space_shape
 from rlpipe.policies.recurrent import RecurrentCore
+from rlpipe.policies.squashed import TanhDeterministicHead, TanhGaussianHead
 
 __all__ = [
     "FORMATS",
@@ -193,6 +194,9 @@ MODES: dict[type[ActionHead], str] = {
     GaussianHead: "Gaussian mean, clipped to [low, high]",
     StateStdGaussianHead: "Gaussian mean (the first half of the actor's outputs), clipped to [low, high]",
     BetaHead: "Beta mode low + (high - low) * (alpha - 1) / (alpha + beta - 2), within [low, high]",
+    TanhGaussianHead: "squashed mean low + (high - low) * (tanh(mean) + 1) / 2 of the first half of the "
+    "actor's outputs",
+    TanhDeterministicHead: "low + (high - low) * (tanh(out) + 1) / 2",
 }
 """The deterministic action of each continuous head, as the metadata describes it."""
 

@@ -3,7 +3,9 @@
 ``policy.distribution`` picks the head (:func:`build_action_head`): categorical logits for Discrete;
 for a 1-D Box a Gaussian with a learned state-independent log-std (``gaussian``, the ``auto``
 choice), a Gaussian whose log-std the actor outputs beside the mean (``gaussian_state_std``), or a
-Beta mapped onto the Box's finite bounds (``beta``, :mod:`rlpipe.policies.distributions`). The
+Beta mapped onto the Box's finite bounds (``beta``, :mod:`rlpipe.policies.distributions`), or a
+tanh-squashed head of the off-policy algorithms (``tanh_gaussian``, ``tanh_deterministic``:
+:mod:`rlpipe.policies.squashed`). The
 actor's output layer has ``head.out_dim`` units: twice the action dims for the last two.
 
 Besides ``distribution``, every head computes what the torch distribution computes, op for op (same
@@ -27,6 +29,7 @@ from torch.distributions import Categorical, Distribution, Independent, Normal
 
 from rlpipe import fast
 from rlpipe.config import ConfigError
+from rlpipe.policies.action_head import ActionHead
 from rlpipe.policies.distributions import (
     ScaledBeta,
     beta_concentrations,
@@ -35,6 +38,7 @@ from rlpipe.policies.distributions import (
     beta_mode,
     draw_beta,
 )
+from rlpipe.policies.squashed import TanhDeterministicHead, TanhGaussianHead
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -47,43 +51,13 @@ __all__ = [
     "build_action_head",
 ]
 
-DISTRIBUTIONS = ("auto", "gaussian", "gaussian_state_std", "beta")
+DISTRIBUTIONS = ("auto", "gaussian", "gaussian_state_std", "beta", "tanh_gaussian", "tanh_deterministic")
 """Values of ``policy.distribution``; ``auto`` is categorical for Discrete and ``gaussian`` for Box."""
+BOUNDED = ("beta", "tanh_gaussian", "tanh_deterministic")
+"""Distributions that map onto the Box's bounds, so need them finite (:mod:`rlpipe.policies.squashed`)."""
 LOG_STD_RANGE = (-20.0, 2.0)
 """Clamp of the state-dependent log-std: std in ``[2e-9, 7.4]``, so an outlying actor output can
 neither collapse the Gaussian (log-prob → +inf) nor make it flat enough to drown the mean."""
-
-
-class ActionHead(nn.Module):
-    """Maps actor outputs ``[B, out_dim]`` to a distribution whose ``log_prob`` is ``[B]``."""
-
-    out_dim: int
-    """Units of the actor's output layer."""
-    action_dim: int
-    """Action dims A of a Box (``n`` for Discrete)."""
-
-    def distribution(self, out: torch.Tensor) -> Distribution:
-        """π(·|s) from the actor's raw output."""
-        raise NotImplementedError
-
-    def mode(self, dist: Distribution) -> torch.Tensor:
-        """The deterministic action of ``dist``."""
-        raise NotImplementedError
-
-    def sample(self, out: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(action [B, *act], log_prob [B])`` of actor outputs ``[B, out_dim]``; mode if deterministic."""
-        dist = self.distribution(out)
-        action = self.mode(dist) if deterministic else dist.sample()
-        return action, dist.log_prob(action)
-
-    def act(self, out: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
-        """The action of ``sample`` without its log-probability."""
-        return self.sample(out, deterministic)[0]
-
-    def evaluate(self, out: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(log_prob [B], entropy [B])`` of ``action`` under the distribution of ``out``."""
-        dist = self.distribution(out)
-        return dist.log_prob(action), dist.entropy()
 
 
 class CategoricalHead(ActionHead):
@@ -305,13 +279,16 @@ def build_action_head(
     dim = int(action_space.shape[0])
     if distribution == "gaussian_state_std":
         return StateStdGaussianHead(dim, log_std_init)
-    if distribution == "beta":
+    if distribution in BOUNDED:
         low, high = np.asarray(action_space.low, np.float64), np.asarray(action_space.high, np.float64)
         if not (np.isfinite(low).all() and np.isfinite(high).all() and (high > low).all()):
             raise ConfigError(
-                f"policy.distribution: 'beta' needs finite action bounds with low < high, "
+                f"policy.distribution: {distribution!r} needs finite action bounds with low < high, "
                 f"the env's are {action_space}; accepted for it: auto, gaussian, "
                 "gaussian_state_std"
             )
-        return BetaHead(low, high)
+        if distribution == "beta":
+            return BetaHead(low, high)
+        squashed = TanhGaussianHead if distribution == "tanh_gaussian" else TanhDeterministicHead
+        return squashed(low, high)
     return GaussianHead(dim, log_std_init)

@@ -26,7 +26,9 @@ from typing import Any
 from tensordict import TensorDict
 
 from rlpipe.algorithms import BaseAlgorithm
+from rlpipe.algorithms.offpolicy import OffPolicyAlgorithm
 from rlpipe.artifacts.layout import RunLayout
+from rlpipe.build import update_algorithm
 from rlpipe.config import ConfigError, RunConfig
 from rlpipe.envs import BatchedEnv
 from rlpipe.location import AnyPath
@@ -225,7 +227,9 @@ class Trainer:
         store_wait = self._store(rollout)
         parts.guard.before_update(parts.algo)
         faults.point("update.start")
-        metrics |= {f"update/{k}": v for k, v in parts.algo.update(rollout, state.iteration).items()}
+        final_obs = parts.collector.final_obs if isinstance(parts.algo, OffPolicyAlgorithm) else None
+        updated = update_algorithm(parts.algo, rollout, state.iteration, final_obs)
+        metrics |= {f"update/{k}": v for k, v in updated.items()}
         self._refuse_if(nonfinite_update(parts.algo, metrics), rollout, stored=True)
         faults.point("update.end")
         before, t2 = state.env_steps, time.perf_counter()
