@@ -463,7 +463,7 @@ class OffPolicyAlgorithm(ABC):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`; the ring starts empty (refill it: ``refill_ring``)."""
+        """Restore :meth:`state_dict`; a ring held stays (rewound); a new process refills it (``refill``)."""
         assert (
             self.critics is not None and self.critic_targets is not None and self.critic_optimizer is not None
         )
@@ -476,7 +476,8 @@ class OffPolicyAlgorithm(ABC):
         self.set_learning_rate(float(state["learning_rate"]))
         self.critic_steps = int(state["critic_steps"])
         self.ring_newest = int(state["ring_newest"])
-        self.ring = None
+        if self.ring is not None:  # the guard restoring a state: newer rollouts will be overwritten
+            self.ring.newest = self.ring_newest
 
     def held_rollouts(self, num_envs: int, horizon: int) -> int:
         """How many of the newest rollouts the ring held at :attr:`ring_newest` (what a refill reads)."""

@@ -31,6 +31,7 @@ from rlpipe.tracking.store_rate import StoreRate, store_line
 from rlpipe.trainer import ranks
 from rlpipe.trainer.lifecycle import check_weights, iteration_of, run_summary
 from rlpipe.trainer.parts import Parts
+from rlpipe.trainer.replay_memory import refill_ring
 from rlpipe.trainer.resume import load_online_checkpoint
 from rlpipe.trainer.signals import GracefulStop, Interrupted, signal_name
 from rlpipe.trainer.state import RunState
@@ -123,6 +124,7 @@ class RunSession:
         if parts.store is not None:
             faults.point("resume.discard")
             parts.store.discard_after(state.iteration)
+        refill_ring(parts, state.iteration)
         if not parts.dist.is_main:
             return None
         print(f"resume: continuing from {latest} (iteration {state.iteration})", file=sys.stderr)
