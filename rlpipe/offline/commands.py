@@ -30,7 +30,8 @@ from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.removal import output_folder
 from rlpipe.artifacts.video import recorder_for
 from rlpipe.artifacts.zarr_write import write_group
-from rlpipe.config import RunConfig, params_hash
+from rlpipe.config import ConfigError, RunConfig, params_hash
+from rlpipe.config.offpolicy import OffPolicyCfg
 from rlpipe.envs import build_eval_env
 from rlpipe.evaluation import EVAL_SEED_OFFSET, Evaluator
 from rlpipe.offline.describe import describe_rollout
@@ -80,6 +81,9 @@ def compute_advantages(cfg: RunConfig, rollout_path: AnyPath, out: AnyPath | Non
     like the rollout, with attributes naming the rollout, its iteration and the algorithm block. An
     existing group is replaced atomically; the rollout itself is only read. Returns the group's path.
     """
+    refuse_off_policy(
+        cfg, "rlpipe advantage", "computes no advantages: its n-step targets are drawn per batch"
+    )
     rollout_path = as_path(rollout_path)
     target = as_path(out) if out else advantage_path(cfg, rollout_path)
     if target.resolve() == rollout_path.resolve():
@@ -112,6 +116,7 @@ def update_from_rollout(
     Advantages are recomputed from the rollout. A rejected rollout is refused unless
     ``allow_rejected``. Every refusal comes before ``out`` is created; ``out`` is locked while written.
     """
+    refuse_off_policy(cfg, "rlpipe update", "updates from a replay ring of many rollouts, not from one")
     rollout_path = as_path(rollout_path)
     rollout, attrs = load_rollout(
         rollout_path, allow_rejected=allow_rejected, purpose="rlpipe update (the online update)"
@@ -128,6 +133,15 @@ def update_from_rollout(
             algo, cfg, as_path(out), k, int(attrs.get("env_steps", 0)), origin, attrs.get("spaces")
         )
     return path, metrics
+
+
+def refuse_off_policy(cfg: RunConfig, command: str, why: str) -> None:
+    """A one-line ``ConfigError`` when ``cfg``'s algorithm is off-policy, which ``command`` cannot serve."""
+    if isinstance(cfg.algorithm.cfg, OffPolicyCfg):
+        raise ConfigError(
+            f"algorithm.name: {cfg.algorithm.name} {why}; {command} serves on-policy algorithms "
+            "(ppo, grpo, distillation); `rlpipe replay RUN` re-runs an off-policy run's updates"
+        )
 
 
 def _collected_with(rollout_path: AnyPath, k: int) -> AnyPath | None:
