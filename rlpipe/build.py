@@ -180,7 +180,10 @@ def learn(
 
 
 def update_algorithm(
-    algo: BaseAlgorithm, rollout: TensorDict, iteration: int | None, final_obs: TensorDict | None
+    algo: BaseAlgorithm | OffPolicyAlgorithm,
+    rollout: TensorDict,
+    iteration: int | None,
+    final_obs: TensorDict | None,
 ) -> dict[str, float]:
     """``algo.update(rollout, iteration)``, handing an off-policy algorithm the final observations too."""
     if isinstance(algo, OffPolicyAlgorithm):

@@ -23,7 +23,8 @@ import contextlib
 import copy
 import math
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -40,6 +41,7 @@ from rlpipe.algorithms.schedules import Progress, Schedule
 from rlpipe.config import AlgorithmCfg, ConfigError
 from rlpipe.config.offpolicy import OffPolicyCfg, replay_rollouts
 from rlpipe.policies.obs_keys import resolve_obs_keys
+from rlpipe.policies.squashed import SquashedHead
 from rlpipe.runtime.distributed import average_gradients
 
 if TYPE_CHECKING:
@@ -47,6 +49,9 @@ if TYPE_CHECKING:
 
 __all__ = ["OffPolicyAlgorithm", "RandomStart", "frozen_copy"]
 
+Obs = torch.Tensor | TensorDict
+"""An observation batch ``[B, *obs]`` (a TensorDict for dict observations)."""
+ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)
 Batch = dict[str, Any]
 """One sampled batch: ``obs``, ``action``, ``ret``, ``discount``, ``next_obs`` (``[B, ...]``)."""
 
@@ -80,11 +85,14 @@ class RandomStart:
         if deterministic or self.algo.progress.env_steps >= self.algo.cfg.random_steps:
             return policy.sample(obs, deterministic)
         head = policy.head
+        assert isinstance(head, SquashedHead)
         rows = obs.shape[0] if isinstance(obs, torch.Tensor) else obs.batch_size[0]
         uniform = torch.rand(rows, head.action_dim, device=policy.device) * 2 - 1
         return head.to_bounds(uniform), torch.zeros(rows, device=policy.device)
 
-    def sample_step(self, *args: Any, **kwargs: Any) -> Any:
+    def sample_step(
+        self, obs: torch.Tensor, state: torch.Tensor, deterministic: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Not used: the off-policy algorithms train feedforward policies."""
         raise NotImplementedError("off-policy algorithms train feedforward policies")
 
@@ -197,7 +205,7 @@ class OffPolicyAlgorithm(ABC):
         self.critic_targets = frozen_copy(self.critics)
         self.critic_optimizer = self._optimizer(self.critics.parameters(), self.critic_lr(cfg.learning_rate))
 
-    def _optimizer(self, params: Any, lr: float) -> torch.optim.Optimizer:
+    def _optimizer(self, params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
         try:
             return optim.build_optimizer(self.cfg.optimizer, params, lr, dict(self.cfg.optimizer_kwargs))
         except (TypeError, ValueError) as exc:
@@ -336,7 +344,7 @@ class OffPolicyAlgorithm(ABC):
             chosen = probs.mean(dim=0)
         return project_returns(chosen, ret + discount * shift, discount, targets.atoms)
 
-    def q_of(self, obs: Any, action: torch.Tensor) -> torch.Tensor:
+    def q_of(self, obs: Obs, action: torch.Tensor) -> torch.Tensor:
         """The critics' reduced estimate ``[B]`` of ``action`` at ``obs`` (the actor's objective)."""
         critics = self.critics
         assert critics is not None
@@ -345,7 +353,7 @@ class OffPolicyAlgorithm(ABC):
         return reduce_critics(critics.expected(outputs.float()), self.cfg.critic_reduce)
 
     @contextlib.contextmanager
-    def critics_frozen(self) -> Any:
+    def critics_frozen(self) -> Iterator[None]:
         """The critics' parameters take no gradient inside (the actor's step differentiates through them)."""
         assert self.critics is not None
         params = list(self.critics.parameters())
@@ -357,7 +365,9 @@ class OffPolicyAlgorithm(ABC):
             for p in params:
                 p.requires_grad_(True)
 
-    def step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: list[torch.Tensor]) -> None:
+    def step(
+        self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: list[torch.nn.Parameter]
+    ) -> None:
         """Backward, average over ranks, clip (``max_grad_norm``; the non-finite flag always), step."""
         optimizer.zero_grad(set_to_none=True)
         scaler = self.scaler
@@ -505,7 +515,7 @@ class OffPolicyAlgorithm(ABC):
             self.remember(rollout, final_obs)
 
 
-def frozen_copy(module: torch.nn.Module) -> Any:
+def frozen_copy(module: ModuleT) -> ModuleT:
     """A copy of ``module`` whose parameters take no gradient (a target network)."""
     target = copy.deepcopy(module)
     for p in target.parameters():

@@ -21,6 +21,9 @@ __all__ = ["QCritics", "project_returns", "reduce_critics"]
 class QCritics(nn.Module):
     """K independent MLPs ``[B, obs_dim + A]`` → ``[B, 1]`` (scalar) or ``[B, atoms]`` (categorical)."""
 
+    atoms: torch.Tensor
+    """The categorical critic's support ``[atoms]`` (only with ``distributional``)."""
+
     def __init__(
         self, obs_dim: int, action_dim: int, count: int, mlp: MLPCfg, distributional: DistributionalCfg | None
     ) -> None:

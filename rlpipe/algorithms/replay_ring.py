@@ -141,7 +141,10 @@ class ReplayRing:
 
         def obs_buffer(obs: Obs, shape: tuple[int, ...]) -> Obs:
             if isinstance(obs, TensorDict):
-                groups = {k: zeros_like_rows(v, shape) for k, v in obs.items(True, True)}
+                groups: dict[str, torch.Tensor] = {}
+                for key, value in obs.items(True, True):
+                    assert isinstance(value, torch.Tensor) and isinstance(key, str)
+                    groups[key] = zeros_like_rows(value, shape)
                 return TensorDict(groups, batch_size=list(shape), device=device)
             return zeros_like_rows(obs, shape)
 

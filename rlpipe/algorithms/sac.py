@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import gymnasium as gym
 import torch
 
-from rlpipe.algorithms.offpolicy import Batch, OffPolicyAlgorithm
+from rlpipe.algorithms.offpolicy import Batch, Obs, OffPolicyAlgorithm
 from rlpipe.config.offpolicy import SACCfg
 from rlpipe.policies.squashed import TanhGaussianHead
 
@@ -39,7 +39,9 @@ class SAC(OffPolicyAlgorithm):
         super().__init__(cfg, policy)
         auto = cfg.ent_coef == "auto"
         start = cfg.ent_coef_init if auto else float(cfg.ent_coef)
-        self.log_alpha = torch.tensor(math.log(max(start, 1e-30)), device=self.device, requires_grad=auto)
+        self.log_alpha = torch.nn.Parameter(
+            torch.tensor(math.log(max(start, 1e-30)), device=self.device), requires_grad=auto
+        )
         """log α: learned under ``ent_coef: auto``, else fixed (α = ``ent_coef``; 0 turns entropy off)."""
         self.alpha_zero = not auto and float(cfg.ent_coef) == 0.0
         self.alpha_optimizer = (
@@ -69,7 +71,7 @@ class SAC(OffPolicyAlgorithm):
             return torch.zeros((), device=self.device)
         return self.log_alpha.detach().exp()
 
-    def policy_sample(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def policy_sample(self, obs: Obs) -> tuple[torch.Tensor, torch.Tensor]:
         """``(a [B, A], log π(a|s) [B])``, reparameterized, drawn from the update's generator."""
         with self.autocast():
             out = self.policy.actor(self.policy.actor_obs(obs))

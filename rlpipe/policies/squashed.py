@@ -41,6 +41,11 @@ EDGE = 1e-6
 class SquashedHead(ActionHead):
     """A head whose actions are ``tanh`` outputs mapped onto finite bounds ``[low, high]`` ``[A]``."""
 
+    action_center: torch.Tensor
+    """``(low + high) / 2`` ``[A]``."""
+    action_half: torch.Tensor
+    """``(high − low) / 2`` ``[A]``."""
+
     def __init__(self, low: np.ndarray | torch.Tensor, high: np.ndarray | torch.Tensor) -> None:
         super().__init__()
         low_t, high_t = torch.as_tensor(low, dtype=torch.float32), torch.as_tensor(high, dtype=torch.float32)
