@@ -39,7 +39,7 @@ def refill_ring(parts: Parts, iteration: int) -> float:
         return 0.0
     if parts.store is None or not parts.store.cfg.enabled:
         raise ConfigError(
-            f"store.enabled: --resume of an {type(algo).__name__} run refills its replay ring from the "
+            f"store.enabled: --resume of a {type(algo).__name__} run refills its replay ring from the "
             "run's rollout stores, and this run stores none; start it over (without --resume)"
         )
     wanted = ring_iterations(parts, iteration, count)

@@ -105,3 +105,16 @@ def _tensors(tree: object, prefix: str = "") -> list[tuple[str, torch.Tensor]]:
     if isinstance(tree, list | tuple):
         return [item for i, v in enumerate(tree) for item in _tensors(v, f"{prefix}/{i}")]
     return []
+
+
+def test_resume_of_a_run_without_stores_is_refused_in_one_line(tmp_path):
+    killed = rlpipe(
+        *command(tmp_path, "store.enabled=false"), env={"RLPIPE_FAULT_KILL_AT": "iteration.end:4"}
+    )
+    assert killed.returncode == -signal.SIGKILL
+    resumed = rlpipe(*command(tmp_path, "store.enabled=false"), "--resume")
+    assert resumed.returncode == 2, resumed.stderr[-2000:]
+    lines = [line for line in resumed.stderr.splitlines() if line.startswith("Error:")]
+    assert len(lines) == 1 and lines[0].startswith("Error: store.enabled: --resume of a SAC run refills"), (
+        lines
+    )
