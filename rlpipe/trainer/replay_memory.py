@@ -17,7 +17,6 @@ from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.fs import AnyPath
 from rlpipe.artifacts.layout import ROLLOUT_NAME, numbered
 from rlpipe.artifacts.shards import is_sharded, shard_paths
-from rlpipe.artifacts.zarr_read import read_rollout_final_obs
 from rlpipe.config import ConfigError
 from rlpipe.trainer.parts import Parts
 
@@ -51,6 +50,8 @@ def refill_ring(parts: Parts, iteration: int) -> float:
             f"newest {count} stores up to iteration {iteration} ({wanted[0]}..{wanted[-1]}), so the ring "
             "cannot be rebuilt"
         )
+    from rlpipe.artifacts.zarr_read import read_rollout_final_obs  # zarr on first use, never at start-up
+
     rank = parts.dist.rank
     rollouts = []
     for k in wanted:

@@ -118,8 +118,8 @@ def test_ppo_cfg_defaults_and_errors():
         make_ppo(batch_size=0)
     with pytest.raises(ConfigError, match=r"algorithm.cfg.clip_cof: unknown key"):
         make_ppo(clip_cof=0.1)
-    with pytest.raises(ConfigError, match="unknown algorithm 'sac'; accepted: .*ppo"):
-        build_algo("sac", {}, None, "cpu")
+    with pytest.raises(ConfigError, match="unknown algorithm 'dqn'; accepted: .*ppo"):
+        build_algo("dqn", {}, None, "cpu")
 
 
 def test_ppo_instance_is_registered_class():

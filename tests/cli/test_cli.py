@@ -33,7 +33,7 @@ FAST = [
             "env.id: unknown env 'NoSuchEnv' for backend auto; accepted: a registered torch "
             "env (CartPole, DeepSea, Pendulum",
         ),
-        ("algorithm.name=sac", "algorithm.name: unknown algorithm 'sac'; accepted:"),
+        ("algorithm.name=dqn", "algorithm.name: unknown algorithm 'dqn'; accepted:"),
         ("trainer.foo=1", "trainer.foo: unknown key"),
         ("policy.actor.network_cfg.activation=swish", "policy.actor.network_cfg.activation: unknown 'swish'"),
     ],

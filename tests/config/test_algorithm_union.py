@@ -46,7 +46,7 @@ def test_params_keep_the_keys_as_written_so_snapshots_and_hashes_do_not_grow():
 @pytest.mark.parametrize(
     ("override", "expected"),
     [
-        ("algorithm.name=sac", "algorithm.name: unknown algorithm 'sac'; accepted: "),
+        ("algorithm.name=dqn", "algorithm.name: unknown algorithm 'dqn'; accepted: "),
         ("algorithm.name=[ppo]", "algorithm.name: Input should be a valid string"),
         ("algorithm=[ppo]", "algorithm: Input should be a mapping {name, cfg}"),
         (

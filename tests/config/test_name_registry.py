@@ -102,10 +102,10 @@ def test_a_missing_module_or_class_is_one_line_naming_the_key_and_module(install
 
 def test_an_unknown_name_lists_every_accepted_name_and_form():
     with pytest.raises(ConfigError) as info:
-        load(PARAMS, ["algorithm.name=sac"])
+        load(PARAMS, ["algorithm.name=dqn"])
     accepted = ", ".join(algorithm_names())
     assert str(info.value) == (
-        f"{PARAMS}: algorithm.name: unknown algorithm 'sac'; accepted: {accepted}, an "
+        f"{PARAMS}: algorithm.name: unknown algorithm 'dqn'; accepted: {accepted}, an "
         "rlpipe.algorithms entry point or package.module:Class"
     )
 
