@@ -114,15 +114,16 @@ def _select(stored: dict[int, AnyPath], layout: RunLayout, iterations: tuple[int
 def build_learner(cfg: RunConfig, rcfg: RunConfig, spaces: tuple[Any, Any]) -> BaseAlgorithm:
     """The fresh learner of ``rcfg`` (the online run's initial weights when unchanged).
 
-    A ``ConfigError`` of a key the replay params changed names it below ``replay.`` (the key to fix).
+    Where the replay params change the learner, a ``ConfigError`` of an ``algorithm`` or ``policy``
+    key names it below ``replay.``: the key to set for this replay.
     """
     try:
         return rebuild_algorithm(rcfg, spaces)
     except ConfigError as exc:
         message = str(exc)
-        for section in ("algorithm", "policy"):
-            if message.startswith(f"{section}.") and getattr(rcfg, section) != getattr(cfg, section):
-                raise ConfigError(f"replay.{message}") from None
+        changed = rcfg.algorithm != cfg.algorithm or rcfg.policy != cfg.policy
+        if changed and message.startswith(("algorithm.", "policy.")):
+            raise ConfigError(f"replay.{message}") from None
         raise
 
 
