@@ -130,9 +130,20 @@ def build_learner(cfg: RunConfig, rcfg: RunConfig, spaces: tuple[Any, Any]) -> B
 def load_with_final_obs(
     path: AnyPath, device: torch.device, allow_rejected: bool
 ) -> tuple[TensorDict, dict[str, Any], TensorDict | None]:
-    """A stored rollout ``[N, T+1]``, its attributes and its final observations ``[K]``, checked finite."""
+    """A stored rollout ``[N, T+1]``, its attributes and its final observations ``[K]``, checked finite.
+
+    A store the learner cannot use (see :func:`refuse_unusable`), or one with truncations but no
+    final observations, is a one-line ``StoreError`` naming ``path``.
+    """
     rollout, attrs, final_obs = read_any_final_obs(path, device)
     refuse_unusable(path, attrs, allow_rejected, PURPOSE)
+    horizon = rollout.batch_size[1] - 1
+    truncated = rollout["truncated"][:, :horizon] & ~rollout["terminated"][:, :horizon]
+    if final_obs is None and bool(truncated.any()):
+        raise StoreError(
+            f"{path}: episodes hit their time limit here but the store keeps no final observations "
+            f"(final_obs); {PURPOSE} bootstraps from them, so it is refused"
+        )
     try:
         check_finite(rollout, attrs.get("iteration"))
     except RolloutError as exc:
