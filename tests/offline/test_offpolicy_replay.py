@@ -15,10 +15,12 @@ from _offline_fixtures import assert_same_learner, learner, same_leaves
 from click.testing import CliRunner
 
 from rlpipe import config
+from rlpipe.artifacts.errors import StoreError
 from rlpipe.artifacts.layout import RunLayout
 from rlpipe.artifacts.shards import read_any_attrs, read_any_final_obs
+from rlpipe.artifacts.store import write_rollout
 from rlpipe.cli import cli
-from rlpipe.offline.offpolicy_replay import build_learner
+from rlpipe.offline.offpolicy_replay import build_learner, load_with_final_obs
 from rlpipe.offline.rebuild import spaces_of
 from rlpipe.offline.replay import replay_config
 from rlpipe.offline.replay_eval import evaluate_replayed
@@ -228,3 +230,15 @@ def test_a_subset_store_is_refused_naming_it(tmp_path):
     store = cfg.run_dir / "rollouts" / "iter-000001.zarr"
     assert line.startswith(f"Error: {store}: holds the first 3 of 16 envs (store.envs)"), line
     assert "off-policy learning from the stores needs every env" in line
+
+
+def test_a_store_with_truncations_but_no_final_observations_is_refused_naming_it(sac_run, tmp_path):
+    stores = RunLayout(sac_run.run_dir).rollout_paths()
+    rollout, attrs, finals = next(
+        read for read in map(read_any_final_obs, stores.values()) if read[2] is not None and len(read[2])
+    )  # a rollout in which episodes hit their time limit
+    bare = tmp_path / "iter-000001.zarr"
+    write_rollout(bare, rollout, {"iteration": attrs["iteration"]})  # without its final observations
+    with pytest.raises(StoreError) as refusal:
+        load_with_final_obs(bare, torch.device("cpu"), allow_rejected=False)
+    assert str(refusal.value).startswith(f"{bare}: episodes hit their time limit here but the store keeps no")
