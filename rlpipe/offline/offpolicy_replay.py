@@ -88,11 +88,11 @@ def replay_offpolicy(
     spaces_record = read_any_attrs(stored[ks[0]]).get("spaces")
     spaces = spaces_of({"spaces": spaces_record}, stored[ks[0]])
     algo = build_learner(cfg, rcfg, spaces)
+    own = isinstance(cfg.algorithm.cfg, OffPolicyCfg)  # its actions lie within the bounds already
+    bounds = None if own else action_bounds(spaces[1], algo.device)
     with output_folder(out.root), RunLock(out.root, "rlpipe replay"):
         with open_tracker(rcfg, out.root, kind="replay", parent_run_id=source_run_id(layout.root)) as tracker:
-            job = _Feed(cfg, rcfg, algo, layout, spaces_record, allow_rejected)
-            if not isinstance(cfg.algorithm.cfg, OffPolicyCfg):
-                job.bounds = action_bounds(spaces[1], algo.device)
+            job = _Feed(cfg, rcfg, algo, layout, spaces_record, allow_rejected, bounds)
             summary = job.run(ks, stored, out.checkpoints, tracker)
             tracker.finish(summary)
     return summary
@@ -163,10 +163,11 @@ class _Feed:
         layout: RunLayout,
         spaces: dict[str, Any] | None,
         allow_rejected: bool,
+        bounds: tuple[torch.Tensor, torch.Tensor] | None,
     ) -> None:
         self.cfg, self.rcfg, self.algo, self.layout = cfg, rcfg, algo, layout
         self.spaces, self.allow_rejected = spaces, allow_rejected
-        self.bounds: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.bounds = bounds
         """``(low, high)`` ``[A]``: another algorithm's actions are clamped into them (``None``: kept)."""
 
     def run(
