@@ -113,6 +113,16 @@ def test_replaying_a_sac_runs_stores_reproduces_its_policy_and_critics_bit_for_b
     assert summary["eval/return_mean"] == summary["online/eval/return_mean"]  # same weights, same episodes
 
 
+def test_replaying_a_td3_runs_stores_reproduces_its_learner_bit_for_bit(tmp_path):
+    td3 = ("algorithm.name=td3", "policy.distribution=tanh_deterministic")  # the same cfg keys
+    cfg = train(tmp_path / "run", "sac_pendulum.yaml", *SAC, *td3)
+    code, out = cli_run("replay", cfg.run_dir, "--out", tmp_path / "re", *sets("tracking.backend=none"))
+    assert code == 0, out
+    assert_same_learner(
+        cfg.run_dir / "checkpoints" / "ckpt-000006.pt", tmp_path / "re" / "checkpoints" / "ckpt-000006.pt"
+    )
+
+
 def test_a_changed_param_replays_a_different_learner(sac_run, tmp_path):
     code, out = cli_run(
         "replay",
