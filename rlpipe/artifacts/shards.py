@@ -22,7 +22,7 @@ from rlpipe.artifacts.store_policy import StorePolicy
 from rlpipe.config import StoreCfg
 from rlpipe.rollout import DIM_NAMES
 
-__all__ = ["ShardedStore", "is_sharded", "read_any", "read_any_attrs", "shard_paths"]
+__all__ = ["ShardedStore", "is_sharded", "read_any", "read_any_attrs", "read_any_final_obs", "shard_paths"]
 
 
 def is_sharded(path: AnyPath) -> bool:
@@ -52,16 +52,47 @@ def read_any(path: AnyPath, device: torch.device | str = "cpu") -> tuple[TensorD
     if not is_sharded(path):
         return read_rollout(path, device)
     parts = [read_rollout(p, device) for p in shard_paths(path)]
-    world = parts[0][1].get("world_size")
-    ranks = [attrs.get("rank") for _, attrs in parts]
-    if ranks != list(range(len(parts))) or world != len(parts):
+    return _joined(path, [r for r, _ in parts], [a for _, a in parts])
+
+
+def read_any_final_obs(
+    path: AnyPath, device: torch.device | str = "cpu"
+) -> tuple[TensorDict, dict[str, Any], TensorDict | None]:
+    """:func:`read_any` plus the iteration's sparse final observations ``[K]`` (``None``: it has none).
+
+    ``index`` ``[K, 2]`` is ``(env, t)`` of the joined rollout: a shard's env rows are offset by
+    the envs of the ranks before it, as its rollout rows are.
+    """
+    from rlpipe.artifacts.zarr_read import read_rollout_final_obs
+
+    path = as_path(path)
+    if not is_sharded(path):
+        return read_rollout_final_obs(path, device)
+    parts = [read_rollout_final_obs(p, device) for p in shard_paths(path)]
+    rollout, attrs = _joined(path, [r for r, _, _ in parts], [a for _, a, _ in parts])
+    finals, offset = [], 0
+    for shard, _, final in parts:
+        if final is not None:
+            final = final.clone()
+            final["index"][:, 0] += offset
+            finals.append(final)
+        offset += shard.batch_size[0]
+    return rollout, attrs, TensorDict.cat(finals, dim=0) if finals else None
+
+
+def _joined(
+    path: AnyPath, rollouts: list[TensorDict], shard_attrs: list[dict[str, Any]]
+) -> tuple[TensorDict, dict[str, Any]]:
+    """The shards' rollouts side by side along ``env`` and rank 0's attributes (``rank`` dropped)."""
+    world = shard_attrs[0].get("world_size")
+    ranks = [attrs.get("rank") for attrs in shard_attrs]
+    if ranks != list(range(len(rollouts))) or world != len(rollouts):
         raise StoreError(
             f"{path}: incomplete sharded iteration (shards of ranks {ranks}, world_size {world})"
         )
-    rollout = TensorDict.cat([r for r, _ in parts], dim=0)
+    rollout = TensorDict.cat(rollouts, dim=0)
     rollout.refine_names(*DIM_NAMES)
-    attrs = {k: v for k, v in parts[0][1].items() if k != "rank"}
-    return rollout, attrs
+    return rollout, {k: v for k, v in shard_attrs[0].items() if k != "rank"}
 
 
 def read_any_attrs(path: AnyPath) -> dict[str, Any]:

@@ -350,7 +350,11 @@ def replay(
     out: AnyPath | None,
     allow_rejected: bool,
 ) -> None:
-    """Re-run advantage + update over stored rollouts with the params plus replay.algorithm overrides."""
+    """Re-run advantage + update over stored rollouts with the params plus replay.algorithm overrides.
+
+    An off-policy replay algorithm (SAC, TD3: the run's, or replay.algorithm.name) trains a fresh
+    learner on every stored rollout instead, with the replay.policy overrides.
+    """
     cfg = load_config(params, overrides)
     from rlpipe.artifacts.layout import RunLayout
     from rlpipe.offline.replay import replay as replay_rollouts

@@ -24,6 +24,7 @@ from rlpipe.config.sections import (
     StoreCfg,
     TrackingCfg,
     TrainerCfg,
+    merged_replay_policy,
 )
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "describing",
     "format_validation_error",
     "load",
+    "merged_replay_policy",
     "params_hash",
     "read_params",
     "register_algorithm",

@@ -6,8 +6,8 @@ from typing import Any, Literal, Self
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from rlpipe.config.algorithm_block import AlgorithmBlock, merged_replay_block
-from rlpipe.config.errors import ConfigError, located_error
+from rlpipe.config.algorithm_block import AlgorithmBlock, UnresolvedCfg, merged_replay_block
+from rlpipe.config.errors import ConfigError, field_model, located_error, unknown_key
 from rlpipe.config.identity import Seed, exp_name_problem
 from rlpipe.config.offpolicy import OffPolicyCfg, replay_rollouts
 from rlpipe.config.policy import (
@@ -38,6 +38,7 @@ __all__ = [
     "PolicyCfg",
     "RecurrentCfg",
     "ReplayCfg",
+    "merged_replay_policy",
     "RunConfig",
     "StopConditionCfg",
     "StoreCfg",
@@ -344,11 +345,51 @@ class EvalCfg(StrictModel):
     frames are slow, so a run evaluating often films every few evals."""
 
 
+def _below(exc: ValidationError, where: tuple[str, ...]) -> ValidationError:
+    """``exc``'s errors located below ``where`` of the run's params."""
+    return located_error("RunConfig", [((*where, *e["loc"]), e["msg"], e.get("input")) for e in exc.errors()])
+
+
 class ReplayCfg(StrictModel):
     """Overrides applied when stored rollouts are re-optimized offline (``rlpipe replay``)."""
 
     algorithm: dict[str, Any] = Field(default_factory=dict)
     """Partial ``algorithm`` block, e.g. ``{cfg: {clip_coef: 0.1}}``."""
+    policy: dict[str, Any] = Field(default_factory=dict)
+    """Partial ``policy`` block merged over the run's, e.g. ``{name: actor_only, distribution:
+    tanh_gaussian}``; only for an off-policy ``replay.algorithm`` (SAC, TD3), which trains a fresh
+    policy from the stores (an on-policy replay starts from the run's checkpoints, its policy)."""
+
+
+def merged_replay_policy(policy: PolicyCfg, override: dict[str, Any]) -> PolicyCfg:
+    """``policy`` with ``replay.policy`` merged over it (nested mappings key by key).
+
+    Raises the ``ValidationError`` located below ``policy`` (an unknown key lists the accepted ones).
+    """
+    if not override:
+        return policy
+    try:
+        return PolicyCfg.model_validate(_deep_merge(policy.model_dump(exclude_unset=True), override))
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            loc = error["loc"]
+            if error["type"] == "extra_forbidden":
+                problems.append((loc, unknown_key(field_model(PolicyCfg, loc[:-1]), str(loc[-1])), {}))
+            else:
+                problems.append((loc, error["msg"], error.get("input")))
+        raise located_error("PolicyCfg", problems) from None
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``override``'s keys; where both hold a mapping, merged the same way."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 class RunConfig(StrictModel):
@@ -385,15 +426,31 @@ class RunConfig(StrictModel):
 
     @model_validator(mode="after")
     def _replay_overrides_fit(self) -> Self:
-        """``replay.algorithm`` merged over ``algorithm`` validates too: refused at load, not at replay."""
+        """``replay.algorithm`` and ``replay.policy`` merged over the run's validate too: refused at load."""
+        block = self.algorithm
         if self.replay.algorithm:
             try:
-                merged_replay_block(self.algorithm, self.replay.algorithm)
+                block = merged_replay_block(self.algorithm, self.replay.algorithm)
             except ValidationError as exc:
-                where = ("replay", "algorithm")
+                raise _below(exc, ("replay", "algorithm")) from None
+        if self.replay.policy:
+            if not isinstance(block.cfg, OffPolicyCfg | UnresolvedCfg):
                 raise located_error(
-                    "RunConfig", [((*where, *e["loc"]), e["msg"], e.get("input")) for e in exc.errors()]
-                ) from None
+                    "RunConfig",
+                    [
+                        (
+                            ("replay", "policy"),
+                            f"only an off-policy replay algorithm (sac, td3) trains a fresh policy; "
+                            f"{block.name} replays from the run's checkpoints, with the run's policy; "
+                            "accepted: {} here, or set replay.algorithm.name",
+                            self.replay.policy,
+                        )
+                    ],
+                )
+            try:
+                merged_replay_policy(self.policy, self.replay.policy)
+            except ValidationError as exc:
+                raise _below(exc, ("replay", "policy")) from None
         return self
 
     @model_validator(mode="after")

@@ -14,6 +14,9 @@ Where that state comes from (non-chain mode, per rollout k):
 
 Chain mode starts once (from that state for the first rollout, or from ``--from``) and re-updates
 every rollout from the previous re-updated weights.
+
+An off-policy replay algorithm (the run's own, or ``replay.algorithm.name: sac``) learns from the
+stores instead: :mod:`rlpipe.offline.offpolicy_replay`.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import torch
+from pydantic import ValidationError
 from tensordict import TensorDict
 
 from rlpipe.algorithms import BaseAlgorithm
@@ -36,7 +40,16 @@ from rlpipe.artifacts.lock import RunLock
 from rlpipe.artifacts.removal import output_folder
 from rlpipe.artifacts.shards import read_any_attrs
 from rlpipe.build import learn, learner_state, load_learner_state
-from rlpipe.config import ConfigError, RunConfig, params_hash, replay_algorithm, training_hash
+from rlpipe.config import (
+    ConfigError,
+    RunConfig,
+    format_validation_error,
+    merged_replay_policy,
+    params_hash,
+    replay_algorithm,
+    training_hash,
+)
+from rlpipe.offline.offpolicy_replay import is_offpolicy, replay_offpolicy
 from rlpipe.offline.rebuild import (
     load_algorithm_state,
     load_rollout,
@@ -65,8 +78,14 @@ def replay_config(cfg: RunConfig) -> RunConfig:
     A changed ``name`` starts from that algorithm's defaults; a ``null`` value keeps the run's own
     (so ``params.yaml`` can list a key for ``dvc exp run -S`` without changing anything). Raises
     ``ConfigError`` naming ``replay.algorithm…`` for unknown keys or values the algorithm rejects.
+    ``replay.policy`` (an off-policy replay's) is merged over the ``policy`` block alike.
     """
-    return cfg.model_copy(update={"algorithm": replay_algorithm(cfg.algorithm, cfg.replay.algorithm)})
+    algorithm = replay_algorithm(cfg.algorithm, cfg.replay.algorithm)
+    try:
+        policy = merged_replay_policy(cfg.policy, cfg.replay.policy)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, "replay.policy")) from None
+    return cfg.model_copy(update={"algorithm": algorithm, "policy": policy})
 
 
 def iteration_of(attrs: dict[str, Any], path: AnyPath) -> int:
@@ -253,18 +272,22 @@ def replay(
     Checkpoint k is written for every k (same file format as online, policy and algorithm only; retention
     ``checkpoint.keep_last``). Rollouts the non-finite guard rejected are refused unless
     ``allow_rejected``. ``out`` is locked while it is written. Returns the summary (``metrics.json``).
+    An off-policy replay algorithm (SAC, TD3) instead trains a fresh learner on every stored rollout
+    (:mod:`rlpipe.offline.offpolicy_replay`).
     """
     rollouts, written = as_path(rollouts), RunLayout(out)
     if start is not None and not chain:
         raise ConfigError("replay: a start checkpoint (--from) replays a chain; add --chain")
     layout = RunLayout.of_rollouts(rollouts)
     stored = numbered(rollouts, ROLLOUT_NAME)
-    ks = _select(stored, rollouts, iterations, chain)
     if written.checkpoints.resolve() == layout.checkpoints.resolve():
         raise StoreError(
             f"{written.root}: replay would overwrite the run's own checkpoints; choose another out"
         )
-    replay_config(cfg)  # a replay.algorithm the algorithm rejects, before any folder is made
+    rcfg = replay_config(cfg)  # a replay.algorithm the algorithm rejects, before any folder is made
+    if is_offpolicy(rcfg):  # a fresh off-policy learner fed every stored rollout
+        return replay_offpolicy(cfg, rcfg, layout, stored, written, iterations, start, allow_rejected)
+    ks = _select(stored, rollouts, iterations, chain)
     check_replay(cfg, rollouts, stored, ks, chain, start, allow_rejected)
     with output_folder(written.root), RunLock(written.root, "rlpipe replay"):
         return _replay_locked(cfg, layout, stored, ks, chain, start, written, allow_rejected)
