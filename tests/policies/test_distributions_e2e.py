@@ -139,6 +139,6 @@ def test_beta_on_an_unbounded_box_and_an_unknown_name_exit_2(tmp_path):
     result = _run(tmp_path, "policy.distribution=gamma")
     assert result.exit_code == 2
     assert (
-        "policy.distribution: Input should be 'auto', 'gaussian', 'gaussian_state_std' or 'beta' "
-        "(got 'gamma')"
+        "policy.distribution: Input should be 'auto', 'gaussian', 'gaussian_state_std', 'beta', "
+        "'tanh_gaussian' or 'tanh_deterministic' (got 'gamma')"
     ) in result.output
