@@ -71,7 +71,7 @@ def project_returns(
     v_min, v_max, count = atoms[0], atoms[-1], atoms.numel()
     delta = (v_max - v_min) / (count - 1)
     moved = (shift.unsqueeze(-1) + discount.unsqueeze(-1) * atoms).clamp(v_min, v_max)
-    where = (moved - v_min) / delta
+    where = ((moved - v_min) / delta).clamp(0, count - 1)  # v_max can round past the last atom
     lower, upper = where.floor().long(), where.ceil().long()
     same = lower == upper  # a moved atom exactly on the support keeps its whole mass there
     lower_mass = target_probs * (upper.to(where.dtype) - where + same.to(where.dtype))

@@ -80,6 +80,8 @@ class ReplayRing:
         """Slots holding a rollout (they fill from slot 0 up)."""
         self.newest = 0
         """The position (counted from 1) of the newest rollout added; 0: none yet."""
+        self.held = 0
+        """Slots this ring has written (a rebuild must write all :attr:`filled` ones before sampling)."""
 
     @property
     def transitions(self) -> int:
@@ -129,6 +131,7 @@ class ReplayRing:
         row["boot_t"].copy_(targets.boot_t)
         row["boot_final"].copy_(targets.boot_final)
         self.filled = min(max(self.filled, slot + 1), self.capacity)
+        self.held = min(self.held + 1, self.capacity)
         self.newest = position
 
     def _allocate(self, rollout: TensorDict, n: int, horizon: int) -> TensorDict:
@@ -171,6 +174,11 @@ class ReplayRing:
         """
         if self.data is None or not self.filled:
             raise RuntimeError("replay ring: sample() before any rollout was added")
+        if self.held < self.filled:  # unwritten slots would be sampled as zeros
+            raise RuntimeError(
+                f"replay ring: holds {self.held} of the {self.filled} rollouts up to rollout "
+                f"{self.newest}; add rollouts {self.newest - self.filled + 1}…{self.newest} first"
+            )
         _, n, horizon = self.data.batch_size
         index = torch.randint(
             self.filled * n * horizon, (batch_size,), generator=generator, device=self.device

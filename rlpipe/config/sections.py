@@ -473,11 +473,19 @@ class RunConfig(StrictModel):
             problems.append((("store", "envs"), f"got {store.envs}; an off-policy run needs null ({why})", 1))
         if store.precision:
             problems.append(
-                (("store", "precision"), f"an off-policy run needs {{}}, exact stores ({why})", 1)
+                (
+                    ("store", "precision"),
+                    f"an off-policy run needs {{}}, exact stores ({why})",
+                    store.precision,
+                )
             )
         if store.budget is not None:
             problems.append(
-                (("store", "budget"), f"an off-policy run needs null, every store kept ({why})", 1)
+                (
+                    ("store", "budget"),
+                    f"an off-policy run needs null, every store kept ({why})",
+                    store.budget.model_dump(exclude_none=True),
+                )
             )
         if store.keep_last is not None and store.keep_last < ring:
             problems.append(

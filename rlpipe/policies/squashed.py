@@ -52,10 +52,16 @@ class SquashedHead(ActionHead):
         self.action_dim = int(low_t.numel())
         self.register_buffer("action_center", (high_t + low_t) / 2, persistent=False)
         self.register_buffer("action_half", (high_t - low_t) / 2, persistent=False)
+        self.register_buffer("action_low", low_t, persistent=False)
+        self.register_buffer("action_high", high_t, persistent=False)
 
     def to_bounds(self, squashed: torch.Tensor) -> torch.Tensor:
-        """``[B, A]`` in [-1, 1] → the env's action units."""
-        return self.action_center + self.action_half * squashed
+        """``[B, A]`` in [-1, 1] → the env's action units, never past ``[low, high]``.
+
+        ``center ± half`` can round one ulp past a bound (e.g. [0.1, 0.7] in float32): clamped.
+        """
+        action = self.action_center + self.action_half * squashed
+        return torch.minimum(torch.maximum(action, self.action_low), self.action_high)
 
     def from_bounds(self, action: torch.Tensor) -> torch.Tensor:
         """The env's action units → [-1, 1]."""
