@@ -45,6 +45,10 @@ class SquashedHead(ActionHead):
     """``(low + high) / 2`` ``[A]``."""
     action_half: torch.Tensor
     """``(high − low) / 2`` ``[A]``."""
+    action_low: torch.Tensor
+    """``low`` ``[A]``: the actions are clamped into the bounds (float32 rounding may step past them)."""
+    action_high: torch.Tensor
+    """``high`` ``[A]``."""
 
     def __init__(self, low: np.ndarray | torch.Tensor, high: np.ndarray | torch.Tensor) -> None:
         super().__init__()
