@@ -101,6 +101,22 @@ REWRITES: tuple[tuple[str, str, str], ...] = (
         "1M env steps → 1 iteration of 4 envs",
     ),
     (
+        r"^(rlpipe run configs/zoo/(?:sac|td3)_\w+\.yaml)$",
+        r"\1 --set trainer.iterations=1 --set trainer.num_envs=4 --set trainer.num_eval_envs=2",
+        "1M env steps → 1 iteration of 4 envs",
+    ),
+    (
+        r"^(rlpipe run configs/sac_pendulum\.yaml)$",
+        r"\1 --set trainer.iterations=4",
+        "32k env steps → 4 iterations, the last two with gradient steps",
+    ),
+    (
+        r"^(python benchmarks/learning/offpolicy_mujoco\.py) .*$",
+        r"\1 --seeds 0 --steps 1024 --set algorithm.cfg.learning_starts=512 "
+        r"--set algorithm.cfg.random_steps=512",
+        "hours of SAC on a CPU, and SB3's own virtualenv → one seed of 1,024 env steps, no SB3",
+    ),
+    (
         r"^(rlpipe run configs/grpo_cartpole\.yaml)$",
         r"\1 --set trainer.iterations=1 --set trainer.num_envs=8",
         "GRPO from scratch → 1 iteration of 8 envs",

@@ -49,6 +49,8 @@ def smoke_cfg(path: Path, data_dir: Path, *extra: str) -> config.RunConfig:
     full = config.load(path)
     envs = max(4, getattr(full.algorithm.cfg, "group_size", 1))
     horizon = getattr(full.algorithm.cfg, "seq_len", None) or HORIZON  # recurrent: one whole sequence
+    if hasattr(full.algorithm.cfg, "learning_starts"):  # off-policy: gradient steps inside the one iteration
+        extra = ("algorithm.cfg.learning_starts=0", "algorithm.cfg.random_steps=0", *extra)
     return config.load(
         path,
         [

@@ -24,8 +24,9 @@ from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
 PAGE = "performance.md"
-PAGES = (PAGE, "datasets.md")
-"""Pages whose markers this hook fills (the Datasets page shows what an export costs)."""
+PAGES = (PAGE, "datasets.md", "off-policy.md")
+"""Pages whose markers this hook fills (the Datasets page shows what an export costs, the Off-policy
+page its MuJoCo runs)."""
 MARKER = re.compile(r"<!-- results: (\w+) -->")
 
 
@@ -398,6 +399,31 @@ def distillation(results: Results) -> str:
     return "\n\n".join(blocks)
 
 
+def offpolicy_mujoco(results: Results) -> str:
+    """SAC/TD3 on MuJoCo (``learning/offpolicy_mujoco.py``): per task, then every run and SB3's timing."""
+    data = results.load("offpolicy_mujoco.json")
+    summary_rows = []
+    for name, s in data["summary"].items():
+        point, low, high = s["iqm"]
+        summary_rows.append([
+            f"`{name}`", num(s["steps"]), ", ".join(str(x) for x in s["seeds"]),
+            f"{num(point)} [{num(low)}, {num(high)}]", f"{num(s['min'])}–{num(s['max'])}",
+            f"{num(s['zoo_sac']['return'])} ({s['zoo_sac']['env']}, 1M)", ratio(s["iqm_over_zoo"]),
+            f"{s['wall_1m_s_mean'] / 3600:.2f} h",
+            ratio(s["wall_1m_over_sb3"]) if "wall_1m_over_sb3" in s else "–",
+            ratio(s["cpu_per_step_over_sb3"]) if "cpu_per_step_over_sb3" in s else "–"])
+    runs = [[r["algo"], r["env"], r["seed"], num(r["steps"]), num(r["eval_return"]), num(r["wall_s"]),
+             num(r["cpu_s"]), num(r["steps_per_s"]), num(r["learn_steps_per_s"] or 0),
+             f"{(r['wall_1m_s'] or 0) / 3600:.2f} h",
+             " → ".join(f"{x[0]:.1f}" for x in (r["load_avg_start"], r["load_avg_end"]))]
+            for r in data["runs"]]
+    return (table(["algo/task", "env steps", "seeds", "IQM [95 % CI]", "min–max", "rl-zoo SAC", "IQM / zoo",
+                   "1M wall (scaled)", "1M wall / SB3's", "CPU s per step / SB3's"], summary_rows)
+            + "\n\n" + table(["run", "env", "seed", "env steps", "eval return (det.)", "wall s", "CPU s",
+                               "env steps/s", "steps/s learning", "1M wall (scaled)", "load average"], runs)
+            + f"\n\n*{data['cpu']} CPUs; commands: " + "; ".join(f"`{c}`" for c in data["commands"]) + "*")
+
+
 def others(results: Results) -> str:
     """Every results file no other table read: its scalar fields, and its rows when it has a list."""
     blocks = []
@@ -419,7 +445,8 @@ def others(results: Results) -> str:
     return "\n\n".join(blocks) if blocks else "Every results file is shown in a table above."
 
 
-ELSEWHERE = {"zoo.json": "[Results](results.md)", "dataset_export.json": "[Datasets](datasets.md)"}
+ELSEWHERE = {"zoo.json": "[Results](results.md)", "dataset_export.json": "[Datasets](datasets.md)",
+             "offpolicy_mujoco.json": "[Off-policy](off-policy.md)"}
 """Results files another page's hook shows (``docs/hooks/zoo.py``): linked here, not tabled again."""
 
 
@@ -435,6 +462,7 @@ TABLES: dict[str, Callable[[Results], str]] = {
     "pixel_cartpole": pixel_cartpole, "envpool_loop": envpool_loop, "distillation": distillation,
     "gpu_vs_rsl_rl": gpu_vs_rsl_rl, "store_diag": store_diag, "gil_tax": gil_tax,
     "writer_start": writer_start, "dataset_export": dataset_export, "compile": compiled,
+    "offpolicy_mujoco": offpolicy_mujoco,
     "others": others,
 }
 """Marker name → the function that builds its Markdown; ``others`` must come last on the page."""

@@ -181,3 +181,18 @@ def test_the_datasets_page_shows_what_an_export_costs(site: Path):
     assert "<!-- results:" not in (site / "datasets" / "index.html").read_text()
     for row in json.loads((RESULTS / "dataset_export.json").read_text())["rows"]:
         assert f"{row['dataset']} {row['format']}" in text and f"{row['mb_per_1m']:,.0f}" in text, row
+
+
+def test_the_off_policy_page_shows_every_run_of_its_results_file():
+    hook = load_hook("performance")
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="off-policy.md"))
+    config = SimpleNamespace(config_file_path=str(ROOT / "mkdocs.yml"))
+    text = hook.on_page_markdown("<!-- results: offpolicy_mujoco -->", page, config, None)
+    data = json.loads((RESULTS / "offpolicy_mujoco.json").read_text())
+    for run in data["runs"]:
+        cells = [run["algo"], run["env"], run["seed"], f"{run['steps']:,}", f"{run['eval_return']:,.0f}"]
+        row = "| " + " | ".join(str(c) for c in cells) + " |"
+        assert row in text, row
+    for name, entry in data["summary"].items():
+        assert f"| `{name}` | {entry['steps']:,} |" in text and f"{entry['iqm_over_zoo']:.2f}×" in text
+    assert "Source: `benchmarks/results/offpolicy_mujoco.json`" in text
