@@ -32,6 +32,7 @@ __all__ = [
     "SymmetryCfg",
     "TrustRegionCfg",
     "UpdateCfg",
+    "check_optimizer_kwargs",
     "fail",
     "group_size_error",
     "optimizer_kwarg_names",
@@ -50,6 +51,24 @@ def optimizer_kwarg_names(name: str) -> tuple[str, ...]:
 
     signature = inspect.signature(getattr(torch.optim, OPTIMIZER_CLASSES[name]).__init__)
     return tuple(p for p in signature.parameters if p not in ("self", *RESERVED_OPTIMIZER_KWARGS))
+
+
+def check_optimizer_kwargs(name: str, optimizer: str, kwargs: dict[str, Any]) -> None:
+    """Fail (naming ``optimizer_kwargs.<key>``) for ``lr`` or a key optimizer ``optimizer`` does not take.
+
+    ``name`` is the config class's; torch is imported only when ``kwargs`` is not empty.
+    """
+    if "lr" in kwargs:
+        fail(name, ("optimizer_kwargs", "lr"), "set learning_rate instead")
+    if kwargs:  # only then is torch needed (its optimizers' signatures)
+        accepted = optimizer_kwarg_names(optimizer)
+        for key in kwargs:
+            if key not in accepted:
+                fail(
+                    name,
+                    ("optimizer_kwargs", key),
+                    f"not an argument of {OPTIMIZER_CLASSES[optimizer]}; accepted: {', '.join(accepted)}",
+                )
 
 
 class AlgorithmCfg(StrictModel):
@@ -137,19 +156,7 @@ class UpdateCfg(AlgorithmCfg):
         for key in ("lr_schedule", "ent_coef_schedule"):
             if getattr(self, key) is not None and getattr(self, f"{key}_kind") in ("linear", "cosine"):
                 fail(name, (key,), f"points need {key}_kind step or interp (linear/cosine take no points)")
-        for key in self.optimizer_kwargs:
-            if key == "lr":
-                fail(name, ("optimizer_kwargs", key), "set learning_rate instead")
-        if self.optimizer_kwargs:  # only then is torch needed (its optimizers' signatures)
-            accepted = optimizer_kwarg_names(self.optimizer)
-            for key in self.optimizer_kwargs:
-                if key not in accepted:
-                    fail(
-                        name,
-                        ("optimizer_kwargs", key),
-                        f"not an argument of "
-                        f"{OPTIMIZER_CLASSES[self.optimizer]}; accepted: {', '.join(accepted)}",
-                    )
+        check_optimizer_kwargs(name, self.optimizer, self.optimizer_kwargs)
         return self
 
     @property

@@ -15,7 +15,7 @@ from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
-from rlpipe.config.algorithms import OPTIMIZER_CLASSES, AlgorithmCfg, optimizer_kwarg_names
+from rlpipe.config.algorithms import AlgorithmCfg, check_optimizer_kwargs
 from rlpipe.config.errors import fail
 from rlpipe.config.policy import MLPCfg
 from rlpipe.config.schedules import Points, ScheduleKind
@@ -108,18 +108,7 @@ class OffPolicyCfg(AlgorithmCfg):
         name = type(self).__name__
         if self.lr_schedule is not None and self.lr_schedule_kind in ("linear", "cosine"):
             fail(name, ("lr_schedule",), "points need lr_schedule_kind step or interp")
-        if "lr" in self.optimizer_kwargs:
-            fail(name, ("optimizer_kwargs", "lr"), "set learning_rate instead")
-        if self.optimizer_kwargs:
-            accepted = optimizer_kwarg_names(self.optimizer)
-            for key in self.optimizer_kwargs:
-                if key not in accepted:
-                    fail(
-                        name,
-                        ("optimizer_kwargs", key),
-                        f"not an argument of {OPTIMIZER_CLASSES[self.optimizer]}; accepted: "
-                        + ", ".join(accepted),
-                    )
+        check_optimizer_kwargs(name, self.optimizer, dict(self.optimizer_kwargs))
         return self
 
     def gradient_steps(self, horizon: int) -> int:
