@@ -12,7 +12,6 @@ same optimizer, schedule, KL-rule and mixed-precision options as PPO.
 
 from __future__ import annotations
 
-import copy
 import warnings
 from typing import TYPE_CHECKING, Any, cast
 
@@ -28,6 +27,7 @@ from rlpipe.algorithms.grpo_loss import (
     step_returns_and_mask,
 )
 from rlpipe.algorithms.sequences import flatten_transitions
+from rlpipe.algorithms.target_networks import frozen_copy
 from rlpipe.config import AlgorithmCfg, ConfigError
 from rlpipe.config.algorithms import GRPOCfg, group_size_error
 from rlpipe.config.registry import BUILTIN_POLICIES
@@ -72,14 +72,7 @@ class GRPO(BaseAlgorithm):
                 f"which has a critic); accepted: {', '.join(ACTOR_ONLY_POLICIES)}"
             )
         super().__init__(cfg, policy)
-        self.ref_policy = self._frozen_copy(policy) if cfg.kl_coef > 0 else None
-
-    @staticmethod
-    def _frozen_copy(policy: TrainablePolicy) -> TrainablePolicy:
-        ref = copy.deepcopy(policy).eval()
-        for param in ref.parameters():
-            param.requires_grad_(False)
-        return ref
+        self.ref_policy = frozen_copy(policy) if cfg.kl_coef > 0 else None
 
     @classmethod
     def check_run(

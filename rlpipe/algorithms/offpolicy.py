@@ -20,11 +20,10 @@ registry, resolved like any ``module:Class``).
 from __future__ import annotations
 
 import contextlib
-import copy
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -35,82 +34,32 @@ from rlpipe import fast
 from rlpipe.algorithms import optim
 from rlpipe.algorithms.base import update_seed
 from rlpipe.algorithms.finite import GradientCheck
-from rlpipe.algorithms.q_critics import QCritics, project_returns, reduce_critics
+from rlpipe.algorithms.q_critics import QCritics, bootstrap_target, reduce_critics
+from rlpipe.algorithms.random_start import RandomStart
 from rlpipe.algorithms.replay_ring import ReplayRing
 from rlpipe.algorithms.schedules import Progress, Schedule
+from rlpipe.algorithms.target_networks import frozen_copy, polyak_update
 from rlpipe.config import AlgorithmCfg, ConfigError
 from rlpipe.config.offpolicy import OffPolicyCfg, replay_rollouts
 from rlpipe.policies.obs_keys import resolve_obs_keys
-from rlpipe.policies.squashed import SquashedHead
 from rlpipe.runtime.distributed import average_gradients
 
 if TYPE_CHECKING:
     from rlpipe.policies.trainable import TrainablePolicy
 
-__all__ = ["OffPolicyAlgorithm", "RandomStart", "frozen_copy"]
+__all__ = ["OffPolicyAlgorithm"]
 
 Obs = torch.Tensor | TensorDict
 """An observation batch ``[B, *obs]`` (a TensorDict for dict observations)."""
-ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)
 Batch = dict[str, Any]
 """One sampled batch: ``obs``, ``action``, ``ret``, ``discount``, ``next_obs`` (``[B, ...]``)."""
-
-
-class RandomStart:
-    """The collector's policy: uniform random actions until ``random_steps`` env steps, then the policy.
-
-    Read once per rollout (``progress`` is set before it is collected); the draws come from torch's
-    global generator like every collection draw, so a resumed run draws alike.
-    """
-
-    has_critic = False
-    is_recurrent = False
-
-    def __init__(self, algo: OffPolicyAlgorithm) -> None:
-        self.algo = algo
-
-    @property
-    def deterministic_policy(self) -> TrainablePolicy:
-        """The trained policy (evaluation and ``action_mean`` read its mode)."""
-        return self.algo.policy
-
-    @property
-    def state_size(self) -> int:
-        """0: a feedforward policy."""
-        return 0
-
-    def sample(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(action [B, A], log_prob [B])``: uniform before ``random_steps`` env steps (log-prob 0)."""
-        policy = self.algo.policy
-        if deterministic or self.algo.progress.env_steps >= self.algo.cfg.random_steps:
-            return policy.sample(obs, deterministic)
-        head = policy.head
-        assert isinstance(head, SquashedHead)
-        rows = obs.shape[0] if isinstance(obs, torch.Tensor) else obs.batch_size[0]
-        uniform = torch.rand(rows, head.action_dim, device=policy.device) * 2 - 1
-        return head.to_bounds(uniform), torch.zeros(rows, device=policy.device)
-
-    def sample_step(
-        self, obs: torch.Tensor, state: torch.Tensor, deterministic: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Not used: the off-policy algorithms train feedforward policies."""
-        raise NotImplementedError("off-policy algorithms train feedforward policies")
-
-    def step_value(self, obs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        """Zeros ``[B]``."""
-        return torch.zeros(state.shape[0], device=state.device)
-
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        """Zeros ``[B]``: the collector records no state value for an off-policy learner."""
-        rows = obs.shape[0] if isinstance(obs, torch.Tensor) else obs.batch_size[0]
-        return torch.zeros(rows, device=self.algo.policy.device)
 
 
 class OffPolicyAlgorithm(ABC):
     """The replay ring, K critics with targets, the actor's optimizer, and the gradient-step loop.
 
-    A subclass gives its config class, its head class and three losses: :meth:`critic_target`,
-    :meth:`actor_loss`, and optionally extra networks (SAC's entropy coefficient, TD3's target actor).
+    A subclass gives its config class, its head class, :meth:`critic_target` and :meth:`actor_step`,
+    and optionally extra networks (SAC's entropy coefficient, TD3's target actor).
     """
 
     cfg_class: ClassVar[type[OffPolicyCfg]] = OffPolicyCfg
@@ -220,7 +169,7 @@ class OffPolicyAlgorithm(ABC):
     @property
     def acting_policy(self) -> RandomStart:
         """The policy, acting uniformly at random for the first ``random_steps`` env steps."""
-        return RandomStart(self)
+        return RandomStart(self.policy, self.cfg.random_steps, lambda: self.progress.env_steps)
 
     @property
     def update_keys(self) -> tuple[str, ...]:
@@ -283,9 +232,11 @@ class OffPolicyAlgorithm(ABC):
 
     @staticmethod
     def _check_final_obs(rollout: TensorDict, final_obs: TensorDict | None) -> None:
+        if final_obs is not None:
+            return
         horizon = rollout.batch_size[1] - 1
         truncations = rollout["truncated"][:, :horizon] & ~rollout["terminated"][:, :horizon]
-        if final_obs is None and bool(truncations.any()):
+        if bool(truncations.any()):
             raise ValueError(
                 "off-policy update: the rollout has truncations but no final observations "
                 "(pass final_obs=, the collector's or the store's)"
@@ -323,26 +274,16 @@ class OffPolicyAlgorithm(ABC):
     def bootstrap(self, batch: Batch, next_action: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
         """The critic target of next actions ``next_action`` ``[B, A]`` at the batch's bootstrap observations.
 
-        Scalar critics: ``ret + discount · (reduce_k Q'_k(s', a') + shift)`` ``[B]``; categorical: the
-        projected distribution ``[B, atoms]`` of ``ret + discount · shift + discount · Z'`` of the
-        critic the reduction picks (``min``: the lowest expected value; ``mean``: the mixture).
+        The target critics' outputs there, combined by :func:`~rlpipe.algorithms.q_critics.bootstrap_target`;
         ``shift`` ``[B]`` is SAC's ``−α log π(a'|s')`` (zeros for TD3).
         """
         targets = self.critic_targets
         assert targets is not None
         with self.autocast():
             outputs = targets.outputs(self.policy.critic_obs(batch["next_obs"]), next_action)
-        ret, discount = batch["ret"], batch["discount"]
-        if targets.distributional is None:
-            q_next = reduce_critics(outputs.squeeze(-1).float(), self.cfg.critic_reduce)
-            return ret + discount * (q_next + shift)
-        probs = torch.softmax(outputs.float(), dim=-1)  # [K, B, atoms]
-        if self.cfg.critic_reduce == "min":
-            pick = targets.expected(outputs).argmin(dim=0)  # [B]
-            chosen = probs.gather(0, pick.view(1, -1, 1).expand(1, *probs.shape[1:])).squeeze(0)
-        else:
-            chosen = probs.mean(dim=0)
-        return project_returns(chosen, ret + discount * shift, discount, targets.atoms)
+        return bootstrap_target(
+            targets, outputs, batch["ret"], batch["discount"], shift, self.cfg.critic_reduce
+        )
 
     def q_of(self, obs: Obs, action: torch.Tensor) -> torch.Tensor:
         """The critics' reduced estimate ``[B]`` of ``action`` at ``obs`` (the actor's objective)."""
@@ -385,10 +326,7 @@ class OffPolicyAlgorithm(ABC):
 
     def update_targets(self) -> None:
         """Polyak step of every target network: ``target ← target + tau · (online − target)``."""
-        with torch.no_grad():
-            for online, target in self.target_pairs():
-                for p, t in zip(online.parameters(), target.parameters()):
-                    t.lerp_(p, self.cfg.tau)
+        polyak_update(self.target_pairs(), self.cfg.tau)
 
     def target_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
         """``(online, target)`` networks the Polyak step moves (the critics; TD3 adds its actor)."""
@@ -398,11 +336,8 @@ class OffPolicyAlgorithm(ABC):
     def report(self, totals: dict[str, torch.Tensor], steps: int) -> dict[str, float]:
         """The update's metrics: each stat's mean over the steps that computed it, and the counters."""
         assert self.ring is not None
-        actor_steps = sum(
-            1
-            for k in range(self.critic_steps - steps + 1, self.critic_steps + 1)
-            if k % self.cfg.policy_frequency == 0
-        )
+        every = self.cfg.policy_frequency  # actor steps: the multiples of it among these critic steps
+        actor_steps = self.critic_steps // every - (self.critic_steps - steps) // every
         means: dict[str, float] = {}
         if totals:
             names = list(totals)
@@ -513,11 +448,3 @@ class OffPolicyAlgorithm(ABC):
         self.ring_newest = newest - len(rollouts)
         for rollout, final_obs in rollouts:
             self.remember(rollout, final_obs)
-
-
-def frozen_copy(module: ModuleT) -> ModuleT:
-    """A copy of ``module`` whose parameters take no gradient (a target network)."""
-    target = copy.deepcopy(module)
-    for p in target.parameters():
-        p.requires_grad_(False)
-    return target

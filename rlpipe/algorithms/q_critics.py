@@ -15,7 +15,7 @@ from rlpipe.config.offpolicy import DistributionalCfg
 from rlpipe.config.policy import MLPCfg
 from rlpipe.policies.mlp import build_mlp
 
-__all__ = ["QCritics", "project_returns", "reduce_critics"]
+__all__ = ["QCritics", "bootstrap_target", "project_returns", "reduce_critics"]
 
 
 class QCritics(nn.Module):
@@ -56,6 +56,32 @@ class QCritics(nn.Module):
 def reduce_critics(values: torch.Tensor, how: str) -> torch.Tensor:
     """``[K, B]`` → ``[B]``: the minimum over the critics (clipped double Q) or their mean."""
     return values.min(dim=0).values if how == "min" else values.mean(dim=0)
+
+
+def bootstrap_target(
+    targets: QCritics,
+    outputs: torch.Tensor,
+    ret: torch.Tensor,
+    discount: torch.Tensor,
+    shift: torch.Tensor,
+    how: str,
+) -> torch.Tensor:
+    """The critics' regression target from the target critics' ``outputs`` at the bootstrap observations.
+
+    Scalar critics: ``ret + discount · (reduce_k Q'_k + shift)`` ``[B]``; categorical: the projected
+    distribution ``[B, atoms]`` of ``ret + discount · shift + discount · Z'`` of the critic the
+    reduction ``how`` picks (``min``: the lowest expected value per row; ``mean``: the mixture).
+    ``ret``, ``discount``, ``shift`` are ``[B]``; ``outputs`` ``[K, B, 1 or atoms]``.
+    """
+    if targets.distributional is None:
+        return ret + discount * (reduce_critics(outputs.squeeze(-1).float(), how) + shift)
+    probs = torch.softmax(outputs.float(), dim=-1)  # [K, B, atoms]
+    if how == "min":
+        pick = targets.expected(outputs).argmin(dim=0)  # [B]
+        chosen = probs.gather(0, pick.view(1, -1, 1).expand(1, *probs.shape[1:])).squeeze(0)
+    else:
+        chosen = probs.mean(dim=0)
+    return project_returns(chosen, ret + discount * shift, discount, targets.atoms)
 
 
 def project_returns(

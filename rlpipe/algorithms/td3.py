@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import nn
 
-from rlpipe.algorithms.offpolicy import Batch, OffPolicyAlgorithm, frozen_copy
+from rlpipe.algorithms.offpolicy import Batch, OffPolicyAlgorithm
+from rlpipe.algorithms.target_networks import frozen_copy
 from rlpipe.config.offpolicy import TD3Cfg
 from rlpipe.policies.squashed import TanhDeterministicHead
 
